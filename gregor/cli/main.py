@@ -1,0 +1,20 @@
+"""The `gregor` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gregor.cli import dump_log
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gregor", description="Apache Kafka, rebuilt in Python.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    dump_log.register(sub)
+    args = parser.parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""The leader-epoch cache of a partition: which leader epoch began at which offset.
+
+Entries `(epoch, start_offset)`, both strictly increasing, persisted to the partition's
+`leader-epoch-checkpoint` whenever they change. It answers OffsetForLeaderEpoch (the end offset of
+an epoch: the start offset of the next larger epoch, or the log end offset) and is trimmed when
+the log is truncated at either end.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from gregor.storage import checkpoints
+
+FILE_NAME = "leader-epoch-checkpoint"
+UNDEFINED_EPOCH = -1
+
+log = logging.getLogger(__name__)
+
+
+class LeaderEpochCache:
+    def __init__(self, directory: str) -> None:
+        self.path = os.path.join(directory, FILE_NAME)
+        try:
+            self.entries: list[tuple[int, int]] = checkpoints.read_epochs(self.path)
+        except (checkpoints.CheckpointError, ValueError) as exc:
+            log.warning("ignoring damaged %s: %s", self.path, exc)
+            self.entries = []
+
+    def _persist(self) -> None:
+        checkpoints.write_epochs(self.path, self.entries)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.entries[-1][0] if self.entries else UNDEFINED_EPOCH
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that `epoch` began at `start_offset` (ignored unless it is a new, larger epoch)."""
+        if epoch < 0 or (self.entries and epoch <= self.entries[-1][0]):
+            return
+        # An epoch may not start before a later-recorded one: drop entries it supersedes.
+        while self.entries and self.entries[-1][1] >= start_offset:
+            self.entries.pop()
+        self.entries.append((epoch, start_offset))
+        self._persist()
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(epoch, end offset) as OffsetForLeaderEpoch answers: the largest epoch <= `epoch`
+        and the offset where the next epoch begins; (-1, -1) if `epoch` predates the cache."""
+        if not self.entries or epoch < self.entries[0][0]:
+            return UNDEFINED_EPOCH, -1
+        if epoch >= self.entries[-1][0]:
+            return self.entries[-1][0], log_end_offset
+        for i, (e, _start) in enumerate(self.entries):
+            if e > epoch:
+                prev = self.entries[i - 1]
+                return prev[0], self.entries[i][1]
+        return self.entries[-1][0], log_end_offset  # unreachable: the loop always returns
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop epochs that start at or after `end_offset` (the log was truncated there)."""
+        before = len(self.entries)
+        self.entries = [(e, o) for e, o in self.entries if o < end_offset]
+        if len(self.entries) != before:
+            self._persist()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at `start_offset`: the epoch holding it begins there."""
+        keep = [(e, o) for e, o in self.entries if o > start_offset]
+        older = [(e, o) for e, o in self.entries if o <= start_offset]
+        if older:
+            keep.insert(0, (older[-1][0], start_offset))
+        if keep != self.entries:
+            self.entries = keep
+            self._persist()

@@ -1,0 +1,226 @@
+"""Opening a partition directory: find the segments, and after an unclean shutdown recover them.
+
+After a clean shutdown (the log manager found its clean-shutdown marker) nothing is scanned:
+segments are listed, the active one's tail is read from its last index entry, and indexes are
+mapped only when first used.
+
+After an unclean shutdown:
+  * every segment from the one holding the recovery point to the end is re-read batch by batch
+    (length, magic, CRC, offsets in order), its indexes are rebuilt, and the file is cut after
+    the last good batch; if a segment had to be cut, every later segment is deleted, since the
+    log must stay dense;
+  * every older segment keeps its data (it was fsynced) but its indexes are checked: structure
+    (sizes, order, bounds), and each entry against the batch it names; a missing or damaged
+    index is rebuilt by re-reading that segment;
+  * the recovered segments are fsynced and the recovery point moves to the log end offset.
+
+Leftovers of interrupted operations are cleaned first: `*.deleted` files (an asynchronous delete
+that had not finished) and `*.tmp` files are removed, indexes with no log are removed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import dataclass
+
+from gregor.protocol.records import batch as rb
+from gregor.storage.config import LogConfig
+from gregor.storage.index import CorruptIndexError
+from gregor.storage.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    LogSegment,
+)
+
+log = logging.getLogger(__name__)
+
+_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
+
+
+@dataclass
+class Loaded:
+    segments: list[LogSegment]
+    log_start_offset: int
+    log_end_offset: int
+    recovery_point: int
+
+
+def _new_segment(directory: str, base: int, config: LogConfig, active: bool, now_ms: int) -> LogSegment:
+    return LogSegment(
+        directory,
+        base,
+        index_interval_bytes=config.index_interval_bytes,
+        max_index_size=config.segment_index_bytes,
+        active=active,
+        now_ms=now_ms,
+    )
+
+
+def _remove_leftovers(directory: str) -> tuple[set[int], set[int]]:
+    """Delete unfinished deletes and temp files; return (bases with a .log, bases with an index)."""
+    logs: set[int] = set()
+    indexed: set[int] = set()
+    names = os.listdir(directory)
+    for name in names:
+        path = os.path.join(directory, name)
+        if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp") or name.endswith(".cleaned"):
+            os.unlink(path)
+            continue
+        m = _SEGMENT_FILE.match(name)
+        if not m:
+            continue
+        base = int(m.group(1))
+        if m.group(2) == LOG_SUFFIX:
+            logs.add(base)
+        elif m.group(2) == INDEX_SUFFIX:
+            indexed.add(base)
+    for name in names:
+        m = _SEGMENT_FILE.match(name)
+        if m and m.group(2) != LOG_SUFFIX and int(m.group(1)) not in logs:
+            log.warning("removing %s: it has no log segment", os.path.join(directory, name))
+            os.unlink(os.path.join(directory, name))
+    return logs, indexed
+
+
+def load_segments(
+    directory: str,
+    config: LogConfig,
+    *,
+    log_start_offset: int,
+    recovery_point: int,
+    clean_shutdown: bool,
+    now_ms: int,
+) -> Loaded:
+    logs, indexed = _remove_leftovers(directory)
+    bases = sorted(logs)
+    segments = [_new_segment(directory, b, config, active=False, now_ms=now_ms) for b in bases]
+    if not segments:
+        seg = _new_segment(directory, log_start_offset, config, active=True, now_ms=now_ms)
+        seg.ensure_created()
+        seg.close_handles()
+        return Loaded([seg], log_start_offset, log_start_offset, log_start_offset)
+
+    active = segments[-1]
+    active.offset_index.make_writable(config.segment_index_bytes)
+    active.time_index.make_writable(config.segment_index_bytes)
+
+    if clean_shutdown:
+        for seg in segments:
+            if seg.base_offset not in indexed or not os.path.exists(seg.time_index.path):
+                log.warning("%s: index missing, rebuilding", seg.log_path)
+                _recover(seg, config, active=seg is active)
+        active.load_running_state()
+        end = active.read_next_offset()
+        recovery_point = end
+    else:
+        segments, end = _recover_unclean(directory, segments, config, recovery_point, indexed)
+        recovery_point = end
+        active = segments[-1]
+    start = max(log_start_offset, segments[0].base_offset)
+    if start > end:
+        start = end
+    for seg in segments:
+        seg.close_handles()
+    return Loaded(segments, start, end, recovery_point)
+
+
+def _recover(seg: LogSegment, config: LogConfig, active: bool) -> int:
+    """Rebuild a segment's indexes from its data; returns the bytes cut from its tail."""
+    result = seg.recover(config.max_message_bytes)
+    if result.truncated_bytes:
+        log.warning(
+            "%s: cut %d bytes after position %d: %s",
+            seg.log_path,
+            result.truncated_bytes,
+            result.valid_bytes,
+            result.reason,
+        )
+    if not active:
+        seg.on_become_inactive()
+    return result.truncated_bytes
+
+
+def _recover_unclean(
+    directory: str,
+    segments: list[LogSegment],
+    config: LogConfig,
+    recovery_point: int,
+    indexed: set[int],
+) -> tuple[list[LogSegment], int]:
+    first_unflushed = 0
+    for i, seg in enumerate(segments):
+        if seg.base_offset <= recovery_point:
+            first_unflushed = i
+    log.info(
+        "%s: unclean shutdown, recovering from offset %d (segment %d of %d)",
+        directory,
+        recovery_point,
+        first_unflushed + 1,
+        len(segments),
+    )
+    for seg in segments[:first_unflushed]:
+        if seg.base_offset not in indexed or not _indexes_sound(seg):
+            log.warning("%s: index missing or damaged, rebuilding", seg.log_path)
+            _recover(seg, config, active=False)
+    kept = list(segments)
+    last = len(segments) - 1
+    for i in range(first_unflushed, last + 1):
+        seg = segments[i]
+        # Rebuild as an active segment; one that survives whole and is not last is then
+        # stamped inactive, as its roll did.
+        seg.offset_index.make_writable(config.segment_index_bytes)
+        seg.time_index.make_writable(config.segment_index_bytes)
+        cut = _recover(seg, config, active=True)
+        if cut and i < last:
+            for doomed in segments[i + 1 :]:
+                log.warning("%s: deleting, it follows a damaged segment", doomed.log_path)
+                doomed.delete()
+            kept = segments[: i + 1]
+            break
+        if i < last:
+            seg.on_become_inactive()
+    for seg in kept[first_unflushed:]:
+        seg.flush()
+    active = kept[-1]
+    end = active.read_next_offset() if active.size else active.base_offset
+    return kept, end
+
+
+def _indexes_sound(seg: LogSegment) -> bool:
+    """Check both indexes of an older segment against its data without reading all of it."""
+    try:
+        seg.offset_index.sanity_check(seg.size)
+        for i in range(seg.offset_index.entries):
+            offset, position = seg.offset_index.entry(i)
+            head = os.pread(seg.fd, 27, position)
+            if len(head) < 27 or head[16] != rb.MAGIC:
+                raise CorruptIndexError(f"entry {i} points at no batch")
+            base, _ = rb.peek_offset_and_size(head)
+            delta = int.from_bytes(head[23:27], "big", signed=True)
+            if base + delta != offset:
+                raise CorruptIndexError(f"entry {i} names offset {offset}, the batch ends at {base + delta}")
+        last = seg.read_next_offset() - 1
+        seg.time_index.sanity_check(last)
+        if seg.time_index.entries == 0 and seg.size:
+            raise CorruptIndexError("an inactive segment with data has an empty time index")
+        for i in range(seg.time_index.entries):
+            ts, offset = seg.time_index.entry(i)
+            info = seg.translate_offset(offset)
+            if info is None or info.last_offset != offset or info.max_timestamp != ts:
+                raise CorruptIndexError(f"time entry {i} names offset {offset}, not a batch end")
+        final = seg.time_index.last_entry()
+        scanned = max(
+            (b.max_timestamp for b in seg.iter_batches(seg.offset_index.lookup(final.offset).position)),
+            default=-1,
+        )
+        if scanned > final.timestamp:
+            raise CorruptIndexError("the last time entry is not the segment's largest timestamp")
+        return True
+    except CorruptIndexError as exc:
+        log.warning("%s: %s", seg.log_path, exc)
+        seg.offset_index.close()
+        seg.time_index.close()
+        return False

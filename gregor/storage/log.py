@@ -1,0 +1,564 @@
+"""The log of one partition: a directory of segments, the offsets that bound it, and the
+operations replication, fetch and retention need.
+
+    <log dir>/<topic>-<partition>/
+        00000000000000000000.log  .index  .timeindex
+        00000000000000004711.log  .index  .timeindex    <- the active segment (last)
+        leader-epoch-checkpoint
+
+Offsets:  log_start_offset <= high_watermark <= log_end_offset. The recovery point is the offset
+up to which everything is fsynced; after an unclean shutdown loading re-validates from there.
+
+Append takes the record batches of a produce request as a writable buffer, validates every batch
+(refusing the whole request if one is bad), assigns offsets by patching each header in place,
+and writes the buffer to the active segment in one `write`. Records are never decoded.
+
+Single-threaded by contract, except `flush_segments`, which may run on a worker thread.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gregor.protocol import errors
+from gregor.protocol.errors import KafkaError
+from gregor.protocol.records import batch as rb
+from gregor.storage.config import LogConfig
+from gregor.storage.index import TimestampOffset
+from gregor.storage.leader_epoch import LeaderEpochCache
+from gregor.storage.segment import BatchInfo, FileSlice, LogSegment
+
+log = logging.getLogger(__name__)
+
+# Special timestamps of ListOffsets.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+
+@dataclass(slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int  # -1 unless the topic stamps LogAppendTime
+    batches: int
+    records: int
+    valid_bytes: int
+    log_start_offset: int
+
+
+def parse_dir_name(name: str) -> tuple[str, int] | None:
+    """`my-topic-3` -> ("my-topic", 3); None for anything else (deleted/future dirs)."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        return None
+    return topic, int(part)
+
+
+def dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+FileDeleter = Callable[[list[LogSegment]], None]
+
+
+def delete_now(segments: list[LogSegment]) -> None:
+    for seg in segments:
+        seg.delete()
+
+
+class Log:
+    def __init__(
+        self,
+        directory: str,
+        config: LogConfig,
+        segments: list[LogSegment],
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        log_end_offset: int,
+        file_deleter: FileDeleter = delete_now,
+    ) -> None:
+        self.directory = directory
+        name = parse_dir_name(os.path.basename(directory.rstrip("/")))
+        self.topic, self.partition = name if name else (os.path.basename(directory), 0)
+        self.config = config
+        self.segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        self.log_end_offset = log_end_offset
+        self.high_watermark = log_start_offset
+        self.leader_epochs = LeaderEpochCache(directory)
+        self.leader_epochs.truncate_from_end(log_end_offset)
+        self.file_deleter = file_deleter
+        self.last_flush_ms = _now_ms()
+        self.closed = False
+        # How a roll flushes the old segment; the broker swaps in one that runs off the loop.
+        self.roll_flusher: Callable[[Log, int], None] = Log.flush
+
+    # -- opening ------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: str,
+        config: LogConfig | None = None,
+        *,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        clean_shutdown: bool = True,
+        now_ms: int | None = None,
+        file_deleter: FileDeleter = delete_now,
+    ) -> Log:
+        """Open (or create) the log in `directory`, recovering it if the shutdown was unclean."""
+        from gregor.storage import loader
+
+        config = config or LogConfig()
+        os.makedirs(directory, exist_ok=True)
+        loaded = loader.load_segments(
+            directory,
+            config,
+            log_start_offset=log_start_offset,
+            recovery_point=recovery_point,
+            clean_shutdown=clean_shutdown,
+            now_ms=now_ms if now_ms is not None else _now_ms(),
+        )
+        log_ = cls(
+            directory,
+            config,
+            loaded.segments,
+            log_start_offset=loaded.log_start_offset,
+            recovery_point=loaded.recovery_point,
+            log_end_offset=loaded.log_end_offset,
+            file_deleter=file_deleter,
+        )
+        log_.leader_epochs.truncate_from_start(log_.log_start_offset)
+        log_.high_watermark = log_.log_end_offset if clean_shutdown else log_.log_start_offset
+        return log_
+
+    # -- state --------------------------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+
+    def update_high_watermark(self, offset: int) -> int:
+        self.high_watermark = max(self.log_start_offset, min(offset, self.log_end_offset))
+        return self.high_watermark
+
+    def _segment_index_for(self, offset: int) -> int:
+        return max(0, bisect.bisect_right(self._bases, offset) - 1)
+
+    # -- append -------------------------------------------------------------------------------
+
+    def append(
+        self,
+        records: memoryview | bytearray,
+        *,
+        leader_epoch: int = rb.NO_PARTITION_LEADER_EPOCH,
+        now_ms: int | None = None,
+        assign_offsets: bool = True,
+    ) -> AppendInfo:
+        """Validate, assign offsets (patching headers in `records`) and append.
+
+        With `assign_offsets=False` (a follower copying its leader) the offsets already in the
+        batches are kept; they must continue the log.
+        """
+        view = memoryview(records)
+        if view.readonly and assign_offsets:
+            view = memoryview(bytearray(view))
+        end = len(view)
+        if end == 0:
+            raise KafkaError(errors.INVALID_RECORD, f"{self.topic}-{self.partition}: no batches")
+        config = self.config
+        if end > config.segment_bytes:
+            raise KafkaError(
+                errors.RECORD_LIST_TOO_LARGE,
+                f"{end} bytes is above segment.bytes {config.segment_bytes}",
+            )
+        if now_ms is None:
+            now_ms = _now_ms()
+        stamp = config.log_append_time
+        next_offset = self.log_end_offset
+        first_offset = next_offset if assign_offsets else -1
+        max_ts, offset_of_max_ts = -1, -1
+        infos: list[BatchInfo] = []
+        records_count = 0
+        pos = 0
+        max_size = config.max_message_bytes
+        while pos < end:
+            header = rb.check_batch(view, pos, end, max_size)
+            size = header.batch_length + rb.LOG_OVERHEAD
+            delta = header.last_offset_delta
+            if assign_offsets:
+                rb.patch_base_offset(view, pos, next_offset)
+                if leader_epoch != header.partition_leader_epoch:
+                    rb.patch_partition_leader_epoch(view, pos, leader_epoch)
+                base = next_offset
+            else:
+                base = header.base_offset
+                if base < next_offset:
+                    raise KafkaError(
+                        errors.INVALID_RECORD,
+                        f"batch base offset {base} is below the log end offset {next_offset}",
+                    )
+                if first_offset < 0:
+                    first_offset = base
+            batch_ts = header.max_timestamp
+            if stamp:
+                rb.patch_log_append_time(view, pos, size, now_ms)
+                batch_ts = now_ms
+            if batch_ts > max_ts:
+                max_ts, offset_of_max_ts = batch_ts, base + delta
+            infos.append(BatchInfo(pos, base, base + delta, batch_ts, size))
+            records_count += header.records_count
+            next_offset = base + delta + 1
+            pos += size
+        last_offset = next_offset - 1
+        segment = self._maybe_roll(end, first_offset, last_offset, max_ts, now_ms)
+        segment.append(view, infos)
+        self.log_end_offset = next_offset
+        if leader_epoch >= 0 and assign_offsets:
+            self.leader_epochs.assign(leader_epoch, first_offset)
+        if self.log_end_offset - self.recovery_point >= config.flush_messages:
+            self.flush()
+        return AppendInfo(
+            first_offset,
+            last_offset,
+            max_ts,
+            offset_of_max_ts,
+            now_ms if stamp else -1,
+            len(infos),
+            records_count,
+            end,
+            self.log_start_offset,
+        )
+
+    def _maybe_roll(
+        self, size: int, first_offset: int, last_offset: int, max_ts: int, now_ms: int
+    ) -> LogSegment:
+        seg = self.segments[-1]
+        config = self.config
+        if seg.size == 0 and seg.base_offset == first_offset:
+            return seg
+        reason = ""
+        if seg.size > config.segment_bytes - size:
+            reason = "segment.bytes"
+        elif seg.size > 0 and self._waited_for_roll(seg, max_ts, now_ms) > (
+            config.segment_ms - config.segment_jitter_ms
+        ):
+            reason = "segment.ms"
+        elif seg.offset_index.is_full() or seg.time_index.is_full():
+            reason = "a full index"
+        elif not seg.can_convert_to_relative_offset(last_offset):
+            reason = "relative offset overflow"
+        if not reason:
+            return seg
+        return self.roll(first_offset, reason, now_ms)
+
+    @staticmethod
+    def _waited_for_roll(seg: LogSegment, max_ts: int, now_ms: int) -> int:
+        first = seg.first_batch_timestamp()
+        if first >= 0 and max_ts >= 0:
+            return max_ts - first
+        return now_ms - seg.created_ms
+
+    def roll(self, base_offset: int | None = None, reason: str = "requested", now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at `base_offset` (default: the log end offset)."""
+        base = self.log_end_offset if base_offset is None else max(base_offset, self.log_end_offset)
+        old = self.segments[-1]
+        if old.size == 0 and old.base_offset == base:
+            return old
+        keep_old = old.size > 0
+        if keep_old:
+            old.on_become_inactive()
+        else:
+            # An empty active segment is replaced rather than kept as an empty inactive one.
+            self.segments.pop()
+            self._bases.pop()
+            old.delete()
+        seg = LogSegment(
+            self.directory,
+            base,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes,
+            active=True,
+            now_ms=now_ms,
+        )
+        seg.ensure_created()
+        self.segments.append(seg)
+        self._bases.append(base)
+        log.debug("%s-%s rolled to segment %d (%s)", self.topic, self.partition, base, reason)
+        if keep_old:
+            # The old segment will not change again: it is fsynced now, as Kafka does at roll.
+            self.roll_flusher(self, base)
+        return seg
+
+    # -- read ---------------------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FileSlice | None:
+        """Whole batches starting with the one that holds `offset`, below `max_offset` (the
+        high watermark, by default the log end offset), within `max_bytes` (but at least one
+        batch when `min_one_batch`). None when there is nothing to read yet.
+
+        OFFSET_OUT_OF_RANGE below the log start offset or above the log end offset.
+        """
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise KafkaError(
+                errors.OFFSET_OUT_OF_RANGE,
+                f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}] "
+                f"of {self.topic}-{self.partition}",
+            )
+        upper = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        if offset >= upper:
+            return None
+        i = self._segment_index_for(offset)
+        last = len(self.segments) - 1
+        while i <= last:
+            seg = self.segments[i]
+            next_base = self._bases[i + 1] if i < last else self.log_end_offset
+            max_position = None
+            if upper < next_base:
+                bound = seg.translate_offset(upper)
+                max_position = bound.position if bound is not None else None
+            found = seg.read(offset, max_bytes, max_position, min_one_batch)
+            if found is not None:
+                return found[0]
+            if upper <= next_base:
+                return None
+            i += 1
+        return None
+
+    def read_bytes(self, offset: int, max_bytes: int, max_offset: int | None = None) -> bytes:
+        """`read`, copied into memory (tools and tests)."""
+        found = self.read(offset, max_bytes, max_offset)
+        return found.read() if found is not None else b""
+
+    # -- offsets by time ----------------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) as ListOffsets answers, for a time or one of the special values
+        LATEST/EARLIEST/MAX_TIMESTAMP/EARLIEST_LOCAL; None when no record is that late."""
+        if timestamp == LATEST_TIMESTAMP:
+            return self.log_end_offset, -1
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return self.log_start_offset, -1
+        if timestamp == MAX_TIMESTAMP:
+            return self._max_timestamp_offset()
+        for seg in self.segments:
+            if seg.largest_timestamp < timestamp and seg is not self.segments[-1]:
+                continue
+            batch_offset = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if batch_offset is None:
+                continue
+            return self._record_at_or_after(batch_offset, seg, timestamp)
+        return None
+
+    def _record_at_or_after(self, batch_offset: int, seg: LogSegment, timestamp: int) -> tuple[int, int]:
+        """Within the batch holding `batch_offset`, the first record with a timestamp >= t."""
+        from gregor.protocol.records.records import read_batch_records
+
+        info = seg.translate_offset(batch_offset)
+        assert info is not None
+        data = os.pread(seg.fd, info.size, info.position)
+        header, recs = read_batch_records(data)
+        for rec in recs:
+            ts = header.max_timestamp if header.is_log_append_time else rec.timestamp
+            if ts >= timestamp and rec.offset >= self.log_start_offset:
+                return rec.offset, ts
+        return batch_offset, header.max_timestamp
+
+    def _max_timestamp_offset(self) -> tuple[int, int] | None:
+        from gregor.protocol.records.records import read_batch_records
+
+        best: tuple[int, LogSegment] | None = None
+        for seg in self.segments:
+            ts = seg.max_timestamp_so_far()
+            if seg.size and (best is None or ts.timestamp > best[0]):
+                best = (ts.timestamp, seg)
+        if best is None:
+            return None
+        seg = best[1]
+        target = seg.max_timestamp_so_far()
+        info = seg.translate_offset(target.offset)
+        assert info is not None
+        header, recs = read_batch_records(os.pread(seg.fd, info.size, info.position))
+        if header.is_log_append_time:
+            return header.last_offset, header.max_timestamp
+        top = max(recs, key=lambda r: r.timestamp)
+        return top.offset, top.timestamp
+
+    # -- truncation and deletion --------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch that holds an offset >= `offset` (replication's truncation)."""
+        if offset >= self.log_end_offset:
+            return
+        if offset <= self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        i = self._segment_index_for(offset)
+        doomed = self.segments[i + 1 :]
+        del self.segments[i + 1 :]
+        del self._bases[i + 1 :]
+        for seg in doomed:
+            seg.delete()
+        seg = self.segments[i]
+        seg.offset_index.make_writable(self.config.segment_index_bytes)
+        seg.time_index.make_writable(self.config.segment_index_bytes)
+        seg.truncate_to(offset)
+        self.log_end_offset = seg.read_next_offset() if seg.size else seg.base_offset
+        self._after_truncation()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        doomed = self.segments
+        self.segments = []
+        self._bases = []
+        for seg in doomed:
+            seg.delete()
+        seg = LogSegment(
+            self.directory,
+            offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes,
+            active=True,
+        )
+        seg.ensure_created()
+        self.segments.append(seg)
+        self._bases.append(offset)
+        self.log_start_offset = offset
+        self.log_end_offset = offset
+        self.leader_epochs.truncate_from_end(offset)
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        self.leader_epochs.truncate_from_end(self.log_end_offset)
+
+    def increment_log_start_offset(self, offset: int) -> int:
+        """Move the log start offset up (DeleteRecords), deleting segments wholly below it."""
+        if offset > self.high_watermark:
+            raise KafkaError(
+                errors.OFFSET_OUT_OF_RANGE,
+                f"cannot move the log start offset to {offset}, above the high watermark "
+                f"{self.high_watermark}",
+            )
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.leader_epochs.truncate_from_start(offset)
+            self.delete_segments_below_start()
+        return self.log_start_offset
+
+    def delete_segments_below_start(self) -> int:
+        """Delete segments whose every offset is below the log start offset."""
+        count = 0
+        while len(self.segments) > 1 and self._bases[1] <= self.log_start_offset:
+            count += 1
+            self._delete_first_segments(1)
+        return count
+
+    def delete_oldest_segments(self, count: int) -> int:
+        """Delete the `count` oldest segments (retention), rolling first if that would take the
+        active one; the log start offset moves before any file goes."""
+        count = min(count, len(self.segments))
+        if count <= 0:
+            return 0
+        if count == len(self.segments):
+            if self.active_segment.size == 0:
+                count -= 1
+            else:
+                self.roll(reason="retention of the active segment")
+        if count <= 0:
+            return 0
+        self._delete_first_segments(count)
+        return count
+
+    def _delete_first_segments(self, count: int) -> None:
+        doomed = self.segments[:count]
+        new_start = self._bases[count]
+        self.log_start_offset = max(self.log_start_offset, new_start)
+        self.high_watermark = max(self.high_watermark, self.log_start_offset)
+        self.recovery_point = max(self.recovery_point, self.log_start_offset)
+        self.leader_epochs.truncate_from_start(self.log_start_offset)
+        del self.segments[:count]
+        del self._bases[:count]
+        for seg in doomed:
+            seg.rename_to_deleted()
+        self.file_deleter(doomed)
+
+    # -- durability ---------------------------------------------------------------------------
+
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """fsync the segments holding offsets from the recovery point up to `up_to_offset`
+        (default: the log end offset), then move the recovery point there."""
+        target = self.log_end_offset if up_to_offset is None else min(up_to_offset, self.log_end_offset)
+        if target <= self.recovery_point:
+            return
+        for seg in self.segments[self._segment_index_for(self.recovery_point) :]:
+            if seg.base_offset >= target:
+                break
+            seg.flush()
+        self.recovery_point = target
+        self.last_flush_ms = _now_ms()
+
+    def close(self) -> None:
+        """Clean close: flush, stamp the active segment's final time-index entry, trim indexes."""
+        if self.closed:
+            return
+        self.flush()
+        # Unlike a roll, closing adds no time-index entry: the active segment's index stays what
+        # a rebuild would make, and opening it again finds its largest timestamp with a short scan.
+        for seg in self.segments:
+            seg.offset_index.trim_to_valid_size()
+            seg.time_index.trim_to_valid_size()
+            seg.close()
+        self.closed = True
+
+    def close_handles(self) -> None:
+        for seg in self.segments:
+            seg.close_handles()
+
+    def delete(self) -> None:
+        for seg in self.segments:
+            seg.delete()
+        for name in os.listdir(self.directory):
+            os.unlink(os.path.join(self.directory, name))
+        os.rmdir(self.directory)
+        self.closed = True
+
+    def largest_timestamps(self) -> list[TimestampOffset]:
+        return [s.max_timestamp_so_far() for s in self.segments]
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
+            f"end={self.log_end_offset}, segments={len(self.segments)})"
+        )

@@ -1,0 +1,230 @@
+"""Every partition log of a broker, across one or more `log.dirs`.
+
+    <log dir>/
+        .kafka_cleanshutdown                 written last on a clean shutdown, removed at start
+        recovery-point-offset-checkpoint     per partition: offset everything below is fsynced
+        log-start-offset-checkpoint          per partition: the log start offset
+        replication-offset-checkpoint        per partition: the high watermark
+        <topic>-<partition>/                 one Log each (see log.py)
+        <topic>-<partition>.<id>-delete/     a deleted partition, removed in the background
+
+A new partition goes to the log dir holding the fewest partitions. Opening 10,000 partitions
+opens no index and leaves no file open: segments are listed, and each log's active segment is
+read once to find its end and then released; fds and maps come back on first use.
+
+No I/O scheduling lives here: the broker calls `flush_due`, `checkpoint`, `purge_deleted` from
+its timers (and may run them on a worker thread), passing the time in.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+
+from gregor.storage import checkpoints
+from gregor.storage.config import LogConfig
+from gregor.storage.log import Log, dir_name, parse_dir_name
+from gregor.storage.segment import LogSegment
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+DELETE_DIR_SUFFIX = "-delete"
+
+TopicPartition = tuple[str, int]
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: list[str],
+        default_config: LogConfig | None = None,
+        *,
+        config_for: Callable[[str], LogConfig] | None = None,
+        now_ms: Callable[[], int] | None = None,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("log.dirs names no directory")
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.default_config = default_config or LogConfig()
+        self.config_for = config_for or (lambda topic: self.default_config)
+        import time
+
+        self._now_ms = now_ms or (lambda: int(time.time() * 1000))
+        self.logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, str] = {}
+        self._dir_counts: dict[str, int] = dict.fromkeys(self.log_dirs, 0)
+        self._pending_deletes: list[tuple[int, list[LogSegment]]] = []
+        self.had_clean_shutdown: dict[str, bool] = {}
+
+    # -- start and stop -----------------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Open every partition found in the log dirs (recovering after an unclean stop)."""
+        for d in self.log_dirs:
+            os.makedirs(d, exist_ok=True)
+            marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+            clean = os.path.exists(marker)
+            self.had_clean_shutdown[d] = clean
+            recovery = self._read_checkpoint(d, RECOVERY_POINT_CHECKPOINT)
+            starts = self._read_checkpoint(d, LOG_START_OFFSET_CHECKPOINT)
+            hws = self._read_checkpoint(d, REPLICATION_OFFSET_CHECKPOINT)
+            for name in sorted(os.listdir(d)):
+                path = os.path.join(d, name)
+                if not os.path.isdir(path):
+                    continue
+                if name.endswith(DELETE_DIR_SUFFIX):
+                    shutil.rmtree(path, ignore_errors=True)
+                    continue
+                tp = parse_dir_name(name)
+                if tp is None:
+                    continue
+                log_ = Log.open(
+                    path,
+                    self.config_for(tp[0]),
+                    log_start_offset=starts.get(tp, 0),
+                    recovery_point=recovery.get(tp, 0),
+                    clean_shutdown=clean,
+                    now_ms=self._now_ms(),
+                    file_deleter=self._schedule_delete,
+                )
+                if tp in hws:
+                    log_.update_high_watermark(hws[tp])
+                self._place(tp, d, log_)
+            if clean:
+                # From here on a crash must be recovered: the marker goes before any write.
+                os.unlink(marker)
+                checkpoints.fsync_dir(d)
+        log.info(
+            "loaded %d partitions from %s (clean shutdown: %s)",
+            len(self.logs),
+            ", ".join(self.log_dirs),
+            all(self.had_clean_shutdown.values()),
+        )
+
+    def shutdown(self) -> None:
+        """Flush and close every log, write the checkpoints, then the clean-shutdown markers."""
+        for log_ in self.logs.values():
+            log_.close()
+        self.checkpoint()
+        self.purge_deleted(force=True)
+        for d in self.log_dirs:
+            path = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+            with open(path, "w") as f:
+                f.write('{"version":0,"brokerEpoch":-1}')
+                f.flush()
+                os.fsync(f.fileno())
+            checkpoints.fsync_dir(d)
+
+    # -- partitions ---------------------------------------------------------------------------
+
+    def get(self, topic: str, partition: int) -> Log | None:
+        return self.logs.get((topic, partition))
+
+    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        tp = (topic, partition)
+        existing = self.logs.get(tp)
+        if existing is not None:
+            return existing
+        d = self._least_loaded_dir()
+        log_ = Log.open(
+            os.path.join(d, dir_name(topic, partition)),
+            config or self.config_for(topic),
+            now_ms=self._now_ms(),
+            file_deleter=self._schedule_delete,
+        )
+        checkpoints.fsync_dir(d)
+        self._place(tp, d, log_)
+        return log_
+
+    def _least_loaded_dir(self) -> str:
+        return min(self.log_dirs, key=lambda d: self._dir_counts[d])
+
+    def _place(self, tp: TopicPartition, d: str, log_: Log) -> None:
+        self.logs[tp] = log_
+        self._dir_of[tp] = d
+        self._dir_counts[d] += 1
+
+    def delete(self, topic: str, partition: int) -> None:
+        """Remove a partition: its directory is renamed away at once and removed later."""
+        tp = (topic, partition)
+        log_ = self.logs.pop(tp, None)
+        d = self._dir_of.pop(tp, None)
+        if log_ is None or d is None:
+            return
+        self._dir_counts[d] -= 1
+        log_.close_handles()
+        target = os.path.join(d, f"{dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.rename(log_.directory, target)
+        checkpoints.fsync_dir(d)
+        shutil.rmtree(target, ignore_errors=True)
+
+    def partitions(self) -> Iterator[tuple[TopicPartition, Log]]:
+        return iter(list(self.logs.items()))
+
+    def dir_of(self, topic: str, partition: int) -> str | None:
+        return self._dir_of.get((topic, partition))
+
+    # -- background work ----------------------------------------------------------------------
+
+    def flush_due(self, now_ms: int) -> int:
+        """fsync logs whose `flush.ms` has passed since their last flush; how many were."""
+        count = 0
+        for log_ in list(self.logs.values()):
+            if log_.recovery_point < log_.log_end_offset and now_ms - log_.last_flush_ms >= log_.config.flush_ms:
+                log_.flush()
+                count += 1
+        return count
+
+    def checkpoint(self) -> None:
+        """Write the three per-dir offset checkpoints."""
+        for d in self.log_dirs:
+            mine = {tp: lg for tp, lg in self.logs.items() if self._dir_of.get(tp) == d}
+            checkpoints.write_offsets(
+                os.path.join(d, RECOVERY_POINT_CHECKPOINT),
+                {tp: lg.recovery_point for tp, lg in mine.items()},
+            )
+            checkpoints.write_offsets(
+                os.path.join(d, LOG_START_OFFSET_CHECKPOINT),
+                {tp: lg.log_start_offset for tp, lg in mine.items()},
+            )
+            checkpoints.write_offsets(
+                os.path.join(d, REPLICATION_OFFSET_CHECKPOINT),
+                {tp: lg.high_watermark for tp, lg in mine.items()},
+            )
+
+    def _schedule_delete(self, segments: list[LogSegment]) -> None:
+        delay = min((self.config_for(self._topic_of(s)).file_delete_delay_ms for s in segments), default=0)
+        self._pending_deletes.append((self._now_ms() + delay, segments))
+
+    @staticmethod
+    def _topic_of(seg: LogSegment) -> str:
+        tp = parse_dir_name(os.path.basename(seg.directory))
+        return tp[0] if tp else ""
+
+    def purge_deleted(self, now_ms: int | None = None, force: bool = False) -> int:
+        """Remove `.deleted` segment files whose `file.delete.delay.ms` has passed."""
+        now = self._now_ms() if now_ms is None else now_ms
+        due = [(t, segs) for t, segs in self._pending_deletes if force or t <= now]
+        self._pending_deletes = [(t, segs) for t, segs in self._pending_deletes if not (force or t <= now)]
+        n = 0
+        for _t, segs in due:
+            for seg in segs:
+                seg.delete()
+                n += 1
+        return n
+
+    @staticmethod
+    def _read_checkpoint(d: str, name: str) -> dict[TopicPartition, int]:
+        path = os.path.join(d, name)
+        try:
+            return checkpoints.read_offsets(path)
+        except (checkpoints.CheckpointError, ValueError) as exc:
+            log.warning("ignoring damaged checkpoint %s: %s", path, exc)
+            return {}

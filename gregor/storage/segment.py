@@ -1,0 +1,393 @@
+"""One segment of a partition log: `<base>.log` and its `.index` and `.timeindex`.
+
+    <20-digit base offset>.log        record batches, back to back, exactly as appended
+    <20-digit base offset>.index      sparse offset -> position (see index.py)
+    <20-digit base offset>.timeindex  sparse timestamp -> offset
+
+Index rule (the same on append and on rebuild, so a rebuilt index equals the original): a batch
+that starts more than `index.interval.bytes` after the last indexed batch gets an offset-index
+entry (its last offset, its position) and a time-index entry (the segment's largest timestamp so
+far and the last offset of the batch that carries it), the latter only if that timestamp is new.
+When the segment stops being active it gets one more time-index entry for its largest timestamp,
+so the last entry of an inactive segment's time index is always the segment's maximum.
+
+A segment knows bytes, positions and offsets; not leaders, high watermarks, retention or the
+network. Single-threaded: the log that owns it calls it from one thread, except `flush`, which
+may run on a worker thread while appends continue (fsync of an fd is safe against writes).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from gregor.protocol.errors import KafkaError
+from gregor.protocol.records import batch as rb
+from gregor.storage.index import OffsetIndex, TimeIndex, TimestampOffset
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+INT32_MAX = (1 << 31) - 1
+
+_SCAN_CHUNK = 16384
+
+
+def file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class FileSlice(NamedTuple):
+    """`length` bytes of an open file from `position`: what a fetch sendfiles to the socket."""
+
+    fd: int
+    position: int
+    length: int
+
+    def __len__(self) -> int:
+        return self.length
+
+    def read(self) -> bytes:
+        return os.pread(self.fd, self.length, self.position)
+
+
+class BatchInfo(NamedTuple):
+    position: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    size: int
+
+
+class RecoveryResult(NamedTuple):
+    valid_bytes: int
+    truncated_bytes: int
+    reason: str
+
+
+class LogSegment:
+    def __init__(
+        self,
+        directory: str,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size: int,
+        active: bool,
+        now_ms: int | None = None,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.log_path = os.path.join(directory, file_name(base_offset, LOG_SUFFIX))
+        self.offset_index = OffsetIndex(
+            os.path.join(directory, file_name(base_offset, INDEX_SUFFIX)),
+            base_offset,
+            max_index_size,
+            writable=active,
+        )
+        self.time_index = TimeIndex(
+            os.path.join(directory, file_name(base_offset, TIME_INDEX_SUFFIX)),
+            base_offset,
+            max_index_size,
+            writable=active,
+        )
+        self._fd: int | None = None
+        self.size = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
+        self.created_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+        self._bytes_since_index = 0
+        # Largest timestamp so far and the last offset of the batch that holds it; None until
+        # known (read from the time index or by a scan).
+        self._max_ts: TimestampOffset | None = None
+        self._first_batch_ts: int | None = None
+        self._flushed_size = self.size
+
+    # -- files --------------------------------------------------------------------------------
+
+    @property
+    def fd(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        return self._fd
+
+    def close_handles(self) -> None:
+        """Release the fd and the maps; they reopen on next use."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self.offset_index.close()
+        self.time_index.close()
+
+    def ensure_created(self) -> None:
+        self.fd  # noqa: B018  (opening creates the file)
+
+    # -- append -------------------------------------------------------------------------------
+
+    def append(self, data: memoryview | bytes, batches: list[BatchInfo]) -> None:
+        """Write validated, offset-assigned batches that sit back to back in `data`.
+
+        `BatchInfo.position` is relative to the start of `data`.
+        """
+        start = self.size
+        for info in batches:
+            self._maybe_index(start + info.position, info)
+        written = os.write(self.fd, data)
+        while written < len(data):  # a short write to a regular file is rare but legal
+            written += os.write(self.fd, memoryview(data)[written:])
+        self.size = start + len(data)
+
+    def _maybe_index(self, position: int, info: BatchInfo) -> None:
+        """Apply the index rule to one batch at `position` (see the module docstring)."""
+        max_ts = self.max_timestamp_so_far()
+        if info.max_timestamp > max_ts.timestamp:
+            max_ts = self._max_ts = TimestampOffset(info.max_timestamp, info.last_offset)
+        if self._first_batch_ts is None and position == 0:
+            self._first_batch_ts = info.max_timestamp
+        if self._bytes_since_index > self.index_interval_bytes:
+            self.offset_index.append(info.last_offset, position)
+            self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+            self._bytes_since_index = 0
+        self._bytes_since_index += info.size
+
+    def max_timestamp_so_far(self) -> TimestampOffset:
+        if self._max_ts is None:
+            self._max_ts = self.time_index.last_entry()
+        return self._max_ts
+
+    @property
+    def largest_timestamp(self) -> int:
+        """The largest timestamp in the segment (-1 when empty or unknown)."""
+        return self.max_timestamp_so_far().timestamp
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    def first_batch_timestamp(self) -> int:
+        """The max timestamp of the first batch (what segment.ms rolling counts from)."""
+        if self._first_batch_ts is None and self.size >= rb.HEADER_SIZE:
+            header = rb.read_header(os.pread(self.fd, rb.HEADER_SIZE, 0))
+            self._first_batch_ts = header.max_timestamp
+        return self._first_batch_ts if self._first_batch_ts is not None else -1
+
+    def rolling_based_timestamp(self) -> int:
+        ts = self.first_batch_timestamp()
+        return ts if ts >= 0 else self.created_ms
+
+    # -- scanning -----------------------------------------------------------------------------
+
+    def iter_batches(self, start_position: int = 0, end: int | None = None) -> Iterator[BatchInfo]:
+        """Batch headers from `start_position` on, read in chunks; stops at a partial batch."""
+        end = self.size if end is None else end
+        pos = start_position
+        fd = self.fd
+        while end - pos >= rb.HEADER_SIZE:
+            chunk = os.pread(fd, min(_SCAN_CHUNK, end - pos), pos)
+            off = 0
+            while len(chunk) - off >= rb.HEADER_SIZE:
+                header = rb.read_header(chunk, off)
+                size = header.batch_length + rb.LOG_OVERHEAD
+                if header.batch_length < rb.HEADER_SIZE - rb.LOG_OVERHEAD or pos + size > end:
+                    return
+                yield BatchInfo(
+                    pos, header.base_offset, header.last_offset, header.max_timestamp, size
+                )
+                off += size
+                pos += size
+            if off == 0:
+                # The next header straddles the chunk: reread starting at it.
+                if len(chunk) < rb.HEADER_SIZE:
+                    return
+
+    def find_batch(self, offset: int, start_position: int = 0) -> BatchInfo | None:
+        """The first batch at or after `start_position` whose last offset is >= `offset`."""
+        for info in self.iter_batches(start_position):
+            if info.last_offset >= offset:
+                return info
+        return None
+
+    def translate_offset(self, offset: int) -> BatchInfo | None:
+        """The batch holding `offset` (or the first after it): an index search, then a short scan."""
+        return self.find_batch(offset, self.offset_index.lookup(offset).position)
+
+    def batch_boundary_at_or_before(self, position: int, not_before: int) -> int:
+        """The largest batch end <= `position`, scanning from the index entry below it."""
+        start = max(self.offset_index.lookup_position(position).position, not_before)
+        boundary = start
+        for info in self.iter_batches(start):
+            if info.position + info.size > position:
+                break
+            boundary = info.position + info.size
+        return boundary
+
+    def read(
+        self, start_offset: int, max_size: int, max_position: int | None = None, min_one_batch: bool = True
+    ) -> tuple[FileSlice, BatchInfo] | None:
+        """Whole batches from the one holding `start_offset`, up to `max_size` bytes and
+        `max_position` (at least one whole batch if `min_one_batch`); None if nothing is there."""
+        end_limit = self.size if max_position is None else min(max_position, self.size)
+        first = self.translate_offset(start_offset)
+        if first is None or first.position >= end_limit:
+            return None
+        start = first.position
+        if first.size > max_size or start + first.size > end_limit:
+            if not min_one_batch or start + first.size > end_limit:
+                return None
+            return FileSlice(self.fd, start, first.size), first
+        limit = min(end_limit, start + max_size)
+        # end_limit is a batch boundary (the file's end or the start of the batch at the upper
+        # bound offset); a byte budget that ends inside a batch is rounded down to one.
+        end = limit if limit == end_limit else self.batch_boundary_at_or_before(limit, start)
+        return FileSlice(self.fd, start, end - start), first
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> int | None:
+        """The first offset >= start_offset in a batch whose max timestamp is >= `timestamp`.
+
+        The offset is the batch's base offset: the broker answers at batch granularity, which
+        is what a consumer seeking by time needs (it filters records below the time itself).
+        """
+        entry = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(entry.offset, start_offset)).position
+        for info in self.iter_batches(position):
+            if info.max_timestamp >= timestamp and info.last_offset >= start_offset:
+                return max(info.base_offset, start_offset)
+        return None
+
+    # -- recovery, truncation -----------------------------------------------------------------
+
+    def recover(self, max_message_bytes: int | None = None) -> RecoveryResult:
+        """Validate every batch, rebuild both indexes, cut the file after the last good batch."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._bytes_since_index = 0
+        self._max_ts = TimestampOffset(-1, self.base_offset)
+        self._first_batch_ts = None
+        pos = 0
+        reason = ""
+        fd = self.fd
+        file_size = os.fstat(fd).st_size
+        prev_next = self.base_offset
+        while pos < file_size:
+            head = os.pread(fd, rb.HEADER_SIZE, pos)
+            if len(head) < rb.HEADER_SIZE:
+                reason = f"a torn header of {len(head)} bytes at position {pos}"
+                break
+            size = rb.peek_offset_and_size(head)[1]
+            if size < rb.HEADER_SIZE or pos + size > file_size or size > 2**31:
+                reason = f"a torn or damaged batch of claimed size {size} at position {pos}"
+                break
+            data = os.pread(fd, size, pos)
+            try:
+                header = rb.check_batch(data, 0, size, max_message_bytes)
+            except KafkaError as exc:
+                reason = f"a corrupt batch at position {pos}: {exc.message}"
+                break
+            if header.base_offset < prev_next or not self.can_convert_to_relative_offset(
+                header.last_offset
+            ):
+                reason = f"batch at position {pos} has base offset {header.base_offset} out of order"
+                break
+            self._maybe_index(
+                pos,
+                BatchInfo(pos, header.base_offset, header.last_offset, header.max_timestamp, size),
+            )
+            prev_next = header.last_offset + 1
+            pos += size
+        truncated = file_size - pos
+        if truncated:
+            os.ftruncate(fd, pos)
+        self.size = pos
+        self._flushed_size = min(self._flushed_size, pos)
+        return RecoveryResult(pos, truncated, reason)
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch holding offsets >= `offset` (whole batches only); bytes removed."""
+        info = self.translate_offset(offset)
+        if info is None:
+            return 0
+        position = info.position
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        removed = self.size - position
+        os.ftruncate(self.fd, position)
+        self.size = position
+        self._flushed_size = min(self._flushed_size, position)
+        # Recompute the running state from what is left.
+        last_index_pos = self.offset_index.last_entry().position if self.offset_index.entries else 0
+        self._bytes_since_index = position - last_index_pos
+        self._max_ts = None
+        if self.time_index.entries == 0:
+            self._max_ts = TimestampOffset(-1, self.base_offset)
+            for b in self.iter_batches():
+                if b.max_timestamp > self._max_ts.timestamp:
+                    self._max_ts = TimestampOffset(b.max_timestamp, b.last_offset)
+        else:
+            self._max_ts = self.time_index.last_entry()
+            for b in self.iter_batches(self.offset_index.lookup(self._max_ts.offset).position):
+                if b.max_timestamp > self._max_ts.timestamp:
+                    self._max_ts = TimestampOffset(b.max_timestamp, b.last_offset)
+        if position == 0:
+            self._first_batch_ts = None
+        return removed
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch: from the last index entry, scanning the tail."""
+        next_offset = self.base_offset
+        for info in self.iter_batches(self.offset_index.last_entry().position):
+            next_offset = info.last_offset + 1
+        return next_offset
+
+    def load_running_state(self) -> None:
+        """After opening an existing active segment: where the next index entry falls."""
+        last = self.offset_index.last_entry()
+        self._bytes_since_index = self.size - last.position if self.offset_index.entries else self.size
+        max_ts = self.time_index.last_entry()
+        for info in self.iter_batches(self.offset_index.lookup(max_ts.offset).position):
+            if info.max_timestamp > max_ts.timestamp:
+                max_ts = TimestampOffset(info.max_timestamp, info.last_offset)
+        self._max_ts = max_ts
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def on_become_inactive(self) -> None:
+        """At roll: record the largest timestamp, trim both indexes to their entries."""
+        max_ts = self.max_timestamp_so_far()
+        if max_ts.timestamp >= 0:
+            self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def flush(self) -> None:
+        if self._fd is not None and self._flushed_size != self.size:
+            size = self.size
+            os.fsync(self._fd)
+            self._flushed_size = size
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        self.close_handles()
+
+    def delete(self) -> None:
+        self.close_handles()
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    def rename_to_deleted(self) -> None:
+        """First step of an asynchronous delete: the files stop being part of the log."""
+        if os.path.exists(self.log_path):
+            os.rename(self.log_path, self.log_path + DELETED_SUFFIX)
+        self.log_path += DELETED_SUFFIX
+        self.offset_index.rename(self.offset_index.path + DELETED_SUFFIX)
+        self.time_index.rename(self.time_index.path + DELETED_SUFFIX)
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
