@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gregor.cli import dump_log
+from gregor.cli import clients, dump_log, serve, topics
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gregor", description="Apache Kafka, rebuilt in Python.")
     sub = parser.add_subparsers(dest="command", required=True)
+    serve.register(sub)
+    topics.register(sub)
+    clients.register(sub)
     dump_log.register(sub)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)

@@ -146,6 +146,8 @@ _TABLE: list[tuple[int, str, bool]] = [
     (125, "INVALID_VOTER_KEY", False),
     (126, "DUPLICATE_VOTER", False),
     (127, "VOTER_NOT_FOUND", False),
+    (128, "INVALID_REGULAR_EXPRESSION", False),
+    (129, "REBOOTSTRAP_REQUIRED", False),  # Metadata v13's top-level error (KIP-1102)
 ]
 
 BY_CODE: dict[int, ErrorCode] = {c: ErrorCode(c, n, r) for c, n, r in _TABLE}

@@ -28,6 +28,7 @@ _NAMES: dict[str, str] = {
     "retention.bytes": "retention_bytes",
     "file.delete.delay.ms": "file_delete_delay_ms",
     "cleanup.policy": "cleanup_policy",
+    "compression.type": "compression_type",
 }
 
 
@@ -46,6 +47,7 @@ class LogConfig:
     retention_bytes: int = -1
     file_delete_delay_ms: int = 60000
     cleanup_policy: str = "delete"
+    compression_type: str = "producer"
 
     @classmethod
     def from_topic_configs(cls, configs: dict[str, str], base: LogConfig | None = None) -> LogConfig:

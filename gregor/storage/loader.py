@@ -129,6 +129,10 @@ def load_segments(
 
 def _recover(seg: LogSegment, config: LogConfig, active: bool) -> int:
     """Rebuild a segment's indexes from its data; returns the bytes cut from its tail."""
+    # An inactive segment's indexes are opened read-only; a rebuild writes them, so they are
+    # reopened writable (preallocated) first and trimmed again by on_become_inactive below.
+    seg.offset_index.make_writable(config.segment_index_bytes)
+    seg.time_index.make_writable(config.segment_index_bytes)
     result = seg.recover(config.max_message_bytes)
     if result.truncated_bytes:
         log.warning(
@@ -193,8 +197,13 @@ def _indexes_sound(seg: LogSegment) -> bool:
     """Check both indexes of an older segment against its data without reading all of it."""
     try:
         seg.offset_index.sanity_check(seg.size)
+        interval = seg.index_interval_bytes
+        prev_position = 0
         for i in range(seg.offset_index.entries):
             offset, position = seg.offset_index.entry(i)
+            # The index rule puts entries more than index.interval.bytes apart.
+            if position - prev_position <= interval:
+                raise CorruptIndexError(f"entry {i} at position {position} is too close to the last")
             head = os.pread(seg.fd, 27, position)
             if len(head) < 27 or head[16] != rb.MAGIC:
                 raise CorruptIndexError(f"entry {i} points at no batch")
@@ -202,14 +211,23 @@ def _indexes_sound(seg: LogSegment) -> bool:
             delta = int.from_bytes(head[23:27], "big", signed=True)
             if base + delta != offset:
                 raise CorruptIndexError(f"entry {i} names offset {offset}, the batch ends at {base + delta}")
-        last = seg.read_next_offset() - 1
+            prev_position = position
+        # The tail after the last entry: find the last offset, and make sure no entry is missing
+        # there (an index cut at an entry boundary passes every check above). Unless the index
+        # filled up, a batch starting more than index.interval.bytes after the last entry had one.
+        full = seg.offset_index.is_full() or seg.time_index.is_full()
+        last = seg.base_offset - 1
+        for info in seg.iter_batches(prev_position):
+            if not full and info.position - prev_position > interval:
+                raise CorruptIndexError(f"no entry for the batch at position {info.position}")
+            last = info.last_offset
         seg.time_index.sanity_check(last)
         if seg.time_index.entries == 0 and seg.size:
             raise CorruptIndexError("an inactive segment with data has an empty time index")
         for i in range(seg.time_index.entries):
             ts, offset = seg.time_index.entry(i)
-            info = seg.translate_offset(offset)
-            if info is None or info.last_offset != offset or info.max_timestamp != ts:
+            named = seg.translate_offset(offset)
+            if named is None or named.last_offset != offset or named.max_timestamp != ts:
                 raise CorruptIndexError(f"time entry {i} names offset {offset}, not a batch end")
         final = seg.time_index.last_entry()
         scanned = max(

@@ -353,6 +353,10 @@ class Log:
                 return found[0]
             if upper <= next_base:
                 return None
+            if not min_one_batch and seg.translate_offset(offset) is not None:
+                # The batch holding `offset` is here but larger than max_bytes: nothing fits.
+                # (Going on to the next segment would skip it.)
+                return None
             i += 1
         return None
 
@@ -375,14 +379,26 @@ class Log:
         for seg in self.segments:
             if seg.largest_timestamp < timestamp and seg is not self.segments[-1]:
                 continue
-            batch_offset = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
-            if batch_offset is None:
-                continue
-            return self._record_at_or_after(batch_offset, seg, timestamp)
+            start = self.log_start_offset
+            while True:
+                batch_offset = seg.find_offset_by_timestamp(timestamp, start)
+                if batch_offset is None:
+                    break
+                found = self._record_at_or_after(batch_offset, seg, timestamp)
+                if found is not None:
+                    return found
+                # The batch straddles the log start offset and its late records are all
+                # below it: look on from the next batch.
+                info = seg.translate_offset(batch_offset)
+                assert info is not None
+                start = info.last_offset + 1
         return None
 
-    def _record_at_or_after(self, batch_offset: int, seg: LogSegment, timestamp: int) -> tuple[int, int]:
-        """Within the batch holding `batch_offset`, the first record with a timestamp >= t."""
+    def _record_at_or_after(
+        self, batch_offset: int, seg: LogSegment, timestamp: int
+    ) -> tuple[int, int] | None:
+        """Within the batch holding `batch_offset`, the first record at or above the log start
+        offset with a timestamp >= t; None if there is none."""
         from gregor.protocol.records.records import read_batch_records
 
         info = seg.translate_offset(batch_offset)
@@ -393,7 +409,7 @@ class Log:
             ts = header.max_timestamp if header.is_log_append_time else rec.timestamp
             if ts >= timestamp and rec.offset >= self.log_start_offset:
                 return rec.offset, ts
-        return batch_offset, header.max_timestamp
+        return None
 
     def _max_timestamp_offset(self) -> tuple[int, int] | None:
         from gregor.protocol.records.records import read_batch_records
@@ -435,6 +451,10 @@ class Log:
         seg.time_index.make_writable(self.config.segment_index_bytes)
         seg.truncate_to(offset)
         self.log_end_offset = seg.read_next_offset() if seg.size else seg.base_offset
+        # Truncation removes whole batches, so the log end can fall below a log start offset
+        # that sat inside the removed batch; the start follows it down (as Kafka's
+        # logStartOffset = min(targetOffset, logStartOffset)), keeping start <= end.
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self._after_truncation()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:

@@ -9,7 +9,9 @@ that starts more than `index.interval.bytes` after the last indexed batch gets a
 entry (its last offset, its position) and a time-index entry (the segment's largest timestamp so
 far and the last offset of the batch that carries it), the latter only if that timestamp is new.
 When the segment stops being active it gets one more time-index entry for its largest timestamp,
-so the last entry of an inactive segment's time index is always the segment's maximum.
+so the last entry of an inactive segment's time index is always the segment's maximum. A full
+index takes no more entries (one append of many batches can fill it part way; the log rolls
+before the next append); a rebuild meets the same full index at the same batch.
 
 A segment knows bytes, positions and offsets; not leaders, high watermarks, retention or the
 network. Single-threaded: the log that owns it calls it from one thread, except `flush`, which
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 import time
 from collections.abc import Iterator
 from typing import NamedTuple
@@ -37,6 +40,11 @@ DELETED_SUFFIX = ".deleted"
 INT32_MAX = (1 << 31) - 1
 
 _SCAN_CHUNK = 16384
+# What a scan needs of a batch header: baseOffset, batchLength, lastOffsetDelta, maxTimestamp.
+_SCAN_FIELDS = struct.Struct(">qi11xi8xq").unpack_from
+_HEADER = rb.HEADER_SIZE
+_MIN_LENGTH = rb.HEADER_SIZE - rb.LOG_OVERHEAD
+_new_info = tuple.__new__  # BatchInfo without the Python-level __new__ (same tuple)
 
 
 def file_name(base_offset: int, suffix: str) -> str:
@@ -55,6 +63,11 @@ class FileSlice(NamedTuple):
 
     def read(self) -> bytes:
         return os.pread(self.fd, self.length, self.position)
+
+    def dup(self) -> FileSlice:
+        """The same slice on a duplicate fd, which stays readable if the segment is deleted;
+        whoever takes it closes it."""
+        return FileSlice(os.dup(self.fd), self.position, self.length)
 
 
 class BatchInfo(NamedTuple):
@@ -144,12 +157,17 @@ class LogSegment:
 
     def _maybe_index(self, position: int, info: BatchInfo) -> None:
         """Apply the index rule to one batch at `position` (see the module docstring)."""
-        max_ts = self.max_timestamp_so_far()
-        if info.max_timestamp > max_ts.timestamp:
-            max_ts = self._max_ts = TimestampOffset(info.max_timestamp, info.last_offset)
-        if self._first_batch_ts is None and position == 0:
-            self._first_batch_ts = info.max_timestamp
-        if self._bytes_since_index > self.index_interval_bytes:
+        max_ts = self._max_ts
+        if max_ts is None:
+            max_ts = self.max_timestamp_so_far()
+        timestamp = info.max_timestamp
+        if timestamp > max_ts.timestamp:
+            max_ts = self._max_ts = _new_info(TimestampOffset, (timestamp, info.last_offset))
+        if position == 0 and self._first_batch_ts is None:
+            self._first_batch_ts = timestamp
+        if self._bytes_since_index > self.index_interval_bytes and not (
+            self.offset_index.is_full() or self.time_index.is_full()
+        ):
             self.offset_index.append(info.last_offset, position)
             self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
             self._bytes_since_index = 0
@@ -186,43 +204,108 @@ class LogSegment:
         end = self.size if end is None else end
         pos = start_position
         fd = self.fd
-        while end - pos >= rb.HEADER_SIZE:
+        while end - pos >= _HEADER:
             chunk = os.pread(fd, min(_SCAN_CHUNK, end - pos), pos)
+            n = len(chunk)
             off = 0
-            while len(chunk) - off >= rb.HEADER_SIZE:
-                header = rb.read_header(chunk, off)
-                size = header.batch_length + rb.LOG_OVERHEAD
-                if header.batch_length < rb.HEADER_SIZE - rb.LOG_OVERHEAD or pos + size > end:
+            while n - off >= _HEADER:
+                base, length, delta, max_ts = _SCAN_FIELDS(chunk, off)
+                size = length + rb.LOG_OVERHEAD
+                if length < _MIN_LENGTH or pos + size > end:
                     return
-                yield BatchInfo(
-                    pos, header.base_offset, header.last_offset, header.max_timestamp, size
-                )
+                yield _new_info(BatchInfo, (pos, base, base + delta, max_ts, size))
                 off += size
                 pos += size
             if off == 0:
                 # The next header straddles the chunk: reread starting at it.
-                if len(chunk) < rb.HEADER_SIZE:
+                if n < _HEADER:
                     return
 
-    def find_batch(self, offset: int, start_position: int = 0) -> BatchInfo | None:
-        """The first batch at or after `start_position` whose last offset is >= `offset`."""
-        for info in self.iter_batches(start_position):
-            if info.last_offset >= offset:
-                return info
+    def _read_size(self, pos: int, end: int, hint: int, small_first: bool) -> int:
+        """How much a scan at `pos` reads: only a header when the batches are known to be large
+        (`small_first`), else up to `hint` (where the scan expects to find its answer, from the
+        index), else a whole chunk. Only the size of the reads depends on this, never a result."""
+        if small_first:
+            n = _HEADER
+        elif hint > pos:
+            n = hint - pos if hint - pos > _HEADER else _HEADER
+            if n > _SCAN_CHUNK:
+                n = _SCAN_CHUNK
+        else:
+            n = _SCAN_CHUNK
+        return n if n < end - pos else end - pos
+
+    def _large_gap(self, gap: int) -> bool:
+        """Index entries this far apart mean batches of more than a few KiB: a scan's first
+        read then takes one header rather than a chunk of which it would use 61 bytes."""
+        return gap > _SCAN_CHUNK // 2 and gap > 2 * self.index_interval_bytes
+
+    def find_batch(self, offset: int, start_position: int = 0, hint: int = -1) -> BatchInfo | None:
+        """The first batch at or after `start_position` whose last offset is >= `offset`.
+
+        `hint` (a position at or after which the batch is known to start, plus a header) only
+        sizes the reads."""
+        end = self.size
+        pos = start_position
+        fd = self._fd if self._fd is not None else self.fd
+        small_first = hint > pos and self._large_gap(hint - pos)
+        while end - pos >= _HEADER:
+            if small_first:
+                chunk = os.pread(fd, _HEADER, pos)
+                small_first = False
+            else:
+                chunk = os.pread(fd, self._read_size(pos, end, hint, False), pos)
+            n = len(chunk)
+            off = 0
+            while n - off >= _HEADER:
+                base, length, delta, max_ts = _SCAN_FIELDS(chunk, off)
+                size = length + rb.LOG_OVERHEAD
+                if length < _MIN_LENGTH or pos + size > end:
+                    return None
+                if base + delta >= offset:
+                    return _new_info(BatchInfo, (pos, base, base + delta, max_ts, size))
+                off += size
+                pos += size
+            if off == 0:
+                return None  # a short read: the file ends before the header does
         return None
 
     def translate_offset(self, offset: int) -> BatchInfo | None:
         """The batch holding `offset` (or the first after it): an index search, then a short scan."""
-        return self.find_batch(offset, self.offset_index.lookup(offset).position)
+        position, next_position = self.offset_index.lookup_span(offset)
+        # The batch is at or before the next entry's (its last offset is above `offset`).
+        hint = next_position + _HEADER if next_position >= 0 else self.size
+        return self.find_batch(offset, position, hint)
 
     def batch_boundary_at_or_before(self, position: int, not_before: int) -> int:
         """The largest batch end <= `position`, scanning from the index entry below it."""
-        start = max(self.offset_index.lookup_position(position).position, not_before)
-        boundary = start
-        for info in self.iter_batches(start):
-            if info.position + info.size > position:
-                break
-            boundary = info.position + info.size
+        entry, next_entry = self.offset_index.lookup_position_span(position)
+        start = max(entry, not_before)
+        boundary = pos = start
+        # Only whole batches that end by `position` count, so only headers that start at least
+        # `_HEADER` bytes before it need reading.
+        stop = min(position, self.size)
+        small_first = self._large_gap((next_entry if next_entry >= 0 else stop) - entry)
+        fd = self._fd if self._fd is not None else self.fd
+        while stop - pos >= _HEADER:
+            if small_first:
+                chunk = os.pread(fd, _HEADER, pos)
+                small_first = False
+            else:
+                n = stop - pos  # every header that can matter, up to a chunk
+                chunk = os.pread(fd, n if n < _SCAN_CHUNK else _SCAN_CHUNK, pos)
+            n = len(chunk)
+            off = 0
+            while n - off >= _HEADER:
+                length = _SCAN_FIELDS(chunk, off)[1]
+                size = length + rb.LOG_OVERHEAD
+                if length < _MIN_LENGTH or pos + size > stop:
+                    return boundary
+                pos += size
+                off += size
+                boundary = pos
+            if off == 0:
+                return boundary
         return boundary
 
     def read(
@@ -312,7 +395,14 @@ class LogSegment:
             return 0
         position = info.position
         self.offset_index.truncate_to(offset)
-        self.time_index.truncate_to(offset)
+        # A time entry is written with an offset entry and names an offset at or below that
+        # entry's, so the index rule gives the kept batches only time entries up to the last
+        # kept offset entry. Entries past it (one paired with a removed offset entry, or the
+        # one added at roll) would make the index differ from what a rebuild makes.
+        if self.offset_index.entries:
+            self.time_index.truncate_to(min(offset, self.offset_index.last_offset + 1))
+        else:
+            self.time_index.truncate_to(self.base_offset)
         removed = self.size - position
         os.ftruncate(self.fd, position)
         self.size = position

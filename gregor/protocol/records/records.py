@@ -222,3 +222,35 @@ def iter_records(buf: bytes | bytearray | memoryview) -> Iterator[tuple[b.BatchH
         header, records = read_batch_records(buf, pos)
         for rec in records:
             yield header, rec
+
+
+CODEC_BY_NAME = {"uncompressed": 0, "none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def recompress(buf: bytes | bytearray | memoryview, codec: int) -> bytearray:
+    """Rewrite every batch in `buf` whose codec is not `codec`, keeping its producer fields,
+    sequence, flags, timestamps and records (a topic's `compression.type` other than
+    `producer`). Batches already in `codec` are copied as they are."""
+    out = bytearray()
+    view = memoryview(buf)
+    pos = 0
+    while pos < len(view):
+        header = b.check_batch(view, pos, len(view))
+        start, pos = pos, pos + header.size
+        if header.compression == codec or header.is_control:
+            out += view[start:pos]
+            continue
+        _, recs = read_batch_records(view, start)
+        out += build_batch(
+            [(r.key, r.value, r.headers) for r in recs],
+            base_offset=header.base_offset,
+            timestamps=[r.timestamp for r in recs],
+            compression_type=codec,
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            partition_leader_epoch=header.partition_leader_epoch,
+            transactional=header.is_transactional,
+            log_append_time=header.is_log_append_time,
+        )
+    return out

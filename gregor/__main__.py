@@ -1,0 +1,5 @@
+import sys
+
+from gregor.cli.main import main
+
+sys.exit(main())

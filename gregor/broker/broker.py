@@ -1,0 +1,227 @@
+"""The composition root: one broker (and, until KRaft, its own metadata), wired together.
+
+    BrokerServer(config).run()       # until SIGTERM/SIGINT
+
+Start: open the log dirs (recovering after a crash), load the metadata, create the partitions
+it names, listen. Every request frame goes through `dispatch`: peek the header, refuse what we
+do not serve, decode, call the registered handler, encode (the handler may return an awaitable
+for requests that wait). Timers: flush logs whose flush.ms has passed, write the recovery-point
+and log-start checkpoints, remove deleted segment files. Stop: stop accepting, finish in-flight
+requests, flush, write checkpoints and the clean-shutdown marker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import signal
+import time
+from collections.abc import Awaitable
+from typing import Any
+
+import gregor.handlers  # noqa: F401  (registers every handler)
+from gregor.broker.config import BrokerConfig
+from gregor.controller.admin import Admin, TopicSpec
+from gregor.controller.producer_ids import ProducerIdManager
+from gregor.handlers import api_versions
+from gregor.handlers.context import RequestContext
+from gregor.handlers.produce import AcksZeroError
+from gregor.handlers.registry import HANDLERS, NO_RESPONSE
+from gregor.metadata import config_defs
+from gregor.metadata.store import MetadataStore, TopicInfo
+from gregor.protocol import api_keys, codec
+from gregor.protocol.exceptions import CorruptFrameError
+from gregor.protocol.headers import peek_request
+from gregor.replication.partition import ReplicaManager
+from gregor.runtime.connection import Connection, FrameError, Output
+from gregor.runtime.server import Server
+from gregor.storage.config import LogConfig
+from gregor.storage.log_manager import LogManager
+
+log = logging.getLogger("gregor.broker")
+
+
+class BrokerServer:
+    def __init__(self, config: BrokerConfig, ready_file: str | None = None) -> None:
+        self.config = config
+        self.static_config = config.values
+        self.node_id = config.node_id
+        self.ready_file = ready_file
+        listen_host, listen_port = config.listener()
+        self.listen_host, self.listen_port = listen_host, listen_port
+        self.host, self.port = config.advertised()
+        data_dirs = config.log_dirs
+        for d in data_dirs:
+            os.makedirs(d, exist_ok=True)
+        self.store = MetadataStore(data_dirs[0], config.get_str("cluster.id"))
+        self.logs = LogManager(data_dirs, config_for=self.log_config_for)
+        self.replicas = ReplicaManager(self.node_id, self.logs)
+        self.admin = Admin(self.store, [self.node_id], self.static_config)
+        self.producer_ids = ProducerIdManager(self.store)
+        self.server: Server | None = None
+        self._timers: list[asyncio.Task[None]] = []
+        self._stopping: asyncio.Event | None = None
+
+    # -- services handlers use ----------------------------------------------------------------
+
+    @property
+    def cluster_id(self) -> str:
+        return self.store.cluster_id
+
+    @staticmethod
+    def now_ms() -> int:
+        return int(time.time() * 1000)
+
+    def config_value(self, key: str) -> Any:
+        d = config_defs.BROKER_CONFIGS[key]
+        raw = self.store.broker_configs.get(key, self.static_config.get(key, d.default))
+        return d.parse(raw)
+
+    def log_config_for(self, topic: str) -> LogConfig:
+        info = self.store.topics.get(topic)
+        return config_defs.log_config(
+            info.configs if info else {}, self.static_config, self.store.broker_configs
+        )
+
+    def _min_isr(self, info: TopicInfo) -> int:
+        resolved = config_defs.resolve_topic_config(
+            "min.insync.replicas", info.configs, self.static_config, self.store.broker_configs
+        )
+        return int(resolved.value or 1)
+
+    def apply_metadata(self) -> None:
+        """Host exactly the partitions the metadata names, with their current configs."""
+        wanted = set()
+        for info in self.store.topics.values():
+            cfg = self.log_config_for(info.name)
+            min_isr = self._min_isr(info)
+            for index, replicas in enumerate(info.replicas):
+                if self.node_id in replicas:
+                    wanted.add((info.name, index))
+                    self.replicas.ensure(info.name, index, info.topic_id, replicas, cfg, min_isr)
+        for tp in list(self.replicas.partitions):
+            if tp not in wanted:
+                self.replicas.remove(*tp)
+        for tp, _log in self.logs.partitions():
+            if tp not in wanted:
+                log.warning("deleting %s-%d: no topic in the metadata names it", *tp)
+                self.logs.delete(*tp)
+
+    def maybe_auto_create(self, topic: str) -> TopicInfo | None:
+        if not self.config_value("auto.create.topics.enable"):
+            return None
+        info = self.admin.create_topic(TopicSpec(topic))
+        log.info("auto-created topic %s with %d partitions", topic, info.partitions)
+        self.apply_metadata()
+        return info
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def dispatch(self, conn: Connection, frame: bytearray) -> Output | Awaitable[Output | None] | None:
+        try:
+            key, version, correlation_id = peek_request(frame)
+        except CorruptFrameError as exc:
+            raise FrameError(f"malformed request: {exc}") from None
+        entry = api_keys.BY_KEY.get(key)
+        if key not in HANDLERS or entry is None:
+            raise FrameError(f"request for API key {key}, which this broker does not serve")
+        if not entry.supports(version):
+            if key == api_keys.API_VERSIONS:
+                return codec.encode_response(key, 0, correlation_id, api_versions.response(35))
+            raise FrameError(
+                f"{entry.name} v{version} is not supported (versions {entry.min_version}-"
+                f"{entry.max_version}): UNSUPPORTED_VERSION"
+            )
+        try:
+            header, request = codec.decode_request(frame)
+        except CorruptFrameError as exc:
+            raise FrameError(f"malformed {entry.name} v{version} request: {exc}") from None
+        ctx = RequestContext(self, header, conn.peer, conn.attributes)  # type: ignore[arg-type]
+        try:
+            result = HANDLERS[key](ctx, request)
+        except AcksZeroError as exc:
+            raise FrameError(f"acks=0 produce failed: {exc}") from None
+        if result is NO_RESPONSE:
+            return None
+        if inspect.isawaitable(result):
+            return self._finish(key, version, correlation_id, result)
+        return codec.encode_response(key, version, correlation_id, result)
+
+    async def _finish(self, key: int, version: int, correlation_id: int, pending: Awaitable[Any]) -> Output:
+        body = await pending
+        return codec.encode_response(key, version, correlation_id, body)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        codec.compile_all()
+        self.logs.startup()
+        self.apply_metadata()
+        self.server = Server(
+            self.dispatch,
+            host=self.listen_host,
+            port=self.listen_port,
+            max_request_bytes=int(self.config_value("socket.request.max.bytes")),
+            max_queued_requests=int(self.config_value("queued.max.requests")),
+            max_idle_ms=int(self.config_value("connections.max.idle.ms")),
+        )
+        await self.server.start()
+        if self.port == 0 or self.listen_port == 0:
+            self.port = self.server.port
+        self._timers = [
+            asyncio.ensure_future(self._every(1.0, self._flush_and_purge)),
+            asyncio.ensure_future(
+                self._every(
+                    int(self.config_value("log.flush.offset.checkpoint.interval.ms")) / 1000.0,
+                    self.logs.checkpoint,
+                )
+            ),
+        ]
+        log.info(
+            "gregor broker %d ready on %s:%d (cluster %s, data in %s)",
+            self.node_id,
+            self.host,
+            self.port,
+            self.cluster_id,
+            ", ".join(self.logs.log_dirs),
+        )
+        if self.ready_file:
+            tmp = self.ready_file + ".tmp"
+            with open(tmp, "w") as f:
+                f.write(f"{self.host}:{self.port}\n")
+            os.replace(tmp, self.ready_file)
+
+    def _flush_and_purge(self) -> None:
+        now = self.now_ms()
+        self.logs.flush_due(now)
+        self.logs.purge_deleted(now)
+
+    @staticmethod
+    async def _every(seconds: float, fn: Any) -> None:
+        while True:
+            await asyncio.sleep(max(seconds, 0.01))
+            try:
+                fn()
+            except Exception:
+                log.exception("background task %s failed", getattr(fn, "__name__", fn))
+
+    async def stop(self) -> None:
+        log.info("shutting down")
+        for t in self._timers:
+            t.cancel()
+        if self.server is not None:
+            await self.server.stop()
+        self.logs.shutdown()
+        log.info("shut down cleanly")
+
+    async def run(self) -> None:
+        """Start, serve until SIGTERM or SIGINT, then stop cleanly."""
+        self._stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stopping.set)
+        await self.start()
+        await self._stopping.wait()
+        await self.stop()

@@ -1,0 +1,179 @@
+"""`gregor produce TOPIC` (lines from stdin) and `gregor consume TOPIC`, on confluent-kafka, as
+`kafka-console-producer.sh` and `kafka-console-consumer.sh` do."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import sys
+from typing import Any
+
+from gregor.cli.topics import add_bootstrap
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("produce", help="send lines from stdin as records")
+    add_bootstrap(p)
+    p.add_argument("topic")
+    p.add_argument("--key-separator", metavar="SEP", help="split each line into key SEP value")
+    p.add_argument("--headers", metavar="K=V,K=V", help="headers for every record")
+    p.add_argument("--partition", type=int, default=-1)
+    p.add_argument("--acks", default="all", choices=["0", "1", "all", "-1"])
+    p.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    p.add_argument("--progress", action="store_true", help="show a progress bar (stdin counted in lines)")
+    p.set_defaults(func=produce)
+
+    c = sub.add_parser("consume", help="print records")
+    add_bootstrap(c)
+    c.add_argument("topic")
+    c.add_argument("--from-beginning", action="store_true")
+    c.add_argument("--group", help="consumer group (default: none; read without committing)")
+    c.add_argument("--partition", type=int, action="append", help="only these partitions")
+    c.add_argument("--max-messages", type=int, default=-1)
+    c.add_argument("--timeout-ms", type=int, default=-1, help="exit after this long without a record")
+    c.add_argument("--format", default="value", choices=["value", "kv", "json"], help="value, key<TAB>value, or JSON lines")
+    c.set_defaults(func=consume)
+
+
+def _headers(spec: str | None) -> list[tuple[str, bytes]]:
+    if not spec:
+        return []
+    out = []
+    for item in spec.split(","):
+        key, _, value = item.partition("=")
+        out.append((key, value.encode()))
+    return out
+
+
+def produce(args: argparse.Namespace) -> int:
+    from confluent_kafka import Producer
+
+    failures: list[str] = []
+
+    def report(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(str(err))
+
+    producer = Producer(
+        {
+            "bootstrap.servers": args.bootstrap_server,
+            "acks": "-1" if args.acks == "all" else args.acks,
+            "compression.type": args.compression,
+            "linger.ms": 5,
+        }
+    )
+    headers = _headers(args.headers)
+    count = 0
+    progress = None
+    if args.progress:
+        from rich.progress import Progress
+
+        progress = Progress(transient=True)
+        progress.start()
+        task = progress.add_task("producing", total=None)
+    for line in sys.stdin:
+        line = line.rstrip("\n")
+        key: str | None = None
+        value = line
+        if args.key_separator and args.key_separator in line:
+            key, value = line.split(args.key_separator, 1)
+        kwargs: dict[str, Any] = {"value": value.encode(), "headers": headers, "on_delivery": report}
+        if key is not None:
+            kwargs["key"] = key.encode()
+        if args.partition >= 0:
+            kwargs["partition"] = args.partition
+        while True:
+            try:
+                producer.produce(args.topic, **kwargs)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+        count += 1
+        if progress is not None:
+            progress.update(task, advance=1)
+    left = producer.flush(30)
+    if progress is not None:
+        progress.stop()
+    if failures or left:
+        print(f"error: {len(failures) + left} of {count} records were not delivered: {failures[:3]}", file=sys.stderr)
+        return 1
+    print(f"produced {count} records to {args.topic}", file=sys.stderr)
+    return 0
+
+
+def _pairs(headers: Any) -> list[tuple[str, bytes | None]]:
+    return list(headers or [])
+
+
+def _text(b: bytes | None) -> str | None:
+    if b is None:
+        return None
+    try:
+        return b.decode()
+    except UnicodeDecodeError:
+        return "base64:" + base64.b64encode(b).decode()
+
+
+def consume(args: argparse.Namespace) -> int:
+    import time
+
+    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
+
+    conf = {
+        "bootstrap.servers": args.bootstrap_server,
+        "group.id": args.group or "gregor-console-consumer",
+        "enable.auto.commit": bool(args.group),
+        "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+        "enable.partition.eof": False,
+    }
+    consumer = Consumer(conf)
+    if args.group:
+        consumer.subscribe([args.topic])
+    else:
+        md = consumer.list_topics(args.topic, timeout=10).topics.get(args.topic)
+        if md is None or md.error is not None:
+            print(f"error: topic {args.topic}: {md.error if md else 'unknown'}", file=sys.stderr)
+            return 1
+        start = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
+        parts = args.partition or sorted(md.partitions)
+        consumer.assign([TopicPartition(args.topic, p, start) for p in parts])
+    seen = 0
+    last = time.monotonic()
+    try:
+        while args.max_messages < 0 or seen < args.max_messages:
+            msg = consumer.poll(0.2)
+            if msg is None:
+                if args.timeout_ms >= 0 and (time.monotonic() - last) * 1000 > args.timeout_ms:
+                    break
+                continue
+            if msg.error():
+                print(f"error: {msg.error()}", file=sys.stderr)
+                continue
+            last = time.monotonic()
+            seen += 1
+            if args.format == "json":
+                print(
+                    json.dumps(
+                        {
+                            "topic": msg.topic(),
+                            "partition": msg.partition(),
+                            "offset": msg.offset(),
+                            "timestamp": msg.timestamp()[1],
+                            "key": _text(msg.key()),
+                            "value": _text(msg.value()),
+                            "headers": {k: _text(v) for k, v in _pairs(msg.headers())},
+                        }
+                    ),
+                    flush=True,
+                )
+            elif args.format == "kv":
+                print(f"{_text(msg.key())}\t{_text(msg.value())}", flush=True)
+            else:
+                print(_text(msg.value()), flush=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        consumer.close()
+    return 0

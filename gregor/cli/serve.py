@@ -1,0 +1,51 @@
+"""`gregor serve`: run a broker. With no arguments: one node on 127.0.0.1:9092, data in
+./gregor-data."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from gregor.metadata.config_defs import ConfigError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="run a broker")
+    p.add_argument("--listen", metavar="HOST:PORT", help="where to listen (default 127.0.0.1:9092; port 0 picks one)")
+    p.add_argument("--data-dir", metavar="DIR", help="where the logs live (log.dirs; default ./gregor-data)")
+    p.add_argument("--config", metavar="FILE", help="a server.properties file")
+    p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], help="any Kafka broker config (repeatable)")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--ready-file", metavar="FILE", help="write HOST:PORT here once listening")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from gregor.broker.broker import BrokerServer
+    from gregor.broker.config import BrokerConfig, parse_overrides
+    from gregor.runtime.server import install_uvloop
+
+    logging.basicConfig(
+        level=getattr(logging, args.log_level),
+        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        overrides = parse_overrides(args.set)
+        if args.listen:
+            overrides["listeners"] = f"PLAINTEXT://{args.listen}"
+        if args.data_dir:
+            overrides["log.dirs"] = args.data_dir
+        config = BrokerConfig.load(args.config, overrides)
+    except (ConfigError, OSError) as exc:
+        print(f"gregor serve: {exc}", file=sys.stderr)
+        return 2
+    install_uvloop()
+    server = BrokerServer(config, ready_file=args.ready_file)
+    try:
+        asyncio.run(server.run())
+    except OSError as exc:
+        print(f"gregor serve: {exc}", file=sys.stderr)
+        return 1
+    return 0

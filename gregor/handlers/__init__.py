@@ -1,0 +1,14 @@
+"""One module per API family; importing this package registers them all in `registry.HANDLERS`."""
+
+from gregor.handlers import (  # noqa: F401
+    api_versions,
+    cluster,
+    configs,
+    fetch,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    produce,
+    records_admin,
+    topics,
+)

@@ -1,0 +1,110 @@
+"""DescribeCluster v0-1, DescribeLogDirs v1-4, DescribeTopicPartitions v0: what is where.
+
+DescribeCluster: v1 endpoint_type (brokers only; controllers are this same node). DescribeLogDirs:
+v2 flexible, v3 error_code, v4 total_bytes/usable_bytes. DescribeTopicPartitions (KIP-966):
+topics by name (all when the list is empty), paged by response_partition_limit and cursor.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from gregor.handlers.context import RequestContext
+from gregor.handlers.metadata import topic_response
+from gregor.handlers.registry import handles
+from gregor.protocol import api_keys, errors
+from gregor.protocol.messages import (
+    DescribeClusterResponse,
+    DescribeLogDirsResponse,
+    DescribeTopicPartitionsResponse,
+)
+
+
+@handles(api_keys.DESCRIBE_CLUSTER)
+def describe_cluster(ctx: RequestContext, request: Any) -> Any:
+    b = ctx.broker
+    return DescribeClusterResponse(
+        error_code=errors.NONE,
+        endpoint_type=getattr(request, "endpoint_type", 1),
+        cluster_id=b.cluster_id,
+        controller_id=b.node_id,
+        brokers=[DescribeClusterResponse.DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=None)],
+    )
+
+
+@handles(api_keys.DESCRIBE_LOG_DIRS)
+def describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
+    R = DescribeLogDirsResponse
+    logs = ctx.broker.logs
+    wanted: set[tuple[str, int]] | None = None
+    if request.topics is not None:
+        wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
+    results = []
+    for d in logs.log_dirs:
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, index), lg in logs.partitions():
+            if logs.dir_of(topic, index) != d or (wanted is not None and (topic, index) not in wanted):
+                continue
+            by_topic.setdefault(topic, []).append(
+                R.DescribeLogDirsPartition(partition_index=index, partition_size=lg.size_in_bytes, offset_lag=0, is_future_key=False)
+            )
+        st = os.statvfs(d)
+        results.append(
+            R.DescribeLogDirsResult(
+                error_code=errors.NONE,
+                log_dir=d,
+                topics=[R.DescribeLogDirsTopic(name=t, partitions=ps) for t, ps in sorted(by_topic.items())],
+                total_bytes=st.f_blocks * st.f_frsize,
+                usable_bytes=st.f_bavail * st.f_frsize,
+            )
+        )
+    return R(error_code=errors.NONE, results=results)
+
+
+@handles(api_keys.DESCRIBE_TOPIC_PARTITIONS)
+def describe_topic_partitions(ctx: RequestContext, request: Any) -> Any:
+    R = DescribeTopicPartitionsResponse
+    store = ctx.broker.store
+    names = [t.name for t in request.topics] if request.topics else sorted(store.topics)
+    names = sorted(names)
+    cursor = request.cursor
+    if cursor is not None:
+        names = [n for n in names if n >= cursor.topic_name]
+    limit = max(1, request.response_partition_limit)
+    topics = []
+    next_cursor = None
+    for name in names:
+        info = store.topics.get(name)
+        if info is None:
+            topics.append(R.DescribeTopicPartitionsResponseTopic(error_code=errors.UNKNOWN_TOPIC_OR_PARTITION, name=name, partitions=[]))
+            continue
+        meta = topic_response(ctx, info)
+        start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+        parts = []
+        for mp in meta.partitions[start:]:
+            if limit == 0:
+                next_cursor = R.Cursor(topic_name=name, partition_index=mp.partition_index)
+                break
+            parts.append(
+                R.DescribeTopicPartitionsResponsePartition(
+                    error_code=mp.error_code,
+                    partition_index=mp.partition_index,
+                    leader_id=mp.leader_id,
+                    leader_epoch=mp.leader_epoch,
+                    replica_nodes=mp.replica_nodes,
+                    isr_nodes=mp.isr_nodes,
+                    eligible_leader_replicas=None,
+                    last_known_elr=None,
+                    offline_replicas=[],
+                )
+            )
+            limit -= 1
+        topics.append(
+            R.DescribeTopicPartitionsResponseTopic(
+                error_code=errors.NONE, name=name, topic_id=info.topic_id, is_internal=info.internal, partitions=parts
+            )
+        )
+        if next_cursor is not None:
+            break
+    return R(topics=topics, next_cursor=next_cursor)

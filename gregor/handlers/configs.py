@@ -1,0 +1,136 @@
+"""DescribeConfigs v1-4, AlterConfigs v0-2, IncrementalAlterConfigs v0-1: topic and broker
+configs.
+
+DescribeConfigs: v1 include_synonyms and config_source; v3 config_type and documentation;
+v4 flexible. AlterConfigs replaces a resource's whole dynamic config set; IncrementalAlter-
+Configs applies SET / DELETE / APPEND / SUBTRACT (v1 flexible). Resources: TOPIC (2) by name,
+BROKER (4) by node id ("" for the cluster-wide default). Changes are persisted and applied to
+live partitions at once.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from gregor.handlers.context import RequestContext
+from gregor.handlers.registry import handles
+from gregor.metadata import config_defs
+from gregor.protocol import api_keys, errors
+from gregor.protocol.errors import KafkaError
+from gregor.protocol.messages import (
+    AlterConfigsResponse,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsResponse,
+)
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+
+
+def _check_broker(ctx: RequestContext, name: str) -> None:
+    if name not in ("", str(ctx.broker.node_id)):
+        raise KafkaError(errors.INVALID_REQUEST, f"Unexpected broker id, expected {ctx.broker.node_id} or empty string, but received {name}")
+
+
+@handles(api_keys.DESCRIBE_CONFIGS)
+def describe_configs(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    results = []
+    R = DescribeConfigsResponse
+    for res in request.resources:
+        out = R.DescribeConfigsResult(
+            error_code=errors.NONE, resource_type=res.resource_type, resource_name=res.resource_name, configs=[]
+        )
+        try:
+            if res.resource_type == TOPIC:
+                info = broker.store.topics.get(res.resource_name)
+                if info is None:
+                    raise KafkaError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{res.resource_name}' does not exist")
+                names = list(config_defs.TOPIC_CONFIGS)
+                resolve = functools.partial(
+                    config_defs.resolve_topic_config,
+                    topic=info.configs,
+                    static=broker.static_config,
+                    dynamic=broker.store.broker_configs,
+                )
+            elif res.resource_type == BROKER:
+                _check_broker(ctx, res.resource_name)
+                names = sorted(config_defs.BROKER_CONFIGS)
+                resolve = functools.partial(
+                    config_defs.resolve_broker_config,
+                    static=broker.static_config,
+                    dynamic=broker.store.broker_configs,
+                )
+            else:
+                raise KafkaError(errors.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
+            if res.configuration_keys is not None:
+                names = [n for n in names if n in set(res.configuration_keys)]
+            for n in names:
+                r = resolve(n)
+                out.configs.append(
+                    R.DescribeConfigsResourceResult(
+                        name=n,
+                        value=None if r.sensitive else r.value,
+                        read_only=r.read_only,
+                        config_source=r.source,
+                        is_sensitive=r.sensitive,
+                        synonyms=[
+                            R.DescribeConfigsSynonym(name=sn, value=sv, source=ss) for sn, sv, ss in r.synonyms
+                        ]
+                        if request.include_synonyms
+                        else [],
+                        config_type=r.type,
+                        documentation=None,
+                    )
+                )
+        except KafkaError as exc:
+            out.error_code, out.error_message, out.configs = exc.code, exc.message, []
+        results.append(out)
+    return DescribeConfigsResponse(results=results)
+
+
+def _alter(ctx: RequestContext, request: Any, incremental: bool, response_cls: Any) -> Any:
+    broker = ctx.broker
+    responses = []
+    changed = False
+    for res in request.resources:
+        r = response_cls.AlterConfigsResourceResponse(
+            error_code=errors.NONE, resource_type=res.resource_type, resource_name=res.resource_name
+        )
+        try:
+            if res.resource_type == TOPIC:
+                if incremental:
+                    ops = [(c.name, c.config_operation, c.value) for c in res.configs]
+                    broker.admin.incremental_alter_topic_configs(res.resource_name, ops, request.validate_only)
+                else:
+                    broker.admin.alter_topic_configs(
+                        res.resource_name, {c.name: c.value for c in res.configs}, request.validate_only
+                    )
+            elif res.resource_type == BROKER:
+                _check_broker(ctx, res.resource_name)
+                if incremental:
+                    ops = [(c.name, c.config_operation, c.value) for c in res.configs]
+                    broker.admin.alter_broker_configs({}, request.validate_only, incremental_ops=ops)
+                else:
+                    broker.admin.alter_broker_configs({c.name: c.value for c in res.configs}, request.validate_only)
+            elif res.resource_type == BROKER_LOGGER:
+                raise KafkaError(errors.INVALID_REQUEST, "Broker logger configs are not supported")
+            else:
+                raise KafkaError(errors.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
+            changed = changed or not request.validate_only
+        except KafkaError as exc:
+            r.error_code, r.error_message = exc.code, exc.message
+        responses.append(r)
+    if changed:
+        broker.apply_metadata()
+    return response_cls(responses=responses)
+
+
+@handles(api_keys.ALTER_CONFIGS)
+def alter_configs(ctx: RequestContext, request: Any) -> Any:
+    return _alter(ctx, request, False, AlterConfigsResponse)
+
+
+@handles(api_keys.INCREMENTAL_ALTER_CONFIGS)
+def incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
+    return _alter(ctx, request, True, IncrementalAlterConfigsResponse)

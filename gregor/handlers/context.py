@@ -1,0 +1,59 @@
+"""What a handler gets: the request's context and the broker's services.
+
+Handlers only translate between the wire and the domain packages; everything they call is
+reachable from `RequestContext.broker`, whose shape `BrokerServices` states (the broker package
+provides the implementation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gregor.controller.admin import Admin
+from gregor.controller.producer_ids import ProducerIdManager
+from gregor.metadata.store import MetadataStore, TopicInfo
+from gregor.protocol.headers import RequestHeader
+from gregor.replication.partition import ReplicaManager
+from gregor.storage.log_manager import LogManager
+
+
+class BrokerServices(Protocol):
+    node_id: int
+    host: str
+    port: int
+    static_config: Mapping[str, str]
+    store: MetadataStore
+    admin: Admin
+    replicas: ReplicaManager
+    logs: LogManager
+    producer_ids: ProducerIdManager
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    def now_ms(self) -> int: ...
+
+    def config_value(self, key: str) -> Any:
+        """A broker config, typed, after dynamic and static overrides."""
+
+    def apply_metadata(self) -> None:
+        """Bring hosted partitions in line with the metadata store after a change."""
+
+    def maybe_auto_create(self, topic: str) -> TopicInfo | None:
+        """Create `topic` with the defaults if auto.create.topics.enable allows; else None."""
+
+    def describe_topic_config(self, topic: str) -> list[Any]: ...
+
+
+@dataclass
+class RequestContext:
+    broker: BrokerServices
+    header: RequestHeader
+    peer: str
+    connection: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def version(self) -> int:
+        return self.header.request_api_version

@@ -1,0 +1,155 @@
+"""Fetch v4-17: record data for consumers, zero-copy from the segment files.
+
+v4: isolation_level, last_stable_offset, aborted_transactions. v5: log_start_offset. v7: fetch
+sessions (KIP-227): we answer every request with session id 0, which tells the client no
+session was made, so it keeps sending full requests, as Kafka allows. v9: current_leader_epoch.
+v11: rack_id, preferred_read_replica. v12: flexible; diverging_epoch. v13: topic ids instead
+of names. v15: replica_state. v16: node_endpoints. v17: replica_directory_id.
+
+Sizes: each partition gets at most partition_max_bytes and the response at most max_bytes, but
+the first partition with data always gets at least one whole batch (KIP-74). Fewer than
+min_bytes ready: the request waits up to max_wait_ms, woken by any append to a partition it
+reads. Record data leaves as file slices the runtime `sendfile`s; the fds are duplicated here,
+and the runtime closes them once sent, so a segment deleted meanwhile is still readable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from gregor.handlers.context import RequestContext
+from gregor.handlers.registry import handles
+from gregor.protocol import api_keys, errors
+from gregor.protocol.errors import KafkaError
+from gregor.protocol.messages import FetchResponse
+from gregor.replication.partition import Partition
+
+TopicResp = FetchResponse.FetchableTopicResponse
+PartResp = FetchResponse.PartitionData
+READ_COMMITTED = 1
+
+
+def _resolve_topics(ctx: RequestContext, request: Any) -> list[tuple[str | None, Any]]:
+    """(topic name or None if unknown, the request topic) for every requested topic."""
+    out = []
+    store = ctx.broker.store
+    for t in request.topics:
+        if ctx.version >= 13:
+            info = store.topic_by_id(t.topic_id)
+            out.append((info.name if info else None, t))
+        else:
+            out.append((t.topic, t))
+    return out
+
+
+def _collect(ctx: RequestContext, request: Any, topics: list[tuple[str | None, Any]]) -> tuple[list[Any], int, list[Partition]]:
+    replicas = ctx.broker.replicas
+    committed_only = True  # consumers and followers alike read up to the high watermark for now
+    budget = request.max_bytes if ctx.version >= 3 else 0x7FFFFFFF
+    total = 0
+    responses = []
+    partitions: list[Partition] = []
+    for name, t in topics:
+        parts = []
+        for fp in t.partitions:
+            records: Any = b""
+            hw = lso = start = -1
+            code = errors.NONE
+            if name is None:
+                code = errors.UNKNOWN_TOPIC_ID
+            else:
+                p = replicas.get(name, fp.partition)
+                if p is None:
+                    code = errors.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    partitions.append(p)
+                    log = p.log
+                    hw, start = log.high_watermark, log.log_start_offset
+                    lso = hw
+                    try:
+                        limit = min(fp.partition_max_bytes, budget - total)
+                        if limit > 0 or total == 0:
+                            found = p.read(
+                                fp.fetch_offset,
+                                max(limit, 1),
+                                committed_only=committed_only,
+                                min_one_batch=total == 0,
+                            )
+                            if found is not None:
+                                records = found.dup()
+                                total += found.length
+                    except KafkaError as exc:
+                        code = exc.code
+            parts.append(
+                PartResp(
+                    partition_index=fp.partition,
+                    error_code=code,
+                    high_watermark=hw,
+                    last_stable_offset=lso,
+                    log_start_offset=start,
+                    aborted_transactions=None if code else [],
+                    records=records,
+                )
+            )
+        if ctx.version >= 13:
+            responses.append(TopicResp(topic_id=t.topic_id, partitions=parts))
+        else:
+            responses.append(TopicResp(topic=name, partitions=parts))
+    return responses, total, partitions
+
+
+def _close(responses: list[Any]) -> None:
+    import os
+
+    for t in responses:
+        for p in t.partitions:
+            if not isinstance(p.records, (bytes, bytearray, memoryview)) and p.records is not None:
+                os.close(p.records.fd)
+
+
+@handles(api_keys.FETCH)
+def handle(ctx: RequestContext, request: Any) -> Any:
+    topics = _resolve_topics(ctx, request)
+    responses, total, partitions = _collect(ctx, request, topics)
+    if total >= request.min_bytes or request.max_wait_ms <= 0 or not partitions or _has_error(responses):
+        return _response(responses)
+    _close(responses)
+    return _wait(ctx, request, topics, partitions)
+
+
+def _has_error(responses: list[Any]) -> bool:
+    return any(p.error_code for t in responses for p in t.partitions)
+
+
+async def _wait(ctx: RequestContext, request: Any, topics: list[tuple[str | None, Any]], partitions: list[Partition]) -> Any:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + request.max_wait_ms / 1000.0
+    while True:
+        woken = loop.create_future()
+
+        def wake(f: asyncio.Future[None] = woken) -> None:
+            if not f.done():
+                f.set_result(None)
+
+        for p in partitions:
+            p.watch(wake)
+        try:
+            await asyncio.wait_for(asyncio.shield(woken), max(0.0, deadline - loop.time()))
+        except TimeoutError:
+            pass
+        finally:
+            for p in partitions:
+                p.unwatch(wake)
+        responses, total, partitions = _collect(ctx, request, topics)
+        if total >= request.min_bytes or loop.time() >= deadline or _has_error(responses):
+            return _response(responses)
+        _close(responses)
+
+
+def _response(responses: list[Any]) -> Any:
+    return FetchResponse(error_code=errors.NONE, session_id=0, responses=responses)
+
+
+__all__ = ["handle", "uuid"]

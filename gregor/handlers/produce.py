@@ -1,0 +1,70 @@
+"""Produce v3-12: append record batches to the partitions this broker leads.
+
+v3: record batch v2 only, transactional_id. v5: log_start_offset. v8: record_errors and
+error_message (KIP-467). v9: flexible. v10: current_leader / node_endpoints on
+NOT_LEADER_OR_FOLLOWER. acks: 0 (no response; an error closes the connection so the producer
+notices, as Kafka does), 1, -1 (all: the ISR is this broker alone until replication exists,
+so it completes at once, after min.insync.replicas is checked).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from gregor.handlers.context import RequestContext
+from gregor.handlers.registry import NO_RESPONSE, handles
+from gregor.protocol import api_keys, errors
+from gregor.protocol.errors import KafkaError
+from gregor.protocol.messages import ProduceResponse
+
+log = logging.getLogger("gregor.produce")
+
+TopicResp = ProduceResponse.TopicProduceResponse
+PartResp = ProduceResponse.PartitionProduceResponse
+
+
+class AcksZeroError(Exception):
+    """An acks=0 produce failed: the connection is closed so the producer finds out."""
+
+
+@handles(api_keys.PRODUCE)
+def handle(ctx: RequestContext, request: Any) -> Any:
+    acks = request.acks
+    replicas = ctx.broker.replicas
+    now = ctx.broker.now_ms()
+    responses = []
+    failed: list[str] = []
+    for topic in request.topic_data:
+        parts = []
+        for pd in topic.partition_data:
+            code, message, base, append_time, start = errors.NONE, None, -1, -1, -1
+            try:
+                if acks not in (-1, 0, 1):
+                    raise KafkaError(errors.INVALID_REQUIRED_ACKS, f"acks={acks} is not one of -1, 0, 1")
+                if pd.records is None or len(pd.records) == 0:
+                    raise KafkaError(errors.INVALID_RECORD, "the request holds no record batch")
+                partition = replicas.leader(topic.name, pd.index)
+                info = partition.append_as_leader(pd.records, acks, now)
+                base, append_time, start = info.first_offset, info.log_append_time, info.log_start_offset
+            except KafkaError as exc:
+                code, message = exc.code, exc.message
+                if code not in (errors.UNKNOWN_TOPIC_OR_PARTITION, errors.NOT_LEADER_OR_FOLLOWER):
+                    log.warning("produce to %s-%d from %s refused: %s", topic.name, pd.index, ctx.peer, exc)
+                failed.append(f"{topic.name}-{pd.index}: {exc}")
+            parts.append(
+                PartResp(
+                    index=pd.index,
+                    error_code=code,
+                    base_offset=base,
+                    log_append_time_ms=append_time,
+                    log_start_offset=start,
+                    error_message=message,
+                )
+            )
+        responses.append(TopicResp(name=topic.name, partition_responses=parts))
+    if acks == 0:
+        if failed:
+            raise AcksZeroError("; ".join(failed))
+        return NO_RESPONSE
+    return ProduceResponse(responses=responses)

@@ -1,0 +1,63 @@
+"""DeleteRecords v0-2 and OffsetForLeaderEpoch v2-4: moving the log start, finding epoch ends.
+
+DeleteRecords: offset -1 means the high watermark; the new low watermark is returned; an offset
+above the high watermark is OFFSET_OUT_OF_RANGE. v2 flexible. OffsetForLeaderEpoch: the end
+offset of the largest epoch <= the asked one (a follower or consumer checking for truncation);
+v3 replica_id, v4 flexible.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gregor.handlers.context import RequestContext
+from gregor.handlers.registry import handles
+from gregor.protocol import api_keys, errors
+from gregor.protocol.errors import KafkaError
+from gregor.protocol.messages import DeleteRecordsResponse, OffsetForLeaderEpochResponse
+
+
+@handles(api_keys.DELETE_RECORDS)
+def delete_records(ctx: RequestContext, request: Any) -> Any:
+    R = DeleteRecordsResponse
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            low, code = -1, errors.NONE
+            try:
+                partition = ctx.broker.replicas.leader(t.name, p.partition_index)
+                log = partition.log
+                target = log.high_watermark if p.offset == -1 else p.offset
+                if target < 0:
+                    raise KafkaError(errors.OFFSET_OUT_OF_RANGE, f"offset {p.offset} is negative")
+                low = log.increment_log_start_offset(target)
+            except KafkaError as exc:
+                code = exc.code
+            parts.append(R.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=low, error_code=code))
+        topics.append(R.DeleteRecordsTopicResult(name=t.name, partitions=parts))
+    ctx.broker.logs.checkpoint()
+    return R(topics=topics)
+
+
+@handles(api_keys.OFFSET_FOR_LEADER_EPOCH)
+def offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
+    R = OffsetForLeaderEpochResponse
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            epoch, end, code = -1, -1, errors.NONE
+            try:
+                partition = ctx.broker.replicas.leader(t.topic, p.partition)
+                if p.current_leader_epoch >= 0 and p.current_leader_epoch > partition.leader_epoch:
+                    raise KafkaError(errors.UNKNOWN_LEADER_EPOCH, "")
+                if p.current_leader_epoch >= 0 and p.current_leader_epoch < partition.leader_epoch:
+                    raise KafkaError(errors.FENCED_LEADER_EPOCH, "")
+                log = partition.log
+                epoch, end = log.leader_epochs.end_offset_for(p.leader_epoch, log.log_end_offset)
+            except KafkaError as exc:
+                code = exc.code
+            parts.append(R.EpochEndOffset(error_code=code, partition=p.partition, leader_epoch=epoch, end_offset=end))
+        topics.append(R.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
+    return R(topics=topics)

@@ -1,0 +1,125 @@
+"""CreateTopics v2-7, DeleteTopics v1-6, CreatePartitions v0-3: topic administration.
+
+CreateTopics: v1 validate_only, error_message; v4 default partitions/replication factor (-1);
+v5 flexible, and the created topic's configs, partition count and replication factor in the
+response (KIP-525); v7 topic_id. DeleteTopics: v4 flexible; v5 error_message; v6 topics by
+name or id. CreatePartitions: v1 as v0; v2 flexible; v3 as v2.
+
+Rules live in controller.admin; after a change the broker brings its partitions in line.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from gregor.controller.admin import TopicSpec
+from gregor.handlers.context import RequestContext
+from gregor.handlers.registry import handles
+from gregor.metadata import config_defs
+from gregor.protocol import api_keys, errors
+from gregor.protocol.errors import KafkaError
+from gregor.protocol.messages import (
+    CreatePartitionsResponse,
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
+)
+
+log = logging.getLogger("gregor.admin")
+ZERO_UUID = uuid.UUID(int=0)
+
+
+@handles(api_keys.CREATE_TOPICS)
+def create_topics(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    results = []
+    seen: dict[str, int] = {}
+    for t in request.topics:
+        seen[t.name] = seen.get(t.name, 0) + 1
+    for t in request.topics:
+        result = CreateTopicsResponse.CreatableTopicResult(name=t.name, topic_id=ZERO_UUID, error_code=errors.NONE)
+        try:
+            if seen[t.name] > 1:
+                raise KafkaError(errors.INVALID_REQUEST, f"Create topics request from client `{ctx.header.client_id}` contains multiple entries for the following topics: {t.name}")
+            spec = TopicSpec(
+                name=t.name,
+                num_partitions=t.num_partitions,
+                replication_factor=t.replication_factor,
+                assignments={a.partition_index: list(a.broker_ids) for a in t.assignments} or None,
+                configs={c.name: c.value for c in t.configs},
+            )
+            info = broker.admin.create_topic(spec, validate_only=request.validate_only)
+            result.topic_id = info.topic_id
+            result.num_partitions = info.partitions
+            result.replication_factor = len(info.replicas[0]) if info.replicas else -1
+            result.configs = [
+                CreateTopicsResponse.CreatableTopicConfigs(
+                    name=r.name,
+                    value=r.value,
+                    read_only=r.read_only,
+                    config_source=r.source,
+                    is_sensitive=r.sensitive,
+                )
+                for r in (
+                    config_defs.resolve_topic_config(n, info.configs, broker.static_config, broker.store.broker_configs)
+                    for n in config_defs.TOPIC_CONFIGS
+                )
+            ]
+            if not request.validate_only:
+                log.info("created topic %s (%d partitions) for %s", t.name, info.partitions, ctx.peer)
+        except KafkaError as exc:
+            result.error_code, result.error_message = exc.code, exc.message or None
+            result.num_partitions = -1
+            result.replication_factor = -1
+            result.configs = None
+        results.append(result)
+    if not request.validate_only:
+        broker.apply_metadata()
+    return CreateTopicsResponse(topics=results)
+
+
+
+
+@handles(api_keys.DELETE_TOPICS)
+def delete_topics(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    wanted: list[tuple[str | None, uuid.UUID]] = []
+    if ctx.version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, ZERO_UUID) for name in request.topic_names]
+    responses = []
+    for name, topic_id in wanted:
+        resp = DeleteTopicsResponse.DeletableTopicResult(name=name, topic_id=topic_id, error_code=errors.NONE)
+        try:
+            if name is None:
+                info = broker.store.topic_by_id(topic_id)
+                if info is None:
+                    raise KafkaError(errors.UNKNOWN_TOPIC_ID, f"Topic id {topic_id} does not exist")
+                name = resp.name = info.name
+            info = broker.admin.delete_topic(name)
+            resp.topic_id = info.topic_id
+            log.info("deleted topic %s for %s", name, ctx.peer)
+        except KafkaError as exc:
+            resp.error_code, resp.error_message = exc.code, exc.message or None
+        responses.append(resp)
+    broker.apply_metadata()
+    return DeleteTopicsResponse(responses=responses)
+
+
+@handles(api_keys.CREATE_PARTITIONS)
+def create_partitions(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    results = []
+    for t in request.topics:
+        r = CreatePartitionsResponse.CreatePartitionsTopicResult(name=t.name, error_code=errors.NONE)
+        try:
+            assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
+            broker.admin.create_partitions(t.name, t.count, assignments, request.validate_only)
+        except KafkaError as exc:
+            r.error_code, r.error_message = exc.code, exc.message or None
+        results.append(r)
+    if not request.validate_only:
+        broker.apply_metadata()
+    return CreatePartitionsResponse(results=results)

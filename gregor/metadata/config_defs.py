@@ -1,0 +1,314 @@
+"""The configuration catalogue: every broker and topic config we know, with Kafka's names,
+types, defaults and validation, and how a topic config falls back to its broker-level synonym.
+
+A topic config's value comes from, in order: the topic's own (DYNAMIC_TOPIC_CONFIG), a dynamic
+broker default set with AlterConfigs on the broker (DYNAMIC_DEFAULT_BROKER_CONFIG /
+DYNAMIC_BROKER_CONFIG), `server.properties` or `--set` (STATIC_BROKER_CONFIG), then Kafka's
+default (DEFAULT_CONFIG). `describe_topic_config` reports the value with that source and the
+synonyms, as DescribeConfigs does.
+
+Values are stored as the strings users give (as Kafka stores them); `parse` turns one into its
+typed value and raises `ConfigError` (INVALID_CONFIG) naming the key and the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gregor.storage.config import LONG_MAX, LogConfig
+
+# DescribeConfigs ConfigType
+UNKNOWN, BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = range(10)
+# DescribeConfigs ConfigSource, by its number on the wire
+SOURCE_UNKNOWN = 0
+DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+INT_MAX = (1 << 31) - 1
+
+
+class ConfigError(ValueError):
+    """An invalid config value; the message names the key and the reason."""
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    name: str
+    type: int
+    default: str | None
+    validator: Callable[[Any], str | None] | None = None  # returns a reason, or None if fine
+    synonyms: tuple[str, ...] = ()  # broker-level names, most specific first
+    read_only: bool = False
+    sensitive: bool = False
+
+    def parse(self, value: str | None) -> Any:
+        if value is None:
+            return None
+        try:
+            typed = _parse(self.type, value)
+        except ValueError:
+            raise ConfigError(
+                f"Invalid value {value} for configuration {self.name}: not a valid "
+                f"{_TYPE_NAMES[self.type]}"
+            ) from None
+        if self.validator is not None:
+            reason = self.validator(typed)
+            if reason:
+                raise ConfigError(f"Invalid value {value} for configuration {self.name}: {reason}")
+        return typed
+
+
+_TYPE_NAMES = {
+    BOOLEAN: "boolean",
+    STRING: "string",
+    INT: "int",
+    SHORT: "short",
+    LONG: "long",
+    DOUBLE: "double",
+    LIST: "list",
+    CLASS: "class",
+    PASSWORD: "password",
+}
+
+
+def _parse(type_: int, value: str) -> Any:
+    v = value.strip()
+    if type_ == BOOLEAN:
+        if v.lower() not in ("true", "false"):
+            raise ValueError(value)
+        return v.lower() == "true"
+    if type_ in (INT, SHORT):
+        n = int(v)
+        if not -(1 << 31) <= n <= INT_MAX:
+            raise ValueError(value)
+        return n
+    if type_ == LONG:
+        n = int(v)
+        if not -(1 << 63) <= n <= LONG_MAX:
+            raise ValueError(value)
+        return n
+    if type_ == DOUBLE:
+        return float(v)
+    if type_ == LIST:
+        return [p.strip() for p in v.split(",") if p.strip()]
+    return value
+
+
+def at_least(n: float) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= n else f"Value must be at least {n}"
+
+
+def between(lo: float, hi: float) -> Callable[[Any], str | None]:
+    return lambda v: None if lo <= v <= hi else f"Value must be between {lo} and {hi}"
+
+
+def one_of(*choices: str) -> Callable[[Any], str | None]:
+    return lambda v: None if v in choices else f"String must be one of: {', '.join(choices)}"
+
+
+def subset_of(*choices: str) -> Callable[[Any], str | None]:
+    def check(v: list[str]) -> str | None:
+        bad = [x for x in v if x not in choices]
+        if bad or not v:
+            return f"List must be a non-empty subset of: {', '.join(choices)}"
+        return None
+
+    return check
+
+
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+# name, type, default, validator, broker synonyms (most specific first)
+TOPIC_CONFIGS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in [
+        ConfigDef("cleanup.policy", LIST, "delete", subset_of("delete", "compact"), ("log.cleanup.policy",)),
+        ConfigDef("compression.type", STRING, "producer", one_of(*COMPRESSION_TYPES), ("compression.type",)),
+        ConfigDef("compression.gzip.level", INT, "-1", None, ("compression.gzip.level",)),
+        ConfigDef("compression.lz4.level", INT, "9", between(1, 17), ("compression.lz4.level",)),
+        ConfigDef("compression.zstd.level", INT, "3", between(-131072, 22), ("compression.zstd.level",)),
+        ConfigDef("delete.retention.ms", LONG, "86400000", at_least(0), ("log.cleaner.delete.retention.ms",)),
+        ConfigDef("file.delete.delay.ms", LONG, "60000", at_least(0), ("log.segment.delete.delay.ms",)),
+        ConfigDef("flush.messages", LONG, str(LONG_MAX), at_least(1), ("log.flush.interval.messages",)),
+        ConfigDef("flush.ms", LONG, str(LONG_MAX), at_least(0), ("log.flush.interval.ms",)),
+        ConfigDef("index.interval.bytes", INT, "4096", at_least(0), ("log.index.interval.bytes",)),
+        ConfigDef("max.compaction.lag.ms", LONG, str(LONG_MAX), at_least(1), ("log.cleaner.max.compaction.lag.ms",)),
+        ConfigDef("max.message.bytes", INT, "1048588", at_least(0), ("message.max.bytes",)),
+        ConfigDef("message.timestamp.type", STRING, "CreateTime", one_of("CreateTime", "LogAppendTime"), ("log.message.timestamp.type",)),
+        ConfigDef("message.timestamp.before.max.ms", LONG, str(LONG_MAX), at_least(0), ("log.message.timestamp.before.max.ms",)),
+        ConfigDef("message.timestamp.after.max.ms", LONG, "3600000", at_least(0), ("log.message.timestamp.after.max.ms",)),
+        ConfigDef("min.cleanable.dirty.ratio", DOUBLE, "0.5", between(0, 1), ("log.cleaner.min.cleanable.ratio",)),
+        ConfigDef("min.compaction.lag.ms", LONG, "0", at_least(0), ("log.cleaner.min.compaction.lag.ms",)),
+        ConfigDef("min.insync.replicas", INT, "1", at_least(1), ("min.insync.replicas",)),
+        ConfigDef("preallocate", BOOLEAN, "false", None, ("log.preallocate",)),
+        ConfigDef("retention.bytes", LONG, "-1", None, ("log.retention.bytes",)),
+        ConfigDef("retention.ms", LONG, "604800000", at_least(-1), ("log.retention.ms", "log.retention.minutes", "log.retention.hours")),
+        ConfigDef("segment.bytes", INT, "1073741824", at_least(14), ("log.segment.bytes",)),
+        ConfigDef("segment.index.bytes", INT, "10485760", at_least(8), ("log.index.size.max.bytes",)),
+        ConfigDef("segment.jitter.ms", LONG, "0", at_least(0), ("log.roll.jitter.ms", "log.roll.jitter.hours")),
+        ConfigDef("segment.ms", LONG, "604800000", at_least(1), ("log.roll.ms", "log.roll.hours")),
+        ConfigDef("unclean.leader.election.enable", BOOLEAN, "false", None, ("unclean.leader.election.enable",)),
+    ]
+}
+
+# Broker-level names whose unit differs from the topic config they feed.
+_UNIT_SCALE = {
+    "log.retention.minutes": 60_000,
+    "log.retention.hours": 3_600_000,
+    "log.roll.hours": 3_600_000,
+    "log.roll.jitter.hours": 3_600_000,
+}
+
+_BROKER_ONLY: list[ConfigDef] = [
+    ConfigDef("node.id", INT, "1", at_least(0), read_only=True),
+    ConfigDef("broker.id", INT, "-1", None, read_only=True),
+    ConfigDef("process.roles", LIST, "broker,controller", subset_of("broker", "controller"), read_only=True),
+    ConfigDef("listeners", STRING, "PLAINTEXT://127.0.0.1:9092", None, read_only=True),
+    ConfigDef("advertised.listeners", STRING, None, None, read_only=True),
+    ConfigDef("log.dirs", STRING, None, None, read_only=True),
+    ConfigDef("log.dir", STRING, "./gregor-data", None, read_only=True),
+    ConfigDef("num.partitions", INT, "1", at_least(1)),
+    ConfigDef("default.replication.factor", INT, "1", at_least(1)),
+    ConfigDef("auto.create.topics.enable", BOOLEAN, "true", None),
+    ConfigDef("delete.topic.enable", BOOLEAN, "true", None),
+    ConfigDef("socket.request.max.bytes", INT, "104857600", at_least(1)),
+    ConfigDef("queued.max.requests", INT, "500", at_least(1)),
+    ConfigDef("connections.max.idle.ms", LONG, "600000", None),
+    ConfigDef("log.retention.check.interval.ms", LONG, "300000", at_least(1)),
+    ConfigDef("log.flush.scheduler.interval.ms", LONG, str(LONG_MAX), None),
+    ConfigDef("log.flush.offset.checkpoint.interval.ms", INT, "60000", at_least(0)),
+    ConfigDef("log.flush.start.offset.checkpoint.interval.ms", INT, "60000", at_least(0)),
+    ConfigDef("replica.high.watermark.checkpoint.interval.ms", LONG, "5000", at_least(1)),
+    ConfigDef("offsets.topic.num.partitions", INT, "50", at_least(1), read_only=True),
+    ConfigDef("offsets.topic.replication.factor", SHORT, "3", at_least(1), read_only=True),
+    ConfigDef("offsets.retention.minutes", INT, "10080", at_least(1)),
+    ConfigDef("transaction.state.log.num.partitions", INT, "50", at_least(1), read_only=True),
+    ConfigDef("transaction.state.log.replication.factor", SHORT, "3", at_least(1), read_only=True),
+    ConfigDef("group.initial.rebalance.delay.ms", INT, "3000", at_least(0)),
+    ConfigDef("group.max.size", INT, str(INT_MAX), at_least(1)),
+    ConfigDef("group.min.session.timeout.ms", INT, "6000", None),
+    ConfigDef("group.max.session.timeout.ms", INT, "1800000", None),
+    ConfigDef("transaction.max.timeout.ms", INT, "900000", at_least(1)),
+    ConfigDef("cluster.id", STRING, None, None, read_only=True),
+    ConfigDef("broker.rack", STRING, None, None, read_only=True),
+    ConfigDef("controller.quorum.voters", LIST, "", None, read_only=True),
+    ConfigDef("controller.quorum.bootstrap.servers", LIST, "", None, read_only=True),
+    ConfigDef("controller.listener.names", STRING, "CONTROLLER", None, read_only=True),
+    ConfigDef("inter.broker.listener.name", STRING, None, None, read_only=True),
+    ConfigDef("listener.security.protocol.map", STRING, None, None, read_only=True),
+    ConfigDef("num.network.threads", INT, "3", at_least(1), read_only=True),
+    ConfigDef("num.io.threads", INT, "8", at_least(1), read_only=True),
+    ConfigDef("num.recovery.threads.per.data.dir", INT, "2", at_least(1), read_only=True),
+    ConfigDef("socket.send.buffer.bytes", INT, "102400", None, read_only=True),
+    ConfigDef("socket.receive.buffer.bytes", INT, "102400", None, read_only=True),
+    ConfigDef("log.cleaner.enable", BOOLEAN, "true", None),
+    ConfigDef("log.cleaner.threads", INT, "1", at_least(0)),
+    ConfigDef("log.cleaner.dedupe.buffer.size", LONG, "134217728", None),
+    ConfigDef("log.cleaner.io.max.bytes.per.second", DOUBLE, "1.7976931348623157E308", None),
+    ConfigDef("log.retention.minutes", INT, None, None),
+    ConfigDef("log.retention.hours", INT, "168", None),
+    ConfigDef("log.roll.hours", INT, "168", at_least(1)),
+    ConfigDef("log.roll.jitter.hours", INT, "0", at_least(0)),
+]
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_ONLY}
+for _topic_def in TOPIC_CONFIGS.values():
+    for _syn in _topic_def.synonyms:
+        if _syn not in BROKER_CONFIGS:
+            default = _topic_def.default if _syn == _topic_def.synonyms[0] else None
+            BROKER_CONFIGS[_syn] = ConfigDef(_syn, _topic_def.type, default, _topic_def.validator)
+# Only the most specific retention/roll names carry defaults; the coarser ones are fallbacks.
+BROKER_CONFIGS["log.retention.ms"] = ConfigDef("log.retention.ms", LONG, None, at_least(-1))
+BROKER_CONFIGS["log.roll.ms"] = ConfigDef("log.roll.ms", LONG, None, at_least(1))
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
+    """Raise ConfigError for an unknown key or a bad value among topic configs."""
+    for key, value in configs.items():
+        d = TOPIC_CONFIGS.get(key)
+        if d is None:
+            raise ConfigError(f"Unknown topic config name: {key}")
+        d.parse(value)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    name: str
+    value: str | None
+    source: int
+    read_only: bool
+    sensitive: bool
+    type: int
+    synonyms: tuple[tuple[str, str | None, int], ...]  # (name, value, source)
+
+
+def _broker_value(
+    name: str, static: Mapping[str, str], dynamic: Mapping[str, str]
+) -> tuple[str | None, int] | None:
+    if name in dynamic:
+        return dynamic[name], DYNAMIC_DEFAULT_BROKER_CONFIG
+    if name in static:
+        return static[name], STATIC_BROKER_CONFIG
+    return None
+
+
+def _scaled(name: str, value: str | None) -> str | None:
+    scale = _UNIT_SCALE.get(name)
+    if scale is None or value is None:
+        return value
+    return str(int(value) * scale)
+
+
+def resolve_topic_config(
+    name: str,
+    topic: Mapping[str, str],
+    static: Mapping[str, str],
+    dynamic: Mapping[str, str],
+) -> Resolved:
+    d = TOPIC_CONFIGS[name]
+    synonyms: list[tuple[str, str | None, int]] = []
+    if name in topic:
+        synonyms.append((name, topic[name], DYNAMIC_TOPIC_CONFIG))
+    for syn in d.synonyms:
+        found = _broker_value(syn, static, dynamic)
+        if found is not None:
+            synonyms.append((syn, _scaled(syn, found[0]), found[1]))
+    synonyms.append((d.synonyms[0] if d.synonyms else name, d.default, DEFAULT_CONFIG))
+    value, source = synonyms[0][1], synonyms[0][2]
+    return Resolved(name, value, source, False, d.sensitive, d.type, tuple(synonyms))
+
+
+def resolve_broker_config(
+    name: str, static: Mapping[str, str], dynamic: Mapping[str, str]
+) -> Resolved:
+    d = BROKER_CONFIGS[name]
+    synonyms: list[tuple[str, str | None, int]] = []
+    found = _broker_value(name, static, dynamic)
+    if found is not None:
+        synonyms.append((name, found[0], found[1]))
+    synonyms.append((name, d.default, DEFAULT_CONFIG))
+    value, source = synonyms[0][1], synonyms[0][2]
+    return Resolved(name, value, source, d.read_only, d.sensitive, d.type, tuple(synonyms))
+
+
+def effective_topic_configs(
+    topic: Mapping[str, str], static: Mapping[str, str], dynamic: Mapping[str, str]
+) -> dict[str, str | None]:
+    return {n: resolve_topic_config(n, topic, static, dynamic).value for n in TOPIC_CONFIGS}
+
+
+def log_config(
+    topic: Mapping[str, str], static: Mapping[str, str], dynamic: Mapping[str, str]
+) -> LogConfig:
+    """The storage settings of a topic, after every fallback."""
+    values = effective_topic_configs(topic, static, dynamic)
+    policy = values.get("cleanup.policy") or "delete"
+    present = {k: v for k, v in values.items() if v is not None and k != "cleanup.policy"}
+    cfg = LogConfig.from_topic_configs(present)
+    return LogConfig.from_topic_configs({"cleanup.policy": policy.replace(" ", "")}, cfg)

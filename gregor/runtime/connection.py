@@ -1,0 +1,356 @@
+"""One client connection: frames in, responses out, in request order, with zero-copy sends.
+
+The socket is non-blocking and driven by the event loop's reader/writer callbacks rather than an
+asyncio transport, because a transport cannot `sendfile` a slice of a segment between two
+buffers of a response. Output is a queue of items: bytes-like buffers, sent with one `sendmsg`
+per run of them (a response is never joined into one bytes), and file slices (anything with
+`fd`, `position`, `length`), sent with `os.sendfile`. The runtime owns the fd of every file
+slice it is given and closes it once sent, or when the connection dies.
+
+Requests are pipelined: each complete frame gets a slot in `_slots` in arrival order and is
+handed to the dispatcher at once. A slot is filled when its response is ready (at once, or when
+an awaitable completes: a long-poll fetch, an acks=all produce) and responses leave strictly
+from the head, so they go out in request order whatever order they complete in.
+
+Limits: a frame above `socket.request.max.bytes` is logged and closes this connection only;
+with `queued.max.requests` responses outstanding, reading pauses until they drain; the server
+closes connections idle for `connections.max.idle.ms`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import os
+import socket
+import struct
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+log = logging.getLogger("gregor.connection")
+
+_SIZE = struct.Struct(">i")
+_READ_CHUNK = 256 * 1024
+_IOV_MAX = 512
+
+Output = list[Any]  # bytes-like buffers and file slices, in wire order
+
+
+class Dispatcher(Protocol):
+    def __call__(self, conn: Connection, frame: bytearray) -> Output | Awaitable[Output | None] | None:
+        """Handle one request frame (without its size prefix); None means "no response"."""
+
+
+class FrameError(Exception):
+    pass
+
+
+def is_buffer(item: object) -> bool:
+    return isinstance(item, (bytes, bytearray, memoryview))
+
+
+def close_slices(items: Output) -> None:
+    for item in items:
+        if not is_buffer(item):
+            try:
+                os.close(item.fd)
+            except OSError:
+                pass
+
+
+class _Slot:
+    __slots__ = ("output", "ready")
+
+    def __init__(self) -> None:
+        self.output: Output | None = None
+        self.ready = False
+
+
+class Connection:
+    def __init__(
+        self,
+        sock: socket.socket,
+        loop: asyncio.AbstractEventLoop,
+        dispatch: Dispatcher,
+        *,
+        max_request_bytes: int,
+        max_queued_requests: int,
+        on_close: Callable[[Connection], None],
+        now_ms: Callable[[], int],
+    ) -> None:
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.loop = loop
+        self.dispatch = dispatch
+        self.max_request_bytes = max_request_bytes
+        self.max_queued_requests = max_queued_requests
+        self.on_close = on_close
+        self.now_ms = now_ms
+        try:
+            host, port = sock.getpeername()[:2]
+            self.peer = f"{host}:{port}"
+        except OSError:
+            self.peer = "?"
+        self.closed = False
+        self.last_active_ms = now_ms()
+        # Input.
+        self._chunk = bytearray(_READ_CHUNK)
+        self._chunk_view = memoryview(self._chunk)
+        self._pending = bytearray()  # bytes of an incomplete frame header or small frame
+        self._big: bytearray | None = None  # a large frame being received directly
+        self._big_filled = 0
+        self._reading = False
+        # Output.
+        self._slots: deque[_Slot] = deque()
+        self._out: deque[Any] = deque()
+        self._out_offset = 0  # bytes of the head item already sent
+        self._writing = False
+        self._tasks: set[asyncio.Future[Any]] = set()
+        # Per-connection state handlers may keep (client software name, fetch sessions...).
+        self.attributes: dict[str, Any] = {}
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.sock.setblocking(False)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._resume_reading()
+
+    def _resume_reading(self) -> None:
+        if not self._reading and not self.closed:
+            self.loop.add_reader(self.fd, self._on_readable)
+            self._reading = True
+
+    def _pause_reading(self) -> None:
+        if self._reading:
+            self.loop.remove_reader(self.fd)
+            self._reading = False
+
+    def _on_readable(self) -> None:
+        try:
+            if self._big is not None:
+                self._read_big()
+                return
+            n = self.sock.recv_into(self._chunk_view)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self.close(f"read failed: {exc}")
+            return
+        if n == 0:
+            self.close(None)
+            return
+        self.last_active_ms = self.now_ms()
+        try:
+            self._consume(self._chunk_view[:n])
+        except FrameError as exc:
+            self.close(str(exc), error=True)
+
+    def _consume(self, data: memoryview) -> None:
+        if self._pending:
+            self._pending += data
+            data = memoryview(bytes(self._pending))
+            self._pending = bytearray()
+        pos, end = 0, len(data)
+        while end - pos >= 4:
+            (size,) = _SIZE.unpack_from(data, pos)
+            if size < 0 or size > self.max_request_bytes:
+                raise FrameError(
+                    f"frame of {size} bytes is above socket.request.max.bytes "
+                    f"{self.max_request_bytes}"
+                    if size > 0
+                    else f"frame has a negative size {size}"
+                )
+            if end - pos - 4 >= size:
+                self._on_frame(bytearray(data[pos + 4 : pos + 4 + size]))
+                pos += 4 + size
+                if self.closed:
+                    return
+                continue
+            if size > _READ_CHUNK // 2:
+                # A large frame: receive the rest straight into its own buffer.
+                self._big = bytearray(size)
+                have = end - pos - 4
+                self._big[:have] = data[pos + 4 : end]
+                self._big_filled = have
+                return
+            break
+        if pos < end:
+            self._pending = bytearray(data[pos:end])
+
+    def _read_big(self) -> None:
+        assert self._big is not None
+        view = memoryview(self._big)
+        try:
+            n = self.sock.recv_into(view[self._big_filled :])
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self.close(f"read failed: {exc}")
+            return
+        if n == 0:
+            self.close(None)
+            return
+        self.last_active_ms = self.now_ms()
+        self._big_filled += n
+        if self._big_filled == len(self._big):
+            frame, self._big = self._big, None
+            self._on_frame(frame)
+
+    # -- requests and responses ---------------------------------------------------------------
+
+    def _on_frame(self, frame: bytearray) -> None:
+        try:
+            result = self.dispatch(self, frame)
+        except FrameError as exc:
+            self.close(str(exc), error=True)
+            return
+        except Exception:
+            log.exception("%s: request handling failed; closing the connection", self.peer)
+            self.close("request handling failed", error=True)
+            return
+        if result is None:
+            return
+        slot = _Slot()
+        self._slots.append(slot)
+        if isinstance(result, list):
+            slot.output = result
+            slot.ready = True
+            self._drain_slots()
+        else:
+            fut = asyncio.ensure_future(result)
+            self._tasks.add(fut)
+            fut.add_done_callback(lambda f, s=slot: self._on_done(f, s))  # type: ignore[misc]
+        if len(self._slots) >= self.max_queued_requests:
+            self._pause_reading()
+
+    def _on_done(self, fut: asyncio.Future[Any], slot: _Slot) -> None:
+        self._tasks.discard(fut)
+        if self.closed:
+            if not fut.cancelled() and fut.exception() is None and fut.result():
+                close_slices(fut.result())
+            return
+        if fut.cancelled():
+            self.close("request cancelled")
+            return
+        exc = fut.exception()
+        if exc is not None:
+            log.error("%s: request handling failed: %r", self.peer, exc, exc_info=exc)
+            self.close("request handling failed", error=True)
+            return
+        output = fut.result()
+        slot.output = output or []
+        slot.ready = True
+        self._drain_slots()
+
+    def _drain_slots(self) -> None:
+        moved = False
+        while self._slots and self._slots[0].ready:
+            slot = self._slots.popleft()
+            if slot.output:
+                self._out.extend(slot.output)
+                moved = True
+        if moved:
+            self._write()
+        if len(self._slots) < self.max_queued_requests:
+            self._resume_reading()
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def _write(self) -> None:
+        out = self._out
+        try:
+            while out:
+                head = out[0]
+                if is_buffer(head):
+                    batch: list[Any] = []
+                    for item in out:
+                        if not is_buffer(item) or len(batch) >= _IOV_MAX:
+                            break
+                        batch.append(item)
+                    if self._out_offset:
+                        batch[0] = memoryview(batch[0])[self._out_offset :]
+                    sent = self.sock.sendmsg(batch)
+                    total = sum(len(b) for b in batch)
+                    if sent < total:
+                        self._advance_buffers(sent)
+                        break
+                    for _ in batch:
+                        out.popleft()
+                    self._out_offset = 0
+                else:
+                    remaining = head.length - self._out_offset
+                    sent = os.sendfile(self.fd, head.fd, head.position + self._out_offset, remaining)
+                    if sent == 0:
+                        raise FrameError(
+                            f"segment file was truncated while sending ({remaining} bytes short)"
+                        )
+                    if sent < remaining:
+                        self._out_offset += sent
+                        break
+                    out.popleft()
+                    os.close(head.fd)
+                    self._out_offset = 0
+        except (BlockingIOError, InterruptedError):
+            pass
+        except FrameError as exc:
+            self.close(str(exc), error=True)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EWOULDBLOCK):
+                self.close(f"write failed: {exc}")
+                return
+        if out and not self._writing:
+            self.loop.add_writer(self.fd, self._write)
+            self._writing = True
+        elif not out and self._writing:
+            self.loop.remove_writer(self.fd)
+            self._writing = False
+        if not out:
+            self.last_active_ms = self.now_ms()
+
+    def _advance_buffers(self, sent: int) -> None:
+        """Drop fully sent buffers from the head; remember how far into the next one we got."""
+        out = self._out
+        sent += self._out_offset
+        self._out_offset = 0
+        while sent:
+            n = len(out[0])
+            if sent >= n:
+                out.popleft()
+                sent -= n
+            else:
+                self._out_offset = sent
+                break
+
+    @property
+    def idle(self) -> bool:
+        return not self._slots and not self._out and not self._tasks
+
+    # -- closing ------------------------------------------------------------------------------
+
+    def close(self, reason: str | None, error: bool = False) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if reason:
+            (log.warning if error else log.info)("closing connection from %s: %s", self.peer, reason)
+        self._pause_reading()
+        if self._writing:
+            self.loop.remove_writer(self.fd)
+            self._writing = False
+        for fut in list(self._tasks):
+            fut.cancel()
+        close_slices(list(self._out))
+        for slot in self._slots:
+            if slot.output:
+                close_slices(slot.output)
+        self._out.clear()
+        self._slots.clear()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        self.on_close(self)
