@@ -58,7 +58,7 @@ class BrokerServer:
         self.store = MetadataStore(data_dirs[0], config.get_str("cluster.id"))
         self.logs = LogManager(data_dirs, config_for=self.log_config_for)
         self.replicas = ReplicaManager(self.node_id, self.logs)
-        self.admin = Admin(self.store, [self.node_id], self.static_config)
+        self.admin = Admin(self.store, [self.node_id], self.static_config, self.node_id)
         self.producer_ids = ProducerIdManager(self.store)
         self.server: Server | None = None
         self._timers: list[asyncio.Task[None]] = []
@@ -76,18 +76,18 @@ class BrokerServer:
 
     def config_value(self, key: str) -> Any:
         d = config_defs.BROKER_CONFIGS[key]
-        raw = self.store.broker_configs.get(key, self.static_config.get(key, d.default))
+        raw = self.store.dynamic(self.node_id).get(key, self.static_config.get(key, d.default))
         return d.parse(raw)
 
     def log_config_for(self, topic: str) -> LogConfig:
         info = self.store.topics.get(topic)
         return config_defs.log_config(
-            info.configs if info else {}, self.static_config, self.store.broker_configs
+            info.configs if info else {}, self.static_config, self.store.dynamic(self.node_id)
         )
 
     def _min_isr(self, info: TopicInfo) -> int:
         resolved = config_defs.resolve_topic_config(
-            "min.insync.replicas", info.configs, self.static_config, self.store.broker_configs
+            "min.insync.replicas", info.configs, self.static_config, self.store.dynamic(self.node_id)
         )
         return int(resolved.value or 1)
 

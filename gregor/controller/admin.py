@@ -32,15 +32,20 @@ class TopicSpec:
 
 
 class Admin:
-    def __init__(self, store: MetadataStore, broker_ids: Sequence[int], static_config: Mapping[str, str]) -> None:
+    def __init__(
+        self, store: MetadataStore, broker_ids: Sequence[int], static_config: Mapping[str, str], node_id: int
+    ) -> None:
         self.store = store
         self.broker_ids = list(broker_ids)
         self.static_config = static_config
+        self.node_id = node_id
+
+    def _raw(self, key: str) -> str | None:
+        d = config_defs.BROKER_CONFIGS[key]
+        return self.store.dynamic(self.node_id).get(key, self.static_config.get(key, d.default))
 
     def _default(self, key: str) -> int:
-        d = config_defs.BROKER_CONFIGS[key]
-        raw = self.store.broker_configs.get(key, self.static_config.get(key, d.default))
-        return int(d.parse(raw))
+        return int(config_defs.BROKER_CONFIGS[key].parse(self._raw(key)))
 
     # -- topics -------------------------------------------------------------------------------
 
@@ -132,8 +137,7 @@ class Admin:
         return self.store.delete_topic(name)
 
     def _default_bool(self, key: str) -> bool:
-        d = config_defs.BROKER_CONFIGS[key]
-        return bool(d.parse(self.store.broker_configs.get(key, self.static_config.get(key, d.default))))
+        return bool(config_defs.BROKER_CONFIGS[key].parse(self._raw(key)))
 
     def create_partitions(
         self,
@@ -217,10 +221,15 @@ class Admin:
             raise KafkaError(errors.INVALID_CONFIG, str(exc)) from None
 
     def alter_broker_configs(
-        self, configs: Mapping[str, str | None], validate_only: bool = False, incremental_ops: Sequence[tuple[str, int, str | None]] | None = None
+        self,
+        resource: str,
+        configs: Mapping[str, str | None],
+        validate_only: bool = False,
+        incremental_ops: Sequence[tuple[str, int, str | None]] | None = None,
     ) -> None:
+        """Dynamic configs of BROKER `resource`: "" for the cluster default, else a node id."""
         if incremental_ops is not None:
-            new = apply_incremental(dict(self.store.broker_configs), incremental_ops, lambda k: [])
+            new = apply_incremental(self.store.broker_configs_of(resource), incremental_ops, lambda k: [])
         else:
             new = {k: v for k, v in configs.items() if v is not None}
         for key, value in new.items():
@@ -237,7 +246,7 @@ class Admin:
             except ConfigError as exc:
                 raise KafkaError(errors.INVALID_CONFIG, str(exc)) from None
         if not validate_only:
-            self.store.set_broker_configs({k: v for k, v in new.items() if v is not None})
+            self.store.set_broker_configs(resource, {k: v for k, v in new.items() if v is not None})
 
 
 def apply_incremental(

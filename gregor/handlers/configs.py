@@ -51,7 +51,7 @@ def describe_configs(ctx: RequestContext, request: Any) -> Any:
                     config_defs.resolve_topic_config,
                     topic=info.configs,
                     static=broker.static_config,
-                    dynamic=broker.store.broker_configs,
+                    dynamic=broker.store.dynamic(broker.node_id),
                 )
             elif res.resource_type == BROKER:
                 _check_broker(ctx, res.resource_name)
@@ -59,7 +59,7 @@ def describe_configs(ctx: RequestContext, request: Any) -> Any:
                 resolve = functools.partial(
                     config_defs.resolve_broker_config,
                     static=broker.static_config,
-                    dynamic=broker.store.broker_configs,
+                    dynamic=broker.store.dynamic(broker.node_id),
                 )
             else:
                 raise KafkaError(errors.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
@@ -110,9 +110,11 @@ def _alter(ctx: RequestContext, request: Any, incremental: bool, response_cls: A
                 _check_broker(ctx, res.resource_name)
                 if incremental:
                     ops = [(c.name, c.config_operation, c.value) for c in res.configs]
-                    broker.admin.alter_broker_configs({}, request.validate_only, incremental_ops=ops)
+                    broker.admin.alter_broker_configs(res.resource_name, {}, request.validate_only, incremental_ops=ops)
                 else:
-                    broker.admin.alter_broker_configs({c.name: c.value for c in res.configs}, request.validate_only)
+                    broker.admin.alter_broker_configs(
+                        res.resource_name, {c.name: c.value for c in res.configs}, request.validate_only
+                    )
             elif res.resource_type == BROKER_LOGGER:
                 raise KafkaError(errors.INVALID_REQUEST, "Broker logger configs are not supported")
             else:

@@ -62,7 +62,7 @@ def create_topics(ctx: RequestContext, request: Any) -> Any:
                     is_sensitive=r.sensitive,
                 )
                 for r in (
-                    config_defs.resolve_topic_config(n, info.configs, broker.static_config, broker.store.broker_configs)
+                    config_defs.resolve_topic_config(n, info.configs, broker.static_config, broker.store.dynamic(broker.node_id))
                     for n in config_defs.TOPIC_CONFIGS
                 )
             ]

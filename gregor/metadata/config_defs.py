@@ -13,7 +13,7 @@ typed value and raises `ConfigError` (INVALID_CONFIG) naming the key and the rea
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -248,10 +248,33 @@ class Resolved:
     synonyms: tuple[tuple[str, str | None, int], ...]  # (name, value, source)
 
 
+class DynamicConfigs(Mapping[str, str]):
+    """Dynamic broker configs as one broker sees them: its own (set on BROKER "<id>") over the
+    cluster-wide defaults (set on BROKER "")."""
+
+    def __init__(self, default: Mapping[str, str], node: Mapping[str, str]) -> None:
+        self.default = default
+        self.node = node
+
+    def __getitem__(self, key: str) -> str:
+        return self.node[key] if key in self.node else self.default[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**self.default, **self.node})
+
+    def __len__(self) -> int:
+        return len({**self.default, **self.node})
+
+    def source(self, key: str) -> int:
+        return DYNAMIC_BROKER_CONFIG if key in self.node else DYNAMIC_DEFAULT_BROKER_CONFIG
+
+
 def _broker_value(
     name: str, static: Mapping[str, str], dynamic: Mapping[str, str]
 ) -> tuple[str | None, int] | None:
     if name in dynamic:
+        if isinstance(dynamic, DynamicConfigs):
+            return dynamic[name], dynamic.source(name)
         return dynamic[name], DYNAMIC_DEFAULT_BROKER_CONFIG
     if name in static:
         return static[name], STATIC_BROKER_CONFIG

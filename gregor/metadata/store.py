@@ -15,6 +15,7 @@ import re
 import uuid
 from dataclasses import dataclass, field
 
+from gregor.metadata.config_defs import DynamicConfigs
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
 
@@ -61,7 +62,8 @@ class MetadataStore:
     def __init__(self, data_dir: str, cluster_id: str | None = None) -> None:
         self.path = os.path.join(data_dir, FILE_NAME)
         self.topics: dict[str, TopicInfo] = {}
-        self.broker_configs: dict[str, str] = {}
+        self.broker_configs: dict[str, str] = {}  # cluster-wide dynamic defaults (BROKER "")
+        self.node_configs: dict[str, dict[str, str]] = {}  # per broker (BROKER "<id>")
         self.cluster_id = cluster_id or ""
         # Producer ids below this are handed out (in blocks, see controller.producer_ids).
         self.next_producer_id_block = 0
@@ -78,6 +80,7 @@ class MetadataStore:
             return
         self.cluster_id = doc.get("cluster_id") or self.cluster_id
         self.broker_configs = dict(doc.get("broker_configs", {}))
+        self.node_configs = {k: dict(v) for k, v in doc.get("node_configs", {}).items()}
         self.next_producer_id_block = int(doc.get("next_producer_id_block", 0))
         for t in doc.get("topics", []):
             self.topics[t["name"]] = TopicInfo(
@@ -89,6 +92,7 @@ class MetadataStore:
             "version": 0,
             "cluster_id": self.cluster_id,
             "broker_configs": self.broker_configs,
+            "node_configs": self.node_configs,
             "next_producer_id_block": self.next_producer_id_block,
             "topics": [
                 {
@@ -146,9 +150,19 @@ class MetadataStore:
         self.topics[name].configs = dict(configs)
         self._save()
 
-    def set_broker_configs(self, configs: dict[str, str]) -> None:
-        self.broker_configs = dict(configs)
+    def set_broker_configs(self, resource: str, configs: dict[str, str]) -> None:
+        """The dynamic configs of BROKER `resource` ("" for the cluster-wide default)."""
+        if resource:
+            self.node_configs[resource] = dict(configs)
+        else:
+            self.broker_configs = dict(configs)
         self._save()
+
+    def broker_configs_of(self, resource: str) -> dict[str, str]:
+        return dict(self.node_configs.get(resource, {})) if resource else dict(self.broker_configs)
+
+    def dynamic(self, node_id: int) -> DynamicConfigs:
+        return DynamicConfigs(self.broker_configs, self.node_configs.get(str(node_id), {}))
 
     def allocate_producer_ids(self, count: int) -> int:
         """Reserve `count` producer ids; returns the first. Persisted before it is used."""

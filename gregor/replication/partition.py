@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
-from gregor.protocol.records.records import CODEC_BY_NAME, recompress
+from gregor.protocol.records.records import CODEC_BY_NAME, recompress, require_keys
 from gregor.storage.config import LogConfig
 from gregor.storage.log import AppendInfo, Log
 from gregor.storage.log_manager import LogManager
@@ -46,6 +46,10 @@ class Partition:
                 f"{self.topic}-{self.index}: ISR {self.isr} is smaller than "
                 f"min.insync.replicas {self.min_insync_replicas}",
             )
+        if "compact" in self.log.config.cleanup_policy:
+            # Every record of a compacted topic needs a key: the only other produce path that
+            # decodes records.
+            require_keys(records, f"{self.topic}-{self.index}")
         codec = self.log.config.compression_type
         if codec != "producer":
             # The topic fixes the codec: batches in another one are rewritten (the only path
@@ -127,6 +131,9 @@ class ReplicaManager:
                 isr=[r for r in replicas if r == self.node_id] or [self.node_id],
                 min_insync_replicas=min_insync_replicas,
             )
+            # Becoming leader starts our epoch at the log end, as Kafka's makeLeader does, so
+            # OffsetForLeaderEpoch answers even before the first append of this epoch.
+            log.leader_epochs.assign(p.leader_epoch, log.log_end_offset)
             p.maybe_increment_high_watermark()
             self.partitions[(topic, index)] = p
         else:

@@ -203,7 +203,9 @@ class _Index:
                 hi = mid - 1
         return lo
 
-    def _search_key(self, unpack_key: Callable[..., tuple[int, ...]], delta: int, target: int) -> int:
+    def _search_key(
+        self, unpack_key: Callable[..., tuple[int, ...]], delta: int, target: int
+    ) -> int:
         """`_search` for the key at byte `delta` of each entry, read with `unpack_key` (a Struct's
         unpack_from of that one field): the same slot, without a Python call per probe (the
         lookups of every fetch come here)."""
@@ -259,6 +261,8 @@ class OffsetIndex(_Index):
             mm = self._map()
             if mm is None:
                 return -1
+            if len(mm) % 8:  # a damaged file (a clean open does not check): the plain search
+                return self._search_key(_KEY32, 4 * field, target)
             whole = memoryview(mm)
             words = whole.cast("I")
             views = self._views = (whole, words, words[0::2], words[1::2])

@@ -47,16 +47,19 @@ class LeaderEpochCache:
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) as OffsetForLeaderEpoch answers: the largest epoch <= `epoch`
-        and the offset where the next epoch begins; (-1, -1) if `epoch` predates the cache."""
-        if not self.entries or epoch < self.entries[0][0]:
+        and the offset where the next epoch begins; our latest epoch ends at the log end; an
+        epoch newer than ours is unknown, (-1, -1)."""
+        if epoch == UNDEFINED_EPOCH or not self.entries:
             return UNDEFINED_EPOCH, -1
-        if epoch >= self.entries[-1][0]:
-            return self.entries[-1][0], log_end_offset
-        for i, (e, _start) in enumerate(self.entries):
+        if epoch == self.entries[-1][0]:
+            return epoch, log_end_offset
+        for i, (e, start) in enumerate(self.entries):
             if e > epoch:
-                prev = self.entries[i - 1]
-                return prev[0], self.entries[i][1]
-        return self.entries[-1][0], log_end_offset  # unreachable: the loop always returns
+                if i == 0:
+                    # Older than anything we know: it ended where our first epoch begins.
+                    return epoch, start
+                return self.entries[i - 1][0], start
+        return UNDEFINED_EPOCH, -1  # newer than our latest epoch
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Drop epochs that start at or after `end_offset` (the log was truncated there)."""

@@ -165,10 +165,18 @@ def _recover_unclean(
         first_unflushed + 1,
         len(segments),
     )
-    for seg in segments[:first_unflushed]:
+    for i, seg in enumerate(segments[:first_unflushed]):
         if seg.base_offset not in indexed or not _indexes_sound(seg):
             log.warning("%s: index missing or damaged, rebuilding", seg.log_path)
-            _recover(seg, config, active=False)
+            if _recover(seg, config, active=True):
+                # Its data was damaged too, below the recovery point (a disk fault, not a torn
+                # write). The log must stay dense, so it ends here, as after a torn write.
+                for doomed in segments[i + 1 :]:
+                    log.warning("%s: deleting, it follows a damaged segment", doomed.log_path)
+                    doomed.delete()
+                seg.flush()
+                return segments[: i + 1], seg.read_next_offset() if seg.size else seg.base_offset
+            seg.on_become_inactive()
     kept = list(segments)
     last = len(segments) - 1
     for i in range(first_unflushed, last + 1):

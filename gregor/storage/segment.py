@@ -221,13 +221,11 @@ class LogSegment:
                 if n < _HEADER:
                     return
 
-    def _read_size(self, pos: int, end: int, hint: int, small_first: bool) -> int:
-        """How much a scan at `pos` reads: only a header when the batches are known to be large
-        (`small_first`), else up to `hint` (where the scan expects to find its answer, from the
-        index), else a whole chunk. Only the size of the reads depends on this, never a result."""
-        if small_first:
-            n = _HEADER
-        elif hint > pos:
+    @staticmethod
+    def _read_size(pos: int, end: int, hint: int) -> int:
+        """How much a scan at `pos` reads: up to `hint` (where the index says the header it looks
+        for ends), else a whole chunk; never past `end`. Sizes reads, never changes a result."""
+        if hint > pos:
             n = hint - pos if hint - pos > _HEADER else _HEADER
             if n > _SCAN_CHUNK:
                 n = _SCAN_CHUNK
@@ -243,8 +241,8 @@ class LogSegment:
     def find_batch(self, offset: int, start_position: int = 0, hint: int = -1) -> BatchInfo | None:
         """The first batch at or after `start_position` whose last offset is >= `offset`.
 
-        `hint` (a position at or after which the batch is known to start, plus a header) only
-        sizes the reads."""
+        `hint`, where the index says that batch's header ends at the latest, only sizes the
+        reads: one read up to it, or just a header first when the batches are large."""
         end = self.size
         pos = start_position
         fd = self._fd if self._fd is not None else self.fd
@@ -254,7 +252,7 @@ class LogSegment:
                 chunk = os.pread(fd, _HEADER, pos)
                 small_first = False
             else:
-                chunk = os.pread(fd, self._read_size(pos, end, hint, False), pos)
+                chunk = os.pread(fd, self._read_size(pos, end, hint), pos)
             n = len(chunk)
             off = 0
             while n - off >= _HEADER:
