@@ -178,6 +178,12 @@ class BrokerServer:
                     self.logs.checkpoint,
                 )
             ),
+            asyncio.ensure_future(
+                self._every(
+                    int(self.config_value("log.retention.check.interval.ms")) / 1000.0,
+                    lambda: self.logs.enforce_retention(self.now_ms()),
+                )
+            ),
         ]
         log.info(
             "gregor broker %d ready on %s:%d (cluster %s, data in %s)",

@@ -182,6 +182,26 @@ class LogManager:
                 count += 1
         return count
 
+    def enforce_retention(self, now_ms: int) -> int:
+        """Delete segments past retention.ms / retention.bytes in every log; how many went."""
+        from gregor.storage import retention
+
+        deleted = 0
+        for (topic, partition), log_ in list(self.logs.items()):
+            n = retention.enforce(log_, now_ms)
+            if n:
+                log.info(
+                    "%s-%d: deleted %d segment(s) by retention; log start offset now %d",
+                    topic,
+                    partition,
+                    n,
+                    log_.log_start_offset,
+                )
+                deleted += n
+        if deleted:
+            self.checkpoint()
+        return deleted
+
     def checkpoint(self) -> None:
         """Write the three per-dir offset checkpoints."""
         for d in self.log_dirs:
