@@ -128,25 +128,32 @@ class Connection:
             self.loop.remove_reader(self.fd)
             self._reading = False
 
-    def _on_readable(self) -> None:
+    def _recv_into(self, view: memoryview) -> int:
+        """Bytes received into `view`; 0 when there is nothing now or the connection ended
+        (then it is closed)."""
         try:
-            if self._big is not None:
-                self._read_big()
-                return
-            n = self.sock.recv_into(self._chunk_view)
+            n = self.sock.recv_into(view)
         except (BlockingIOError, InterruptedError):
-            return
+            return 0
         except OSError as exc:
             self.close(f"read failed: {exc}")
-            return
+            return 0
         if n == 0:
             self.close(None)
-            return
+            return 0
         self.last_active_ms = self.now_ms()
-        try:
-            self._consume(self._chunk_view[:n])
-        except FrameError as exc:
-            self.close(str(exc), error=True)
+        return n
+
+    def _on_readable(self) -> None:
+        if self._big is not None:
+            self._read_big()
+            return
+        n = self._recv_into(self._chunk_view)
+        if n:
+            try:
+                self._consume(self._chunk_view[:n])
+            except FrameError as exc:
+                self.close(str(exc), error=True)
 
     def _consume(self, data: memoryview) -> None:
         if self._pending:
@@ -182,20 +189,9 @@ class Connection:
 
     def _read_big(self) -> None:
         assert self._big is not None
-        view = memoryview(self._big)
-        try:
-            n = self.sock.recv_into(view[self._big_filled :])
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as exc:
-            self.close(f"read failed: {exc}")
-            return
-        if n == 0:
-            self.close(None)
-            return
-        self.last_active_ms = self.now_ms()
+        n = self._recv_into(memoryview(self._big)[self._big_filled :])
         self._big_filled += n
-        if self._big_filled == len(self._big):
+        if n and self._big_filled == len(self._big):
             frame, self._big = self._big, None
             self._on_frame(frame)
 
