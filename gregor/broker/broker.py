@@ -6,14 +6,14 @@ Start: open the log dirs (recovering after a crash), load the metadata, create t
 it names, listen. Every request frame goes through `dispatch`: peek the header, refuse what we
 do not serve, decode, call the registered handler, encode (the handler may return an awaitable
 for requests that wait). Timers: flush logs whose flush.ms has passed, write the recovery-point
-and log-start checkpoints, remove deleted segment files. Stop: stop accepting, finish in-flight
+and log-start checkpoints, remove deleted segment files, enforce retention; the log cleaner
+runs on its own threads (cleaner_thread.py). Stop: stop accepting, finish in-flight
 requests, flush, write checkpoints and the clean-shutdown marker.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import os
 import signal
@@ -22,9 +22,11 @@ from collections.abc import Awaitable
 from typing import Any
 
 import gregor.handlers  # noqa: F401  (registers every handler)
+from gregor.broker.cleaner_thread import CleanerThreads
 from gregor.broker.config import BrokerConfig
 from gregor.controller.admin import Admin, TopicSpec
 from gregor.controller.producer_ids import ProducerIdManager
+from gregor.coordinator.runtime import GroupCoordinator
 from gregor.handlers import api_versions
 from gregor.handlers.context import RequestContext
 from gregor.handlers.produce import AcksZeroError
@@ -32,12 +34,15 @@ from gregor.handlers.registry import HANDLERS, NO_RESPONSE
 from gregor.metadata import config_defs
 from gregor.metadata.store import MetadataStore, TopicInfo
 from gregor.protocol import api_keys, codec
+from gregor.protocol.codegen import Data
 from gregor.protocol.exceptions import CorruptFrameError
 from gregor.protocol.headers import peek_request
 from gregor.replication.partition import ReplicaManager
 from gregor.runtime.connection import Connection, FrameError, Output
 from gregor.runtime.server import Server
+from gregor.storage.cleaner import CleanerConfig
 from gregor.storage.config import LogConfig
+from gregor.storage.log import Log
 from gregor.storage.log_manager import LogManager
 
 log = logging.getLogger("gregor.broker")
@@ -57,9 +62,14 @@ class BrokerServer:
             os.makedirs(d, exist_ok=True)
         self.store = MetadataStore(data_dirs[0], config.get_str("cluster.id"))
         self.logs = LogManager(data_dirs, config_for=self.log_config_for)
+        self.logs.roll_flusher = self._flush_after_roll
         self.replicas = ReplicaManager(self.node_id, self.logs)
         self.admin = Admin(self.store, [self.node_id], self.static_config, self.node_id)
         self.producer_ids = ProducerIdManager(self.store)
+        self.cleaner = CleanerThreads(self.logs, self._cleaner_config(), self.now_ms)
+        self.groups = GroupCoordinator(
+            self.node_id, self.store, self.replicas, self.admin, self.config_value, self.apply_metadata
+        )
         self.server: Server | None = None
         self._timers: list[asyncio.Task[None]] = []
         self._stopping: asyncio.Event | None = None
@@ -78,6 +88,19 @@ class BrokerServer:
         d = config_defs.BROKER_CONFIGS[key]
         raw = self.store.dynamic(self.node_id).get(key, self.static_config.get(key, d.default))
         return d.parse(raw)
+
+    def _cleaner_config(self) -> CleanerConfig:
+        value = self.config_value
+        return CleanerConfig(
+            enable=bool(value("log.cleaner.enable")),
+            threads=int(value("log.cleaner.threads")),
+            dedupe_buffer_size=int(value("log.cleaner.dedupe.buffer.size")),
+            io_buffer_size=int(value("log.cleaner.io.buffer.size")),
+            io_buffer_load_factor=float(value("log.cleaner.io.buffer.load.factor")),
+            io_max_bytes_per_second=float(value("log.cleaner.io.max.bytes.per.second")),
+            backoff_ms=int(value("log.cleaner.backoff.ms")),
+            in_process=bool(value("log.cleaner.worker.process")),
+        )
 
     def log_config_for(self, topic: str) -> LogConfig:
         info = self.store.topics.get(topic)
@@ -108,6 +131,7 @@ class BrokerServer:
             if tp not in wanted:
                 log.warning("deleting %s-%d: no topic in the metadata names it", *tp)
                 self.logs.delete(*tp)
+        self.groups.on_metadata(self.now_ms())
 
     def maybe_auto_create(self, topic: str) -> TopicInfo | None:
         if not self.config_value("auto.create.topics.enable"):
@@ -119,7 +143,7 @@ class BrokerServer:
 
     # -- requests -----------------------------------------------------------------------------
 
-    def dispatch(self, conn: Connection, frame: bytearray) -> Output | Awaitable[Output | None] | None:
+    def dispatch(self, conn: Connection, frame: memoryview) -> Output | Awaitable[Output | None] | None:
         try:
             key, version, correlation_id = peek_request(frame)
         except CorruptFrameError as exc:
@@ -145,9 +169,9 @@ class BrokerServer:
             raise FrameError(f"acks=0 produce failed: {exc}") from None
         if result is NO_RESPONSE:
             return None
-        if inspect.isawaitable(result):
-            return self._finish(key, version, correlation_id, result)
-        return codec.encode_response(key, version, correlation_id, result)
+        if isinstance(result, Data):
+            return codec.encode_response(key, version, correlation_id, result)
+        return self._finish(key, version, correlation_id, result)  # a request that waits
 
     async def _finish(self, key: int, version: int, correlation_id: int, pending: Awaitable[Any]) -> Output:
         body = await pending
@@ -185,6 +209,13 @@ class BrokerServer:
                 )
             ),
         ]
+        # Producers idle past producer.id.expiration.ms are forgotten: at once (state loaded
+        # from snapshots may be old), then every check interval (producer_state.py).
+        self._expire_producers()
+        check_s = int(self.config_value("producer.id.expiration.check.interval.ms")) / 1000.0
+        self._timers.append(asyncio.ensure_future(self._every(check_s, self._expire_producers)))
+        self.cleaner.start()  # log compaction: cleaner_thread.py
+        self._timers.append(asyncio.ensure_future(self._drive_groups()))  # group coordinator
         log.info(
             "gregor broker %d ready on %s:%d (cluster %s, data in %s)",
             self.node_id,
@@ -199,10 +230,64 @@ class BrokerServer:
                 f.write(f"{self.host}:{self.port}\n")
             os.replace(tmp, self.ready_file)
 
+    def _expire_producers(self) -> None:
+        expiration_ms = int(self.config_value("producer.id.expiration.ms"))
+        n = self.logs.remove_expired_producers(self.now_ms(), expiration_ms)
+        if n:
+            log.info("forgot %d partition producer state(s) idle for %d ms or more", n, expiration_ms)
+
+    def _flush_after_roll(self, log_: Log, up_to: int) -> None:
+        """fsync a rolled segment on a worker thread, as Kafka does after a roll, so the event
+        loop never waits for the disk; the recovery point moves when the fsync is done."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not serving yet (opening logs): flush inline
+            log_.flush(up_to)
+            return
+        fds = [os.dup(seg.fd) for seg in log_.segments_to_flush(up_to)]
+        truncations = log_.truncations
+
+        def fsync_all() -> None:
+            for fd in fds:
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+
+        def done(fut: asyncio.Future[None]) -> None:
+            if fut.exception() is None:
+                log_.mark_flushed(up_to, truncations)
+            else:
+                log.error("background flush of %s failed: %s", log_, fut.exception())
+
+        loop.run_in_executor(None, fsync_all).add_done_callback(done)
+
     def _flush_and_purge(self) -> None:
         now = self.now_ms()
         self.logs.flush_due(now)
         self.logs.purge_deleted(now)
+
+    async def _drive_groups(self) -> None:
+        """The group coordinator's timers and loading: poll at its next deadline, or sooner
+        when an operation brings one forward (`wakeup`); at least every second, so dynamic
+        configs are picked up."""
+        wake = asyncio.Event()
+        self.groups.wakeup = wake.set
+        while True:
+            try:
+                deadline = self.groups.poll(self.now_ms())
+            except Exception:
+                log.exception("group coordinator poll failed")
+                deadline = None
+            delay_ms = 1000 if deadline is None else min(1000, max(0, deadline - self.now_ms()))
+            wake.clear()
+            if delay_ms == 0:
+                await asyncio.sleep(0)
+                continue
+            try:
+                await asyncio.wait_for(wake.wait(), delay_ms / 1000.0)
+            except TimeoutError:
+                pass
 
     @staticmethod
     async def _every(seconds: float, fn: Any) -> None:
@@ -219,6 +304,7 @@ class BrokerServer:
             t.cancel()
         if self.server is not None:
             await self.server.stop()
+        await self.cleaner.stop()  # before the logs close: no swap may reach a closed log
         self.logs.shutdown()
         log.info("shut down cleanly")
 

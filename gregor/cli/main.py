@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gregor.cli import clients, dump_log, serve, topics
+from gregor.cli import clients, dump_log, groups, serve, topics
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -14,6 +14,7 @@ def main(argv: list[str] | None = None) -> int:
     serve.register(sub)
     topics.register(sub)
     clients.register(sub)
+    groups.register(sub)
     dump_log.register(sub)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from gregor.controller.admin import Admin
 from gregor.controller.producer_ids import ProducerIdManager
+from gregor.coordinator.runtime import GroupCoordinator
 from gregor.metadata.store import MetadataStore, TopicInfo
 from gregor.protocol.headers import RequestHeader
 from gregor.replication.partition import ReplicaManager
@@ -29,6 +30,7 @@ class BrokerServices(Protocol):
     replicas: ReplicaManager
     logs: LogManager
     producer_ids: ProducerIdManager
+    groups: GroupCoordinator
 
     @property
     def cluster_id(self) -> str: ...

@@ -188,6 +188,10 @@ _BROKER_ONLY: list[ConfigDef] = [
     ConfigDef("offsets.topic.num.partitions", INT, "50", at_least(1), read_only=True),
     ConfigDef("offsets.topic.replication.factor", SHORT, "3", at_least(1), read_only=True),
     ConfigDef("offsets.retention.minutes", INT, "10080", at_least(1)),
+    ConfigDef("offsets.retention.check.interval.ms", LONG, "600000", at_least(1), read_only=True),
+    ConfigDef("offsets.topic.segment.bytes", INT, "104857600", at_least(1), read_only=True),
+    ConfigDef("offsets.load.buffer.size", INT, "5242880", at_least(1), read_only=True),
+    ConfigDef("offset.metadata.max.bytes", INT, "4096", None, read_only=True),
     ConfigDef("transaction.state.log.num.partitions", INT, "50", at_least(1), read_only=True),
     ConfigDef("transaction.state.log.replication.factor", SHORT, "3", at_least(1), read_only=True),
     ConfigDef("group.initial.rebalance.delay.ms", INT, "3000", at_least(0)),
@@ -195,6 +199,9 @@ _BROKER_ONLY: list[ConfigDef] = [
     ConfigDef("group.min.session.timeout.ms", INT, "6000", None),
     ConfigDef("group.max.session.timeout.ms", INT, "1800000", None),
     ConfigDef("transaction.max.timeout.ms", INT, "900000", at_least(1)),
+    # Idempotent producers idle this long are forgotten by each partition (producer_state.py).
+    ConfigDef("producer.id.expiration.ms", INT, "86400000", at_least(1)),
+    ConfigDef("producer.id.expiration.check.interval.ms", INT, "600000", at_least(1), read_only=True),
     ConfigDef("cluster.id", STRING, None, None, read_only=True),
     ConfigDef("broker.rack", STRING, None, None, read_only=True),
     ConfigDef("controller.quorum.voters", LIST, "", None, read_only=True),
@@ -211,6 +218,12 @@ _BROKER_ONLY: list[ConfigDef] = [
     ConfigDef("log.cleaner.threads", INT, "1", at_least(0)),
     ConfigDef("log.cleaner.dedupe.buffer.size", LONG, "134217728", None),
     ConfigDef("log.cleaner.io.max.bytes.per.second", DOUBLE, "1.7976931348623157E308", None),
+    ConfigDef("log.cleaner.backoff.ms", LONG, "15000", at_least(0)),
+    ConfigDef("log.cleaner.io.buffer.size", INT, "524288", at_least(0)),
+    ConfigDef("log.cleaner.io.buffer.load.factor", DOUBLE, "0.9", None),
+    # gregor's own (not Kafka's): clean in a child process rather than a thread of the broker
+    # (broker/cleaner_thread.py says why); on Linux only.
+    ConfigDef("log.cleaner.worker.process", BOOLEAN, "true", None, read_only=True),
     ConfigDef("log.retention.minutes", INT, None, None),
     ConfigDef("log.retention.hours", INT, "168", None),
     ConfigDef("log.roll.hours", INT, "168", at_least(1)),

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
+from gregor.protocol.records import batch as rb
 from gregor.protocol.records.records import CODEC_BY_NAME, recompress, require_keys
-from gregor.storage.config import LogConfig
+from gregor.storage.config import LONG_MAX, LogConfig
 from gregor.storage.log import AppendInfo, Log
 from gregor.storage.log_manager import LogManager
 from gregor.storage.segment import FileSlice
@@ -46,6 +47,7 @@ class Partition:
                 f"{self.topic}-{self.index}: ISR {self.isr} is smaller than "
                 f"min.insync.replicas {self.min_insync_replicas}",
             )
+        check_timestamps(records, self.log.config, now_ms, f"{self.topic}-{self.index}")
         if "compact" in self.log.config.cleanup_policy:
             # Every record of a compacted topic needs a key: the only other produce path that
             # decodes records.
@@ -86,6 +88,34 @@ class Partition:
             waiting, self.watchers = self.watchers, []
             for w in waiting:
                 w()
+
+
+def check_timestamps(records: memoryview | bytearray, config: LogConfig, now_ms: int, where: str) -> None:
+    """INVALID_TIMESTAMP for a CreateTime batch outside [now - message.timestamp.before.max.ms,
+    now + message.timestamp.after.max.ms] (KIP-937), judged by the header: its base timestamp
+    (the first record's) for the lower bound, its max timestamp for the upper one. Records are
+    not decoded; a batch whose records are out of order in time may pass on its first one."""
+    if config.log_append_time:
+        return
+    before, after = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
+    if before >= now_ms and after >= LONG_MAX - now_ms:
+        return  # the defaults (before: unbounded) with after at its max: nothing to check
+    view = memoryview(records)
+    pos = 0
+    while pos + rb.HEADER_SIZE <= len(view):
+        header = rb.read_header(view, pos)
+        low = header.base_timestamp
+        if header.attributes & rb.DELETE_HORIZON_FLAG or header.is_control:
+            low = header.max_timestamp
+        for ts in (low, header.max_timestamp):
+            if ts != rb.NO_TIMESTAMP and not now_ms - before <= ts <= now_ms + after:
+                raise KafkaError(
+                    errors.INVALID_TIMESTAMP,
+                    f"Timestamp {ts} of message with offset {header.base_offset} is out of range. "
+                    f"The timestamp should be within [{now_ms - before}, {now_ms + after}] "
+                    f"(topic partition {where}).",
+                )
+        pos += max(header.size, rb.HEADER_SIZE)
 
 
 class ReplicaManager:

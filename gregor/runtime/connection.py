@@ -39,8 +39,9 @@ Output = list[Any]  # bytes-like buffers and file slices, in wire order
 
 
 class Dispatcher(Protocol):
-    def __call__(self, conn: Connection, frame: bytearray) -> Output | Awaitable[Output | None] | None:
-        """Handle one request frame (without its size prefix); None means "no response"."""
+    def __call__(self, conn: Connection, frame: memoryview) -> Output | Awaitable[Output | None] | None:
+        """Handle one request frame (a writable view, without its size prefix); None means
+        "no response"."""
 
 
 class FrameError(Exception):
@@ -95,13 +96,16 @@ class Connection:
             self.peer = "?"
         self.closed = False
         self.last_active_ms = now_ms()
-        # Input.
-        self._chunk = bytearray(_READ_CHUNK)
-        self._chunk_view = memoryview(self._chunk)
-        self._pending = bytearray()  # bytes of an incomplete frame header or small frame
+        # Input: frames are views into a receive chunk that is only ever filled forward (see
+        # `_on_readable`); a large frame gets a buffer of its own.
+        self._chunk = memoryview(bytearray(_READ_CHUNK))
+        self._start = 0  # first byte not yet consumed
+        self._end = 0  # first byte not yet received
         self._big: bytearray | None = None  # a large frame being received directly
         self._big_filled = 0
         self._reading = False
+        self._in_read = False  # while frames of one receive are dispatched, writes wait
+        self._final_write = False
         # Output.
         self._slots: deque[_Slot] = deque()
         self._out: deque[Any] = deque()
@@ -145,24 +149,45 @@ class Connection:
         return n
 
     def _on_readable(self) -> None:
+        """Receive into the chunk and dispatch every whole frame as a view of it.
+
+        Zero copies for a frame that arrives within one chunk: the request (and its records,
+        which produce patches and writes) is a view of the bytes `recv_into` wrote. The chunk
+        is never rewound, because views of frames already dispatched may still be alive (a
+        request waiting for acks); when it is full, the unconsumed tail moves to a new chunk
+        and the old one is freed with its last view.
+        """
         if self._big is not None:
             self._read_big()
             return
-        n = self._recv_into(self._chunk_view)
-        if n:
-            try:
-                self._consume(self._chunk_view[:n])
-            except FrameError as exc:
-                self.close(str(exc), error=True)
+        if self._end == len(self._chunk):
+            self._new_chunk(_READ_CHUNK)
+        n = self._recv_into(self._chunk[self._end :])
+        if not n:
+            return
+        self._end += n
+        self._in_read = True
+        try:
+            self._consume()
+        except FrameError as exc:
+            self.close(str(exc), error=True)
+            return
+        finally:
+            self._in_read = False
+        if self._out and not self.closed:
+            self._write()
 
-    def _consume(self, data: memoryview) -> None:
-        if self._pending:
-            self._pending += data
-            data = memoryview(bytes(self._pending))
-            self._pending = bytearray()
-        pos, end = 0, len(data)
+    def _new_chunk(self, size: int) -> None:
+        tail = self._chunk[self._start : self._end]
+        chunk = memoryview(bytearray(max(size, _READ_CHUNK)))
+        chunk[: len(tail)] = tail
+        self._chunk, self._start, self._end = chunk, 0, len(tail)
+
+    def _consume(self) -> None:
+        chunk = self._chunk
+        pos, end = self._start, self._end
         while end - pos >= 4:
-            (size,) = _SIZE.unpack_from(data, pos)
+            (size,) = _SIZE.unpack_from(chunk, pos)
             if size < 0 or size > self.max_request_bytes:
                 raise FrameError(
                     f"frame of {size} bytes is above socket.request.max.bytes "
@@ -170,22 +195,26 @@ class Connection:
                     if size > 0
                     else f"frame has a negative size {size}"
                 )
-            if end - pos - 4 >= size:
-                self._on_frame(bytearray(data[pos + 4 : pos + 4 + size]))
-                pos += 4 + size
-                if self.closed:
-                    return
-                continue
-            if size > _READ_CHUNK // 2:
-                # A large frame: receive the rest straight into its own buffer.
-                self._big = bytearray(size)
-                have = end - pos - 4
-                self._big[:have] = data[pos + 4 : end]
-                self._big_filled = have
+            if end - pos - 4 < size:
+                break
+            self._start = pos = pos + 4 + size
+            self._on_frame(chunk[pos - size : pos])
+            if self.closed:
                 return
-            break
-        if pos < end:
-            self._pending = bytearray(data[pos:end])
+        self._start = pos
+        left = end - pos
+        if left >= 4:
+            size = _SIZE.unpack_from(chunk, pos)[0] + 4
+            if size > _READ_CHUNK // 2:
+                # A large frame: the rest goes straight into a buffer of its own.
+                self._big = bytearray(size - 4)
+                self._big[: left - 4] = chunk[pos + 4 : end]
+                self._big_filled = left - 4
+                self._start = self._end = end
+            elif pos + size > len(chunk):
+                self._new_chunk(_READ_CHUNK)
+        elif left and pos + 4 > len(chunk):
+            self._new_chunk(_READ_CHUNK)
 
     def _read_big(self) -> None:
         assert self._big is not None
@@ -193,11 +222,13 @@ class Connection:
         self._big_filled += n
         if n and self._big_filled == len(self._big):
             frame, self._big = self._big, None
-            self._on_frame(frame)
+            self._on_frame(memoryview(frame))
+            if self._out and not self.closed:
+                self._write()
 
     # -- requests and responses ---------------------------------------------------------------
 
-    def _on_frame(self, frame: bytearray) -> None:
+    def _on_frame(self, frame: memoryview) -> None:
         try:
             result = self.dispatch(self, frame)
         except FrameError as exc:
@@ -248,7 +279,7 @@ class Connection:
             if slot.output:
                 self._out.extend(slot.output)
                 moved = True
-        if moved:
+        if moved and not self._in_read:
             self._write()
         if len(self._slots) < self.max_queued_requests:
             self._resume_reading()
@@ -330,6 +361,14 @@ class Connection:
     def close(self, reason: str | None, error: bool = False) -> None:
         if self.closed:
             return
+        if self._out and not self._final_write:
+            # Responses already complete go out first (best effort, without blocking): a bad
+            # frame after good requests still lets their answers through.
+            self._final_write = True
+            self._in_read = False
+            self._write()
+            if self.closed:
+                return
         self.closed = True
         if reason:
             (log.warning if error else log.info)("closing connection from %s: %s", self.peer, reason)

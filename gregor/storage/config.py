@@ -13,7 +13,7 @@ from typing import Any
 
 LONG_MAX = (1 << 63) - 1
 
-# topic config name -> (attribute, parser)
+# topic config name -> attribute (its parser follows the attribute's type)
 _NAMES: dict[str, str] = {
     "segment.bytes": "segment_bytes",
     "segment.ms": "segment_ms",
@@ -29,6 +29,12 @@ _NAMES: dict[str, str] = {
     "file.delete.delay.ms": "file_delete_delay_ms",
     "cleanup.policy": "cleanup_policy",
     "compression.type": "compression_type",
+    "message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
+    "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
+    "delete.retention.ms": "delete_retention_ms",
 }
 
 
@@ -48,6 +54,13 @@ class LogConfig:
     file_delete_delay_ms: int = 60000
     cleanup_policy: str = "delete"
     compression_type: str = "producer"
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = 3600 * 1000
+    # Log compaction (cleaner.py).
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    delete_retention_ms: int = 24 * 3600 * 1000
 
     @classmethod
     def from_topic_configs(cls, configs: dict[str, str], base: LogConfig | None = None) -> LogConfig:
@@ -58,9 +71,20 @@ class LogConfig:
             attr = _NAMES.get(key)
             if attr is None or value is None:
                 continue
-            changes[attr] = value if types[attr] in ("str", str) else int(value)
+            kind = types[attr]
+            if kind in ("str", str):
+                changes[attr] = value
+            elif kind in ("float", float):
+                changes[attr] = float(value)
+            else:
+                changes[attr] = int(value)
         return replace(base, **changes)
 
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def compact(self) -> bool:
+        """cleanup.policy holds `compact` (alone or with `delete`)."""
+        return "compact" in self.cleanup_policy.split(",")

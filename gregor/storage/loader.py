@@ -16,6 +16,12 @@ After an unclean shutdown:
 
 Leftovers of interrupted operations are cleaned first: `*.deleted` files (an asynchronous delete
 that had not finished) and `*.tmp` files are removed, indexes with no log are removed.
+
+An interrupted swap of the log cleaner (Log.replace_segments) is undone or finished, as Kafka's
+LogLoader does: `.cleaned` files are removed, and with them any `.swap` file at or above the
+lowest `.cleaned` base offset (its group never got all its files renamed). A `.swap` log file
+that remains is complete: every live segment file starting in [its base, its next offset) is
+one it replaced and is removed, then every `.swap` file takes its live name.
 """
 
 from __future__ import annotations
@@ -26,12 +32,15 @@ import re
 from dataclasses import dataclass
 
 from gregor.protocol.records import batch as rb
+from gregor.storage.checkpoints import fsync_dir
 from gregor.storage.config import LogConfig
 from gregor.storage.index import CorruptIndexError
 from gregor.storage.segment import (
+    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SWAP_SUFFIX,
     LogSegment,
 )
 
@@ -59,16 +68,67 @@ def _new_segment(directory: str, base: int, config: LogConfig, active: bool, now
     )
 
 
-def _remove_leftovers(directory: str) -> tuple[set[int], set[int]]:
-    """Delete unfinished deletes and temp files; return (bases with a .log, bases with an index)."""
+def _finish_swaps(directory: str, config: LogConfig) -> None:
+    """Undo or complete an interrupted cleaner swap (see the module docstring)."""
+    names = os.listdir(directory)
+    cleaned = [n for n in names if n.endswith(CLEANED_SUFFIX) and _SEGMENT_FILE.match(n[: -len(CLEANED_SUFFIX)])]
+    swaps = [n for n in names if n.endswith(SWAP_SUFFIX) and _SEGMENT_FILE.match(n[: -len(SWAP_SUFFIX)])]
+    if not cleaned and not swaps:
+        return
+    lowest_cleaned = min((int(n[:20]) for n in cleaned), default=None)
+    for name in cleaned:
+        os.unlink(os.path.join(directory, name))
+    valid = []
+    for name in swaps:
+        if lowest_cleaned is not None and int(name[:20]) >= lowest_cleaned:
+            log.info("%s: removing %s, part of a cleaner swap that did not finish", directory, name)
+            os.unlink(os.path.join(directory, name))
+        else:
+            valid.append(name)
+    # Each complete .swap log replaced the live segments that start in [its base, its next
+    # offset), and always the one at its own base (an empty cleaned segment has no next offset).
+    replaced: set[int] = set()
+    ranges = []
+    for name in valid:
+        if name[20:] != LOG_SUFFIX + SWAP_SUFFIX:
+            continue
+        base = int(name[:20])
+        seg = LogSegment(
+            directory,
+            base,
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_size=config.segment_index_bytes,
+            active=False,
+            file_suffix=SWAP_SUFFIX,
+        )
+        next_offset = base
+        for info in seg.iter_batches():
+            next_offset = info.last_offset + 1
+        seg.close_handles()
+        ranges.append((base, next_offset))
+        replaced.add(base)
+    for name in os.listdir(directory):
+        m = _SEGMENT_FILE.match(name)
+        if m and (int(m.group(1)) in replaced or any(lo <= int(m.group(1)) < hi for lo, hi in ranges)):
+            log.info("%s: removing %s, replaced by a cleaned segment before a crash", directory, name)
+            os.unlink(os.path.join(directory, name))
+    for name in valid:
+        log.info("%s: completing the swap of %s", directory, name)
+        os.rename(os.path.join(directory, name), os.path.join(directory, name[: -len(SWAP_SUFFIX)]))
+    fsync_dir(directory)
+
+
+def _remove_leftovers(directory: str, config: LogConfig) -> tuple[set[int], set[int]]:
+    """Delete unfinished deletes and temp files and settle an interrupted cleaner swap; return
+    (bases with a .log, bases with an index)."""
     logs: set[int] = set()
     indexed: set[int] = set()
+    for name in os.listdir(directory):
+        if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp"):
+            os.unlink(os.path.join(directory, name))
+    _finish_swaps(directory, config)
     names = os.listdir(directory)
     for name in names:
-        path = os.path.join(directory, name)
-        if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp") or name.endswith(".cleaned"):
-            os.unlink(path)
-            continue
         m = _SEGMENT_FILE.match(name)
         if not m:
             continue
@@ -94,7 +154,7 @@ def load_segments(
     clean_shutdown: bool,
     now_ms: int,
 ) -> Loaded:
-    logs, indexed = _remove_leftovers(directory)
+    logs, indexed = _remove_leftovers(directory, config)
     bases = sorted(logs)
     segments = [_new_segment(directory, b, config, active=False, now_ms=now_ms) for b in bases]
     if not segments:

@@ -4,6 +4,7 @@ operations replication, fetch and retention need.
     <log dir>/<topic>-<partition>/
         00000000000000000000.log  .index  .timeindex
         00000000000000004711.log  .index  .timeindex    <- the active segment (last)
+        00000000000000004711.snapshot                   producer state there (producer_state.py)
         leader-epoch-checkpoint
 
 Offsets:  log_start_offset <= high_watermark <= log_end_offset. The recovery point is the offset
@@ -13,7 +14,10 @@ Append takes the record batches of a produce request as a writable buffer, valid
 (refusing the whole request if one is bad), assigns offsets by patching each header in place,
 and writes the buffer to the active segment in one `write`. Records are never decoded.
 
-Single-threaded by contract, except `flush_segments`, which may run on a worker thread.
+Single-threaded by contract, except `flush_segments`, which may run on a worker thread. The log
+cleaner reads inactive segments from a worker through its own file descriptors and comes back to
+the log's thread for `replace_segments` (see cleaner.py); `truncations` counts truncations so it
+can tell that a segment it read is still the one in the log.
 """
 
 from __future__ import annotations
@@ -28,10 +32,17 @@ from dataclasses import dataclass
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.records import batch as rb
+from gregor.storage.checkpoints import fsync_dir
 from gregor.storage.config import LogConfig
 from gregor.storage.index import TimestampOffset
 from gregor.storage.leader_epoch import LeaderEpochCache
-from gregor.storage.segment import BatchInfo, FileSlice, LogSegment
+from gregor.storage.producer_state import (
+    AppendOrigin,
+    Duplicate,
+    ProducerBatch,
+    ProducerStateManager,
+)
+from gregor.storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, BatchInfo, FileSlice, LogSegment
 
 log = logging.getLogger(__name__)
 
@@ -104,9 +115,12 @@ class Log:
         self.high_watermark = log_start_offset
         self.leader_epochs = LeaderEpochCache(directory)
         self.leader_epochs.truncate_from_end(log_end_offset)
+        # Idempotent producers' epochs and sequences; loaded by `open` (producer_state.py).
+        self.producer_state = ProducerStateManager(directory, f"{self.topic}-{self.partition}")
         self.file_deleter = file_deleter
         self.last_flush_ms = _now_ms()
         self.closed = False
+        self.truncations = 0
         # How a roll flushes the old segment; the broker swaps in one that runs off the loop.
         self.roll_flusher: Callable[[Log, int], None] = Log.flush
 
@@ -146,8 +160,22 @@ class Log:
             log_end_offset=loaded.log_end_offset,
             file_deleter=file_deleter,
         )
+        if not clean_shutdown:
+            # As Kafka's segment recovery does: the epochs of the recovered batches go back into
+            # the cache, which a crash between a write and its checkpoint left behind.
+            for seg in log_.segments:
+                for epoch, start in seg.recovered_epochs:
+                    log_.leader_epochs.assign(epoch, start)
+                seg.recovered_epochs = []
         log_.leader_epochs.truncate_from_start(log_.log_start_offset)
         log_.high_watermark = log_.log_end_offset if clean_shutdown else log_.log_start_offset
+        log_.producer_state.load(
+            log_.segments,
+            log_.log_start_offset,
+            log_.log_end_offset,
+            clean_shutdown,
+            now_ms if now_ms is not None else _now_ms(),
+        )
         return log_
 
     # -- state --------------------------------------------------------------------------------
@@ -179,11 +207,16 @@ class Log:
         leader_epoch: int = rb.NO_PARTITION_LEADER_EPOCH,
         now_ms: int | None = None,
         assign_offsets: bool = True,
+        origin: AppendOrigin | None = None,
     ) -> AppendInfo:
         """Validate, assign offsets (patching headers in `records`) and append.
 
         With `assign_offsets=False` (a follower copying its leader) the offsets already in the
         batches are kept; they must continue the log.
+
+        Batches with a producer id are checked against the producer state first (`origin`:
+        CLIENT by default for a leader, REPLICATION for a follower; see producer_state.py). A
+        retried request is answered with the offsets it was first written at, writing nothing.
         """
         view = memoryview(records)
         if view.readonly and assign_offsets:
@@ -204,6 +237,7 @@ class Log:
         first_offset = next_offset if assign_offsets else -1
         max_ts, offset_of_max_ts = -1, -1
         infos: list[BatchInfo] = []
+        producer_batches: list[ProducerBatch] = []
         records_count = 0
         pos = 0
         max_size = config.max_message_bytes
@@ -232,13 +266,25 @@ class Log:
             if batch_ts > max_ts:
                 max_ts, offset_of_max_ts = batch_ts, base + delta
             infos.append(BatchInfo(pos, base, base + delta, batch_ts, size))
+            if header.producer_id >= 0:
+                producer_batches.append(ProducerBatch(header, base, batch_ts, pos))
             records_count += header.records_count
             next_offset = base + delta + 1
             pos += size
         last_offset = next_offset - 1
+        producer_updates = None
+        if producer_batches:
+            if origin is None:
+                origin = AppendOrigin.CLIENT if assign_offsets else AppendOrigin.REPLICATION
+            checked = self.producer_state.validate(view, producer_batches, origin, now_ms)
+            if isinstance(checked, Duplicate):
+                return self._duplicate_info(checked, stamp)
+            producer_updates = checked
         segment = self._maybe_roll(end, first_offset, last_offset, max_ts, now_ms)
         segment.append(view, infos)
         self.log_end_offset = next_offset
+        if producer_updates:
+            self.producer_state.apply(producer_updates)
         if leader_epoch >= 0 and assign_offsets:
             self.leader_epochs.assign(leader_epoch, first_offset)
         if self.log_end_offset - self.recovery_point >= config.flush_messages:
@@ -252,6 +298,20 @@ class Log:
             len(infos),
             records_count,
             end,
+            self.log_start_offset,
+        )
+
+    def _duplicate_info(self, dup: Duplicate, stamped: bool) -> AppendInfo:
+        """The answer to a retried request: where it was written the first time."""
+        return AppendInfo(
+            dup.first_offset,
+            dup.last_offset,
+            dup.timestamp,
+            dup.last_offset,
+            dup.timestamp if stamped else -1,
+            0,
+            0,
+            0,
             self.log_start_offset,
         )
 
@@ -309,6 +369,9 @@ class Log:
         seg.ensure_created()
         self.segments.append(seg)
         self._bases.append(base)
+        # Recovery and truncation replay producer state from a snapshot at a segment base.
+        previous = self._bases[-2] if len(self._bases) > 1 else base
+        self.producer_state.take_snapshot(base, keep_from=min(self.recovery_point, previous))
         log.debug("%s-%s rolled to segment %d (%s)", self.topic, self.partition, base, reason)
         if keep_old:
             # The old segment will not change again: it is fsynced now, as Kafka does at roll.
@@ -456,6 +519,7 @@ class Log:
         # logStartOffset = min(targetOffset, logStartOffset)), keeping start <= end.
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self._after_truncation()
+        self.producer_state.truncate_and_reload(self.segments, self.log_start_offset, self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         doomed = self.segments
@@ -475,10 +539,17 @@ class Log:
         self._bases.append(offset)
         self.log_start_offset = offset
         self.log_end_offset = offset
-        self.leader_epochs.truncate_from_end(offset)
+        # Nothing of the old log is left, its epochs included (Kafka clears the cache here);
+        # entries below `offset` would name offsets that no longer exist.
+        self.leader_epochs.truncate_from_end(0)
         self._after_truncation()
+        self.producer_state.truncate_fully_and_start_at(offset)
+        # The log is empty at `offset`: so is everything below the high watermark (Kafka sets
+        # it to the new log end). Keeping an older, lower one would put it below the log start.
+        self.high_watermark = offset
 
     def _after_truncation(self) -> None:
+        self.truncations += 1
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.leader_epochs.truncate_from_end(self.log_end_offset)
@@ -533,6 +604,35 @@ class Log:
         for seg in doomed:
             seg.rename_to_deleted()
         self.file_deleter(doomed)
+        self.producer_state.delete_snapshots_below(self._bases[0])
+
+    # -- compaction ---------------------------------------------------------------------------
+
+    def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> None:
+        """Swap the cleaned segment `new` (files `<base>.*.cleaned`, complete and fsynced) in for
+        the consecutive inactive segments `old`, which it covers from the first one's base.
+
+        Crash-safe as Kafka's LocalLog.replaceSegments; loader.py finishes or undoes it:
+          1. `.cleaned` -> `.swap`, the log file first. A crash before all three are `.swap`
+             leaves a `.cleaned` file at the new base, and recovery drops the whole attempt.
+          2. The old segments are renamed `.deleted` and leave the segment list. After a crash
+             recovery completes the swap: a `.swap` log covering [base, its next offset) wins
+             over any live segment that starts in that range.
+          3. `.swap` -> live names, the directory fsynced; the old files go to the deleter
+             (readers holding their descriptors keep reading them until then).
+        """
+        first = self.segments.index(old[0])
+        assert self.segments[first : first + len(old)] == old and first + len(old) < len(self.segments)
+        assert new.base_offset == old[0].base_offset
+        new.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+        fsync_dir(self.directory)
+        self.segments[first : first + len(old)] = [new]
+        self._bases[first : first + len(old)] = [new.base_offset]
+        for seg in old:
+            seg.rename_to_deleted()
+        new.change_file_suffixes(SWAP_SUFFIX, "")
+        fsync_dir(self.directory)
+        self.file_deleter(old)
 
     # -- durability ---------------------------------------------------------------------------
 
@@ -549,11 +649,30 @@ class Log:
         self.recovery_point = target
         self.last_flush_ms = _now_ms()
 
+    def segments_to_flush(self, up_to_offset: int) -> list[LogSegment]:
+        """The segments `flush(up_to_offset)` would fsync: for a flush on another thread, which
+        fsyncs duplicates of their fds and then calls `mark_flushed` back on this one."""
+        target = min(up_to_offset, self.log_end_offset)
+        start = self._segment_index_for(self.recovery_point)
+        return [s for s in self.segments[start:] if s.base_offset < target]
+
+    def mark_flushed(self, up_to_offset: int, truncations: int) -> None:
+        """A background fsync of everything below `up_to_offset` is done. Ignored if the log was
+        truncated since it began (`truncations` then differs), as those bytes may be new."""
+        if truncations == self.truncations and not self.closed:
+            self.recovery_point = max(self.recovery_point, min(up_to_offset, self.log_end_offset))
+            self.last_flush_ms = _now_ms()
+
     def close(self) -> None:
         """Clean close: flush, stamp the active segment's final time-index entry, trim indexes."""
         if self.closed:
             return
         self.flush()
+        # Producer state at the log end: a clean start reads it and scans nothing.
+        if self.log_end_offset > self.log_start_offset or self.producer_state.producers:
+            previous = self._bases[-2] if len(self._bases) > 1 else self._bases[-1]
+            keep_from = min(self.recovery_point, previous)
+            self.producer_state.take_snapshot(self.log_end_offset, keep_from=keep_from)
         # Unlike a roll, closing adds no time-index entry: the active segment's index stays what
         # a rebuild would make, and opening it again finds its largest timestamp with a short scan.
         for seg in self.segments:

@@ -60,6 +60,8 @@ class LogManager:
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}
         self._dir_counts: dict[str, int] = dict.fromkeys(self.log_dirs, 0)
+        # How a log's roll flushes its old segment (default: Log.flush, synchronously).
+        self.roll_flusher: Callable[[Log, int], None] | None = None
         self._pending_deletes: list[tuple[int, list[LogSegment]]] = []
         self.had_clean_shutdown: dict[str, bool] = {}
 
@@ -147,6 +149,8 @@ class LogManager:
         return min(self.log_dirs, key=lambda d: self._dir_counts[d])
 
     def _place(self, tp: TopicPartition, d: str, log_: Log) -> None:
+        if self.roll_flusher is not None:
+            log_.roll_flusher = self.roll_flusher
         self.logs[tp] = log_
         self._dir_of[tp] = d
         self._dir_counts[d] += 1
@@ -201,6 +205,10 @@ class LogManager:
         if deleted:
             self.checkpoint()
         return deleted
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget idempotent producers idle for `producer.id.expiration.ms` in every log."""
+        return sum(lg.producer_state.remove_expired(now_ms, expiration_ms) for lg in list(self.logs.values()))
 
     def checkpoint(self) -> None:
         """Write the three per-dir offset checkpoints."""

@@ -13,6 +13,13 @@ so the last entry of an inactive segment's time index is always the segment's ma
 index takes no more entries (one append of many batches can fill it part way; the log rolls
 before the next append); a rebuild meets the same full index at the same batch.
 
+A segment being built by the log cleaner carries a suffix on all three names (`.cleaned`, then
+`.swap`; see Log.replace_segments) until it is swapped into the log.
+
+Batches rewritten by the cleaner keep their offset range with fewer records (recordsCount <
+lastOffsetDelta + 1), or none (an empty batch kept for its producer's sequence); recovery takes
+them as Kafka does, while a produce still needs the two to agree.
+
 A segment knows bytes, positions and offsets; not leaders, high watermarks, retention or the
 network. Single-threaded: the log that owns it calls it from one thread, except `flush`, which
 may run on a worker thread while appends continue (fsync of an fd is safe against writes).
@@ -27,6 +34,7 @@ import time
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.records import batch as rb
 from gregor.storage.index import OffsetIndex, TimeIndex, TimestampOffset
@@ -37,6 +45,8 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 INT32_MAX = (1 << 31) - 1
 
 _SCAN_CHUNK = 16384
@@ -94,19 +104,20 @@ class LogSegment:
         max_index_size: int,
         active: bool,
         now_ms: int | None = None,
+        file_suffix: str = "",
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self.log_path = os.path.join(directory, file_name(base_offset, LOG_SUFFIX))
+        self.log_path = os.path.join(directory, file_name(base_offset, LOG_SUFFIX) + file_suffix)
         self.offset_index = OffsetIndex(
-            os.path.join(directory, file_name(base_offset, INDEX_SUFFIX)),
+            os.path.join(directory, file_name(base_offset, INDEX_SUFFIX) + file_suffix),
             base_offset,
             max_index_size,
             writable=active,
         )
         self.time_index = TimeIndex(
-            os.path.join(directory, file_name(base_offset, TIME_INDEX_SUFFIX)),
+            os.path.join(directory, file_name(base_offset, TIME_INDEX_SUFFIX) + file_suffix),
             base_offset,
             max_index_size,
             writable=active,
@@ -120,6 +131,9 @@ class LogSegment:
         self._max_ts: TimestampOffset | None = None
         self._first_batch_ts: int | None = None
         self._flushed_size = self.size
+        # (leader epoch, base offset) where a larger epoch begins among the batches the last
+        # `recover` kept: the leader-epoch cache takes them back (see Log.open).
+        self.recovered_epochs: list[tuple[int, int]] = []
 
     # -- files --------------------------------------------------------------------------------
 
@@ -353,6 +367,7 @@ class LogSegment:
         fd = self.fd
         file_size = os.fstat(fd).st_size
         prev_next = self.base_offset
+        epochs: list[tuple[int, int]] = []
         while pos < file_size:
             head = os.pread(fd, rb.HEADER_SIZE, pos)
             if len(head) < rb.HEADER_SIZE:
@@ -364,7 +379,7 @@ class LogSegment:
                 break
             data = os.pread(fd, size, pos)
             try:
-                header = rb.check_batch(data, 0, size, max_message_bytes)
+                header = _check_stored_batch(data, size, max_message_bytes)
             except KafkaError as exc:
                 reason = f"a corrupt batch at position {pos}: {exc.message}"
                 break
@@ -377,8 +392,12 @@ class LogSegment:
                 pos,
                 BatchInfo(pos, header.base_offset, header.last_offset, header.max_timestamp, size),
             )
+            epoch = header.partition_leader_epoch
+            if epoch >= 0 and (not epochs or epoch > epochs[-1][0]):
+                epochs.append((epoch, header.base_offset))
             prev_next = header.last_offset + 1
             pos += size
+        self.recovered_epochs = epochs
         truncated = file_size - pos
         if truncated:
             os.ftruncate(fd, pos)
@@ -469,6 +488,21 @@ class LogSegment:
             except FileNotFoundError:
                 pass
 
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename the three files from `old_suffix` to `new_suffix` ("" is the live name), the
+        log first: recovery judges a swap by its `.log` file (see loader.py)."""
+        paths = [self.log_path, self.offset_index.path, self.time_index.path]
+        renamed = []
+        for path in paths:
+            if old_suffix and not path.endswith(old_suffix):
+                raise ValueError(f"{path} does not end with {old_suffix!r}")
+            renamed.append(path[: len(path) - len(old_suffix)] + new_suffix)
+        if os.path.exists(self.log_path):
+            os.rename(self.log_path, renamed[0])
+        self.log_path = renamed[0]
+        self.offset_index.rename(renamed[1])
+        self.time_index.rename(renamed[2])
+
     def rename_to_deleted(self) -> None:
         """First step of an asynchronous delete: the files stop being part of the log."""
         if os.path.exists(self.log_path):
@@ -479,3 +513,18 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
+
+
+def _check_stored_batch(data: bytes, size: int, max_message_bytes: int | None) -> rb.BatchHeader:
+    """`check_batch`, except that a batch the cleaner rewrote may hold fewer records than its
+    offset range (0 <= recordsCount <= lastOffsetDelta + 1), as Kafka's recovery allows. Length,
+    magic and CRC are checked before any count (INVALID_RECORD comes only after them)."""
+    try:
+        return rb.check_batch(data, 0, size, max_message_bytes)
+    except KafkaError as exc:
+        if exc.code != errors.INVALID_RECORD:
+            raise
+        header = rb.read_header(data)
+        if header.last_offset_delta >= 0 and 0 <= header.records_count <= header.last_offset_delta + 1:
+            return header
+        raise

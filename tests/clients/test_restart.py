@@ -5,6 +5,7 @@ headers and timestamp; offsets carry on densely; topics and their configs surviv
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import re
 import threading
@@ -44,7 +45,9 @@ def records(start: int, n: int) -> list[dict]:
     return [
         {
             "key": b"key-%d" % i,
-            "value": b"value-%d-" % i + b"." * (i % 200),
+            # Hex of a hash: lz4 halves it at best, so 15,000 records fill several segments
+            # whatever batch sizes the producer happens to form.
+            "value": b"value-%d-" % i + hashlib.blake2b(b"%d" % i).hexdigest().encode() * (1 + i % 3),
             "headers": [("i", b"%d" % i)],
             "partition": i % PARTITIONS,
             "timestamp": BASE_TS + i,

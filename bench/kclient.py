@@ -1,0 +1,351 @@
+#!/usr/bin/env python
+"""confluent-kafka workloads for bench/broker_bench.py, each run as its own process.
+
+    python bench/kclient.py create   --bootstrap H:P --topic T --partitions N
+    python bench/kclient.py produce  --bootstrap H:P --topic T --partitions N --size B --count N [--max-seconds S]
+    python bench/kclient.py consume  --bootstrap H:P --topic T --partitions N --count N
+    python bench/kclient.py latency-consumer --bootstrap H:P --topic T --expect N
+    python bench/kclient.py latency-producer --bootstrap H:P --topic T --rate R --seconds S [--warmup S]
+
+Each prints one JSON object on stdout (the latency consumer prints "ready" first, once it has
+its assignment, and its JSON when done).
+
+produce: acks=1, linger.ms=5, no compression, no idempotence (librdkafka's default), records
+of `--size` bytes with no key, sent round-robin over the partitions by explicit partition
+number (so every partition gets an equal share whatever the partitioner), `produce()` in a
+tight loop with `poll(0)` every 1,000 records (and on BufferError until there is room).
+Delivery reports only for errors (`delivery.report.only.error`), counted by a callback. The
+clock starts at the first produce() (after a metadata round trip, so the connection is up) and
+stops when flush() returns: every record acknowledged.
+
+consume: assign() every partition at offset 0 (no group membership, no commits), consume(10000,
+1.0) until `--count` records arrived (each checked for an error, nothing else done with it);
+the clock starts at assign() (after a metadata round trip). fetch.queue.backoff.ms=10 (see
+below); librdkafka defaults otherwise (fetch.max.bytes 50 MB, max.partition.fetch.bytes 1 MiB,
+queued.min.messages 100,000).
+
+latency: the producer sends `--rate` records/s (100-byte values that carry
+time.monotonic_ns() of the send, a sequence number and a warm-up flag) with linger.ms=0,
+acks=1, on a fixed schedule; after `--warmup` seconds of records the consumer ignores, it sends
+`--seconds` worth of measured ones. The consumer (another process) calls poll(1.0) with
+fetch.wait.max.ms=100 and records monotonic_ns() - sent for each measured record
+(CLOCK_MONOTONIC is one clock for the whole machine). The producer also reports its
+acknowledgement latency (send to delivery callback; the callback is served by poll()).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import struct
+import sys
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def cpu_self() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def create(args: argparse.Namespace) -> dict[str, Any]:
+    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(args.topic, num_partitions=args.partitions, replication_factor=1)],
+        operation_timeout=30,
+    )
+    for _, f in futures.items():
+        f.result(30)
+    # Wait until the topic's metadata shows every partition with a leader.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        md = admin.list_topics(args.topic, timeout=10)
+        t = md.topics.get(args.topic)
+        if (
+            t is not None
+            and t.error is None
+            and len(t.partitions) == args.partitions
+            and all(p.leader >= 0 for p in t.partitions.values())
+        ):
+            return {"kind": "create", "topic": args.topic, "partitions": args.partitions}
+        time.sleep(0.05)
+    raise RuntimeError(f"topic {args.topic} not ready after 30 s")
+
+
+def produce(args: argparse.Namespace) -> dict[str, Any]:
+    errors = [0]
+    first_error: list[str] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is not None:
+            errors[0] += 1
+            if not first_error:
+                first_error.append(str(err))
+
+    p = Producer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "acks": 1,
+            "linger.ms": 5,
+            "compression.type": "none",
+            "enable.idempotence": False,
+            "delivery.report.only.error": True,
+            "on_delivery": on_delivery,
+        }
+    )
+    p.list_topics(args.topic, timeout=10)
+    value = b"x" * args.size
+    topic, parts, count = args.topic, args.partitions, args.count
+    deadline = time.perf_counter() + args.max_seconds
+    c0 = cpu_self()
+    t0 = time.perf_counter()
+    sent = 0
+    produce_ = p.produce
+    poll = p.poll
+    while sent < count:
+        try:
+            produce_(topic, value, partition=sent % parts)
+        except BufferError:
+            poll(0.0005)
+            continue
+        sent += 1
+        if sent % 1000 == 0:
+            poll(0)
+            if time.perf_counter() > deadline:
+                break
+    t_enqueued = time.perf_counter() - t0
+    left = p.flush(120)
+    seconds = time.perf_counter() - t0
+    out = {
+        "kind": "client-produce",
+        "records": sent,
+        "size": args.size,
+        "partitions": parts,
+        "seconds": seconds,
+        "enqueue_seconds": t_enqueued,
+        "records_per_s": sent / seconds,
+        "mb_per_s": sent * args.size / seconds / 1e6,
+        "errors": errors[0],
+        "client_cpu_s": cpu_self() - c0,
+    }
+    if left or errors[0]:
+        out["error"] = (
+            f"{left} records not flushed, {errors[0]} delivery errors ({first_error[:1]})"
+        )
+    return out
+
+
+def consume(args: argparse.Namespace) -> dict[str, Any]:
+    c = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": f"bench-{args.topic}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            # librdkafka >= 2.x waits fetch.queue.backoff.ms (1000 ms by default) before fetching
+            # again once queued.min.messages (100,000) are queued: with a fast broker the
+            # consumer then idles for most of a second at a time, and the figure measures that
+            # timer, not the broker. 10 ms keeps the consumer fed (its documented remedy).
+            "fetch.queue.backoff.ms": 10,
+        }
+    )
+    c.list_topics(args.topic, timeout=10)
+    c0 = cpu_self()
+    t0 = time.perf_counter()
+    c.assign([TopicPartition(args.topic, i, 0) for i in range(args.partitions)])
+    n = 0
+    last_progress = time.perf_counter()
+    t_last = t0
+    first_error = None
+    while n < args.count:
+        msgs = c.consume(10000, 1.0)
+        now = time.perf_counter()
+        if msgs:
+            last_progress = now
+        elif now - last_progress > args.stall_seconds:
+            break
+        for m in msgs:
+            if m.error() is None:
+                n += 1
+            elif first_error is None:
+                first_error = str(m.error())
+        if msgs:
+            t_last = now
+    seconds = t_last - t0
+    c.close()
+    out = {
+        "kind": "client-consume",
+        "records": n,
+        "partitions": args.partitions,
+        "seconds": seconds,
+        "records_per_s": n / seconds if seconds > 0 else None,
+        "mb_per_s": n * args.size / seconds / 1e6 if seconds > 0 else None,
+        "client_cpu_s": cpu_self() - c0,
+    }
+    if n < args.count:
+        out["error"] = f"consumed {n} of {args.count} records ({first_error})"
+    return out
+
+
+_LAT = struct.Struct(">qqb")  # sent monotonic_ns, sequence, warm-up flag
+
+
+def pct(sorted_vals: list[float], q: float) -> float:
+    if not sorted_vals:
+        return float("nan")
+    i = min(len(sorted_vals) - 1, max(0, int(round(q * (len(sorted_vals) - 1)))))
+    return sorted_vals[i]
+
+
+def latency_consumer(args: argparse.Namespace) -> dict[str, Any]:
+    c = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": f"bench-lat-{args.topic}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "fetch.wait.max.ms": 100,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    c.list_topics(args.topic, timeout=10)
+    c.assign([TopicPartition(args.topic, 0, 0)])
+    print("ready", flush=True)
+    lat_ns: list[int] = []
+    seen = 0
+    deadline = time.monotonic() + args.timeout
+    while len(lat_ns) < args.expect and time.monotonic() < deadline:
+        m = c.poll(1.0)
+        now = time.monotonic_ns()
+        if m is None or m.error() is not None:
+            continue
+        seen += 1
+        sent, _seq, warm = _LAT.unpack_from(m.value(), 0)
+        if not warm:
+            lat_ns.append(now - sent)
+    c.close()
+    ms = sorted(x / 1e6 for x in lat_ns)
+    out = {
+        "kind": "client-latency",
+        "received": len(ms),
+        "expected": args.expect,
+        "p50_ms": pct(ms, 0.50),
+        "p99_ms": pct(ms, 0.99),
+        "p999_ms": pct(ms, 0.999),
+        "max_ms": ms[-1] if ms else float("nan"),
+        "mean_ms": sum(ms) / len(ms) if ms else float("nan"),
+    }
+    if len(ms) < args.expect:
+        out["error"] = f"received {len(ms)} of {args.expect} measured records"
+    return out
+
+
+def latency_producer(args: argparse.Namespace) -> dict[str, Any]:
+    acks: list[int] = []
+    errors = [0]
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        now = time.monotonic_ns()
+        if err is not None:
+            errors[0] += 1
+            return
+        sent, _seq, warm = _LAT.unpack_from(msg.value(), 0)
+        if not warm:
+            acks.append(now - sent)
+
+    p = Producer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "acks": 1,
+            "linger.ms": 0,
+            "compression.type": "none",
+            "enable.idempotence": False,
+            "on_delivery": on_delivery,
+        }
+    )
+    p.list_topics(args.topic, timeout=10)
+    pad = bytearray(max(args.size, _LAT.size))
+    interval = 1.0 / args.rate
+    n_warm = int(args.warmup * args.rate)
+    n_total = n_warm + int(args.seconds * args.rate)
+    t0 = time.monotonic() + 0.01
+    late = 0
+    for i in range(n_total):
+        due = t0 + i * interval
+        while True:
+            left = due - time.monotonic()
+            if left <= 0:
+                break
+            p.poll(left)  # serves delivery callbacks while waiting
+        if -left > interval:
+            late += 1
+        _LAT.pack_into(pad, 0, time.monotonic_ns(), i, 1 if i < n_warm else 0)
+        p.produce(args.topic, bytes(pad), partition=0)
+        p.poll(0)
+    elapsed = time.monotonic() - t0
+    p.flush(30)
+    ms = sorted(x / 1e6 for x in acks)
+    return {
+        "kind": "client-latency-producer",
+        "sent": n_total,
+        "measured": n_total - n_warm,
+        "rate_achieved": n_total / elapsed,
+        "late_sends": late,
+        "ack_p50_ms": pct(ms, 0.50),
+        "ack_p99_ms": pct(ms, 0.99),
+        "ack_max_ms": ms[-1] if ms else float("nan"),
+        "errors": errors[0],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("create")
+    p.add_argument("--partitions", type=int, default=1)
+    p = sub.add_parser("produce")
+    p.add_argument("--partitions", type=int, default=1)
+    p.add_argument("--size", type=int, default=100)
+    p.add_argument("--count", type=int, default=100_000)
+    p.add_argument("--max-seconds", type=float, default=60.0)
+    p = sub.add_parser("consume")
+    p.add_argument("--partitions", type=int, default=1)
+    p.add_argument("--size", type=int, default=100, help="record value size (for MB/s)")
+    p.add_argument("--count", type=int, default=100_000)
+    p.add_argument("--stall-seconds", type=float, default=15.0)
+    p = sub.add_parser("latency-consumer")
+    p.add_argument("--expect", type=int, required=True)
+    p.add_argument("--timeout", type=float, default=60.0)
+    p = sub.add_parser("latency-producer")
+    p.add_argument("--rate", type=float, default=1000.0)
+    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--warmup", type=float, default=1.0)
+    p.add_argument("--size", type=int, default=100)
+    for sp in sub.choices.values():
+        sp.add_argument("--bootstrap", required=True)
+        sp.add_argument("--topic", required=True)
+    args = ap.parse_args(argv)
+    fn = {
+        "create": create,
+        "produce": produce,
+        "consume": consume,
+        "latency-consumer": latency_consumer,
+        "latency-producer": latency_producer,
+    }[args.cmd]
+    try:
+        out = fn(args)
+    except (KafkaException, RuntimeError, OSError) as exc:
+        out = {"kind": args.cmd, "error": f"{type(exc).__name__}: {exc}"}
+    print(json.dumps(out), flush=True)
+    return 0 if "error" not in out else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

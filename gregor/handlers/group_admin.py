@@ -1,0 +1,93 @@
+"""Groups for tools: DescribeGroups v0-6, ListGroups v0-5, DeleteGroups v0-2. The rules live in
+`gregor.coordinator`; this module translates.
+
+DescribeGroups: v3 authorized operations (no ACLs yet: left unset); v4 group_instance_id of
+members; v5 flexible; v6 an unknown group is GROUP_ID_NOT_FOUND with a message (KIP-1043), where
+v0-5 describe it as a Dead group with no error. Member metadata and assignments are shown only
+for a Stable group, as Kafka does. ListGroups: v4 states_filter (case-insensitive); v5
+types_filter and group_type ("classic": the only kind served). DeleteGroups: empty groups only
+(NON_EMPTY_GROUP otherwise); their committed offsets go with them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gregor.coordinator.group import codes
+from gregor.handlers.context import RequestContext
+from gregor.handlers.registry import handles
+from gregor.protocol import api_keys
+from gregor.protocol.messages import (
+    DeleteGroupsResponse,
+    DescribeGroupsResponse,
+    ListGroupsResponse,
+)
+
+
+@handles(api_keys.DESCRIBE_GROUPS)
+def describe_groups(ctx: RequestContext, request: Any) -> Any:
+    R = DescribeGroupsResponse
+    out = []
+    for gid in request.groups:
+        d = ctx.broker.groups.describe_group(gid)
+        if isinstance(d, int):
+            out.append(R.DescribedGroup(error_code=d, group_id=gid, group_state="", protocol_type="", protocol_data="", members=[]))
+        elif d is None:
+            unknown = ctx.version >= 6
+            out.append(
+                R.DescribedGroup(
+                    error_code=codes.GROUP_ID_NOT_FOUND if unknown else codes.NONE,
+                    error_message=f"Group {gid} not found." if unknown else None,
+                    group_id=gid,
+                    group_state="Dead",
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                )
+            )
+        else:
+            out.append(
+                R.DescribedGroup(
+                    error_code=codes.NONE,
+                    group_id=gid,
+                    group_state=d.state,
+                    protocol_type=d.protocol_type,
+                    protocol_data=d.protocol_data,
+                    members=[
+                        R.DescribedGroupMember(
+                            member_id=m.member_id,
+                            group_instance_id=m.group_instance_id,
+                            client_id=m.client_id,
+                            client_host=m.client_host,
+                            member_metadata=m.metadata,
+                            member_assignment=m.assignment,
+                        )
+                        for m in d.members
+                    ],
+                )
+            )
+    return R(groups=out)
+
+
+@handles(api_keys.LIST_GROUPS)
+def list_groups(ctx: RequestContext, request: Any) -> Any:
+    v = ctx.version
+    error, groups = ctx.broker.groups.list_groups(
+        request.states_filter if v >= 4 else (), request.types_filter if v >= 5 else ()
+    )
+    R = ListGroupsResponse
+    return R(
+        error_code=error,
+        groups=[
+            R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type)
+            for g in groups
+        ],
+    )
+
+
+@handles(api_keys.DELETE_GROUPS)
+def delete_groups(ctx: RequestContext, request: Any) -> Any:
+    names = list(request.groups_names)
+    results = ctx.broker.groups.delete_groups(list(dict.fromkeys(names)), ctx.broker.now_ms())
+    R = DeleteGroupsResponse
+    return R(results=[R.DeletableGroupResult(group_id=g, error_code=results[g]) for g in names])

@@ -1,0 +1,200 @@
+"""The classic group protocol: FindCoordinator v0-6, JoinGroup v0-9, SyncGroup v0-5, Heartbeat
+v0-4, LeaveGroup v0-5. The rules live in `gregor.coordinator`; this module translates.
+
+FindCoordinator: v1 key_type, error_message; v3 flexible; v4 batched coordinator_keys (KIP-699);
+v6 share groups (key_type 2, not served). The first FindCoordinator for a group creates
+`__consumer_offsets`. Transactions (key_type 1) have no coordinator yet: COORDINATOR_NOT_AVAILABLE.
+JoinGroup: v0 has no rebalance_timeout_ms (the session timeout serves); v4 MEMBER_ID_REQUIRED
+(KIP-394); v5 group_instance_id (KIP-345); v6 flexible; v7 protocol_type in the response (the
+protocol name is nullable from v7, "" before); v8 reason; v9 skip_assignment (KIP-814).
+SyncGroup: v3 group_instance_id; v5 protocol_type/protocol_name, checked against the group's.
+Heartbeat: v3 group_instance_id. LeaveGroup: v3 a batch of members by id or instance id, with
+per-member errors (v0-2: one member, its error at the top level); v5 reason.
+
+JoinGroup and SyncGroup may wait (a rebalance, the leader's assignment): the coordinator then
+returns a `Pending`, and the handler returns an awaitable the broker completes with the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from gregor.coordinator.group import codes
+from gregor.coordinator.group.pending import Pending
+from gregor.coordinator.group.results import JoinRequest, JoinResult, SyncRequest, SyncResult
+from gregor.handlers.context import RequestContext
+from gregor.handlers.registry import handles
+from gregor.protocol import api_keys
+from gregor.protocol.errors import KafkaError
+from gregor.protocol.messages import (
+    FindCoordinatorResponse,
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    SyncGroupResponse,
+)
+
+GROUP, TRANSACTION = 0, 1
+
+
+def respond(result: Any, translate: Callable[[Any], Any]) -> Any:
+    """The response now, or an awaitable of it if the coordinator parked the request."""
+    if isinstance(result, Pending):
+        if result.done:
+            return translate(result.value)
+        return _wait(result, translate)
+    return translate(result)
+
+
+async def _wait(pending: Pending, translate: Callable[[Any], Any]) -> Any:
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    def done(value: Any) -> None:
+        if not future.done():
+            future.set_result(value)
+
+    pending.add_done_callback(done)
+    return translate(await future)
+
+
+def client_host(ctx: RequestContext) -> str:
+    """As Kafka shows it (InetAddress.toString): "/127.0.0.1"."""
+    return "/" + ctx.peer.rpartition(":")[0]
+
+
+# -- FindCoordinator -------------------------------------------------------------------------------
+
+
+def _coordinator(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str | None]:
+    """(error, message) for one key; NONE means this broker."""
+    b = ctx.broker
+    if key_type == TRANSACTION:
+        return codes.COORDINATOR_NOT_AVAILABLE, "transactions have no coordinator yet"
+    if key_type != GROUP:
+        return codes.INVALID_REQUEST, f"key type {key_type} is not served"
+    try:
+        b.groups.ensure_offsets_topic()
+    except KafkaError as exc:
+        return codes.COORDINATOR_NOT_AVAILABLE, f"__consumer_offsets cannot be created: {exc.message}"
+    if not b.groups.is_leader_for(key):
+        return codes.COORDINATOR_NOT_AVAILABLE, "the coordinator is not available"
+    return codes.NONE, None
+
+
+@handles(api_keys.FIND_COORDINATOR)
+def find_coordinator(ctx: RequestContext, request: Any) -> Any:
+    b = ctx.broker
+    key_type = request.key_type if ctx.version >= 1 else GROUP
+    R = FindCoordinatorResponse
+    if ctx.version >= 4:
+        out = []
+        for key in request.coordinator_keys:
+            error, message = _coordinator(ctx, key_type, key)
+            node, host, port = (b.node_id, b.host, b.port) if not error else (-1, "", -1)
+            out.append(R.Coordinator(key=key, node_id=node, host=host, port=port, error_code=error, error_message=message))
+        return R(coordinators=out)
+    error, message = _coordinator(ctx, key_type, request.key)
+    if error:
+        return R(error_code=error, error_message=message, node_id=-1, host="", port=-1)
+    return R(error_code=codes.NONE, error_message=None, node_id=b.node_id, host=b.host, port=b.port)
+
+
+# -- JoinGroup -------------------------------------------------------------------------------------
+
+
+@handles(api_keys.JOIN_GROUP)
+def join_group(ctx: RequestContext, request: Any) -> Any:
+    v = ctx.version
+    r = JoinRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id if v >= 5 else None,
+        client_id=ctx.header.client_id or "",
+        client_host=client_host(ctx),
+        session_timeout_ms=request.session_timeout_ms,
+        rebalance_timeout_ms=request.rebalance_timeout_ms if v >= 1 else request.session_timeout_ms,
+        protocol_type=request.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+        require_known_member_id=v >= 4,
+        supports_skip_assignment=v >= 9,
+        reason=request.reason if v >= 8 else None,
+    )
+    result = ctx.broker.groups.join_group(r, ctx.broker.now_ms())
+    return respond(result, lambda res: _join_response(v, res))
+
+
+def _join_response(version: int, res: JoinResult) -> Any:
+    R = JoinGroupResponse
+    return R(
+        error_code=res.error,
+        generation_id=res.generation_id,
+        protocol_type=res.protocol_type,
+        protocol_name=res.protocol_name if version >= 7 else (res.protocol_name or ""),
+        leader=res.leader,
+        skip_assignment=res.skip_assignment,
+        member_id=res.member_id,
+        members=[R.JoinGroupResponseMember(member_id=m, group_instance_id=i, metadata=meta) for m, i, meta in res.members],
+    )
+
+
+# -- SyncGroup -------------------------------------------------------------------------------------
+
+
+@handles(api_keys.SYNC_GROUP)
+def sync_group(ctx: RequestContext, request: Any) -> Any:
+    v = ctx.version
+    r = SyncRequest(
+        group_id=request.group_id,
+        generation_id=request.generation_id,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id if v >= 3 else None,
+        protocol_type=request.protocol_type if v >= 5 else None,
+        protocol_name=request.protocol_name if v >= 5 else None,
+        assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
+    )
+    result = ctx.broker.groups.sync_group(r, ctx.broker.now_ms())
+    return respond(result, _sync_response)
+
+
+def _sync_response(res: SyncResult) -> Any:
+    return SyncGroupResponse(
+        error_code=res.error,
+        protocol_type=res.protocol_type,
+        protocol_name=res.protocol_name,
+        assignment=res.assignment,
+    )
+
+
+# -- Heartbeat and LeaveGroup ----------------------------------------------------------------------
+
+
+@handles(api_keys.HEARTBEAT)
+def heartbeat(ctx: RequestContext, request: Any) -> Any:
+    error = ctx.broker.groups.heartbeat(
+        request.group_id,
+        request.generation_id,
+        request.member_id,
+        request.group_instance_id if ctx.version >= 3 else None,
+        ctx.broker.now_ms(),
+    )
+    return HeartbeatResponse(error_code=error)
+
+
+@handles(api_keys.LEAVE_GROUP)
+def leave_group(ctx: RequestContext, request: Any) -> Any:
+    v = ctx.version
+    if v >= 3:
+        members = [(m.member_id, m.group_instance_id) for m in request.members]
+    else:
+        members = [(request.member_id, None)]
+    res = ctx.broker.groups.leave_group(request.group_id, members, ctx.broker.now_ms())
+    R = LeaveGroupResponse
+    if v >= 3:
+        return R(
+            error_code=res.error,
+            members=[R.MemberResponse(member_id=m, group_instance_id=i, error_code=e) for m, i, e in res.members],
+        )
+    error = res.error or (res.members[0][2] if res.members else codes.NONE)
+    return R(error_code=error)

@@ -1,0 +1,165 @@
+"""Committed offsets: OffsetCommit v2-9, OffsetFetch v1-9, OffsetDelete v0. The rules live in
+`gregor.coordinator`; this module translates.
+
+OffsetCommit: v2-4 retention_time_ms (-1: offsets.retention.minutes); v6 committed_leader_epoch;
+v7 group_instance_id; v8 flexible; v9 GROUP_ID_NOT_FOUND (instead of ILLEGAL_GENERATION) for an
+unknown group with a generation. Standalone consumers and admin tools commit with generation -1
+and no member id. Partitions of topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION, as in
+Kafka, and never reach the coordinator.
+OffsetFetch: v2 null topics (all) and a top-level error; v5 committed_leader_epoch; v6 flexible;
+v7 require_stable (no transactional offsets exist yet, so there is never anything to wait for);
+v8 several groups per request (KIP-709); v9 member id and epoch (KIP-848 groups only; a classic
+group ignores them).
+OffsetDelete: a group's offsets for some partitions (KIP-496); refused for topics a live
+consumer group subscribes to (GROUP_SUBSCRIBED_TO_TOPIC).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gregor.coordinator.group import codes
+from gregor.coordinator.group.results import FetchedOffset, OffsetCommitRequest
+from gregor.handlers.context import RequestContext
+from gregor.handlers.registry import handles
+from gregor.protocol import api_keys
+from gregor.protocol.messages import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
+
+
+def _exists(ctx: RequestContext, topic: str, partition: int) -> bool:
+    info = ctx.broker.store.topics.get(topic)
+    return info is not None and 0 <= partition < info.partitions
+
+
+@handles(api_keys.OFFSET_COMMIT)
+def offset_commit(ctx: RequestContext, request: Any) -> Any:
+    v = ctx.version
+    wanted = []
+    for t in request.topics:
+        for p in t.partitions:
+            if _exists(ctx, t.name, p.partition_index):
+                epoch = p.committed_leader_epoch if v >= 6 else -1
+                wanted.append((t.name, p.partition_index, p.committed_offset, epoch, p.committed_metadata))
+    r = OffsetCommitRequest(
+        group_id=request.group_id,
+        generation_id=request.generation_id_or_member_epoch,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id if v >= 7 else None,
+        retention_time_ms=request.retention_time_ms if v <= 4 else -1,
+        offsets=wanted,
+        api_version=v,
+    )
+    res = ctx.broker.groups.commit_offsets(r, ctx.broker.now_ms()) if wanted else None
+    by_tp = {(t, p): e for t, p, e in res.partitions} if res is not None else {}
+    R = OffsetCommitResponse
+    return R(
+        topics=[
+            R.OffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    R.OffsetCommitResponsePartition(
+                        partition_index=p.partition_index,
+                        error_code=by_tp.get((t.name, p.partition_index), codes.UNKNOWN_TOPIC_OR_PARTITION),
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ]
+    )
+
+
+def _by_topic(offsets: list[FetchedOffset]) -> dict[str, list[FetchedOffset]]:
+    out: dict[str, list[FetchedOffset]] = {}
+    for o in offsets:
+        out.setdefault(o.topic, []).append(o)
+    return out
+
+
+@handles(api_keys.OFFSET_FETCH)
+def offset_fetch(ctx: RequestContext, request: Any) -> Any:
+    v = ctx.version
+    groups = ctx.broker.groups
+    R = OffsetFetchResponse
+    if v >= 8:
+        out = []
+        for g in request.groups:
+            topics = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
+            res = groups.fetch_offsets(g.group_id, topics)
+            out.append(
+                R.OffsetFetchResponseGroup(
+                    group_id=g.group_id,
+                    error_code=res.error,
+                    topics=[
+                        R.OffsetFetchResponseTopics(
+                            name=name,
+                            partitions=[
+                                R.OffsetFetchResponsePartitions(
+                                    partition_index=o.partition,
+                                    committed_offset=o.offset,
+                                    committed_leader_epoch=o.leader_epoch,
+                                    metadata=o.metadata,
+                                    error_code=o.error,
+                                )
+                                for o in parts
+                            ],
+                        )
+                        for name, parts in _by_topic(res.offsets).items()
+                    ],
+                )
+            )
+        return R(groups=out)
+    topics = None if request.topics is None else [(t.name, list(t.partition_indexes)) for t in request.topics]
+    res = groups.fetch_offsets(request.group_id, topics)
+    offsets = res.offsets
+    if res.error and v < 2 and topics is not None:
+        # v1 has no top-level error: every partition carries it.
+        offsets = [FetchedOffset(t, p, -1, -1, "", res.error) for t, ps in topics for p in ps]
+    return R(
+        error_code=res.error,
+        topics=[
+            R.OffsetFetchResponseTopic(
+                name=name,
+                partitions=[
+                    R.OffsetFetchResponsePartition(
+                        partition_index=o.partition,
+                        committed_offset=o.offset,
+                        committed_leader_epoch=o.leader_epoch,
+                        metadata=o.metadata,
+                        error_code=o.error,
+                    )
+                    for o in parts
+                ],
+            )
+            for name, parts in _by_topic(offsets).items()
+        ],
+    )
+
+
+@handles(api_keys.OFFSET_DELETE)
+def offset_delete(ctx: RequestContext, request: Any) -> Any:
+    wanted = [
+        (t.name, [p.partition_index for p in t.partitions if _exists(ctx, t.name, p.partition_index)])
+        for t in request.topics
+    ]
+    res = ctx.broker.groups.delete_offsets(request.group_id, wanted, ctx.broker.now_ms())
+    R = OffsetDeleteResponse
+    if res.error:
+        return R(error_code=res.error, topics=[])
+    by_tp = {(t, p): e for t, p, e in res.partitions}
+    return R(
+        error_code=codes.NONE,
+        topics=[
+            R.OffsetDeleteResponseTopic(
+                name=t.name,
+                partitions=[
+                    R.OffsetDeleteResponsePartition(
+                        partition_index=p.partition_index,
+                        error_code=by_tp.get((t.name, p.partition_index), codes.UNKNOWN_TOPIC_OR_PARTITION),
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ],
+    )

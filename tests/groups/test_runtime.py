@@ -1,0 +1,133 @@
+"""The coordinator runtime in-process over real storage (a `BrokerServer` built but not
+listening): records land in `__consumer_offsets` in Kafka's formats, loading replays them step
+by step with COORDINATOR_LOAD_IN_PROGRESS meanwhile, timers complete parked requests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core_harness import PROTOCOLS
+
+from gregor.broker.broker import BrokerServer
+from gregor.broker.config import BrokerConfig
+from gregor.coordinator.group import codes
+from gregor.coordinator.group.pending import Pending
+from gregor.coordinator.group.records import (
+    GroupMetadataRecord,
+    OffsetCommitRecord,
+    decode,
+    partition_for,
+)
+from gregor.coordinator.group.results import JoinRequest, OffsetCommitRequest, SyncRequest
+from gregor.coordinator.runtime import OFFSETS_TOPIC
+from gregor.protocol.records.records import iter_records
+
+NOW = 1_700_000_000_000
+
+
+def broker(tmp_path: Path, **extra: str) -> BrokerServer:
+    config = BrokerConfig.load(None, {
+        "log.dirs": str(tmp_path / "logs"),
+        "offsets.topic.num.partitions": "3",
+        "offsets.load.buffer.size": "2000",
+        "group.initial.rebalance.delay.ms": "3000",
+        **extra,
+    })
+    b = BrokerServer(config)
+    b.logs.startup()
+    b.apply_metadata()
+    return b
+
+
+def join(member_id: str = "", group: str = "g") -> JoinRequest:
+    return JoinRequest(group, member_id, None, "client", "/127.0.0.1", 10_000, 20_000, "consumer", PROTOCOLS)
+
+
+def test_write_load_and_timers_over_real_storage(tmp_path: Path) -> None:
+    b = broker(tmp_path)
+    groups = b.groups
+    assert groups.coordinator_error("g") == codes.NOT_COORDINATOR, "no __consumer_offsets yet"
+    groups.ensure_offsets_topic()
+    info = b.store.topics[OFFSETS_TOPIC]
+    assert info.partitions == 3 and info.configs["cleanup.policy"] == "compact"
+    assert groups.coordinator_error("g") == codes.NONE, "empty partitions load at once"
+
+    # A member joins; the initial rebalance delay parks it until a poll at its deadline.
+    first = groups.join_group(join(), NOW)
+    assert not isinstance(first, Pending) and first.error == codes.MEMBER_ID_REQUIRED
+    parked = groups.join_group(join(first.member_id), NOW)
+    assert isinstance(parked, Pending) and not parked.done
+    deadline = groups.poll(NOW + 1)
+    assert deadline == NOW + 3000 and not parked.done
+    groups.poll(NOW + 3000)
+    assert parked.done and parked.value.generation_id == 1
+    me = parked.value.member_id
+    synced = groups.sync_group(SyncRequest("g", 1, me, None, None, None, {me: b"assigned"}), NOW + 3001)
+    assert isinstance(synced, Pending) and synced.done and synced.value.assignment == b"assigned"
+    for i in range(100):
+        res = groups.commit_offsets(OffsetCommitRequest("g", 1, me, None, -1, [("t", i % 4, i, 0, f"m{i}")]), NOW + 4000 + i)
+        assert res.error == codes.NONE
+    groups.commit_offsets(OffsetCommitRequest("solo", -1, "", None, -1, [("t", 0, 7, -1, None)]), NOW + 5000)
+
+    # On disk: Kafka's records, in the group's partition.
+    p = b.replicas.get(OFFSETS_TOPIC, partition_for("g", 3))
+    assert p is not None
+    decoded = [decode(r.key, r.value) for _, r in iter_records(p.log.read_bytes(0, 1 << 20))]  # type: ignore[arg-type]
+    assert isinstance(decoded[0], GroupMetadataRecord) and decoded[0].value is not None
+    assert decoded[0].value.members[0].assignment == b"assigned"
+    assert sum(isinstance(r, OffsetCommitRecord) and r.group_id == "g" for r in decoded) == 100
+    b.logs.shutdown()
+
+    # A restart: loading is a replay, a few KB per poll, refusing requests meanwhile.
+    b2 = broker(tmp_path)
+    g2 = b2.groups
+    assert g2.coordinator_error("g") == codes.COORDINATOR_LOAD_IN_PROGRESS
+    assert g2.fetch_offsets("g", None).error == codes.COORDINATOR_LOAD_IN_PROGRESS
+    assert g2.heartbeat("g", 1, me, None, NOW + 6000) == codes.COORDINATOR_LOAD_IN_PROGRESS
+    assert g2.list_groups()[0] == codes.COORDINATOR_LOAD_IN_PROGRESS
+    polls = 0
+    while g2.loading:
+        deadline = g2.poll(NOW + 6000)
+        polls += 1
+        if g2.loading:
+            assert deadline == NOW + 6000, "more to do: poll again at once"
+    assert polls > 2, "loaded in steps"
+    fetched = {(o.topic, o.partition): (o.offset, o.metadata) for o in g2.fetch_offsets("g", None).offsets}
+    assert fetched == {("t", q): (96 + q, f"m{96 + q}") for q in range(4)}
+    assert [o.offset for o in g2.fetch_offsets("solo", None).offsets] == [7]
+    described = g2.describe_group("g")
+    assert not isinstance(described, int) and described is not None
+    assert (described.state, [m.member_id for m in described.members]) == ("Stable", [me])
+    assert g2.heartbeat("g", 1, me, None, NOW + 6000) == codes.NONE, "the member carries on"
+    # Silent for a session (10 s from the load): evicted by the timer, the group empty.
+    g2.poll(NOW + 16_001)
+    assert g2.describe_group("g").state == "Empty"  # type: ignore[union-attr]
+    b2.logs.shutdown()
+
+
+def test_offsets_topic_replication_factor_is_capped_with_one_broker(tmp_path: Path) -> None:
+    b = broker(tmp_path, **{"offsets.topic.replication.factor": "3"})
+    b.groups.ensure_offsets_topic()
+    assert all(len(r) == 1 for r in b.store.topics[OFFSETS_TOPIC].replicas)
+    b.logs.shutdown()
+
+
+def test_offsets_of_a_deleted_topic_are_removed(tmp_path: Path) -> None:
+    from gregor.controller.admin import TopicSpec
+
+    b = broker(tmp_path)
+    b.groups.ensure_offsets_topic()
+    for topic in ("gone", "kept"):
+        b.admin.create_topic(TopicSpec(topic, 2, 1))
+    b.apply_metadata()
+    offsets = [("gone", 0, 5, -1, ""), ("gone", 1, 6, -1, ""), ("kept", 0, 7, -1, "")]
+    assert b.groups.commit_offsets(OffsetCommitRequest("g", -1, "", None, -1, offsets), NOW).error == codes.NONE
+    b.admin.delete_topic("gone")
+    b.apply_metadata()
+    assert [(o.topic, o.offset) for o in b.groups.fetch_offsets("g", None).offsets] == [("kept", 7)]
+    b.logs.shutdown()
+    b2 = broker(tmp_path)
+    while b2.groups.loading:
+        b2.groups.poll(NOW)
+    assert [(o.topic, o.offset) for o in b2.groups.fetch_offsets("g", None).offsets] == [("kept", 7)]
+    b2.logs.shutdown()

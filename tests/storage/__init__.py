@@ -1,0 +1,1 @@
+"""Storage tests (a package, so their module names cannot clash with other test directories)."""
