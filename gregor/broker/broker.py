@@ -245,6 +245,7 @@ class BrokerServer:
             log_.flush(up_to)
             return
         fds = [os.dup(seg.fd) for seg in log_.segments_to_flush(up_to)]
+        fds += log_.producer_state.pending_sync_fds()  # the roll's producer snapshot
         truncations = log_.truncations
 
         def fsync_all() -> None:

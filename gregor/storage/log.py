@@ -371,7 +371,7 @@ class Log:
         self._bases.append(base)
         # Recovery and truncation replay producer state from a snapshot at a segment base.
         previous = self._bases[-2] if len(self._bases) > 1 else base
-        self.producer_state.take_snapshot(base, keep_from=min(self.recovery_point, previous))
+        self.producer_state.take_snapshot(base, keep_from=min(self.recovery_point, previous), sync=False)
         log.debug("%s-%s rolled to segment %d (%s)", self.topic, self.partition, base, reason)
         if keep_old:
             # The old segment will not change again: it is fsynced now, as Kafka does at roll.
@@ -640,6 +640,7 @@ class Log:
         """fsync the segments holding offsets from the recovery point up to `up_to_offset`
         (default: the log end offset), then move the recovery point there."""
         target = self.log_end_offset if up_to_offset is None else min(up_to_offset, self.log_end_offset)
+        self.producer_state.sync_pending()  # a roll's producer snapshot, written without fsync
         if target <= self.recovery_point:
             return
         for seg in self.segments[self._segment_index_for(self.recovery_point) :]:

@@ -24,12 +24,18 @@ the request's earlier batches:
 
 One failing batch refuses the whole request; a request whose batches are all duplicates is
 answered with their offsets, and one mixing duplicates and new batches is refused
-(OUT_OF_ORDER_SEQUENCE_NUMBER) rather than half written. `validate` only reads the state and
-returns the updated entries; `apply` installs them once the bytes are in the segment. A
+(OUT_OF_ORDER_SEQUENCE_NUMBER) rather than half written (Kafka answers the first duplicate's
+offsets and drops the rest). `validate` only reads the state and returns what changes (the next
+batch of a known producer, the common case, without copying its entry; otherwise updated copies
+of the entries); `apply` installs it once the bytes are in the segment. The log validates
+before it rolls, so a refused request does not roll a segment either (Kafka rolls first). A
 follower (origin REPLICATION) and recovery take every batch as it is; a coordinator (origin
-COORDINATOR, transaction markers) has its epoch checked, not its sequence.
+COORDINATOR, transaction markers) has its epoch checked, not its sequence. An old epoch of a
+transactional batch is PRODUCER_FENCED: a newer producer holds its transactional id (Kafka has
+answered INVALID_PRODUCER_EPOCH to both since 2.7; the transactions work may revisit this).
 
-Snapshots (producer_snapshot.py) are taken at every roll (at the new segment's base) and at a
+Snapshots (producer_snapshot.py) are taken at every roll (at the new segment's base; fsynced
+with the rolled segment, off the request path, before the recovery point passes it) and at a
 clean close (at the log end). Loading takes the newest snapshot at or below the log end and
 replays the batch headers after it; records are never decoded, except the one record of a
 transaction marker. A truncation reloads the same way. Snapshots above the log end describe data
@@ -239,8 +245,9 @@ class ProducerStateManager:
         self.directory = directory
         self.name = name or os.path.basename(directory.rstrip("/"))
         self.producers: dict[int, ProducerStateEntry] = {}
-        # Offsets of the snapshot files on disk, ascending.
+        # Offsets of the snapshot files on disk, ascending; those written but not yet fsynced.
         self.snapshots: list[int] = []
+        self.unsynced: list[int] = []
 
     # -- append -------------------------------------------------------------------------------
 
@@ -458,13 +465,19 @@ class ProducerStateManager:
                     e.coordinator_epoch, e.current_txn_first_offset,
                 )  # fmt: skip
 
-    def take_snapshot(self, offset: int, *, keep_from: int | None = None) -> bool:
+    def take_snapshot(self, offset: int, *, keep_from: int | None = None, sync: bool = True) -> bool:
         """Write the state as of `offset` (every batch below it applied) unless a snapshot is
-        there already; then prune snapshots no recovery needs (see the module docstring)."""
+        there already; then prune snapshots no recovery needs (see the module docstring).
+
+        `sync=False` (at a roll, on the request path) leaves the fsync to whoever flushes the
+        rolled segment: `sync_pending`, or `pending_sync_fds` for a flush on another thread,
+        before the recovery point passes `offset`."""
         wrote = False
         if offset not in self.snapshots:
-            snap.write(self.directory, offset, self.snapshot_entries())
+            snap.write(self.directory, offset, self.snapshot_entries(), sync=sync)
             bisect.insort(self.snapshots, offset)
+            if not sync:
+                self.unsynced.append(offset)
             wrote = True
         if keep_from is not None:
             self.prune_snapshots(keep_from)
@@ -486,6 +499,30 @@ class ProducerStateManager:
         for o in offsets:
             snap.delete(self.directory, o)
             self.snapshots.remove(o)
+            if o in self.unsynced:
+                self.unsynced.remove(o)
+
+    def pending_sync_fds(self) -> list[int]:
+        """Open descriptors of the snapshots written without fsync, and of the directory (their
+        names), for the caller to fsync and close; they count as synced from here on."""
+        fds = []
+        for o in self.unsynced:
+            try:
+                fds.append(os.open(os.path.join(self.directory, snap.file_name(o)), os.O_RDONLY))
+            except FileNotFoundError:
+                pass
+        if self.unsynced:
+            fds.append(os.open(self.directory, os.O_RDONLY))
+        self.unsynced = []
+        return fds
+
+    def sync_pending(self) -> None:
+        """fsync the snapshots written without it (see `take_snapshot`)."""
+        for fd in self.pending_sync_fds():
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def _load_snapshot(self, upper: int) -> int | None:
         """Load the newest readable snapshot at or below `upper`; its offset, or None."""

@@ -158,3 +158,32 @@ def test_corrupt_latest_snapshot_falls_back(tmp_path) -> None:
     assert latest in snapshot_files(d)  # rewritten after the rebuild, sound
     snap.read(os.path.join(d, snap.file_name(latest)))
     log.close()
+
+
+def test_a_rolls_snapshot_is_fsynced_with_the_rolled_segment(tmp_path) -> None:
+    """At a roll the snapshot is written without fsync (the request path does not wait for the
+    disk); the flush of the rolled segment fsyncs it, inline or on another thread."""
+    d = str(tmp_path / "t-0")
+    log = open_log(d, SMALL)
+    fill(log, 5)
+    assert len(log.segments) > 1 and log.producer_state.unsynced == []  # Log.flush synced it
+    taken: list[int] = []
+    log.roll_flusher = lambda lg, up_to: taken.append(up_to)  # a flush left for later
+    log.roll()
+    base = log.segments[-1].base_offset
+    assert taken == [base] and log.producer_state.unsynced == [base]
+    fds = log.producer_state.pending_sync_fds()  # what a background flush fsyncs
+    try:
+        assert len(fds) == 2 and log.producer_state.unsynced == []
+        for fd in fds:
+            os.fsync(fd)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    log.roll_flusher = lambda lg, up_to: None
+    fill(log, 3)
+    log.roll()
+    assert log.producer_state.unsynced
+    log.flush()
+    assert log.producer_state.unsynced == []
+    log.close()
