@@ -1,0 +1,1 @@
+"""The composition root: broker config, wiring, dispatch and timers."""

@@ -1,0 +1,1 @@
+"""Admin rules on cluster metadata: topics, placement, configs, producer ids."""

@@ -1,0 +1,1 @@
+"""Partitions this broker hosts: leaders, high watermarks, acks, fetch wake-ups."""
