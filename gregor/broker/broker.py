@@ -199,7 +199,7 @@ class BrokerServer:
             asyncio.ensure_future(
                 self._every(
                     int(self.config_value("log.flush.offset.checkpoint.interval.ms")) / 1000.0,
-                    self.logs.checkpoint,
+                    self._checkpoint_in_background,
                 )
             ),
             asyncio.ensure_future(
@@ -262,6 +262,11 @@ class BrokerServer:
                 log.error("background flush of %s failed: %s", log_, fut.exception())
 
         loop.run_in_executor(None, fsync_all).add_done_callback(done)
+
+    def _checkpoint_in_background(self) -> None:
+        """Take the offsets on the loop; write and fsync the three files on a worker thread."""
+        snapshot = self.logs.checkpoint_snapshot()
+        asyncio.get_running_loop().run_in_executor(None, self.logs.write_checkpoints, snapshot)
 
     def _flush_and_purge(self) -> None:
         now = self.now_ms()

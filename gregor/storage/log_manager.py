@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -38,6 +39,7 @@ REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
 
 TopicPartition = tuple[str, int]
+CheckpointSnapshot = tuple[int, list[tuple[str, dict[TopicPartition, int]]]]
 
 
 class LogManager:
@@ -60,6 +62,9 @@ class LogManager:
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}
         self._dir_counts: dict[str, int] = dict.fromkeys(self.log_dirs, 0)
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoint_seq = 0
+        self._checkpoint_written = 0
         # How a log's roll flushes its old segment (default: Log.flush, synchronously).
         self.roll_flusher: Callable[[Log, int], None] | None = None
         self._pending_deletes: list[tuple[int, list[LogSegment]]] = []
@@ -212,20 +217,30 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write the three per-dir offset checkpoints."""
+        self.write_checkpoints(self.checkpoint_snapshot())
+
+    def checkpoint_snapshot(self) -> CheckpointSnapshot:
+        """The offsets the checkpoints would hold now, taken on the logs' thread; the (fsyncing)
+        writes can then happen on another with `write_checkpoints`."""
+        self._checkpoint_seq += 1
+        files: list[tuple[str, dict[TopicPartition, int]]] = []
         for d in self.log_dirs:
             mine = {tp: lg for tp, lg in self.logs.items() if self._dir_of.get(tp) == d}
-            checkpoints.write_offsets(
-                os.path.join(d, RECOVERY_POINT_CHECKPOINT),
-                {tp: lg.recovery_point for tp, lg in mine.items()},
-            )
-            checkpoints.write_offsets(
-                os.path.join(d, LOG_START_OFFSET_CHECKPOINT),
-                {tp: lg.log_start_offset for tp, lg in mine.items()},
-            )
-            checkpoints.write_offsets(
-                os.path.join(d, REPLICATION_OFFSET_CHECKPOINT),
-                {tp: lg.high_watermark for tp, lg in mine.items()},
-            )
+            files.append((os.path.join(d, RECOVERY_POINT_CHECKPOINT), {tp: lg.recovery_point for tp, lg in mine.items()}))
+            files.append((os.path.join(d, LOG_START_OFFSET_CHECKPOINT), {tp: lg.log_start_offset for tp, lg in mine.items()}))
+            files.append((os.path.join(d, REPLICATION_OFFSET_CHECKPOINT), {tp: lg.high_watermark for tp, lg in mine.items()}))
+        return self._checkpoint_seq, files
+
+    def write_checkpoints(self, snapshot: CheckpointSnapshot) -> None:
+        """Write a snapshot's files, unless a newer snapshot was written already (writes from
+        two threads never interleave, and an older view never replaces a newer one)."""
+        seq, files = snapshot
+        with self._checkpoint_lock:
+            if seq < self._checkpoint_written:
+                return
+            for path, offsets in files:
+                checkpoints.write_offsets(path, offsets)
+            self._checkpoint_written = seq
 
     def _schedule_delete(self, segments: list[LogSegment]) -> None:
         delay = min((self.config_for(self._topic_of(s)).file_delete_delay_ms for s in segments), default=0)

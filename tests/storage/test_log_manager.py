@@ -303,3 +303,21 @@ def test_leader_epochs_come_back_from_recovered_batches(tmp_path):
     assert log.leader_epochs.entries == [(0, 0), (1, 4), (4, 8)]
     assert read_file(path).decode() == "0\n3\n0 0\n1 4\n4 8\n"
     assert log.leader_epochs.end_offset_for(1, log.log_end_offset) == (1, 8)
+
+
+def test_an_older_checkpoint_snapshot_never_replaces_a_newer_one(tmp_path):
+    """The broker writes checkpoints on a worker thread: a snapshot taken earlier but written
+    later must not roll the files back."""
+    mgr = LogManager([str(tmp_path)])
+    mgr.startup()
+    log = mgr.get_or_create("t", 0)
+    for i in range(3):
+        log.append(build_batch([(b"k", b"v%d" % i)]))
+    log.update_high_watermark(log.log_end_offset)
+    older = mgr.checkpoint_snapshot()
+    log.increment_log_start_offset(2)
+    newer = mgr.checkpoint_snapshot()
+    mgr.write_checkpoints(newer)
+    mgr.write_checkpoints(older)  # arrives late: ignored
+    assert checkpoints.read_offsets(str(tmp_path / LOG_START_OFFSET_CHECKPOINT)) == {("t", 0): 2}
+    mgr.shutdown()
