@@ -1,8 +1,8 @@
 """InitProducerId v0-5: a producer id and epoch for an idempotent producer.
 
-v2 flexible. v3 producer_id/producer_epoch: an idempotent producer that hit a sequence error
-asks for its epoch to be bumped (KIP-360); at the epoch's limit it gets a new id. v4, v5: as v3
-(v5: KIP-890 epoch bumps). Transactional ids need the transaction coordinator, which this
+v2 flexible. v3 producer_id/producer_epoch (KIP-360): a producer that hit a sequence error asks
+again naming its id and epoch; without a transactional id the answer is a new producer id, as
+Kafka gives (epoch bumps are the transaction coordinator's). v4, v5: as v3. Transactional ids need the transaction coordinator, which this
 broker does not run yet: those requests get COORDINATOR_NOT_AVAILABLE.
 """
 
@@ -17,7 +17,6 @@ from gregor.protocol import api_keys, errors
 from gregor.protocol.messages import InitProducerIdResponse
 
 log = logging.getLogger("gregor.producer")
-MAX_EPOCH = 32767
 
 
 @handles(api_keys.INIT_PRODUCER_ID)
@@ -29,8 +28,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             request.transactional_id,
         )
         return InitProducerIdResponse(error_code=errors.BY_NAME["COORDINATOR_NOT_AVAILABLE"].code, producer_id=-1, producer_epoch=-1)
-    ids = ctx.broker.producer_ids
-    if ctx.version >= 3 and request.producer_id >= 0 and request.producer_epoch >= 0:
-        if request.producer_epoch + 1 < MAX_EPOCH:
-            return InitProducerIdResponse(error_code=errors.NONE, producer_id=request.producer_id, producer_epoch=request.producer_epoch + 1)
-    return InitProducerIdResponse(error_code=errors.NONE, producer_id=ids.next_id(), producer_epoch=0)
+    # An idempotent producer (no transactional id) gets a fresh producer id every time, also when
+    # it names its old id and epoch (v3+, after a sequence error), as Kafka answers.
+    return InitProducerIdResponse(error_code=errors.NONE, producer_id=ctx.broker.producer_ids.next_id(), producer_epoch=0)
