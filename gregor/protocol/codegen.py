@@ -376,7 +376,9 @@ def _min_size(s: Struct, version: int, flexible: bool) -> int:
     return total
 
 
-class _DecoderGen:
+class _Gen:
+    """What both generators know: the message, the version, its flexibility, the names."""
+
     def __init__(self, message: Message, version: int, ns: _Namespace) -> None:
         self.m = message
         self.v = version
@@ -384,6 +386,8 @@ class _DecoderGen:
         self.ns = ns
         self.w = _Writer()
 
+
+class _DecoderGen(_Gen):
     def generate(self) -> str:
         w = self.w
         w.emit(0, "def decode(mv, pos, end):")
@@ -608,14 +612,7 @@ class _DecoderGen:
         w.emit(d + 1, f"pos = {tend}")
 
 
-class _EncoderGen:
-    def __init__(self, message: Message, version: int, ns: _Namespace) -> None:
-        self.m = message
-        self.v = version
-        self.flex = message.is_flexible(version)
-        self.ns = ns
-        self.w = _Writer()
-
+class _EncoderGen(_Gen):
     def generate(self) -> str:
         w = self.w
         w.emit(0, "def encode(o, out, buf):")
