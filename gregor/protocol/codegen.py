@@ -376,6 +376,21 @@ def _min_size(s: Struct, version: int, flexible: bool) -> int:
     return total
 
 
+def _element_of(f: Field) -> Field:
+    """The field an array of a primitive type holds: one non-null, untagged value."""
+    return Field(
+        name=f.name,
+        type=f.type,
+        array=False,
+        versions=f.versions,
+        nullable=NO_VERSIONS,
+        tag=None,
+        default=TYPE_DEFAULT,
+        ignorable=False,
+        about="",
+    )
+
+
 class _Gen:
     """What both generators know: the message, the version, its flexibility, the names."""
 
@@ -566,17 +581,7 @@ class _DecoderGen(_Gen):
             w.emit(inner + 1, f"{lst}.append({o})")
         else:
             item = w.var("x")
-            element = Field(
-                name=f.name,
-                type=f.type,
-                array=False,
-                versions=f.versions,
-                nullable=NO_VERSIONS,
-                tag=None,
-                default=TYPE_DEFAULT,
-                ignorable=False,
-                about="",
-            )
+            element = _element_of(f)
             self.field(element, item, end, path + "[]", inner + 1)
             w.emit(inner + 1, f"{lst}.append({item})")
 
@@ -724,17 +729,7 @@ class _EncoderGen(_Gen):
         if f.struct is not None:
             self.struct_body(f.struct, item, buf, depth + 1)
         else:
-            element = Field(
-                name=f.name,
-                type=f.type,
-                array=False,
-                versions=f.versions,
-                nullable=NO_VERSIONS,
-                tag=None,
-                default=TYPE_DEFAULT,
-                ignorable=False,
-                about="",
-            )
+            element = _element_of(f)
             self.field(element, item, buf, depth + 1)
 
     def differs(self, f: Field, value: str) -> str:
