@@ -8,6 +8,7 @@ knows exactly which records exist and can check each was consumed once.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -126,6 +127,7 @@ class Member:
         self.revokes = 0
         self.errors: list[str] = []
         self.closed = False
+        self.close_hangs = 0
         self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke)
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
@@ -150,9 +152,17 @@ class Member:
     def commit(self) -> None:
         self.consumer.commit(asynchronous=False)
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Close (leaving the group), but never hang the suite: librdkafka's close() can block
+        forever in its own termination (confluent-kafka-python issue #1667), so it runs on a
+        daemon thread. A close that does not return is recorded in `close_hangs`; the broker
+        then evicts the member after its session timeout, which the callers wait for anyway."""
         if not self.closed:
-            self.consumer.close()
+            t = threading.Thread(target=self.consumer.close, daemon=True)
+            t.start()
+            t.join(timeout_s)
+            if t.is_alive():
+                self.close_hangs += 1
             self.closed = True
 
 
