@@ -33,7 +33,12 @@ KP_FAST: dict[str, Any] = {
 
 class KPMember:
     """A kafka-python consumer in a group, polled by its own thread (its heartbeat thread needs
-    the consumer to keep polling, as in an application)."""
+    the consumer to keep polling, as in an application).
+
+    Each poll may block up to a second. kafka-python 3.0 loses a rejoin that completes after a
+    poll gave up waiting for it, when that rejoin was started by the leader itself because the
+    topic metadata changed (the task's result is never consumed, so no heartbeat, no fetch); a
+    50 ms poll hit that window about once in seven runs, a 1 s poll outlasts the whole join."""
 
     def __init__(self, bootstrap: str, group: str, topic: str) -> None:
         self.consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, **KP_FAST)
@@ -50,7 +55,7 @@ class KPMember:
     def _run(self) -> None:
         try:
             while not self.stop.is_set():
-                batches = self.consumer.poll(timeout_ms=50)
+                batches = self.consumer.poll(timeout_ms=1000)
                 with self.lock:
                     for msgs in batches.values():
                         self.records += [int(m.value) for m in msgs]
