@@ -7,8 +7,9 @@ it names, listen. Every request frame goes through `dispatch`: peek the header, 
 do not serve, decode, call the registered handler, encode (the handler may return an awaitable
 for requests that wait). Timers: flush logs whose flush.ms has passed, write the recovery-point
 and log-start checkpoints, remove deleted segment files, enforce retention; the log cleaner
-runs on its own threads (cleaner_thread.py). Stop: stop accepting, finish in-flight
-requests, flush, write checkpoints and the clean-shutdown marker.
+runs on its own threads (cleaner_thread.py); the group and transaction coordinators are polled
+at their deadlines. Stop: stop accepting, finish in-flight requests, flush, write checkpoints and
+the clean-shutdown marker.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import gregor.handlers  # noqa: F401  (registers every handler)
@@ -26,15 +27,17 @@ from gregor.broker.cleaner_thread import CleanerThreads
 from gregor.broker.config import BrokerConfig
 from gregor.controller.admin import Admin, TopicSpec
 from gregor.controller.producer_ids import ProducerIdManager
-from gregor.coordinator.runtime import GroupCoordinator
+from gregor.coordinator.runtime import OFFSETS_TOPIC, GroupCoordinator
+from gregor.coordinator.txn.runtime import TransactionCoordinator
 from gregor.handlers import api_versions
 from gregor.handlers.context import RequestContext
 from gregor.handlers.produce import AcksZeroError
 from gregor.handlers.registry import HANDLERS, NO_RESPONSE
 from gregor.metadata import config_defs
 from gregor.metadata.store import MetadataStore, TopicInfo
-from gregor.protocol import api_keys, codec
+from gregor.protocol import api_keys, codec, errors
 from gregor.protocol.codegen import Data
+from gregor.protocol.errors import KafkaError
 from gregor.protocol.exceptions import CorruptFrameError
 from gregor.protocol.headers import peek_request
 from gregor.replication.partition import ReplicaManager
@@ -69,6 +72,10 @@ class BrokerServer:
         self.cleaner = CleanerThreads(self.logs, self._cleaner_config(), self.now_ms)
         self.groups = GroupCoordinator(
             self.node_id, self.store, self.replicas, self.admin, self.config_value, self.apply_metadata
+        )
+        self.transactions = TransactionCoordinator(
+            self.node_id, self.store, self.replicas, self.admin, self.config_value, self.apply_metadata,
+            self.producer_ids.next_id, self._write_txn_markers,
         )
         self.server: Server | None = None
         self._timers: list[asyncio.Task[None]] = []
@@ -132,6 +139,7 @@ class BrokerServer:
                 log.warning("deleting %s-%d: no topic in the metadata names it", *tp)
                 self.logs.delete(*tp)
         self.groups.on_metadata(self.now_ms())
+        self.transactions.on_metadata(self.now_ms())
 
     def maybe_auto_create(self, topic: str) -> TopicInfo | None:
         if not self.config_value("auto.create.topics.enable"):
@@ -215,7 +223,8 @@ class BrokerServer:
         check_s = int(self.config_value("producer.id.expiration.check.interval.ms")) / 1000.0
         self._timers.append(asyncio.ensure_future(self._every(check_s, self._expire_producers)))
         self.cleaner.start()  # log compaction: cleaner_thread.py
-        self._timers.append(asyncio.ensure_future(self._drive_groups()))  # group coordinator
+        self._timers.append(asyncio.ensure_future(self._drive(self.groups, "group")))
+        self._timers.append(asyncio.ensure_future(self._drive(self.transactions, "transaction")))
         log.info(
             "gregor broker %d ready on %s:%d (cluster %s, data in %s)",
             self.node_id,
@@ -273,17 +282,17 @@ class BrokerServer:
         self.logs.flush_due(now)
         self.logs.purge_deleted(now)
 
-    async def _drive_groups(self) -> None:
-        """The group coordinator's timers and loading: poll at its next deadline, or sooner
-        when an operation brings one forward (`wakeup`); at least every second, so dynamic
-        configs are picked up."""
+    async def _drive(self, coordinator: GroupCoordinator | TransactionCoordinator, what: str) -> None:
+        """A coordinator's timers and loading: poll at its next deadline, or sooner when an
+        operation brings one forward (`wakeup`); at least every second, so dynamic configs are
+        picked up."""
         wake = asyncio.Event()
-        self.groups.wakeup = wake.set
+        coordinator.wakeup = wake.set
         while True:
             try:
-                deadline = self.groups.poll(self.now_ms())
+                deadline = coordinator.poll(self.now_ms())
             except Exception:
-                log.exception("group coordinator poll failed")
+                log.exception("%s coordinator poll failed", what)
                 deadline = None
             delay_ms = 1000 if deadline is None else min(1000, max(0, deadline - self.now_ms()))
             wake.clear()
@@ -294,6 +303,47 @@ class BrokerServer:
                 await asyncio.wait_for(wake.wait(), delay_ms / 1000.0)
             except TimeoutError:
                 pass
+
+    def _write_txn_markers(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        committed: bool,
+        partitions: list[tuple[str, int]],
+        done: Callable[[dict[tuple[str, int], int]], None],
+    ) -> None:
+        """The transaction coordinator's marker writer. Every partition is led here (one node),
+        so each marker is appended in place and `done` is called before returning; a marker in
+        `__consumer_offsets` also settles the transaction's offset commits in that partition."""
+        now = self.now_ms()
+        result: dict[tuple[str, int], int] = {}
+        for topic, index in partitions:
+            try:
+                self.replicas.leader(topic, index).write_txn_marker(
+                    producer_id, producer_epoch, coordinator_epoch, committed, now
+                )
+            except KafkaError as exc:
+                if exc.code != errors.UNKNOWN_TOPIC_OR_PARTITION:
+                    log.warning(
+                        "%s marker of %s (producer %d, epoch %d) refused by %s-%d: %s",
+                        "COMMIT" if committed else "ABORT", transactional_id, producer_id, producer_epoch,
+                        topic, index, exc,
+                    )
+                result[(topic, index)] = exc.code
+                continue
+            except Exception:
+                log.exception("writing a transaction marker to %s-%d failed", topic, index)
+                result[(topic, index)] = errors.UNKNOWN_SERVER_ERROR
+                continue
+            result[(topic, index)] = errors.NONE  # the marker is in the log, whatever follows
+            if topic == OFFSETS_TOPIC:
+                try:
+                    self.groups.complete_transaction(index, producer_id, committed)
+                except Exception:
+                    log.exception("settling the offsets of %s in %s-%d failed", transactional_id, topic, index)
+        done(result)
 
     @staticmethod
     async def _every(seconds: float, fn: Any) -> None:

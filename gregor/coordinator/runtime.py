@@ -16,6 +16,16 @@ returns), replays them into the shard, and only then releases the answers the sh
 (group.initial.rebalance.delay.ms=0, say) it runs before the operation returns, so a lone
 consumer's JoinGroup is answered at once.
 
+Transactional offsets: `txn_offset_commit` appends its records as ONE transactional batch of the
+producer (its id and epoch, sequence 0, the transactional attribute: what Kafka's coordinator
+writes), appended with origin COORDINATOR, so the partition's producer state refuses an old
+epoch (INVALID_PRODUCER_EPOCH, passed on to the client as Kafka does) but checks no sequence. Replayed, they are pending in the shard. The broker
+appends the producer's COMMIT/ABORT marker to the partition and then calls
+`complete_transaction`, which applies it to the shard exactly as loading does when it meets the
+marker's control batch in the log: one function, `shard.replay_end_transaction`. Every record is
+replayed with its log offset (a committed transaction's offset replaces a committed one only if
+its record is the later).
+
 Loading is replay: when this broker becomes leader of a partition (at start-up, or when the
 topic is created) its shard is made empty and every record from the log start to the high
 watermark is decoded and replayed, `offsets.load.buffer.size` bytes per `poll`, so the event loop
@@ -41,6 +51,7 @@ from gregor.coordinator.group.records import (
     RecordFormatError,
     decode,
     encode,
+    end_transaction_result,
     partition_for,
 )
 from gregor.coordinator.group.results import (
@@ -54,13 +65,16 @@ from gregor.coordinator.group.results import (
     PartitionErrors,
     SyncRequest,
     SyncResult,
+    TxnOffsetCommitRequest,
 )
-from gregor.coordinator.group.shard import GroupConfig, GroupCoordinatorShard
+from gregor.coordinator.group.shard import NO_PRODUCER_ID, GroupConfig, GroupCoordinatorShard
 from gregor.metadata.store import MetadataStore
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.records.batch import iter_headers
 from gregor.protocol.records.records import build_batch, read_batch_records
-from gregor.replication.partition import ReplicaManager
+from gregor.replication.partition import Partition, ReplicaManager
+from gregor.storage.log import AppendInfo
+from gregor.storage.producer_state import AppendOrigin
 
 log = logging.getLogger("gregor.coordinator")
 
@@ -254,7 +268,11 @@ class GroupCoordinator:
         if not data:
             return True
         for pos, header in iter_headers(data):
-            if not header.is_control:
+            if header.is_control:
+                if header.base_offset >= load.next_offset:
+                    self._replay_marker(load.shard, header.producer_id, data, pos)
+            else:
+                producer_id = header.producer_id if header.is_transactional else NO_PRODUCER_ID
                 _, recs = read_batch_records(data, pos)
                 for rec in recs:
                     if rec.offset < load.next_offset or rec.key is None:
@@ -265,10 +283,20 @@ class GroupCoordinator:
                         log.warning("%s-%d offset %d: skipping a damaged record: %s", OFFSETS_TOPIC, index, rec.offset, exc)
                         continue
                     if record is not None:
-                        load.shard.replay(record)
+                        load.shard.replay(record, rec.offset, producer_id)
                         load.records += 1
             load.next_offset = header.next_offset
         return load.next_offset >= end
+
+    def _replay_marker(self, shard: GroupCoordinatorShard, producer_id: int, data: bytes | memoryview, pos: int) -> None:
+        """A control batch met while loading: a COMMIT/ABORT marker ends its producer's
+        transaction (an emptied one, or another kind of control record, changes nothing)."""
+        _, recs = read_batch_records(data, pos)
+        if not recs:
+            return
+        committed = end_transaction_result(recs[0].key)
+        if committed is not None:
+            shard.replay_end_transaction(producer_id, committed)
 
     def _finish_load(self, index: int, now_ms: int) -> None:
         load = self.loading.pop(index)
@@ -281,20 +309,29 @@ class GroupCoordinator:
 
     # -- the write path -------------------------------------------------------------------------
 
-    def _write(self, shard: GroupCoordinatorShard, records: list[Record], now_ms: int) -> None:
+    def _write(
+        self, shard: GroupCoordinatorShard, records: list[Record], now_ms: int, producer: tuple[int, int] | None = None
+    ) -> None:
+        """Append `records` as one batch (a transactional one of `producer` = (id, epoch), if
+        given) and replay them with their offsets."""
         if not records:
             return
         p = self.replicas.get(OFFSETS_TOPIC, shard.partition)
         if p is None:
             raise CoordinatorWriteError(codes.NOT_COORDINATOR, f"{OFFSETS_TOPIC}-{shard.partition} is not hosted here")
-        batch = build_batch([encode(r) for r in records], base_timestamp=now_ms)
+        encoded = [encode(r) for r in records]
         try:
-            p.append_as_leader(batch, -1, now_ms)
+            if producer is None:
+                info = p.append_as_leader(build_batch(encoded, base_timestamp=now_ms), -1, now_ms)
+            else:
+                info = _append_transactional(p, encoded, producer, now_ms)
         except KafkaError as exc:
-            log.error("%s-%d: writing %d records failed: %s", OFFSETS_TOPIC, shard.partition, len(records), exc)
+            level = logging.INFO if producer is not None and exc.code in _PRODUCER_ERRORS else logging.ERROR
+            log.log(level, "%s-%d: writing %d records failed: %s", OFFSETS_TOPIC, shard.partition, len(records), exc)
             raise CoordinatorWriteError(append_error_to_response_error(exc.code), str(exc)) from None
-        for r in records:
-            shard.replay(r)
+        producer_id = producer[0] if producer is not None else NO_PRODUCER_ID
+        for i, r in enumerate(records):
+            shard.replay(r, info.first_offset + i, producer_id)
 
     def _deliver(self, shard: GroupCoordinatorShard) -> None:
         for pending, value in shard.take_completions():
@@ -325,13 +362,20 @@ class GroupCoordinator:
         if self.wakeup is not None:
             self.wakeup()
 
-    def _run(self, group_id: str, op: Callable[[GroupCoordinatorShard], tuple[list[Record], Any]], failed: Callable[[int], Any], now_ms: int) -> Any:
+    def _run(
+        self,
+        group_id: str,
+        op: Callable[[GroupCoordinatorShard], tuple[list[Record], Any]],
+        failed: Callable[[int], Any],
+        now_ms: int,
+        producer: tuple[int, int] | None = None,
+    ) -> Any:
         error, shard = self._locate(group_id)
         if shard is None:
             return failed(error)
         records, result = op(shard)
         try:
-            self._write(shard, records, now_ms)
+            self._write(shard, records, now_ms, producer)
         except CoordinatorWriteError as exc:
             if isinstance(result, Pending):
                 result.complete(failed(exc.code))
@@ -385,11 +429,35 @@ class GroupCoordinator:
 
         return self._run(r.group_id, lambda s: s.commit_offsets(r, now_ms), failed, now_ms)
 
-    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None) -> OffsetFetchResult:
+    def txn_offset_commit(self, r: TxnOffsetCommitRequest, now_ms: int) -> PartitionErrors:
+        """TxnOffsetCommit: the offsets, pending until the producer's marker (see the module
+        docstring); per-partition errors in request order."""
+
+        def failed(e: int) -> PartitionErrors:
+            return PartitionErrors(e, [(t, p, e) for t, p, *_ in r.offsets])
+
+        if not r.group_id:
+            return failed(codes.INVALID_GROUP_ID)
+        producer = (r.producer_id, r.producer_epoch)
+        return self._run(r.group_id, lambda s: s.txn_offset_commit(r, now_ms), failed, now_ms, producer)
+
+    def complete_transaction(self, offsets_partition: int, producer_id: int, committed: bool) -> None:
+        """The broker has just appended `producer_id`'s COMMIT (`committed`) or ABORT marker to
+        `__consumer_offsets` partition `offsets_partition`: apply it, as loading applies a
+        marker it reads. Nothing to do if this broker does not coordinate the partition, or is
+        still loading it (the load will read the marker from the log)."""
+        shard = self.shards.get(offsets_partition)
+        if shard is None or offsets_partition in self.loading:
+            return
+        shard.replay_end_transaction(producer_id, committed)
+
+    def fetch_offsets(
+        self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool = False
+    ) -> OffsetFetchResult:
         error, shard = self._locate(group_id)
         if shard is None:
             return OffsetFetchResult(error)
-        return shard.fetch_offsets(group_id, topics)
+        return shard.fetch_offsets(group_id, topics, require_stable)
 
     def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]], now_ms: int) -> PartitionErrors:
         return self._run(group_id, lambda s: s.delete_offsets(group_id, topics), PartitionErrors, now_ms)
@@ -417,6 +485,25 @@ class GroupCoordinator:
                 continue
             out[gid] = self._run(gid, _delete_one(gid), _same, now_ms)
         return out
+
+
+_PRODUCER_ERRORS = frozenset({codes.PRODUCER_FENCED, codes.INVALID_PRODUCER_EPOCH})
+
+
+def _append_transactional(p: Partition, encoded: list[tuple[bytes, bytes | None]], producer: tuple[int, int], now_ms: int) -> AppendInfo:
+    """One transactional batch of the producer, appended as a coordinator's write: the epoch is
+    checked against the partition's producer state, the sequence is not (Kafka's
+    AppendOrigin.COORDINATOR). `Partition.append_as_leader` appends as a client, so this takes
+    the path `Partition.write_txn_marker` takes for markers."""
+    producer_id, producer_epoch = producer
+    batch = build_batch(
+        encoded, base_timestamp=now_ms, producer_id=producer_id, producer_epoch=producer_epoch,
+        base_sequence=0, transactional=True,
+    )  # fmt: skip
+    info = p.log.append(batch, leader_epoch=p.leader_epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
+    p.maybe_increment_high_watermark()
+    p.notify()
+    return info
 
 
 def _delete_one(group_id: str) -> Callable[[GroupCoordinatorShard], tuple[list[Record], int]]:

@@ -15,4 +15,7 @@ from gregor.handlers import (  # noqa: F401
     produce,
     records_admin,
     topics,
+    txn,
+    txn_markers,
+    txn_offsets,
 )

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from gregor.controller.admin import Admin
 from gregor.controller.producer_ids import ProducerIdManager
 from gregor.coordinator.runtime import GroupCoordinator
+from gregor.coordinator.txn.runtime import TransactionCoordinator
 from gregor.metadata.store import MetadataStore, TopicInfo
 from gregor.protocol.headers import RequestHeader
 from gregor.replication.partition import ReplicaManager
@@ -31,6 +32,7 @@ class BrokerServices(Protocol):
     logs: LogManager
     producer_ids: ProducerIdManager
     groups: GroupCoordinator
+    transactions: TransactionCoordinator
 
     @property
     def cluster_id(self) -> str: ...

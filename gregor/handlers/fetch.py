@@ -1,6 +1,9 @@
 """Fetch v4-17: record data for consumers, zero-copy from the segment files.
 
-v4: isolation_level, last_stable_offset, aborted_transactions. v5: log_start_offset. v7: fetch
+v4: isolation_level, last_stable_offset, aborted_transactions: a read_committed fetch reads up to
+the last stable offset and lists the aborted transactions that start below it and end at or
+after the fetch offset (from the segments' .txnindex), so the client drops their records; a
+read_uncommitted one reads to the high watermark, aborted_transactions null (as Kafka). v5: log_start_offset. v7: fetch
 sessions (KIP-227): we answer every request with session id 0, which tells the client no
 session was made, so it keeps sending full requests, as Kafka allows. v9: current_leader_epoch.
 v11: rack_id, preferred_read_replica. v12: flexible; diverging_epoch. v13: topic ids instead
@@ -28,6 +31,7 @@ from gregor.replication.partition import Partition
 
 TopicResp = FetchResponse.FetchableTopicResponse
 PartResp = FetchResponse.PartitionData
+Aborted = FetchResponse.AbortedTransaction
 READ_COMMITTED = 1
 
 
@@ -46,7 +50,7 @@ def _resolve_topics(ctx: RequestContext, request: Any) -> list[tuple[str | None,
 
 def _collect(ctx: RequestContext, request: Any, topics: list[tuple[str | None, Any]]) -> tuple[list[Any], int, list[Partition]]:
     replicas = ctx.broker.replicas
-    committed_only = True  # consumers and followers alike read up to the high watermark for now
+    read_committed = ctx.version >= 4 and request.isolation_level == READ_COMMITTED
     budget = request.max_bytes if ctx.version >= 3 else 0x7FFFFFFF
     total = 0
     responses = []
@@ -55,6 +59,7 @@ def _collect(ctx: RequestContext, request: Any, topics: list[tuple[str | None, A
         parts = []
         for fp in t.partitions:
             records: Any = b""
+            aborted: list[Any] | None = None
             hw = lso = start = -1
             code = errors.NONE
             if name is None:
@@ -66,20 +71,26 @@ def _collect(ctx: RequestContext, request: Any, topics: list[tuple[str | None, A
                 else:
                     partitions.append(p)
                     log = p.log
-                    hw, start = log.high_watermark, log.log_start_offset
-                    lso = hw
+                    hw, start, lso = log.high_watermark, log.log_start_offset, log.last_stable_offset
                     try:
                         limit = min(fp.partition_max_bytes, budget - total)
                         if limit > 0 or total == 0:
                             found = p.read(
                                 fp.fetch_offset,
                                 max(limit, 1),
-                                committed_only=committed_only,
                                 min_one_batch=total == 0,
+                                read_committed=read_committed,
                             )
                             if found is not None:
                                 records = found.dup()
                                 total += found.length
+                                if read_committed:
+                                    aborted = [
+                                        Aborted(producer_id=a.producer_id, first_offset=a.first_offset)
+                                        for a in log.collect_aborted_transactions(fp.fetch_offset, lso)
+                                    ]
+                            elif read_committed:
+                                aborted = []
                     except KafkaError as exc:
                         code = exc.code
             parts.append(
@@ -89,7 +100,7 @@ def _collect(ctx: RequestContext, request: Any, topics: list[tuple[str | None, A
                     high_watermark=hw,
                     last_stable_offset=lso,
                     log_start_offset=start,
-                    aborted_transactions=None if code else [],
+                    aborted_transactions=aborted,
                     records=records,
                 )
             )

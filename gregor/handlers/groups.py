@@ -3,7 +3,7 @@ v0-4, LeaveGroup v0-5. The rules live in `gregor.coordinator`; this module trans
 
 FindCoordinator: v1 key_type, error_message; v3 flexible; v4 batched coordinator_keys (KIP-699);
 v6 share groups (key_type 2, not served). The first FindCoordinator for a group creates
-`__consumer_offsets`. Transactions (key_type 1) have no coordinator yet: COORDINATOR_NOT_AVAILABLE.
+`__consumer_offsets`; the first for a transactional id (key_type 1) creates `__transaction_state`.
 JoinGroup: v0 has no rebalance_timeout_ms (the session timeout serves); v4 MEMBER_ID_REQUIRED
 (KIP-394); v5 group_instance_id (KIP-345); v6 flexible; v7 protocol_type in the response (the
 protocol name is nullable from v7, "" before); v8 reason; v9 skip_assignment (KIP-814).
@@ -71,7 +71,13 @@ def _coordinator(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str
     """(error, message) for one key; NONE means this broker."""
     b = ctx.broker
     if key_type == TRANSACTION:
-        return codes.COORDINATOR_NOT_AVAILABLE, "transactions have no coordinator yet"
+        try:
+            b.transactions.ensure_transaction_topic()
+        except KafkaError as exc:
+            return codes.COORDINATOR_NOT_AVAILABLE, f"__transaction_state cannot be created: {exc.message}"
+        if not b.transactions.is_leader_for(key):
+            return codes.COORDINATOR_NOT_AVAILABLE, "the coordinator is not available"
+        return codes.NONE, None
     if key_type != GROUP:
         return codes.INVALID_REQUEST, f"key type {key_type} is not served"
     try:

@@ -1,33 +1,38 @@
-"""InitProducerId v0-5: a producer id and epoch for an idempotent producer.
+"""InitProducerId v0-5: a producer id and epoch for an idempotent or a transactional producer.
 
-v2 flexible. v3 producer_id/producer_epoch (KIP-360): a producer that hit a sequence error asks
-again naming its id and epoch; without a transactional id the answer is a new producer id, as
-Kafka gives (epoch bumps are the transaction coordinator's). v4, v5: as v3. Transactional ids need the transaction coordinator, which this
-broker does not run yet: those requests get COORDINATOR_NOT_AVAILABLE.
+v2 flexible. v3 producer_id/producer_epoch (KIP-360): a producer that hit an error asks again
+naming its id and epoch (both or neither: one without the other is INVALID_REQUEST). v4
+PRODUCER_FENCED (KIP-588; earlier versions get INVALID_PRODUCER_EPOCH instead). v5 as v4.
+
+Without a transactional id the answer is a new producer id at epoch 0, every time, also when the
+request names its old id and epoch, as Kafka gives. With one, the transaction coordinator
+(`gregor.coordinator.txn`) answers: a new id, or the id's producer with its epoch bumped (its
+open transaction, if any, aborted first: CONCURRENT_TRANSACTIONS until that is done).
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from gregor.handlers.context import RequestContext
 from gregor.handlers.registry import handles
+from gregor.handlers.txn import fenced_for
 from gregor.protocol import api_keys, errors
 from gregor.protocol.messages import InitProducerIdResponse
-
-log = logging.getLogger("gregor.producer")
 
 
 @handles(api_keys.INIT_PRODUCER_ID)
 def handle(ctx: RequestContext, request: Any) -> Any:
-    if request.transactional_id is not None:
-        log.warning(
-            "%s asked for transactional id %r: transactions are not served yet",
-            ctx.peer,
-            request.transactional_id,
-        )
-        return InitProducerIdResponse(error_code=errors.BY_NAME["COORDINATOR_NOT_AVAILABLE"].code, producer_id=-1, producer_epoch=-1)
-    # An idempotent producer (no transactional id) gets a fresh producer id every time, also when
-    # it names its old id and epoch (v3+, after a sequence error), as Kafka answers.
-    return InitProducerIdResponse(error_code=errors.NONE, producer_id=ctx.broker.producer_ids.next_id(), producer_epoch=0)
+    b = ctx.broker
+    v = ctx.version
+    producer_id, producer_epoch = (request.producer_id, request.producer_epoch) if v >= 3 else (-1, -1)
+    if (producer_id == -1) != (producer_epoch == -1):
+        return InitProducerIdResponse(error_code=errors.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
+    if request.transactional_id is None:
+        return InitProducerIdResponse(error_code=errors.NONE, producer_id=b.producer_ids.next_id(), producer_epoch=0)
+    res = b.transactions.init_producer_id(
+        request.transactional_id, request.transaction_timeout_ms, producer_id, producer_epoch, b.now_ms()
+    )
+    return InitProducerIdResponse(
+        error_code=fenced_for(v, 4, res.error), producer_id=res.producer_id, producer_epoch=res.producer_epoch
+    )

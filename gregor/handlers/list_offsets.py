@@ -25,6 +25,7 @@ PartResp = ListOffsetsResponse.ListOffsetsPartitionResponse
 @handles(api_keys.LIST_OFFSETS)
 def handle(ctx: RequestContext, request: Any) -> Any:
     replicas = ctx.broker.replicas
+    read_committed = ctx.version >= 2 and request.isolation_level == 1
     topics = []
     for t in request.topics:
         parts = []
@@ -34,13 +35,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 p = replicas.leader(t.name, rp.partition_index)
                 log = p.log
                 epoch = p.leader_epoch
+                # The offsets a consumer of this isolation level may read below.
+                upper = log.last_stable_offset if read_committed else log.high_watermark
                 if rp.timestamp == storage_log.LATEST_TIMESTAMP:
-                    offset = log.high_watermark
+                    offset = upper
                 elif rp.timestamp == storage_log.LATEST_TIERED_TIMESTAMP:
                     offset = -1
                 else:
                     found = log.offset_for_timestamp(rp.timestamp)
-                    if found is not None and (found[0] < log.high_watermark or rp.timestamp < -1):
+                    if found is not None and (found[0] < upper or rp.timestamp < -1):
                         offset, ts = found
                         epoch = log.leader_epochs.latest_epoch
             except KafkaError as exc:

@@ -7,7 +7,8 @@ unknown group with a generation. Standalone consumers and admin tools commit wit
 and no member id. Partitions of topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION, as in
 Kafka, and never reach the coordinator.
 OffsetFetch: v2 null topics (all) and a top-level error; v5 committed_leader_epoch; v6 flexible;
-v7 require_stable (no transactional offsets exist yet, so there is never anything to wait for);
+v7 require_stable: a partition with an offset pending in an open transaction (TxnOffsetCommit)
+answers UNSTABLE_OFFSET_COMMIT, which the client retries; without it, the last committed offset;
 v8 several groups per request (KIP-709); v9 member id and epoch (KIP-848 groups only; a classic
 group ignores them).
 OffsetDelete: a group's offsets for some partitions (KIP-496); refused for topics a live
@@ -85,7 +86,7 @@ def offset_fetch(ctx: RequestContext, request: Any) -> Any:
         out = []
         for g in request.groups:
             topics = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
-            res = groups.fetch_offsets(g.group_id, topics)
+            res = groups.fetch_offsets(g.group_id, topics, request.require_stable)
             out.append(
                 R.OffsetFetchResponseGroup(
                     group_id=g.group_id,
@@ -110,7 +111,7 @@ def offset_fetch(ctx: RequestContext, request: Any) -> Any:
             )
         return R(groups=out)
     topics = None if request.topics is None else [(t.name, list(t.partition_indexes)) for t in request.topics]
-    res = groups.fetch_offsets(request.group_id, topics)
+    res = groups.fetch_offsets(request.group_id, topics, v >= 7 and request.require_stable)
     offsets = res.offsets
     if res.error and v < 2 and topics is not None:
         # v1 has no top-level error: every partition carries it.

@@ -5,6 +5,12 @@ error_message (KIP-467). v9: flexible. v10: current_leader / node_endpoints on
 NOT_LEADER_OR_FOLLOWER. acks: 0 (no response; an error closes the connection so the producer
 notices, as Kafka does), 1, -1 (all: the ISR is this broker alone until replication exists,
 so it completes at once, after min.insync.replicas is checked).
+
+Transactions (KIP-890 part 1): the first transactional batch of a producer in a partition, one
+with no open transaction there yet, is checked with the transaction coordinator: its partition
+must have been added to the producer's ongoing transaction (AddPartitionsToTxn), or the batch is
+refused (INVALID_TXN_STATE; TRANSACTION_ABORTABLE for v11+), so a zombie's late batch cannot
+open a transaction nobody will end. Transactional batches need a transactional id.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from gregor.handlers.registry import NO_RESPONSE, handles
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import ProduceResponse
+from gregor.protocol.records import batch as rb
+from gregor.replication.partition import Partition
 
 log = logging.getLogger("gregor.produce")
 
@@ -26,6 +34,28 @@ PartResp = ProduceResponse.PartitionProduceResponse
 
 class AcksZeroError(Exception):
     """An acks=0 produce failed: the connection is closed so the producer finds out."""
+
+
+def _verify_transactional(ctx: RequestContext, transactional_id: str | None, partition: Partition, header: rb.BatchHeader) -> None:
+    if not transactional_id:
+        raise KafkaError(errors.INVALID_RECORD, "a transactional batch needs the request's transactional id")
+    entry = partition.log.producer_state.last_entry(header.producer_id)
+    if entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == header.producer_epoch:
+        return  # its transaction is already open here
+    code = ctx.broker.transactions.verify_partition(
+        transactional_id,
+        header.producer_id,
+        header.producer_epoch,
+        partition.topic,
+        partition.index,
+        abortable_supported=ctx.version >= 11,
+    )
+    if code:
+        raise KafkaError(
+            code,
+            f"{partition.topic}-{partition.index} is not in an ongoing transaction of producer "
+            f"{header.producer_id} (epoch {header.producer_epoch}, transactional id {transactional_id})",
+        )
 
 
 @handles(api_keys.PRODUCE)
@@ -45,6 +75,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 if pd.records is None or len(pd.records) == 0:
                     raise KafkaError(errors.INVALID_RECORD, "the request holds no record batch")
                 partition = replicas.leader(topic.name, pd.index)
+                if len(pd.records) >= rb.HEADER_SIZE:
+                    header = rb.read_header(pd.records)
+                    if header.attributes & rb.TRANSACTIONAL_FLAG:
+                        _verify_transactional(ctx, request.transactional_id, partition, header)
                 info = partition.append_as_leader(pd.records, acks, now)
                 base, append_time, start = info.first_offset, info.log_append_time, info.log_start_offset
             except KafkaError as exc:

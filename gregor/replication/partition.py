@@ -5,6 +5,11 @@ and the high watermark rule (HW = min LEO over the ISR). On a single node the IS
 alone, so the high watermark follows the log end offset after every append and `acks=all`
 completes at once; followers (the replication issue) will add their fetch positions here.
 
+Transactions: a transaction marker (COMMIT or ABORT control batch) comes from the transaction
+coordinator through `write_txn_marker`; the last stable offset (LSO) is the high watermark or
+the first offset of the oldest open transaction, whichever is lower, and read_committed reads
+stop there.
+
 Fetches that wait for data register a callback with `watch`; an append calls them. No I/O and
 no event loop: the caller decides how to wait.
 """
@@ -18,10 +23,16 @@ from dataclasses import dataclass, field
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.records import batch as rb
-from gregor.protocol.records.records import CODEC_BY_NAME, recompress, require_keys
+from gregor.protocol.records.records import (
+    CODEC_BY_NAME,
+    build_control_batch,
+    recompress,
+    require_keys,
+)
 from gregor.storage.config import LONG_MAX, LogConfig
 from gregor.storage.log import AppendInfo, Log
 from gregor.storage.log_manager import LogManager
+from gregor.storage.producer_state import AppendOrigin
 from gregor.storage.segment import FileSlice
 
 Watcher = Callable[[], None]
@@ -62,6 +73,22 @@ class Partition:
         self.notify()
         return info
 
+    def write_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        committed: bool,
+        now_ms: int,
+    ) -> AppendInfo:
+        """Append the COMMIT or ABORT marker that ends `producer_id`'s transaction here (its
+        epoch and the coordinator epoch are checked by the producer state)."""
+        batch = build_control_batch(producer_id, producer_epoch, coordinator_epoch, committed, now_ms)
+        info = self.log.append(batch, leader_epoch=self.leader_epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
+        self.maybe_increment_high_watermark()
+        self.notify()
+        return info
+
     def maybe_increment_high_watermark(self) -> None:
         # The ISR is this broker alone until followers exist: HW = our LEO.
         self.log.update_high_watermark(self.log.log_end_offset)
@@ -70,8 +97,25 @@ class Partition:
     def high_watermark(self) -> int:
         return self.log.high_watermark
 
-    def read(self, offset: int, max_bytes: int, *, committed_only: bool = True, min_one_batch: bool = True) -> FileSlice | None:
-        upper = self.log.high_watermark if committed_only else self.log.log_end_offset
+    @property
+    def last_stable_offset(self) -> int:
+        return self.log.last_stable_offset
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        committed_only: bool = True,
+        min_one_batch: bool = True,
+        read_committed: bool = False,
+    ) -> FileSlice | None:
+        """Whole batches from `offset`: up to the LSO for read_committed, the high watermark
+        for other consumers (`committed_only`), the log end for followers."""
+        if read_committed:
+            upper = self.log.last_stable_offset
+        else:
+            upper = self.log.high_watermark if committed_only else self.log.log_end_offset
         return self.log.read(offset, max_bytes, upper, min_one_batch)
 
     def watch(self, watcher: Watcher) -> None:

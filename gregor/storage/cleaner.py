@@ -11,9 +11,10 @@ A log as the cleaner sees it::
                            (the checkpoint)             (a segment base, see below)
 
 The first uncleanable offset is the base of the segment that holds the smallest of: the active
-segment's base, the high watermark (later: the last stable offset), and the base of the first
-dirty segment whose largest timestamp is within `min.compaction.lag.ms` of now. So the active
-segment, unreplicated records and too-young records are never cleaned.
+segment's base, the last stable offset (the high watermark, or the first offset of the oldest
+transaction not yet decided, if lower), and the base of the first dirty segment whose largest
+timestamp is within `min.compaction.lag.ms` of now. So the active segment, unreplicated records,
+open transactions and too-young records are never cleaned.
 
 Choosing (`LogCleaner.grab_filthiest`, on the log's thread): among compacted logs not being
 cleaned, those whose dirty ratio (bytes of the dirty section's segments / bytes of both
@@ -31,7 +32,9 @@ Cleaning (`CleaningTask.run`, on a worker):
      cleaner_records.py says. Offsets are kept; the gaps stay.
   3. Each cleaned group goes back to the log's thread, which checks that the log still holds
      the segments it was made from, and swaps it in (Log.replace_segments; loader.py finishes
-     or undoes a swap a crash interrupted). Then the checkpoint moves to the end offset.
+     or undoes a swap a crash interrupted). Then the checkpoint moves to the end offset
+     (unless the log was truncated meanwhile). A truncation below a checkpoint lowers it to the
+     log's new active segment base (the log manager calls `maybe_truncate_checkpoint`).
 
 Tombstones: a kept tombstone's batch gets a delete horizon (now + delete.retention.ms) when a
 cleaning first keeps it (attribute bit 6, baseTimestamp = horizon: Kafka 3.x, KIP-534); a
@@ -45,14 +48,21 @@ batch before the first uncleanable offset (it carries the last offset of the rou
 producers are taken when the task is made: a later batch of theirs only makes the kept one
 unneeded, and a truncation (which could make an older batch the last again) refuses the swap.
 
-Transactions are not written by gregor yet: control batches are kept as they are, and
-transactional batches are treated as committed. Still to do when they are: drop aborted
-records (the .txnindex), drop markers once their transaction's records are gone and their
-delete horizon has passed, and stop at the last stable offset.
+Transactions (as Kafka's cleaner; cleaner_txns.py follows them through the log): the records
+of aborted transactions go whatever their keys, known from the .txnindex entries taken when the
+task is made; the offset map skips them, so an aborted value never hides a committed one. A
+marker stays while its transaction has data in the cleaning; once none is left it gets a delete
+horizon like a tombstone (attribute bit 6, baseTimestamp = now + delete.retention.ms), and a
+cleaning after the horizon drops it (a consumer that reads the whole log within the horizon still
+sees it). Its producer's last batch, data or marker, is kept, emptied if need be, as above (for a
+producer whose last batch was a marker, the marker of its current epoch). A cleaned segment's
+.txnindex holds the entries of the ABORT markers it kept whose transaction had data in this
+cleaning; the others had nothing left for a consumer to drop.
 
 Threading. `Log` is single-threaded; the cleaner never calls it from the worker. On the log's
 thread the task takes a snapshot of what it needs: each segment's path, size, inode and index
-sizes, the log's truncation count and end offset, its producers' last data offsets. The worker opens the files itself (by path,
+sizes, the log's truncation count and end offset, its producers' last data offsets and epochs,
+the .txnindex entries of its aborted transactions. The worker opens the files itself (by path,
 falling back to the `.deleted` name retention may have given them, and checking the inode),
 reads only bytes below the snapshot sizes, and writes only its own `.cleaned` files. Inactive
 segment bytes never change except by truncation, which the swap check sees. The swap of each
@@ -87,6 +97,7 @@ from gregor.storage.cleaner_records import (
     LAST_OFFSET_DELTA,
     LENGTH,
     MAX_TIMESTAMP,
+    PRODUCER_EPOCH,
     PRODUCER_ID,
     RECORDS_COUNT,
     BadRecords,
@@ -95,6 +106,7 @@ from gregor.storage.cleaner_records import (
     record_spans,
     records_data,
 )
+from gregor.storage.cleaner_txns import CleanedTransactions, control_type
 from gregor.storage.config import LogConfig
 from gregor.storage.log import Log
 from gregor.storage.log_manager import LogManager, TopicPartition
@@ -104,6 +116,7 @@ log = logging.getLogger(__name__)
 
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 INT32_MAX = (1 << 31) - 1
+_TXN_OR_CONTROL = rb.TRANSACTIONAL_FLAG | rb.CONTROL_FLAG
 
 
 @dataclass(frozen=True)
@@ -270,7 +283,7 @@ def cleanable_offsets(log_: Log, checkpoint: int | None, now_ms: int) -> tuple[i
     reset = False
     if first_dirty < start or first_dirty > log_.log_end_offset:
         first_dirty, reset = start, checkpoint is not None
-    limits = [log_.high_watermark, log_.active_segment.base_offset]
+    limits = [log_.last_stable_offset, log_.active_segment.base_offset]
     lag = max(log_.config.min_compaction_lag_ms, 0)
     if lag > 0:
         for seg in _non_active_from(log_, first_dirty):
@@ -449,12 +462,16 @@ class CleaningTask:
         self.aborted = False
         self.stats = CleanerStats()
         self._throttle: Callable[[int], None] = lambda n: None
-        # producer id -> the last offset of its last data batch (Kafka's lastRecordsOfActiveProducers)
+        # producer id -> (the last offset of its last data batch or -1, its epoch): Kafka's
+        # lastRecordsOfActiveProducers
         self.producers = {
-            pid: entry.last_data_offset
+            pid: (entry.last_data_offset, entry.producer_epoch)
             for pid, entry in to_clean.log.producer_state.active_producers().items()
-            if entry.last_data_offset >= 0
         }
+        # Every aborted transaction that began below the uncleanable offset (its marker may be
+        # above it, in a segment this cleaning does not touch).
+        self.aborted_txns = to_clean.log.aborted_transactions_below(self.first_uncleanable_offset)
+        self._txns = CleanedTransactions([])
 
     def __getstate__(self) -> dict:
         # Pickled to a worker process (cleaner_worker.py): the Log stays here.
@@ -493,6 +510,7 @@ class CleaningTask:
         stats.map_keys = len(offset_map)
         stats.map_utilization = offset_map.utilization
         to_clean = [s for s in self.sources if s.base_offset < end_offset and not s.active]
+        self._txns = CleanedTransactions(self.aborted_txns)
         groups = group_segments(
             to_clean, self.config.segment_bytes, self.config.segment_index_bytes, self.first_uncleanable_offset
         )
@@ -518,6 +536,7 @@ class CleaningTask:
             return
         io_size = self.cleaner_config.io_buffer_size
         stats = self.stats
+        txns = CleanedTransactions([e for e in self.aborted_txns if e.last_offset >= start])
         for i in dirty:
             src = self.sources[i]
             fd = src.open()
@@ -526,7 +545,23 @@ class CleaningTask:
                     self._check()
                     base = fields[BASE_OFFSET]
                     last = base + fields[LAST_OFFSET_DELTA]
-                    if last < start or fields[ATTRIBUTES] & rb.CONTROL_FLAG or not fields[RECORDS_COUNT]:
+                    attributes = fields[ATTRIBUTES]
+                    if attributes & _TXN_OR_CONTROL:
+                        # Markers have no keys, and aborted records must not hide committed ones.
+                        pid = fields[PRODUCER_ID]
+                        if attributes & rb.CONTROL_FLAG:
+                            try:
+                                txns.on_control_batch(pid, last, control_type(batch, fields))
+                            except Exception as exc:  # BadRecords, or a codec's error
+                                raise CorruptSegment(f"{src.path} at position {pos}: {exc}") from exc
+                            skip = True
+                        else:
+                            skip = txns.on_batch(pid, last)
+                        if skip:
+                            if last >= start:
+                                offset_map.latest_offset = max(offset_map.latest_offset, last)
+                            continue
+                    if last < start or not fields[RECORDS_COUNT]:
                         continue
                     try:
                         spans = record_spans(records_data(batch, fields), fields[RECORDS_COUNT])
@@ -556,7 +591,7 @@ class CleaningTask:
     def _clean_group(self, group: list[SourceSegment], offset_map: OffsetMap) -> LogSegment:
         base = group[0].base_offset
         cfg = self.config
-        for suffix in (".log", ".index", ".timeindex"):
+        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
             stale = os.path.join(self.directory, f"{base:020d}{suffix}{CLEANED_SUFFIX}")
             if os.path.exists(stale):
                 os.unlink(stale)
@@ -569,6 +604,7 @@ class CleaningTask:
             now_ms=self.now_ms,
             file_suffix=CLEANED_SUFFIX,
         )
+        self._txns.cleaned_index = cleaned.txn_index
         try:
             cleaned.ensure_created()
             for src in group:
@@ -581,6 +617,7 @@ class CleaningTask:
             for path in (cleaned.offset_index.path, cleaned.time_index.path):
                 _fsync_path(path)
             cleaned.close_handles()
+            self._txns.cleaned_index = None
         except Exception:
             cleaned.delete()
             raise
@@ -629,14 +666,36 @@ class CleaningTask:
         LogCleaner.cleanInto and MemoryRecords.filterTo decide."""
         attributes = fields[ATTRIBUTES]
         count = fields[RECORDS_COUNT]
-        if attributes & rb.CONTROL_FLAG:
-            return batch, fields[MAX_TIMESTAMP], count  # transaction markers stay (see above)
         base = fields[BASE_OFFSET]
         last = base + fields[LAST_OFFSET_DELTA]
         pid = fields[PRODUCER_ID]
-        retain_empty = (pid >= 0 and self.producers.get(pid) == last) or last + 1 == self.first_uncleanable_offset
+        discard_records = False  # every record goes: aborted data, a marker past its horizon
+        marker_done = False  # a marker whose transaction has no data left in this cleaning
+        if attributes & _TXN_OR_CONTROL:
+            if attributes & rb.CONTROL_FLAG:
+                marker_done = self._txns.on_control_batch(pid, last, control_type(batch, fields))
+                discard_records = (
+                    marker_done
+                    and bool(attributes & rb.DELETE_HORIZON_FLAG)
+                    and fields[BASE_TIMESTAMP] <= self.now_ms
+                )
+            else:
+                discard_records = self._txns.on_batch(pid, last)
+        retain_empty = (
+            pid >= 0 and self._last_of_producer(pid, last, attributes, fields[PRODUCER_EPOCH])
+        ) or (last + 1 == self.first_uncleanable_offset)
         if count == 0:
             return (batch if retain_empty else None), fields[MAX_TIMESTAMP], 0
+        if discard_records:
+            return (empty_batch(fields) if retain_empty else None), fields[MAX_TIMESTAMP], 0
+        if attributes & rb.CONTROL_FLAG:
+            if not marker_done or attributes & rb.DELETE_HORIZON_FLAG:
+                return batch, fields[MAX_TIMESTAMP], count
+            # Its transaction has no data left: it goes at the horizon, as a tombstone would.
+            data = records_data(batch, fields)
+            spans = record_spans(data, count)
+            rebuilt, max_ts = rebuild_batch(fields, data, spans, self.now_ms + self.config.delete_retention_ms)
+            return rebuilt, max_ts, count
         data = records_data(batch, fields)
         spans = record_spans(data, count)
         has_horizon = bool(attributes & rb.DELETE_HORIZON_FLAG)
@@ -669,6 +728,18 @@ class CleaningTask:
             log.warning("%s: batch at offset %d kept whole: cleaned it is above max.message.bytes", self.name, base)
             return batch, fields[MAX_TIMESTAMP], count
         return rebuilt, max_ts, len(kept)
+
+    def _last_of_producer(self, pid: int, last: int, attributes: int, epoch: int) -> bool:
+        """Whether the batch holds its producer's last record (kept, if only empty, so that a
+        reload of the log finds the producer's sequence and epoch): the batch with its last
+        data offset, or, for a producer whose last batch was a marker, a marker of its epoch."""
+        found = self.producers.get(pid)
+        if found is None:
+            return False
+        last_data, producer_epoch = found
+        if last_data >= 0:
+            return last == last_data
+        return bool(attributes & rb.CONTROL_FLAG) and epoch == producer_epoch
 
 
 def _fsync_path(path: str) -> None:
@@ -705,6 +776,23 @@ class LogCleaner:
                 self._checkpoints.update(checkpoints.read_offsets(path))
             except (checkpoints.CheckpointError, ValueError) as exc:
                 log.warning("ignoring damaged %s: %s", path, exc)
+        # One cleaner per log manager: a new one (a test's restart) replaces the one before.
+        logs.truncation_listeners[:] = [
+            f
+            for f in logs.truncation_listeners
+            if not isinstance(getattr(f, "__self__", None), LogCleaner)
+        ]
+        logs.truncation_listeners.append(self.maybe_truncate_checkpoint)
+
+    def maybe_truncate_checkpoint(self, tp: TopicPartition, offset: int) -> None:
+        """A log was truncated, and `offset` is its active segment's base now: a checkpoint
+        above it would call offsets written again after the truncation clean (Kafka's
+        LogCleanerManager.maybeTruncateCheckpoint). A cleaning in progress is refused at its
+        next swap (the log's truncation count changed)."""
+        checkpoint = self._checkpoints.get(tp)
+        if checkpoint is not None and checkpoint > offset:
+            log.info("%s-%d: truncated; cleaner checkpoint %d -> %d", *tp, checkpoint, offset)
+            self._update_checkpoint(tp, offset)
 
     def checkpoint_of(self, topic: str, partition: int) -> int | None:
         return self._checkpoints.get((topic, partition))
@@ -813,6 +901,8 @@ class LogCleaner:
         """The task ended: completed (`stats`), or aborted (None); the checkpoint moves only
         when every group went in."""
         self.in_progress.pop(task.topic_partition, None)
+        if stats is not None and task.log is not None and task.log.truncations != task.truncations:
+            stats = None  # truncated after the last swap: its end offset may name lost offsets
         if stats is None:
             log.info("cleaning %s stopped before the end; the checkpoint stays", task.name)
             _remove_cleaned_files(task.directory)

@@ -12,7 +12,12 @@ After an unclean shutdown:
   * every older segment keeps its data (it was fsynced) but its indexes are checked: structure
     (sizes, order, bounds), and each entry against the batch it names; a missing or damaged
     index is rebuilt by re-reading that segment;
-  * the recovered segments are fsynced and the recovery point moves to the log end offset.
+  * the recovered segments are fsynced and the recovery point moves to the log end offset;
+  * the .txnindex files of the recovered segments (and of an older one whose .txnindex fails
+    its sanity check) cannot be rebuilt here: an entry needs the first offset of a transaction
+    that may have begun segments earlier. `txn_index_from` says from which segment on the log
+    rebuilds them while it replays the producer state (Log.open, producer_state.py), as
+    Kafka's segment recovery does.
 
 Leftovers of interrupted operations are cleaned first: `*.deleted` files (an asynchronous delete
 that had not finished) and `*.tmp` files are removed, indexes with no log are removed.
@@ -55,6 +60,8 @@ class Loaded:
     log_start_offset: int
     log_end_offset: int
     recovery_point: int
+    # After an unclean shutdown: the base of the first segment whose .txnindex must be rebuilt.
+    txn_index_from: int | None = None
 
 
 def _new_segment(directory: str, base: int, config: LogConfig, active: bool, now_ms: int) -> LogSegment:
@@ -162,6 +169,7 @@ def load_segments(
         seg.ensure_created()
         seg.close_handles()
         return Loaded([seg], log_start_offset, log_start_offset, log_start_offset)
+    txn_index_from = None
 
     active = segments[-1]
     active.offset_index.make_writable(config.segment_index_bytes)
@@ -176,7 +184,7 @@ def load_segments(
         end = active.read_next_offset()
         recovery_point = end
     else:
-        segments, end = _recover_unclean(directory, segments, config, recovery_point, indexed)
+        segments, end, txn_index_from = _recover_unclean(directory, segments, config, recovery_point, indexed)
         recovery_point = end
         active = segments[-1]
     start = max(log_start_offset, segments[0].base_offset)
@@ -184,7 +192,7 @@ def load_segments(
         start = end
     for seg in segments:
         seg.close_handles()
-    return Loaded(segments, start, end, recovery_point)
+    return Loaded(segments, start, end, recovery_point, txn_index_from)
 
 
 def _recover(seg: LogSegment, config: LogConfig, active: bool) -> int:
@@ -213,7 +221,9 @@ def _recover_unclean(
     config: LogConfig,
     recovery_point: int,
     indexed: set[int],
-) -> tuple[list[LogSegment], int]:
+) -> tuple[list[LogSegment], int, int]:
+    """Recover the segments from the one holding the recovery point; (the segments kept, the
+    log end offset, the base from which their .txnindex files must be rebuilt)."""
     first_unflushed = 0
     for i, seg in enumerate(segments):
         if seg.base_offset <= recovery_point:
@@ -225,7 +235,10 @@ def _recover_unclean(
         first_unflushed + 1,
         len(segments),
     )
+    txn_index_from = segments[first_unflushed].base_offset
     for i, seg in enumerate(segments[:first_unflushed]):
+        if not _txn_index_sound(seg):
+            txn_index_from = min(txn_index_from, seg.base_offset)
         if seg.base_offset not in indexed or not _indexes_sound(seg):
             log.warning("%s: index missing or damaged, rebuilding", seg.log_path)
             if _recover(seg, config, active=True):
@@ -235,7 +248,8 @@ def _recover_unclean(
                     log.warning("%s: deleting, it follows a damaged segment", doomed.log_path)
                     doomed.delete()
                 seg.flush()
-                return segments[: i + 1], seg.read_next_offset() if seg.size else seg.base_offset
+                end = seg.read_next_offset() if seg.size else seg.base_offset
+                return segments[: i + 1], end, min(txn_index_from, seg.base_offset)
             seg.on_become_inactive()
     kept = list(segments)
     last = len(segments) - 1
@@ -258,7 +272,20 @@ def _recover_unclean(
         seg.flush()
     active = kept[-1]
     end = active.read_next_offset() if active.size else active.base_offset
-    return kept, end
+    return kept, end, txn_index_from
+
+
+def _txn_index_sound(seg: LogSegment) -> bool:
+    """The sanity check of a .txnindex (Kafka's TransactionIndex.sanityCheck, and the order of
+    its entries); no file is sound."""
+    try:
+        seg.txn_index.sanity_check()
+        return True
+    except CorruptIndexError as exc:
+        log.warning("%s: %s; rebuilding the transaction index", seg.txn_index.path, exc)
+        return False
+    finally:
+        seg.txn_index.close()
 
 
 def _indexes_sound(seg: LogSegment) -> bool:

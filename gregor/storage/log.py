@@ -2,13 +2,20 @@
 operations replication, fetch and retention need.
 
     <log dir>/<topic>-<partition>/
-        00000000000000000000.log  .index  .timeindex
+        00000000000000000000.log  .index  .timeindex  .txnindex   (aborted transactions, if any)
         00000000000000004711.log  .index  .timeindex    <- the active segment (last)
         00000000000000004711.snapshot                   producer state there (producer_state.py)
         leader-epoch-checkpoint
 
-Offsets:  log_start_offset <= high_watermark <= log_end_offset. The recovery point is the offset
-up to which everything is fsynced; after an unclean shutdown loading re-validates from there.
+Offsets:  log_start_offset <= last_stable_offset <= high_watermark <= log_end_offset. The recovery
+point is the offset up to which everything is fsynced; after an unclean shutdown loading
+re-validates from there (and rebuilds those segments' .txnindex files by replaying their markers).
+
+Transactions: the producer state keeps the open ones (producer_state.py); the last stable offset
+is the first offset of the oldest one not yet decided and replicated, or the high watermark if
+that is lower; read_committed reads stop there. When an append's ABORT marker ends a transaction
+it goes into the active segment's .txnindex (txn_index.py), and `collect_aborted_transactions`
+gives a read_committed fetch those overlapping its range. Plain batches cost nothing of this.
 
 Append takes the record batches of a produce request as a writable buffer, validates every batch
 (refusing the whole request if one is bad), assigns offsets by patching each header in place,
@@ -43,6 +50,7 @@ from gregor.storage.producer_state import (
     ProducerStateManager,
 )
 from gregor.storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, BatchInfo, FileSlice, LogSegment
+from gregor.storage.txn_index import AbortedTxn, TxnIndexEntry
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +131,9 @@ class Log:
         self.truncations = 0
         # How a roll flushes the old segment; the broker swaps in one that runs off the loop.
         self.roll_flusher: Callable[[Log, int], None] = Log.flush
+        # Called with the active segment's base after every truncation (the log manager tells
+        # the cleaner, whose checkpoint must not stay above it).
+        self.on_truncation: Callable[[int], None] | None = None
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -175,7 +186,16 @@ class Log:
             log_.log_end_offset,
             clean_shutdown,
             now_ms if now_ms is not None else _now_ms(),
+            txn_index_from=loaded.txn_index_from,
         )
+        if loaded.txn_index_from is not None:
+            # The rebuilt .txnindex files are as durable as the recovered segments (fsynced by
+            # the loader): the recovery point is past them.
+            for seg in log_.segments:
+                if seg.base_offset >= loaded.txn_index_from:
+                    seg.txn_index.flush()
+                    seg.txn_index.close()
+        log_.producer_state.on_high_watermark(log_.high_watermark)
         return log_
 
     # -- state --------------------------------------------------------------------------------
@@ -193,7 +213,63 @@ class Log:
 
     def update_high_watermark(self, offset: int) -> int:
         self.high_watermark = max(self.log_start_offset, min(offset, self.log_end_offset))
+        if self.producer_state.unreplicated:
+            self.producer_state.on_high_watermark(self.high_watermark)
         return self.high_watermark
+
+    # -- transactions -------------------------------------------------------------------------
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest transaction not yet decided, or decided by a marker
+        not yet below the high watermark (never below the log start offset); None when there
+        is none. Kafka's firstUnstableOffset."""
+        first = self.producer_state.first_unstable
+        if first is None or first >= self.log_start_offset:
+            return first
+        return self.log_start_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The offset below which every transaction is decided and replicated: the first
+        unstable offset, or the high watermark if that is lower. read_committed reads stop
+        here. Kafka's lastStableOffset."""
+        first = self.producer_state.first_unstable
+        hw = self.high_watermark
+        if first is None or first >= hw:
+            return hw
+        return first if first >= self.log_start_offset else self.log_start_offset
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start_offset, upper_bound_offset), i.e. those
+        with a marker at or above start_offset and a first offset below upper_bound_offset, for
+        a read_committed fetch (Kafka's collectAbortedTransactions): the .txnindex of the
+        segment holding start_offset and of the later ones, until an entry says no later one
+        can overlap. A segment without a .txnindex costs no read."""
+        return [
+            AbortedTxn(e.producer_id, e.first_offset)
+            for e in self._aborted_entries(start_offset, upper_bound_offset)
+        ]
+
+    def _aborted_entries(self, start_offset: int, upper_bound_offset: int) -> list[TxnIndexEntry]:
+        found: list[TxnIndexEntry] = []
+        segments = self.segments
+        for i in range(self._segment_index_for(start_offset), len(segments)):
+            index = segments[i].txn_index
+            if index.is_empty():
+                continue
+            entries, complete = index.collect(start_offset, upper_bound_offset)
+            found += entries
+            if complete:
+                break
+        return found
+
+    def aborted_transactions_below(self, upper_bound_offset: int) -> list[TxnIndexEntry]:
+        """Every .txnindex entry of a transaction that began below `upper_bound_offset`, in
+        first offset order (what the cleaner needs to drop aborted records)."""
+        entries = self._aborted_entries(self._bases[0], upper_bound_offset)
+        entries.sort(key=lambda e: e.first_offset)
+        return entries
 
     def _segment_index_for(self, offset: int) -> int:
         return max(0, bisect.bisect_right(self._bases, offset) - 1)
@@ -284,7 +360,7 @@ class Log:
         segment.append(view, infos)
         self.log_end_offset = next_offset
         if producer_updates:
-            self.producer_state.apply(producer_updates)
+            self.producer_state.apply(producer_updates, segment.txn_index)
         if leader_epoch >= 0 and assign_offsets:
             self.leader_epochs.assign(leader_epoch, first_offset)
         if self.log_end_offset - self.recovery_point >= config.flush_messages:
@@ -353,6 +429,10 @@ class Log:
         keep_old = old.size > 0
         if keep_old:
             old.on_become_inactive()
+            # The broker's roll flusher fsyncs the .log alone, off the loop; the .txnindex of
+            # a segment with aborted transactions is fsynced here (recovery trusts the indexes
+            # of segments below the recovery point, and a lost entry cannot be noticed).
+            old.txn_index.flush()
         else:
             # An empty active segment is replaced rather than kept as an empty inactive one.
             self.segments.pop()
@@ -520,6 +600,7 @@ class Log:
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self._after_truncation()
         self.producer_state.truncate_and_reload(self.segments, self.log_start_offset, self.log_end_offset)
+        self.producer_state.on_high_watermark(self.high_watermark)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         doomed = self.segments
@@ -553,6 +634,8 @@ class Log:
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.leader_epochs.truncate_from_end(self.log_end_offset)
+        if self.on_truncation is not None:
+            self.on_truncation(self.active_segment.base_offset)
 
     def increment_log_start_offset(self, offset: int) -> int:
         """Move the log start offset up (DeleteRecords), deleting segments wholly below it."""
@@ -565,6 +648,7 @@ class Log:
         if offset > self.log_start_offset:
             self.log_start_offset = offset
             self.leader_epochs.truncate_from_start(offset)
+            self.producer_state.on_log_start_offset(offset)
             self.delete_segments_below_start()
         return self.log_start_offset
 
@@ -599,6 +683,8 @@ class Log:
         self.high_watermark = max(self.high_watermark, self.log_start_offset)
         self.recovery_point = max(self.recovery_point, self.log_start_offset)
         self.leader_epochs.truncate_from_start(self.log_start_offset)
+        self.producer_state.on_log_start_offset(self.log_start_offset)
+        self.producer_state.on_high_watermark(self.high_watermark)
         del self.segments[:count]
         del self._bases[:count]
         for seg in doomed:
@@ -613,7 +699,7 @@ class Log:
         the consecutive inactive segments `old`, which it covers from the first one's base.
 
         Crash-safe as Kafka's LocalLog.replaceSegments; loader.py finishes or undoes it:
-          1. `.cleaned` -> `.swap`, the log file first. A crash before all three are `.swap`
+          1. `.cleaned` -> `.swap`, the log file first. A crash before all are `.swap`
              leaves a `.cleaned` file at the new base, and recovery drops the whole attempt.
           2. The old segments are renamed `.deleted` and leave the segment list. After a crash
              recovery completes the swap: a `.swap` log covering [base, its next offset) wins

@@ -69,6 +69,9 @@ class LogManager:
         self.roll_flusher: Callable[[Log, int], None] | None = None
         self._pending_deletes: list[tuple[int, list[LogSegment]]] = []
         self.had_clean_shutdown: dict[str, bool] = {}
+        # Told (partition, the active segment's base) after any log is truncated: the log
+        # cleaner lowers its checkpoint (Kafka's LogManager.truncateTo does the same).
+        self.truncation_listeners: list[Callable[[TopicPartition, int], None]] = []
 
     # -- start and stop -----------------------------------------------------------------------
 
@@ -156,9 +159,15 @@ class LogManager:
     def _place(self, tp: TopicPartition, d: str, log_: Log) -> None:
         if self.roll_flusher is not None:
             log_.roll_flusher = self.roll_flusher
+        log_.on_truncation = lambda offset: self._truncated(tp, log_, offset)
         self.logs[tp] = log_
         self._dir_of[tp] = d
         self._dir_counts[d] += 1
+
+    def _truncated(self, tp: TopicPartition, log_: Log, offset: int) -> None:
+        if self.logs.get(tp) is log_:
+            for listener in self.truncation_listeners:
+                listener(tp, offset)
 
     def delete(self, topic: str, partition: int) -> None:
         """Remove a partition: its directory is renamed away at once and removed later."""

@@ -1,4 +1,5 @@
-"""Producer state of one partition: what idempotence (and, later, transactions) checks on append.
+"""Producer state of one partition: what idempotence and transactions check on append, and
+which transactions are open (what the last stable offset is made of).
 
 For every producer id that wrote to the partition (Kafka's ProducerStateEntry): its epoch, its
 last 5 batches (first and last sequence, last offset, offset delta, timestamp), its last
@@ -13,7 +14,8 @@ the request's earlier batches:
     same epoch, same (first, last) sequence as one    a duplicate: acknowledged with the offsets
       of the producer's last 5 batches                  it was written at; nothing is written
     epoch below the producer's                        INVALID_PRODUCER_EPOCH
-                                                        (PRODUCER_FENCED if transactional)
+                                                        (PRODUCER_FENCED for a client's
+                                                        transactional batch)
     epoch above the producer's, sequence != 0         OUT_OF_ORDER_SEQUENCE_NUMBER
     same epoch, sequence != last sequence + 1         OUT_OF_ORDER_SEQUENCE_NUMBER
       (INT32_MAX is followed by 0)
@@ -30,9 +32,29 @@ batch of a known producer, the common case, without copying its entry; otherwise
 of the entries); `apply` installs it once the bytes are in the segment. The log validates
 before it rolls, so a refused request does not roll a segment either (Kafka rolls first). A
 follower (origin REPLICATION) and recovery take every batch as it is; a coordinator (origin
-COORDINATOR, transaction markers) has its epoch checked, not its sequence. An old epoch of a
+COORDINATOR, transaction markers) has its epochs checked, not its sequence: a marker of an older
+producer epoch is INVALID_PRODUCER_EPOCH, of an older coordinator epoch
+TRANSACTION_COORDINATOR_FENCED, and a newer producer epoch becomes the producer's. A marker for a
+producer with no open transaction here is written and ends nothing. An old epoch of a client's
 transactional batch is PRODUCER_FENCED: a newer producer holds its transactional id (Kafka has
-answered INVALID_PRODUCER_EPOCH to both since 2.7; the transactions work may revisit this).
+answered INVALID_PRODUCER_EPOCH to both since 2.7).
+
+Transactions. A producer's first transactional batch opens its transaction at that batch's
+offset; a COMMIT or ABORT marker ends it. The open ones are kept by first offset (`ongoing`,
+Kafka's ongoingTxns: a transaction begins at the log end, so insertion keeps them sorted); an
+ended one stays unstable (`unreplicated`) until the high watermark passes its marker.
+`first_unstable` is the lowest first offset of the two, O(1) to read: the log's last stable
+offset is min(it, high watermark). When an ABORT ends a transaction, before it leaves the open
+set, its entry goes into the .txnindex of the segment the marker went to (txn_index.py), with
+the last stable offset it leaves: the first offset of the oldest open transaction of another
+producer, else the marker's offset + 1 (Kafka's lastStableOffset(completedTxn)). `validate`
+lists the transactions begun and ended, in batch order; `apply` does the above after the write.
+Loading a snapshot rebuilds the open set from its entries' currentTxnFirstOffset; replaying
+batches opens and ends transactions as appends do, and, after an unclean shutdown, rewrites the
+.txnindex of the recovered segments (`txn_index_from`), as Kafka's segment recovery does. A
+truncation reloads, so the open set is what the remaining log says (the transactions the replay
+saw end stay unstable until the log tells `on_high_watermark`; Kafka drops them, assuming a
+truncation never goes above the high watermark).
 
 Snapshots (producer_snapshot.py) are taken at every roll (at the new segment's base; fsynced
 with the rolled segment, off the request path, before the recovery point passes it) and at a
@@ -60,9 +82,10 @@ Single-threaded: the log that owns it calls it from its own thread.
 from __future__ import annotations
 
 import bisect
+import heapq
 import logging
 import os
-import struct
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from enum import IntEnum
 from typing import NamedTuple
@@ -72,6 +95,7 @@ from gregor.protocol.errors import KafkaError
 from gregor.protocol.records import batch as rb
 from gregor.storage import producer_snapshot as snap
 from gregor.storage.segment import LogSegment
+from gregor.storage.txn_index import TransactionIndex, TxnIndexEntry
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +111,6 @@ INVALID_TXN_STATE = errors.BY_NAME["INVALID_TXN_STATE"].code
 TRANSACTION_COORDINATOR_FENCED = errors.BY_NAME["TRANSACTION_COORDINATOR_FENCED"].code
 
 _SCAN_CHUNK = 65536
-_CONTROL_VALUE = struct.Struct(">hi")  # EndTransactionMarker value: version, coordinatorEpoch
-_CONTROL_KEY = struct.Struct(">hh")  # control record key: version, type (0 abort, 1 commit)
 
 
 class AppendOrigin(IntEnum):
@@ -124,6 +146,28 @@ class NextBatch(NamedTuple):
     entry: ProducerStateEntry
     batch: BatchMetadata
     now_ms: int
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction a marker ended (Kafka's CompletedTxn)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    aborted: bool
+
+
+# What a transaction did in an append, in batch order: (first offset, producer id) when a
+# transactional batch began one, a CompletedTxn when a marker ended one.
+TxnEvent = tuple[int, int] | CompletedTxn
+
+
+class StateUpdate(NamedTuple):
+    """`validate`'s answer in the general case: updated copies of the entries it touched, and
+    the transactions begun and ended, for `apply` to install once the bytes are written."""
+
+    entries: dict[int, ProducerStateEntry]
+    txn_events: list[TxnEvent]
 
 
 class ProducerBatch(NamedTuple):
@@ -236,7 +280,6 @@ class ProducerStateEntry:
         )
 
 
-Updates = dict[int, ProducerStateEntry]
 _NOT_PLAIN = rb.CONTROL_FLAG | rb.TRANSACTIONAL_FLAG
 
 
@@ -248,6 +291,16 @@ class ProducerStateManager:
         # Offsets of the snapshot files on disk, ascending; those written but not yet fsynced.
         self.snapshots: list[int] = []
         self.unsynced: list[int] = []
+        # Open transactions, first offset -> producer id, in ascending first offset (Kafka's
+        # ongoingTxns): a transaction begins at the log end, so appending keeps the order.
+        self.ongoing: OrderedDict[int, int] = OrderedDict()
+        # Transactions whose marker is written but not yet below the high watermark (Kafka's
+        # unreplicatedTxns), first offset -> the txn, in marker order; and their first offsets
+        # as a heap (entries no longer in the dict are skipped when they reach the top).
+        self.unreplicated: OrderedDict[int, CompletedTxn] = OrderedDict()
+        self._unreplicated_firsts: list[int] = []
+        # The lowest first offset of either: None when no transaction is unstable.
+        self.first_unstable: int | None = None
 
     # -- append -------------------------------------------------------------------------------
 
@@ -257,7 +310,7 @@ class ProducerStateManager:
         batches: Sequence[ProducerBatch],
         origin: AppendOrigin,
         now_ms: int = -1,
-    ) -> Updates | NextBatch | Duplicate:
+    ) -> StateUpdate | NextBatch | Duplicate:
         """Check `batches` (see the module docstring); what to `apply` after the write, or the
         `Duplicate` to answer with. Raises KafkaError and changes nothing."""
         if len(batches) == 1 and origin == AppendOrigin.CLIENT:
@@ -284,7 +337,8 @@ class ProducerStateManager:
                         ),
                         now_ms,
                     )
-        updates: Updates = {}
+        updates: dict[int, ProducerStateEntry] = {}
+        events: list[TxnEvent] = []
         duplicate: Duplicate | None = None
         fresh = 0
         client = origin == AppendOrigin.CLIENT
@@ -321,9 +375,9 @@ class ProducerStateManager:
                 if now_ms > entry.last_seen_ms:
                     entry.last_seen_ms = now_ms
             if header.attributes & rb.CONTROL_FLAG:
-                self._append_marker(entry, view, batch, origin)
+                self._append_marker(entry, view, batch, origin, events)
             else:
-                self._append_data(entry, batch, origin)
+                self._append_data(entry, batch, origin, events)
         if duplicate is not None:
             if fresh:
                 raise KafkaError(
@@ -331,9 +385,11 @@ class ProducerStateManager:
                     f"a request to {self.name} mixes batches already written with new ones",
                 )
             return duplicate
-        return updates
+        return StateUpdate(updates, events)
 
-    def apply(self, updates: Updates | NextBatch) -> None:
+    def apply(self, updates: StateUpdate | NextBatch, txn_index: TransactionIndex | None = None) -> None:
+        """Install what `validate` returned, once the batches are in the segment whose
+        `txn_index` takes the aborted transactions their markers end."""
         if isinstance(updates, NextBatch):
             entry, batch, now_ms = updates
             batches = entry.batches
@@ -344,9 +400,92 @@ class ProducerStateManager:
             if now_ms > entry.last_seen_ms:
                 entry.last_seen_ms = now_ms
         else:
-            self.producers.update(updates)
+            self.producers.update(updates.entries)
+            if updates.txn_events:
+                self._apply_txn_events(updates.txn_events, txn_index)
 
-    def _append_data(self, entry: ProducerStateEntry, batch: ProducerBatch, origin: AppendOrigin) -> None:
+    # -- transactions -------------------------------------------------------------------------
+
+    def _apply_txn_events(self, events: Sequence[TxnEvent], txn_index: TransactionIndex | None) -> None:
+        """Begin and end transactions, in batch order; an aborted one goes into `txn_index`
+        (unless None: a replay that only rebuilds the state) before it leaves the open set,
+        with the last stable offset it leaves behind (Kafka's lastStableOffset(completedTxn))."""
+        for event in events:
+            if not isinstance(event, CompletedTxn):
+                first, pid = event
+                ongoing = self.ongoing
+                if ongoing and first < next(reversed(ongoing)):
+                    ongoing[first] = pid  # cannot happen in a log; keep the order anyway
+                    self.ongoing = OrderedDict(sorted(ongoing.items()))
+                else:
+                    ongoing[first] = pid
+                continue
+            if event.aborted and txn_index is not None:
+                lso = event.last_offset + 1
+                for first, pid in self.ongoing.items():
+                    if pid != event.producer_id:
+                        lso = first
+                        break
+                txn_index.append(TxnIndexEntry(event.producer_id, event.first_offset, event.last_offset, lso))
+            if self.ongoing.pop(event.first_offset, None) is None:
+                log.warning(
+                    "%s: a marker at %d ends transaction %s, not an open one",
+                    self.name,
+                    event.last_offset,
+                    event,
+                )
+            self.unreplicated[event.first_offset] = event
+            heapq.heappush(self._unreplicated_firsts, event.first_offset)
+        self._update_first_unstable()
+
+    def _update_first_unstable(self) -> None:
+        first = next(iter(self.ongoing), None)
+        heap = self._unreplicated_firsts
+        while heap and heap[0] not in self.unreplicated:
+            heapq.heappop(heap)
+        if heap and (first is None or heap[0] < first):
+            first = heap[0]
+        self.first_unstable = first
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """Transactions whose marker is now below the high watermark are stable."""
+        self._remove_unreplicated_below(high_watermark)
+
+    def on_log_start_offset(self, log_start_offset: int) -> None:
+        self._remove_unreplicated_below(log_start_offset)
+
+    def _remove_unreplicated_below(self, offset: int) -> None:
+        unreplicated = self.unreplicated
+        if not unreplicated:
+            return
+        while unreplicated:
+            first, txn = next(iter(unreplicated.items()))
+            if txn.last_offset >= offset:
+                break
+            del unreplicated[first]
+        self._update_first_unstable()
+
+    def _rebuild_ongoing(self) -> None:
+        """The open transactions of the entries just loaded (a snapshot carries each producer's
+        currentTxnFirstOffset); nothing is unreplicated."""
+        self.ongoing = OrderedDict(
+            sorted(
+                (e.current_txn_first_offset, pid)
+                for pid, e in self.producers.items()
+                if e.current_txn_first_offset >= 0
+            )
+        )
+        self.unreplicated = OrderedDict()
+        self._unreplicated_firsts = []
+        self._update_first_unstable()
+
+    def _append_data(
+        self,
+        entry: ProducerStateEntry,
+        batch: ProducerBatch,
+        origin: AppendOrigin,
+        events: list[TxnEvent] | None = None,
+    ) -> None:
         header = batch.header
         epoch = header.producer_epoch
         first_seq = header.base_sequence
@@ -388,22 +527,35 @@ class ProducerStateManager:
                 )
         elif entry.current_txn_first_offset < 0 and transactional:
             entry.current_txn_first_offset = batch.base_offset
+            if events is not None:
+                events.append((batch.base_offset, entry.producer_id))
 
     def _append_marker(
-        self, entry: ProducerStateEntry, view: memoryview | bytes, batch: ProducerBatch, origin: AppendOrigin
+        self,
+        entry: ProducerStateEntry,
+        view: memoryview | bytes,
+        batch: ProducerBatch,
+        origin: AppendOrigin,
+        events: list[TxnEvent] | None = None,
     ) -> None:
-        """A transaction marker (COMMIT/ABORT control batch) ends the producer's transaction."""
+        """A transaction marker (COMMIT/ABORT control batch) ends the producer's transaction, if
+        it has one open here (a marker for a partition the transaction never wrote to is legal:
+        it ends nothing, but it still carries the epochs)."""
         header = batch.header
         marker = read_marker(view, batch.position)
         if marker is None:
             return  # an empty control batch: the cleaner removed its transaction
-        _commit, coordinator_epoch = marker
+        commit, coordinator_epoch = marker
         self._check_epoch(entry, header, origin)
         if coordinator_epoch < entry.coordinator_epoch and origin != AppendOrigin.REPLICATION:
             raise KafkaError(
                 TRANSACTION_COORDINATOR_FENCED,
                 f"marker of coordinator epoch {coordinator_epoch} for producer "
                 f"{entry.producer_id}, which saw {entry.coordinator_epoch} ({self.name})",
+            )
+        if entry.current_txn_first_offset >= 0 and events is not None:
+            events.append(
+                CompletedTxn(entry.producer_id, entry.current_txn_first_offset, batch.base_offset, not commit)
             )
         entry.maybe_update_epoch(header.producer_epoch)
         entry.coordinator_epoch = coordinator_epoch
@@ -420,8 +572,10 @@ class ProducerStateManager:
         if origin == AppendOrigin.REPLICATION:
             log.warning("%s", message)
             return
-        if header.attributes & rb.TRANSACTIONAL_FLAG:
+        if origin == AppendOrigin.CLIENT and header.attributes & rb.TRANSACTIONAL_FLAG:
             raise KafkaError(PRODUCER_FENCED, message)
+        # A coordinator's write (a marker, a transactional offset commit) with an old epoch:
+        # INVALID_PRODUCER_EPOCH, as Kafka answers (the coordinator then gives up on it).
         raise KafkaError(INVALID_PRODUCER_EPOCH, message)
 
     # -- queries ------------------------------------------------------------------------------
@@ -535,6 +689,7 @@ class ProducerStateManager:
                 self._delete_snapshots([offset])
                 continue
             self.producers = entries_to_state(entries)
+            self._rebuild_ongoing()
             return offset
         return None
 
@@ -547,10 +702,16 @@ class ProducerStateManager:
         log_end_offset: int,
         clean_shutdown: bool,
         now_ms: int = -1,
+        *,
+        txn_index_from: int | None = None,
     ) -> None:
         """Build the state of a log just opened (see the module docstring); every producer
-        found counts as seen at `now_ms`."""
-        self._load(segments, log_start_offset, log_end_offset, clean_shutdown)
+        found counts as seen at `now_ms`.
+
+        `txn_index_from` (a segment base, after a recovery): the .txnindex of every segment from
+        there on is rebuilt while the batches are replayed, as Kafka's segment recovery does; the
+        replay then starts from a snapshot at or below it."""
+        self._load(segments, log_start_offset, log_end_offset, clean_shutdown, txn_index_from)
         for entry in self.producers.values():
             entry.last_seen_ms = now_ms
 
@@ -560,21 +721,22 @@ class ProducerStateManager:
         log_start_offset: int,
         log_end_offset: int,
         clean_shutdown: bool,
+        txn_index_from: int | None,
     ) -> None:
-        self.producers = {}
+        self._clear()
         self.snapshots = snap.list_offsets(self.directory)
         first_base = segments[0].base_offset if segments else log_start_offset
         stale = [o for o in self.snapshots if o > log_end_offset or o < first_base]
         if stale:
             log.info("%s: deleting producer snapshots %s outside [%d, %d]", self.name, stale, first_base, log_end_offset)
             self._delete_snapshots(stale)
-        if not self.snapshots and clean_shutdown:
+        if not self.snapshots and clean_shutdown and txn_index_from is None:
             # A log written before producer snapshots existed (Kafka's upgrade case): no scan;
             # its producers are unknown, and so accepted at any sequence.
             if log_end_offset > log_start_offset:
                 self.take_snapshot(log_end_offset)
             return
-        self._reload(segments, log_start_offset, log_end_offset)
+        self._reload(segments, log_start_offset, log_end_offset, txn_index_from)
         if log_end_offset > log_start_offset:
             self.take_snapshot(log_end_offset)  # unless one is there: recovery starts here next time
 
@@ -589,31 +751,71 @@ class ProducerStateManager:
             entry.last_seen_ms = seen.get(pid, -1)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        self.producers = {}
+        self._clear()
         self._delete_snapshots(list(self.snapshots))
 
-    def _reload(self, segments: Sequence[LogSegment], log_start_offset: int, log_end_offset: int) -> None:
+    def _clear(self) -> None:
         self.producers = {}
-        start = self._load_snapshot(log_end_offset)
+        self.ongoing = OrderedDict()
+        self.unreplicated = OrderedDict()
+        self._unreplicated_firsts = []
+        self.first_unstable = None
+
+    def _reload(
+        self,
+        segments: Sequence[LogSegment],
+        log_start_offset: int,
+        log_end_offset: int,
+        txn_index_from: int | None = None,
+    ) -> None:
+        self._clear()
+        upper = log_end_offset
+        if txn_index_from is not None:
+            for seg in segments:
+                if seg.base_offset >= txn_index_from:
+                    seg.txn_index.reset()
+            upper = min(upper, txn_index_from)
+        start = self._load_snapshot(upper)
         if start is None:
             start = log_start_offset
         if start < log_end_offset:
-            self.rebuild_from_log(segments, start, log_end_offset)
+            self.rebuild_from_log(segments, start, log_end_offset, txn_index_from)
 
-    def rebuild_from_log(self, segments: Sequence[LogSegment], start: int, end: int) -> int:
-        """Replay the headers of the batches holding offsets in [start, end); batches read."""
+    def rebuild_from_log(
+        self,
+        segments: Sequence[LogSegment],
+        start: int,
+        end: int,
+        txn_index_from: int | None = None,
+    ) -> int:
+        """Replay the headers of the batches holding offsets in [start, end); batches read.
+
+        With `txn_index_from`, a transaction aborted by a marker at or above it is appended to
+        the .txnindex of the marker's segment (which the caller emptied)."""
         count = 0
+        bases = [s.base_offset for s in segments]
+        events: list[TxnEvent] = []
+        producers = self.producers
         for header, data in scan_headers(segments, start, end):
             count += 1
             pid = header.producer_id
-            entry = self.producers.get(pid)
+            entry = producers.get(pid)
             if entry is None:
-                entry = self.producers[pid] = ProducerStateEntry(pid)
+                entry = producers[pid] = ProducerStateEntry(pid)
             batch = ProducerBatch(header, header.base_offset, header.max_timestamp, 0)
             if header.attributes & rb.CONTROL_FLAG:
-                self._append_marker(entry, data, batch, AppendOrigin.REPLICATION)
+                self._append_marker(entry, data, batch, AppendOrigin.REPLICATION, events)
+            elif header.attributes & rb.TRANSACTIONAL_FLAG:
+                self._append_data(entry, batch, AppendOrigin.REPLICATION, events)
             else:
                 self._append_data(entry, batch, AppendOrigin.REPLICATION)
+            if events:
+                index = None
+                if txn_index_from is not None and header.base_offset >= txn_index_from:
+                    index = segments[bisect.bisect_right(bases, header.base_offset) - 1].txn_index
+                self._apply_txn_events(events, index)
+                events.clear()
+        self._update_first_unstable()
         log.debug("%s: rebuilt producer state from %d batches in [%d, %d)", self.name, count, start, end)
         return count
 
@@ -641,18 +843,10 @@ def entries_to_state(entries: Sequence[snap.SnapshotEntry]) -> dict[int, Produce
 
 def read_marker(buf: memoryview | bytes, pos: int) -> tuple[bool, int] | None:
     """(is_commit, coordinator_epoch) of the transaction marker batch at `pos`; None if the
-    cleaner emptied it."""
-    from gregor.protocol.records.records import read_batch_records
+    cleaner emptied it. CORRUPT_MESSAGE / INVALID_RECORD if it is no well formed marker."""
+    from gregor.protocol.records.records import read_end_txn_marker
 
-    _header, records = read_batch_records(buf, pos)
-    if not records:
-        return None
-    rec = records[0]
-    if rec.key is None or rec.value is None or len(rec.key) < 4 or len(rec.value) < 6:
-        raise KafkaError(errors.CORRUPT_MESSAGE, "a control batch without a transaction marker")
-    _version, kind = _CONTROL_KEY.unpack_from(rec.key)
-    _version, coordinator_epoch = _CONTROL_VALUE.unpack_from(rec.value)
-    return kind == 1, coordinator_epoch
+    return read_end_txn_marker(buf, pos)
 
 
 def scan_headers(

@@ -1,8 +1,10 @@
-"""One segment of a partition log: `<base>.log` and its `.index` and `.timeindex`.
+"""One segment of a partition log: `<base>.log` and its `.index`, `.timeindex` and `.txnindex`.
 
     <20-digit base offset>.log        record batches, back to back, exactly as appended
     <20-digit base offset>.index      sparse offset -> position (see index.py)
     <20-digit base offset>.timeindex  sparse timestamp -> offset
+    <20-digit base offset>.txnindex   aborted transactions whose marker is here (txn_index.py);
+                                      only once there is one
 
 Index rule (the same on append and on rebuild, so a rebuilt index equals the original): a batch
 that starts more than `index.interval.bytes` after the last indexed batch gets an offset-index
@@ -13,8 +15,9 @@ so the last entry of an inactive segment's time index is always the segment's ma
 index takes no more entries (one append of many batches can fill it part way; the log rolls
 before the next append); a rebuild meets the same full index at the same batch.
 
-A segment being built by the log cleaner carries a suffix on all three names (`.cleaned`, then
-`.swap`; see Log.replace_segments) until it is swapped into the log.
+The log writes the .txnindex (it knows the transactions); the segment truncates, flushes, renames
+and deletes it with the rest. A segment being built by the log cleaner carries a suffix on all
+its names (`.cleaned`, then `.swap`; see Log.replace_segments) until it is swapped into the log.
 
 Batches rewritten by the cleaner keep their offset range with fewer records (recordsCount <
 lastOffsetDelta + 1), or none (an empty batch kept for its producer's sequence); recovery takes
@@ -38,6 +41,7 @@ from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.records import batch as rb
 from gregor.storage.index import OffsetIndex, TimeIndex, TimestampOffset
+from gregor.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +126,10 @@ class LogSegment:
             max_index_size,
             writable=active,
         )
+        self.txn_index = TransactionIndex(
+            os.path.join(directory, file_name(base_offset, TXN_INDEX_SUFFIX) + file_suffix),
+            base_offset,
+        )
         self._fd: int | None = None
         self.size = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
         self.created_ms = now_ms if now_ms is not None else int(time.time() * 1000)
@@ -150,6 +158,7 @@ class LogSegment:
             self._fd = None
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
 
     def ensure_created(self) -> None:
         self.fd  # noqa: B018  (opening creates the file)
@@ -420,6 +429,7 @@ class LogSegment:
             self.time_index.truncate_to(min(offset, self.offset_index.last_offset + 1))
         else:
             self.time_index.truncate_to(self.base_offset)
+        self.txn_index.truncate_to(offset)
         removed = self.size - position
         os.ftruncate(self.fd, position)
         self.size = position
@@ -476,6 +486,7 @@ class LogSegment:
             self._flushed_size = size
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         self.close_handles()
@@ -487,11 +498,12 @@ class LogSegment:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
+        self.txn_index.delete()
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
-        """Rename the three files from `old_suffix` to `new_suffix` ("" is the live name), the
-        log first: recovery judges a swap by its `.log` file (see loader.py)."""
-        paths = [self.log_path, self.offset_index.path, self.time_index.path]
+        """Rename the files from `old_suffix` to `new_suffix` ("" is the live name), the log
+        first: recovery judges a swap by its `.log` file (see loader.py)."""
+        paths = [self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path]
         renamed = []
         for path in paths:
             if old_suffix and not path.endswith(old_suffix):
@@ -502,6 +514,7 @@ class LogSegment:
         self.log_path = renamed[0]
         self.offset_index.rename(renamed[1])
         self.time_index.rename(renamed[2])
+        self.txn_index.rename(renamed[3])
 
     def rename_to_deleted(self) -> None:
         """First step of an asynchronous delete: the files stop being part of the log."""
@@ -510,6 +523,7 @@ class LogSegment:
         self.log_path += DELETED_SUFFIX
         self.offset_index.rename(self.offset_index.path + DELETED_SUFFIX)
         self.time_index.rename(self.time_index.path + DELETED_SUFFIX)
+        self.txn_index.rename(self.txn_index.path + DELETED_SUFFIX)
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size})"

@@ -86,6 +86,22 @@ class OffsetCommitRequest:
     api_version: int = 9
 
 
+@dataclass(frozen=True, slots=True)
+class TxnOffsetCommitRequest:
+    """TxnOffsetCommit: offsets committed as part of the producer's transaction. The member
+    fields come with v3+ (KIP-447); older versions leave them at -1 / "" / None."""
+
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    # (topic, partition, offset, leader epoch, metadata)
+    offsets: list[tuple[str, int, int, int, str | None]]
+    transactional_id: str = ""
+
+
 @dataclass(slots=True)
 class PartitionErrors:
     """Per-partition error codes in request order, or one error for the whole request."""

@@ -17,8 +17,9 @@ waiting for the leader); a pending request's answer comes out of `take_completio
 Completions are taken only after the records of the same step are appended and replayed, so no
 client hears of an assignment or a commit that a crash could still lose.
 
-What is durable changes only in `replay`: committed offsets (OffsetCommit records and their
-tombstones), a group's persisted generation -- its members, protocol and assignments
+What is durable changes only in `replay` (and `replay_end_transaction`): committed offsets
+(OffsetCommit records and their tombstones), pending transactional offsets, a group's persisted
+generation -- its members, protocol and assignments
 (GroupMetadataValue) -- and its deletion (a tombstone). In particular a group becomes Stable,
 and its members get their assignments, when the leader's assignment record is replayed, and
 loading after a restart is nothing but replaying every record. The rebalance in flight -- who
@@ -30,6 +31,19 @@ loses it: members then get UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION and rejoin. W
 (`loaded` is False) a GroupMetadataValue rebuilds its group; afterwards it confirms the live
 group's generation.
 
+Transactional offsets (TxnOffsetCommit): the same OffsetCommit records, written in a
+transactional batch of the producer. Replayed, they are not committed offsets yet but pending
+ones, kept per producer id (producer -> group -> partition), and OffsetFetch with require_stable
+answers UNSTABLE_OFFSET_COMMIT for a partition that has some. The producer's COMMIT or ABORT
+marker in this partition (`replay_end_transaction`, from the log when loading, from the runtime
+right after the broker appended it otherwise) moves them into the committed offsets or drops
+them. Every offset remembers the log offset of its record: a committed transaction's offset
+replaces the committed one only if its record is the later of the two in the log (a plain
+commit written after the transactional one, before the marker, wins), as Kafka decides. A
+tombstone (OffsetDelete, DeleteGroups, a deleted topic) also drops the partition's pending
+offsets; expiry spares a partition with pending offsets, and a group with an open transaction is
+never deleted by expiry.
+
 The rules follow Kafka's GroupMetadataManager and OffsetMetadataManager (classic groups) closely,
 error for error; the comments say where and why they are what they are.
 """
@@ -40,7 +54,7 @@ import logging
 import random
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gregor.coordinator.group import codes
@@ -76,6 +90,7 @@ from gregor.coordinator.group.results import (
     PartitionErrors,
     SyncRequest,
     SyncResult,
+    TxnOffsetCommitRequest,
 )
 from gregor.coordinator.group.timers import Timers
 
@@ -86,6 +101,9 @@ log = logging.getLogger("gregor.coordinator.group")
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 MAX_TIMERS_PER_POLL = 100_000  # a limit on one poll's work
 EXPIRATION_KEY = ("expire-offsets",)
+NO_PRODUCER_ID = -1
+
+TopicPartitionKey = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -120,7 +138,12 @@ class GroupCoordinatorShard:
         self.config = config
         self.rng = rng
         self.groups: dict[str, ClassicGroup] = {}
-        self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+        self.offsets: dict[str, dict[TopicPartitionKey, OffsetAndMetadata]] = {}
+        # Transactional offsets waiting for their transaction's marker: producer id -> group ->
+        # partition. A group stays listed under its producer (maybe with no partition left, after
+        # tombstones) until the marker, and `open_txns` is the same relation by group.
+        self.pending_txn_offsets: dict[int, dict[str, dict[TopicPartitionKey, OffsetAndMetadata]]] = {}
+        self.open_txns: dict[str, set[int]] = {}
         self.timers = Timers()
         self.loaded = False
         self._records: list[Record] = []
@@ -148,26 +171,73 @@ class GroupCoordinatorShard:
 
     # -- loading and replay ---------------------------------------------------------------------
 
-    def replay(self, record: Record) -> None:
-        """Apply one record of this partition: the only way durable state changes."""
+    def replay(self, record: Record, offset: int = -1, producer_id: int = NO_PRODUCER_ID) -> None:
+        """Apply one record of this partition: the only way durable state changes. `offset` is
+        the record's place in the log; `producer_id` is its batch's producer when the batch is
+        transactional (an offset then waits for the transaction's end)."""
         if isinstance(record, OffsetCommitRecord):
-            self._replay_offset(record)
+            self._replay_offset(record, offset, producer_id)
         else:
             self._replay_group(record)
 
-    def _replay_offset(self, r: OffsetCommitRecord) -> None:
+    def _replay_offset(self, r: OffsetCommitRecord, offset: int, producer_id: int) -> None:
+        gid, key = r.group_id, (r.topic, r.partition)
         if r.value is None:
-            by_group = self.offsets.get(r.group_id)
+            by_group = self.offsets.get(gid)
             if by_group is not None:
-                by_group.pop((r.topic, r.partition), None)
+                by_group.pop(key, None)
                 if not by_group:
-                    del self.offsets[r.group_id]
+                    del self.offsets[gid]
+            for pid in self.open_txns.get(gid, ()):
+                self.pending_txn_offsets[pid][gid].pop(key, None)
             return
-        self.offsets.setdefault(r.group_id, {})[(r.topic, r.partition)] = r.value
-        if r.group_id not in self.groups:
+        value = r.value if offset < 0 else replace(r.value, record_offset=offset)
+        if producer_id == NO_PRODUCER_ID:
+            self.offsets.setdefault(gid, {})[key] = value
+        else:
+            self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(gid, {})[key] = value
+            self.open_txns.setdefault(gid, set()).add(producer_id)
+        self._ensure_group(gid, value.commit_timestamp_ms)
+
+    def _ensure_group(self, group_id: str, now_ms: int) -> None:
+        if group_id not in self.groups:
             # Offsets with no group: a "simple" group (standalone consumers and admin tools
             # commit with generation -1), Empty and with no protocol type, as in Kafka.
-            self.groups[r.group_id] = ClassicGroup(r.group_id, r.value.commit_timestamp_ms)
+            self.groups[group_id] = ClassicGroup(group_id, now_ms)
+
+    def replay_end_transaction(self, producer_id: int, committed: bool) -> None:
+        """The producer's COMMIT (`committed`) or ABORT marker in this partition: its pending
+        offsets become committed offsets, or are dropped."""
+        by_group = self.pending_txn_offsets.pop(producer_id, None)
+        if by_group is None:
+            return
+        moved = 0
+        for gid, pending in by_group.items():
+            producers = self.open_txns.get(gid)
+            if producers is not None:
+                producers.discard(producer_id)
+                if not producers:
+                    del self.open_txns[gid]
+            if not committed or not pending:
+                continue
+            current = self.offsets.setdefault(gid, {})
+            for key, value in pending.items():
+                # The later record in the log wins: a plain commit written after the
+                # transactional one (before the marker) stays.
+                existing = current.get(key)
+                if existing is None or value.record_offset > existing.record_offset:
+                    current[key] = value
+                    moved += 1
+            self._ensure_group(gid, max(v.commit_timestamp_ms for v in pending.values()))
+        log.debug(
+            "partition %d: transaction of producer %d %s (%d offsets committed)",
+            self.partition, producer_id, "committed" if committed else "aborted", moved,
+        )
+
+    def has_pending_offsets(self, group_id: str, topic: str, partition: int) -> bool:
+        """Whether an open transaction holds an offset of this group for this partition."""
+        key = (topic, partition)
+        return any(key in self.pending_txn_offsets[pid][group_id] for pid in self.open_txns.get(group_id, ()))
 
     def _replay_group(self, r: GroupMetadataRecord) -> None:
         group = self.groups.get(r.group_id)
@@ -222,6 +292,8 @@ class GroupCoordinatorShard:
                 self._complete(group.take_sync(member), SyncResult.failed(codes.NOT_COORDINATOR))
         self.groups.clear()
         self.offsets.clear()
+        self.pending_txn_offsets.clear()
+        self.open_txns.clear()
         self.timers = Timers()
 
     # -- timers ---------------------------------------------------------------------------------
@@ -756,25 +828,79 @@ class GroupCoordinatorShard:
             self._reschedule_heartbeat(group, group.members[r.member_id], now_ms)
         return codes.NONE
 
-    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None) -> OffsetFetchResult:
-        """Committed offsets (-1 where none is); every committed one when `topics` is None. No
-        transactional offsets exist yet, so require_stable never has anything to wait for."""
+    def txn_offset_commit(self, r: TxnOffsetCommitRequest, now_ms: int) -> tuple[list[Record], PartitionErrors]:
+        """TxnOffsetCommit: the records to append in ONE transactional batch of `r.producer_id`
+        (the runtime does that), and the answer. Replayed, they are pending offsets."""
+        return self._done(self._txn_commit(r, now_ms))
+
+    def _txn_commit(self, r: TxnOffsetCommitRequest, now_ms: int) -> PartitionErrors:
+        error = self._validate_txn_commit(r)
+        if error:
+            return PartitionErrors(error, [(t, p, error) for t, p, *_ in r.offsets])
+        out = []
+        for topic, partition, offset, epoch, metadata in r.offsets:
+            if metadata is not None and len(metadata) > self.config.offset_metadata_max_bytes:
+                out.append((topic, partition, codes.OFFSET_METADATA_TOO_LARGE))
+                continue
+            value = OffsetAndMetadata(offset, epoch, metadata or "", now_ms)
+            self._records.append(OffsetCommitRecord(r.group_id, topic, partition, value))
+            out.append((topic, partition, codes.NONE))
+        return PartitionErrors(codes.NONE, out)
+
+    def _validate_txn_commit(self, r: TxnOffsetCommitRequest) -> int:
+        """Kafka's rules for a transactional commit to a classic group: those of OffsetCommit,
+        except that a request without member fields (v0-2) is accepted whatever the group's
+        state, CompletingRebalance is no reason to refuse, and the member's session is not
+        touched. An unknown group with a generation is ILLEGAL_GENERATION at every version."""
+        if not r.group_id:
+            return codes.INVALID_GROUP_ID
+        if r.producer_id < 0:
+            # Kafka would write such a batch as a plain commit; a transactional commit without a
+            # producer is a client bug, refused rather than committed outside any transaction.
+            return codes.INVALID_PRODUCER_ID_MAPPING
+        group = self.groups.get(r.group_id)
+        if group is None:
+            # Generation -1: a simple group, made when the records are replayed.
+            return codes.NONE if r.generation_id < 0 else codes.ILLEGAL_GENERATION
+        if group.is_(DEAD):
+            return codes.COORDINATOR_NOT_AVAILABLE
+        if r.generation_id < 0 and group.is_(EMPTY):
+            return codes.NONE
+        if r.generation_id >= 0 or r.member_id or r.group_instance_id is not None:
+            error = group.validate_member(r.member_id, r.group_instance_id)
+            if error:
+                return error
+            if r.generation_id != group.generation_id:
+                return codes.ILLEGAL_GENERATION
+        return codes.NONE
+
+    def fetch_offsets(
+        self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool = False
+    ) -> OffsetFetchResult:
+        """Committed offsets (-1 where none is); every committed one when `topics` is None. With
+        `require_stable`, a partition an open transaction has an offset for answers
+        UNSTABLE_OFFSET_COMMIT (the client retries); without, its last committed offset."""
         group = self.groups.get(group_id)
         if group is not None and group.is_(DEAD):
             return OffsetFetchResult(codes.GROUP_ID_NOT_FOUND)
         committed = self.offsets.get(group_id, {})
-        out = []
+        unstable = require_stable and group_id in self.open_txns
         if topics is None:
-            for (topic, partition), o in sorted(committed.items()):
-                out.append(FetchedOffset(topic, partition, o.offset, o.leader_epoch, o.metadata))
+            # As Kafka: the committed partitions only (one with nothing but a pending offset is
+            # not listed).
+            wanted = sorted(committed)
         else:
-            for topic, partitions in topics:
-                for partition in partitions:
-                    found = committed.get((topic, partition))
-                    if found is None:
-                        out.append(FetchedOffset(topic, partition, -1, -1, ""))
-                    else:
-                        out.append(FetchedOffset(topic, partition, found.offset, found.leader_epoch, found.metadata))
+            wanted = [(topic, partition) for topic, partitions in topics for partition in partitions]
+        out = []
+        for topic, partition in wanted:
+            if unstable and self.has_pending_offsets(group_id, topic, partition):
+                out.append(FetchedOffset(topic, partition, -1, -1, "", codes.UNSTABLE_OFFSET_COMMIT))
+                continue
+            found = committed.get((topic, partition))
+            if found is None:
+                out.append(FetchedOffset(topic, partition, -1, -1, ""))
+            else:
+                out.append(FetchedOffset(topic, partition, found.offset, found.leader_epoch, found.metadata))
         return OffsetFetchResult(codes.NONE, out)
 
     def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]]) -> tuple[list[Record], PartitionErrors]:
@@ -794,7 +920,8 @@ class GroupCoordinatorShard:
                 if subscribed:
                     out.append((topic, partition, codes.GROUP_SUBSCRIBED_TO_TOPIC))
                     continue
-                if (topic, partition) in committed:
+                if (topic, partition) in committed or self.has_pending_offsets(group_id, topic, partition):
+                    # The tombstone drops the pending transactional offsets too.
                     self._records.append(OffsetCommitRecord(group_id, topic, partition, None))
                 out.append((topic, partition, codes.NONE))
         return PartitionErrors(codes.NONE, out)
@@ -818,12 +945,13 @@ class GroupCoordinatorShard:
                         gone = now_ms >= o.expire_timestamp_ms
                     else:
                         gone = now_ms - base(o) >= retention
-                    if gone:
+                    if gone and not self.has_pending_offsets(gid, topic, partition):
                         self._records.append(OffsetCommitRecord(gid, topic, partition, None))
                         expired += 1
                     else:
                         all_expired = False
-            if all_expired and group.is_(EMPTY) and not group.pending_members:
+            if all_expired and group.is_(EMPTY) and not group.pending_members and gid not in self.open_txns:
+                # (A group with an open transaction stays, for the offsets its marker may commit.)
                 log.info("group %s: empty with no offsets left; deleting it", gid)
                 self._records.append(GroupMetadataRecord(gid, None))
         if expired:
@@ -833,10 +961,13 @@ class GroupCoordinatorShard:
     def delete_topic_offsets(self, topics: set[str]) -> list[Record]:
         """Tombstones for every committed offset of topics that were deleted (Kafka's
         onPartitionsDeleted), to be appended like any operation's records."""
+        doomed: set[tuple[str, str, int]] = set()
         for gid, committed in self.offsets.items():
-            for topic, partition in committed:
-                if topic in topics:
-                    self._records.append(OffsetCommitRecord(gid, topic, partition, None))
+            doomed.update((gid, t, p) for t, p in committed if t in topics)
+        for by_group in self.pending_txn_offsets.values():
+            for gid, pending in by_group.items():
+                doomed.update((gid, t, p) for t, p in pending if t in topics)
+        self._records += [OffsetCommitRecord(gid, t, p, None) for gid, t, p in sorted(doomed)]
         records, self._records = self._records, []
         return records
 
@@ -883,7 +1014,12 @@ class GroupCoordinatorShard:
             elif not group.is_(EMPTY):
                 out[gid] = codes.NON_EMPTY_GROUP
             else:
-                for topic, partition in self.offsets.get(gid, {}):
+                committed = self.offsets.get(gid, {})
+                pending: set[TopicPartitionKey] = set()
+                for pid in self.open_txns.get(gid, ()):
+                    # Pending transactional offsets go too (one tombstone per partition).
+                    pending.update(k for k in self.pending_txn_offsets[pid][gid] if k not in committed)
+                for topic, partition in [*committed, *sorted(pending)]:
                     self._records.append(OffsetCommitRecord(gid, topic, partition, None))
                 self._records.append(GroupMetadataRecord(gid, None))
                 out[gid] = codes.NONE

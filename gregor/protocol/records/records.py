@@ -204,6 +204,71 @@ def build_batch(
     return out
 
 
+# A transaction marker's control record (Kafka's ControlRecordType key and EndTransactionMarker
+# value): key = version int16 (0), type int16 (0 ABORT, 1 COMMIT; 2-6 are KRaft's);
+# value = version int16 (0), coordinatorEpoch int32.
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+_CONTROL_KEY = struct.Struct(">hh")
+_END_TXN_VALUE = struct.Struct(">hi")
+
+
+def build_control_batch(
+    producer_id: int, producer_epoch: int, coordinator_epoch: int, committed: bool, timestamp_ms: int
+) -> bytearray:
+    """The COMMIT or ABORT marker a transaction coordinator writes to a partition: a transactional
+    control batch of one record, no sequence (-1), base offset 0 until the log assigns one."""
+    key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if committed else CONTROL_ABORT)
+    value = _END_TXN_VALUE.pack(0, coordinator_epoch)
+    return build_batch(
+        [(key, value)],
+        base_timestamp=timestamp_ms,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=-1,
+        transactional=True,
+        control=True,
+    )
+
+
+def parse_end_txn_marker(key: bytes | None, value: bytes | None) -> tuple[bool, int]:
+    """(is_commit, coordinator_epoch) of a control record; INVALID_RECORD unless it is a well
+    formed COMMIT or ABORT marker (as Kafka's ControlRecordType and EndTransactionMarker parse)."""
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise KafkaError(errors.INVALID_RECORD, f"a control record key of {len(key or b'')} bytes, not 4")
+    version, kind = _CONTROL_KEY.unpack_from(key)
+    if version < 0:
+        raise KafkaError(errors.INVALID_RECORD, f"control record key version {version}")
+    if kind not in (CONTROL_ABORT, CONTROL_COMMIT):
+        raise KafkaError(errors.INVALID_RECORD, f"control record type {kind} is not a transaction marker")
+    if value is None or len(value) < _END_TXN_VALUE.size:
+        raise KafkaError(
+            errors.INVALID_RECORD, f"a transaction marker value of {len(value or b'')} bytes, not 6"
+        )
+    version, coordinator_epoch = _END_TXN_VALUE.unpack_from(value)
+    if version < 0:
+        raise KafkaError(errors.INVALID_RECORD, f"transaction marker version {version}")
+    return kind == CONTROL_COMMIT, coordinator_epoch
+
+
+def read_end_txn_marker(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[bool, int] | None:
+    """(is_commit, coordinator_epoch) of the control batch at `pos`, from its first record; None
+    for a batch with no records (the log cleaner empties markers it keeps only for their
+    producer). CORRUPT_MESSAGE if its records do not decode, INVALID_RECORD if the first is no
+    transaction marker."""
+    header = b.read_header(buf, pos)
+    if header.records_count <= 0:
+        return None
+    try:
+        _header, records = read_batch_records(buf, pos)
+    except KafkaError:
+        raise
+    except Exception as exc:  # a codec's own error: the bytes are damaged
+        raise KafkaError(errors.CORRUPT_MESSAGE, f"a control batch that does not decompress: {exc}") from exc
+    rec = records[0]
+    return parse_end_txn_marker(rec.key, rec.value)
+
+
 def read_batch_records(
     buf: bytes | bytearray | memoryview, pos: int = 0
 ) -> tuple[b.BatchHeader, list[Record]]:

@@ -1,0 +1,83 @@
+"""WriteTxnMarkers v1: a transaction coordinator asks this broker to end transactions in the
+partitions it leads.
+
+Each marker is a COMMIT or ABORT control batch of the producer, appended to every listed
+partition (the producer state checks its epoch and the coordinator epoch: an older coordinator
+gets TRANSACTION_COORDINATOR_FENCED, an older producer epoch INVALID_PRODUCER_EPOCH). A marker in
+a `__consumer_offsets` partition also settles the transaction's offset commits there. A
+partition we do not lead answers UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER, and the
+coordinator retries or gives up as Kafka's does. `write_marker` is also what this broker's own
+transaction coordinator calls for the partitions it leads, without a round trip.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from gregor.handlers.context import BrokerServices, RequestContext
+from gregor.handlers.registry import handles
+from gregor.protocol import api_keys, errors
+from gregor.protocol.errors import KafkaError
+from gregor.protocol.messages import WriteTxnMarkersResponse
+
+log = logging.getLogger("gregor.txn")
+
+R = WriteTxnMarkersResponse
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def write_marker(
+    broker: BrokerServices,
+    topic: str,
+    partition: int,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int,
+    committed: bool,
+) -> int:
+    """Append one marker; the error code (0 when written)."""
+    try:
+        p = broker.replicas.leader(topic, partition)
+        p.write_txn_marker(producer_id, producer_epoch, coordinator_epoch, committed, broker.now_ms())
+    except KafkaError as exc:
+        if exc.code not in (errors.UNKNOWN_TOPIC_OR_PARTITION, errors.NOT_LEADER_OR_FOLLOWER):
+            log.warning(
+                "%s marker of producer %d (epoch %d) refused by %s-%d: %s",
+                "COMMIT" if committed else "ABORT",
+                producer_id,
+                producer_epoch,
+                topic,
+                partition,
+                exc,
+            )
+        return exc.code
+    if topic == OFFSETS_TOPIC:
+        broker.groups.complete_transaction(partition, producer_id, committed)
+    return errors.NONE
+
+
+@handles(api_keys.WRITE_TXN_MARKERS)
+def handle(ctx: RequestContext, request: Any) -> Any:
+    results = []
+    for m in request.markers:
+        topics = []
+        for t in m.topics:
+            parts = [
+                R.WritableTxnMarkerPartitionResult(
+                    partition_index=index,
+                    error_code=write_marker(
+                        ctx.broker,
+                        t.name,
+                        index,
+                        m.producer_id,
+                        m.producer_epoch,
+                        m.coordinator_epoch,
+                        m.transaction_result,
+                    ),
+                )
+                for index in t.partition_indexes
+            ]
+            topics.append(R.WritableTxnMarkerTopicResult(name=t.name, partitions=parts))
+        results.append(R.WritableTxnMarkerResult(producer_id=m.producer_id, topics=topics))
+    return R(markers=results)

@@ -1,0 +1,76 @@
+"""TxnOffsetCommit v0-5: a transactional producer commits a consumer group's offsets as part of
+its transaction (`sendOffsetsToTransaction`). The rules live in `gregor.coordinator`; this
+module translates.
+
+v2 committed_leader_epoch; v3 flexible, and generation_id / member_id / group_instance_id, which
+the coordinator checks against a classic group as OffsetCommit does (KIP-447: a zombie member
+is fenced with ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID); v4 and v5 as v3.
+Partitions of topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION and never reach the
+coordinator, as in Kafka. Before v2, COORDINATOR_LOAD_IN_PROGRESS is answered as
+COORDINATOR_NOT_AVAILABLE (clients older than 2.0 did not retry the former; Kafka does the same).
+
+The offsets stay pending -- OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for
+them -- until the transaction coordinator's COMMIT or ABORT marker reaches the group's
+`__consumer_offsets` partition.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gregor.coordinator.group import codes
+from gregor.coordinator.group.results import TxnOffsetCommitRequest
+from gregor.handlers.context import RequestContext
+from gregor.handlers.registry import handles
+from gregor.protocol import api_keys
+from gregor.protocol.messages import TxnOffsetCommitResponse
+
+
+def _exists(ctx: RequestContext, topic: str, partition: int) -> bool:
+    info = ctx.broker.store.topics.get(topic)
+    return info is not None and 0 <= partition < info.partitions
+
+
+@handles(api_keys.TXN_OFFSET_COMMIT)
+def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
+    v = ctx.version
+    wanted = []
+    for t in request.topics:
+        for p in t.partitions:
+            if _exists(ctx, t.name, p.partition_index):
+                epoch = p.committed_leader_epoch if v >= 2 else -1
+                wanted.append((t.name, p.partition_index, p.committed_offset, epoch, p.committed_metadata))
+    r = TxnOffsetCommitRequest(
+        group_id=request.group_id,
+        producer_id=request.producer_id,
+        producer_epoch=request.producer_epoch,
+        generation_id=request.generation_id if v >= 3 else -1,
+        member_id=request.member_id if v >= 3 else "",
+        group_instance_id=request.group_instance_id if v >= 3 else None,
+        offsets=wanted,
+        transactional_id=request.transactional_id,
+    )
+    res = ctx.broker.groups.txn_offset_commit(r, ctx.broker.now_ms()) if wanted else None
+    by_tp = {(t, p): e for t, p, e in res.partitions} if res is not None else {}
+
+    def error(topic: str, partition: int) -> int:
+        code = by_tp.get((topic, partition), codes.UNKNOWN_TOPIC_OR_PARTITION)
+        if v < 2 and code == codes.COORDINATOR_LOAD_IN_PROGRESS:
+            return codes.COORDINATOR_NOT_AVAILABLE
+        return code
+
+    R = TxnOffsetCommitResponse
+    return R(
+        topics=[
+            R.TxnOffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    R.TxnOffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=error(t.name, p.partition_index)
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ]
+    )
