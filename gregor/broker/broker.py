@@ -27,17 +27,17 @@ from gregor.broker.cleaner_thread import CleanerThreads
 from gregor.broker.config import BrokerConfig
 from gregor.controller.admin import Admin, TopicSpec
 from gregor.controller.producer_ids import ProducerIdManager
-from gregor.coordinator.runtime import OFFSETS_TOPIC, GroupCoordinator
+from gregor.coordinator.runtime import GroupCoordinator
 from gregor.coordinator.txn.runtime import TransactionCoordinator
 from gregor.handlers import api_versions
 from gregor.handlers.context import RequestContext
 from gregor.handlers.produce import AcksZeroError
 from gregor.handlers.registry import HANDLERS, NO_RESPONSE
+from gregor.handlers.txn_markers import write_marker
 from gregor.metadata import config_defs
 from gregor.metadata.store import MetadataStore, TopicInfo
-from gregor.protocol import api_keys, codec, errors
+from gregor.protocol import api_keys, codec
 from gregor.protocol.codegen import Data
-from gregor.protocol.errors import KafkaError
 from gregor.protocol.exceptions import CorruptFrameError
 from gregor.protocol.headers import peek_request
 from gregor.replication.partition import ReplicaManager
@@ -318,31 +318,10 @@ class BrokerServer:
         so each marker is appended in place and `done` is called before returning; a marker in
         `__consumer_offsets` also settles the transaction's offset commits in that partition."""
         now = self.now_ms()
-        result: dict[tuple[str, int], int] = {}
-        for topic, index in partitions:
-            try:
-                self.replicas.leader(topic, index).write_txn_marker(
-                    producer_id, producer_epoch, coordinator_epoch, committed, now
-                )
-            except KafkaError as exc:
-                if exc.code != errors.UNKNOWN_TOPIC_OR_PARTITION:
-                    log.warning(
-                        "%s marker of %s (producer %d, epoch %d) refused by %s-%d: %s",
-                        "COMMIT" if committed else "ABORT", transactional_id, producer_id, producer_epoch,
-                        topic, index, exc,
-                    )
-                result[(topic, index)] = exc.code
-                continue
-            except Exception:
-                log.exception("writing a transaction marker to %s-%d failed", topic, index)
-                result[(topic, index)] = errors.UNKNOWN_SERVER_ERROR
-                continue
-            result[(topic, index)] = errors.NONE  # the marker is in the log, whatever follows
-            if topic == OFFSETS_TOPIC:
-                try:
-                    self.groups.complete_transaction(index, producer_id, committed)
-                except Exception:
-                    log.exception("settling the offsets of %s in %s-%d failed", transactional_id, topic, index)
+        result = {
+            (topic, index): write_marker(self.replicas, self.groups, now, topic, index, producer_id, producer_epoch, coordinator_epoch, committed)
+            for topic, index in partitions
+        }
         done(result)
 
     @staticmethod

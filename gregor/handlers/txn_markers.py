@@ -15,11 +15,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from gregor.handlers.context import BrokerServices, RequestContext
+from gregor.coordinator.runtime import GroupCoordinator
+from gregor.handlers.context import RequestContext
 from gregor.handlers.registry import handles
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import WriteTxnMarkersResponse
+from gregor.replication.partition import ReplicaManager
 
 log = logging.getLogger("gregor.txn")
 
@@ -28,7 +30,9 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 
 def write_marker(
-    broker: BrokerServices,
+    replicas: ReplicaManager,
+    groups: GroupCoordinator,
+    now_ms: int,
     topic: str,
     partition: int,
     producer_id: int,
@@ -38,8 +42,8 @@ def write_marker(
 ) -> int:
     """Append one marker; the error code (0 when written)."""
     try:
-        p = broker.replicas.leader(topic, partition)
-        p.write_txn_marker(producer_id, producer_epoch, coordinator_epoch, committed, broker.now_ms())
+        p = replicas.leader(topic, partition)
+        p.write_txn_marker(producer_id, producer_epoch, coordinator_epoch, committed, now_ms)
     except KafkaError as exc:
         if exc.code not in (errors.UNKNOWN_TOPIC_OR_PARTITION, errors.NOT_LEADER_OR_FOLLOWER):
             log.warning(
@@ -52,13 +56,21 @@ def write_marker(
                 exc,
             )
         return exc.code
+    except Exception:
+        log.exception("writing a transaction marker to %s-%d failed", topic, partition)
+        return errors.UNKNOWN_SERVER_ERROR
     if topic == OFFSETS_TOPIC:
-        broker.groups.complete_transaction(partition, producer_id, committed)
+        # The marker is in the log whatever happens here; loading would settle the offsets.
+        try:
+            groups.complete_transaction(partition, producer_id, committed)
+        except Exception:
+            log.exception("settling the transactional offsets of producer %d in %s-%d failed", producer_id, topic, partition)
     return errors.NONE
 
 
 @handles(api_keys.WRITE_TXN_MARKERS)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
     results = []
     for m in request.markers:
         topics = []
@@ -67,7 +79,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 R.WritableTxnMarkerPartitionResult(
                     partition_index=index,
                     error_code=write_marker(
-                        ctx.broker,
+                        broker.replicas,
+                        broker.groups,
+                        broker.now_ms(),
                         t.name,
                         index,
                         m.producer_id,

@@ -1,0 +1,106 @@
+"""The leader's side of Fetch: where a follower's position stands against the leader's log, and
+the fetches parked until there is something to answer.
+
+`validate_fetch_position(log, fetch_offset, last_fetched_epoch)` is Kafka's
+validateOffsetAndEpoch. With a snapshot at the log start, the follower must fetch the snapshot
+when its offset is below the log start, equal to it with another epoch than the snapshot's, in
+an epoch older than the snapshot's, or 0 (an empty follower loads the snapshot, not the log).
+Otherwise the leader looks up the largest epoch it has <= the last fetched epoch, and where that
+epoch ends: if it is another epoch, or ends before the fetch offset, the logs diverge there.
+
+    leader:    epoch 1 at [0, 3), epoch 3 at [3, 6)
+    follower:  fetch offset 5, last fetched epoch 2 (it wrote 3-4 in epoch 2)
+    -> the leader's largest epoch <= 2 is 1, which ends at 3: DIVERGING (1, 3). The follower
+       truncates to min(3, where its own epoch 1 ends) and fetches again from there.
+
+A valid fetch that finds nothing new is parked (`FetchPurgatory`) until the log grows past its
+offset, the high watermark moves, or its wait runs out.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from gregor.protocol import errors
+from gregor.raft import messages as m
+from gregor.raft.leader import NEVER
+from gregor.raft.log import RaftLog
+
+SNAPSHOT_NOT_FOUND = errors.BY_NAME["SNAPSHOT_NOT_FOUND"].code
+POSITION_OUT_OF_RANGE = errors.BY_NAME["POSITION_OUT_OF_RANGE"].code
+
+
+class Position(enum.Enum):
+    VALID = 0
+    DIVERGING = 1  # with (epoch, end offset) on the leader
+    SNAPSHOT = 2  # with (end offset, epoch) of the latest snapshot
+
+
+def validate_fetch_position(log: RaftLog, offset: int, epoch: int) -> tuple[Position, int, int]:
+    snapshot = log.latest_snapshot()
+    start = log.start_offset
+    if snapshot is not None and (
+        offset < start
+        or (offset == start and epoch != snapshot.epoch)
+        or epoch < snapshot.epoch
+        or offset == 0
+    ):
+        return Position.SNAPSHOT, snapshot.end_offset, snapshot.epoch
+    found_epoch, end = log.end_offset_for_epoch(epoch)
+    if found_epoch != epoch or end < offset:
+        return Position.DIVERGING, found_epoch, end
+    return Position.VALID, offset, epoch
+
+
+@dataclass(slots=True)
+class ParkedFetch:
+    source: int
+    request: m.FetchRequest
+    deadline_ms: int
+    high_watermark: int | None  # the leader's, when the fetch was parked
+
+
+class FetchPurgatory:
+    """Parked fetches; at most one per request, each gone by its deadline."""
+
+    def __init__(self) -> None:
+        self._parked: list[ParkedFetch] = []
+
+    def __len__(self) -> int:
+        return len(self._parked)
+
+    def park(self, parked: ParkedFetch) -> None:
+        self._parked.append(parked)
+
+    def due(
+        self, now_ms: int, log_end_offset: int, high_watermark: int | None
+    ) -> list[ParkedFetch]:
+        """Take out the fetches with data to read, a new high watermark, or no time left."""
+        due: list[ParkedFetch] = []
+        keep: list[ParkedFetch] = []
+        for p in self._parked:
+            ready = (
+                now_ms >= p.deadline_ms
+                or p.request.fetch_offset < log_end_offset
+                or p.high_watermark != high_watermark
+            )
+            (due if ready else keep).append(p)
+        self._parked = keep
+        return due
+
+    def drain(self) -> list[ParkedFetch]:
+        parked, self._parked = self._parked, []
+        return parked
+
+    def next_deadline(self) -> int:
+        return min((p.deadline_ms for p in self._parked), default=NEVER)
+
+
+def snapshot_chunk(data: bytes | None, position: int, max_bytes: int) -> tuple[int, bytes]:
+    """(error, bytes) for a FetchSnapshot of `data` from `position`."""
+    if data is None:
+        return SNAPSHOT_NOT_FOUND, b""
+    if position < 0 or (position >= len(data) and not position == len(data) == 0):
+        return POSITION_OUT_OF_RANGE, b""
+    return errors.NONE, data[position : position + max_bytes]

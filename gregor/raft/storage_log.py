@@ -1,0 +1,232 @@
+"""The Raft log over our own storage: the partition directory `__cluster_metadata-0`.
+
+    <log dir>/__cluster_metadata-0/
+        00000000000000000000.log  .index  .timeindex     record batches (v2), one per Raft batch,
+                                                         partitionLeaderEpoch = the Raft epoch
+        leader-epoch-checkpoint                          epoch -> start offset (end_offset_for_epoch)
+        00000000000000004711-0000000003.checkpoint       a snapshot: end offset 4711, epoch 3
+        quorum-state                                     the election state (store.py)
+
+A Raft batch becomes one record batch whose records have no key and the Raft record as value;
+the start-of-epoch batch is a control batch whose record has Kafka's LEADER_CHANGE key
+(control.py). Offsets are the core's (`assign_offsets=False`,
+as a follower copies its leader), so a batch's bytes are the same on every replica.
+
+Snapshots are named as Kafka names them (`<20-digit end offset>-<10-digit epoch>.checkpoint`),
+written to `.checkpoint.part`, fsynced and renamed. Their content is the state machine's bytes,
+as given (Kafka frames them as record batches with header and footer control records; the
+controller will choose its format). The log starts where the latest snapshot ends.
+
+Opening always re-validates the segments (`clean_shutdown=False`): the metadata log is small,
+and a crash may have left a torn tail; a snapshot newer than the log's end (a crash while one
+fetched from the leader was being installed) empties the log to start at it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+
+from gregor.protocol.records import batch as rb
+from gregor.protocol.records.records import build_batch, read_batch_records
+from gregor.raft.control import LEADER_CHANGE_KEY
+from gregor.raft.log import Batch, SnapshotId
+from gregor.storage.checkpoints import fsync_dir
+from gregor.storage.config import LogConfig
+from gregor.storage.log import Log
+
+TOPIC = "__cluster_metadata"
+DIR_NAME = f"{TOPIC}-0"
+SNAPSHOT_SUFFIX = ".checkpoint"
+PARTIAL_SUFFIX = ".checkpoint.part"
+_SNAPSHOT_FILE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+
+
+def snapshot_file_name(snapshot_id: SnapshotId) -> str:
+    return f"{snapshot_id.end_offset:020d}-{snapshot_id.epoch:010d}{SNAPSHOT_SUFFIX}"
+
+
+class StorageRaftLog:
+    def __init__(self, log: Log, clock: Callable[[], int]) -> None:
+        self._log = log
+        self._clock = clock
+        self.directory = log.directory
+        self._snapshots = sorted(_list_snapshots(self.directory))
+
+    @classmethod
+    def open(
+        cls,
+        log_dir: str,
+        config: LogConfig | None = None,
+        clock: Callable[[], int] | None = None,
+    ) -> StorageRaftLog:
+        """Open (or create) `<log_dir>/__cluster_metadata-0`. `clock` stamps batch timestamps."""
+        directory = os.path.join(log_dir, DIR_NAME)
+        os.makedirs(directory, exist_ok=True)
+        for name in os.listdir(directory):
+            if name.endswith(PARTIAL_SUFFIX):
+                os.unlink(os.path.join(directory, name))
+        snapshots = sorted(_list_snapshots(directory))
+        start = snapshots[-1].end_offset if snapshots else 0
+        clock = clock or (lambda: 0)
+        log = Log.open(
+            directory,
+            config or LogConfig(),
+            log_start_offset=start,
+            recovery_point=0,
+            clean_shutdown=False,
+            now_ms=clock(),
+        )
+        if log.log_end_offset < start:
+            log.truncate_fully_and_start_at(start)
+        return cls(log, clock)
+
+    # -- offsets --------------------------------------------------------------------------------
+
+    @property
+    def start_offset(self) -> int:
+        return self._log.log_start_offset
+
+    @property
+    def end_offset(self) -> int:
+        return self._log.log_end_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return max(self._log.recovery_point, self._log.log_start_offset)
+
+    @property
+    def last_epoch(self) -> int:
+        entries = self._log.leader_epochs.entries
+        if entries:
+            return entries[-1][0]
+        return self._snapshots[-1].epoch if self._snapshots else 0
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    def append(self, batch: Batch) -> None:
+        if batch.base_offset != self.end_offset:
+            raise ValueError(
+                f"batch at {batch.base_offset} does not continue the log at {self.end_offset}"
+            )
+        if batch.epoch < self.last_epoch:
+            raise ValueError(
+                f"batch epoch {batch.epoch} is below the log's last epoch {self.last_epoch}"
+            )
+        now = self._clock()
+        key = LEADER_CHANGE_KEY if batch.control else None
+        buf = build_batch(
+            [(key, record) for record in batch.records],
+            base_offset=batch.base_offset,
+            base_timestamp=now,
+            partition_leader_epoch=batch.epoch,
+            control=batch.control,
+        )
+        self._log.append(buf, leader_epoch=batch.epoch, now_ms=now, assign_offsets=False)
+        self._log.leader_epochs.assign(batch.epoch, batch.base_offset)
+
+    def truncate_to(self, offset: int) -> int:
+        self._log.truncate_to(max(offset, self.start_offset))
+        return self.end_offset
+
+    def flush(self, up_to: int | None = None) -> None:
+        self._log.flush(up_to)
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int) -> list[Batch]:
+        found = self._log.read(offset, max_bytes)
+        if found is None:
+            return []
+        data = found.read()
+        out = []
+        for pos, _header in rb.iter_headers(data):
+            header, records = read_batch_records(data, pos)
+            values = tuple(r.value if r.value is not None else b"" for r in records)
+            out.append(
+                Batch(header.base_offset, header.partition_leader_epoch, values, header.is_control)
+            )
+        return out
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        entries = self._log.leader_epochs.entries  # (epoch, start offset), both increasing
+        found = None
+        for i, (e, _start) in enumerate(entries):
+            if e > epoch:
+                break
+            found = i
+        if found is not None:
+            end = entries[found + 1][1] if found + 1 < len(entries) else self.end_offset
+            return entries[found][0], end
+        start = self.start_offset
+        snap = self.latest_snapshot()
+        if snap is not None and snap.epoch <= epoch and snap.end_offset == start:
+            return snap.epoch, start
+        return epoch, start
+
+    # -- snapshots ------------------------------------------------------------------------------
+
+    def latest_snapshot(self) -> SnapshotId | None:
+        return self._snapshots[-1] if self._snapshots else None
+
+    def read_snapshot(self, snapshot_id: SnapshotId) -> bytes | None:
+        if snapshot_id not in self._snapshots:
+            return None
+        with open(os.path.join(self.directory, snapshot_file_name(snapshot_id)), "rb") as f:
+            return f.read()
+
+    def create_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        if not self.start_offset <= snapshot_id.end_offset <= self.end_offset:
+            raise ValueError(
+                f"snapshot {snapshot_id} is outside the log [{self.start_offset}, {self.end_offset}]"
+            )
+        self._write_snapshot(snapshot_id, data)
+
+    def install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        self._write_snapshot(snapshot_id, data)
+        self._log.truncate_fully_and_start_at(snapshot_id.end_offset)
+        self._delete_older_snapshots()
+
+    def delete_before_snapshot(self) -> None:
+        snap = self.latest_snapshot()
+        if snap is None or snap.end_offset <= self.start_offset:
+            return
+        log = self._log
+        log.update_high_watermark(max(log.high_watermark, snap.end_offset))
+        log.increment_log_start_offset(snap.end_offset)
+        self._delete_older_snapshots()
+
+    def _write_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        path = os.path.join(self.directory, snapshot_file_name(snapshot_id))
+        partial = path[: -len(SNAPSHOT_SUFFIX)] + PARTIAL_SUFFIX
+        with open(partial, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(partial, path)
+        fsync_dir(self.directory)
+        if snapshot_id not in self._snapshots:
+            self._snapshots.append(snapshot_id)
+            self._snapshots.sort()
+
+    def _delete_older_snapshots(self) -> None:
+        latest = self.latest_snapshot()
+        for sid in [s for s in self._snapshots if s != latest]:
+            os.unlink(os.path.join(self.directory, snapshot_file_name(sid)))
+            self._snapshots.remove(sid)
+
+    def close(self) -> None:
+        self._log.close()
+
+    def __repr__(self) -> str:
+        return f"StorageRaftLog({self.directory}, start={self.start_offset}, end={self.end_offset})"
+
+
+def _list_snapshots(directory: str) -> list[SnapshotId]:
+    out = []
+    for name in os.listdir(directory):
+        match = _SNAPSHOT_FILE.match(name)
+        if match:
+            out.append(SnapshotId(int(match.group(1)), int(match.group(2))))
+    return out
