@@ -41,3 +41,22 @@ def test_dump_log_reports_a_corrupt_batch(tmp_path):
     )
     assert proc.returncode == 1
     assert "CORRUPT_MESSAGE" in proc.stdout
+
+
+def test_dump_log_prints_markers_and_the_txn_index(tmp_path):
+    from gregor.protocol.records.records import build_control_batch
+    from gregor.storage.producer_state import AppendOrigin
+
+    log = Log.open(str(tmp_path / "t-0"))
+    log.append(build_batch([(b"k", b"v")], producer_id=7, producer_epoch=0, base_sequence=0, transactional=True))
+    log.append(build_control_batch(7, 0, 3, False, 1000), origin=AppendOrigin.COORDINATOR)
+    log.close()
+    seg = tmp_path / "t-0" / "00000000000000000000.log"
+    out = subprocess.run(
+        [sys.executable, "-m", "gregor.cli.main", "dump-log", "--print-data-log", str(seg),
+         str(seg.with_suffix(".txnindex"))],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    assert "isTransactional: True isControl: True" in out
+    assert "endTxnMarker: ABORT coordinatorEpoch: 3" in out
+    assert "version: 0 producerId: 7 firstOffset: 0 lastOffset: 1 lastStableOffset: 2" in out

@@ -1,5 +1,6 @@
-"""`gregor dump-log`: print the batches of segment files and check their indexes, as
-`kafka-dump-log.sh --files` does."""
+"""`gregor dump-log`: print the batches of segment files and the entries of their indexes
+(`.index`, `.timeindex`, `.txnindex`), as `kafka-dump-log.sh --files` does; a transaction
+marker's record prints as `endTxnMarker: COMMIT|ABORT coordinatorEpoch: N`."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import sys
 
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.records import batch as rb
-from gregor.protocol.records.records import read_batch_records
+from gregor.protocol.records.records import read_batch_records, read_end_txn_marker
+from gregor.storage.txn_index import CorruptIndexError, parse_entries
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("dump-log", help="print the batches of .log files and the entries of indexes")
-    p.add_argument("files", nargs="+", help=".log, .index or .timeindex files")
+    p.add_argument("files", nargs="+", help=".log, .index, .timeindex or .txnindex files")
     p.add_argument("--print-data-log", action="store_true", help="print every record too")
     p.set_defaults(func=run)
 
@@ -30,8 +32,10 @@ def run(args: argparse.Namespace) -> int:
             _dump_index(path, ">ii", ("offset", "position"))
         elif path.endswith(".timeindex"):
             _dump_index(path, ">qi", ("timestamp", "offset"))
+        elif path.endswith(".txnindex"):
+            status |= _dump_txn_index(path)
         else:
-            print(f"{path}: not a .log, .index or .timeindex file", file=sys.stderr)
+            print(f"{path}: not a .log, .index, .timeindex or .txnindex file", file=sys.stderr)
             status = 1
     return status
 
@@ -57,7 +61,15 @@ def _dump_log(path: str, records: bool) -> int:
             f"compresscodec: {rb.COMPRESSION_NAMES[header.compression]} crc: {header.crc} "
             f"isvalid: true"
         )
-        if records:
+        if records and header.is_control:
+            marker = read_end_txn_marker(data, pos)
+            if marker is not None:
+                committed, coordinator_epoch = marker
+                print(
+                    f"| offset: {header.base_offset} CreateTime: {header.max_timestamp} "
+                    f"endTxnMarker: {'COMMIT' if committed else 'ABORT'} coordinatorEpoch: {coordinator_epoch}"
+                )
+        elif records:
             _, recs = read_batch_records(data, pos)
             for r in recs:
                 print(
@@ -84,3 +96,19 @@ def _dump_index(path: str, fmt: str, names: tuple[str, str]) -> None:
         if (a, b) == (base, 0) and i > 0:
             break  # the zeroed tail of a preallocated, untrimmed index
         print(f"{names[0]}: {a} {names[1]}: {b}")
+
+
+def _dump_txn_index(path: str) -> int:
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        entries = parse_entries(data, path)
+    except CorruptIndexError as exc:
+        print(str(exc))
+        return 1
+    for e in entries:
+        print(
+            f"version: 0 producerId: {e.producer_id} firstOffset: {e.first_offset} "
+            f"lastOffset: {e.last_offset} lastStableOffset: {e.last_stable_offset}"
+        )
+    return 0
