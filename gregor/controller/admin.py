@@ -89,47 +89,10 @@ class Admin:
         return self.store.create_topic(spec.name, replicas, configs)
 
     def _place(self, partitions: int, factor: int, first: int) -> list[list[int]]:
-        brokers = sorted(self.broker_ids)
-        if factor > len(brokers):
-            raise KafkaError(
-                errors.INVALID_REPLICATION_FACTOR,
-                f"Unable to replicate the partition {factor} time(s): The target replication "
-                f"factor of {factor} cannot be reached because only {len(brokers)} broker(s) "
-                "are registered.",
-            )
-        n = len(brokers)
-        return [[brokers[(p + r) % n] for r in range(factor)] for p in range(first, first + partitions)]
+        return place_round_robin(self.broker_ids, partitions, factor, first)
 
     def _check_assignments(self, assignments: Mapping[int, list[int]], first: int) -> list[list[int]]:
-        indexes = sorted(assignments)
-        if indexes != list(range(first, first + len(indexes))):
-            raise KafkaError(
-                errors.INVALID_REPLICA_ASSIGNMENT,
-                f"Partitions should be a consecutive 0-based integer sequence, given {indexes}",
-            )
-        sizes = {len(r) for r in assignments.values()}
-        if len(sizes) != 1 or 0 in sizes:
-            raise KafkaError(
-                errors.INVALID_REPLICA_ASSIGNMENT,
-                "All partitions should have the same number of replicas",
-            )
-        out = []
-        for i in indexes:
-            reps = list(assignments[i])
-            if len(set(reps)) != len(reps):
-                raise KafkaError(
-                    errors.INVALID_REPLICA_ASSIGNMENT,
-                    f"Duplicate brokers not allowed in replica assignment: {reps} for partition id {i}.",
-                )
-            unknown = [b for b in reps if b not in self.broker_ids]
-            if unknown:
-                raise KafkaError(
-                    errors.INVALID_REPLICA_ASSIGNMENT,
-                    f"The manual partition assignment includes broker {unknown[0]}, but no such "
-                    "broker is registered.",
-                )
-            out.append(reps)
-        return out
+        return check_assignments(assignments, first, self.broker_ids)
 
     def delete_topic(self, name: str) -> TopicInfo:
         if not self._default_bool("delete.topic.enable"):
@@ -247,6 +210,57 @@ class Admin:
                 raise KafkaError(errors.INVALID_CONFIG, str(exc)) from None
         if not validate_only:
             self.store.set_broker_configs(resource, {k: v for k, v in new.items() if v is not None})
+
+
+def place_round_robin(broker_ids: Sequence[int], partitions: int, factor: int, first: int) -> list[list[int]]:
+    """Replicas of partitions first..first+partitions-1: round-robin over the sorted brokers,
+    partition p on brokers[p], brokers[p+1], ... (its leader first)."""
+    brokers = sorted(broker_ids)
+    if factor > len(brokers):
+        raise KafkaError(
+            errors.INVALID_REPLICATION_FACTOR,
+            f"Unable to replicate the partition {factor} time(s): The target replication "
+            f"factor of {factor} cannot be reached because only {len(brokers)} broker(s) "
+            "are registered.",
+        )
+    n = len(brokers)
+    return [[brokers[(p + r) % n] for r in range(factor)] for p in range(first, first + partitions)]
+
+
+def check_assignments(
+    assignments: Mapping[int, list[int]], first: int, broker_ids: Sequence[int]
+) -> list[list[int]]:
+    """Manual assignments checked: consecutive indexes from `first`, one replication factor, no
+    duplicate or unregistered brokers. The replicas, by partition index."""
+    indexes = sorted(assignments)
+    if indexes != list(range(first, first + len(indexes))):
+        raise KafkaError(
+            errors.INVALID_REPLICA_ASSIGNMENT,
+            f"Partitions should be a consecutive 0-based integer sequence, given {indexes}",
+        )
+    sizes = {len(r) for r in assignments.values()}
+    if len(sizes) != 1 or 0 in sizes:
+        raise KafkaError(
+            errors.INVALID_REPLICA_ASSIGNMENT,
+            "All partitions should have the same number of replicas",
+        )
+    out = []
+    for i in indexes:
+        reps = list(assignments[i])
+        if len(set(reps)) != len(reps):
+            raise KafkaError(
+                errors.INVALID_REPLICA_ASSIGNMENT,
+                f"Duplicate brokers not allowed in replica assignment: {reps} for partition id {i}.",
+            )
+        unknown = [b for b in reps if b not in broker_ids]
+        if unknown:
+            raise KafkaError(
+                errors.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes broker {unknown[0]}, but no such "
+                "broker is registered.",
+            )
+        out.append(reps)
+    return out
 
 
 def apply_incremental(

@@ -6,6 +6,10 @@ least these versions (a test checks it). A request whose key is not here, or who
 outside its row, is detected from the first four bytes of the header, before the body is
 decoded (`codec.decode_request` raises `UnsupportedVersionError`).
 
+A row here means the codec can read and write the API, not that a client listener serves it:
+the KRaft rows (Vote ... AllocateProducerIds) are spoken between controllers and brokers, and
+ApiVersions advertises only the rows with a registered handler (`handlers.registry.served`).
+
 An ApiVersions request of a version above ours still gets an answer: the v0 response format
 with UNSUPPORTED_VERSION and our table, so the client can retry with a version we know
 (KIP-511); `codec.encode_api_versions_fallback` builds it.
@@ -58,10 +62,19 @@ CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
 INCREMENTAL_ALTER_CONFIGS = 44
 OFFSET_DELETE = 47
+VOTE = 52
+BEGIN_QUORUM_EPOCH = 53
+END_QUORUM_EPOCH = 54
+DESCRIBE_QUORUM = 55
+ALTER_PARTITION = 56
+FETCH_SNAPSHOT = 59
 DESCRIBE_CLUSTER = 60
 DESCRIBE_PRODUCERS = 61
+BROKER_REGISTRATION = 62
+BROKER_HEARTBEAT = 63
 DESCRIBE_TRANSACTIONS = 65
 LIST_TRANSACTIONS = 66
+ALLOCATE_PRODUCER_IDS = 67
 DESCRIBE_TOPIC_PARTITIONS = 75
 
 SUPPORTED: tuple[ApiKey, ...] = (
@@ -96,10 +109,19 @@ SUPPORTED: tuple[ApiKey, ...] = (
     ApiKey(DELETE_GROUPS, "DeleteGroups", 0, 2),
     ApiKey(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
     ApiKey(OFFSET_DELETE, "OffsetDelete", 0, 0),
+    ApiKey(VOTE, "Vote", 0, 2),
+    ApiKey(BEGIN_QUORUM_EPOCH, "BeginQuorumEpoch", 0, 1),
+    ApiKey(END_QUORUM_EPOCH, "EndQuorumEpoch", 0, 1),
+    ApiKey(DESCRIBE_QUORUM, "DescribeQuorum", 0, 2),
+    ApiKey(ALTER_PARTITION, "AlterPartition", 2, 3),
+    ApiKey(FETCH_SNAPSHOT, "FetchSnapshot", 0, 1),
     ApiKey(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1),
     ApiKey(DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0),
+    ApiKey(BROKER_REGISTRATION, "BrokerRegistration", 0, 4),
+    ApiKey(BROKER_HEARTBEAT, "BrokerHeartbeat", 0, 1),
     ApiKey(DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0),
     ApiKey(LIST_TRANSACTIONS, "ListTransactions", 0, 1),
+    ApiKey(ALLOCATE_PRODUCER_IDS, "AllocateProducerIds", 0, 0),
     ApiKey(DESCRIBE_TOPIC_PARTITIONS, "DescribeTopicPartitions", 0, 0),
 )
 

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 from gregor.protocol.schema.add_offsets_to_txn import ADD_OFFSETS_TO_TXN
 from gregor.protocol.schema.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
+from gregor.protocol.schema.allocate_producer_ids import ALLOCATE_PRODUCER_IDS
 from gregor.protocol.schema.alter_configs import ALTER_CONFIGS
+from gregor.protocol.schema.alter_partition import ALTER_PARTITION
 from gregor.protocol.schema.api_versions import API_VERSIONS
+from gregor.protocol.schema.begin_quorum_epoch import BEGIN_QUORUM_EPOCH
+from gregor.protocol.schema.broker_heartbeat import BROKER_HEARTBEAT
+from gregor.protocol.schema.broker_registration import BROKER_REGISTRATION
 from gregor.protocol.schema.create_partitions import CREATE_PARTITIONS
 from gregor.protocol.schema.create_topics import CREATE_TOPICS
 from gregor.protocol.schema.delete_groups import DELETE_GROUPS
@@ -21,11 +26,14 @@ from gregor.protocol.schema.describe_configs import DESCRIBE_CONFIGS
 from gregor.protocol.schema.describe_groups import DESCRIBE_GROUPS
 from gregor.protocol.schema.describe_log_dirs import DESCRIBE_LOG_DIRS
 from gregor.protocol.schema.describe_producers import DESCRIBE_PRODUCERS
+from gregor.protocol.schema.describe_quorum import DESCRIBE_QUORUM
 from gregor.protocol.schema.describe_topic_partitions import DESCRIBE_TOPIC_PARTITIONS
 from gregor.protocol.schema.describe_transactions import DESCRIBE_TRANSACTIONS
 from gregor.protocol.schema.dsl import Api
+from gregor.protocol.schema.end_quorum_epoch import END_QUORUM_EPOCH
 from gregor.protocol.schema.end_txn import END_TXN
 from gregor.protocol.schema.fetch import FETCH
+from gregor.protocol.schema.fetch_snapshot import FETCH_SNAPSHOT
 from gregor.protocol.schema.find_coordinator import FIND_COORDINATOR
 from gregor.protocol.schema.heartbeat import HEARTBEAT
 from gregor.protocol.schema.incremental_alter_configs import INCREMENTAL_ALTER_CONFIGS
@@ -43,6 +51,7 @@ from gregor.protocol.schema.offset_for_leader_epoch import OFFSET_FOR_LEADER_EPO
 from gregor.protocol.schema.produce import PRODUCE
 from gregor.protocol.schema.sync_group import SYNC_GROUP
 from gregor.protocol.schema.txn_offset_commit import TXN_OFFSET_COMMIT
+from gregor.protocol.schema.vote import VOTE
 from gregor.protocol.schema.write_txn_markers import WRITE_TXN_MARKERS
 
 ALL: tuple[Api, ...] = (
@@ -86,6 +95,17 @@ ALL: tuple[Api, ...] = (
     DESCRIBE_TRANSACTIONS,
     LIST_TRANSACTIONS,
     DESCRIBE_PRODUCERS,
+    # 5. KRaft: the quorum (controller listener; DescribeQuorum also on brokers).
+    VOTE,
+    BEGIN_QUORUM_EPOCH,
+    END_QUORUM_EPOCH,
+    FETCH_SNAPSHOT,
+    DESCRIBE_QUORUM,
+    # 6. KRaft: brokers to the controller.
+    BROKER_REGISTRATION,
+    BROKER_HEARTBEAT,
+    ALTER_PARTITION,
+    ALLOCATE_PRODUCER_IDS,
 )
 
 APIS: dict[int, Api] = {a.key: a for a in ALL}

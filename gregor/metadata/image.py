@@ -1,0 +1,393 @@
+"""MetadataImage: the cluster metadata as of one offset of `__cluster_metadata`, built only by
+replaying metadata records (DESIGN principle 3). The controller and every broker hold one.
+
+An image is immutable (frozen dataclasses over read-only mappings). A `MetadataDelta` takes an
+image, replays records in log order and `apply()`s to a new image; the old one is untouched, so
+readers keep a consistent view while a batch is replayed. Replaying the same records from the
+same image always gives an equal image.
+
+What each record does (as Kafka's image classes):
+
+    RegisterBrokerRecord         the broker's registration, replacing any earlier incarnation;
+                                 its epoch is the record's BrokerEpoch
+    UnregisterBrokerRecord       the broker is forgotten
+    FenceBrokerRecord            fenced = true       } the epoch must be the registered one,
+    UnfenceBrokerRecord          fenced = false      } else MetadataReplayError
+    BrokerRegistrationChange     Fenced -1 unfence / 1 fence / 0 keep; InControlledShutdown
+                                 1 sets it; LogDirs, when non-empty, replace the broker's
+    TopicRecord                  a topic with no partitions yet
+    PartitionRecord              a partition's registration, whole
+    PartitionChangeRecord        merged: null fields keep their value; Leader -2 keeps the
+                                 leader, any other value (even the same leader, or -1 for none)
+                                 sets it and bumps the leader epoch; the partition epoch bumps
+                                 on every change; LeaderRecoveryState -1 keeps it
+    RemoveTopicRecord            the topic, its partitions and its configs are removed
+    ConfigRecord                 sets the config of (resource type, name); a null value deletes
+    ProducerIdsRecord            next_producer_id: the first id not yet handed out
+    FeatureLevelRecord           a feature's finalized level; level 0 removes the feature
+    NoOpRecord                   nothing but the offset
+
+Config resources are keyed by (resource type, name): TOPIC (2) by topic name, BROKER (4) by
+broker id, or "" for the cluster-wide default.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from gregor.metadata import records as r
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+NO_LEADER = -1
+NO_LEADER_CHANGE = -2
+METADATA_VERSION = "metadata.version"
+# Kafka's DirectoryId: a replica's directory not known yet, or written before KIP-858.
+DIRECTORY_UNASSIGNED = uuid.UUID(int=0)
+DIRECTORY_MIGRATING = uuid.UUID(int=2)
+
+ConfigResource = tuple[int, str]
+
+
+class MetadataReplayError(ValueError):
+    """A record that does not fit the image it is replayed onto (a bug, or a damaged log)."""
+
+
+def _frozen(d: Mapping[Any, Any]) -> Mapping[Any, Any]:
+    return MappingProxyType(dict(d))
+
+
+_EMPTY: Mapping[Any, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    name: str
+    host: str
+    port: int
+    security_protocol: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    broker_id: int
+    incarnation_id: uuid.UUID
+    epoch: int
+    listeners: tuple[Endpoint, ...] = ()
+    rack: str | None = None
+    fenced: bool = True
+    in_controlled_shutdown: bool = False
+    features: tuple[tuple[str, int, int], ...] = ()  # (name, min, max) supported
+    log_dirs: tuple[uuid.UUID, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRegistration:
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int = NO_LEADER
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    leader_recovery_state: int = 0
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    directories: tuple[uuid.UUID, ...] = ()
+
+    @staticmethod
+    def from_record(rec: Any) -> PartitionRegistration:
+        return PartitionRegistration(
+            replicas=tuple(rec.replicas),
+            isr=tuple(rec.isr),
+            leader=rec.leader,
+            leader_epoch=rec.leader_epoch,
+            partition_epoch=rec.partition_epoch,
+            leader_recovery_state=rec.leader_recovery_state,
+            removing_replicas=tuple(rec.removing_replicas),
+            adding_replicas=tuple(rec.adding_replicas),
+            directories=_directories(tuple(rec.directories), len(rec.replicas)),
+        )
+
+    def merge(self, change: Any) -> PartitionRegistration:
+        """This partition after a PartitionChangeRecord (the rules in the module docstring)."""
+        replicas = self.replicas if change.replicas is None else tuple(change.replicas)
+        if change.directories is not None:
+            directories = tuple(change.directories)
+        elif change.replicas is None:
+            directories = self.directories
+        else:  # new replicas without their directories: not known, as a v0 record
+            directories = ()
+        leader, leader_epoch = self.leader, self.leader_epoch
+        if change.leader != NO_LEADER_CHANGE:
+            leader, leader_epoch = change.leader, self.leader_epoch + 1
+        return PartitionRegistration(
+            replicas=replicas,
+            isr=self.isr if change.isr is None else tuple(change.isr),
+            leader=leader,
+            leader_epoch=leader_epoch,
+            partition_epoch=self.partition_epoch + 1,
+            leader_recovery_state=(
+                self.leader_recovery_state
+                if change.leader_recovery_state == -1
+                else change.leader_recovery_state
+            ),
+            removing_replicas=(
+                self.removing_replicas
+                if change.removing_replicas is None
+                else tuple(change.removing_replicas)
+            ),
+            adding_replicas=(
+                self.adding_replicas if change.adding_replicas is None else tuple(change.adding_replicas)
+            ),
+            directories=_directories(directories, len(replicas)),
+        )
+
+    def has_leader(self) -> bool:
+        return self.leader != NO_LEADER
+
+    @property
+    def preferred_leader(self) -> int:
+        return self.replicas[0] if self.replicas else NO_LEADER
+
+
+def _directories(dirs: tuple[uuid.UUID, ...], n: int) -> tuple[uuid.UUID, ...]:
+    """Kafka's rule: a partition without directories (a v0 record) is "migrating"."""
+    if len(dirs) == n:
+        return dirs
+    if not dirs:
+        return (DIRECTORY_MIGRATING,) * n
+    raise MetadataReplayError(f"{len(dirs)} directories for {n} replicas")
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    partitions: Mapping[int, PartitionRegistration] = field(default_factory=lambda: _EMPTY)
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage:
+    offset: int = -1  # of the last record applied; -1 for the empty image
+    epoch: int = -1  # the leader epoch that record was written in
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: _EMPTY)
+    topics_by_id: Mapping[uuid.UUID, TopicImage] = field(default_factory=lambda: _EMPTY)
+    topics_by_name: Mapping[str, uuid.UUID] = field(default_factory=lambda: _EMPTY)
+    configs: Mapping[ConfigResource, Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
+    next_producer_id: int = 0
+    features: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
+
+    def topic(self, name: str) -> TopicImage | None:
+        topic_id = self.topics_by_name.get(name)
+        return None if topic_id is None else self.topics_by_id[topic_id]
+
+    def partition(self, name: str, index: int) -> PartitionRegistration | None:
+        t = self.topic(name)
+        return None if t is None else t.partitions.get(index)
+
+    def config(self, resource_type: int, name: str) -> Mapping[str, str]:
+        return self.configs.get((resource_type, name), _EMPTY)
+
+    def unfenced_brokers(self) -> list[int]:
+        return sorted(b for b, reg in self.brokers.items() if not reg.fenced)
+
+    def is_active(self, broker_id: int) -> bool:
+        """Registered and unfenced (a leader or ISR candidate)."""
+        reg = self.brokers.get(broker_id)
+        return reg is not None and not reg.fenced
+
+    def replay(self, records: Iterable[tuple[Any, int, int]]) -> MetadataImage:
+        """This image after (record, offset, epoch) triples, in order."""
+        delta = MetadataDelta(self)
+        for rec, offset, epoch in records:
+            delta.replay(rec, offset, epoch)
+        return delta.apply()
+
+
+EMPTY_IMAGE = MetadataImage()
+
+
+class MetadataDelta:
+    """Records replayed onto an image; `apply()` gives the new image. Copies on first write."""
+
+    def __init__(self, image: MetadataImage) -> None:
+        self.image = image
+        self.offset = image.offset
+        self.epoch = image.epoch
+        self.brokers = dict(image.brokers)
+        self.topics_by_id = dict(image.topics_by_id)
+        self.topics_by_name = dict(image.topics_by_name)
+        self.configs: dict[ConfigResource, Mapping[str, str]] = dict(image.configs)
+        self.next_producer_id = image.next_producer_id
+        self.features = dict(image.features)
+        self.partitions: dict[uuid.UUID, dict[int, PartitionRegistration]] = {}
+
+    def replay(self, record: Any, offset: int, epoch: int) -> None:
+        handler = _HANDLERS.get(type(record))
+        if handler is None:
+            raise MetadataReplayError(f"cannot replay {type(record).__name__}")
+        handler(self, record)
+        self.offset, self.epoch = offset, epoch
+
+    def apply(self) -> MetadataImage:
+        topics = dict(self.topics_by_id)
+        for topic_id, parts in self.partitions.items():
+            t = topics.get(topic_id)
+            if t is not None:
+                topics[topic_id] = replace(t, partitions=_frozen(parts))
+        return MetadataImage(
+            offset=self.offset,
+            epoch=self.epoch,
+            brokers=_frozen(self.brokers),
+            topics_by_id=_frozen(topics),
+            topics_by_name=_frozen(self.topics_by_name),
+            configs=_frozen(self.configs),
+            next_producer_id=self.next_producer_id,
+            features=_frozen(self.features),
+        )
+
+    # -- brokers -------------------------------------------------------------------------------
+
+    def _broker(self, broker_id: int, epoch: int, what: str) -> BrokerRegistration:
+        reg = self.brokers.get(broker_id)
+        if reg is None:
+            raise MetadataReplayError(f"{what}: broker {broker_id} is not registered")
+        if reg.epoch != epoch:
+            raise MetadataReplayError(
+                f"{what}: broker {broker_id} has epoch {reg.epoch}, the record says {epoch}"
+            )
+        return reg
+
+    def _register_broker(self, rec: Any) -> None:
+        self.brokers[rec.broker_id] = BrokerRegistration(
+            broker_id=rec.broker_id,
+            incarnation_id=rec.incarnation_id,
+            epoch=rec.broker_epoch,
+            listeners=tuple(
+                Endpoint(e.name, e.host, e.port, e.security_protocol) for e in rec.end_points
+            ),
+            rack=rec.rack,
+            fenced=rec.fenced,
+            in_controlled_shutdown=rec.in_controlled_shutdown,
+            features=tuple(
+                (f.name, f.min_supported_version, f.max_supported_version) for f in rec.features
+            ),
+            log_dirs=tuple(rec.log_dirs),
+        )
+
+    def _unregister_broker(self, rec: Any) -> None:
+        self.brokers.pop(rec.broker_id, None)
+
+    def _fence(self, rec: Any) -> None:
+        reg = self._broker(rec.id, rec.epoch, "FenceBrokerRecord")
+        self.brokers[rec.id] = replace(reg, fenced=True)
+
+    def _unfence(self, rec: Any) -> None:
+        reg = self._broker(rec.id, rec.epoch, "UnfenceBrokerRecord")
+        self.brokers[rec.id] = replace(reg, fenced=False)
+
+    def _registration_change(self, rec: Any) -> None:
+        reg = self._broker(rec.broker_id, rec.broker_epoch, "BrokerRegistrationChangeRecord")
+        if rec.fenced not in (-1, 0, 1) or rec.in_controlled_shutdown not in (0, 1):
+            raise MetadataReplayError(f"bad BrokerRegistrationChangeRecord {rec}")
+        fenced = reg.fenced if rec.fenced == 0 else rec.fenced == 1
+        shutdown = reg.in_controlled_shutdown or rec.in_controlled_shutdown == 1
+        log_dirs = tuple(rec.log_dirs) if rec.log_dirs else reg.log_dirs
+        self.brokers[rec.broker_id] = replace(
+            reg, fenced=fenced, in_controlled_shutdown=shutdown, log_dirs=log_dirs
+        )
+
+    # -- topics --------------------------------------------------------------------------------
+
+    def _parts(self, topic_id: uuid.UUID, what: str) -> dict[int, PartitionRegistration]:
+        parts = self.partitions.get(topic_id)
+        if parts is None:
+            t = self.topics_by_id.get(topic_id)
+            if t is None:
+                raise MetadataReplayError(f"{what}: no topic with id {topic_id}")
+            parts = self.partitions[topic_id] = dict(t.partitions)
+        return parts
+
+    def _topic(self, rec: Any) -> None:
+        if rec.name in self.topics_by_name or rec.topic_id in self.topics_by_id:
+            raise MetadataReplayError(f"TopicRecord: topic {rec.name} ({rec.topic_id}) exists")
+        self.topics_by_id[rec.topic_id] = TopicImage(rec.name, rec.topic_id)
+        self.topics_by_name[rec.name] = rec.topic_id
+
+    def _partition(self, rec: Any) -> None:
+        self._parts(rec.topic_id, "PartitionRecord")[rec.partition_id] = (
+            PartitionRegistration.from_record(rec)
+        )
+
+    def _partition_change(self, rec: Any) -> None:
+        parts = self._parts(rec.topic_id, "PartitionChangeRecord")
+        current = parts.get(rec.partition_id)
+        if current is None:
+            raise MetadataReplayError(
+                f"PartitionChangeRecord: no partition {rec.partition_id} of {rec.topic_id}"
+            )
+        parts[rec.partition_id] = current.merge(rec)
+
+    def _remove_topic(self, rec: Any) -> None:
+        t = self.topics_by_id.pop(rec.topic_id, None)
+        if t is None:
+            raise MetadataReplayError(f"RemoveTopicRecord: no topic with id {rec.topic_id}")
+        self.topics_by_name.pop(t.name, None)
+        self.partitions.pop(rec.topic_id, None)
+        self.configs.pop((TOPIC_RESOURCE, t.name), None)
+
+    # -- the rest ------------------------------------------------------------------------------
+
+    def _config(self, rec: Any) -> None:
+        key = (rec.resource_type, rec.resource_name)
+        current = dict(self.configs.get(key, _EMPTY))
+        if rec.value is None:
+            current.pop(rec.name, None)
+        else:
+            current[rec.name] = rec.value
+        if current:
+            self.configs[key] = _frozen(current)
+        else:
+            self.configs.pop(key, None)
+
+    def _producer_ids(self, rec: Any) -> None:
+        if rec.next_producer_id < self.next_producer_id:
+            raise MetadataReplayError(
+                f"ProducerIdsRecord: next producer id {rec.next_producer_id} is below "
+                f"{self.next_producer_id}"
+            )
+        self.next_producer_id = rec.next_producer_id
+
+    def _feature_level(self, rec: Any) -> None:
+        if rec.feature_level == 0:
+            self.features.pop(rec.name, None)
+        else:
+            self.features[rec.name] = rec.feature_level
+
+    def _no_op(self, rec: Any) -> None:
+        pass
+
+
+_HANDLERS: dict[type, Any] = {
+    r.RegisterBrokerRecord: MetadataDelta._register_broker,
+    r.UnregisterBrokerRecord: MetadataDelta._unregister_broker,
+    r.FenceBrokerRecord: MetadataDelta._fence,
+    r.UnfenceBrokerRecord: MetadataDelta._unfence,
+    r.BrokerRegistrationChangeRecord: MetadataDelta._registration_change,
+    r.TopicRecord: MetadataDelta._topic,
+    r.PartitionRecord: MetadataDelta._partition,
+    r.PartitionChangeRecord: MetadataDelta._partition_change,
+    r.RemoveTopicRecord: MetadataDelta._remove_topic,
+    r.ConfigRecord: MetadataDelta._config,
+    r.ProducerIdsRecord: MetadataDelta._producer_ids,
+    r.FeatureLevelRecord: MetadataDelta._feature_level,
+    r.NoOpRecord: MetadataDelta._no_op,
+}
+
+
+def replay_bytes(image: MetadataImage, entries: Iterable[tuple[bytes, int, int]]) -> MetadataImage:
+    """The image after framed records (bytes, offset, epoch), as Raft commits them."""
+    return image.replay((r.decode(data), offset, epoch) for data, offset, epoch in entries)

@@ -1,0 +1,343 @@
+"""The client side of our wire protocol, for requests from one node to another (brokers to the
+controller, controllers to each other): one TCP connection per destination node, on the running
+event loop (asyncio or uvloop, through asyncio streams).
+
+    client = NetworkClient({1: ("127.0.0.1", 9093)}, client_id="raft-2")
+    body = await client.send(1, api_keys.VOTE, 2, request_body)      # the decoded response
+    await client.close()
+
+A connection is pipelined: a request is written as soon as it is sent (at most
+`max_in_flight` per connection), and since a Kafka server answers a connection's requests in
+order, each response frame belongs to the oldest request in flight; its correlation id must
+match, or the connection is broken. Headers are ours (`codec.encode_request`): request header
+v1 or v2 and response header v0 or v1 by the API's flexible versions; correlation ids count up
+per connection.
+
+Failures: a request not answered within its timeout fails with `RequestTimeoutError` and closes
+the connection (the responses behind it can no longer be told apart); every other request in
+flight on a closed connection fails with `DisconnectedError`. The next send to that node opens a
+new connection, but not before the reconnect backoff has passed since the last failure: it
+starts at `reconnect_backoff_ms`, doubles with each failure up to `reconnect_backoff_max_ms`,
+and resets on a successful connect. With `api_versions=True` every new connection first asks
+ApiVersions (v3) and keeps the node's answer (`NodeConnection.api_versions`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gregor.protocol import api_keys, codec
+from gregor.protocol.exceptions import ProtocolError
+
+log = logging.getLogger("gregor.client")
+
+_SIZE = struct.Struct(">i")
+MAX_RESPONSE_BYTES = 256 * 1024 * 1024  # a bigger frame means a broken stream, not a response
+
+
+class ClientError(Exception):
+    """A request that got no response."""
+
+
+class DisconnectedError(ClientError, ConnectionError):
+    """The connection closed (or could not open) before the response came."""
+
+
+class RequestTimeoutError(ClientError, TimeoutError):
+    """No response within the request's timeout; the connection was closed."""
+
+
+@dataclass(slots=True)
+class _InFlight:
+    correlation_id: int
+    api_key: int
+    api_version: int
+    future: asyncio.Future[Any]
+    timer: asyncio.TimerHandle | None = None
+
+
+class NodeConnection:
+    """One open connection to one node. Made by `NodeConnection.open`; used by NetworkClient."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        client_id: str | None,
+        max_in_flight: int,
+        label: str,
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._client_id = client_id
+        self._label = label
+        self._next_correlation_id = 0
+        self._in_flight: deque[_InFlight] = deque()
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._closed: BaseException | None = None
+        self.api_versions: dict[int, tuple[int, int]] | None = None
+        self._reader_task = asyncio.ensure_future(self._read_loop())
+
+    @classmethod
+    async def open(
+        cls,
+        host: str,
+        port: int,
+        *,
+        client_id: str | None = None,
+        connect_timeout_ms: int = 10000,
+        max_in_flight: int = 100,
+    ) -> NodeConnection:
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, port), connect_timeout_ms / 1000
+            )
+        except (OSError, TimeoutError) as e:
+            raise DisconnectedError(f"cannot connect to {host}:{port}: {e}") from e
+        return cls(
+            reader, writer, client_id=client_id, max_in_flight=max_in_flight, label=f"{host}:{port}"
+        )
+
+    @property
+    def closed(self) -> bool:
+        return self._closed is not None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    async def send(self, api_key: int, api_version: int, body: Any, timeout_ms: int) -> Any:
+        """Write one request and wait for its decoded response body."""
+        if self._closed is not None:
+            raise DisconnectedError(f"{self._label}: connection closed") from self._closed
+        async with self._slots:
+            if self._closed is not None:
+                raise DisconnectedError(f"{self._label}: connection closed") from self._closed
+            correlation_id = self._next_correlation_id
+            self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+            buffers = codec.encode_request(
+                api_key, api_version, correlation_id, self._client_id, body
+            )
+            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            entry = _InFlight(correlation_id, api_key, api_version, future)
+            entry.timer = asyncio.get_running_loop().call_later(
+                timeout_ms / 1000, self._on_timeout, entry, timeout_ms
+            )
+            # Written and queued with no await between: the queue is in wire order.
+            self._writer.writelines(buffers)
+            self._in_flight.append(entry)
+            try:
+                await self._writer.drain()
+            except (OSError, RuntimeError) as e:
+                self.close(DisconnectedError(f"{self._label}: write failed: {e}"))
+            return await future
+
+    async def handshake(self, timeout_ms: int) -> dict[int, tuple[int, int]]:
+        """ApiVersions v3: remember which versions of which APIs the node serves."""
+        cls = codec.message_class(api_keys.API_VERSIONS, "request")
+        body = cls(client_software_name="gregor", client_software_version="0")
+        answer = await self.send(api_keys.API_VERSIONS, 3, body, timeout_ms)
+        if answer.error_code != 0:
+            raise ClientError(f"{self._label}: ApiVersions error {answer.error_code}")
+        self.api_versions = {a.api_key: (a.min_version, a.max_version) for a in answer.api_keys}
+        return self.api_versions
+
+    def _on_timeout(self, entry: _InFlight, timeout_ms: int) -> None:
+        if entry.future.done():
+            return
+        entry.future.set_exception(
+            RequestTimeoutError(
+                f"{self._label}: no response to {api_keys.name_of(entry.api_key)} "
+                f"(correlation id {entry.correlation_id}) in {timeout_ms} ms"
+            )
+        )
+        self.close(DisconnectedError(f"{self._label}: closed after a request timed out"))
+
+    async def _read_loop(self) -> None:
+        reason: BaseException = DisconnectedError(f"{self._label}: connection closed by peer")
+        try:
+            while True:
+                size_bytes = await self._reader.readexactly(4)
+                (size,) = _SIZE.unpack(size_bytes)
+                if not 4 <= size <= MAX_RESPONSE_BYTES:
+                    raise ProtocolError(f"bad response size {size}")
+                frame = await self._reader.readexactly(size)
+                self._on_frame(bytearray(frame))
+        except asyncio.IncompleteReadError:
+            pass
+        except asyncio.CancelledError:
+            return
+        except (OSError, ProtocolError, ValueError) as e:
+            reason = DisconnectedError(f"{self._label}: {e}")
+        self.close(reason)
+
+    def _on_frame(self, frame: bytearray) -> None:
+        if not self._in_flight:
+            raise ProtocolError("a response with no request in flight")
+        entry = self._in_flight[0]
+        (correlation_id,) = _SIZE.unpack_from(frame, 0)
+        if correlation_id != entry.correlation_id:
+            raise ProtocolError(f"correlation id {correlation_id}, expected {entry.correlation_id}")
+        self._in_flight.popleft()
+        if entry.timer is not None:
+            entry.timer.cancel()
+        try:
+            _, body = codec.decode_response(entry.api_key, entry.api_version, frame)
+        except ProtocolError as e:
+            if not entry.future.done():
+                entry.future.set_exception(ClientError(f"{self._label}: {e}"))
+            raise
+        if not entry.future.done():
+            entry.future.set_result(body)
+
+    def close(self, reason: BaseException | None = None) -> None:
+        """Close now; every request still in flight fails with `reason` (DisconnectedError)."""
+        if self._closed is not None:
+            return
+        self._closed = reason or DisconnectedError(f"{self._label}: closed")
+        while self._in_flight:
+            entry = self._in_flight.popleft()
+            if entry.timer is not None:
+                entry.timer.cancel()
+            if not entry.future.done():
+                entry.future.set_exception(self._closed)
+        self._writer.close()
+        if asyncio.current_task() is not self._reader_task:
+            self._reader_task.cancel()
+
+    async def wait_closed(self) -> None:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._reader_task
+        with contextlib.suppress(Exception):
+            await self._writer.wait_closed()
+
+
+@dataclass(slots=True)
+class _Node:
+    host: str
+    port: int
+    connection: NodeConnection | None = None
+    connecting: asyncio.Future[NodeConnection] | None = None
+    failures: int = 0
+    retry_at: float = 0.0  # loop time before which no new connection is tried
+
+
+class NetworkClient:
+    """Requests to nodes by id, over one lazily opened connection per node."""
+
+    def __init__(
+        self,
+        endpoints: Mapping[int, tuple[str, int]] | None = None,
+        *,
+        client_id: str | None = "gregor",
+        request_timeout_ms: int = 30000,
+        connect_timeout_ms: int = 10000,
+        reconnect_backoff_ms: int = 50,
+        reconnect_backoff_max_ms: int = 1000,
+        max_in_flight: int = 100,
+        api_versions: bool = False,
+    ) -> None:
+        self._nodes: dict[int, _Node] = {}
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.connect_timeout_ms = connect_timeout_ms
+        self.reconnect_backoff_ms = reconnect_backoff_ms
+        self.reconnect_backoff_max_ms = reconnect_backoff_max_ms
+        self.max_in_flight = max_in_flight
+        self.api_versions = api_versions
+        self._closed = False
+        for node_id, (host, port) in (endpoints or {}).items():
+            self.set_endpoint(node_id, host, port)
+
+    def set_endpoint(self, node_id: int, host: str, port: int) -> None:
+        """Where `node_id` listens; a changed address drops the old connection."""
+        node = self._nodes.get(node_id)
+        if node is not None and (node.host, node.port) == (host, port):
+            return
+        if node is not None and node.connection is not None:
+            node.connection.close()
+        self._nodes[node_id] = _Node(host, port)
+
+    def connection(self, node_id: int) -> NodeConnection | None:
+        node = self._nodes.get(node_id)
+        conn = node.connection if node is not None else None
+        return conn if conn is not None and not conn.closed else None
+
+    async def send(
+        self, node_id: int, api_key: int, api_version: int, body: Any, timeout_ms: int | None = None
+    ) -> Any:
+        """Send one request to `node_id` and return its decoded response body.
+
+        Raises DisconnectedError (no connection, or it closed first), RequestTimeoutError, or
+        KeyError for a node with no endpoint."""
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        conn = await self._connection(node_id, timeout)
+        return await conn.send(api_key, api_version, body, timeout)
+
+    async def _connection(self, node_id: int, timeout_ms: int) -> NodeConnection:
+        if self._closed:
+            raise DisconnectedError("client closed")
+        node = self._nodes[node_id]
+        if node.connection is not None and not node.connection.closed:
+            return node.connection
+        if node.connecting is None:
+            node.connecting = asyncio.ensure_future(self._connect(node_id, node))
+        return await asyncio.shield(node.connecting)
+
+    async def _connect(self, node_id: int, node: _Node) -> NodeConnection:
+        loop = asyncio.get_running_loop()
+        try:
+            delay = node.retry_at - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            conn = await NodeConnection.open(
+                node.host,
+                node.port,
+                client_id=self.client_id,
+                connect_timeout_ms=self.connect_timeout_ms,
+                max_in_flight=self.max_in_flight,
+            )
+            if self.api_versions:
+                try:
+                    await conn.handshake(self.connect_timeout_ms)
+                except ClientError:
+                    conn.close()
+                    raise
+        except ClientError as e:
+            node.failures += 1
+            backoff = min(
+                self.reconnect_backoff_ms * 2 ** (node.failures - 1), self.reconnect_backoff_max_ms
+            )
+            node.retry_at = loop.time() + backoff / 1000
+            log.debug("node %d: %s (next try in %d ms)", node_id, e, backoff)
+            raise
+        finally:
+            node.connecting = None
+        if self._closed or self._nodes.get(node_id) is not node:
+            conn.close()
+            raise DisconnectedError("client closed")
+        node.failures = 0
+        node.retry_at = 0.0
+        node.connection = conn
+        return conn
+
+    async def close(self) -> None:
+        """Close every connection; requests in flight fail with DisconnectedError."""
+        self._closed = True
+        conns = []
+        for node in self._nodes.values():
+            if node.connecting is not None:
+                node.connecting.cancel()
+            if node.connection is not None:
+                node.connection.close(DisconnectedError("client closed"))
+                conns.append(node.connection)
+        for conn in conns:
+            await conn.wait_closed()

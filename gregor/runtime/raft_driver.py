@@ -1,0 +1,297 @@
+"""Runs one RaftNode on the event loop: its timer, its network, and its committed entries.
+
+    driver = RaftDriver(node_id, log, store, config=config, on_commit=apply)
+    port = await driver.bind("127.0.0.1", 0)        # the controller listener
+    await driver.start(parse_voters("1@h:9093,2@h:9094,3@h:9095"))
+    offset = await driver.append([b"record"])        # on the leader; NotLeader elsewhere
+    await driver.stop()
+
+Every call into the node (`receive`, `poll`, `append`) happens on the loop's thread, one at a
+time, and what it returns is applied at once (`_apply`): the timer is re-armed for
+`Effects.next_deadline_ms`, requests go out through a `NetworkClient` to the destination's
+endpoint (their responses come back into `receive` when they arrive; a request that fails is
+dropped, the core times it out), responses are handed to the inbound request waiting for
+them, and committed entries, a snapshot to load and leader changes go to the callbacks.
+
+The listener serves ApiVersions and the KRaft RPCs only: Vote, BeginQuorumEpoch,
+EndQuorumEpoch, Fetch for `__cluster_metadata-0`, FetchSnapshot and DescribeQuorum (wire.py
+maps them). An inbound request gets a driver-local correlation id for the core, which answers
+with `Send(source, response)`; the source is the node the request names (wire.request_source).
+Requests that arrive before `start` wait for it. Anything else closes the connection.
+
+Time is the monotonic clock in milliseconds unless a clock is given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from gregor.protocol import api_keys, codec, errors
+from gregor.protocol.exceptions import UnsupportedVersionError
+from gregor.raft import messages as m
+from gregor.raft import wire
+from gregor.raft.config import RaftConfig
+from gregor.raft.log import RaftLog
+from gregor.raft.node import Effects, Entry, LeaderAndEpoch, LoadSnapshot, NotLeader, RaftNode
+from gregor.raft.store import QuorumStateStore
+from gregor.runtime.client import ClientError, NetworkClient
+from gregor.runtime.connection import Connection, FrameError, Output
+from gregor.runtime.server import Server
+
+log = logging.getLogger("gregor.raft_driver")
+
+MAX_TIMER_S = 60.0  # re-poll at least this often (a deadline of NEVER)
+LISTENER_APIS = (*sorted(wire.RAFT_APIS), api_keys.API_VERSIONS)
+
+
+def parse_voters(text: str) -> dict[int, tuple[str, int]]:
+    """`controller.quorum.voters`: "1@host:port,2@host:port" -> {1: ("host", port), ...}."""
+    voters: dict[int, tuple[str, int]] = {}
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        node, sep, address = item.partition("@")
+        host, colon, port = address.rpartition(":")
+        if not sep or not colon or not node.strip().isdigit() or not port.isdigit():
+            raise ValueError(f"controller.quorum.voters: expected id@host:port, got {item!r}")
+        node_id = int(node)
+        if node_id in voters:
+            raise ValueError(f"controller.quorum.voters: node {node_id} named twice")
+        voters[node_id] = (host.strip("[]"), int(port))
+    if not voters:
+        raise ValueError("controller.quorum.voters: no voters")
+    return voters
+
+
+def monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class RaftDriver:
+    def __init__(
+        self,
+        node_id: int,
+        log: RaftLog,
+        store: QuorumStateStore,
+        *,
+        config: RaftConfig | None = None,
+        cluster_id: str | None = None,
+        on_commit: Callable[[list[Entry]], None] | None = None,
+        on_snapshot: Callable[[LoadSnapshot], None] | None = None,
+        on_leader_change: Callable[[LeaderAndEpoch], None] | None = None,
+        clock: Callable[[], int] = monotonic_ms,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.log = log
+        self.store = store
+        self.config = config or RaftConfig()
+        self.cluster_id = cluster_id
+        self.on_commit = on_commit
+        self.on_snapshot = on_snapshot
+        self.on_leader_change = on_leader_change
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.node: RaftNode | None = None
+        self.voters: dict[int, tuple[str, int]] = {}
+        self.server: Server | None = None
+        self.client: NetworkClient | None = None
+        self._started = asyncio.Event()
+        self._timer: asyncio.TimerHandle | None = None
+        self._inbound: dict[tuple[int, int], asyncio.Future[m.Response]] = {}
+        self._next_inbound_id = 0
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._stopped = False
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def bind(self, host: str = "127.0.0.1", port: int = 0) -> int:
+        """Open the controller listener; the port it got."""
+        self.server = Server(self._dispatch, host=host, port=port)
+        await self.server.start()
+        return self.server.port
+
+    async def start(self, voters: Mapping[int, tuple[str, int]]) -> None:
+        """Create the node (voters are the keys) and start its timer and network."""
+        if self.node_id not in voters:
+            raise ValueError(f"node {self.node_id} is not among the voters {sorted(voters)}")
+        self.voters = dict(voters)
+        self.client = NetworkClient(
+            {n: a for n, a in voters.items() if n != self.node_id},
+            client_id=f"raft-{self.node_id}",
+            request_timeout_ms=self.config.request_timeout_ms,
+            connect_timeout_ms=self.config.request_timeout_ms,
+            reconnect_backoff_ms=max(1, self.config.retry_backoff_ms),
+            reconnect_backoff_max_ms=max(self.config.retry_backoff_ms, 1000),
+        )
+        self.node = RaftNode(
+            self.node_id,
+            sorted(voters),
+            self.log,
+            self.store,
+            self.rng,
+            self.clock(),
+            self.config,
+            self.cluster_id,
+        )
+        self._started.set()
+        self._apply(self.node.poll(self.clock()))
+
+    async def stop(self, resign: bool = False) -> None:
+        """Stop the timer, the listener and the client. `resign`: a leader first sends
+        EndQuorumEpoch so the others elect a successor without waiting for a timeout."""
+        if self._stopped:
+            return
+        if resign and self.node is not None and self.node.resign(self.clock()):
+            self._apply(self.node.poll(self.clock()))
+            await asyncio.sleep(0.05)  # let the EndQuorumEpoch requests leave
+        self._stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+        for fut in self._inbound.values():
+            fut.cancel()
+        self._inbound.clear()
+        for task in list(self._tasks):
+            task.cancel()
+        if self.server is not None:
+            await self.server.stop(grace_s=0.1)
+        if self.client is not None:
+            await self.client.close()
+        for task in list(self._tasks):
+            with contextlib.suppress(BaseException):
+                await task
+        close = getattr(self.log, "close", None)
+        if close is not None:
+            self.log.flush()
+            close()
+
+    # -- the node's API -------------------------------------------------------------------------
+
+    def append(self, records: Sequence[bytes]) -> int | NotLeader:
+        """Append on the leader; the offset of the last record (it commits later), or NotLeader."""
+        node = self._node()
+        result = node.append(records, self.clock())
+        self._apply(node.poll(self.clock()))
+        return result
+
+    def describe_quorum(self) -> m.DescribeQuorumResponse:
+        return self._node().describe_quorum(self.clock())
+
+    def _node(self) -> RaftNode:
+        if self.node is None or self._stopped:
+            raise RuntimeError(f"raft driver {self.node_id} is not running")
+        return self.node
+
+    # -- effects --------------------------------------------------------------------------------
+
+    def _apply(self, effects: Effects) -> None:
+        if self._stopped:
+            return
+        for send in effects.outbound:
+            message = send.message
+            if isinstance(message, m.REQUEST_TYPES):
+                self._spawn(self._exchange(send.destination, message))
+            else:
+                fut = self._inbound.pop((send.destination, message.correlation_id), None)
+                if fut is not None and not fut.done():
+                    fut.set_result(message)
+        if effects.snapshot is not None and self.on_snapshot is not None:
+            self.on_snapshot(effects.snapshot)
+        if effects.committed and self.on_commit is not None:
+            self.on_commit(list(effects.committed))
+        if effects.leader_change is not None and self.on_leader_change is not None:
+            self.on_leader_change(effects.leader_change)
+        self._arm_timer(effects.next_deadline_ms)
+
+    def _arm_timer(self, deadline_ms: int) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        delay_s = min(max(0, deadline_ms - self.clock()) / 1000, MAX_TIMER_S)
+        self._timer = asyncio.get_running_loop().call_later(delay_s, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self.node is not None and not self._stopped:
+            self._apply(self.node.poll(self.clock()))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _exchange(self, destination: int, request: m.Request) -> None:
+        assert self.client is not None
+        key, version, body = wire.to_request(request)
+        try:
+            answer = await self.client.send(destination, key, version, body)
+            response = wire.from_response(key, version, answer, request.correlation_id)
+        except (ClientError, KeyError, wire.WireError) as e:
+            log.debug("raft %d -> %d %s: %s", self.node_id, destination, api_keys.name_of(key), e)
+            return
+        if self.node is not None and not self._stopped:
+            self._apply(self.node.receive(self.clock(), destination, response))
+
+    # -- the listener ---------------------------------------------------------------------------
+
+    def _dispatch(self, conn: Connection, frame: memoryview) -> Output | Any:
+        try:
+            header, body = codec.decode_request(frame)
+        except UnsupportedVersionError as e:
+            if e.header.request_api_key == api_keys.API_VERSIONS:
+                fallback = _api_versions_body(errors.UNSUPPORTED_VERSION)
+                return codec.encode_response(
+                    api_keys.API_VERSIONS, 0, e.header.correlation_id, fallback
+                )
+            raise FrameError(str(e)) from e
+        key, version = header.request_api_key, header.request_api_version
+        if key == api_keys.API_VERSIONS:
+            return codec.encode_response(key, version, header.correlation_id, _api_versions_body())
+        if key not in wire.RAFT_APIS:
+            raise FrameError(f"{api_keys.name_of(key)} is not served on the controller listener")
+        return self._answer(key, version, header.correlation_id, body)
+
+    async def _answer(self, key: int, version: int, correlation_id: int, body: Any) -> Output:
+        await self._started.wait()
+        node = self._node()
+        local_id = self._next_inbound_id
+        self._next_inbound_id += 1
+        try:
+            request = wire.from_request(key, version, body, local_id)
+        except wire.WireError as e:
+            raise FrameError(str(e)) from e
+        if isinstance(request, m.DescribeQuorumRequest):
+            response: m.Response = node.describe_quorum(self.clock())
+        else:
+            source = wire.request_source(request)
+            assert source is not None
+            fut: asyncio.Future[m.Response] = asyncio.get_running_loop().create_future()
+            self._inbound[(source, local_id)] = fut
+            self._apply(node.receive(self.clock(), source, request))
+            wait_ms = self.config.request_timeout_ms + self.config.fetch_max_wait_ms
+            try:
+                response = await asyncio.wait_for(fut, wait_ms / 1000)
+            finally:
+                self._inbound.pop((source, local_id), None)
+        return codec.encode_response(
+            key, version, correlation_id, wire.to_response(response, version)
+        )
+
+
+def _api_versions_body(error_code: int = 0) -> Any:
+    """ApiVersions listing only what this listener serves (also the v0 fallback, KIP-511)."""
+    cls: Any = codec.message_class(api_keys.API_VERSIONS, "response")
+    row = cls.ApiVersion
+    return cls(
+        error_code=error_code,
+        api_keys=[
+            row(api_key=a.key, min_version=a.min_version, max_version=a.max_version)
+            for a in (api_keys.BY_KEY[k] for k in LISTENER_APIS)
+        ],
+    )

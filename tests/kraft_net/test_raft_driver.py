@@ -1,0 +1,177 @@
+"""Three RaftDrivers in one process on loopback: election, replication, failover, catch-up."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from gregor.protocol import api_keys
+from gregor.protocol.messages import ApiVersionsRequest
+from gregor.raft import FileQuorumStateStore, RaftConfig, StorageRaftLog, wire
+from gregor.raft import messages as m
+from gregor.raft.node import Entry, NotLeader
+from gregor.runtime.client import NetworkClient
+from gregor.runtime.raft_driver import RaftDriver, parse_voters
+
+CONFIG = RaftConfig(
+    election_timeout_ms=300,
+    fetch_timeout_ms=600,
+    election_backoff_max_ms=300,
+    request_timeout_ms=500,
+    fetch_max_wait_ms=200,
+    append_linger_ms=5,
+)
+IDS = (1, 2, 3)
+
+
+class Cluster:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.drivers: dict[int, RaftDriver] = {}
+        self.committed: dict[int, list[bytes]] = {i: [] for i in IDS}
+        self.voters: dict[int, tuple[str, int]] = {}
+
+    def make(self, node_id: int) -> RaftDriver:
+        raft_log = StorageRaftLog.open(str(self.root / f"node-{node_id}"))
+        store = FileQuorumStateStore(raft_log.directory, list(IDS))
+        self.committed[node_id] = []
+
+        def on_commit(entries: list[Entry], into: list[bytes] = self.committed[node_id]) -> None:
+            into.extend(e.data for e in entries if not e.control)
+
+        driver = RaftDriver(
+            node_id, raft_log, store, config=CONFIG, cluster_id="c1", on_commit=on_commit
+        )
+        self.drivers[node_id] = driver
+        return driver
+
+    def leaders(self) -> list[int]:
+        return [i for i, d in self.drivers.items() if d.node is not None and d.node.is_leader]
+
+
+async def wait_for(what: str, check: Callable[[], bool], timeout_s: float = 8.0) -> float:
+    start = time.monotonic()
+    while not check():
+        if time.monotonic() - start > timeout_s:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+    return time.monotonic() - start
+
+
+def test_parse_voters() -> None:
+    assert parse_voters("1@localhost:9093, 2@10.0.0.2:9094,3@[::1]:9095") == {
+        1: ("localhost", 9093),
+        2: ("10.0.0.2", 9094),
+        3: ("::1", 9095),
+    }
+    for bad in ("", "1@host", "x@h:1", "1@h:1,1@h:2", "1host:9"):
+        with pytest.raises(ValueError):
+            parse_voters(bad)
+
+
+def test_three_drivers_elect_replicate_fail_over_and_catch_up(tmp_path: Path) -> None:
+    async def main() -> None:
+        cluster = Cluster(tmp_path)
+        ports = {i: await cluster.make(i).bind("127.0.0.1", 0) for i in IDS}
+        cluster.voters = {i: ("127.0.0.1", p) for i, p in ports.items()}
+        for d in cluster.drivers.values():
+            await d.start(cluster.voters)
+        try:
+            await run(cluster, ports)
+        finally:
+            for d in cluster.drivers.values():
+                await d.stop()
+
+    asyncio.run(main())
+
+
+async def run(cluster: Cluster, ports: dict[int, int]) -> None:
+    drivers = cluster.drivers
+    # 1. One leader, followed by the other two.
+    await wait_for("a leader", lambda: len(cluster.leaders()) == 1, 5.0)
+    (leader,) = cluster.leaders()
+    epoch = drivers[leader].node.epoch  # type: ignore[union-attr]
+    await wait_for(
+        "followers",
+        lambda: all(d.node is not None and d.node.leader_id == leader for d in drivers.values()),
+    )
+    # Non-leaders refuse appends.
+    other = next(i for i in IDS if i != leader)
+    assert isinstance(drivers[other].append([b"nope"]), NotLeader)
+
+    # 2. Appended records are committed, in order, on all three.
+    first = [f"record-{i}".encode() for i in range(20)]
+    for i in range(0, 20, 5):
+        assert not isinstance(drivers[leader].append(first[i : i + 5]), NotLeader)
+    await wait_for("commit on all", lambda: all(cluster.committed[i] == first for i in IDS))
+
+    # DescribeQuorum over the wire, from the leader's listener.
+    client = NetworkClient({leader: ("127.0.0.1", ports[leader])})
+    try:
+        key, version, body = wire.to_request(m.DescribeQuorumRequest(0))
+        described = wire.from_response(
+            key, version, await client.send(leader, key, version, body), 0
+        )
+        assert described.leader_id == leader and described.leader_epoch == epoch
+        assert sorted(r.replica_id for r in described.current_voters) == list(IDS)
+        served = await client.send(
+            leader,
+            api_keys.API_VERSIONS,
+            3,
+            ApiVersionsRequest(client_software_name="t", client_software_version="1"),
+        )
+        assert {a.api_key for a in served.api_keys} == {18, 1, 52, 53, 54, 55, 59}
+    finally:
+        await client.close()
+
+    # 3. Stop the leader: the other two elect a new one, in a later epoch, and commit.
+    old = leader
+    await drivers[old].stop()
+    del drivers[old]
+    took = await wait_for("a new leader", lambda: len(cluster.leaders()) == 1, 8.0)
+    (leader,) = cluster.leaders()
+    assert leader != old and drivers[leader].node.epoch > epoch  # type: ignore[union-attr]
+    assert took < 8.0
+    second = [f"after-{i}".encode() for i in range(10)]
+    assert not isinstance(drivers[leader].append(second), NotLeader)
+    survivors = [i for i in IDS if i != old]
+    await wait_for(
+        "commit on survivors",
+        lambda: all(cluster.committed[i] == first + second for i in survivors),
+    )
+
+    # 4. Restart the old leader on its port and data: it follows and catches up.
+    restarted = cluster.make(old)
+    assert await restarted.bind("127.0.0.1", ports[old]) == ports[old]
+    await restarted.start(cluster.voters)
+    await wait_for("catch-up", lambda: cluster.committed[old] == first + second)
+    assert restarted.node is not None and restarted.node.leader_id == leader
+    third = [b"last"]
+    assert not isinstance(drivers[leader].append(third), NotLeader)
+    await wait_for(
+        "commit on all three", lambda: all(cluster.committed[i][-1:] == third for i in IDS)
+    )
+
+
+def test_graceful_resign_hands_over_quickly(tmp_path: Path) -> None:
+    async def main() -> None:
+        cluster = Cluster(tmp_path)
+        ports = {i: await cluster.make(i).bind("127.0.0.1", 0) for i in IDS}
+        voters = {i: ("127.0.0.1", p) for i, p in ports.items()}
+        for d in cluster.drivers.values():
+            await d.start(voters)
+        try:
+            await wait_for("a leader", lambda: len(cluster.leaders()) == 1, 5.0)
+            (leader,) = cluster.leaders()
+            await cluster.drivers.pop(leader).stop(resign=True)
+            took = await wait_for("a successor", lambda: len(cluster.leaders()) == 1, 5.0)
+            assert took < CONFIG.fetch_timeout_ms / 1000  # did not wait for the fetch timeout
+        finally:
+            for d in cluster.drivers.values():
+                await d.stop()
+
+    asyncio.run(main())
