@@ -263,6 +263,9 @@ class Connection:
             self.close("request cancelled")
             return
         exc = fut.exception()
+        if isinstance(exc, FrameError):  # a request refused after the fact: no traceback
+            self.close(str(exc), error=True)
+            return
         if exc is not None:
             log.error("%s: request handling failed: %r", self.peer, exc, exc_info=exc)
             self.close("request handling failed", error=True)

@@ -259,6 +259,9 @@ class RaftDriver:
 
     async def _answer(self, key: int, version: int, correlation_id: int, body: Any) -> Output:
         await self._started.wait()
+        if self._stopped:
+            # A request that arrived while stopping: close that connection, as a dead node would.
+            raise FrameError(f"raft driver {self.node_id} is stopping")
         node = self._node()
         local_id = self._next_inbound_id
         self._next_inbound_id += 1
