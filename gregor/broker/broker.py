@@ -1,14 +1,18 @@
-"""The composition root: one broker (and, until KRaft, its own metadata), wired together.
+"""The composition root: one broker, and the controller of its one-voter KRaft quorum, wired
+together.
 
     BrokerServer(config).run()       # until SIGTERM/SIGINT
 
-Start: open the log dirs (recovering after a crash), load the metadata, create the partitions
-it names, listen. Every request frame goes through `dispatch`: peek the header, refuse what we
+Construction: check (or write) meta.properties in every log dir, open the metadata log
+(`__cluster_metadata-0` in the first log dir) and lead its one-voter quorum, replay it, and
+commit this broker's registration (bootstrapping a new log, migrating a pre-KRaft
+`__cluster_metadata.json`: controller/local.py). Start: open the log dirs (recovering after a
+crash), create the partitions the metadata names, listen. Every request frame goes through `dispatch`: peek the header, refuse what we
 do not serve, decode, call the registered handler, encode (the handler may return an awaitable
 for requests that wait). Timers: flush logs whose flush.ms has passed, write the recovery-point
 and log-start checkpoints, remove deleted segment files, enforce retention; the log cleaner
 runs on its own threads (cleaner_thread.py); the group and transaction coordinators are polled
-at their deadlines. Stop: stop accepting, finish in-flight requests, flush, write checkpoints and
+at their deadlines, and so is the metadata log's Raft node. Stop: stop accepting, finish in-flight requests, flush, write checkpoints and
 the clean-shutdown marker.
 """
 
@@ -26,7 +30,9 @@ import gregor.handlers  # noqa: F401  (registers every handler)
 from gregor.broker.cleaner_thread import CleanerThreads
 from gregor.broker.config import BrokerConfig
 from gregor.controller.admin import Admin, TopicSpec
+from gregor.controller.local import LocalController
 from gregor.controller.producer_ids import ProducerIdManager
+from gregor.controller.quorum_controller import Listener
 from gregor.coordinator.runtime import GroupCoordinator
 from gregor.coordinator.txn.runtime import TransactionCoordinator
 from gregor.handlers import api_versions
@@ -34,12 +40,14 @@ from gregor.handlers.context import RequestContext
 from gregor.handlers.produce import AcksZeroError
 from gregor.handlers.registry import HANDLERS, NO_RESPONSE
 from gregor.handlers.txn_markers import write_marker
-from gregor.metadata import config_defs
+from gregor.metadata import config_defs, meta_properties
+from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.metadata.store import MetadataStore, TopicInfo
 from gregor.protocol import api_keys, codec
 from gregor.protocol.codegen import Data
 from gregor.protocol.exceptions import CorruptFrameError
 from gregor.protocol.headers import peek_request
+from gregor.raft.storage_log import TOPIC as METADATA_TOPIC
 from gregor.replication.partition import ReplicaManager
 from gregor.runtime.connection import Connection, FrameError, Output
 from gregor.runtime.server import Server
@@ -63,12 +71,27 @@ class BrokerServer:
         data_dirs = config.log_dirs
         for d in data_dirs:
             os.makedirs(d, exist_ok=True)
-        self.store = MetadataStore(data_dirs[0], config.get_str("cluster.id"))
+        legacy = MetadataStore.load(data_dirs[0])  # a data dir from before the KRaft log
+        self.meta_properties = meta_properties.ensure(
+            data_dirs, self.node_id, config.get_str("cluster.id"), legacy.cluster_id if legacy else None
+        )
+        cluster_id = self.meta_properties[data_dirs[0]].cluster_id
+        self.store = RaftMetadataStore.open(
+            data_dirs[0], self.node_id, cluster_id, clock=self.now_ms, configs=self.static_config
+        )
+        self.controller = LocalController(self.store, self.node_id, self.static_config)
+        self.controller.start(
+            [Listener("PLAINTEXT", self.host, self.port)],
+            [m.directory_id for m in self.meta_properties.values() if m.directory_id is not None],
+            config.get_str("broker.rack"),
+            legacy,
+            self.now_ms(),
+        )
         self.logs = LogManager(data_dirs, config_for=self.log_config_for)
         self.logs.roll_flusher = self._flush_after_roll
         self.replicas = ReplicaManager(self.node_id, self.logs)
-        self.admin = Admin(self.store, [self.node_id], self.static_config, self.node_id)
-        self.producer_ids = ProducerIdManager(self.store)
+        self.admin = Admin(self.store, self.controller, [self.node_id], self.static_config, self.node_id)
+        self.producer_ids = ProducerIdManager(self.controller)
         self.cleaner = CleanerThreads(self.logs, self._cleaner_config(), self.now_ms)
         self.groups = GroupCoordinator(
             self.node_id, self.store, self.replicas, self.admin, self.config_value, self.apply_metadata
@@ -122,15 +145,24 @@ class BrokerServer:
         return int(resolved.value or 1)
 
     def apply_metadata(self) -> None:
-        """Host exactly the partitions the metadata names, with their current configs."""
-        wanted = set()
-        for info in self.store.topics.values():
+        """Host exactly the partitions the metadata names, with their current configs. Configs
+        are resolved again only for the topics changed since the last call (every topic the
+        first time, and after a dynamic broker config changed): resolving them is what costs."""
+        topics = self.store.topics
+        changed = self.store.take_changes()
+        todo = topics.values() if changed is None else [topics[n] for n in changed if n in topics]
+        for info in todo:
             cfg = self.log_config_for(info.name)
             min_isr = self._min_isr(info)
             for index, replicas in enumerate(info.replicas):
                 if self.node_id in replicas:
-                    wanted.add((info.name, index))
                     self.replicas.ensure(info.name, index, info.topic_id, replicas, cfg, min_isr)
+        wanted = {
+            (info.name, index)
+            for info in topics.values()
+            for index, replicas in enumerate(info.replicas)
+            if self.node_id in replicas
+        }
         for tp in list(self.replicas.partitions):
             if tp not in wanted:
                 self.replicas.remove(*tp)
@@ -142,7 +174,7 @@ class BrokerServer:
         self.transactions.on_metadata(self.now_ms())
 
     def maybe_auto_create(self, topic: str) -> TopicInfo | None:
-        if not self.config_value("auto.create.topics.enable"):
+        if not self.config_value("auto.create.topics.enable") or topic == METADATA_TOPIC:
             return None
         info = self.admin.create_topic(TopicSpec(topic))
         log.info("auto-created topic %s with %d partitions", topic, info.partitions)
@@ -225,6 +257,7 @@ class BrokerServer:
         self.cleaner.start()  # log compaction: cleaner_thread.py
         self._timers.append(asyncio.ensure_future(self._drive(self.groups, "group")))
         self._timers.append(asyncio.ensure_future(self._drive(self.transactions, "transaction")))
+        self._timers.append(asyncio.ensure_future(self._drive(self.store, "metadata log")))
         log.info(
             "gregor broker %d ready on %s:%d (cluster %s, data in %s)",
             self.node_id,
@@ -282,10 +315,12 @@ class BrokerServer:
         self.logs.flush_due(now)
         self.logs.purge_deleted(now)
 
-    async def _drive(self, coordinator: GroupCoordinator | TransactionCoordinator, what: str) -> None:
-        """A coordinator's timers and loading: poll at its next deadline, or sooner when an
-        operation brings one forward (`wakeup`); at least every second, so dynamic configs are
-        picked up."""
+    async def _drive(
+        self, coordinator: GroupCoordinator | TransactionCoordinator | RaftMetadataStore, what: str
+    ) -> None:
+        """A coordinator's (or the metadata log's Raft node's) timers and loading: poll at its
+        next deadline, or sooner when an operation brings one forward (`wakeup`); at least every
+        second, so dynamic configs are picked up."""
         wake = asyncio.Event()
         coordinator.wakeup = wake.set
         while True:
@@ -341,6 +376,7 @@ class BrokerServer:
             await self.server.stop()
         await self.cleaner.stop()  # before the logs close: no swap may reach a closed log
         self.logs.shutdown()
+        self.store.close()
         log.info("shut down cleanly")
 
     async def run(self) -> None:

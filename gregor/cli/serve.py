@@ -1,5 +1,6 @@
 """`gregor serve`: run a broker. With no arguments: one node on 127.0.0.1:9092, data in
-./gregor-data."""
+./gregor-data (an empty data dir is formatted on the way: meta.properties). A data dir of
+another cluster or node.id, or a pre-KRaft store that cannot be migrated, is an error (exit 1)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from gregor.broker.broker import BrokerServer
     from gregor.broker.config import BrokerConfig, parse_overrides
+    from gregor.controller.local import MigrationError
+    from gregor.metadata.meta_properties import MetaPropertiesError
+    from gregor.metadata.raft_store import MetadataLogError
     from gregor.runtime.server import install_uvloop
 
     logging.basicConfig(
@@ -42,7 +46,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"gregor serve: {exc}", file=sys.stderr)
         return 2
     install_uvloop()
-    server = BrokerServer(config, ready_file=args.ready_file)
+    try:
+        server = BrokerServer(config, ready_file=args.ready_file)
+    except (MetaPropertiesError, MigrationError, MetadataLogError, OSError) as exc:
+        print(f"gregor serve: {exc}", file=sys.stderr)
+        return 1
     try:
         asyncio.run(server.run())
     except OSError as exc:

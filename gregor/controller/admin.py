@@ -1,6 +1,7 @@
 """Admin operations on cluster metadata: create and delete topics, add partitions, change
-configs. Rules and placement live here; handlers translate, and the broker applies the new
-metadata to the partitions it hosts (as brokers will replay the KRaft metadata log).
+configs. Rules and placement live here; handlers translate; the change is committed to the
+metadata log by the controller (local.py), and the broker applies the new metadata to the
+partitions it hosts.
 
 Every operation validates completely before changing anything, and `validate_only` stops there.
 Errors are KafkaErrors with Kafka's codes and messages.
@@ -11,12 +12,18 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gregor.metadata import config_defs
 from gregor.metadata.config_defs import ConfigError
-from gregor.metadata.store import MetadataStore, TopicInfo, validate_topic_name
+from gregor.metadata.raft_store import RaftMetadataStore
+from gregor.metadata.store import TopicInfo, validate_topic_name
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
+from gregor.raft.storage_log import TOPIC as METADATA_TOPIC
+
+if TYPE_CHECKING:
+    from gregor.controller.local import LocalController
 
 # IncrementalAlterConfigs operations
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -33,9 +40,15 @@ class TopicSpec:
 
 class Admin:
     def __init__(
-        self, store: MetadataStore, broker_ids: Sequence[int], static_config: Mapping[str, str], node_id: int
+        self,
+        store: RaftMetadataStore,
+        controller: LocalController,
+        broker_ids: Sequence[int],
+        static_config: Mapping[str, str],
+        node_id: int,
     ) -> None:
-        self.store = store
+        self.store = store  # reads
+        self.controller = controller  # writes
         self.broker_ids = list(broker_ids)
         self.static_config = static_config
         self.node_id = node_id
@@ -51,6 +64,10 @@ class Admin:
 
     def create_topic(self, spec: TopicSpec, validate_only: bool = False) -> TopicInfo:
         validate_topic_name(spec.name)
+        if spec.name == METADATA_TOPIC:
+            raise KafkaError(
+                errors.INVALID_REQUEST, f"{METADATA_TOPIC} is the metadata log; no topic may take its name."
+            )
         if spec.name in self.store.topics:
             raise KafkaError(errors.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' already exists.")
         configs = {k: v for k, v in (spec.configs or {}).items() if v is not None}
@@ -86,7 +103,7 @@ class Admin:
             replicas = self._place(partitions, factor, 0)
         if validate_only:
             return TopicInfo(spec.name, _zero_uuid(), replicas, configs)
-        return self.store.create_topic(spec.name, replicas, configs)
+        return self.controller.create_topic(spec.name, replicas, configs)
 
     def _place(self, partitions: int, factor: int, first: int) -> list[list[int]]:
         return place_round_robin(self.broker_ids, partitions, factor, first)
@@ -97,7 +114,7 @@ class Admin:
     def delete_topic(self, name: str) -> TopicInfo:
         if not self._default_bool("delete.topic.enable"):
             raise KafkaError(errors.BY_NAME["TOPIC_DELETION_DISABLED"].code, "Topic deletion is disabled.")
-        return self.store.delete_topic(name)
+        return self.controller.delete_topic(name)
 
     def _default_bool(self, key: str) -> bool:
         return bool(config_defs.BROKER_CONFIGS[key].parse(self._raw(key)))
@@ -142,7 +159,7 @@ class Admin:
             new = self._place(added, len(info.replicas[0]), current)
         if validate_only:
             return info
-        return self.store.add_partitions(name, new)
+        return self.controller.add_partitions(name, new)
 
     # -- configs ------------------------------------------------------------------------------
 
@@ -155,7 +172,7 @@ class Admin:
         new = {k: v for k, v in configs.items() if v is not None}
         self._validate_topic(new)
         if not validate_only:
-            self.store.set_topic_configs(name, new)
+            self.controller.set_topic_configs(name, new)
 
     def incremental_alter_topic_configs(
         self,
@@ -169,7 +186,7 @@ class Admin:
         new = apply_incremental(dict(info.configs), ops, self._effective_topic_list)
         self._validate_topic(new)
         if not validate_only:
-            self.store.set_topic_configs(name, new)
+            self.controller.set_topic_configs(name, new)
 
     def _effective_topic_list(self, key: str) -> list[str]:
         d = config_defs.TOPIC_CONFIGS.get(key)
@@ -209,7 +226,7 @@ class Admin:
             except ConfigError as exc:
                 raise KafkaError(errors.INVALID_CONFIG, str(exc)) from None
         if not validate_only:
-            self.store.set_broker_configs(resource, {k: v for k, v in new.items() if v is not None})
+            self.controller.set_broker_configs(resource, {k: v for k, v in new.items() if v is not None})
 
 
 def place_round_robin(broker_ids: Sequence[int], partitions: int, factor: int, first: int) -> list[list[int]]:

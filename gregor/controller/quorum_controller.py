@@ -51,6 +51,7 @@ from gregor.metadata.image import (
 from gregor.metadata.store import validate_topic_name
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
+from gregor.raft.storage_log import TOPIC as METADATA_TOPIC
 
 T = TypeVar("T")
 
@@ -128,6 +129,7 @@ class TopicRequest:
     replication_factor: int = -1
     assignments: dict[int, list[int]] | None = None
     configs: dict[str, str | None] | None = None
+    topic_id: uuid.UUID | None = None  # keep this id (a migrated topic); None: a new random one
 
 
 @dataclass(frozen=True)
@@ -340,6 +342,8 @@ class QuorumController:
 
     def _create_topic(self, t: TopicRequest) -> tuple[list[Any], TopicResult]:
         validate_topic_name(t.name)
+        if t.name == METADATA_TOPIC:
+            raise KafkaError(errors.INVALID_REQUEST, f"{METADATA_TOPIC} is the metadata log; no topic may take its name.")
         if t.name in self.image.topics_by_name:
             raise KafkaError(errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
         for other in self.image.topics_by_name:
@@ -377,7 +381,9 @@ class QuorumController:
                     "Replication factor must be larger than 0, or -1 to use the default value.",
                 )
             replicas = self._place(partitions, factor, 0)
-        topic_id = self.new_uuid()
+        topic_id = self.new_uuid() if t.topic_id is None else t.topic_id
+        if topic_id in self.image.topics_by_id or topic_id.int == 0:
+            raise KafkaError(errors.INVALID_REQUEST, f"Topic id {topic_id} is taken.")
         records: list[Any] = [r.TopicRecord(name=t.name, topic_id=topic_id)]
         records += [
             r.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=t.name, name=k, value=v)
@@ -529,16 +535,18 @@ class QuorumController:
 
     # -- producer ids ----------------------------------------------------------------------
 
-    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ControllerResult[tuple[int, int, int]]:
-        """(error, first id, count): a block of PRODUCER_ID_BLOCK_SIZE ids."""
+    def allocate_producer_ids(
+        self, broker_id: int, broker_epoch: int, block_size: int = PRODUCER_ID_BLOCK_SIZE
+    ) -> ControllerResult[tuple[int, int, int]]:
+        """(error, first id, count): a block of `block_size` ids (Kafka's blocks are 1000)."""
         reg = self.image.brokers.get(broker_id)
         if reg is None or reg.epoch != broker_epoch:
             return ControllerResult([], (_code("STALE_BROKER_EPOCH"), -1, 0))
         first = self.image.next_producer_id
         rec = r.ProducerIdsRecord(
-            broker_id=broker_id, broker_epoch=broker_epoch, next_producer_id=first + PRODUCER_ID_BLOCK_SIZE
+            broker_id=broker_id, broker_epoch=broker_epoch, next_producer_id=first + block_size
         )
-        return ControllerResult([rec], (NONE, first, PRODUCER_ID_BLOCK_SIZE))
+        return ControllerResult([rec], (NONE, first, block_size))
 
     # -- partitions ------------------------------------------------------------------------
 

@@ -68,7 +68,7 @@ from gregor.coordinator.group.results import (
     TxnOffsetCommitRequest,
 )
 from gregor.coordinator.group.shard import NO_PRODUCER_ID, GroupConfig, GroupCoordinatorShard
-from gregor.metadata.store import MetadataStore
+from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.records.batch import iter_headers
 from gregor.protocol.records.records import build_batch, read_batch_records
@@ -111,7 +111,7 @@ class GroupCoordinator:
     def __init__(
         self,
         node_id: int,
-        store: MetadataStore,
+        store: RaftMetadataStore,
         replicas: ReplicaManager,
         admin: Admin,
         config_value: Callable[[str], Any],

@@ -13,6 +13,7 @@ from gregor.handlers import (  # noqa: F401
     metadata,
     offsets,
     produce,
+    quorum,
     records_admin,
     topics,
     txn,

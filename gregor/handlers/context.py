@@ -15,7 +15,8 @@ from gregor.controller.admin import Admin
 from gregor.controller.producer_ids import ProducerIdManager
 from gregor.coordinator.runtime import GroupCoordinator
 from gregor.coordinator.txn.runtime import TransactionCoordinator
-from gregor.metadata.store import MetadataStore, TopicInfo
+from gregor.metadata.raft_store import RaftMetadataStore
+from gregor.metadata.store import TopicInfo
 from gregor.protocol.headers import RequestHeader
 from gregor.replication.partition import ReplicaManager
 from gregor.storage.log_manager import LogManager
@@ -26,7 +27,7 @@ class BrokerServices(Protocol):
     host: str
     port: int
     static_config: Mapping[str, str]
-    store: MetadataStore
+    store: RaftMetadataStore
     admin: Admin
     replicas: ReplicaManager
     logs: LogManager

@@ -57,8 +57,11 @@ class MetadataReplayError(ValueError):
     """A record that does not fit the image it is replayed onto (a bug, or a damaged log)."""
 
 
-def _frozen(d: Mapping[Any, Any]) -> Mapping[Any, Any]:
-    return MappingProxyType(dict(d))
+def _copy(m: Mapping[Any, Any]) -> dict[Any, Any]:
+    """A dict copy; of a dict (or a read-only view of one) without rehashing its keys."""
+    if isinstance(m, dict | MappingProxyType):
+        return m.copy()
+    return dict(m)
 
 
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
@@ -211,19 +214,33 @@ EMPTY_IMAGE = MetadataImage()
 
 
 class MetadataDelta:
-    """Records replayed onto an image; `apply()` gives the new image. Copies on first write."""
+    """Records replayed onto an image; `apply()` (once) gives the new image.
+
+    Each mapping is the image's own until the first write to it, which copies it (`_own`); the
+    new image shares every mapping nothing wrote to. A change costs a copy of the mappings it
+    touches (dict copies, which rehash nothing), not of the whole image."""
 
     def __init__(self, image: MetadataImage) -> None:
         self.image = image
         self.offset = image.offset
         self.epoch = image.epoch
-        self.brokers = dict(image.brokers)
-        self.topics_by_id = dict(image.topics_by_id)
-        self.topics_by_name = dict(image.topics_by_name)
-        self.configs: dict[ConfigResource, Mapping[str, str]] = dict(image.configs)
+        self.brokers: Mapping[int, BrokerRegistration] = image.brokers
+        self.topics_by_id: Mapping[uuid.UUID, TopicImage] = image.topics_by_id
+        self.topics_by_name: Mapping[str, uuid.UUID] = image.topics_by_name
+        self.configs: Mapping[ConfigResource, Mapping[str, str]] = image.configs
         self.next_producer_id = image.next_producer_id
-        self.features = dict(image.features)
+        self.features: Mapping[str, int] = image.features
         self.partitions: dict[uuid.UUID, dict[int, PartitionRegistration]] = {}
+        self._owned: set[str] = set()
+
+    def _own(self, name: str) -> dict[Any, Any]:
+        """The mapping `name`, made this delta's own (copied) before its first write."""
+        mapping = getattr(self, name)
+        if name not in self._owned:
+            mapping = _copy(mapping)
+            setattr(self, name, mapping)
+            self._owned.add(name)
+        return mapping
 
     def replay(self, record: Any, offset: int, epoch: int) -> None:
         handler = _HANDLERS.get(type(record))
@@ -233,21 +250,30 @@ class MetadataDelta:
         self.offset, self.epoch = offset, epoch
 
     def apply(self) -> MetadataImage:
-        topics = dict(self.topics_by_id)
-        for topic_id, parts in self.partitions.items():
-            t = topics.get(topic_id)
-            if t is not None:
-                topics[topic_id] = replace(t, partitions=_frozen(parts))
-        return MetadataImage(
+        if self.partitions:
+            topics = self._own("topics_by_id")
+            for topic_id, parts in self.partitions.items():
+                t = topics.get(topic_id)
+                if t is not None:
+                    topics[topic_id] = replace(t, partitions=MappingProxyType(parts))
+
+        def done(name: str) -> Any:
+            mapping = getattr(self, name)
+            return MappingProxyType(mapping) if name in self._owned else mapping
+
+        image = MetadataImage(
             offset=self.offset,
             epoch=self.epoch,
-            brokers=_frozen(self.brokers),
-            topics_by_id=_frozen(topics),
-            topics_by_name=_frozen(self.topics_by_name),
-            configs=_frozen(self.configs),
+            brokers=done("brokers"),
+            topics_by_id=done("topics_by_id"),
+            topics_by_name=done("topics_by_name"),
+            configs=done("configs"),
             next_producer_id=self.next_producer_id,
-            features=_frozen(self.features),
+            features=done("features"),
         )
+        self._owned.clear()  # the image holds them now: a later write copies again
+        self.partitions = {}
+        return image
 
     # -- brokers -------------------------------------------------------------------------------
 
@@ -262,7 +288,7 @@ class MetadataDelta:
         return reg
 
     def _register_broker(self, rec: Any) -> None:
-        self.brokers[rec.broker_id] = BrokerRegistration(
+        self._own("brokers")[rec.broker_id] = BrokerRegistration(
             broker_id=rec.broker_id,
             incarnation_id=rec.incarnation_id,
             epoch=rec.broker_epoch,
@@ -279,15 +305,15 @@ class MetadataDelta:
         )
 
     def _unregister_broker(self, rec: Any) -> None:
-        self.brokers.pop(rec.broker_id, None)
+        self._own("brokers").pop(rec.broker_id, None)
 
     def _fence(self, rec: Any) -> None:
         reg = self._broker(rec.id, rec.epoch, "FenceBrokerRecord")
-        self.brokers[rec.id] = replace(reg, fenced=True)
+        self._own("brokers")[rec.id] = replace(reg, fenced=True)
 
     def _unfence(self, rec: Any) -> None:
         reg = self._broker(rec.id, rec.epoch, "UnfenceBrokerRecord")
-        self.brokers[rec.id] = replace(reg, fenced=False)
+        self._own("brokers")[rec.id] = replace(reg, fenced=False)
 
     def _registration_change(self, rec: Any) -> None:
         reg = self._broker(rec.broker_id, rec.broker_epoch, "BrokerRegistrationChangeRecord")
@@ -296,7 +322,7 @@ class MetadataDelta:
         fenced = reg.fenced if rec.fenced == 0 else rec.fenced == 1
         shutdown = reg.in_controlled_shutdown or rec.in_controlled_shutdown == 1
         log_dirs = tuple(rec.log_dirs) if rec.log_dirs else reg.log_dirs
-        self.brokers[rec.broker_id] = replace(
+        self._own("brokers")[rec.broker_id] = replace(
             reg, fenced=fenced, in_controlled_shutdown=shutdown, log_dirs=log_dirs
         )
 
@@ -308,14 +334,14 @@ class MetadataDelta:
             t = self.topics_by_id.get(topic_id)
             if t is None:
                 raise MetadataReplayError(f"{what}: no topic with id {topic_id}")
-            parts = self.partitions[topic_id] = dict(t.partitions)
+            parts = self.partitions[topic_id] = _copy(t.partitions)
         return parts
 
     def _topic(self, rec: Any) -> None:
         if rec.name in self.topics_by_name or rec.topic_id in self.topics_by_id:
             raise MetadataReplayError(f"TopicRecord: topic {rec.name} ({rec.topic_id}) exists")
-        self.topics_by_id[rec.topic_id] = TopicImage(rec.name, rec.topic_id)
-        self.topics_by_name[rec.name] = rec.topic_id
+        self._own("topics_by_id")[rec.topic_id] = TopicImage(rec.name, rec.topic_id)
+        self._own("topics_by_name")[rec.name] = rec.topic_id
 
     def _partition(self, rec: Any) -> None:
         self._parts(rec.topic_id, "PartitionRecord")[rec.partition_id] = (
@@ -332,12 +358,13 @@ class MetadataDelta:
         parts[rec.partition_id] = current.merge(rec)
 
     def _remove_topic(self, rec: Any) -> None:
-        t = self.topics_by_id.pop(rec.topic_id, None)
-        if t is None:
+        if rec.topic_id not in self.topics_by_id:
             raise MetadataReplayError(f"RemoveTopicRecord: no topic with id {rec.topic_id}")
-        self.topics_by_name.pop(t.name, None)
+        t = self._own("topics_by_id").pop(rec.topic_id)
+        self._own("topics_by_name").pop(t.name, None)
         self.partitions.pop(rec.topic_id, None)
-        self.configs.pop((TOPIC_RESOURCE, t.name), None)
+        if (TOPIC_RESOURCE, t.name) in self.configs:
+            self._own("configs").pop((TOPIC_RESOURCE, t.name))
 
     # -- the rest ------------------------------------------------------------------------------
 
@@ -349,9 +376,9 @@ class MetadataDelta:
         else:
             current[rec.name] = rec.value
         if current:
-            self.configs[key] = _frozen(current)
-        else:
-            self.configs.pop(key, None)
+            self._own("configs")[key] = MappingProxyType(current)
+        elif key in self.configs:
+            self._own("configs").pop(key)
 
     def _producer_ids(self, rec: Any) -> None:
         if rec.next_producer_id < self.next_producer_id:
@@ -363,9 +390,9 @@ class MetadataDelta:
 
     def _feature_level(self, rec: Any) -> None:
         if rec.feature_level == 0:
-            self.features.pop(rec.name, None)
+            self._own("features").pop(rec.name, None)
         else:
-            self.features[rec.name] = rec.feature_level
+            self._own("features")[rec.name] = rec.feature_level
 
     def _no_op(self, rec: Any) -> None:
         pass

@@ -1,10 +1,10 @@
-"""The cluster metadata a single node keeps: topics, their partitions and configs, and the
-dynamic broker configs.
+"""What every layer reads of a topic (`TopicInfo`), the topic name rules, and the pre-KRaft store.
 
-This is the one small interface the KRaft metadata log will replace: every change goes through
-a method here, and the image (`topics`, `broker_configs`) is only read elsewhere. Until then the
-state is a JSON document `<data dir>/__cluster_metadata.json`, rewritten atomically (temp file,
-fsync, rename) on every change; metadata changes are rare, so the cost is beside the point.
+`MetadataStore` is how a node kept its metadata before the KRaft log (raft_store.py): a JSON
+document `<first log dir>/__cluster_metadata.json` holding the cluster id, topics (name, id,
+replicas per partition, configs), the dynamic broker configs and the producer-id high water
+mark, rewritten atomically (temp file, fsync, rename) on every change. It stays to read such a
+data dir, which start-up migrates into the log (controller/local.py), and for tests that make one.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
 
 FILE_NAME = "__cluster_metadata.json"
+MIGRATED_SUFFIX = ".migrated"  # the file's name once its contents are in the KRaft log
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
@@ -71,6 +72,18 @@ class MetadataStore:
         if not self.cluster_id:
             self.cluster_id = _new_cluster_id()
             self._save()
+
+    @classmethod
+    def load(cls, data_dir: str) -> MetadataStore | None:
+        """The store in `data_dir` as it is on disk (nothing written); None if there is none."""
+        if not os.path.exists(os.path.join(data_dir, FILE_NAME)):
+            return None
+        store = cls.__new__(cls)
+        store.path = os.path.join(data_dir, FILE_NAME)
+        store.topics, store.broker_configs, store.node_configs = {}, {}, {}
+        store.cluster_id, store.next_producer_id_block = "", 0
+        store._load()
+        return store
 
     def _load(self) -> None:
         try:

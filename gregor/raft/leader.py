@@ -111,7 +111,13 @@ class LeaderState:
         others.sort(key=lambda s: (-s.end_offset, s.replica_id))
         return tuple(s.replica_id for s in others)
 
-    def describe(self) -> tuple[tuple[ReplicaDescription, ...], tuple[ReplicaDescription, ...]]:
+    def describe(
+        self, now_ms: int
+    ) -> tuple[tuple[ReplicaDescription, ...], tuple[ReplicaDescription, ...]]:
+        """Voters and observers; the leader itself is fetching and caught up `now_ms` (as
+        Kafka's DescribeQuorum reports its leader)."""
+        me = self.voters[self.local_id]
+        me.last_fetch_ms = me.last_caught_up_ms = max(me.last_fetch_ms, now_ms)
         voters = tuple(self.voters[v].describe() for v in sorted(self.voters))
         observers = tuple(self.observers[o].describe() for o in sorted(self.observers))
         return voters, observers

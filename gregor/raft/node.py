@@ -832,7 +832,7 @@ class RaftNode:
             return m.DescribeQuorumResponse(
                 errors.NOT_LEADER_OR_FOLLOWER, leader_id, epoch, -1, (), (), request.correlation_id
             )
-        voters, observers = leader.describe()
+        voters, observers = leader.describe(now_ms)
         hw = -1 if leader.high_watermark is None else leader.high_watermark
         return m.DescribeQuorumResponse(
             errors.NONE, self.node_id, self.epoch, hw, voters, observers, request.correlation_id

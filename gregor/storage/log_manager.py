@@ -7,6 +7,8 @@
         replication-offset-checkpoint        per partition: the high watermark
         <topic>-<partition>/                 one Log each (see log.py)
         <topic>-<partition>.<id>-delete/     a deleted partition, removed in the background
+        __cluster_metadata-0/                the KRaft metadata log: not a partition here; the
+                                             Raft log opens it (raft/storage_log.py)
 
 A new partition goes to the log dir holding the fewest partitions. Opening 10,000 partitions
 opens no index and leaves no file open: segments are listed, and each log's active segment is
@@ -37,6 +39,7 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
+METADATA_LOG_DIR = "__cluster_metadata-0"  # never loaded, retained, cleaned or recovered here
 
 TopicPartition = tuple[str, int]
 CheckpointSnapshot = tuple[int, list[tuple[str, dict[TopicPartition, int]]]]
@@ -92,6 +95,8 @@ class LogManager:
                 if name.endswith(DELETE_DIR_SUFFIX):
                     shutil.rmtree(path, ignore_errors=True)
                     continue
+                if name == METADATA_LOG_DIR:
+                    continue
                 tp = parse_dir_name(name)
                 if tp is None:
                     continue
@@ -142,6 +147,8 @@ class LogManager:
         existing = self.logs.get(tp)
         if existing is not None:
             return existing
+        if dir_name(topic, partition) == METADATA_LOG_DIR:
+            raise ValueError(f"{METADATA_LOG_DIR} is the metadata log, not a partition")
         d = self._least_loaded_dir()
         log_ = Log.open(
             os.path.join(d, dir_name(topic, partition)),

@@ -21,7 +21,8 @@ from gregor.runtime.client import (
     RequestTimeoutError,
 )
 
-KRAFT_KEYS = {52, 53, 54, 55, 56, 59, 62, 63, 67}
+# The quorum's and brokers-to-controller RPCs; DescribeQuorum (55) is served to clients too.
+KRAFT_KEYS = {52, 53, 54, 56, 59, 62, 63, 67}
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +44,7 @@ def test_real_broker_pipelined_metadata_and_api_versions(broker: Any, loop: str)
             assert conn is not None and conn.api_versions is not None
             assert conn.api_versions[api_keys.METADATA] == (0, 13)
             assert KRAFT_KEYS.isdisjoint(conn.api_versions)
+            assert conn.api_versions[api_keys.DESCRIBE_QUORUM] == (0, 2)
             # Pipelined: 20 requests in flight on one connection, of flexible and older versions.
             calls = [
                 client.send(1, api_keys.METADATA, v, MetadataRequest(topics=[]))

@@ -78,6 +78,21 @@ def test_replay_is_deterministic_and_leaves_the_old_image_alone() -> None:
         a.brokers[9] = a.brokers[1]  # type: ignore[index]
 
 
+def test_replay_copies_only_what_the_records_touch() -> None:
+    a = cluster()
+    config = r.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="t", name="retention.ms", value="5")
+    b = replay(a, config)
+    assert b.brokers is a.brokers and b.topics_by_id is a.topics_by_id, "untouched: shared"
+    assert b.configs is not a.configs and a.configs == {} and b.config(TOPIC_RESOURCE, "t") == {"retention.ms": "5"}
+    c = replay(b, *topic_with_partition("u", T2))
+    assert c.configs is b.configs and c.topics_by_id is not b.topics_by_id
+    assert set(b.topics_by_name) == {"t"} and set(c.topics_by_name) == {"t", "u"}
+    assert a.topic("t") is c.topic("t"), "a topic nothing touched is the same object"
+    with pytest.raises(MetadataReplayError):  # a failed replay leaves the image as it was
+        replay(c, r.RemoveTopicRecord(topic_id=T2), r.RemoveTopicRecord(topic_id=T2))
+    assert set(c.topics_by_name) == {"t", "u"} and c.partition("u", 0) is not None
+
+
 def test_replay_bytes_decodes_framed_records() -> None:
     entries = [(r.encode(rec), i, 3) for i, rec in enumerate(topic_with_partition())]
     image = replay_bytes(EMPTY_IMAGE, entries)

@@ -303,6 +303,8 @@ def test_describe_quorum_on_the_leader():
     )
     voters = {v.replica_id: v for v in resp.current_voters}
     assert voters[1].log_end_offset == 2
+    # The leader reports itself fetching and caught up now, as Kafka's leader does.
+    assert voters[1].last_fetch_timestamp == voters[1].last_caught_up_timestamp == ctx.time
     assert (voters[2].log_end_offset, voters[2].last_fetch_timestamp) == (2, fetched_at)
     assert voters[2].last_caught_up_timestamp == fetched_at
     assert (voters[3].log_end_offset, voters[3].last_fetch_timestamp) == (-1, -1)

@@ -61,7 +61,7 @@ from gregor.coordinator.txn.results import (
 )
 from gregor.coordinator.txn.shard import TransactionCoordinatorShard, TxnConfig
 from gregor.coordinator.txn.state import BY_NAME as STATE_BY_NAME
-from gregor.metadata.store import MetadataStore
+from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.records.batch import iter_headers
 from gregor.protocol.records.records import build_batch, read_batch_records
@@ -142,7 +142,7 @@ class TransactionCoordinator:
     def __init__(
         self,
         node_id: int,
-        store: MetadataStore,
+        store: RaftMetadataStore,
         replicas: ReplicaManager,
         admin: Admin,
         config_value: Callable[[str], Any],

@@ -1,0 +1,252 @@
+"""The active controller of a one-voter quorum, run in the broker's own thread: every metadata
+change is planned by QuorumController on the committed image and committed through the
+RaftMetadataStore before the call returns.
+
+    controller = LocalController(store, node_id, static_config)
+    controller.start(listeners, log_dir_ids, legacy=MetadataStore.load(data_dir))
+    info = controller.create_topic("orders", [[1], [1]], {"cleanup.policy": "compact"})
+
+The write methods are the ones `Admin` and `ProducerIdManager` call (the pre-KRaft store had the
+same): create_topic (TopicRecord, ConfigRecords, PartitionRecords), delete_topic
+(RemoveTopicRecord), add_partitions (PartitionRecords), set_topic_configs and
+set_broker_configs (a ConfigRecord per changed key, null value for a removed one),
+allocate_producer_ids (ProducerIdsRecord). Admin has already validated with the messages
+clients see; QuorumController checks again, and a refusal is raised as its KafkaError.
+
+`start` commits, at every start, one batch (atomic on disk; several if the records pass
+raft_store.MAX_BATCH_BYTES, as a large migration may):
+
+    FeatureLevelRecord metadata.version      only when the log has none yet (a new cluster)
+    RegisterBrokerRecord                     this broker, a new incarnation; epoch = its offset
+    PartitionChangeRecords + unfence         as QuorumController does for a re-registering
+                                             broker, then its heartbeat: caught up, unfenced,
+                                             leader again of what it led
+    the migrated pre-KRaft store             when `legacy` is given (below)
+
+Migration of a pre-KRaft data dir (`__cluster_metadata.json`): every topic with its id, replicas
+and configs, the dynamic broker configs, and the producer-id high water mark become records in
+that same batch; then the file is renamed `__cluster_metadata.json.migrated`. A topic already in
+the log with the same id is skipped (a crash before the rename, or between the batches of a
+large migration), so running it again writes nothing twice; the same name under another id is
+refused (MigrationError).
+
+Between starts the registration stays; no heartbeats or session timeouts run (one broker, in
+this process). The broker's registration names the configured listener (port 0 if the OS is to
+pick one: it is not known yet).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from gregor.controller.quorum_controller import (
+    BrokerHeartbeat,
+    BrokerRegistration,
+    ControllerConfig,
+    Listener,
+    QuorumController,
+    TopicRequest,
+    bootstrap_records,
+)
+from gregor.metadata import records as r
+from gregor.metadata.image import BROKER_RESOURCE, METADATA_VERSION, TOPIC_RESOURCE
+from gregor.metadata.raft_store import RaftMetadataStore
+from gregor.metadata.store import MIGRATED_SUFFIX, MetadataStore, TopicInfo
+from gregor.protocol import errors
+from gregor.protocol.errors import KafkaError
+from gregor.storage.checkpoints import fsync_dir
+
+log = logging.getLogger("gregor.controller")
+
+
+class MigrationError(RuntimeError):
+    """A pre-KRaft store that cannot be written into the metadata log as it is."""
+
+
+class _Plan:
+    """Records planned one step after another on a scratch controller, each step seeing the
+    ones before (their offsets are the ones they will have: one append, in order)."""
+
+    def __init__(self, quorum: QuorumController, next_offset: int, epoch: int) -> None:
+        self.quorum = quorum
+        self.offset = next_offset
+        self.epoch = epoch
+        self.records: list[Any] = []
+
+    def add(self, records: Sequence[Any]) -> None:
+        self.quorum.replay([(rec, self.offset + i, self.epoch) for i, rec in enumerate(records)])
+        self.records += records
+        self.offset += len(records)
+
+
+class LocalController:
+    def __init__(
+        self,
+        store: RaftMetadataStore,
+        node_id: int,
+        static_config: Mapping[str, str],
+        new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
+    ) -> None:
+        self.store = store
+        self.node_id = node_id
+        self.config = ControllerConfig(static=dict(static_config))
+        self.new_uuid = new_uuid
+        self.quorum = QuorumController(self.config, store.image, new_uuid)
+
+    def _planner(self) -> QuorumController:
+        """The controller over the committed image (nothing is planned but not committed)."""
+        self.quorum.image = self.store.image
+        return self.quorum
+
+    # -- start ----------------------------------------------------------------------------------
+
+    def start(
+        self,
+        listeners: Sequence[Listener],
+        log_dir_ids: Sequence[uuid.UUID] = (),
+        rack: str | None = None,
+        legacy: MetadataStore | None = None,
+        now_ms: int = 0,
+    ) -> None:
+        """Bootstrap (a new log), register and unfence this broker, migrate `legacy`: one batch."""
+        scratch = QuorumController(self.config, self.store.image, self.new_uuid)
+        plan = _Plan(scratch, self.store.next_offset, self.store.epoch)
+        if METADATA_VERSION not in scratch.image.features:
+            plan.add(bootstrap_records())
+        reg = scratch.register_broker(
+            BrokerRegistration(self.node_id, self.new_uuid(), tuple(listeners), rack, tuple(log_dir_ids)),
+            now_ms,
+            plan.offset,
+        )
+        if reg.response.error_code != errors.NONE:
+            raise KafkaError(reg.response.error_code, f"broker {self.node_id} cannot register")
+        plan.add(reg.records)
+        beat = scratch.heartbeat(
+            BrokerHeartbeat(self.node_id, reg.response.broker_epoch, plan.offset), now_ms
+        )
+        if beat.response.error_code != errors.NONE or beat.response.is_fenced:
+            raise KafkaError(beat.response.error_code, f"broker {self.node_id} stays fenced")
+        plan.add(beat.records)
+        migrated = self._plan_migration(plan, legacy) if legacy is not None else 0
+        self.store.commit(plan.records)
+        if legacy is not None:
+            _retire(legacy.path)
+            log.info(
+                "migrated %s into the KRaft metadata log: %d topic(s) written, dynamic broker "
+                "configs and producer ids kept; the old file is now %s",
+                legacy.path, migrated, legacy.path + MIGRATED_SUFFIX,
+            )
+
+    def _plan_migration(self, plan: _Plan, legacy: MetadataStore) -> int:
+        written = 0
+        for info in legacy.topics.values():
+            existing = plan.quorum.image.topic(info.name)
+            if existing is not None:
+                if existing.topic_id != info.topic_id:
+                    raise MigrationError(
+                        f"{legacy.path}: topic {info.name} has id {info.topic_id}, but the "
+                        f"metadata log already has it with id {existing.topic_id}"
+                    )
+                continue  # migrated before a crash kept the old file's name
+            request = TopicRequest(
+                info.name,
+                assignments=dict(enumerate(info.replicas)),
+                configs=dict(info.configs),
+                topic_id=info.topic_id,
+            )
+            result = plan.quorum.create_topics([request])
+            outcome = result.response[0]
+            if outcome.error_code != errors.NONE:
+                raise MigrationError(
+                    f"{legacy.path}: topic {info.name} cannot be migrated: "
+                    f"{errors.name_of(outcome.error_code)}: {outcome.error_message}"
+                )
+            plan.add(result.records)
+            written += 1
+        resources = [(BROKER_RESOURCE, "", legacy.broker_configs)]
+        resources += [(BROKER_RESOURCE, node, cfg) for node, cfg in sorted(legacy.node_configs.items())]
+        configs = plan.quorum.alter_configs(resources)
+        for _rtype, name, code, message in configs.response:
+            if code != errors.NONE:
+                raise MigrationError(f"{legacy.path}: dynamic configs of broker {name!r}: {message}")
+        plan.add(configs.records)
+        if legacy.next_producer_id_block > plan.quorum.image.next_producer_id:
+            reg = plan.quorum.image.brokers[self.node_id]
+            plan.add([
+                r.ProducerIdsRecord(
+                    broker_id=self.node_id,
+                    broker_epoch=reg.epoch,
+                    next_producer_id=legacy.next_producer_id_block,
+                )
+            ])
+        return written
+
+    # -- the writes Admin and ProducerIdManager make ------------------------------------------------
+
+    def create_topic(self, name: str, replicas: list[list[int]], configs: Mapping[str, str]) -> TopicInfo:
+        request = TopicRequest(name, assignments=dict(enumerate(replicas)), configs=dict(configs))
+        result = self._planner().create_topics([request])
+        outcome = result.response[0]
+        if outcome.error_code != errors.NONE:
+            raise KafkaError(outcome.error_code, outcome.error_message or "")
+        self.store.commit(result.records)
+        return self.store.topics[name]
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        info = self.store.topics.get(name)
+        if info is None:
+            raise KafkaError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist")
+        result = self._planner().delete_topics([name])
+        code = result.response[name]
+        if code != errors.NONE:
+            raise KafkaError(code, f"Topic '{name}' cannot be deleted")
+        self.store.commit(result.records)
+        return info
+
+    def add_partitions(self, name: str, new_replicas: list[list[int]]) -> TopicInfo:
+        info = self.store.topics.get(name)
+        if info is None:
+            raise KafkaError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        count = info.partitions + len(new_replicas)
+        result = self._planner().create_partitions(name, count, new_replicas)
+        if result.response.error_code != errors.NONE:
+            raise KafkaError(result.response.error_code, result.response.error_message or "")
+        self.store.commit(result.records)
+        return self.store.topics[name]
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        """The topic's dynamic configs become exactly `configs`."""
+        self._set_configs(TOPIC_RESOURCE, name, configs)
+
+    def set_broker_configs(self, resource: str, configs: Mapping[str, str]) -> None:
+        """The dynamic configs of BROKER `resource` ("" for the cluster-wide default)."""
+        self._set_configs(BROKER_RESOURCE, resource, configs)
+
+    def _set_configs(self, resource_type: int, name: str, configs: Mapping[str, str]) -> None:
+        result = self._planner().alter_configs([(resource_type, name, dict(configs))])
+        _rtype, _name, code, message = result.response[0]
+        if code != errors.NONE:
+            raise KafkaError(code, message or "")
+        self.store.commit(result.records)
+
+    def allocate_producer_ids(self, count: int) -> int:
+        """Reserve `count` producer ids; the first. Committed before it returns."""
+        quorum = self._planner()
+        reg = quorum.image.brokers.get(self.node_id)
+        epoch = -1 if reg is None else reg.epoch
+        result = quorum.allocate_producer_ids(self.node_id, epoch, count)
+        code, first, _count = result.response
+        if code != errors.NONE:
+            raise KafkaError(code, f"broker {self.node_id} (epoch {epoch}) cannot allocate producer ids")
+        self.store.commit(result.records)
+        return first
+
+
+def _retire(path: str) -> None:
+    """Rename the migrated JSON store out of the way, durably."""
+    os.replace(path, path + MIGRATED_SUFFIX)
+    fsync_dir(os.path.dirname(path) or ".")
