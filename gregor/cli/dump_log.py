@@ -1,24 +1,46 @@
 """`gregor dump-log`: print the batches of segment files and the entries of their indexes
 (`.index`, `.timeindex`, `.txnindex`), as `kafka-dump-log.sh --files` does; a transaction
-marker's record prints as `endTxnMarker: COMMIT|ABORT coordinatorEpoch: N`."""
+marker's record prints as `endTxnMarker: COMMIT|ABORT coordinatorEpoch: N`.
+
+`--cluster-metadata-decoder` (Kafka's flag; implies --print-data-log) reads the records as those
+of `__cluster_metadata`: each prints on one line as
+`payload: {"type":"TOPIC_RECORD","version":0,"data":{"name":"orders","topicId":"..."}}`
+(record type as Kafka's MetadataRecordType names it, fields in camelCase, uuids in Kafka's
+base64 form), and a control record by its ControlRecordType: `LeaderChange: {...}`,
+`SnapshotHeader: {...}`, `SnapshotFooter: {...}`. A record that does not decode prints
+`Error at offset N, skipping. <why>`. Snapshot files (`<offset>-<epoch>.checkpoint`, record
+batches like a segment's) are dumped as `.log` files are."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import struct
 import sys
+import uuid
+from typing import Any
 
+from gregor.metadata import records as metadata_records
+from gregor.metadata.meta_properties import uuid_to_str
+from gregor.protocol.codegen import Data
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.records import batch as rb
 from gregor.protocol.records.records import read_batch_records, read_end_txn_marker
+from gregor.raft import control
 from gregor.storage.txn_index import CorruptIndexError, parse_entries
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("dump-log", help="print the batches of .log files and the entries of indexes")
-    p.add_argument("files", nargs="+", help=".log, .index, .timeindex or .txnindex files")
+    p.add_argument("files", nargs="+", help=".log, .checkpoint, .index, .timeindex or .txnindex files")
     p.add_argument("--print-data-log", action="store_true", help="print every record too")
+    p.add_argument(
+        "--cluster-metadata-decoder",
+        action="store_true",
+        help="decode the records as KRaft metadata records (__cluster_metadata); implies --print-data-log",
+    )
     p.set_defaults(func=run)
 
 
@@ -26,8 +48,9 @@ def run(args: argparse.Namespace) -> int:
     status = 0
     for path in args.files:
         print(f"Dumping {path}")
-        if path.endswith(".log"):
-            status |= _dump_log(path, args.print_data_log)
+        if path.endswith((".log", ".checkpoint")):
+            decoder = args.cluster_metadata_decoder
+            status |= _dump_log(path, args.print_data_log or decoder, decoder)
         elif path.endswith(".index"):
             _dump_index(path, ">ii", ("offset", "position"))
         elif path.endswith(".timeindex"):
@@ -35,12 +58,12 @@ def run(args: argparse.Namespace) -> int:
         elif path.endswith(".txnindex"):
             status |= _dump_txn_index(path)
         else:
-            print(f"{path}: not a .log, .index, .timeindex or .txnindex file", file=sys.stderr)
+            print(f"{path}: not a .log, .checkpoint, .index, .timeindex or .txnindex file", file=sys.stderr)
             status = 1
     return status
 
 
-def _dump_log(path: str, records: bool) -> int:
+def _dump_log(path: str, records: bool, metadata: bool = False) -> int:
     with open(path, "rb") as f:
         data = f.read()
     pos = 0
@@ -61,7 +84,15 @@ def _dump_log(path: str, records: bool) -> int:
             f"compresscodec: {rb.COMPRESSION_NAMES[header.compression]} crc: {header.crc} "
             f"isvalid: true"
         )
-        if records and header.is_control:
+        if records and metadata:
+            _, recs = read_batch_records(data, pos)
+            for rec in recs:
+                what = _metadata_control(rec.key, rec.value) if header.is_control else _metadata_payload(rec.value)
+                if what.startswith("Error"):
+                    print(f"| Error at offset {rec.offset}, skipping. {what[6:]}")
+                else:
+                    print(f"| offset: {rec.offset} CreateTime: {rec.timestamp} {what}")
+        elif records and header.is_control:
             marker = read_end_txn_marker(data, pos)
             if marker is not None:
                 committed, coordinator_epoch = marker
@@ -112,3 +143,59 @@ def _dump_txn_index(path: str) -> int:
             f"lastOffset: {e.last_offset} lastStableOffset: {e.last_stable_offset}"
         )
     return 0
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, Data):
+        return {_camel(f): _json_value(getattr(value, f)) for f in value._fields}
+    if isinstance(value, list):
+        return [_json_value(v) for v in value]
+    if isinstance(value, uuid.UUID):
+        return uuid_to_str(value)
+    if isinstance(value, bytes | bytearray):
+        return value.hex()
+    return value
+
+
+def _type_name(record: Data) -> str:
+    """TopicRecord -> TOPIC_RECORD, as Kafka's MetadataRecordType."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(record).__name__).upper()
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _metadata_payload(value: bytes | None) -> str:
+    """A metadata record as `payload: {...}`; `Error <why>` if it does not decode."""
+    try:
+        record, version = metadata_records.decode_with_version(value or b"")
+    except metadata_records.MetadataRecordError as exc:
+        return f"Error {exc}"
+    body = {"type": _type_name(record), "version": version, "data": _json_value(record)}
+    return f"payload: {_dumps(body)}"
+
+
+def _metadata_control(key: bytes | None, value: bytes | None) -> str:
+    kind = control.control_type(key)
+    name = control.CONTROL_TYPE_NAMES.get(kind if kind is not None else -1, f"UnknownControlRecord({kind})")
+    data = value or b""
+    try:
+        if kind == control.LEADER_CHANGE:
+            leader, voters, granting = control.decode_leader_change(data)
+            body: dict[str, Any] = {"version": 0, "leaderId": leader, "voters": voters, "grantingVoters": granting}
+        elif kind == control.SNAPSHOT_HEADER:
+            version, timestamp = control.decode_snapshot_header(data)
+            body = {"version": version, "lastContainedLogTimestamp": timestamp}
+        elif kind == control.SNAPSHOT_FOOTER:
+            body = {"version": control.decode_snapshot_footer(data)}
+        else:
+            body = {"valueSize": len(data)}
+    except (ValueError, IndexError, struct.error) as exc:
+        return f"Error {name}: {exc}"
+    return f"{name}: {_dumps(body)}"

@@ -213,6 +213,10 @@ _BROKER_ONLY: list[ConfigDef] = [
     ConfigDef("controller.quorum.voters", LIST, "", None, read_only=True),
     ConfigDef("controller.quorum.bootstrap.servers", LIST, "", None, read_only=True),
     ConfigDef("controller.listener.names", STRING, "CONTROLLER", None, read_only=True),
+    # The metadata log's snapshots and segments (metadata/raft_store.py).
+    ConfigDef("metadata.log.max.record.bytes.between.snapshots", LONG, "20971520", at_least(1), read_only=True),
+    ConfigDef("metadata.log.max.snapshot.interval.ms", LONG, "3600000", at_least(0), read_only=True),
+    ConfigDef("metadata.log.segment.bytes", INT, "1073741824", at_least(12), read_only=True),
     ConfigDef("inter.broker.listener.name", STRING, None, None, read_only=True),
     ConfigDef("listener.security.protocol.map", STRING, None, None, read_only=True),
     ConfigDef("num.network.threads", INT, "3", at_least(1), read_only=True),

@@ -26,7 +26,18 @@ straight from the image. A TopicInfo object stays the same object while its topi
 `take_changes()` names the topics touched since it was last called, so the broker re-applies
 only those to the partitions it hosts.
 
-Not yet: snapshots. The log grows by every change; a restart replays it all.
+Snapshots (KIP-630). `snapshot()` writes the committed image as the records that rebuild it
+(metadata/snapshot.py) in Kafka's file layout (raft/snapshot_file.py: a SnapshotHeader control
+batch, the records, a SnapshotFooter control batch) and hands those bytes to
+`RaftNode.create_snapshot`, which keeps them opaque: the `.checkpoint` file on disk is exactly
+Kafka's. The log start then moves up to the snapshot's end, and segments wholly below it are
+deleted. One is taken on its own once `metadata.log.max.record.bytes.between.snapshots` (20 MiB)
+of records were committed since the last, or `metadata.log.max.snapshot.interval.ms` (1 h; 0:
+never by time) after it if anything was committed since (checked at every commit and poll).
+`metadata.log.segment.bytes` (1 GiB, as Kafka) sizes the log's segments, so bounds what stays on
+disk below a snapshot. Opening loads the latest snapshot, then replays the log after it; a damaged
+snapshot file is skipped with a warning (renamed `.corrupt`) when the log still reaches back far
+enough, else `open` fails with MetadataLogError saying what to do (storage_log.py).
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ from dataclasses import replace
 from typing import Any
 
 from gregor.metadata import records as r
+from gregor.metadata import snapshot as metadata_snapshot
 from gregor.metadata.config_defs import DynamicConfigs
 from gregor.metadata.image import (
     BROKER_RESOURCE,
@@ -53,8 +65,9 @@ from gregor.protocol.errors import KafkaError
 from gregor.raft import messages as m
 from gregor.raft.config import RaftConfig
 from gregor.raft.leader import NEVER
+from gregor.raft.log import SnapshotId
 from gregor.raft.node import Effects, NotLeader, RaftNode
-from gregor.raft.storage_log import StorageRaftLog
+from gregor.raft.storage_log import SnapshotUnavailableError, StorageRaftLog
 from gregor.raft.store import FileQuorumStateStore
 from gregor.storage.config import LogConfig
 
@@ -65,6 +78,11 @@ NOT_CONTROLLER = errors.BY_NAME["NOT_CONTROLLER"].code
 # a larger commit is split into several batches.
 MAX_BATCH_BYTES = 1024 * 1024
 LOG_CONFIG = LogConfig(max_message_bytes=8 * 1024 * 1024)
+SNAPSHOT_BYTES_CONFIG = "metadata.log.max.record.bytes.between.snapshots"
+SNAPSHOT_INTERVAL_CONFIG = "metadata.log.max.snapshot.interval.ms"
+SEGMENT_BYTES_CONFIG = "metadata.log.segment.bytes"
+DEFAULT_SNAPSHOT_BYTES = 20 * 1024 * 1024
+DEFAULT_SNAPSHOT_INTERVAL_MS = 60 * 60 * 1000
 MAX_COMMIT_POLLS = 8  # one poll commits with a single voter; more means something is wrong
 
 _TOPIC_RECORDS = (r.TopicRecord, r.PartitionRecord, r.PartitionChangeRecord, r.RemoveTopicRecord)
@@ -80,8 +98,25 @@ def wall_clock_ms() -> int:
 
 
 class RaftMetadataStore:
-    def __init__(self, node: RaftNode, cluster_id: str, clock: Callable[[], int] = wall_clock_ms) -> None:
+    def __init__(
+        self,
+        node: RaftNode,
+        cluster_id: str,
+        clock: Callable[[], int] = wall_clock_ms,
+        snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES,
+        snapshot_interval_ms: int = DEFAULT_SNAPSHOT_INTERVAL_MS,
+        max_batch_bytes: int = MAX_BATCH_BYTES,
+    ) -> None:
         self.node = node
+        self.snapshot_bytes = snapshot_bytes
+        # A batch must fit a segment: at most half of one (small segments are for tests).
+        self.max_batch_bytes = max_batch_bytes
+        self.snapshot_interval_ms = snapshot_interval_ms
+        # Bytes of records committed since the latest snapshot (or the log's start), the time
+        # that snapshot was taken or loaded, and the time of the last commit we replayed.
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = clock()
+        self._last_commit_ms = 0
         self.cluster_id = cluster_id
         self.clock = clock
         self.image: MetadataImage = EMPTY_IMAGE
@@ -103,13 +138,30 @@ class RaftMetadataStore:
     ) -> RaftMetadataStore:
         """Open `<log_dir>/__cluster_metadata-0`, lead the one-voter quorum, replay the log.
         `configs`: controller.quorum.* settings (append.linger.ms is always 0 here)."""
-        raft_log = StorageRaftLog.open(log_dir, LOG_CONFIG, clock)
+        configs = dict(configs or {})
+        log_config = replace(
+            LOG_CONFIG, segment_bytes=int(configs.get(SEGMENT_BYTES_CONFIG, LOG_CONFIG.segment_bytes))
+        )
+        try:
+            raft_log = StorageRaftLog.open(
+                log_dir, log_config, clock, check_snapshot=metadata_snapshot.check_snapshot
+            )
+        except SnapshotUnavailableError as exc:
+            raise MetadataLogError(str(exc)) from None
         quorum_state = FileQuorumStateStore(raft_log.directory, voters=[node_id])
-        config = replace(RaftConfig.from_configs(dict(configs or {})), append_linger_ms=0)
+        config = replace(RaftConfig.from_configs(configs), append_linger_ms=0)
         node = RaftNode(
             node_id, [node_id], raft_log, quorum_state, random.Random(), clock(), config, cluster_id
         )
-        store = cls(node, cluster_id, clock)
+        store = cls(
+            node,
+            cluster_id,
+            clock,
+            int(configs.get(SNAPSHOT_BYTES_CONFIG, DEFAULT_SNAPSHOT_BYTES)),
+            int(configs.get(SNAPSHOT_INTERVAL_CONFIG, DEFAULT_SNAPSHOT_INTERVAL_MS)),
+            # A batch must fit a segment: at most half of one (small segments are for tests).
+            max(1, min(MAX_BATCH_BYTES, log_config.segment_bytes // 2)),
+        )
         store.poll(clock())
         if not node.is_leader:
             raise MetadataLogError(f"node {node_id} did not become the leader of its own quorum: {node!r}")
@@ -177,7 +229,7 @@ class RaftMetadataStore:
             return -1
         last = -1
         now = self.clock()
-        for batch in _batches([r.encode(rec) for rec in records]):
+        for batch in _batches([r.encode(rec) for rec in records], self.max_batch_bytes):
             appended = self.node.append(batch, now)
             if isinstance(appended, NotLeader):
                 raise KafkaError(
@@ -189,6 +241,7 @@ class RaftMetadataStore:
         for _ in range(MAX_COMMIT_POLLS):
             self._apply(self.node.poll(self.clock()))
             if self.node.high_watermark is not None and self.node.high_watermark > last:
+                self._maybe_snapshot(self.clock())
                 return last
         raise MetadataLogError(f"records up to offset {last} were appended but not committed: {self.node!r}")
 
@@ -198,7 +251,45 @@ class RaftMetadataStore:
         """Run the node's timers; its next deadline (None: none)."""
         effects = self.node.poll(now_ms)
         self._apply(effects)
-        return None if effects.next_deadline_ms >= NEVER else effects.next_deadline_ms
+        self._maybe_snapshot(now_ms)
+        deadline = effects.next_deadline_ms
+        if self.snapshot_interval_ms > 0 and self._bytes_since_snapshot > 0:
+            deadline = min(deadline, self._last_snapshot_ms + self.snapshot_interval_ms)
+        return None if deadline >= NEVER else deadline
+
+    # -- snapshots ------------------------------------------------------------------------------
+
+    def snapshot(self) -> SnapshotId | None:
+        """Write a snapshot of the committed image and drop the log below it; its id, or None
+        when there is nothing new to cover (the log starts where the latest snapshot ends)."""
+        node = self.node
+        end = node.applied_offset
+        if end <= node.log.start_offset:
+            return None
+        now = self.clock()
+        data = metadata_snapshot.encode_snapshot(
+            self.image, node.log.read(end - 1, 1)[0].epoch, self._last_commit_ms, now
+        )
+        snapshot_id = node.create_snapshot(end, data)
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = now
+        log.info(
+            "metadata log: snapshot %s written (%d bytes); the log starts at %d",
+            snapshot_id, len(data), node.log.start_offset,
+        )
+        return snapshot_id
+
+    def _maybe_snapshot(self, now_ms: int) -> None:
+        pending = self._bytes_since_snapshot
+        if pending <= 0:
+            return
+        due_by_time = self.snapshot_interval_ms > 0 and now_ms - self._last_snapshot_ms >= self.snapshot_interval_ms
+        if pending >= self.snapshot_bytes or due_by_time:
+            try:
+                self.snapshot()
+            except (OSError, ValueError):
+                log.exception("metadata log: snapshot failed; the log keeps every record")
+                self._last_snapshot_ms = now_ms  # retry at the next interval or byte threshold
 
     def close(self) -> None:
         raft_log = self.node.log
@@ -209,18 +300,35 @@ class RaftMetadataStore:
 
     def _apply(self, effects: Effects) -> None:
         if effects.snapshot is not None:
-            raise MetadataLogError(
-                f"the metadata log starts at snapshot {effects.snapshot.snapshot_id}, which this "
-                "version cannot load"
-            )
+            self._load_snapshot(effects.snapshot.snapshot_id, effects.snapshot.data)
         if effects.outbound:  # a sole voter has nobody to talk to
             log.warning("metadata quorum of one: dropping %d message(s) to other nodes", len(effects.outbound))
         if effects.leader_change is not None:
             change = effects.leader_change
             log.info("metadata leader: node %s in epoch %d", change.leader_id, change.epoch)
         entries = [(r.decode(e.data), e.offset, e.epoch) for e in effects.committed if not e.control]
+        if effects.committed:
+            self._bytes_since_snapshot += sum(len(e.data) for e in effects.committed if not e.control)
+            self._last_commit_ms = self.clock()
         if entries:
             self._replay(entries)
+
+    def _load_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        """Reset the image to a snapshot's (at open, or one installed from a leader)."""
+        try:
+            image = metadata_snapshot.from_snapshot(data, snapshot_id)
+        except ValueError as exc:
+            raise MetadataLogError(f"metadata snapshot {snapshot_id} cannot be loaded: {exc}") from None
+        self.image = image
+        for info in list(self._by_id.values()):
+            if info.topic_id not in image.topics_by_id:
+                del self._by_id[info.topic_id]
+                self.topics.pop(info.name, None)
+        self._changed = None
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = self.clock()
+        self._update_topics(r.TopicRecord(name=t.name, topic_id=t.topic_id) for t in image.topics_by_id.values())
+        log.info("metadata log: loaded snapshot %s (%d topics)", snapshot_id, len(image.topics_by_id))
 
     def _replay(self, entries: list[tuple[Any, int, int]]) -> None:
         self.image = self.image.replay(entries)
@@ -262,11 +370,11 @@ class RaftMetadataStore:
                 info.replicas, info.configs = replicas, configs
 
 
-def _batches(encoded: list[bytes]) -> list[list[bytes]]:
+def _batches(encoded: list[bytes], max_bytes: int) -> list[list[bytes]]:
     out: list[list[bytes]] = [[]]
     size = 0
     for data in encoded:
-        if out[-1] and size + len(data) > MAX_BATCH_BYTES:
+        if out[-1] and size + len(data) > max_bytes:
             out.append([])
             size = 0
         out[-1].append(data)

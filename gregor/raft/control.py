@@ -79,3 +79,53 @@ def _skip_tagged_fields(data: bytes, pos: int) -> int:
         size, pos = _read_uvarint(data, pos)
         pos += size
     return pos
+
+
+# -- snapshot header and footer (KIP-630) ---------------------------------------------------
+#
+# A snapshot file opens with a control batch holding one SNAPSHOT_HEADER record and closes with
+# one holding a SNAPSHOT_FOOTER record; both values are flexible messages at version 0:
+#
+#     SnapshotHeaderRecord: Version:int16 (0)  LastContainedLogTimestamp:int64  tagged fields
+#     SnapshotFooterRecord: Version:int16 (0)  tagged fields
+
+SNAPSHOT_HEADER = 3
+SNAPSHOT_FOOTER = 4
+SNAPSHOT_HEADER_KEY = struct.pack(">hh", 0, SNAPSHOT_HEADER)
+SNAPSHOT_FOOTER_KEY = struct.pack(">hh", 0, SNAPSHOT_FOOTER)
+CONTROL_TYPE_NAMES = {0: "ABORT", 1: "COMMIT", LEADER_CHANGE: "LeaderChange",
+                      SNAPSHOT_HEADER: "SnapshotHeader", SNAPSHOT_FOOTER: "SnapshotFooter",
+                      5: "KRaftVersion", 6: "KRaftVoters"}
+
+_INT64 = struct.Struct(">q")
+
+
+def control_type(key: bytes | None) -> int | None:
+    """The ControlRecordType of a control record's key (version 0); None if it is not one."""
+    if key is None or len(key) < 4:
+        return None
+    version, kind = struct.unpack_from(">hh", key)
+    return kind if version == 0 else None
+
+
+def encode_snapshot_header(last_contained_log_timestamp: int) -> bytes:
+    return _INT16.pack(0) + _INT64.pack(last_contained_log_timestamp) + b"\x00"
+
+
+def decode_snapshot_header(data: bytes) -> tuple[int, int]:
+    """(version, last contained log timestamp); ValueError if the bytes are too short."""
+    if len(data) < _INT16.size + _INT64.size + 1:
+        raise ValueError(f"snapshot header of {len(data)} bytes is too short")
+    (version,) = _INT16.unpack_from(data, 0)
+    (timestamp,) = _INT64.unpack_from(data, _INT16.size)
+    return version, timestamp
+
+
+def encode_snapshot_footer() -> bytes:
+    return _INT16.pack(0) + b"\x00"
+
+
+def decode_snapshot_footer(data: bytes) -> int:
+    if len(data) < _INT16.size + 1:
+        raise ValueError(f"snapshot footer of {len(data)} bytes is too short")
+    return int(_INT16.unpack_from(data, 0)[0])

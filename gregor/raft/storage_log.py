@@ -14,8 +14,15 @@ as a follower copies its leader), so a batch's bytes are the same on every repli
 
 Snapshots are named as Kafka names them (`<20-digit end offset>-<10-digit epoch>.checkpoint`),
 written to `.checkpoint.part`, fsynced and renamed. Their content is the state machine's bytes,
-as given (Kafka frames them as record batches with header and footer control records; the
-controller will choose its format). The log starts where the latest snapshot ends.
+as given: the metadata store hands over Kafka's layout (record batches between a SnapshotHeader
+and a SnapshotFooter control batch, snapshot_file.py), so the file on disk is Kafka's. The log
+starts where the latest snapshot ends.
+
+`open(..., check_snapshot=f)`: f(bytes) says what is wrong with a snapshot file (None: nothing).
+A bad one is logged and renamed `<name>.corrupt`, and the next older one is used, or none; if
+the segments left on disk do not reach back to where the snapshot in use ends (they were
+deleted below the bad one), `SnapshotUnavailableError` says so rather than open a log with a
+hole in it.
 
 Opening always re-validates the segments (`clean_shutdown=False`): the metadata log is small,
 and a crash may have left a torn tail; a snapshot newer than the log's end (a crash while one
@@ -24,6 +31,7 @@ fetched from the leader was being installed) empties the log to start at it.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Callable
@@ -40,7 +48,14 @@ TOPIC = "__cluster_metadata"
 DIR_NAME = f"{TOPIC}-0"
 SNAPSHOT_SUFFIX = ".checkpoint"
 PARTIAL_SUFFIX = ".checkpoint.part"
+CORRUPT_SUFFIX = ".corrupt"
 _SNAPSHOT_FILE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+
+logger = logging.getLogger(__name__)
+
+
+class SnapshotUnavailableError(RuntimeError):
+    """The latest snapshot cannot be read and nothing older (snapshot or log) replaces it."""
 
 
 def snapshot_file_name(snapshot_id: SnapshotId) -> str:
@@ -60,14 +75,27 @@ class StorageRaftLog:
         log_dir: str,
         config: LogConfig | None = None,
         clock: Callable[[], int] | None = None,
+        check_snapshot: Callable[[bytes], str | None] | None = None,
     ) -> StorageRaftLog:
-        """Open (or create) `<log_dir>/__cluster_metadata-0`. `clock` stamps batch timestamps."""
+        """Open (or create) `<log_dir>/__cluster_metadata-0`. `clock` stamps batch timestamps;
+        `check_snapshot` vets snapshot files (module docstring)."""
         directory = os.path.join(log_dir, DIR_NAME)
         os.makedirs(directory, exist_ok=True)
         for name in os.listdir(directory):
             if name.endswith(PARTIAL_SUFFIX):
                 os.unlink(os.path.join(directory, name))
         snapshots = sorted(_list_snapshots(directory))
+        rejected: list[SnapshotId] = []
+        while snapshots and check_snapshot is not None:
+            path = os.path.join(directory, snapshot_file_name(snapshots[-1]))
+            with open(path, "rb") as f:
+                problem = check_snapshot(f.read())
+            if problem is None:
+                break
+            bad = snapshots.pop()
+            rejected.append(bad)
+            logger.warning("%s: ignoring snapshot %s, which is damaged: %s", directory, bad, problem)
+            os.replace(path, path + CORRUPT_SUFFIX)
         start = snapshots[-1].end_offset if snapshots else 0
         clock = clock or (lambda: 0)
         log = Log.open(
@@ -78,6 +106,15 @@ class StorageRaftLog:
             clean_shutdown=False,
             now_ms=clock(),
         )
+        first = log.segments[0].base_offset
+        if rejected and first > start:
+            log.close()
+            older = f"snapshot {snapshots[-1]}" if snapshots else "offset 0"
+            raise SnapshotUnavailableError(
+                f"{directory}: snapshot {rejected[0]} is damaged (renamed *{CORRUPT_SUFFIX}) and "
+                f"the log it replaced was deleted: the segments start at {first}, not at {older}. "
+                "Restore the snapshot file, or this node's metadata from another node's"
+            )
         if log.log_end_offset < start:
             log.truncate_fully_and_start_at(start)
         return cls(log, clock)

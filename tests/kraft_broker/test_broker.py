@@ -260,3 +260,35 @@ def test_describe_quorum_and_gregor_quorum_describe(tmp_path: Path, capsys: pyte
         assert row[:4] == ["3", "Leader", str(part.high_watermark), "0"]
     assert cli_main(["quorum", "describe", "-b", b.bootstrap, "--timeout-ms", "2000"]) == 1
     assert "gregor quorum describe" in capsys.readouterr().err
+
+
+def test_restarts_after_a_snapshot_keep_topics_configs_and_producer_ids(tmp_path: Path) -> None:
+    """Tiny snapshot threshold and segments: snapshots are taken on their own, the log below
+    them goes; a clean restart and a SIGKILL each load the snapshot and replay the rest."""
+    config = {
+        "metadata.log.max.record.bytes.between.snapshots": "2000",
+        "metadata.log.segment.bytes": "4000",
+    }
+    with Broker(config=config, data_dir=str(tmp_path)) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        create(admin, *[NewTopic(f"s{i}", 2, 1, config={"retention.ms": str(1000 + i)}) for i in range(30)])
+        first_pid = init_producer_id(b.bootstrap)
+        meta_dir = os.path.join(logs_dir(b), DIR_NAME)
+        assert any(n.endswith(".checkpoint") for n in os.listdir(meta_dir))
+        create(admin, NewTopic("after-snapshot", 3, 1, config={"cleanup.policy": "compact"}))
+        ids = topic_ids(b.bootstrap)
+        for clean in (True, False):
+            if clean:
+                b.restart(clean=True)
+            else:
+                b.kill()
+                b.start()
+            admin = AdminClient({"bootstrap.servers": b.bootstrap})
+            assert topic_ids(b.bootstrap) == ids
+            assert topic_configs(admin, "s7", ("retention.ms",)) == {"retention.ms": "1007"}
+            assert topic_configs(admin, "after-snapshot", ("cleanup.policy",)) == {"cleanup.policy": "compact"}
+            assert len(admin.list_topics(timeout=TIMEOUT).topics["after-snapshot"].partitions) == 3
+            pid = init_producer_id(b.bootstrap)
+            assert pid >= first_pid + 1000, "the producer id high water mark survived"
+            first_pid = pid
+        assert "00000000000000000000.log" not in os.listdir(meta_dir), "the log start moved up"

@@ -1,0 +1,115 @@
+"""A MetadataImage as the records that rebuild it: what a metadata snapshot holds (the part of
+Kafka's ImageWriter we have), and the image a snapshot's records replay to.
+
+Order (each section only when there is something in it):
+
+    FeatureLevelRecord        every finalized feature, metadata.version first
+    RegisterBrokerRecord      one per broker: the whole registration, fenced and
+                              in-controlled-shutdown state and log dirs included
+    TopicRecord               per topic (by name), then a PartitionRecord per partition,
+    PartitionRecord           whole (leader and partition epochs, directories, ...)
+    ConfigRecord              per (resource type, resource name, config name), sorted
+    ProducerIdsRecord         the next producer id, if any was ever handed out
+
+Replaying these onto the empty image gives back an image equal to the one written, except for
+`offset` and `epoch`: a snapshot knows only its end offset and epoch, so the rebuilt image has
+offset = end offset - 1 and the snapshot's epoch (`from_snapshot`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gregor.metadata import records as r
+from gregor.metadata.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage
+from gregor.raft import snapshot_file
+from gregor.raft.log import SnapshotId
+
+
+def image_records(image: MetadataImage) -> list[Any]:
+    out: list[Any] = []
+    for name in sorted(image.features, key=lambda n: (n != METADATA_VERSION, n)):
+        out.append(r.FeatureLevelRecord(name=name, feature_level=image.features[name]))
+    for broker_id in sorted(image.brokers):
+        reg = image.brokers[broker_id]
+        out.append(
+            r.RegisterBrokerRecord(
+                broker_id=reg.broker_id,
+                incarnation_id=reg.incarnation_id,
+                broker_epoch=reg.epoch,
+                end_points=[
+                    r.BrokerEndpoint(name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol)
+                    for e in reg.listeners
+                ],
+                features=[
+                    r.BrokerFeature(name=n, min_supported_version=lo, max_supported_version=hi)
+                    for n, lo, hi in reg.features
+                ],
+                rack=reg.rack,
+                fenced=reg.fenced,
+                in_controlled_shutdown=reg.in_controlled_shutdown,
+                log_dirs=list(reg.log_dirs),
+            )
+        )
+    for name in sorted(image.topics_by_name):
+        topic = image.topics_by_id[image.topics_by_name[name]]
+        out.append(r.TopicRecord(name=topic.name, topic_id=topic.topic_id))
+        for index in sorted(topic.partitions):
+            p = topic.partitions[index]
+            out.append(
+                r.PartitionRecord(
+                    partition_id=index,
+                    topic_id=topic.topic_id,
+                    replicas=list(p.replicas),
+                    isr=list(p.isr),
+                    removing_replicas=list(p.removing_replicas),
+                    adding_replicas=list(p.adding_replicas),
+                    leader=p.leader,
+                    leader_recovery_state=p.leader_recovery_state,
+                    leader_epoch=p.leader_epoch,
+                    partition_epoch=p.partition_epoch,
+                    directories=list(p.directories),
+                )
+            )
+    for resource_type, resource_name in sorted(image.configs):
+        configs = image.configs[(resource_type, resource_name)]
+        for key in sorted(configs):
+            out.append(
+                r.ConfigRecord(
+                    resource_type=resource_type, resource_name=resource_name, name=key, value=configs[key]
+                )
+            )
+    if image.next_producer_id > 0:
+        out.append(r.ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id))
+    return out
+
+
+def replay_snapshot_records(records: list[Any], snapshot_id: SnapshotId) -> MetadataImage:
+    """The image the records of snapshot `snapshot_id` rebuild (from the empty image)."""
+    last = snapshot_id.end_offset - 1
+    return EMPTY_IMAGE.replay((rec, last, snapshot_id.epoch) for rec in records)
+
+
+def encode_snapshot(
+    image: MetadataImage, epoch: int, last_contained_log_timestamp: int, now_ms: int
+) -> bytes:
+    """The `.checkpoint` file of `image` (snapshot_file.py's layout)."""
+    return snapshot_file.encode(
+        [r.encode(rec) for rec in image_records(image)], epoch, last_contained_log_timestamp, now_ms
+    )
+
+
+def from_snapshot(data: bytes, snapshot_id: SnapshotId) -> MetadataImage:
+    """The image in a `.checkpoint` file; SnapshotFormatError, MetadataRecordError or
+    MetadataReplayError if it is not one."""
+    contents = snapshot_file.decode(data)
+    return replay_snapshot_records([r.decode(d) for d in contents.records], snapshot_id)
+
+
+def check_snapshot(data: bytes) -> str | None:
+    """What is wrong with a metadata snapshot file; None if it loads."""
+    try:
+        from_snapshot(data, SnapshotId(1, 0))
+    except ValueError as exc:  # SnapshotFormatError, MetadataRecordError, MetadataReplayError
+        return f"{type(exc).__name__}: {exc}"
+    return None
