@@ -68,6 +68,7 @@ from gregor.coordinator.group.results import (
     TxnOffsetCommitRequest,
 )
 from gregor.coordinator.group.shard import NO_PRODUCER_ID, GroupConfig, GroupCoordinatorShard
+from gregor.coordinator.write_errors import CoordinatorWriteError, append_error_to_response_error
 from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.records.batch import iter_headers
@@ -80,23 +81,6 @@ log = logging.getLogger("gregor.coordinator")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 MAX_SETTLE_ROUNDS = 100
-
-
-class CoordinatorWriteError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def append_error_to_response_error(code: int) -> int:
-    """What a client is told when the coordinator could not write (Kafka's mapping)."""
-    if code in (codes.UNKNOWN_TOPIC_OR_PARTITION, codes.NOT_ENOUGH_REPLICAS, codes.REQUEST_TIMED_OUT):
-        return codes.COORDINATOR_NOT_AVAILABLE
-    if code in (codes.NOT_LEADER_OR_FOLLOWER, codes.KAFKA_STORAGE_ERROR):
-        return codes.NOT_COORDINATOR
-    if code in (codes.MESSAGE_TOO_LARGE, codes.RECORD_LIST_TOO_LARGE, codes.INVALID_FETCH_SIZE):
-        return codes.UNKNOWN_SERVER_ERROR
-    return code
 
 
 @dataclass

@@ -47,16 +47,14 @@ import functools
 import struct
 from dataclasses import dataclass, field
 
+from gregor.coordinator.record_reader import RecordFormatError, RecordReader
+
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
 NO_LEADER_EPOCH = -1
-
-
-class RecordFormatError(ValueError):
-    """Bytes that are not a record we know (a damaged record, or one of another coordinator)."""
 
 
 # -- the records ---------------------------------------------------------------------------------
@@ -182,91 +180,10 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
 # -- decoding ------------------------------------------------------------------------------------
 
 
-class _Reader:
-    __slots__ = ("buf", "pos", "flexible")
-
-    def __init__(self, buf: bytes, pos: int = 0, flexible: bool = False) -> None:
-        self.buf = buf
-        self.pos = pos
-        self.flexible = flexible
-
-    def _take(self, fmt: str) -> int:
-        s = struct.calcsize(fmt)
-        if self.pos + s > len(self.buf):
-            raise RecordFormatError("record ends early")
-        (v,) = struct.unpack_from(fmt, self.buf, self.pos)
-        self.pos += s
-        return int(v)
-
-    def int16(self) -> int:
-        return self._take(">h")
-
-    def int32(self) -> int:
-        return self._take(">i")
-
-    def int64(self) -> int:
-        return self._take(">q")
-
-    def uvarint(self) -> int:
-        result = shift = 0
-        while True:
-            if self.pos >= len(self.buf):
-                raise RecordFormatError("varint runs past the end of the record")
-            byte = self.buf[self.pos]
-            self.pos += 1
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return result
-            shift += 7
-            if shift > 35:
-                raise RecordFormatError("varint too long")
-
-    def _raw(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise RecordFormatError("record ends early")
-        b = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return bytes(b)
-
-    def nullable_string(self) -> str | None:
-        n = self.uvarint() - 1 if self.flexible else self.int16()
-        if n < 0:
-            return None
-        try:
-            return self._raw(n).decode()
-        except UnicodeDecodeError as exc:
-            raise RecordFormatError(f"string is not UTF-8: {exc}") from None
-
-    def string(self) -> str:
-        s = self.nullable_string()
-        if s is None:
-            raise RecordFormatError("null where a string is required")
-        return s
-
-    def bytes_(self) -> bytes:
-        n = self.uvarint() - 1 if self.flexible else self.int32()
-        if n < 0:
-            raise RecordFormatError("null where bytes are required")
-        return self._raw(n)
-
-    def array_len(self) -> int:
-        n = self.uvarint() - 1 if self.flexible else self.int32()
-        if n < 0:
-            raise RecordFormatError("null array")
-        return n
-
-    def skip_tags(self) -> None:
-        if not self.flexible:
-            return
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self._raw(self.uvarint())
-
-
 def decode(key: bytes, value: bytes | None) -> Record | None:
     """The record for a key and value of `__consumer_offsets`; None for records that are not a
     classic group's (KIP-848 consumer groups, share groups). RecordFormatError if damaged."""
-    k = _Reader(key)
+    k = RecordReader(key)
     key_version = k.int16()
     if key_version in (0, 1):
         group, topic, partition = k.string(), k.string(), k.int32()
@@ -278,7 +195,7 @@ def decode(key: bytes, value: bytes | None) -> Record | None:
 
 
 def _offset_value(value: bytes) -> OffsetAndMetadata:
-    r = _Reader(value)
+    r = RecordReader(value)
     version = r.int16()
     if not 0 <= version <= 4:
         raise RecordFormatError(f"OffsetCommitValue version {version} is not one of 0-4")
@@ -293,7 +210,7 @@ def _offset_value(value: bytes) -> OffsetAndMetadata:
 
 
 def _group_value(value: bytes) -> GroupMetadataValue:
-    r = _Reader(value)
+    r = RecordReader(value)
     version = r.int16()
     if not 0 <= version <= 4:
         raise RecordFormatError(f"GroupMetadataValue version {version} is not one of 0-4")
@@ -372,7 +289,7 @@ def subscribed_topics(metadata: bytes) -> set[str] | None:
     its v0 prefix, which every version keeps: version:int16 topics:[string]); None if it does not
     parse."""
     try:
-        r = _Reader(metadata)
+        r = RecordReader(metadata)
         if r.int16() < 0:
             return None
         return {r.string() for _ in range(r.array_len())}

@@ -39,6 +39,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from gregor.coordinator.record_reader import RecordFormatError, RecordReader
 from gregor.coordinator.txn.state import BY_ID, EMPTY, TxnState
 
 KEY_VERSION = 0
@@ -47,10 +48,6 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 
 TopicPartition = tuple[str, int]
-
-
-class RecordFormatError(ValueError):
-    """Bytes that are not a transaction record we can read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,89 +139,17 @@ def encode(record: TxnRecord) -> tuple[bytes, bytes | None]:
 # -- decoding ------------------------------------------------------------------------------------
 
 
-class _Reader:
-    __slots__ = ("buf", "pos", "flexible")
-
-    def __init__(self, buf: bytes) -> None:
-        self.buf = buf
-        self.pos = 0
-        self.flexible = False
-
-    def _take(self, fmt: str) -> int:
-        size = struct.calcsize(fmt)
-        if self.pos + size > len(self.buf):
-            raise RecordFormatError("record ends early")
-        (v,) = struct.unpack_from(fmt, self.buf, self.pos)
-        self.pos += size
-        return int(v)
-
-    def int8(self) -> int:
-        return self._take(">b")
-
-    def int16(self) -> int:
-        return self._take(">h")
-
-    def int32(self) -> int:
-        return self._take(">i")
-
-    def int64(self) -> int:
-        return self._take(">q")
-
-    def uvarint(self) -> int:
-        result = shift = 0
-        while True:
-            if self.pos >= len(self.buf):
-                raise RecordFormatError("varint runs past the end of the record")
-            byte = self.buf[self.pos]
-            self.pos += 1
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return result
-            shift += 7
-            if shift > 35:
-                raise RecordFormatError("varint too long")
-
-    def raw(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise RecordFormatError("record ends early")
-        b = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return bytes(b)
-
-    def string(self) -> str:
-        n = self.uvarint() - 1 if self.flexible else self.int16()
-        if n < 0:
-            raise RecordFormatError("null where a string is required")
-        try:
-            return self.raw(n).decode()
-        except UnicodeDecodeError as exc:
-            raise RecordFormatError(f"string is not UTF-8: {exc}") from None
-
-    def array_len(self) -> int:
-        """The count; -1 for a null array."""
-        return self.uvarint() - 1 if self.flexible else self.int32()
-
-    def tags(self) -> dict[int, bytes]:
-        if not self.flexible:
-            return {}
-        out = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            out[tag] = self.raw(self.uvarint())
-        return out
-
-
 def decode_key(key: bytes) -> str | None:
     """The transactional id of a key; None for a key version we do not know (Kafka skips those:
     "a left over from an aborted upgrade")."""
-    r = _Reader(key)
+    r = RecordReader(key)
     if r.int16() != KEY_VERSION:
         return None
     return r.string()
 
 
 def decode_value(value: bytes) -> TransactionMetadata:
-    r = _Reader(value)
+    r = RecordReader(value)
     version = r.int16()
     if version not in (0, 1):
         raise RecordFormatError(f"TransactionLogValue version {version} is not 0 or 1")
@@ -234,9 +159,9 @@ def decode_value(value: bytes) -> TransactionMetadata:
     if state is None:
         raise RecordFormatError(f"unknown transaction status {status}")
     partitions: set[TopicPartition] = set()
-    for _ in range(max(r.array_len(), 0)):
+    for _ in range(max(r.nullable_array_len(), 0)):
         topic = r.string()
-        count = r.array_len()
+        count = r.nullable_array_len()
         if count < 0:
             raise RecordFormatError("null partition list")
         for _ in range(count):

@@ -61,6 +61,7 @@ from gregor.coordinator.txn.results import (
 )
 from gregor.coordinator.txn.shard import TransactionCoordinatorShard, TxnConfig
 from gregor.coordinator.txn.state import BY_NAME as STATE_BY_NAME
+from gregor.coordinator.write_errors import CoordinatorWriteError, append_error_to_response_error
 from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.records.batch import iter_headers
@@ -86,23 +87,6 @@ class MarkerWriter(Protocol):
         partitions: list[tuple[str, int]],
         done: Callable[[dict[tuple[str, int], int]], None],
     ) -> None: ...
-
-
-class CoordinatorWriteError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def append_error_to_response_error(code: int) -> int:
-    """What a client is told when the coordinator could not write (Kafka's mapping)."""
-    if code in (codes.UNKNOWN_TOPIC_OR_PARTITION, codes.NOT_ENOUGH_REPLICAS, codes.NOT_ENOUGH_REPLICAS_AFTER_APPEND, codes.REQUEST_TIMED_OUT):
-        return codes.COORDINATOR_NOT_AVAILABLE
-    if code in (codes.NOT_LEADER_OR_FOLLOWER, codes.KAFKA_STORAGE_ERROR):
-        return codes.NOT_COORDINATOR
-    if code in (codes.MESSAGE_TOO_LARGE, codes.RECORD_LIST_TOO_LARGE):
-        return codes.UNKNOWN_SERVER_ERROR
-    return code
 
 
 def produce_error(code: int, abortable_supported: bool = False) -> int:
