@@ -17,13 +17,12 @@ DescribeQuorum at the newest version both sides speak.
 from __future__ import annotations
 
 import argparse
-import socket
-import struct
 import sys
 import time
 from typing import Any
 
 from gregor.cli.topics import add_bootstrap
+from gregor.testing.raw_client import RawClient
 
 METADATA_TOPIC = "__cluster_metadata"
 CLIENT_ID = "gregor-quorum"
@@ -38,43 +37,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.set_defaults(func=describe)
 
 
-class _Connection:
-    def __init__(self, bootstrap: str, timeout_s: float) -> None:
-        host, _, port = bootstrap.rpartition(":")
-        self.sock = socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout_s)
-        self.correlation = 0
-
-    def call(self, key: int, version: int, body: Any) -> Any:
-        from gregor.protocol import codec
-
-        self.correlation += 1
-        for buf in codec.encode_request(key, version, self.correlation, CLIENT_ID, body):
-            self.sock.sendall(buf)
-        (size,) = struct.unpack(">i", self._exact(4))
-        correlation, response = codec.decode_response(key, version, self._exact(size))
-        if correlation != self.correlation:
-            raise ConnectionError(f"response {correlation} to request {self.correlation}")
-        return response
-
-    def _exact(self, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError("the broker closed the connection")
-            out += chunk
-        return bytes(out)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 def fetch_quorum(bootstrap: str, timeout_ms: int = 10_000) -> Any:
     """The DescribeQuorum response partition for `__cluster_metadata-0`; RuntimeError if none."""
     from gregor.protocol import api_keys, errors
     from gregor.protocol.messages import ApiVersionsRequest, DescribeQuorumRequest
 
-    conn = _Connection(bootstrap, timeout_ms / 1000)
+    conn = RawClient(bootstrap, client_id=CLIENT_ID, timeout_s=timeout_ms / 1000)
     try:
         versions = conn.call(api_keys.API_VERSIONS, 0, ApiVersionsRequest())
         ours = api_keys.BY_KEY[api_keys.DESCRIBE_QUORUM]

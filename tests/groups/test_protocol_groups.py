@@ -5,7 +5,6 @@ OffsetDelete, with Kafka's errors."""
 
 from __future__ import annotations
 
-import socket
 import struct
 import time
 from typing import Any
@@ -14,7 +13,7 @@ import pytest
 from group_helpers import Member, create_topic, pump, wait_until
 
 from gregor.coordinator.group import codes
-from gregor.protocol import api_keys, codec
+from gregor.protocol import api_keys
 from gregor.protocol.messages import (
     DeleteGroupsRequest,
     DescribeGroupsRequest,
@@ -28,6 +27,7 @@ from gregor.protocol.messages import (
     OffsetFetchRequest,
     SyncGroupRequest,
 )
+from gregor.testing.raw_client import RawClient
 
 
 def subscription(topic: str) -> bytes:
@@ -38,42 +38,9 @@ def subscription(topic: str) -> bytes:
 SUBSCRIPTION = subscription("t")
 
 
-class Raw:
-    """One connection; `send` then `recv`, or `call` for both."""
-
+class Raw(RawClient):
     def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=20)
-        self.correlation = 0
-        self.sent: list[tuple[int, int]] = []
-
-    def send(self, key: int, version: int, body: Any) -> None:
-        self.correlation += 1
-        for buf in codec.encode_request(key, version, self.correlation, "raw-test", body):
-            self.sock.sendall(buf)
-        self.sent.append((key, version))
-
-    def recv(self) -> Any:
-        key, version = self.sent.pop(0)
-        size = struct.unpack(">i", self._exact(4))[0]
-        _, body = codec.decode_response(key, version, self._exact(size))
-        return body
-
-    def call(self, key: int, version: int, body: Any) -> Any:
-        self.send(key, version, body)
-        return self.recv()
-
-    def _exact(self, n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed")
-            buf += chunk
-        return buf
-
-    def close(self) -> None:
-        self.sock.close()
+        super().__init__(bootstrap, client_id="raw-test", timeout_s=20)
 
 
 @pytest.fixture

@@ -6,8 +6,6 @@ epochs get their errors; DescribeProducers shows the state."""
 
 from __future__ import annotations
 
-import socket
-import struct
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,12 +16,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from idem_helpers import idem_batch, plain_batch
 
 from gregor import Broker
-from gregor.protocol import api_keys, codec, errors
+from gregor.protocol import api_keys, errors
 from gregor.protocol.messages import (
     DescribeProducersRequest,
     InitProducerIdRequest,
     ProduceRequest,
 )
+from gregor.testing.raw_client import RawClient
 
 OUT_OF_ORDER = errors.BY_NAME["OUT_OF_ORDER_SEQUENCE_NUMBER"].code
 INVALID_EPOCH = errors.BY_NAME["INVALID_PRODUCER_EPOCH"].code
@@ -33,38 +32,11 @@ INIT_V = 4
 TS = 1_700_000_000_000
 
 
-class Raw:
+class Raw(RawClient):
     """One connection, requests encoded with gregor's codec, answered in order."""
 
     def __init__(self, bootstrap: str) -> None:
-        host, _, port = bootstrap.rpartition(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=15)
-        self.correlation = 0
-
-    def send_raw(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def encode(self, key: int, version: int, body: Any) -> bytes:
-        self.correlation += 1
-        return b"".join(bytes(b) for b in codec.encode_request(key, version, self.correlation, "idem-test", body))
-
-    def recv(self, key: int, version: int) -> Any:
-        (size,) = struct.unpack(">i", self._exact(4))
-        correlation, body = codec.decode_response(key, version, self._exact(size))
-        return body
-
-    def call(self, key: int, version: int, body: Any) -> Any:
-        self.send_raw(self.encode(key, version, body))
-        return self.recv(key, version)
-
-    def _exact(self, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            out += chunk
-        return bytes(out)
+        super().__init__(bootstrap, client_id="idem-test", timeout_s=15)
 
     def init_producer_id(self, pid: int = -1, epoch: int = -1) -> tuple[int, int]:
         r = self.call(
@@ -92,8 +64,8 @@ class Raw:
 
     def produce_frame(self, frame: bytes) -> tuple[int, int]:
         """(error code, base offset) of a Produce request sent as these exact bytes."""
-        self.send_raw(frame)
-        r = self.recv(api_keys.PRODUCE, PRODUCE_V)
+        self.send_raw(frame, api_keys.PRODUCE, PRODUCE_V)
+        r = self.recv()
         [p] = r.responses[0].partition_responses
         return p.error_code, p.base_offset
 

@@ -4,17 +4,15 @@ the metadata record decoder, and a raw-protocol connection for the APIs confluen
 from __future__ import annotations
 
 import os
-import socket
-import struct
 from typing import Any
 
 from gregor.metadata import records
-from gregor.protocol import codec
 from gregor.protocol.records.batch import iter_headers
 from gregor.protocol.records.records import iter_records
 from gregor.raft.storage_log import DIR_NAME
 from gregor.storage.config import LogConfig
 from gregor.storage.log import Log
+from gregor.testing.raw_client import RawClient
 
 
 def _read(log_dir: str) -> bytes:
@@ -52,37 +50,8 @@ def names(recs: list[tuple[int, Any]]) -> list[str]:
     return [type(rec).__name__ for _, rec in recs]
 
 
-class Raw:
-    """One socket, our codec: request -> decoded response body."""
-
+class Raw(RawClient):
     def __init__(self, bootstrap: str) -> None:
-        host, _, port = bootstrap.rpartition(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=15)
-        self.correlation = 0
+        super().__init__(bootstrap, client_id="kraft-test", timeout_s=15)
 
-    def call(self, key: int, version: int, body: Any) -> Any:
-        self.correlation += 1
-        for buf in codec.encode_request(key, version, self.correlation, "kraft-test", body):
-            self.sock.sendall(buf)
-        (size,) = struct.unpack(">i", self._exact(4))
-        correlation, response = codec.decode_response(key, version, self._exact(size))
-        assert correlation == self.correlation
-        return response
 
-    def _exact(self, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError("closed")
-            out += chunk
-        return bytes(out)
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self) -> Raw:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

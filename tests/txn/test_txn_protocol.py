@@ -6,8 +6,6 @@ the state survives a clean restart and a SIGKILL."""
 
 from __future__ import annotations
 
-import socket
-import struct
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -18,7 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from gregor import Broker
 from gregor.coordinator.group.records import partition_for
 from gregor.coordinator.txn import codes
-from gregor.protocol import api_keys, codec
+from gregor.protocol import api_keys
 from gregor.protocol.messages import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
@@ -30,36 +28,14 @@ from gregor.protocol.messages import (
     ListOffsetsRequest,
     ListTransactionsRequest,
 )
+from gregor.testing.raw_client import RawClient
 
 APR = AddPartitionsToTxnRequest
 
 
-class Raw:
+class Raw(RawClient):
     def __init__(self, bootstrap: str) -> None:
-        host, _, port = bootstrap.rpartition(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=20)
-        self.correlation = 0
-
-    def call(self, key: int, version: int, body: Any) -> Any:
-        self.correlation += 1
-        for buf in codec.encode_request(key, version, self.correlation, "txn-test", body):
-            self.sock.sendall(buf)
-        (size,) = struct.unpack(">i", self._exact(4))
-        correlation, response = codec.decode_response(key, version, self._exact(size))
-        assert correlation == self.correlation
-        return response
-
-    def _exact(self, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError("closed")
-            out += chunk
-        return bytes(out)
-
-    def close(self) -> None:
-        self.sock.close()
+        super().__init__(bootstrap, client_id="txn-test", timeout_s=20)
 
     # -- the APIs -------------------------------------------------------------------------------
 

@@ -1,0 +1,73 @@
+"""A blocking, one-socket Kafka protocol client on gregor's own codec: for tests and tools that
+need to send exact requests (a version, a field, a byte-for-byte replayed frame) and read the
+exact response, which the real clients do not expose.
+
+    with RawClient("127.0.0.1:9092") as raw:
+        r = raw.call(api_keys.API_VERSIONS, 3, ApiVersionsRequest(...))
+
+Requests may be pipelined (`send`, `send`, then `recv`, `recv`): responses come back in order
+and each one's correlation id is checked against its request's.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections import deque
+from typing import Any
+
+from gregor.protocol import codec
+
+
+class RawClient:
+    def __init__(self, bootstrap: str, *, client_id: str = "gregor-raw", timeout_s: float = 20.0) -> None:
+        host, _, port = bootstrap.rpartition(":")
+        self.sock = socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout_s)
+        self.client_id = client_id
+        self.correlation = 0
+        self._pending: deque[tuple[int, int, int]] = deque()  # (key, version, correlation id)
+
+    def encode(self, key: int, version: int, body: Any) -> bytes:
+        """A whole request frame with the next correlation id (to send with `send_raw`)."""
+        self.correlation += 1
+        return b"".join(bytes(b) for b in codec.encode_request(key, version, self.correlation, self.client_id, body))
+
+    def send_raw(self, frame: bytes, key: int, version: int) -> None:
+        """Send `frame` as it is; its response is read as `key` at `version`."""
+        (correlation,) = struct.unpack_from(">i", frame, 8)
+        self.sock.sendall(frame)
+        self._pending.append((key, version, correlation))
+
+    def send(self, key: int, version: int, body: Any) -> None:
+        self.send_raw(self.encode(key, version, body), key, version)
+
+    def recv(self) -> Any:
+        """The response to the oldest request not yet answered."""
+        key, version, expected = self._pending.popleft()
+        (size,) = struct.unpack(">i", self._exact(4))
+        correlation, body = codec.decode_response(key, version, self._exact(size))
+        if correlation != expected:
+            raise ConnectionError(f"response {correlation} to request {expected}")
+        return body
+
+    def call(self, key: int, version: int, body: Any) -> Any:
+        self.send(key, version, body)
+        return self.recv()
+
+    def _exact(self, n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            out += chunk
+        return bytes(out)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
