@@ -213,6 +213,10 @@ _BROKER_ONLY: list[ConfigDef] = [
     ConfigDef("controller.quorum.voters", LIST, "", None, read_only=True),
     ConfigDef("controller.quorum.bootstrap.servers", LIST, "", None, read_only=True),
     ConfigDef("controller.listener.names", STRING, "CONTROLLER", None, read_only=True),
+    # KRaft broker liveness (KIP-631): heartbeats to the active controller, fenced after the
+    # session timeout without one.
+    ConfigDef("broker.heartbeat.interval.ms", INT, "2000", at_least(1), read_only=True),
+    ConfigDef("broker.session.timeout.ms", INT, "9000", at_least(1), read_only=True),
     ConfigDef("inter.broker.listener.name", STRING, None, None, read_only=True),
     ConfigDef("listener.security.protocol.map", STRING, None, None, read_only=True),
     ConfigDef("num.network.threads", INT, "3", at_least(1), read_only=True),
