@@ -37,7 +37,7 @@ pick one: it is not known yet).
 Networked (several voters; the store's `networked`): `start` is not called. Brokers register
 and heartbeat over the controller listener (`register_broker`, `heartbeat`, answered once their
 records are committed) and the broker's timer calls `tick` to fence the silent ones; the first
-active controller of a new log writes the bootstrap records (`activate`). A write only appends:
+plan of a new leadership epoch on a log without metadata.version writes the bootstrap records. A write only appends:
 `store.commit` returns before the quorum commits, and the caller awaits
 `store.wait_committed(store.last_appended)`. So that the next write sees the ones still in
 flight, the controller plans on a speculative image, the committed one plus every record it
@@ -128,6 +128,9 @@ class LocalController:
             self._spec_epoch = store.epoch
             self.quorum.last_contact_ms = {}  # sessions start again at a new controller
             self._spec_image, self._spec_offset = store.image, store.applied
+            self.quorum.image = self._spec_image
+            if METADATA_VERSION not in self._spec_image.features:  # a new log: bootstrap it
+                self._commit(bootstrap_records())
         elif store.applied >= self._spec_offset:
             self._spec_image, self._spec_offset = store.image, store.applied
         self.quorum.image = self._spec_image
@@ -152,13 +155,10 @@ class LocalController:
 
     # -- networked: the active controller's own duties ---------------------------------------
 
-    def activate(self) -> int | None:
-        """On a newly active controller: write the bootstrap records if the log has none. The
-        offset to wait for, or None when nothing was written."""
-        quorum = self._planner()
-        if METADATA_VERSION in quorum.image.features:
-            return None
-        return self._commit(bootstrap_records())
+    def activate(self) -> None:
+        """On a newly active controller: start planning on the committed image (writing the
+        bootstrap records if the log has none: the first plan of an epoch does)."""
+        self._planner()
 
     def register_broker(self, registration: BrokerRegistration, now_ms: int) -> tuple[int, int]:
         """(error code, broker epoch) and the records appended (wait for store.last_appended)."""

@@ -44,11 +44,11 @@ Not yet: snapshots. The log grows by every change; a restart replays it all.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
 import uuid
-import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
