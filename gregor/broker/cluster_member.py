@@ -96,6 +96,7 @@ class ClusterMember:
             on_commit=self.store.on_committed,
             on_snapshot=self.store.on_snapshot,
             on_leader_change=self._on_leader_change,
+            clock=broker.now_ms,  # wall clock: DescribeQuorum reports fetch times in it
             handlers={
                 api_keys.BROKER_REGISTRATION: self._on_registration,
                 api_keys.BROKER_HEARTBEAT: self._on_heartbeat,
