@@ -60,6 +60,7 @@ from gregor.storage.log import Log
 from gregor.storage.log_manager import LogManager
 
 log = logging.getLogger("gregor.broker")
+_UNREPLICATED = ("offsets.topic.replication.factor", "transaction.state.log.replication.factor")
 
 
 class BrokerServer:
@@ -186,6 +187,8 @@ class BrokerServer:
         return int(time.time() * 1000)
 
     def config_value(self, key: str) -> Any:
+        if self.member is not None and key in _UNREPLICATED:
+            return 1  # a cluster does not replicate partition data yet: internal topics get RF 1
         d = config_defs.BROKER_CONFIGS[key]
         raw = self.store.dynamic(self.node_id).get(key, self.static_config.get(key, d.default))
         return d.parse(raw)

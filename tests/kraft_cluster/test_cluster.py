@@ -217,3 +217,35 @@ def test_two_of_three_down_stops_metadata_writes_until_one_returns(cluster: Loca
     wait_for("an active controller again", lambda: controller_of(cluster, survivor) in (survivor, down[0]), 30)
     wait_for("a write after quorum is back", lambda: create_acknowledged(admin(cluster.bootstrap_of(survivor)), "after"), 30)
     assert {"before", "after"} <= topics_on(cluster, survivor)
+
+
+def test_a_consumer_group_finds_its_coordinator_on_whichever_node_leads_its_partition(cluster: LocalCluster) -> None:
+    active_controller(cluster)
+    wait_for("three unfenced brokers", lambda: len(metadata_of(cluster, 1).brokers) == 3)
+    create(admin(cluster.bootstrap), "events", partitions=3)
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap})
+    for i in range(30):
+        producer.produce("events", key=str(i).encode(), value=f"e{i}".encode())
+    assert producer.flush(15) == 0
+    seen: set[str] = set()
+    for group in ("g-a", "g-b", "g-c"):  # groups land on different __consumer_offsets partitions
+        consumer = confluent_kafka.Consumer(
+            {"bootstrap.servers": cluster.bootstrap_of(1), "group.id": group, "auto.offset.reset": "earliest"}
+        )
+        consumer.subscribe(["events"])
+        values: list[str] = []
+        deadline = time.monotonic() + 40
+        while len(values) < 30 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                values.append(msg.value().decode())
+        consumer.commit(asynchronous=False)
+        committed = consumer.committed([confluent_kafka.TopicPartition("events", p) for p in range(3)], timeout=10)
+        consumer.close()
+        assert sorted(values) == sorted(f"e{i}" for i in range(30)), group
+        assert sum(tp.offset for tp in committed) == 30
+        seen.add(group)
+    md = metadata_of(cluster, 2)
+    offsets = next(t for t in md.topics if t.name == "__consumer_offsets")
+    assert {len(p.replica_nodes) for p in offsets.partitions} == {1}
+    assert {p.leader_id for p in offsets.partitions} == {1, 2, 3}
