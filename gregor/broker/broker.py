@@ -112,7 +112,8 @@ class BrokerServer:
             self.static_config,
             self.node_id,
         )
-        self.producer_ids = ProducerIdManager(self.controller)
+        # a cluster node gets its producer-id blocks from the active controller
+        self.producer_ids = ProducerIdManager(self.member if self.member is not None else self.controller)
         self.cleaner = CleanerThreads(self.logs, self._cleaner_config(), self.now_ms)
         self.groups = GroupCoordinator(
             self.node_id, self.store, self.replicas, self.admin, self.config_value, self.apply_metadata

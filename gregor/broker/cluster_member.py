@@ -17,6 +17,9 @@ Raft RPCs:
   BrokerHeartbeat     on the active controller: QuorumController.heartbeat (unfences a broker
                       caught up to its registration); answered once its records commit.
 
+  AllocateProducerIds on the active controller: a block of producer ids for a broker (its
+                      ProducerIdsRecord committed before the answer).
+
 The controller timer (every CONTROLLER_TICK_S) runs on the active controller: after a new
 leadership starts it writes the bootstrap records of a new log (metadata.version), and it fences
 brokers silent for `broker.session.timeout.ms` (QuorumController.tick).
@@ -27,6 +30,12 @@ store's leader id and `controller.quorum.voters`), then heartbeat every
 the controller moves; registers again when told STALE_BROKER_EPOCH or BROKER_ID_NOT_REGISTERED.
 A restarted broker is refused (DUPLICATE_BROKER_REGISTRATION) until its old incarnation's
 session has expired, as in Kafka; it retries meanwhile.
+
+Producer ids (Kafka's RPCProducerIdManager): once registered, the broker keeps one block of
+producer ids fetched ahead from the active controller (AllocateProducerIds); the
+ProducerIdManager takes blocks from here (`allocate_producer_ids`) and a taken block makes the
+next one be fetched at once. With no block at hand it is COORDINATOR_LOAD_IN_PROGRESS (the
+producer retries).
 """
 
 from __future__ import annotations
@@ -35,14 +44,22 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from gregor.controller.quorum_controller import BrokerHeartbeat, BrokerRegistration, Listener
+from gregor.controller.quorum_controller import (
+    PRODUCER_ID_BLOCK_SIZE,
+    BrokerHeartbeat,
+    BrokerRegistration,
+    Listener,
+)
 from gregor.metadata.image import METADATA_VERSION
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
@@ -100,6 +117,7 @@ class ClusterMember:
             handlers={
                 api_keys.BROKER_REGISTRATION: self._on_registration,
                 api_keys.BROKER_HEARTBEAT: self._on_heartbeat,
+                api_keys.ALLOCATE_PRODUCER_IDS: self._on_allocate_producer_ids,
             },
         )
         self.store.attach(self.driver)
@@ -107,6 +125,8 @@ class ClusterMember:
         self._tasks: list[asyncio.Task[None]] = []
         self._activated_epoch = -1
         self._leader_moved = asyncio.Event()
+        self._pid_blocks: deque[int] = deque()  # first ids of blocks fetched ahead
+        self._pid_wanted = asyncio.Event()
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -124,6 +144,7 @@ class ClusterMember:
         self._tasks = [
             asyncio.ensure_future(self._controller_timer()),
             asyncio.ensure_future(self._lifecycle()),
+            asyncio.ensure_future(self._prefetch_producer_ids()),
         ]
 
     async def stop(self) -> None:
@@ -204,6 +225,56 @@ class ClusterMember:
             is_fenced=answer.is_fenced,
             should_shut_down=answer.should_shut_down,
         )
+
+    async def _on_allocate_producer_ids(self, version: int, req: Any) -> Any:
+        try:
+            first = self.controller.allocate_producer_ids_for(req.broker_id, req.broker_epoch, PRODUCER_ID_BLOCK_SIZE)
+            await self._wait_appended()
+        except KafkaError as exc:
+            return AllocateProducerIdsResponse(error_code=exc.code, producer_id_start=-1, producer_id_len=0)
+        except TimeoutError:
+            return AllocateProducerIdsResponse(
+                error_code=_code["REQUEST_TIMED_OUT"].code, producer_id_start=-1, producer_id_len=0
+            )
+        return AllocateProducerIdsResponse(
+            error_code=errors.NONE, producer_id_start=first, producer_id_len=PRODUCER_ID_BLOCK_SIZE
+        )
+
+    # -- producer ids -------------------------------------------------------------------------
+
+    def allocate_producer_ids(self, count: int) -> int:
+        """The first id of a block of `count` (PRODUCER_ID_BLOCK_SIZE) fetched ahead."""
+        if count != PRODUCER_ID_BLOCK_SIZE:
+            raise ValueError(f"producer id blocks are {PRODUCER_ID_BLOCK_SIZE} ids, not {count}")
+        self._pid_wanted.set()
+        if not self._pid_blocks:
+            raise KafkaError(
+                _code["COORDINATOR_LOAD_IN_PROGRESS"].code,
+                "no producer id block from the controller yet",
+            )
+        return self._pid_blocks.popleft()
+
+    async def _prefetch_producer_ids(self) -> None:
+        assert self.client is not None
+        while True:
+            if self._pid_blocks:
+                await self._pid_wanted.wait()
+                self._pid_wanted.clear()
+                continue
+            leader = self.store.leader_id
+            if self.broker_epoch < 0 or leader is None or leader not in self.voters:
+                await asyncio.sleep(0.2)
+                continue
+            request = AllocateProducerIdsRequest(broker_id=self.broker.node_id, broker_epoch=self.broker_epoch)
+            try:
+                answer = await self.client.send(leader, api_keys.ALLOCATE_PRODUCER_IDS, 0, request)
+            except ClientError:
+                await asyncio.sleep(0.2)
+                continue
+            if answer.error_code != errors.NONE or answer.producer_id_len != PRODUCER_ID_BLOCK_SIZE:
+                await asyncio.sleep(0.2)
+                continue
+            self._pid_blocks.append(answer.producer_id_start)
 
     # -- this broker's registration and heartbeats --------------------------------------------
 

@@ -321,14 +321,19 @@ class LocalController:
         self._commit(result.records)
 
     def allocate_producer_ids(self, count: int) -> int:
-        """Reserve `count` producer ids; the first. Committed before it returns."""
+        """Reserve `count` producer ids; the first. Committed before it returns (one voter)."""
         quorum = self._planner()
         reg = quorum.image.brokers.get(self.node_id)
         epoch = -1 if reg is None else reg.epoch
-        result = quorum.allocate_producer_ids(self.node_id, epoch, count)
+        return self.allocate_producer_ids_for(self.node_id, epoch, count)
+
+    def allocate_producer_ids_for(self, broker_id: int, broker_epoch: int, count: int) -> int:
+        """A block of `count` ids for `broker_id` (AllocateProducerIds); the first. Networked:
+        appended, the caller waits for the commit before handing it out."""
+        result = self._planner().allocate_producer_ids(broker_id, broker_epoch, count)
         code, first, _count = result.response
         if code != errors.NONE:
-            raise KafkaError(code, f"broker {self.node_id} (epoch {epoch}) cannot allocate producer ids")
+            raise KafkaError(code, f"broker {broker_id} (epoch {broker_epoch}) cannot allocate producer ids")
         self._commit(result.records)
         return first
 

@@ -223,7 +223,8 @@ def test_a_consumer_group_finds_its_coordinator_on_whichever_node_leads_its_part
     active_controller(cluster)
     wait_for("three unfenced brokers", lambda: len(metadata_of(cluster, 1).brokers) == 3)
     create(admin(cluster.bootstrap), "events", partitions=3)
-    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap})
+    # idempotent: every node has producer ids from the active controller (AllocateProducerIds)
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True})
     for i in range(30):
         producer.produce("events", key=str(i).encode(), value=f"e{i}".encode())
     assert producer.flush(15) == 0
@@ -249,3 +250,22 @@ def test_a_consumer_group_finds_its_coordinator_on_whichever_node_leads_its_part
     offsets = next(t for t in md.topics if t.name == "__consumer_offsets")
     assert {len(p.replica_nodes) for p in offsets.partitions} == {1}
     assert {p.leader_id for p in offsets.partitions} == {1, 2, 3}
+
+
+def test_every_node_hands_out_producer_ids_from_its_own_block(cluster: LocalCluster) -> None:
+    from gregor.protocol.messages import InitProducerIdRequest
+
+    active_controller(cluster)
+    request = InitProducerIdRequest(
+        transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1
+    )
+
+    def ids_of(node: int) -> list[int] | None:
+        with Raw(cluster.bootstrap_of(node)) as raw:
+            answers = [raw.call(api_keys.INIT_PRODUCER_ID, 4, request) for _ in range(3)]
+        return None if any(a.error_code for a in answers) else [a.producer_id for a in answers]
+
+    ids = [wait_for(f"producer ids from node {n}", lambda n=n: ids_of(n)) for n in cluster.ids]
+    flat = [i for block in ids for i in block]
+    assert len(set(flat)) == len(flat)
+    assert len({i // 1000 for i in flat}) == 3  # one block per node
