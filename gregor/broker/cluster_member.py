@@ -31,6 +31,11 @@ the controller moves; registers again when told STALE_BROKER_EPOCH or BROKER_ID_
 A restarted broker is refused (DUPLICATE_BROKER_REGISTRATION) until its old incarnation's
 session has expired, as in Kafka; it retries meanwhile.
 
+Stopping (SIGTERM), the broker first asks the active controller to fence it (a heartbeat with
+want_fence; Kafka's controlled shutdown would move leadership away instead, which with no
+replicas changes nothing), so Metadata stops naming it at once and its next start registers
+without waiting for the old session to expire.
+
 Producer ids (Kafka's RPCProducerIdManager): once registered, the broker keeps one block of
 producer ids fetched ahead from the active controller (AllocateProducerIds); the
 ProducerIdManager takes blocks from here (`allocate_producer_ids`) and a taken block makes the
@@ -148,6 +153,7 @@ class ClusterMember:
         ]
 
     async def stop(self) -> None:
+        await self._fence_self()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -156,6 +162,26 @@ class ClusterMember:
         if self.client is not None:
             await self.client.close()
         await self.driver.stop(resign=True)
+
+    async def _fence_self(self) -> None:
+        """A stopping broker asks the controller to fence it (a heartbeat with want_fence), so
+        clients stop being sent to it at once and its next start may register at once."""
+        leader = self.store.leader_id
+        if self.client is None or self.broker_epoch < 0 or leader is None or leader not in self.voters:
+            return
+        request = BrokerHeartbeatRequest(
+            broker_id=self.broker.node_id,
+            broker_epoch=self.broker_epoch,
+            current_metadata_offset=self.store.applied,
+            want_fence=True,
+            want_shut_down=False,
+        )
+        try:
+            answer = await self.client.send(leader, api_keys.BROKER_HEARTBEAT, HEARTBEAT_VERSION, request, timeout_ms=1000)
+            if answer.error_code == errors.NONE:
+                log.info("broker %d fenced for shutdown", self.broker.node_id)
+        except ClientError as exc:
+            log.info("broker %d could not ask to be fenced: %s", self.broker.node_id, exc)
 
     def _on_leader_change(self, change: LeaderAndEpoch) -> None:
         self.store.on_leader_change(change)

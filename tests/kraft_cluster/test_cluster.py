@@ -269,3 +269,16 @@ def test_every_node_hands_out_producer_ids_from_its_own_block(cluster: LocalClus
     flat = [i for block in ids for i in block]
     assert len(set(flat)) == len(flat)
     assert len({i // 1000 for i in flat}) == 3  # one block per node
+
+
+def test_a_cleanly_stopped_node_is_fenced_at_once_and_comes_back_at_once(cluster: LocalCluster) -> None:
+    ctrl = active_controller(cluster)
+    wait_for("three unfenced brokers", lambda: len(metadata_of(cluster, ctrl).brokers) == 3)
+    other = next(i for i in cluster.ids if i != ctrl)
+    cluster.stop_node(other)  # SIGTERM
+    brokers = {b.node_id for b in metadata_of(cluster, ctrl).brokers}
+    assert other not in brokers
+    cluster.start_node(other)
+    took = time.monotonic()
+    wait_for("the node registered again", lambda: other in {b.node_id for b in metadata_of(cluster, ctrl).brokers}, 5)
+    assert time.monotonic() - took < 5  # well within the 6 s session of its old incarnation
