@@ -231,7 +231,12 @@ def test_a_consumer_group_finds_its_coordinator_on_whichever_node_leads_its_part
     seen: set[str] = set()
     for group in ("g-a", "g-b", "g-c"):  # groups land on different __consumer_offsets partitions
         consumer = confluent_kafka.Consumer(
-            {"bootstrap.servers": cluster.bootstrap_of(1), "group.id": group, "auto.offset.reset": "earliest"}
+            {
+                "bootstrap.servers": cluster.bootstrap_of(1),
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,  # the commit below is the one checked
+            }
         )
         consumer.subscribe(["events"])
         values: list[str] = []
