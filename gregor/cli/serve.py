@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     install_uvloop()
     try:
         server = BrokerServer(config, ready_file=args.ready_file)
-    except (MetaPropertiesError, MigrationError, MetadataLogError, OSError) as exc:
+    except (MetaPropertiesError, MigrationError, MetadataLogError, ConfigError, OSError) as exc:
         print(f"gregor serve: {exc}", file=sys.stderr)
         return 1
     try:

@@ -52,6 +52,7 @@ def test_serve_refuses_voters_without_a_controller_listener(tmp_path: Path) -> N
     )
     assert proc.returncode == 1
     assert "controller.listener.names" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_cluster_up_prints_the_nodes_and_ctrl_c_stops_them(tmp_path: Path) -> None:
