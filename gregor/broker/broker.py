@@ -24,10 +24,12 @@ import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import gregor.handlers  # noqa: F401  (registers every handler)
 from gregor.broker.cleaner_thread import CleanerThreads
+from gregor.broker.cluster_member import ClusterMember
 from gregor.broker.config import BrokerConfig
 from gregor.controller.admin import Admin, TopicSpec
 from gregor.controller.local import LocalController
@@ -41,7 +43,8 @@ from gregor.handlers.produce import AcksZeroError
 from gregor.handlers.registry import HANDLERS, NO_RESPONSE
 from gregor.handlers.txn_markers import write_marker
 from gregor.metadata import config_defs, meta_properties
-from gregor.metadata.raft_store import RaftMetadataStore
+from gregor.metadata.config_defs import ConfigError
+from gregor.metadata.raft_store import MetadataLogError, RaftMetadataStore
 from gregor.metadata.store import MetadataStore, TopicInfo
 from gregor.protocol import api_keys, codec
 from gregor.protocol.codegen import Data
@@ -57,6 +60,7 @@ from gregor.storage.log import Log
 from gregor.storage.log_manager import LogManager
 
 log = logging.getLogger("gregor.broker")
+_UNREPLICATED = ("offsets.topic.replication.factor", "transaction.state.log.replication.factor")
 
 
 class BrokerServer:
@@ -76,22 +80,40 @@ class BrokerServer:
             data_dirs, self.node_id, config.get_str("cluster.id"), legacy.cluster_id if legacy else None
         )
         cluster_id = self.meta_properties[data_dirs[0]].cluster_id
-        self.store = RaftMetadataStore.open(
-            data_dirs[0], self.node_id, cluster_id, clock=self.now_ms, configs=self.static_config
-        )
-        self.controller = LocalController(self.store, self.node_id, self.static_config)
-        self.controller.start(
-            [Listener("PLAINTEXT", self.host, self.port)],
-            [m.directory_id for m in self.meta_properties.values() if m.directory_id is not None],
-            config.get_str("broker.rack"),
-            legacy,
-            self.now_ms(),
-        )
+        voters = config.quorum_voters()
+        self.member: ClusterMember | None = None
+        if voters is None:  # the only voter of its own quorum
+            self.store = RaftMetadataStore.open(
+                data_dirs[0], self.node_id, cluster_id, clock=self.now_ms, configs=self.static_config
+            )
+            self.controller = LocalController(self.store, self.node_id, self.static_config)
+            self.controller.start(
+                [Listener("PLAINTEXT", self.host, self.port)],
+                [m.directory_id for m in self.meta_properties.values() if m.directory_id is not None],
+                config.get_str("broker.rack"),
+                legacy,
+                self.now_ms(),
+            )
+        else:
+            self.store, self.controller, self.member = self._join_quorum(config, voters, cluster_id)
+            if legacy is not None:
+                raise MetadataLogError(
+                    f"{legacy.path}: a pre-KRaft store cannot be migrated into a quorum of "
+                    f"{len(voters)} voters; start this node alone (without "
+                    "controller.quorum.voters) once to migrate it"
+                )
         self.logs = LogManager(data_dirs, config_for=self.log_config_for)
         self.logs.roll_flusher = self._flush_after_roll
         self.replicas = ReplicaManager(self.node_id, self.logs)
-        self.admin = Admin(self.store, self.controller, [self.node_id], self.static_config, self.node_id)
-        self.producer_ids = ProducerIdManager(self.controller)
+        self.admin = Admin(
+            self.store,
+            self.controller,
+            self._active_broker_ids if self.member is not None else [self.node_id],
+            self.static_config,
+            self.node_id,
+        )
+        # a cluster node gets its producer-id blocks from the active controller
+        self.producer_ids = ProducerIdManager(self.member if self.member is not None else self.controller)
         self.cleaner = CleanerThreads(self.logs, self._cleaner_config(), self.now_ms)
         self.groups = GroupCoordinator(
             self.node_id, self.store, self.replicas, self.admin, self.config_value, self.apply_metadata
@@ -104,6 +126,57 @@ class BrokerServer:
         self._timers: list[asyncio.Task[None]] = []
         self._stopping: asyncio.Event | None = None
 
+    def _join_quorum(
+        self, config: BrokerConfig, voters: dict[int, tuple[str, int]], cluster_id: str
+    ) -> tuple[RaftMetadataStore, LocalController, ClusterMember]:
+        roles = config.process_roles
+        if roles != {"broker", "controller"}:
+            raise ConfigError(
+                f"process.roles={','.join(sorted(roles))}: only combined nodes "
+                "(broker,controller) can run in a quorum of several voters for now"
+            )
+        if self.node_id not in voters:
+            raise ConfigError(
+                f"node.id {self.node_id} is not among controller.quorum.voters {sorted(voters)}"
+            )
+        listen = config.controller_listener()
+        if listen is None:
+            raise ConfigError(
+                "controller.quorum.voters is set but listeners has no listener named in "
+                f"controller.listener.names ({config.get_str('controller.listener.names')})"
+            )
+        store, raft_log, quorum_state, raft_config = RaftMetadataStore.open_networked(
+            config.log_dirs[0], self.node_id, cluster_id, list(voters), configs=self.static_config
+        )
+        session_ms = config.get_int("broker.session.timeout.ms")
+        controller = LocalController(store, self.node_id, self.static_config)
+        controller.config = replace(controller.config, broker_session_timeout_ms=session_ms)
+        controller.quorum.config = controller.config
+        self.store, self.controller = store, controller
+        member = ClusterMember(self, voters, listen, raft_log, quorum_state, raft_config)
+        return store, controller, member
+
+    def _active_broker_ids(self) -> list[int]:
+        """The brokers new partitions may be placed on: registered and unfenced."""
+        return sorted(b for b, reg in self.store.image.brokers.items() if not reg.fenced)
+
+    def cluster_brokers(self) -> list[tuple[int, str, int, str | None]]:
+        if self.member is None:
+            return [(self.node_id, self.host, self.port, self.config.get_str("broker.rack"))]
+        out = []
+        for broker_id, reg in sorted(self.store.image.brokers.items()):
+            if reg.fenced or not reg.listeners:
+                continue
+            endpoint = next((e for e in reg.listeners if e.name == "PLAINTEXT"), reg.listeners[0])
+            out.append((broker_id, endpoint.host, endpoint.port, reg.rack))
+        return out
+
+    def controller_id(self) -> int:
+        if self.member is None:
+            return self.node_id
+        leader = self.store.leader_id
+        return -1 if leader is None else leader
+
     # -- services handlers use ----------------------------------------------------------------
 
     @property
@@ -115,6 +188,8 @@ class BrokerServer:
         return int(time.time() * 1000)
 
     def config_value(self, key: str) -> Any:
+        if self.member is not None and key in _UNREPLICATED:
+            return 1  # a cluster does not replicate partition data yet: internal topics get RF 1
         d = config_defs.BROKER_CONFIGS[key]
         raw = self.store.dynamic(self.node_id).get(key, self.static_config.get(key, d.default))
         return d.parse(raw)
@@ -148,6 +223,8 @@ class BrokerServer:
         """Host exactly the partitions the metadata names, with their current configs. Configs
         are resolved again only for the topics changed since the last call (every topic the
         first time, and after a dynamic broker config changed): resolving them is what costs."""
+        if not self.store.caught_up or self.server is None and self.member is not None:
+            return  # networked: not before the committed prefix is known and the logs are open
         topics = self.store.topics
         changed = self.store.take_changes()
         todo = topics.values() if changed is None else [topics[n] for n in changed if n in topics]
@@ -176,6 +253,11 @@ class BrokerServer:
     def maybe_auto_create(self, topic: str) -> TopicInfo | None:
         if not self.config_value("auto.create.topics.enable") or topic == METADATA_TOPIC:
             return None
+        if self.member is not None:
+            # Only the active controller creates; the commit is not awaited: the client asks
+            # again and finds the topic (LEADER_NOT_AVAILABLE meanwhile). Forwarding is next.
+            if not self.store.is_active():
+                return None
         info = self.admin.create_topic(TopicSpec(topic))
         log.info("auto-created topic %s with %d partitions", topic, info.partitions)
         self.apply_metadata()
@@ -234,6 +316,10 @@ class BrokerServer:
         await self.server.start()
         if self.port == 0 or self.listen_port == 0:
             self.port = self.server.port
+        if self.member is not None:
+            self.store.on_replayed = self.apply_metadata
+            await self.member.start()
+            self.apply_metadata()
         self._timers = [
             asyncio.ensure_future(self._every(1.0, self._flush_and_purge)),
             asyncio.ensure_future(
@@ -374,6 +460,8 @@ class BrokerServer:
             t.cancel()
         if self.server is not None:
             await self.server.stop()
+        if self.member is not None:
+            await self.member.stop()
         await self.cleaner.stop()  # before the logs close: no swap may reach a closed log
         self.logs.shutdown()
         self.store.close()

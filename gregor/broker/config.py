@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gregor.metadata.config_defs import BROKER_CONFIGS, ConfigError
+from gregor.runtime.raft_driver import parse_voters
 
 log = logging.getLogger("gregor.config")
 
@@ -98,13 +99,54 @@ class BrokerConfig:
         raw = self.values.get("log.dirs") or self.values.get("log.dir") or "./gregor-data"
         return [os.path.abspath(d.strip()) for d in raw.split(",") if d.strip()]
 
+    def _controller_names(self) -> set[str]:
+        raw = self.get_str("controller.listener.names") or ""
+        return {n.strip().upper() for n in raw.split(",") if n.strip()}
+
+    def _client_listeners(self, spec: str) -> str:
+        """`spec` without the controller listeners (the broker serves the rest)."""
+        names = self._controller_names()
+        kept = [p for p in spec.split(",") if p.strip() and listener_name(p) not in names]
+        return ",".join(kept) if kept else spec
+
     def listener(self) -> tuple[str, int]:
-        """(host, port) of the first PLAINTEXT listener."""
-        return parse_listener(self.get_str("listeners") or "PLAINTEXT://127.0.0.1:9092")
+        """(host, port) of the first listener that is not a controller listener."""
+        return parse_listener(self._client_listeners(self.get_str("listeners") or "PLAINTEXT://127.0.0.1:9092"))
 
     def advertised(self) -> tuple[str, int]:
         raw = self.get_str("advertised.listeners")
-        return parse_listener(raw) if raw else self.listener()
+        return parse_listener(self._client_listeners(raw)) if raw else self.listener()
+
+    def controller_listener(self) -> tuple[str, int] | None:
+        """(host, port) of the first listener named in `controller.listener.names`; None if
+        `listeners` has none."""
+        names = self._controller_names()
+        for part in (self.get_str("listeners") or "").split(","):
+            if part.strip() and listener_name(part) in names:
+                return parse_listener(part)
+        return None
+
+    @property
+    def process_roles(self) -> set[str]:
+        roles = self.get("process.roles")
+        assert isinstance(roles, list)
+        return {str(r).strip() for r in roles if str(r).strip()}
+
+    def quorum_voters(self) -> dict[int, tuple[str, int]] | None:
+        """`controller.quorum.voters` as {node id: (host, port)}; None when not set (the node is
+        the only voter of its own quorum)."""
+        raw = self.values.get("controller.quorum.voters", "").strip()
+        if not raw:
+            return None
+        try:
+            return parse_voters(raw)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+
+def listener_name(spec: str) -> str:
+    name, sep, _rest = spec.strip().partition("://")
+    return name.strip().upper() if sep else "PLAINTEXT"
 
 
 def parse_listener(spec: str) -> tuple[str, int]:

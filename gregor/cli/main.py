@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gregor.cli import clients, dump_log, groups, quorum, serve, storage, topics
+from gregor.cli import clients, cluster, dump_log, groups, quorum, serve, storage, topics
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,6 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     dump_log.register(sub)
     storage.register(sub)
     quorum.register(sub)
+    cluster.register(sub)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 

@@ -38,7 +38,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         overrides = parse_overrides(args.set)
         if args.listen:
-            overrides["listeners"] = f"PLAINTEXT://{args.listen}"
+            # --listen names the client listener; controller listeners given with --set stay
+            names = {n.strip().upper() for n in overrides.get("controller.listener.names", "CONTROLLER").split(",")}
+            kept = [
+                spec.strip()
+                for spec in overrides.get("listeners", "").split(",")
+                if spec.strip() and spec.strip().partition("://")[0].strip().upper() in names
+            ]
+            overrides["listeners"] = ",".join([f"PLAINTEXT://{args.listen}", *kept])
         if args.data_dir:
             overrides["log.dirs"] = args.data_dir
         config = BrokerConfig.load(args.config, overrides)
@@ -48,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     install_uvloop()
     try:
         server = BrokerServer(config, ready_file=args.ready_file)
-    except (MetaPropertiesError, MigrationError, MetadataLogError, OSError) as exc:
+    except (MetaPropertiesError, MigrationError, MetadataLogError, ConfigError, OSError) as exc:
         print(f"gregor serve: {exc}", file=sys.stderr)
         return 1
     try:

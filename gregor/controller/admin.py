@@ -10,7 +10,7 @@ Errors are KafkaErrors with Kafka's codes and messages.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -43,15 +43,25 @@ class Admin:
         self,
         store: RaftMetadataStore,
         controller: LocalController,
-        broker_ids: Sequence[int],
+        broker_ids: Sequence[int] | Callable[[], Sequence[int]],
         static_config: Mapping[str, str],
         node_id: int,
     ) -> None:
         self.store = store  # reads
         self.controller = controller  # writes
-        self.broker_ids = list(broker_ids)
+        # the brokers partitions may be placed on; a callable when they change (a quorum)
+        self._broker_ids = broker_ids if callable(broker_ids) else list(broker_ids)
         self.static_config = static_config
         self.node_id = node_id
+
+    @property
+    def broker_ids(self) -> list[int]:
+        ids = self._broker_ids
+        return list(ids() if callable(ids) else ids)
+
+    @broker_ids.setter
+    def broker_ids(self, ids: Sequence[int]) -> None:
+        self._broker_ids = list(ids)
 
     def _raw(self, key: str) -> str | None:
         d = config_defs.BROKER_CONFIGS[key]

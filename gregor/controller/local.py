@@ -33,6 +33,18 @@ refused (MigrationError).
 Between starts the registration stays; no heartbeats or session timeouts run (one broker, in
 this process). The broker's registration names the configured listener (port 0 if the OS is to
 pick one: it is not known yet).
+
+Networked (several voters; the store's `networked`): `start` is not called. Brokers register
+and heartbeat over the controller listener (`register_broker`, `heartbeat`, answered once their
+records are committed) and the broker's timer calls `tick` to fence the silent ones; the first
+plan of a new leadership epoch on a log without metadata.version writes the bootstrap records. A write only appends:
+`store.commit` returns before the quorum commits, and the caller awaits
+`store.wait_committed(store.last_appended)`. So that the next write sees the ones still in
+flight, the controller plans on a speculative image, the committed one plus every record it
+appended since (Kafka's active controller does the same); it starts again from the committed
+image whenever nothing is in flight, and whenever a new epoch of its leadership starts. Write
+methods then return what they planned (a TopicInfo built from the records), not what the
+store replayed. Any write on a node that is not the active controller raises NOT_CONTROLLER.
 """
 
 from __future__ import annotations
@@ -96,11 +108,82 @@ class LocalController:
         self.config = ControllerConfig(static=dict(static_config))
         self.new_uuid = new_uuid
         self.quorum = QuorumController(self.config, store.image, new_uuid)
+        self._spec_epoch = -1  # networked: the leader epoch the speculative image belongs to
+        self._spec_image = store.image
+        self._spec_offset = -1  # the last offset replayed into the speculative image
 
     def _planner(self) -> QuorumController:
-        """The controller over the committed image (nothing is planned but not committed)."""
-        self.quorum.image = self.store.image
+        """The controller over the committed image (nothing is planned but not committed);
+        networked, over the committed image plus what is appended but not yet committed."""
+        store = self.store
+        if not store.networked:
+            self.quorum.image = store.image
+            return self.quorum
+        if not store.is_active():
+            raise KafkaError(
+                errors.BY_NAME["NOT_CONTROLLER"].code,
+                f"node {self.node_id} is not the active controller (leader {store.leader_id})",
+            )
+        if store.epoch != self._spec_epoch:
+            self._spec_epoch = store.epoch
+            self.quorum.last_contact_ms = {}  # sessions start again at a new controller
+            self._spec_image, self._spec_offset = store.image, store.applied
+            self.quorum.image = self._spec_image
+            if METADATA_VERSION not in self._spec_image.features:  # a new log: bootstrap it
+                self._commit(bootstrap_records())
+        elif store.applied >= self._spec_offset:
+            self._spec_image, self._spec_offset = store.image, store.applied
+        self.quorum.image = self._spec_image
         return self.quorum
+
+    def _commit(self, records: Sequence[Any]) -> int:
+        """Append (one voter: and commit) `records`; networked, replay them into the
+        speculative image at the offsets they got."""
+        last = self.store.commit(records)
+        if self.store.networked and records:
+            first = last - len(records) + 1
+            self._spec_image = self._spec_image.replay(
+                (rec, first + i, self._spec_epoch) for i, rec in enumerate(records)
+            )
+            self._spec_offset = last
+            self.quorum.image = self._spec_image
+        return last
+
+    @property
+    def next_offset(self) -> int:
+        return self.store.next_offset
+
+    # -- networked: the active controller's own duties ---------------------------------------
+
+    def activate(self) -> None:
+        """On a newly active controller: start planning on the committed image (writing the
+        bootstrap records if the log has none: the first plan of an epoch does)."""
+        self._planner()
+
+    def register_broker(self, registration: BrokerRegistration, now_ms: int) -> tuple[int, int]:
+        """(error code, broker epoch) and the records appended (wait for store.last_appended)."""
+        quorum = self._planner()
+        result = quorum.register_broker(registration, now_ms, self.store.next_offset)
+        if result.response.error_code == errors.NONE:
+            self._commit(result.records)
+        return result.response.error_code, result.response.broker_epoch
+
+    def heartbeat(self, beat: BrokerHeartbeat, now_ms: int) -> tuple[Any, bool]:
+        """The HeartbeatResponse, and whether records were appended (then wait for them)."""
+        quorum = self._planner()
+        result = quorum.heartbeat(beat, now_ms)
+        if result.records:
+            self._commit(result.records)
+        return result.response, bool(result.records)
+
+    def tick(self, now_ms: int) -> list[int]:
+        """Fence the brokers whose session expired (appended; committed later)."""
+        quorum = self._planner()
+        result = quorum.tick(now_ms)
+        if result.records:
+            self._commit(result.records)
+            log.info("fenced broker(s) %s: no heartbeat for %d ms", result.response, self.config.broker_session_timeout_ms)
+        return result.response
 
     # -- start ----------------------------------------------------------------------------------
 
@@ -193,7 +276,9 @@ class LocalController:
         outcome = result.response[0]
         if outcome.error_code != errors.NONE:
             raise KafkaError(outcome.error_code, outcome.error_message or "")
-        self.store.commit(result.records)
+        self._commit(result.records)
+        if self.store.networked:
+            return TopicInfo(name, outcome.topic_id, [list(x) for x in replicas], dict(configs))
         return self.store.topics[name]
 
     def delete_topic(self, name: str) -> TopicInfo:
@@ -204,7 +289,7 @@ class LocalController:
         code = result.response[name]
         if code != errors.NONE:
             raise KafkaError(code, f"Topic '{name}' cannot be deleted")
-        self.store.commit(result.records)
+        self._commit(result.records)
         return info
 
     def add_partitions(self, name: str, new_replicas: list[list[int]]) -> TopicInfo:
@@ -215,7 +300,9 @@ class LocalController:
         result = self._planner().create_partitions(name, count, new_replicas)
         if result.response.error_code != errors.NONE:
             raise KafkaError(result.response.error_code, result.response.error_message or "")
-        self.store.commit(result.records)
+        self._commit(result.records)
+        if self.store.networked:
+            return TopicInfo(name, info.topic_id, info.replicas + [list(x) for x in new_replicas], dict(info.configs))
         return self.store.topics[name]
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
@@ -231,18 +318,23 @@ class LocalController:
         _rtype, _name, code, message = result.response[0]
         if code != errors.NONE:
             raise KafkaError(code, message or "")
-        self.store.commit(result.records)
+        self._commit(result.records)
 
     def allocate_producer_ids(self, count: int) -> int:
-        """Reserve `count` producer ids; the first. Committed before it returns."""
+        """Reserve `count` producer ids; the first. Committed before it returns (one voter)."""
         quorum = self._planner()
         reg = quorum.image.brokers.get(self.node_id)
         epoch = -1 if reg is None else reg.epoch
-        result = quorum.allocate_producer_ids(self.node_id, epoch, count)
+        return self.allocate_producer_ids_for(self.node_id, epoch, count)
+
+    def allocate_producer_ids_for(self, broker_id: int, broker_epoch: int, count: int) -> int:
+        """A block of `count` ids for `broker_id` (AllocateProducerIds); the first. Networked:
+        appended, the caller waits for the commit before handing it out."""
+        result = self._planner().allocate_producer_ids(broker_id, broker_epoch, count)
         code, first, _count = result.response
         if code != errors.NONE:
-            raise KafkaError(code, f"broker {self.node_id} (epoch {epoch}) cannot allocate producer ids")
-        self.store.commit(result.records)
+            raise KafkaError(code, f"broker {broker_id} (epoch {broker_epoch}) cannot allocate producer ids")
+        self._commit(result.records)
         return first
 
 

@@ -14,6 +14,7 @@ import functools
 from typing import Any
 
 from gregor.handlers.context import RequestContext
+from gregor.handlers.controller_writes import answer_after_commit, not_controller
 from gregor.handlers.registry import handles
 from gregor.metadata import config_defs
 from gregor.protocol import api_keys, errors
@@ -93,11 +94,15 @@ def _alter(ctx: RequestContext, request: Any, incremental: bool, response_cls: A
     broker = ctx.broker
     responses = []
     changed = False
+    refused = not_controller(ctx)
+    before = broker.store.last_appended
     for res in request.resources:
         r = response_cls.AlterConfigsResourceResponse(
             error_code=errors.NONE, resource_type=res.resource_type, resource_name=res.resource_name
         )
         try:
+            if refused is not None:
+                raise refused
             if res.resource_type == TOPIC:
                 if incremental:
                     ops = [(c.name, c.config_operation, c.value) for c in res.configs]
@@ -125,7 +130,8 @@ def _alter(ctx: RequestContext, request: Any, incremental: bool, response_cls: A
         responses.append(r)
     if changed:
         broker.apply_metadata()
-    return response_cls(responses=responses)
+    ok = [r for r in responses if r.error_code == errors.NONE]
+    return answer_after_commit(ctx, before, response_cls(responses=responses), ok)
 
 
 @handles(api_keys.ALTER_CONFIGS)

@@ -51,6 +51,13 @@ class BrokerServices(Protocol):
 
     def describe_topic_config(self, topic: str) -> list[Any]: ...
 
+    def cluster_brokers(self) -> list[tuple[int, str, int, str | None]]:
+        """(node id, host, port, rack) of every broker clients may use: this one with one
+        voter; every registered unfenced broker's advertised endpoint in a networked quorum."""
+
+    def controller_id(self) -> int:
+        """The node id of the active controller (-1 when there is none)."""
+
 
 @dataclass
 class RequestContext:

@@ -23,7 +23,9 @@ from typing import Any
 
 from gregor.coordinator.group import codes
 from gregor.coordinator.group.pending import Pending
+from gregor.coordinator.group.records import partition_for
 from gregor.coordinator.group.results import JoinRequest, JoinResult, SyncRequest, SyncResult
+from gregor.coordinator.txn.runtime import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from gregor.handlers.context import RequestContext
 from gregor.handlers.registry import handles
 from gregor.protocol import api_keys
@@ -89,22 +91,47 @@ def _coordinator(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str
     return codes.NONE, None
 
 
+def _elsewhere(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str, int] | None:
+    """In a cluster: (node, host, port) of the broker leading the key's partition of
+    `__consumer_offsets` / `__transaction_state` by the metadata image, when that is another
+    live broker; None otherwise."""
+    b = ctx.broker
+    if not b.store.networked or key_type not in (GROUP, TRANSACTION):
+        return None
+    topic = b.store.image.topic(OFFSETS_TOPIC if key_type == GROUP else TRANSACTION_TOPIC)
+    if topic is None or not topic.partitions:
+        return None
+    part = topic.partitions.get(partition_for(key, len(topic.partitions)))
+    if part is None or part.leader == b.node_id:
+        return None
+    return next(((n, h, p) for n, h, p, _rack in b.cluster_brokers() if n == part.leader), None)
+
+
+def _find(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str | None, int, str, int]:
+    """(error, message, node, host, port) of the coordinator of one key."""
+    b = ctx.broker
+    error, message = _coordinator(ctx, key_type, key)
+    if not error:
+        return error, message, b.node_id, b.host, b.port
+    if error == codes.COORDINATOR_NOT_AVAILABLE:
+        other = _elsewhere(ctx, key_type, key)
+        if other is not None:
+            return codes.NONE, None, *other
+    return error, message, -1, "", -1
+
+
 @handles(api_keys.FIND_COORDINATOR)
 def find_coordinator(ctx: RequestContext, request: Any) -> Any:
-    b = ctx.broker
     key_type = request.key_type if ctx.version >= 1 else GROUP
     R = FindCoordinatorResponse
     if ctx.version >= 4:
         out = []
         for key in request.coordinator_keys:
-            error, message = _coordinator(ctx, key_type, key)
-            node, host, port = (b.node_id, b.host, b.port) if not error else (-1, "", -1)
+            error, message, node, host, port = _find(ctx, key_type, key)
             out.append(R.Coordinator(key=key, node_id=node, host=host, port=port, error_code=error, error_message=message))
         return R(coordinators=out)
-    error, message = _coordinator(ctx, key_type, request.key)
-    if error:
-        return R(error_code=error, error_message=message, node_id=-1, host="", port=-1)
-    return R(error_code=codes.NONE, error_message=None, node_id=b.node_id, host=b.host, port=b.port)
+    error, message, node, host, port = _find(ctx, key_type, request.key)
+    return R(error_code=error, error_message=message, node_id=node, host=host, port=port)
 
 
 # -- JoinGroup -------------------------------------------------------------------------------------

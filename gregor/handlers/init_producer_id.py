@@ -18,6 +18,7 @@ from gregor.handlers.context import RequestContext
 from gregor.handlers.registry import handles
 from gregor.handlers.txn import fenced_for
 from gregor.protocol import api_keys, errors
+from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import InitProducerIdResponse
 
 
@@ -29,7 +30,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if (producer_id == -1) != (producer_epoch == -1):
         return InitProducerIdResponse(error_code=errors.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
     if request.transactional_id is None:
-        return InitProducerIdResponse(error_code=errors.NONE, producer_id=b.producer_ids.next_id(), producer_epoch=0)
+        try:
+            producer_id = b.producer_ids.next_id()
+        except KafkaError as exc:  # a cluster node without a block from the controller yet
+            return InitProducerIdResponse(error_code=exc.code, producer_id=-1, producer_epoch=-1)
+        return InitProducerIdResponse(error_code=errors.NONE, producer_id=producer_id, producer_epoch=0)
     res = b.transactions.init_producer_id(
         request.transactional_id, request.transaction_timeout_ms, producer_id, producer_epoch, b.now_ms()
     )

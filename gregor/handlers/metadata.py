@@ -25,8 +25,24 @@ Part = MetadataResponse.MetadataResponsePartition
 
 def topic_response(ctx: RequestContext, info: TopicInfo) -> Any:
     parts = []
+    image_topic = ctx.broker.store.image.topic(info.name)
     for index, replicas in enumerate(info.replicas):
         p = ctx.broker.replicas.get(info.name, index)
+        reg = image_topic.partitions.get(index) if image_topic is not None else None
+        if p is None and reg is not None and ctx.broker.store.networked:
+            # led by another node (or by none): what the metadata says
+            parts.append(
+                Part(
+                    error_code=errors.NONE if reg.leader >= 0 else errors.LEADER_NOT_AVAILABLE,
+                    partition_index=index,
+                    leader_id=reg.leader,
+                    leader_epoch=reg.leader_epoch,
+                    replica_nodes=list(reg.replicas),
+                    isr_nodes=list(reg.isr),
+                    offline_replicas=[],
+                )
+            )
+            continue
         parts.append(
             Part(
                 error_code=errors.NONE if p is not None else errors.LEADER_NOT_AVAILABLE,
@@ -82,8 +98,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             else:
                 topics.append(topic_response(ctx, info))
     return MetadataResponse(
-        brokers=[MetadataResponse.MetadataResponseBroker(node_id=broker.node_id, host=broker.host, port=broker.port, rack=None)],
+        brokers=[
+            MetadataResponse.MetadataResponseBroker(node_id=n, host=h, port=p, rack=rack)
+            for n, h, p, rack in broker.cluster_brokers()
+        ],
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=broker.controller_id(),
         topics=topics,
     )

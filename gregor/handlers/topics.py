@@ -16,6 +16,7 @@ from typing import Any
 
 from gregor.controller.admin import TopicSpec
 from gregor.handlers.context import RequestContext
+from gregor.handlers.controller_writes import answer_after_commit, not_controller
 from gregor.handlers.registry import handles
 from gregor.metadata import config_defs
 from gregor.protocol import api_keys, errors
@@ -34,12 +35,16 @@ ZERO_UUID = uuid.UUID(int=0)
 def create_topics(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     results = []
+    refused = not_controller(ctx)
+    before = broker.store.last_appended
     seen: dict[str, int] = {}
     for t in request.topics:
         seen[t.name] = seen.get(t.name, 0) + 1
     for t in request.topics:
         result = CreateTopicsResponse.CreatableTopicResult(name=t.name, topic_id=ZERO_UUID, error_code=errors.NONE)
         try:
+            if refused is not None:
+                raise refused
             if seen[t.name] > 1:
                 raise KafkaError(errors.INVALID_REQUEST, f"Create topics request from client `{ctx.header.client_id}` contains multiple entries for the following topics: {t.name}")
             spec = TopicSpec(
@@ -76,7 +81,8 @@ def create_topics(ctx: RequestContext, request: Any) -> Any:
         results.append(result)
     if not request.validate_only:
         broker.apply_metadata()
-    return CreateTopicsResponse(topics=results)
+    ok = [r for r in results if r.error_code == errors.NONE]
+    return answer_after_commit(ctx, before, CreateTopicsResponse(topics=results), ok)
 
 
 
@@ -90,9 +96,13 @@ def delete_topics(ctx: RequestContext, request: Any) -> Any:
     else:
         wanted = [(name, ZERO_UUID) for name in request.topic_names]
     responses = []
+    refused = not_controller(ctx)
+    before = broker.store.last_appended
     for name, topic_id in wanted:
         resp = DeleteTopicsResponse.DeletableTopicResult(name=name, topic_id=topic_id, error_code=errors.NONE)
         try:
+            if refused is not None:
+                raise refused
             if name is None:
                 info = broker.store.topic_by_id(topic_id)
                 if info is None:
@@ -105,16 +115,21 @@ def delete_topics(ctx: RequestContext, request: Any) -> Any:
             resp.error_code, resp.error_message = exc.code, exc.message or None
         responses.append(resp)
     broker.apply_metadata()
-    return DeleteTopicsResponse(responses=responses)
+    ok = [r for r in responses if r.error_code == errors.NONE]
+    return answer_after_commit(ctx, before, DeleteTopicsResponse(responses=responses), ok)
 
 
 @handles(api_keys.CREATE_PARTITIONS)
 def create_partitions(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     results = []
+    refused = not_controller(ctx)
+    before = broker.store.last_appended
     for t in request.topics:
         r = CreatePartitionsResponse.CreatePartitionsTopicResult(name=t.name, error_code=errors.NONE)
         try:
+            if refused is not None:
+                raise refused
             assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
             broker.admin.create_partitions(t.name, t.count, assignments, request.validate_only)
         except KafkaError as exc:
@@ -122,4 +137,5 @@ def create_partitions(ctx: RequestContext, request: Any) -> Any:
         results.append(r)
     if not request.validate_only:
         broker.apply_metadata()
-    return CreatePartitionsResponse(results=results)
+    ok = [r for r in results if r.error_code == errors.NONE]
+    return answer_after_commit(ctx, before, CreatePartitionsResponse(results=results), ok)

@@ -217,6 +217,10 @@ _BROKER_ONLY: list[ConfigDef] = [
     ConfigDef("metadata.log.max.record.bytes.between.snapshots", LONG, "20971520", at_least(1), read_only=True),
     ConfigDef("metadata.log.max.snapshot.interval.ms", LONG, "3600000", at_least(0), read_only=True),
     ConfigDef("metadata.log.segment.bytes", INT, "1073741824", at_least(12), read_only=True),
+    # KRaft broker liveness (KIP-631): heartbeats to the active controller, fenced after the
+    # session timeout without one.
+    ConfigDef("broker.heartbeat.interval.ms", INT, "2000", at_least(1), read_only=True),
+    ConfigDef("broker.session.timeout.ms", INT, "9000", at_least(1), read_only=True),
     ConfigDef("inter.broker.listener.name", STRING, None, None, read_only=True),
     ConfigDef("listener.security.protocol.map", STRING, None, None, read_only=True),
     ConfigDef("num.network.threads", INT, "3", at_least(1), read_only=True),

@@ -38,17 +38,36 @@ never by time) after it if anything was committed since (checked at every commit
 disk below a snapshot. Opening loads the latest snapshot, then replays the log after it; a damaged
 snapshot file is skipped with a warning (renamed `.corrupt`) when the log still reaches back far
 enough, else `open` fails with MetadataLogError saying what to do (storage_log.py).
+
+Networked (a quorum of several voters, `controller.quorum.voters`): `open_networked` opens the
+same log and quorum-state but makes no node; the broker runs a RaftDriver over them
+(runtime/raft_driver.py) and `attach`es it. The driver's callbacks feed the store:
+`on_committed` replays what the quorum committed, on every node, followers too, and then calls
+`on_replayed` (the broker brings its partitions in line); `on_leader_change` fails the writes
+waiting for a commit when this node stops leading. `commit(records)` then only appends, on the
+active controller (NOT_CONTROLLER elsewhere), and returns the offset of the last record; the
+caller awaits `wait_committed(offset)`, which completes once the quorum committed and this node
+replayed it, or fails with NOT_CONTROLLER when leadership is lost first (the records may still
+be committed by the next leader: the client retries and finds the change made). The node is
+the active controller once it leads and its own start-of-epoch record is committed, so its
+image holds everything committed before its epoch (`is_active`).
+
+Snapshots when networked: every node takes its own, by the same thresholds (checked as it
+replays commits; no timer of its own), as in Kafka; a snapshot the driver hands over (the log's
+latest at start, or one fetched from the leader by a follower that fell behind the leader's log
+start, FetchSnapshot) replaces the image and counts as replayed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from gregor.metadata import records as r
 from gregor.metadata import snapshot as metadata_snapshot
@@ -65,8 +84,8 @@ from gregor.protocol.errors import KafkaError
 from gregor.raft import messages as m
 from gregor.raft.config import RaftConfig
 from gregor.raft.leader import NEVER
-from gregor.raft.log import SnapshotId
-from gregor.raft.node import Effects, NotLeader, RaftNode
+from gregor.raft.log import RaftLog, SnapshotId
+from gregor.raft.node import Effects, Entry, LeaderAndEpoch, LoadSnapshot, NotLeader, RaftNode
 from gregor.raft.storage_log import SnapshotUnavailableError, StorageRaftLog
 from gregor.raft.store import FileQuorumStateStore
 from gregor.storage.config import LogConfig
@@ -97,17 +116,27 @@ def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
+class QuorumDriver(Protocol):
+    """What the store needs of the runtime's RaftDriver (it cannot import the runtime)."""
+
+    node: RaftNode | None
+
+    def append(self, records: Sequence[bytes]) -> int | NotLeader: ...
+
+
 class RaftMetadataStore:
     def __init__(
         self,
-        node: RaftNode,
+        node: RaftNode | None,
         cluster_id: str,
         clock: Callable[[], int] = wall_clock_ms,
         snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES,
         snapshot_interval_ms: int = DEFAULT_SNAPSHOT_INTERVAL_MS,
         max_batch_bytes: int = MAX_BATCH_BYTES,
     ) -> None:
-        self.node = node
+        self._node = node
+        self.driver: QuorumDriver | None = None
+        self.local_id = -1 if node is None else node.node_id
         self.snapshot_bytes = snapshot_bytes
         # A batch must fit a segment: at most half of one (small segments are for tests).
         self.max_batch_bytes = max_batch_bytes
@@ -125,6 +154,126 @@ class RaftMetadataStore:
         # Topic names created, changed or removed since take_changes(); None: anything may have.
         self._changed: set[str] | None = None
         self.wakeup: Callable[[], None] | None = None  # the broker's timer hook (unused: no work comes between polls)
+        # Networked only: called after committed records were replayed (on every node).
+        self.on_replayed: Callable[[], None] | None = None
+        self.applied = -1  # the offset of the last committed entry replayed (control ones too)
+        self.last_appended = -1
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+
+    @property
+    def node(self) -> RaftNode:
+        node = self._node if self.driver is None else self.driver.node
+        if node is None:
+            raise MetadataLogError("the metadata quorum is not running yet")
+        return node
+
+    @property
+    def networked(self) -> bool:
+        return self.driver is not None
+
+    @classmethod
+    def open_networked(
+        cls,
+        log_dir: str,
+        node_id: int,
+        cluster_id: str,
+        voters: Sequence[int],
+        *,
+        clock: Callable[[], int] = wall_clock_ms,
+        configs: Mapping[str, str] | None = None,
+    ) -> tuple[RaftMetadataStore, RaftLog, FileQuorumStateStore, RaftConfig]:
+        """The store of a node among `voters`, with the log, quorum-state and Raft settings a
+        RaftDriver is to run on; `attach` the driver before starting it."""
+        configs = dict(configs or {})
+        raft_log, log_config = _open_log(log_dir, clock, configs)
+        quorum_state = FileQuorumStateStore(raft_log.directory, voters=sorted(voters))
+        config = replace(RaftConfig.from_configs(configs), append_linger_ms=0)
+        store = cls(None, cluster_id, clock, *_snapshot_settings(configs, log_config))
+        store.local_id = node_id
+        return store, raft_log, quorum_state, config
+
+    def attach(self, driver: QuorumDriver) -> None:
+        self.driver = driver
+
+    # -- the driver's callbacks (networked) -----------------------------------------------------
+
+    def on_committed(self, entries: list[Entry]) -> None:
+        replay = [(r.decode(e.data), e.offset, e.epoch) for e in entries if not e.control]
+        if replay:
+            self._replay(replay)
+            self._bytes_since_snapshot += sum(len(e.data) for e in entries if not e.control)
+            self._last_commit_ms = self.clock()
+        if entries:
+            self.applied = max(self.applied, entries[-1].offset)
+        self._wake_waiters()
+        if replay and self.on_replayed is not None:
+            self.on_replayed()
+        if replay:
+            self._maybe_snapshot(self.clock())
+
+    def _wake_waiters(self) -> None:
+        if self._waiters:
+            done = [(o, f) for o, f in self._waiters if o <= self.applied]
+            self._waiters = [(o, f) for o, f in self._waiters if o > self.applied]
+            for _offset, fut in done:
+                if not fut.done():
+                    fut.set_result(None)
+
+    def on_snapshot(self, snapshot: LoadSnapshot) -> None:
+        """The driver's node starts from a snapshot (its log's latest, or one fetched from the
+        leader): it replaces the image, and everything below its end counts as replayed."""
+        self._load_snapshot(snapshot.snapshot_id, snapshot.data)
+        self.applied = max(self.applied, snapshot.snapshot_id.end_offset - 1)
+        self._wake_waiters()
+        if self.on_replayed is not None:
+            self.on_replayed()
+
+    def on_leader_change(self, change: LeaderAndEpoch) -> None:
+        log.info("metadata leader: node %s in epoch %d", change.leader_id, change.epoch)
+        if change.leader_id != self.local_id:
+            self._fail_waiters(f"node {self.local_id} is no longer the active controller")
+
+    def _fail_waiters(self, why: str) -> None:
+        waiters, self._waiters = self._waiters, []
+        for _offset, fut in waiters:
+            if not fut.done():
+                fut.set_exception(KafkaError(NOT_CONTROLLER, why))
+
+    @property
+    def caught_up(self) -> bool:
+        """The image is a committed prefix this node may act on: always with one voter; once
+        the high watermark is known when networked."""
+        node = self._node if self.driver is None else self.driver.node
+        return node is not None and node.high_watermark is not None
+
+    @property
+    def leader_id(self) -> int | None:
+        node = self._node if self.driver is None else self.driver.node
+        return None if node is None else node.leader_id
+
+    def is_active(self) -> bool:
+        """This node is the active controller: it leads, and everything committed before its
+        epoch is replayed here (its start-of-epoch record is committed)."""
+        node = self._node if self.driver is None else self.driver.node
+        if node is None or not node.is_leader:
+            return False
+        if self.driver is None:
+            return True
+        leader = node.leader_state
+        hw = node.high_watermark
+        return leader is not None and hw is not None and hw > leader.epoch_start_offset
+
+    def wait_committed(self, offset: int) -> asyncio.Future[None]:
+        """Completes once `offset` is committed and replayed here; fails with NOT_CONTROLLER if
+        this node stops leading first."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if offset <= self.applied:
+            fut.set_result(None)
+        elif not self.is_active():
+            fut.set_exception(KafkaError(NOT_CONTROLLER, f"node {self.local_id} is not the active controller"))
+        else:
+            self._waiters.append((offset, fut))
+        return fut
 
     @classmethod
     def open(
@@ -139,29 +288,13 @@ class RaftMetadataStore:
         """Open `<log_dir>/__cluster_metadata-0`, lead the one-voter quorum, replay the log.
         `configs`: controller.quorum.* settings (append.linger.ms is always 0 here)."""
         configs = dict(configs or {})
-        log_config = replace(
-            LOG_CONFIG, segment_bytes=int(configs.get(SEGMENT_BYTES_CONFIG, LOG_CONFIG.segment_bytes))
-        )
-        try:
-            raft_log = StorageRaftLog.open(
-                log_dir, log_config, clock, check_snapshot=metadata_snapshot.check_snapshot
-            )
-        except SnapshotUnavailableError as exc:
-            raise MetadataLogError(str(exc)) from None
+        raft_log, log_config = _open_log(log_dir, clock, configs)
         quorum_state = FileQuorumStateStore(raft_log.directory, voters=[node_id])
         config = replace(RaftConfig.from_configs(configs), append_linger_ms=0)
         node = RaftNode(
             node_id, [node_id], raft_log, quorum_state, random.Random(), clock(), config, cluster_id
         )
-        store = cls(
-            node,
-            cluster_id,
-            clock,
-            int(configs.get(SNAPSHOT_BYTES_CONFIG, DEFAULT_SNAPSHOT_BYTES)),
-            int(configs.get(SNAPSHOT_INTERVAL_CONFIG, DEFAULT_SNAPSHOT_INTERVAL_MS)),
-            # A batch must fit a segment: at most half of one (small segments are for tests).
-            max(1, min(MAX_BATCH_BYTES, log_config.segment_bytes // 2)),
-        )
+        store = cls(node, cluster_id, clock, *_snapshot_settings(configs, log_config))
         store.poll(clock())
         if not node.is_leader:
             raise MetadataLogError(f"node {node_id} did not become the leader of its own quorum: {node!r}")
@@ -194,7 +327,7 @@ class RaftMetadataStore:
 
     @property
     def node_id(self) -> int:
-        return self.node.node_id
+        return self.local_id
 
     @property
     def epoch(self) -> int:
@@ -227,6 +360,8 @@ class RaftMetadataStore:
         of the last one (-1 for none)."""
         if not records:
             return -1
+        if self.driver is not None:
+            return self._append_networked(records)
         last = -1
         now = self.clock()
         for batch in _batches([r.encode(rec) for rec in records], self.max_batch_bytes):
@@ -245,10 +380,35 @@ class RaftMetadataStore:
                 return last
         raise MetadataLogError(f"records up to offset {last} were appended but not committed: {self.node!r}")
 
+    def _append_networked(self, records: Sequence[Any]) -> int:
+        """Append on the active controller without waiting; the offset of the last record."""
+        assert self.driver is not None
+        if not self.is_active():
+            leader = self.leader_id
+            raise KafkaError(
+                NOT_CONTROLLER,
+                f"node {self.local_id} is not the active controller (leader {leader})",
+            )
+        last = -1
+        for batch in _batches([r.encode(rec) for rec in records], self.max_batch_bytes):
+            appended = self.driver.append(batch)
+            if isinstance(appended, NotLeader):
+                raise KafkaError(
+                    NOT_CONTROLLER,
+                    f"node {self.local_id} is not the active controller (leader "
+                    f"{appended.leader_id}, epoch {appended.epoch})",
+                )
+            last = appended
+        self.last_appended = last
+        return last
+
     # -- the node's timers ----------------------------------------------------------------------
 
     def poll(self, now_ms: int) -> int | None:
-        """Run the node's timers; its next deadline (None: none)."""
+        """Run the node's timers; its next deadline (None: none). Networked, the driver runs
+        them."""
+        if self.driver is not None:
+            return None
         effects = self.node.poll(now_ms)
         self._apply(effects)
         self._maybe_snapshot(now_ms)
@@ -292,6 +452,9 @@ class RaftMetadataStore:
                 self._last_snapshot_ms = now_ms  # retry at the next interval or byte threshold
 
     def close(self) -> None:
+        self._fail_waiters("the metadata log is closing")
+        if self.driver is not None:
+            return  # the driver closes the log when it stops
         raft_log = self.node.log
         raft_log.flush()
         close = getattr(raft_log, "close", None)
@@ -368,6 +531,33 @@ class RaftMetadataStore:
                 self.topics[topic.name] = info
             else:
                 info.replicas, info.configs = replicas, configs
+
+
+def _open_log(
+    log_dir: str, clock: Callable[[], int], configs: Mapping[str, str]
+) -> tuple[StorageRaftLog, LogConfig]:
+    """The metadata log, its segments sized by `metadata.log.segment.bytes`, its latest valid
+    snapshot found (a damaged one is set aside when the log still reaches back past it)."""
+    log_config = replace(
+        LOG_CONFIG, segment_bytes=int(configs.get(SEGMENT_BYTES_CONFIG, LOG_CONFIG.segment_bytes))
+    )
+    try:
+        raft_log = StorageRaftLog.open(
+            log_dir, log_config, clock, check_snapshot=metadata_snapshot.check_snapshot
+        )
+    except SnapshotUnavailableError as exc:
+        raise MetadataLogError(str(exc)) from None
+    return raft_log, log_config
+
+
+def _snapshot_settings(configs: Mapping[str, str], log_config: LogConfig) -> tuple[int, int, int]:
+    """(snapshot bytes, snapshot interval ms, max batch bytes) for the store."""
+    return (
+        int(configs.get(SNAPSHOT_BYTES_CONFIG, DEFAULT_SNAPSHOT_BYTES)),
+        int(configs.get(SNAPSHOT_INTERVAL_CONFIG, DEFAULT_SNAPSHOT_INTERVAL_MS)),
+        # A batch must fit a segment: at most half of one (small segments are for tests).
+        max(1, min(MAX_BATCH_BYTES, log_config.segment_bytes // 2)),
+    )
 
 
 def _batches(encoded: list[bytes], max_bytes: int) -> list[list[bytes]]:

@@ -17,7 +17,10 @@ The listener serves ApiVersions and the KRaft RPCs only: Vote, BeginQuorumEpoch,
 EndQuorumEpoch, Fetch for `__cluster_metadata-0`, FetchSnapshot and DescribeQuorum (wire.py
 maps them). An inbound request gets a driver-local correlation id for the core, which answers
 with `Send(source, response)`; the source is the node the request names (wire.request_source).
-Requests that arrive before `start` wait for it. Anything else closes the connection.
+Requests that arrive before `start` wait for it. `handlers` adds APIs the controller listener
+also serves (the broker gives BrokerRegistration and BrokerHeartbeat): api key -> an async
+function of (version, decoded request) returning the response body. Anything else closes the
+connection.
 
 Time is the monotonic clock in milliseconds unless a clock is given.
 """
@@ -29,7 +32,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from gregor.protocol import api_keys, codec, errors
@@ -48,6 +51,7 @@ log = logging.getLogger("gregor.raft_driver")
 
 MAX_TIMER_S = 60.0  # re-poll at least this often (a deadline of NEVER)
 LISTENER_APIS = (*sorted(wire.RAFT_APIS), api_keys.API_VERSIONS)
+ListenerHandler = Callable[[int, Any], Awaitable[Any]]
 
 
 def parse_voters(text: str) -> dict[int, tuple[str, int]]:
@@ -88,8 +92,10 @@ class RaftDriver:
         on_leader_change: Callable[[LeaderAndEpoch], None] | None = None,
         clock: Callable[[], int] = monotonic_ms,
         rng: random.Random | None = None,
+        handlers: Mapping[int, ListenerHandler] | None = None,
     ) -> None:
         self.node_id = node_id
+        self.handlers = dict(handlers or {})
         self.log = log
         self.store = store
         self.config = config or RaftConfig()
@@ -252,10 +258,20 @@ class RaftDriver:
             raise FrameError(str(e)) from e
         key, version = header.request_api_key, header.request_api_version
         if key == api_keys.API_VERSIONS:
-            return codec.encode_response(key, version, header.correlation_id, _api_versions_body())
+            body = _api_versions_body(extra=self.handlers)
+            return codec.encode_response(key, version, header.correlation_id, body)
+        if key in self.handlers:
+            return self._serve(key, version, header.correlation_id, body)
         if key not in wire.RAFT_APIS:
             raise FrameError(f"{api_keys.name_of(key)} is not served on the controller listener")
         return self._answer(key, version, header.correlation_id, body)
+
+    async def _serve(self, key: int, version: int, correlation_id: int, body: Any) -> Output:
+        await self._started.wait()
+        if self._stopped:
+            raise FrameError(f"raft driver {self.node_id} is stopping")
+        answer = await self.handlers[key](version, body)
+        return codec.encode_response(key, version, correlation_id, answer)
 
     async def _answer(self, key: int, version: int, correlation_id: int, body: Any) -> Output:
         await self._started.wait()
@@ -287,14 +303,15 @@ class RaftDriver:
         )
 
 
-def _api_versions_body(error_code: int = 0) -> Any:
+def _api_versions_body(error_code: int = 0, extra: Mapping[int, Any] | None = None) -> Any:
     """ApiVersions listing only what this listener serves (also the v0 fallback, KIP-511)."""
+    served = sorted({*LISTENER_APIS, *(extra or {})})
     cls: Any = codec.message_class(api_keys.API_VERSIONS, "response")
     row = cls.ApiVersion
     return cls(
         error_code=error_code,
         api_keys=[
             row(api_key=a.key, min_version=a.min_version, max_version=a.max_version)
-            for a in (api_keys.BY_KEY[k] for k in LISTENER_APIS)
+            for a in (api_keys.BY_KEY[k] for k in served)
         ],
     )

@@ -1,0 +1,289 @@
+"""Three `gregor serve` processes on loopback forming one KRaft quorum (gregor.testing.cluster):
+metadata made through one node is seen by all, the quorum survives the loss of its active
+controller (SIGKILL while topics are being created: none acknowledged is lost), a restarted
+node catches up, two lost nodes of three stop metadata writes (no split brain) until one
+returns, and clients produce and consume through any node (replication factor 1: data is not
+replicated between brokers yet)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from gregor.protocol import api_keys
+from gregor.protocol.errors import BY_NAME
+from gregor.protocol.messages import CreateTopicsRequest, MetadataRequest
+from gregor.testing.cluster import LocalCluster
+from tests.kraft_broker.helpers import Raw
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+NOT_CONTROLLER = BY_NAME["NOT_CONTROLLER"].code
+FAST = {"broker.session.timeout.ms": "6000"}
+
+
+@pytest.fixture
+def cluster(tmp_path: Any) -> Iterator[LocalCluster]:
+    c = LocalCluster(3, base_dir=str(tmp_path), config=FAST, log_level="INFO")
+    try:
+        c.start()
+        yield c
+    finally:
+        c.close()
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+            if last:
+                return last
+        except Exception as exc:  # noqa: BLE001 - a node may be down or electing
+            last = exc
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def metadata_of(cluster: LocalCluster, node_id: int) -> Any:
+    """The Metadata answer of one node itself (all topics)."""
+    with Raw(cluster.bootstrap_of(node_id)) as raw:
+        return raw.call(api_keys.METADATA, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False))
+
+
+def topics_on(cluster: LocalCluster, node_id: int) -> set[str]:
+    return {t.name for t in metadata_of(cluster, node_id).topics}
+
+
+def controller_of(cluster: LocalCluster, node_id: int) -> int:
+    return int(metadata_of(cluster, node_id).controller_id)
+
+
+def active_controller(cluster: LocalCluster) -> int:
+    def agreed() -> int | None:
+        seen = {controller_of(cluster, i) for i in cluster.running()}
+        return seen.pop() if len(seen) == 1 and -1 not in seen else None
+
+    return int(wait_for("an active controller all nodes agree on", agreed))
+
+
+def raw_create(cluster: LocalCluster, node_id: int, name: str) -> int:
+    """CreateTopics sent to one node itself; its error code."""
+    with Raw(cluster.bootstrap_of(node_id)) as raw:
+        request = CreateTopicsRequest(
+            topics=[CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1, replication_factor=1)],
+            timeout_ms=5000,
+        )
+        return int(raw.call(api_keys.CREATE_TOPICS, 7, request).topics[0].error_code)
+
+
+def admin(bootstrap: str) -> Any:
+    # librdkafka's admin client sends to the controller_id of its last Metadata and, holding no
+    # topics, does not refresh metadata when that node dies: a short refresh interval (or a new
+    # client, as the creation loop below makes after an error) finds the new controller.
+    return AdminClient(
+        {"bootstrap.servers": bootstrap, "socket.timeout.ms": 3000, "topic.metadata.refresh.interval.ms": 1000}
+    )
+
+
+def create(client: Any, name: str, partitions: int = 1, timeout_s: float = 5.0, **kw: Any) -> None:
+    futures = client.create_topics(
+        [NewTopic(name, partitions, 1, **kw)], operation_timeout=timeout_s, request_timeout=timeout_s
+    )
+    futures[name].result(timeout_s + 1)
+
+
+def create_acknowledged(client: Any, name: str, timeout_s: float = 5.0) -> bool:
+    """True if the creation was acknowledged (or the topic was already there from an earlier,
+    unanswered attempt)."""
+    try:
+        create(client, name, timeout_s=timeout_s)
+        return True
+    except confluent_kafka.KafkaException as exc:
+        return exc.args[0].code() == confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS
+
+
+def test_a_topic_made_through_one_node_is_seen_by_all_and_served_by_its_leader(cluster: LocalCluster) -> None:
+    active_controller(cluster)
+    wait_for("three unfenced brokers", lambda: len(metadata_of(cluster, 1).brokers) == 3)
+    create(admin(cluster.bootstrap_of(1)), "orders", partitions=3)
+    for node in cluster.ids:
+        wait_for(f"orders on node {node}", lambda n=node: "orders" in topics_on(cluster, n))
+    md = metadata_of(cluster, 2)
+    orders = next(t for t in md.topics if t.name == "orders")
+    assert sorted(p.leader_id for p in orders.partitions) == [1, 2, 3]
+    assert md.controller_id in cluster.ids
+    assert sorted((b.node_id, b.port) for b in md.brokers) == sorted(cluster.broker_ports.items())
+
+    # produce and consume through a node that does not lead the partition
+    client = admin(cluster.bootstrap_of(1))
+    futures = client.create_topics([NewTopic("on-three", 1, replica_assignment=[[3]])], operation_timeout=5)
+    futures["on-three"].result(10)
+    wait_for("on-three on node 1", lambda: "on-three" in topics_on(cluster, 1))
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_of(1), "acks": "all"})
+    for i in range(20):
+        producer.produce("on-three", key=str(i).encode(), value=f"v{i}".encode())
+    assert producer.flush(15) == 0
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": cluster.bootstrap_of(2), "group.id": "g", "enable.auto.commit": False}
+    )
+    consumer.assign([confluent_kafka.TopicPartition("on-three", 0, 0)])
+    values = []
+    deadline = time.monotonic() + 20
+    while len(values) < 20 and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            values.append(msg.value().decode())
+    consumer.close()
+    assert values == [f"v{i}" for i in range(20)]
+
+    # a non-controller answers admin writes with NOT_CONTROLLER
+    ctrl = active_controller(cluster)
+    other = next(i for i in cluster.ids if i != ctrl)
+    assert raw_create(cluster, other, "nope") == NOT_CONTROLLER
+
+
+def test_killing_the_active_controller_loses_no_acknowledged_topic_and_it_catches_up(cluster: LocalCluster) -> None:
+    first = active_controller(cluster)
+    acknowledged: list[str] = []
+    successes: list[float] = []
+    stop = threading.Event()
+
+    def create_loop() -> None:
+        client = admin(cluster.bootstrap)
+        n = 0
+        while not stop.is_set():
+            name = f"t-{n}-{uuid.uuid4().hex[:6]}"
+            while not stop.is_set():
+                if create_acknowledged(client, name, timeout_s=2.0):
+                    acknowledged.append(name)
+                    successes.append(time.monotonic())
+                    break
+                client = admin(cluster.bootstrap)  # fresh metadata: where is the controller now
+                time.sleep(0.05)
+            n += 1
+
+    worker = threading.Thread(target=create_loop, daemon=True)
+    worker.start()
+    wait_for("some topics created", lambda: len(acknowledged) >= 5)
+    killed_at = time.monotonic()
+    cluster.kill(first)
+    wait_for("a creation acknowledged after the kill", lambda: any(t > killed_at for t in successes), 30)
+    failover_s = min(t for t in successes if t > killed_at) - killed_at
+    time.sleep(1.0)
+    stop.set()
+    worker.join(30)
+    assert failover_s < 10.0, failover_s
+    second = active_controller(cluster)
+    assert second != first
+    for node in cluster.running():
+        missing = set(acknowledged) - topics_on(cluster, node)
+        assert not missing, (node, missing)
+
+    cluster.start_node(first)
+    wait_for(
+        f"node {first} catching up",
+        lambda: set(acknowledged) <= topics_on(cluster, first),
+        30,
+    )
+    print(f"failover (kill -> first acknowledged CreateTopics): {failover_s:.2f}s")
+
+
+def test_two_of_three_down_stops_metadata_writes_until_one_returns(cluster: LocalCluster) -> None:
+    ctrl = active_controller(cluster)
+    create(admin(cluster.bootstrap), "before")
+    survivor = next(i for i in cluster.ids if i != ctrl)
+    down = [i for i in cluster.ids if i != survivor]
+    for node in down:
+        cluster.kill(node)
+    client = admin(cluster.bootstrap_of(survivor))
+    deadline = time.monotonic() + 8
+    while time.monotonic() < deadline:
+        with pytest.raises(confluent_kafka.KafkaException):
+            create(client, f"during-{uuid.uuid4().hex[:6]}", timeout_s=2.0)
+    assert not any(t.startswith("during-") for t in topics_on(cluster, survivor))
+    # the survivor never takes over alone (it may still name the dead leader it followed)
+    assert controller_of(cluster, survivor) != survivor
+    assert raw_create(cluster, survivor, "refused") == NOT_CONTROLLER
+
+    cluster.start_node(down[0])
+    wait_for("an active controller again", lambda: controller_of(cluster, survivor) in (survivor, down[0]), 30)
+    wait_for("a write after quorum is back", lambda: create_acknowledged(admin(cluster.bootstrap_of(survivor)), "after"), 30)
+    assert {"before", "after"} <= topics_on(cluster, survivor)
+
+
+def test_a_consumer_group_finds_its_coordinator_on_whichever_node_leads_its_partition(cluster: LocalCluster) -> None:
+    active_controller(cluster)
+    wait_for("three unfenced brokers", lambda: len(metadata_of(cluster, 1).brokers) == 3)
+    create(admin(cluster.bootstrap), "events", partitions=3)
+    # idempotent: every node has producer ids from the active controller (AllocateProducerIds)
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True})
+    for i in range(30):
+        producer.produce("events", key=str(i).encode(), value=f"e{i}".encode())
+    assert producer.flush(15) == 0
+    seen: set[str] = set()
+    for group in ("g-a", "g-b", "g-c"):  # groups land on different __consumer_offsets partitions
+        consumer = confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap_of(1),
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,  # the commit below is the one checked
+            }
+        )
+        consumer.subscribe(["events"])
+        values: list[str] = []
+        deadline = time.monotonic() + 40
+        while len(values) < 30 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                values.append(msg.value().decode())
+        consumer.commit(asynchronous=False)
+        committed = consumer.committed([confluent_kafka.TopicPartition("events", p) for p in range(3)], timeout=10)
+        consumer.close()
+        assert sorted(values) == sorted(f"e{i}" for i in range(30)), group
+        assert sum(tp.offset for tp in committed) == 30
+        seen.add(group)
+    md = metadata_of(cluster, 2)
+    offsets = next(t for t in md.topics if t.name == "__consumer_offsets")
+    assert {len(p.replica_nodes) for p in offsets.partitions} == {1}
+    assert {p.leader_id for p in offsets.partitions} == {1, 2, 3}
+
+
+def test_every_node_hands_out_producer_ids_from_its_own_block(cluster: LocalCluster) -> None:
+    from gregor.protocol.messages import InitProducerIdRequest
+
+    active_controller(cluster)
+    request = InitProducerIdRequest(
+        transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1
+    )
+
+    def ids_of(node: int) -> list[int] | None:
+        with Raw(cluster.bootstrap_of(node)) as raw:
+            answers = [raw.call(api_keys.INIT_PRODUCER_ID, 4, request) for _ in range(3)]
+        return None if any(a.error_code for a in answers) else [a.producer_id for a in answers]
+
+    ids = [wait_for(f"producer ids from node {n}", lambda n=n: ids_of(n)) for n in cluster.ids]
+    flat = [i for block in ids for i in block]
+    assert len(set(flat)) == len(flat)
+    assert len({i // 1000 for i in flat}) == 3  # one block per node
+
+
+def test_a_cleanly_stopped_node_is_fenced_at_once_and_comes_back_at_once(cluster: LocalCluster) -> None:
+    ctrl = active_controller(cluster)
+    wait_for("three unfenced brokers", lambda: len(metadata_of(cluster, ctrl).brokers) == 3)
+    other = next(i for i in cluster.ids if i != ctrl)
+    cluster.stop_node(other)  # SIGTERM
+    brokers = {b.node_id for b in metadata_of(cluster, ctrl).brokers}
+    assert other not in brokers
+    cluster.start_node(other)
+    took = time.monotonic()
+    wait_for("the node registered again", lambda: other in {b.node_id for b in metadata_of(cluster, ctrl).brokers}, 5)
+    assert time.monotonic() - took < 5  # well within the 6 s session of its old incarnation
