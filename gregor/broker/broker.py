@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -31,6 +32,7 @@ import gregor.handlers  # noqa: F401  (registers every handler)
 from gregor.broker.cleaner_thread import CleanerThreads
 from gregor.broker.cluster_member import ClusterMember
 from gregor.broker.config import BrokerConfig
+from gregor.broker.forwarding import Forwarder
 from gregor.controller.admin import Admin, TopicSpec
 from gregor.controller.local import LocalController
 from gregor.controller.producer_ids import ProducerIdManager
@@ -60,6 +62,8 @@ from gregor.storage.log import Log
 from gregor.storage.log_manager import LogManager
 
 log = logging.getLogger("gregor.broker")
+FORWARD_TIMEOUT_MS = 30_000
+FORWARD_DEFAULT_TIMEOUT_MS = {api_keys.DESCRIBE_QUORUM: 5_000}  # requests with no timeout_ms
 _UNREPLICATED = ("offsets.topic.replication.factor", "transaction.state.log.replication.factor")
 
 
@@ -77,19 +81,30 @@ class BrokerServer:
             os.makedirs(d, exist_ok=True)
         legacy = MetadataStore.load(data_dirs[0])  # a data dir from before the KRaft log
         self.meta_properties = meta_properties.ensure(
-            data_dirs, self.node_id, config.get_str("cluster.id"), legacy.cluster_id if legacy else None
+            data_dirs,
+            self.node_id,
+            config.get_str("cluster.id"),
+            legacy.cluster_id if legacy else None,
         )
         cluster_id = self.meta_properties[data_dirs[0]].cluster_id
         voters = config.quorum_voters()
         self.member: ClusterMember | None = None
         if voters is None:  # the only voter of its own quorum
             self.store = RaftMetadataStore.open(
-                data_dirs[0], self.node_id, cluster_id, clock=self.now_ms, configs=self.static_config
+                data_dirs[0],
+                self.node_id,
+                cluster_id,
+                clock=self.now_ms,
+                configs=self.static_config,
             )
             self.controller = LocalController(self.store, self.node_id, self.static_config)
             self.controller.start(
                 [Listener("PLAINTEXT", self.host, self.port)],
-                [m.directory_id for m in self.meta_properties.values() if m.directory_id is not None],
+                [
+                    m.directory_id
+                    for m in self.meta_properties.values()
+                    if m.directory_id is not None
+                ],
                 config.get_str("broker.rack"),
                 legacy,
                 self.now_ms(),
@@ -112,15 +127,31 @@ class BrokerServer:
             self.static_config,
             self.node_id,
         )
+        self.forwarder = Forwarder(self)
+        if self.member is not None:  # topics made off the controller: a CreateTopics sent there
+            self.admin.forward_create = self.forwarder.create_topic_later
         # a cluster node gets its producer-id blocks from the active controller
-        self.producer_ids = ProducerIdManager(self.member if self.member is not None else self.controller)
+        self.producer_ids = ProducerIdManager(
+            self.member if self.member is not None else self.controller
+        )
         self.cleaner = CleanerThreads(self.logs, self._cleaner_config(), self.now_ms)
         self.groups = GroupCoordinator(
-            self.node_id, self.store, self.replicas, self.admin, self.config_value, self.apply_metadata
+            self.node_id,
+            self.store,
+            self.replicas,
+            self.admin,
+            self.config_value,
+            self.apply_metadata,
         )
         self.transactions = TransactionCoordinator(
-            self.node_id, self.store, self.replicas, self.admin, self.config_value, self.apply_metadata,
-            self.producer_ids.next_id, self._write_txn_markers,
+            self.node_id,
+            self.store,
+            self.replicas,
+            self.admin,
+            self.config_value,
+            self.apply_metadata,
+            self.producer_ids.next_id,
+            self._write_txn_markers,
         )
         self.server: Server | None = None
         self._timers: list[asyncio.Task[None]] = []
@@ -172,10 +203,13 @@ class BrokerServer:
         return out
 
     def controller_id(self) -> int:
+        """What Metadata and DescribeCluster name as the controller. In a quorum, as Kafka's
+        KRaft brokers do, a random live broker: any broker forwards admin writes to the active
+        controller, which clients cannot reach on the controller listener anyway."""
         if self.member is None:
             return self.node_id
-        leader = self.store.leader_id
-        return -1 if leader is None else leader
+        alive = [b[0] for b in self.cluster_brokers()]
+        return random.choice(alive) if alive else -1
 
     # -- services handlers use ----------------------------------------------------------------
 
@@ -215,7 +249,10 @@ class BrokerServer:
 
     def _min_isr(self, info: TopicInfo) -> int:
         resolved = config_defs.resolve_topic_config(
-            "min.insync.replicas", info.configs, self.static_config, self.store.dynamic(self.node_id)
+            "min.insync.replicas",
+            info.configs,
+            self.static_config,
+            self.store.dynamic(self.node_id),
         )
         return int(resolved.value or 1)
 
@@ -253,11 +290,9 @@ class BrokerServer:
     def maybe_auto_create(self, topic: str) -> TopicInfo | None:
         if not self.config_value("auto.create.topics.enable") or topic == METADATA_TOPIC:
             return None
-        if self.member is not None:
-            # Only the active controller creates; the commit is not awaited: the client asks
-            # again and finds the topic (LEADER_NOT_AVAILABLE meanwhile). Forwarding is next.
-            if not self.store.is_active():
-                return None
+        # Off the active controller of a quorum this raises LEADER_NOT_AVAILABLE once the
+        # creation is sent to the controller (forwarding.py); on it, the commit is not awaited:
+        # the client asks again and finds the topic.
         info = self.admin.create_topic(TopicSpec(topic))
         log.info("auto-created topic %s with %d partitions", topic, info.partitions)
         self.apply_metadata()
@@ -265,7 +300,9 @@ class BrokerServer:
 
     # -- requests -----------------------------------------------------------------------------
 
-    def dispatch(self, conn: Connection, frame: memoryview) -> Output | Awaitable[Output | None] | None:
+    def dispatch(
+        self, conn: Connection, frame: memoryview
+    ) -> Output | Awaitable[Output | None] | None:
         try:
             key, version, correlation_id = peek_request(frame)
         except CorruptFrameError as exc:
@@ -285,6 +322,8 @@ class BrokerServer:
         except CorruptFrameError as exc:
             raise FrameError(f"malformed {entry.name} v{version} request: {exc}") from None
         ctx = RequestContext(self, header, conn.peer, conn.attributes)  # type: ignore[arg-type]
+        if self.forwarder.wanted(key):
+            return self._forward(key, version, correlation_id, bytes(frame), ctx, request)
         try:
             result = HANDLERS[key](ctx, request)
         except AcksZeroError as exc:
@@ -295,8 +334,34 @@ class BrokerServer:
             return codec.encode_response(key, version, correlation_id, result)
         return self._finish(key, version, correlation_id, result)  # a request that waits
 
-    async def _finish(self, key: int, version: int, correlation_id: int, pending: Awaitable[Any]) -> Output:
+    async def _finish(
+        self, key: int, version: int, correlation_id: int, pending: Awaitable[Any]
+    ) -> Output:
         body = await pending
+        return codec.encode_response(key, version, correlation_id, body)
+
+    async def _forward(
+        self,
+        key: int,
+        version: int,
+        correlation_id: int,
+        frame: bytes,
+        ctx: RequestContext,
+        request: Any,
+    ) -> Output:
+        """A metadata write off the active controller: the controller's answer, forwarded; if
+        none comes in time, this node's own (NOT_CONTROLLER for each item)."""
+        timeout_ms = int(
+            getattr(request, "timeout_ms", 0)
+            or FORWARD_DEFAULT_TIMEOUT_MS.get(key, FORWARD_TIMEOUT_MS)
+        )
+        answer = await self.forwarder.forward(
+            frame, ctx.peer, min(max(timeout_ms, 1000), FORWARD_TIMEOUT_MS)
+        )
+        if answer is not None:
+            return answer
+        result = HANDLERS[key](ctx, request)
+        body = result if isinstance(result, Data) else await result
         return codec.encode_response(key, version, correlation_id, body)
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -362,7 +427,9 @@ class BrokerServer:
         expiration_ms = int(self.config_value("producer.id.expiration.ms"))
         n = self.logs.remove_expired_producers(self.now_ms(), expiration_ms)
         if n:
-            log.info("forgot %d partition producer state(s) idle for %d ms or more", n, expiration_ms)
+            log.info(
+                "forgot %d partition producer state(s) idle for %d ms or more", n, expiration_ms
+            )
 
     def _flush_after_roll(self, log_: Log, up_to: int) -> None:
         """fsync a rolled segment on a worker thread, as Kafka does after a roll, so the event
@@ -440,7 +507,17 @@ class BrokerServer:
         `__consumer_offsets` also settles the transaction's offset commits in that partition."""
         now = self.now_ms()
         result = {
-            (topic, index): write_marker(self.replicas, self.groups, now, topic, index, producer_id, producer_epoch, coordinator_epoch, committed)
+            (topic, index): write_marker(
+                self.replicas,
+                self.groups,
+                now,
+                topic,
+                index,
+                producer_id,
+                producer_epoch,
+                coordinator_epoch,
+                committed,
+            )
             for topic, index in partitions
         }
         done(result)
@@ -460,6 +537,7 @@ class BrokerServer:
             t.cancel()
         if self.server is not None:
             await self.server.stop()
+        await self.forwarder.close()
         if self.member is not None:
             await self.member.stop()
         await self.cleaner.stop()  # before the logs close: no swap may reach a closed log
