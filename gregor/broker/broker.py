@@ -156,6 +156,7 @@ class BrokerServer:
         self.server: Server | None = None
         self._timers: list[asyncio.Task[None]] = []
         self._stopping: asyncio.Event | None = None
+        self._cleaner_reconfigured: asyncio.Future[bool] | None = None
 
     def _join_quorum(
         self, config: BrokerConfig, voters: dict[int, tuple[str, int]], cluster_id: str
@@ -286,6 +287,8 @@ class BrokerServer:
                 self.logs.delete(*tp)
         self.groups.on_metadata(self.now_ms())
         self.transactions.on_metadata(self.now_ms())
+        if changed is None and self.server is not None:  # dynamic broker configs may have changed
+            self._cleaner_reconfigured = asyncio.ensure_future(self.cleaner.reconfigure(self._cleaner_config()))
 
     def maybe_auto_create(self, topic: str) -> TopicInfo | None:
         if not self.config_value("auto.create.topics.enable") or topic == METADATA_TOPIC:
