@@ -55,7 +55,7 @@ from gregor.protocol.headers import peek_request
 from gregor.raft.storage_log import TOPIC as METADATA_TOPIC
 from gregor.replication.partition import ReplicaManager
 from gregor.runtime.connection import Connection, FrameError, Output
-from gregor.runtime.server import Server
+from gregor.runtime.server import Server, bind
 from gregor.storage.cleaner import CleanerConfig
 from gregor.storage.config import LogConfig
 from gregor.storage.log import Log
@@ -76,6 +76,12 @@ class BrokerServer:
         listen_host, listen_port = config.listener()
         self.listen_host, self.listen_port = listen_host, listen_port
         self.host, self.port = config.advertised()
+        # Port 0: bound now, so the registration below names the port clients will use.
+        self._listen_sock = bind(listen_host, listen_port) if listen_port == 0 else None
+        if self._listen_sock is not None:
+            self.listen_port = self._listen_sock.getsockname()[1]
+            if self.port == 0:
+                self.port = self.listen_port
         data_dirs = config.log_dirs
         for d in data_dirs:
             os.makedirs(d, exist_ok=True)
@@ -377,6 +383,7 @@ class BrokerServer:
             self.dispatch,
             host=self.listen_host,
             port=self.listen_port,
+            sock=self._listen_sock,
             max_request_bytes=int(self.config_value("socket.request.max.bytes")),
             max_queued_requests=int(self.config_value("queued.max.requests")),
             max_idle_ms=int(self.config_value("connections.max.idle.ms")),
