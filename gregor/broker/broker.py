@@ -87,30 +87,19 @@ class BrokerServer:
             os.makedirs(d, exist_ok=True)
         legacy = MetadataStore.load(data_dirs[0])  # a data dir from before the KRaft log
         self.meta_properties = meta_properties.ensure(
-            data_dirs,
-            self.node_id,
-            config.get_str("cluster.id"),
-            legacy.cluster_id if legacy else None,
+            data_dirs, self.node_id, config.get_str("cluster.id"), legacy.cluster_id if legacy else None
         )
         cluster_id = self.meta_properties[data_dirs[0]].cluster_id
         voters = config.quorum_voters()
         self.member: ClusterMember | None = None
         if voters is None:  # the only voter of its own quorum
             self.store = RaftMetadataStore.open(
-                data_dirs[0],
-                self.node_id,
-                cluster_id,
-                clock=self.now_ms,
-                configs=self.static_config,
+                data_dirs[0], self.node_id, cluster_id, clock=self.now_ms, configs=self.static_config
             )
             self.controller = LocalController(self.store, self.node_id, self.static_config)
             self.controller.start(
                 [Listener("PLAINTEXT", self.host, self.port)],
-                [
-                    m.directory_id
-                    for m in self.meta_properties.values()
-                    if m.directory_id is not None
-                ],
+                [m.directory_id for m in self.meta_properties.values() if m.directory_id is not None],
                 config.get_str("broker.rack"),
                 legacy,
                 self.now_ms(),
@@ -137,27 +126,14 @@ class BrokerServer:
         if self.member is not None:  # topics made off the controller: a CreateTopics sent there
             self.admin.forward_create = self.forwarder.create_topic_later
         # a cluster node gets its producer-id blocks from the active controller
-        self.producer_ids = ProducerIdManager(
-            self.member if self.member is not None else self.controller
-        )
+        self.producer_ids = ProducerIdManager(self.member if self.member is not None else self.controller)
         self.cleaner = CleanerThreads(self.logs, self._cleaner_config(), self.now_ms)
         self.groups = GroupCoordinator(
-            self.node_id,
-            self.store,
-            self.replicas,
-            self.admin,
-            self.config_value,
-            self.apply_metadata,
+            self.node_id, self.store, self.replicas, self.admin, self.config_value, self.apply_metadata
         )
         self.transactions = TransactionCoordinator(
-            self.node_id,
-            self.store,
-            self.replicas,
-            self.admin,
-            self.config_value,
-            self.apply_metadata,
-            self.producer_ids.next_id,
-            self._write_txn_markers,
+            self.node_id, self.store, self.replicas, self.admin, self.config_value, self.apply_metadata,
+            self.producer_ids.next_id, self._write_txn_markers,
         )
         self.server: Server | None = None
         self._timers: list[asyncio.Task[None]] = []
@@ -256,10 +232,7 @@ class BrokerServer:
 
     def _min_isr(self, info: TopicInfo) -> int:
         resolved = config_defs.resolve_topic_config(
-            "min.insync.replicas",
-            info.configs,
-            self.static_config,
-            self.store.dynamic(self.node_id),
+            "min.insync.replicas", info.configs, self.static_config, self.store.dynamic(self.node_id)
         )
         return int(resolved.value or 1)
 
@@ -309,9 +282,7 @@ class BrokerServer:
 
     # -- requests -----------------------------------------------------------------------------
 
-    def dispatch(
-        self, conn: Connection, frame: memoryview
-    ) -> Output | Awaitable[Output | None] | None:
+    def dispatch(self, conn: Connection, frame: memoryview) -> Output | Awaitable[Output | None] | None:
         try:
             key, version, correlation_id = peek_request(frame)
         except CorruptFrameError as exc:
@@ -343,30 +314,17 @@ class BrokerServer:
             return codec.encode_response(key, version, correlation_id, result)
         return self._finish(key, version, correlation_id, result)  # a request that waits
 
-    async def _finish(
-        self, key: int, version: int, correlation_id: int, pending: Awaitable[Any]
-    ) -> Output:
+    async def _finish(self, key: int, version: int, correlation_id: int, pending: Awaitable[Any]) -> Output:
         body = await pending
         return codec.encode_response(key, version, correlation_id, body)
 
     async def _forward(
-        self,
-        key: int,
-        version: int,
-        correlation_id: int,
-        frame: bytes,
-        ctx: RequestContext,
-        request: Any,
+        self, key: int, version: int, correlation_id: int, frame: bytes, ctx: RequestContext, request: Any
     ) -> Output:
         """A metadata write off the active controller: the controller's answer, forwarded; if
         none comes in time, this node's own (NOT_CONTROLLER for each item)."""
-        timeout_ms = int(
-            getattr(request, "timeout_ms", 0)
-            or FORWARD_DEFAULT_TIMEOUT_MS.get(key, FORWARD_TIMEOUT_MS)
-        )
-        answer = await self.forwarder.forward(
-            frame, ctx.peer, min(max(timeout_ms, 1000), FORWARD_TIMEOUT_MS)
-        )
+        timeout_ms = int(getattr(request, "timeout_ms", 0) or FORWARD_DEFAULT_TIMEOUT_MS.get(key, FORWARD_TIMEOUT_MS))
+        answer = await self.forwarder.forward(frame, ctx.peer, min(max(timeout_ms, 1000), FORWARD_TIMEOUT_MS))
         if answer is not None:
             return answer
         result = HANDLERS[key](ctx, request)
@@ -437,9 +395,7 @@ class BrokerServer:
         expiration_ms = int(self.config_value("producer.id.expiration.ms"))
         n = self.logs.remove_expired_producers(self.now_ms(), expiration_ms)
         if n:
-            log.info(
-                "forgot %d partition producer state(s) idle for %d ms or more", n, expiration_ms
-            )
+            log.info("forgot %d partition producer state(s) idle for %d ms or more", n, expiration_ms)
 
     def _flush_after_roll(self, log_: Log, up_to: int) -> None:
         """fsync a rolled segment on a worker thread, as Kafka does after a roll, so the event
@@ -517,17 +473,7 @@ class BrokerServer:
         `__consumer_offsets` also settles the transaction's offset commits in that partition."""
         now = self.now_ms()
         result = {
-            (topic, index): write_marker(
-                self.replicas,
-                self.groups,
-                now,
-                topic,
-                index,
-                producer_id,
-                producer_epoch,
-                coordinator_epoch,
-                committed,
-            )
+            (topic, index): write_marker(self.replicas, self.groups, now, topic, index, producer_id, producer_epoch, coordinator_epoch, committed)
             for topic, index in partitions
         }
         done(result)

@@ -81,9 +81,12 @@ def test_admin_writes_through_a_node_that_is_not_the_controller(cluster: LocalCl
             f"fwd with 4 partitions on node {node}",
             lambda n=node: _partitions(cluster, n, "fwd") == 4,
         )
-    described = client.describe_configs([ConfigResource("topic", "fwd")])
-    configs = next(iter(described.values())).result(15)
-    assert configs["retention.ms"].value == "123456"
+
+    def retention() -> str:  # any broker may answer: each once it has replayed the change
+        described = client.describe_configs([ConfigResource("topic", "fwd")])
+        return str(next(iter(described.values())).result(15)["retention.ms"].value)
+
+    wait_for("the altered config described", lambda: retention() == "123456")
     client.delete_topics(["fwd"], operation_timeout=10)["fwd"].result(15)
     for node in cluster.ids:
         wait_for(f"fwd gone from node {node}", lambda n=node: "fwd" not in topics_on(cluster, n))
