@@ -28,6 +28,12 @@ election (Candidate, epoch + 1); a majority of votes makes the leader, which app
 batch and repeats BeginQuorumEpoch to every voter every fetch_timeout / 2. Vote granting rules
 are in quorum_state.py (`can_grant_vote`); the log up-to-date check is `_log_up_to_date`.
 
+Observers (a node not among the voters: a broker-only node) never vote or stand; with no known
+leader they send Fetch to one of `bootstrap` (ids the driver maps to the configured
+`controller.quorum.bootstrap.servers`; the voters when none are given) and follow the leader its
+answer names (KIP-853). One that has not fetched from its leader for the fetch timeout forgets it
+and asks again. The voter set of such an observer may be empty.
+
 Durability: quorum state is persisted before it is acted on (quorum_state.py). A follower
 flushes before every Fetch, since its fetch offset is its acknowledgement; a leader counts only
 its flushed end offset toward the high watermark and flushes `append.linger.ms` after an
@@ -154,6 +160,7 @@ class RaftNode:
         now_ms: int,
         config: RaftConfig | None = None,
         cluster_id: str | None = None,
+        bootstrap: Sequence[int] = (),
     ) -> None:
         self.node_id = node_id
         self.log = log
@@ -161,6 +168,10 @@ class RaftNode:
         self.cluster_id = cluster_id
         self.rng = rng
         self.quorum = QuorumState(node_id, voters, store, rng, self.config)
+        # Whom an observer asks while it knows no leader: the bootstrap servers, else the voters.
+        self.bootstrap = tuple(bootstrap) or self.quorum.voters
+        if not self.quorum.is_voter and not self.bootstrap:
+            raise ValueError(f"observer {node_id} has neither voters nor bootstrap servers to ask")
         self.quorum.initialize(log.last_epoch, now_ms)
         self._requests = RequestManager(
             self.config.request_timeout_ms, self.config.retry_backoff_ms
@@ -475,10 +486,13 @@ class RaftNode:
 
     def _poll_unattached(self, state: UnattachedState, now_ms: int) -> None:
         if not self.quorum.is_voter:
-            # An observer asks any voter; an answer naming the leader makes it a follower.
+            # An observer asks one bootstrap server (or voter) at a time, picked at random among
+            # those not backing off; an answer naming the leader makes it a follower of that
+            # leader (Kafka's RequestManager.findReadyBootstrapServer).
             if not self._requests.has_inflight():
-                voter = self.rng.choice(self.quorum.voters)
-                self._send_request(voter, now_ms, self._fetch_request)
+                ready = [b for b in self.bootstrap if self._requests.is_ready(b, now_ms)]
+                if ready:
+                    self._send_request(self.rng.choice(ready), now_ms, self._fetch_request)
             return
         if now_ms >= state.election_deadline_ms or self._only_voter():
             self._transition(self.quorum.to_prospective, now_ms)
