@@ -3,6 +3,7 @@
 The driver calls it with the time and what arrived, and does what it returns::
 
     effects = node.receive(now_ms, source_id, message)   # a request or a response
+    effects = node.request_failed(now_ms, dest, corr)    # a request that will get no answer
     effects = node.poll(now_ms)                          # timers; call again at next_deadline_ms
     offset  = node.append([b"record", ...], now_ms)      # on the leader; else NotLeader
 
@@ -255,6 +256,15 @@ class RaftNode:
             self._handle_request(source, message, now_ms)
         else:
             self._handle_response(source, message, now_ms)
+        return self.poll(now_ms)
+
+    def request_failed(self, now_ms: int, destination: int, correlation_id: int) -> Effects:
+        """The request `correlation_id` to `destination` will get no answer (no connection, or
+        it broke): back off that node as after an error answer, then poll. As in Kafka, where a
+        disconnect comes back as a failed response; an observer then asks another bootstrap
+        server at once rather than after the request timeout."""
+        if self._requests.complete(destination, correlation_id):
+            self._requests.backoff(destination, now_ms)
         return self.poll(now_ms)
 
     def append(self, records: Sequence[bytes], now_ms: int) -> int | NotLeader:

@@ -10,7 +10,7 @@ Every call into the node (`receive`, `poll`, `append`) happens on the loop's thr
 time, and what it returns is applied at once (`_apply`): the timer is re-armed for
 `Effects.next_deadline_ms`, requests go out through a `NetworkClient` to the destination's
 endpoint (their responses come back into `receive` when they arrive; a request that fails is
-dropped, the core times it out), responses are handed to the inbound request waiting for
+reported with `request_failed`, and the core backs off that node), responses are handed to the inbound request waiting for
 them, and committed entries, a snapshot to load and leader changes go to the callbacks.
 
 The listener serves ApiVersions and the KRaft RPCs only: Vote, BeginQuorumEpoch,
@@ -277,6 +277,10 @@ class RaftDriver:
             response = wire.from_response(key, version, answer, request.correlation_id)
         except (ClientError, KeyError, wire.WireError) as e:
             log.debug("raft %d -> %d %s: %s", self.node_id, destination, api_keys.name_of(key), e)
+            if self.node is not None and not self._stopped:
+                self._apply(
+                    self.node.request_failed(self.clock(), destination, request.correlation_id)
+                )
             return
         if self.node is not None and not self._stopped:
             self._apply(self.node.receive(self.clock(), destination, response))

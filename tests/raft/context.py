@@ -103,6 +103,12 @@ class Context:
     def deliver(self, source: int, message: m.Message) -> Effects:
         return self._collect(self.node.receive(self.time, source, message))
 
+    def fail(self, destination: int, request: m.Request) -> Effects:
+        """`request` to `destination` will get no answer (the driver could not send it)."""
+        return self._collect(
+            self.node.request_failed(self.time, destination, request.correlation_id)
+        )
+
     # -- what was sent --------------------------------------------------------------------------
 
     def drain(self) -> list[Send]:

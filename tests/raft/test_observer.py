@@ -63,3 +63,21 @@ def test_when_its_leader_goes_silent_the_observer_asks_the_bootstrap_servers_and
 def test_an_observer_needs_voters_or_bootstrap_servers():
     with pytest.raises(ValueError, match="bootstrap"):
         Context(local_id=7, voters=())
+
+
+def test_a_bootstrap_server_that_cannot_be_reached_is_left_for_another_at_once():
+    ctx = observer()
+    ctx.poll()
+    [(first, fetch)] = ctx.sent_of(m.FetchRequest)
+    ctx.fail(first, fetch)
+    [(second, _)] = ctx.sent_of(m.FetchRequest)
+    assert second in BOOTSTRAP and second != first  # no request timeout waited for
+
+
+def test_a_failure_report_for_an_older_request_changes_nothing():
+    ctx = observer()
+    ctx.poll()
+    [(first, fetch)] = ctx.sent_of(m.FetchRequest)
+    stale = m.FetchRequest(None, 7, 0, 0, 0, 0, 0, 1, fetch.correlation_id + 100)
+    ctx.fail(first, stale)
+    assert ctx.sent_of(m.FetchRequest) == []  # the request in flight still waits for its answer
