@@ -31,7 +31,12 @@ from gregor.broker.cleaner_thread import CleanerThreads
 from gregor.broker.cluster_member import ClusterMember, networked_controller
 from gregor.broker.config import BrokerConfig, Membership
 from gregor.broker.controller_channel import ControllerChannel
-from gregor.broker.controller_relay import RELAY_TIMEOUT_MS, RELAYED, ControllerRelay
+from gregor.broker.controller_relay import (
+    RELAY_TIMEOUT_MS,
+    RELAYED,
+    ControllerRelay,
+    RelayingController,
+)
 from gregor.controller.admin import Admin, TopicSpec
 from gregor.controller.local import LocalController
 from gregor.controller.producer_ids import ProducerIdManager
@@ -138,7 +143,10 @@ class BrokerServer:
         store, raft_log, quorum_state, raft_config = RaftMetadataStore.open_networked(
             config.log_dirs[0], self.node_id, cluster_id, voters, configs=self.static_config
         )
-        controller = networked_controller(store, self.node_id, config)
+        if membership.is_controller:
+            controller = networked_controller(store, self.node_id, config)
+        else:  # broker-only: it creates its internal topics through the active controller
+            controller = RelayingController(store, self.node_id, self.static_config)
         self.store, self.controller = store, controller
         member = ClusterMember(
             self.node_id, store, controller, membership, raft_log, quorum_state, raft_config,
@@ -150,6 +158,8 @@ class BrokerServer:
                 request_timeout_ms=RELAY_TIMEOUT_MS,
             )
             self.relay = ControllerRelay(channel)
+            assert isinstance(controller, RelayingController)
+            controller.channel = channel
         return store, controller, member
 
     def _active_broker_ids(self) -> list[int]:

@@ -4,7 +4,8 @@ no controller listener), as separate `gregor serve` processes with real clients.
 
 One controller and two brokers: the brokers register, Metadata names exactly them, a topic made
 with AdminClient through a broker (relayed to the controller) is placed on the brokers only and
-served by both; DescribeQuorum shows the brokers as observers with their fetch offsets. Broker 3
+served by both, a consumer group works (its `__consumer_offsets` made through the controller);
+DescribeQuorum shows the brokers as observers with their fetch offsets. Broker 3
 there knows only `controller.quorum.bootstrap.servers` (no voters). Three controllers and one
 broker: SIGKILL of the active controller does not stop produce and consume on the broker, and a
 topic can be made once a new controller is elected. Then the config errors, one line each.
@@ -40,7 +41,7 @@ from tests.kraft_cluster.test_cluster import (
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
-FAST = {"broker.session.timeout.ms": "6000"}
+FAST = {"broker.session.timeout.ms": "6000", "group.initial.rebalance.delay.ms": "0"}
 
 
 @pytest.fixture
@@ -114,6 +115,30 @@ def test_one_controller_two_brokers_one_found_through_bootstrap_servers(
     for node in c.broker_ids:
         assert sorted(consume(c.bootstrap_of(node), "orders", 2, 40)) == sorted(sent)
     assert not glob.glob(os.path.join(c.data_dir(1), "logs", "orders-*"))  # none on the controller
+
+    # a consumer group: the broker has __consumer_offsets made through the controller
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": c.bootstrap_of(3),
+            "group.id": "g",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe(["orders"])
+    values: list[str] = []
+    deadline = time.monotonic() + 30
+    while len(values) < 40 and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            values.append(msg.value().decode())
+    consumer.commit(asynchronous=False)
+    committed = consumer.committed(
+        [confluent_kafka.TopicPartition("orders", p) for p in range(2)], timeout=10
+    )
+    consumer.close()
+    assert sorted(values) == sorted(sent)
+    assert sum(tp.offset for tp in committed) == 40
 
     # the controller has no client listener: its only port serves the controller APIs
     with Raw(f"{c.host}:{c.controller_ports[1]}") as raw, pytest.raises(ConnectionError):
