@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import glob
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -287,3 +288,32 @@ def test_a_bad_combination_of_roles_is_one_line_and_exit_1(
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr
     assert not os.path.exists(tmp_path / "data" / "meta.properties")  # refused before anything
+
+
+def test_cluster_up_with_dedicated_controllers(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gregor", "cluster", "up", "--nodes", "1", "--controllers", "1"]
+        + ["--base-dir", str(tmp_path), "--log-level", "WARNING"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    lines = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line or line.startswith("Ctrl-C"):
+            break
+        lines.append(line)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(60) == 0
+    text = "".join(lines)
+    assert "1 controller(s), 1 broker(s)" in text, text
+    node1, node2 = (
+        next(li.split(" data ")[0] for li in lines if li.startswith(f"  node {i}:")) for i in (1, 2)
+    )
+    assert "controller 127.0.0.1:" in node1 and "broker" not in node1
+    assert "broker 127.0.0.1:" in node2 and "controller" not in node2
+    port = int(node2.split("broker 127.0.0.1:")[1].split()[0])
+    assert f"bootstrap.servers=127.0.0.1:{port}\n" in text
