@@ -26,8 +26,10 @@ from typing import Any
 
 import pytest
 
+from gregor.broker.config import BrokerConfig
 from gregor.cli.main import main as cli_main
 from gregor.cli.quorum import fetch_quorum
+from gregor.metadata.config_defs import ConfigError
 from gregor.protocol import api_keys
 from gregor.protocol.messages import MetadataRequest
 from gregor.testing.cluster import LocalCluster
@@ -230,6 +232,38 @@ def run_failover(c: LocalCluster) -> None:
     print(
         f"dedicated controllers: the broker saw a new leader {elected_at - killed_at:.2f}s after the kill; {during} produce(s) acknowledged meanwhile"
     )
+
+
+def test_membership_from_the_configs() -> None:
+    def membership(**values: str) -> Any:
+        return BrokerConfig.load(
+            None, {k.replace("_", "."): v for k, v in values.items()}
+        ).membership()
+
+    alone = membership()
+    assert not alone.networked and alone.roles == {"broker", "controller"}
+    broker = membership(
+        process_roles="broker",
+        node_id="4",
+        controller_quorum_bootstrap_servers="c1:9093, [::1]:9094",
+    )
+    assert broker.networked and broker.voters is None and not broker.is_controller
+    assert broker.bootstrap == [("c1", 9093), ("::1", 9094)]
+    controller = membership(
+        process_roles="controller",
+        controller_quorum_voters="1@c1:9093,2@c2:9093",
+        listeners="CONTROLLER://c1:9093",
+    )
+    assert controller.controller_listener == ("c1", 9093) and not controller.is_broker
+    with pytest.raises(ConfigError, match="dynamic quorum"):
+        membership(
+            controller_quorum_bootstrap_servers="c1:9093",
+            listeners="PLAINTEXT://h:1,CONTROLLER://h:2",
+        )
+    with pytest.raises(
+        ConfigError, match="controller.quorum.bootstrap.servers: expected host:port"
+    ):
+        membership(process_roles="broker", node_id="4", controller_quorum_bootstrap_servers="c1")
 
 
 def serve_error(tmp_path: Path, *settings: str) -> subprocess.CompletedProcess[str]:
