@@ -4,7 +4,8 @@ the catalogue (`metadata/config_defs.py`).
 A bad value for a known key is an error that names the key; an unknown key is logged as a
 warning and otherwise ignored, as Kafka does.
 
-`membership()` says what the node is in the metadata quorum, from `process.roles`,
+`membership()` says what the node is in the metadata quorum (`process.roles` is checked there,
+not at load), from `process.roles`,
 `controller.quorum.voters`, `controller.quorum.bootstrap.servers` and the listeners, and refuses
 (ConfigError, one line) the combinations Kafka refuses:
 
@@ -29,6 +30,11 @@ from gregor.metadata.config_defs import BROKER_CONFIGS, ConfigError
 from gregor.runtime.raft_driver import parse_voters
 
 log = logging.getLogger("gregor.config")
+
+ROLES = frozenset({"broker", "controller"})
+# Read when the node is built (BrokerConfig.membership), not at load: a bad value there is a bad
+# node, refused with the other quorum settings (exit 1), not a bad command line.
+CHECKED_BY_MEMBERSHIP = frozenset({"process.roles"})
 
 
 def read_properties(path: str) -> dict[str, str]:
@@ -83,6 +89,8 @@ class BrokerConfig:
             if d is None:
                 log.warning("The configuration '%s' was supplied but isn't a known config.", key)
                 continue
+            if key in CHECKED_BY_MEMBERSHIP:
+                continue  # judged with the other quorum settings: membership()
             d.parse(value)  # raises ConfigError naming the key
         return cls(values)
 
@@ -147,9 +155,17 @@ class BrokerConfig:
 
     @property
     def process_roles(self) -> set[str]:
-        roles = self.get("process.roles")
-        assert isinstance(roles, list)
-        return {str(r).strip() for r in roles if str(r).strip()}
+        raw = self.values.get("process.roles", "broker,controller")
+        roles = {r.strip() for r in raw.split(",") if r.strip()}
+        unknown = sorted(roles - ROLES)
+        if unknown:
+            raise ConfigError(
+                f"Unknown process role '{unknown[0]}' in process.roles={raw} (the roles are "
+                "broker and controller)"
+            )
+        if not roles:
+            raise ConfigError("process.roles is empty: name broker, controller or both")
+        return roles
 
     def quorum_bootstrap_servers(self) -> list[tuple[str, int]]:
         """`controller.quorum.bootstrap.servers` (KIP-853): host:port of controllers, in order."""

@@ -1,9 +1,9 @@
 """`gregor serve`: run a node. With no arguments: one node on 127.0.0.1:9092, data in
 ./gregor-data (an empty data dir is formatted on the way: meta.properties). `process.roles`
 picks what runs: a broker (combined with its controller by default, or broker-only: BrokerServer)
-or a controller-only node (ControllerServer). A bad config value or combination (one line: see
-`BrokerConfig.membership`), a data dir of another cluster or node.id, or a pre-KRaft store that
-cannot be migrated, is an error (exit 1); a malformed command line exits 2."""
+or a controller-only node (ControllerServer). A bad value for a config exits 2; a node that
+cannot run as configured (roles, voters, listeners: one line, see `BrokerConfig.membership`), a
+data dir of another cluster or node.id, or a pre-KRaft store that cannot be migrated, exits 1."""
 
 from __future__ import annotations
 
@@ -53,10 +53,6 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         overrides = parse_overrides(args.set)
-    except ConfigError as exc:
-        print(f"gregor serve: {exc}", file=sys.stderr)
-        return 2
-    try:
         if args.listen:
             # --listen names the client listener; controller listeners given with --set stay
             names = {
@@ -74,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         config = BrokerConfig.load(args.config, overrides)
     except (ConfigError, OSError) as exc:
         print(f"gregor serve: {exc}", file=sys.stderr)
-        return 1
+        return 2
     install_uvloop()
     server: BrokerServer | ControllerServer
     try:
