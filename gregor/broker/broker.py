@@ -25,13 +25,12 @@ import random
 import signal
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from typing import Any
 
 import gregor.handlers  # noqa: F401  (registers every handler)
 from gregor.broker.cleaner_thread import CleanerThreads
-from gregor.broker.cluster_member import ClusterMember
-from gregor.broker.config import BrokerConfig
+from gregor.broker.cluster_member import ClusterMember, networked_controller
+from gregor.broker.config import BrokerConfig, Membership
 from gregor.broker.forwarding import Forwarder
 from gregor.controller.admin import Admin, TopicSpec
 from gregor.controller.local import LocalController
@@ -45,7 +44,6 @@ from gregor.handlers.produce import AcksZeroError
 from gregor.handlers.registry import HANDLERS, NO_RESPONSE
 from gregor.handlers.txn_markers import write_marker
 from gregor.metadata import config_defs, meta_properties
-from gregor.metadata.config_defs import ConfigError
 from gregor.metadata.raft_store import MetadataLogError, RaftMetadataStore
 from gregor.metadata.store import MetadataStore, TopicInfo
 from gregor.protocol import api_keys, codec
@@ -69,6 +67,9 @@ _UNREPLICATED = ("offsets.topic.replication.factor", "transaction.state.log.repl
 
 class BrokerServer:
     def __init__(self, config: BrokerConfig, ready_file: str | None = None) -> None:
+        membership = config.membership()  # a bad combination of roles is refused before anything
+        if not membership.is_broker:
+            raise ValueError("a controller-only node runs as a ControllerServer")
         self.config = config
         self.static_config = config.values
         self.node_id = config.node_id
@@ -90,9 +91,8 @@ class BrokerServer:
             data_dirs, self.node_id, config.get_str("cluster.id"), legacy.cluster_id if legacy else None
         )
         cluster_id = self.meta_properties[data_dirs[0]].cluster_id
-        voters = config.quorum_voters()
         self.member: ClusterMember | None = None
-        if voters is None:  # the only voter of its own quorum
+        if not membership.networked:  # the only voter of its own quorum
             self.store = RaftMetadataStore.open(
                 data_dirs[0], self.node_id, cluster_id, clock=self.now_ms, configs=self.static_config
             )
@@ -105,12 +105,12 @@ class BrokerServer:
                 self.now_ms(),
             )
         else:
-            self.store, self.controller, self.member = self._join_quorum(config, voters, cluster_id)
+            self.store, self.controller, self.member = self._join_quorum(config, membership, cluster_id)
             if legacy is not None:
                 raise MetadataLogError(
                     f"{legacy.path}: a pre-KRaft store cannot be migrated into a quorum of "
-                    f"{len(voters)} voters; start this node alone (without "
-                    "controller.quorum.voters) once to migrate it"
+                    "several nodes; start this node alone (without controller.quorum.voters "
+                    "or controller.quorum.bootstrap.servers) once to migrate it"
                 )
         self.logs = LogManager(data_dirs, config_for=self.log_config_for)
         self.logs.roll_flusher = self._flush_after_roll
@@ -141,33 +141,23 @@ class BrokerServer:
         self._cleaner_reconfigured: asyncio.Future[bool] | None = None
 
     def _join_quorum(
-        self, config: BrokerConfig, voters: dict[int, tuple[str, int]], cluster_id: str
+        self, config: BrokerConfig, membership: Membership, cluster_id: str
     ) -> tuple[RaftMetadataStore, LocalController, ClusterMember]:
-        roles = config.process_roles
-        if roles != {"broker", "controller"}:
-            raise ConfigError(
-                f"process.roles={','.join(sorted(roles))}: only combined nodes "
-                "(broker,controller) can run in a quorum of several voters for now"
-            )
-        if self.node_id not in voters:
-            raise ConfigError(
-                f"node.id {self.node_id} is not among controller.quorum.voters {sorted(voters)}"
-            )
-        listen = config.controller_listener()
-        if listen is None:
-            raise ConfigError(
-                "controller.quorum.voters is set but listeners has no listener named in "
-                f"controller.listener.names ({config.get_str('controller.listener.names')})"
-            )
+        """A combined node votes; a broker-only node observes the quorum (config.py has refused
+        what cannot run). Either forwards admin writes while it is not the active controller."""
+        voters = list(membership.voters or ())  # a broker-only node may know none
         store, raft_log, quorum_state, raft_config = RaftMetadataStore.open_networked(
-            config.log_dirs[0], self.node_id, cluster_id, list(voters), configs=self.static_config
+            config.log_dirs[0], self.node_id, cluster_id, voters, configs=self.static_config
         )
-        session_ms = config.get_int("broker.session.timeout.ms")
-        controller = LocalController(store, self.node_id, self.static_config)
-        controller.config = replace(controller.config, broker_session_timeout_ms=session_ms)
-        controller.quorum.config = controller.config
+        if membership.is_controller:
+            controller = networked_controller(store, self.node_id, config)
+        else:  # broker-only: never the active controller (its topics are made there)
+            controller = LocalController(store, self.node_id, self.static_config)
         self.store, self.controller = store, controller
-        member = ClusterMember(self, voters, listen, raft_log, quorum_state, raft_config)
+        member = ClusterMember(
+            self.node_id, store, controller, membership, raft_log, quorum_state, raft_config,
+            clock=self.now_ms, broker=self,
+        )
         return store, controller, member
 
     def _active_broker_ids(self) -> list[int]:

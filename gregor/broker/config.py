@@ -3,6 +3,20 @@ the catalogue (`metadata/config_defs.py`).
 
 A bad value for a known key is an error that names the key; an unknown key is logged as a
 warning and otherwise ignored, as Kafka does.
+
+`membership()` says what the node is in the metadata quorum (`process.roles` is checked there,
+not at load), from `process.roles`,
+`controller.quorum.voters`, `controller.quorum.bootstrap.servers` and the listeners, and refuses
+(ConfigError, one line) the combinations Kafka refuses:
+
+    roles                 needs                                        refused
+    broker,controller     voters naming node.id, a controller listener  bootstrap servers alone
+      (no voters, no bootstrap servers: the one-voter quorum of its own, as before)
+    controller            voters naming node.id, a controller listener, any other listener;
+                                                                       bootstrap servers alone
+    broker                voters or bootstrap servers                   node.id among the
+                                                                       voters; a controller
+                                                                       listener of its own
 """
 
 from __future__ import annotations
@@ -16,6 +30,11 @@ from gregor.metadata.config_defs import BROKER_CONFIGS, ConfigError
 from gregor.runtime.raft_driver import parse_voters
 
 log = logging.getLogger("gregor.config")
+
+ROLES = frozenset({"broker", "controller"})
+# Read when the node is built (BrokerConfig.membership), not at load: a bad value there is a bad
+# node, refused with the other quorum settings (exit 1), not a bad command line.
+CHECKED_BY_MEMBERSHIP = frozenset({"process.roles"})
 
 
 def read_properties(path: str) -> dict[str, str]:
@@ -70,6 +89,8 @@ class BrokerConfig:
             if d is None:
                 log.warning("The configuration '%s' was supplied but isn't a known config.", key)
                 continue
+            if key in CHECKED_BY_MEMBERSHIP:
+                continue  # judged with the other quorum settings: membership()
             d.parse(value)  # raises ConfigError naming the key
         return cls(values)
 
@@ -92,7 +113,11 @@ class BrokerConfig:
     @property
     def node_id(self) -> int:
         broker_id = self.get_int("broker.id")
-        return broker_id if broker_id >= 0 and "node.id" not in self.values else self.get_int("node.id")
+        return (
+            broker_id
+            if broker_id >= 0 and "node.id" not in self.values
+            else self.get_int("node.id")
+        )
 
     @property
     def log_dirs(self) -> list[str]:
@@ -111,7 +136,9 @@ class BrokerConfig:
 
     def listener(self) -> tuple[str, int]:
         """(host, port) of the first listener that is not a controller listener."""
-        return parse_listener(self._client_listeners(self.get_str("listeners") or "PLAINTEXT://127.0.0.1:9092"))
+        return parse_listener(
+            self._client_listeners(self.get_str("listeners") or "PLAINTEXT://127.0.0.1:9092")
+        )
 
     def advertised(self) -> tuple[str, int]:
         raw = self.get_str("advertised.listeners")
@@ -128,9 +155,92 @@ class BrokerConfig:
 
     @property
     def process_roles(self) -> set[str]:
-        roles = self.get("process.roles")
-        assert isinstance(roles, list)
-        return {str(r).strip() for r in roles if str(r).strip()}
+        raw = self.values.get("process.roles", "broker,controller")
+        roles = {r.strip() for r in raw.split(",") if r.strip()}
+        unknown = sorted(roles - ROLES)
+        if unknown:
+            raise ConfigError(
+                f"Unknown process role '{unknown[0]}' in process.roles={raw} (the roles are "
+                "broker and controller)"
+            )
+        if not roles:
+            raise ConfigError("process.roles is empty: name broker, controller or both")
+        return roles
+
+    def quorum_bootstrap_servers(self) -> list[tuple[str, int]]:
+        """`controller.quorum.bootstrap.servers` (KIP-853): host:port of controllers, in order."""
+        raw = self.values.get("controller.quorum.bootstrap.servers", "")
+        out = []
+        for item in (i.strip() for i in raw.split(",")):
+            if not item:
+                continue
+            host, colon, port = item.rpartition(":")
+            if not colon or not host or not port.isdigit():
+                raise ConfigError(
+                    f"Invalid value {raw} for configuration controller.quorum.bootstrap.servers: "
+                    f"expected host:port, got {item!r}"
+                )
+            out.append((host.strip("[]"), int(port)))
+        return out
+
+    def _other_listeners(self) -> list[str]:
+        """The entries of `listeners` that are not controller listeners."""
+        names = self._controller_names()
+        spec = self.get_str("listeners") or ""
+        return [p.strip() for p in spec.split(",") if p.strip() and listener_name(p) not in names]
+
+    def membership(self) -> Membership:
+        """What this node is in the metadata quorum; ConfigError for what Kafka refuses too."""
+        roles = frozenset(self.process_roles)
+        voters = self.quorum_voters()
+        bootstrap = self.quorum_bootstrap_servers()
+        listen = self.controller_listener()
+        names = self.get_str("controller.listener.names")
+        node = self.node_id
+        shown = ",".join(sorted(roles))
+        if roles == {"broker"}:
+            if voters is None and not bootstrap:
+                raise ConfigError(
+                    "process.roles=broker needs controller.quorum.voters or "
+                    "controller.quorum.bootstrap.servers to find the controllers"
+                )
+            if voters is not None and node in voters:
+                raise ConfigError(
+                    f"process.roles=broker: node.id {node} must not be among "
+                    f"controller.quorum.voters {sorted(voters)} (a broker-only node observes the "
+                    "quorum, it does not vote)"
+                )
+            if listen is not None:
+                raise ConfigError(
+                    f"process.roles=broker: listeners must not include a controller listener "
+                    f"(controller.listener.names={names}): a broker-only node only connects to "
+                    "the controllers"
+                )
+            return Membership(roles, voters, bootstrap, None)
+        if voters is None:
+            if roles == {"controller"} or bootstrap:
+                raise ConfigError(
+                    f"process.roles={shown} needs controller.quorum.voters "
+                    "(controller.quorum.bootstrap.servers alone, a dynamic quorum, is not "
+                    "supported for controllers)"
+                )
+            return Membership(roles, None, [], None)  # the one-voter quorum of its own
+        if node not in voters:
+            raise ConfigError(
+                f"node.id {node} is not among controller.quorum.voters {sorted(voters)}"
+            )
+        if listen is None:
+            raise ConfigError(
+                f"process.roles={shown} needs a listener named in controller.listener.names "
+                f"({names}) in listeners, for controller.quorum.voters"
+            )
+        other = self._other_listeners()
+        if roles == {"controller"} and other:
+            raise ConfigError(
+                f"process.roles=controller: listeners may only hold controller listeners "
+                f"(controller.listener.names={names}), not {','.join(other)}"
+            )
+        return Membership(roles, voters, bootstrap, listen)
 
     def quorum_voters(self) -> dict[int, tuple[str, int]] | None:
         """`controller.quorum.voters` as {node id: (host, port)}; None when not set (the node is
@@ -142,6 +252,28 @@ class BrokerConfig:
             return parse_voters(raw)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class Membership:
+    """A node's place in the metadata quorum (`BrokerConfig.membership`)."""
+
+    roles: frozenset[str]
+    voters: dict[int, tuple[str, int]] | None  # None: the one-voter quorum of its own
+    bootstrap: list[tuple[str, int]]  # controller.quorum.bootstrap.servers
+    controller_listener: tuple[str, int] | None  # where a controller listens
+
+    @property
+    def networked(self) -> bool:
+        return self.voters is not None or bool(self.bootstrap)
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles
 
 
 def listener_name(spec: str) -> str:

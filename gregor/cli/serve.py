@@ -1,6 +1,9 @@
-"""`gregor serve`: run a broker. With no arguments: one node on 127.0.0.1:9092, data in
-./gregor-data (an empty data dir is formatted on the way: meta.properties). A data dir of
-another cluster or node.id, or a pre-KRaft store that cannot be migrated, is an error (exit 1)."""
+"""`gregor serve`: run a node. With no arguments: one node on 127.0.0.1:9092, data in
+./gregor-data (an empty data dir is formatted on the way: meta.properties). `process.roles`
+picks what runs: a broker (combined with its controller by default, or broker-only: BrokerServer)
+or a controller-only node (ControllerServer). A bad value for a config exits 2; a node that
+cannot run as configured (roles, voters, listeners: one line, see `BrokerConfig.membership`), a
+data dir of another cluster or node.id, or a pre-KRaft store that cannot be migrated, exits 1."""
 
 from __future__ import annotations
 
@@ -13,11 +16,23 @@ from gregor.metadata.config_defs import ConfigError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="run a broker")
-    p.add_argument("--listen", metavar="HOST:PORT", help="where to listen (default 127.0.0.1:9092; port 0 picks one)")
-    p.add_argument("--data-dir", metavar="DIR", help="where the logs live (log.dirs; default ./gregor-data)")
+    p = sub.add_parser("serve", help="run a node (broker, controller, or both)")
+    p.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="where to listen (default 127.0.0.1:9092; port 0 picks one)",
+    )
+    p.add_argument(
+        "--data-dir", metavar="DIR", help="where the logs live (log.dirs; default ./gregor-data)"
+    )
     p.add_argument("--config", metavar="FILE", help="a server.properties file")
-    p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], help="any Kafka broker config (repeatable)")
+    p.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="any Kafka broker config (repeatable)",
+    )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--ready-file", metavar="FILE", help="write HOST:PORT here once listening")
     p.set_defaults(func=run)
@@ -26,6 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from gregor.broker.broker import BrokerServer
     from gregor.broker.config import BrokerConfig, parse_overrides
+    from gregor.broker.controller_server import ControllerServer
     from gregor.controller.local import MigrationError
     from gregor.metadata.meta_properties import MetaPropertiesError
     from gregor.metadata.raft_store import MetadataLogError
@@ -39,7 +55,10 @@ def run(args: argparse.Namespace) -> int:
         overrides = parse_overrides(args.set)
         if args.listen:
             # --listen names the client listener; controller listeners given with --set stay
-            names = {n.strip().upper() for n in overrides.get("controller.listener.names", "CONTROLLER").split(",")}
+            names = {
+                n.strip().upper()
+                for n in overrides.get("controller.listener.names", "CONTROLLER").split(",")
+            }
             kept = [
                 spec.strip()
                 for spec in overrides.get("listeners", "").split(",")
@@ -53,8 +72,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"gregor serve: {exc}", file=sys.stderr)
         return 2
     install_uvloop()
+    server: BrokerServer | ControllerServer
     try:
-        server = BrokerServer(config, ready_file=args.ready_file)
+        if config.process_roles == {"controller"}:
+            server = ControllerServer(config, ready_file=args.ready_file)
+        else:
+            server = BrokerServer(config, ready_file=args.ready_file)
     except (MetaPropertiesError, MigrationError, MetadataLogError, ConfigError, OSError) as exc:
         print(f"gregor serve: {exc}", file=sys.stderr)
         return 1

@@ -3,6 +3,7 @@
 The driver calls it with the time and what arrived, and does what it returns::
 
     effects = node.receive(now_ms, source_id, message)   # a request or a response
+    effects = node.request_failed(now_ms, dest, corr)    # a request that will get no answer
     effects = node.poll(now_ms)                          # timers; call again at next_deadline_ms
     offset  = node.append([b"record", ...], now_ms)      # on the leader; else NotLeader
 
@@ -27,6 +28,12 @@ timeout starts a pre-vote (Prospective, same epoch); a majority of pre-votes sta
 election (Candidate, epoch + 1); a majority of votes makes the leader, which appends a control
 batch and repeats BeginQuorumEpoch to every voter every fetch_timeout / 2. Vote granting rules
 are in quorum_state.py (`can_grant_vote`); the log up-to-date check is `_log_up_to_date`.
+
+Observers (a node not among the voters: a broker-only node) never vote or stand; with no known
+leader they send Fetch to one of `bootstrap` (ids the driver maps to the configured
+`controller.quorum.bootstrap.servers`; the voters when none are given) and follow the leader its
+answer names (KIP-853). One that has not fetched from its leader for the fetch timeout forgets it
+and asks again. The voter set of such an observer may be empty.
 
 Durability: quorum state is persisted before it is acted on (quorum_state.py). A follower
 flushes before every Fetch, since its fetch offset is its acknowledgement; a leader counts only
@@ -154,6 +161,7 @@ class RaftNode:
         now_ms: int,
         config: RaftConfig | None = None,
         cluster_id: str | None = None,
+        bootstrap: Sequence[int] = (),
     ) -> None:
         self.node_id = node_id
         self.log = log
@@ -161,6 +169,10 @@ class RaftNode:
         self.cluster_id = cluster_id
         self.rng = rng
         self.quorum = QuorumState(node_id, voters, store, rng, self.config)
+        # Whom an observer asks while it knows no leader: the bootstrap servers, else the voters.
+        self.bootstrap = tuple(bootstrap) or self.quorum.voters
+        if not self.quorum.is_voter and not self.bootstrap:
+            raise ValueError(f"observer {node_id} has neither voters nor bootstrap servers to ask")
         self.quorum.initialize(log.last_epoch, now_ms)
         self._requests = RequestManager(
             self.config.request_timeout_ms, self.config.retry_backoff_ms
@@ -244,6 +256,15 @@ class RaftNode:
             self._handle_request(source, message, now_ms)
         else:
             self._handle_response(source, message, now_ms)
+        return self.poll(now_ms)
+
+    def request_failed(self, now_ms: int, destination: int, correlation_id: int) -> Effects:
+        """The request `correlation_id` to `destination` will get no answer (no connection, or
+        it broke): back off that node as after an error answer, then poll. As in Kafka, where a
+        disconnect comes back as a failed response; an observer then asks another bootstrap
+        server at once rather than after the request timeout."""
+        if self._requests.complete(destination, correlation_id):
+            self._requests.backoff(destination, now_ms)
         return self.poll(now_ms)
 
     def append(self, records: Sequence[bytes], now_ms: int) -> int | NotLeader:
@@ -475,10 +496,13 @@ class RaftNode:
 
     def _poll_unattached(self, state: UnattachedState, now_ms: int) -> None:
         if not self.quorum.is_voter:
-            # An observer asks any voter; an answer naming the leader makes it a follower.
+            # An observer asks one bootstrap server (or voter) at a time, picked at random among
+            # those not backing off; an answer naming the leader makes it a follower of that
+            # leader (Kafka's RequestManager.findReadyBootstrapServer).
             if not self._requests.has_inflight():
-                voter = self.rng.choice(self.quorum.voters)
-                self._send_request(voter, now_ms, self._fetch_request)
+                ready = [b for b in self.bootstrap if self._requests.is_ready(b, now_ms)]
+                if ready:
+                    self._send_request(self.rng.choice(ready), now_ms, self._fetch_request)
             return
         if now_ms >= state.election_deadline_ms or self._only_voter():
             self._transition(self.quorum.to_prospective, now_ms)

@@ -19,7 +19,10 @@ Kafka node) reads as that error with the leader unknown.
 Absent values: a diverging epoch or snapshot id the core leaves as None travels as Kafka's
 default (-1, -1) and reads back as None. Fetched batches travel as record batches v2 (a
 control batch's record keyed as LEADER_CHANGE); a trailing partial batch is ignored.
-Directory ids (KIP-853) are sent as the zero uuid; endpoints are not sent.
+Directory ids (KIP-853) are sent as the zero uuid. Endpoints: a Fetch response (v16+) may name
+where the leader listens (`node_endpoints`, KIP-951/853), so that an observer that only knows
+bootstrap servers can reach it (`add_leader_endpoint`, `node_endpoints`); other responses carry
+none.
 """
 
 from __future__ import annotations
@@ -426,6 +429,22 @@ def _fetch_response(cls: Any, message: m.FetchResponse, top: int, err: int, vers
         partitions=[part],
     )
     return cls(error_code=top, responses=[topic])
+
+
+NODE_ENDPOINTS_VERSION = 16  # Fetch responses carry node_endpoints from this version
+
+
+def add_leader_endpoint(body: Any, version: int, leader_id: int, host: str, port: int) -> None:
+    """Name where `leader_id` listens in a Fetch response body (a no-op below v16)."""
+    if version < NODE_ENDPOINTS_VERSION or leader_id < 0:
+        return
+    cls = _cls(api_keys.FETCH, "response")
+    body.node_endpoints = [cls.NodeEndpoint(node_id=leader_id, host=host, port=port, rack=None)]
+
+
+def node_endpoints(body: Any) -> dict[int, tuple[str, int]]:
+    """The endpoints a decoded Fetch response names: {node id: (host, port)}."""
+    return {e.node_id: (e.host, e.port) for e in getattr(body, "node_endpoints", None) or ()}
 
 
 def _error(top: int, part: Any) -> int:

@@ -10,7 +10,7 @@ Every call into the node (`receive`, `poll`, `append`) happens on the loop's thr
 time, and what it returns is applied at once (`_apply`): the timer is re-armed for
 `Effects.next_deadline_ms`, requests go out through a `NetworkClient` to the destination's
 endpoint (their responses come back into `receive` when they arrive; a request that fails is
-dropped, the core times it out), responses are handed to the inbound request waiting for
+reported with `request_failed`, and the core backs off that node), responses are handed to the inbound request waiting for
 them, and committed entries, a snapshot to load and leader changes go to the callbacks.
 
 The listener serves ApiVersions and the KRaft RPCs only: Vote, BeginQuorumEpoch,
@@ -20,7 +20,14 @@ with `Send(source, response)`; the source is the node the request names (wire.re
 Requests that arrive before `start` wait for it. `handlers` adds APIs the controller listener
 also serves (the broker gives BrokerRegistration and BrokerHeartbeat): api key -> an async
 function of (version, decoded request) returning the response body. Anything else closes the
-connection.
+connection. A Fetch answer (v16+) names where the leader it reports listens, from
+`controller.quorum.voters`, so that observers knowing only bootstrap servers can reach it.
+
+An observer (a broker-only node: `node_id` not among the voters) never binds a listener: it
+only makes requests. `start(voters, bootstrap=[(host, port), ...])` gives it the bootstrap
+servers (`controller.quorum.bootstrap.servers`), which it addresses as nodes -2, -3, ... (as
+Kafka does) until a Fetch answer names the leader and where it listens (`endpoint(id)`); with
+no bootstrap servers it asks the voters. Voters may then be empty.
 
 Time is the monotonic clock in milliseconds unless a clock is given.
 """
@@ -50,6 +57,7 @@ from gregor.runtime.server import Server
 log = logging.getLogger("gregor.raft_driver")
 
 MAX_TIMER_S = 60.0  # re-poll at least this often (a deadline of NEVER)
+BOOTSTRAP_FIRST_ID = -2  # bootstrap servers are nodes -2, -3, ... (-1 means "no node")
 LISTENER_APIS = (*sorted(wire.RAFT_APIS), api_keys.API_VERSIONS)
 ListenerHandler = Callable[[int, Any], Awaitable[Any]]
 
@@ -107,6 +115,7 @@ class RaftDriver:
         self.rng = rng or random.Random()
         self.node: RaftNode | None = None
         self.voters: dict[int, tuple[str, int]] = {}
+        self.endpoints: dict[int, tuple[str, int]] = {}  # every node id we can address
         self.server: Server | None = None
         self.client: NetworkClient | None = None
         self._started = asyncio.Event()
@@ -124,13 +133,23 @@ class RaftDriver:
         await self.server.start()
         return self.server.port
 
-    async def start(self, voters: Mapping[int, tuple[str, int]]) -> None:
-        """Create the node (voters are the keys) and start its timer and network."""
-        if self.node_id not in voters:
-            raise ValueError(f"node {self.node_id} is not among the voters {sorted(voters)}")
+    async def start(
+        self,
+        voters: Mapping[int, tuple[str, int]],
+        bootstrap: Sequence[tuple[str, int]] = (),
+    ) -> None:
+        """Create the node (voters are the keys; this node is an observer when not among them)
+        and start its timer and network. `bootstrap`: where an observer looks for the leader."""
+        is_voter = self.node_id in voters
+        if is_voter and self.server is None:
+            log.warning("raft %d: a voter without a listener (bind first)", self.node_id)
         self.voters = dict(voters)
+        bootstrap_ids = {BOOTSTRAP_FIRST_ID - i: address for i, address in enumerate(bootstrap)}
+        self.endpoints = {**bootstrap_ids, **self.voters}
+        if not is_voter and not self.endpoints:
+            raise ValueError(f"observer {self.node_id} has neither voters nor bootstrap servers")
         self.client = NetworkClient(
-            {n: a for n, a in voters.items() if n != self.node_id},
+            {n: a for n, a in self.endpoints.items() if n != self.node_id},
             client_id=f"raft-{self.node_id}",
             request_timeout_ms=self.config.request_timeout_ms,
             connect_timeout_ms=self.config.request_timeout_ms,
@@ -146,9 +165,25 @@ class RaftDriver:
             self.clock(),
             self.config,
             self.cluster_id,
+            bootstrap=sorted(bootstrap_ids, reverse=True),
         )
         self._started.set()
         self._apply(self.node.poll(self.clock()))
+
+    def endpoint(self, node_id: int) -> tuple[str, int] | None:
+        """Where `node_id` listens (configured, or named by a leader's Fetch answer); None if
+        unknown."""
+        return self.endpoints.get(node_id)
+
+    def _learn_endpoints(self, answer: Any) -> None:
+        """Keep the endpoints a Fetch answer names, for nodes not configured as voters."""
+        assert self.client is not None
+        for node_id, address in wire.node_endpoints(answer).items():
+            if node_id in self.voters or self.endpoints.get(node_id) == address:
+                continue
+            log.info("raft %d: node %d listens on %s:%d", self.node_id, node_id, *address)
+            self.endpoints[node_id] = address
+            self.client.set_endpoint(node_id, *address)
 
     async def stop(self, resign: bool = False) -> None:
         """Stop the timer, the listener and the client. `resign`: a leader first sends
@@ -237,9 +272,15 @@ class RaftDriver:
         key, version, body = wire.to_request(request)
         try:
             answer = await self.client.send(destination, key, version, body)
+            if key == api_keys.FETCH:
+                self._learn_endpoints(answer)
             response = wire.from_response(key, version, answer, request.correlation_id)
         except (ClientError, KeyError, wire.WireError) as e:
             log.debug("raft %d -> %d %s: %s", self.node_id, destination, api_keys.name_of(key), e)
+            if self.node is not None and not self._stopped:
+                self._apply(
+                    self.node.request_failed(self.clock(), destination, request.correlation_id)
+                )
             return
         if self.node is not None and not self._stopped:
             self._apply(self.node.receive(self.clock(), destination, response))
@@ -298,9 +339,12 @@ class RaftDriver:
                 response = await asyncio.wait_for(fut, wait_ms / 1000)
             finally:
                 self._inbound.pop((source, local_id), None)
-        return codec.encode_response(
-            key, version, correlation_id, wire.to_response(response, version)
-        )
+        body = wire.to_response(response, version)
+        if isinstance(response, m.FetchResponse) and response.leader_id in self.voters:
+            wire.add_leader_endpoint(
+                body, version, response.leader_id, *self.voters[response.leader_id]
+            )
+        return codec.encode_response(key, version, correlation_id, body)
 
 
 def _api_versions_body(error_code: int = 0, extra: Mapping[int, Any] | None = None) -> Any:

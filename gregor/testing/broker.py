@@ -35,8 +35,11 @@ class Broker:
         port: int = 0,
         log_level: str = "WARNING",
         start_timeout_s: float = 30.0,
+        client_listener: bool = True,
     ) -> None:
         self.config = dict(config or {})
+        # False for a controller-only node: no --listen; host:port is then its controller listener
+        self.client_listener = client_listener
         self._own_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="gregor-")
         self.host = host
@@ -61,8 +64,7 @@ class Broker:
             "-m",
             "gregor",
             "serve",
-            "--listen",
-            f"{self.host}:{self.port}",
+            *(["--listen", f"{self.host}:{self.port}"] if self.client_listener else []),
             "--data-dir",
             os.path.join(self.data_dir, "logs"),
             "--ready-file",

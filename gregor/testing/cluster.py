@@ -1,13 +1,17 @@
 """`LocalCluster`: several gregor nodes on loopback, each a child process (`gregor.Broker`),
-forming one KRaft quorum: every node is broker and controller (`process.roles` default), with a
-client listener and a controller listener on ports picked by binding port 0 first.
+forming one KRaft quorum, with listeners on ports picked by binding port 0 first.
 
     with LocalCluster(3) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         cluster.kill(cluster.active_controller())      # SIGKILL the Raft leader
         cluster.start_node(2)                           # same ports, same data
 
-Node ids are 1..n; node i keeps its data in `<base_dir>/node-<i>` (its log in `broker.log`
+By default every node is broker and controller (`process.roles` default), with a client and a
+controller listener; node ids are 1..n. With `controllers=c`, nodes 1..c are controller-only
+(`process.roles=controller`, a controller listener only: the voters) and nodes c+1..c+n
+broker-only (`process.roles=broker`, a client listener only), which find the controllers through
+`controller.quorum.voters`, or through `controller.quorum.bootstrap.servers` for the broker ids
+in `bootstrap_only`. Node i keeps its data in `<base_dir>/node-<i>` (its log in `broker.log`
 there). `gregor cluster up` runs one in the foreground.
 """
 
@@ -18,6 +22,7 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Collection
 from types import TracebackType
 
 from gregor.metadata.meta_properties import random_id
@@ -49,24 +54,44 @@ class LocalCluster:
         config: dict[str, str] | None = None,
         log_level: str = "INFO",
         cluster_id: str | None = None,
+        controllers: int = 0,
+        bootstrap_only: Collection[int] = (),
     ) -> None:
         self._own_dir = base_dir is None
         self.base_dir = base_dir or tempfile.mkdtemp(prefix="gregor-cluster-")
         self.host = host
         self.cluster_id = cluster_id or random_id()
-        ports = free_ports(2 * nodes, host)
-        self.ids = list(range(1, nodes + 1))
-        self.broker_ports = {i: ports[2 * k] for k, i in enumerate(self.ids)}
-        self.controller_ports = {i: ports[2 * k + 1] for k, i in enumerate(self.ids)}
-        self.voters = ",".join(f"{i}@{host}:{self.controller_ports[i]}" for i in self.ids)
+        dedicated = controllers > 0
+        self.ids = list(range(1, nodes + controllers + 1))
+        self.controller_ids = self.ids[:controllers] if dedicated else list(self.ids)
+        self.broker_ids = self.ids[controllers:]
+        ports = iter(free_ports(len(self.controller_ids) + len(self.broker_ids), host))
+        self.broker_ports = {i: next(ports) for i in self.broker_ids}
+        self.controller_ports = {i: next(ports) for i in self.controller_ids}
+        self.voters = ",".join(f"{i}@{host}:{self.controller_ports[i]}" for i in self.controller_ids)
+        quorum_bootstrap = ",".join(f"{host}:{self.controller_ports[i]}" for i in self.controller_ids)
         self.nodes: dict[int, Broker] = {}
         for i in self.ids:
             os.makedirs(f"{self.base_dir}/node-{i}", exist_ok=True)
+            listeners = []
+            if i in self.broker_ports:
+                listeners.append(f"PLAINTEXT://{host}:{self.broker_ports[i]}")
+            if i in self.controller_ports:
+                listeners.append(f"CONTROLLER://{host}:{self.controller_ports[i]}")
+            quorum = (
+                {"controller.quorum.bootstrap.servers": quorum_bootstrap}
+                if i in bootstrap_only
+                else {"controller.quorum.voters": self.voters}
+            )
+            roles = {}
+            if dedicated:
+                roles = {"process.roles": "broker" if i in self.broker_ports else "controller"}
             node_config = {
                 "node.id": str(i),
                 "cluster.id": self.cluster_id,
-                "controller.quorum.voters": self.voters,
-                "listeners": f"PLAINTEXT://{host}:{self.broker_ports[i]},CONTROLLER://{host}:{self.controller_ports[i]}",
+                **roles,
+                **quorum,
+                "listeners": ",".join(listeners),
                 "controller.listener.names": "CONTROLLER",
                 "default.replication.factor": "1",
                 **(config or {}),
@@ -75,13 +100,14 @@ class LocalCluster:
                 node_config,
                 data_dir=f"{self.base_dir}/node-{i}",
                 host=host,
-                port=self.broker_ports[i],
+                port=self.broker_ports.get(i, self.controller_ports.get(i, 0)),
                 log_level=log_level,
+                client_listener=i in self.broker_ports,
             )
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(f"{self.host}:{self.broker_ports[i]}" for i in self.ids)
+        return ",".join(f"{self.host}:{self.broker_ports[i]}" for i in self.broker_ids)
 
     def bootstrap_of(self, node_id: int) -> str:
         return f"{self.host}:{self.broker_ports[node_id]}"
@@ -105,7 +131,7 @@ class LocalCluster:
         self.nodes[node_id].stop()
 
     def leader_known_to(self, node_id: int, timeout_s: float = 5.0) -> int:
-        """The Raft leader as `node_id` knows it (-1: none): DescribeQuorum on its controller
+        """The Raft leader as controller `node_id` knows it (-1: none): DescribeQuorum on its controller
         listener (the leader answers; a follower names its leader in NOT_LEADER_OR_FOLLOWER).
         Metadata's `controller_id` cannot tell: brokers name a random live broker there."""
         from gregor.protocol import api_keys
@@ -121,11 +147,12 @@ class LocalCluster:
         return int(answer.topics[0].partitions[0].leader_id)
 
     def active_controller(self, timeout_s: float = 30.0) -> int:
-        """The leader every running node agrees on, once they do (TimeoutError otherwise)."""
+        """The leader every running controller agrees on, once they do (TimeoutError
+        otherwise)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:
-                seen = {self.leader_known_to(i) for i in self.running()}
+                seen = {self.leader_known_to(i) for i in self.running() if i in self.controller_ports}
             except OSError:
                 seen = set()
             if len(seen) == 1 and -1 not in seen:
@@ -137,8 +164,9 @@ class LocalCluster:
         return [i for i, b in self.nodes.items() if b.process is not None and b.process.poll() is None]
 
     def stop(self) -> None:
-        for b in self.nodes.values():
-            b.stop()
+        """Brokers first, so that they can still ask a controller to fence them."""
+        for i in sorted(self.ids, key=lambda i: i in self.controller_ids):
+            self.nodes[i].stop()
 
     def close(self) -> None:
         self.stop()

@@ -65,12 +65,20 @@ def envelope(inner: bytes) -> EnvelopeRequest:
     )
 
 
+def all_brokers_seen(cluster: LocalCluster) -> None:
+    for node in cluster.ids:
+        wait_for(f"three unfenced brokers seen by {node}", lambda n=node: len(metadata_of(cluster, n).brokers) == 3)
+
+
 def test_admin_writes_through_a_node_that_is_not_the_controller(cluster: LocalCluster) -> None:
     ctrl = active_controller(cluster)
     other = next(i for i in cluster.ids if i != ctrl)
-    wait_for("three unfenced brokers", lambda: len(metadata_of(cluster, ctrl).brokers) == 3)
+    all_brokers_seen(cluster)
     # an AdminClient that knows only the non-controller: create, add partitions, configure, delete
     client = AdminClient({"bootstrap.servers": cluster.bootstrap_of(other)})
+    # Learn the brokers first: librdkafka drops its bootstrap connection once it knows them,
+    # failing a request sent on it meanwhile (_DESTROY_BROKER, a client-side race).
+    assert len(client.list_topics(timeout=10).brokers) == 3
     client.create_topics([NewTopic("fwd", 2, 1)], operation_timeout=10)["fwd"].result(15)
     client.create_partitions([NewPartitions("fwd", 4)], operation_timeout=10)["fwd"].result(15)
     entry = ConfigEntry("retention.ms", "123456", incremental_operation=AlterConfigOpType.SET)
@@ -120,7 +128,7 @@ def _partitions(cluster: LocalCluster, node: int, topic: str) -> int:
 def test_topics_are_auto_created_through_any_node(cluster: LocalCluster) -> None:
     ctrl = active_controller(cluster)
     other = next(i for i in cluster.ids if i != ctrl)
-    wait_for("three unfenced brokers", lambda: len(metadata_of(cluster, ctrl).brokers) == 3)
+    all_brokers_seen(cluster)
     # the first Metadata asking for a new topic through a follower: LEADER_NOT_AVAILABLE, then
     # the topic exists everywhere
     with Raw(cluster.bootstrap_of(other)) as raw:
@@ -175,6 +183,7 @@ def test_internal_topic_made_on_first_find_coordinator_at_a_follower(cluster: Lo
 def test_the_envelope_api_refuses_what_it_must(cluster: LocalCluster) -> None:
     ctrl = active_controller(cluster)
     other = next(i for i in cluster.ids if i != ctrl)
+    all_brokers_seen(cluster)
     inner = Raw.__new__(Raw)
     inner.correlation, inner.client_id = 41, "inner"
     create = inner.encode(api_keys.CREATE_TOPICS, 7, create_request("via-envelope"))[4:]
@@ -210,7 +219,7 @@ def _api_versions_request() -> Any:
 
 def test_a_replication_factor_above_one_is_refused_in_a_cluster(cluster: LocalCluster) -> None:
     active_controller(cluster)
-    wait_for("three unfenced brokers", lambda: len(metadata_of(cluster, 1).brokers) == 3)
+    all_brokers_seen(cluster)
     with Raw(cluster.bootstrap_of(1)) as raw:
         answer = raw.call(api_keys.CREATE_TOPICS, 7, create_request("rf3", factor=3)).topics[0]
     assert answer.error_code == BY_NAME["INVALID_REPLICATION_FACTOR"].code

@@ -44,6 +44,7 @@ class Context:
         config: RaftConfig = CONFIG,
         seed: int = 0,
         now_ms: int = 0,
+        bootstrap: Sequence[int] = (),
     ) -> None:
         self.local_id = local_id
         self.voters = tuple(voters)
@@ -52,8 +53,16 @@ class Context:
         self.config = config
         self.time = now_ms
         self.seed = seed
+        self.bootstrap = tuple(bootstrap)
         self.node = RaftNode(
-            local_id, voters, self.log, self.store, random.Random(seed), now_ms, config
+            local_id,
+            voters,
+            self.log,
+            self.store,
+            random.Random(seed),
+            now_ms,
+            config,
+            bootstrap=self.bootstrap,
         )
         self.sent: list[Send] = []
         self.committed: list[Entry] = []
@@ -70,6 +79,7 @@ class Context:
             random.Random(self.seed + 1),
             self.time,
             self.config,
+            bootstrap=self.bootstrap,
         )
         self.sent.clear()
 
@@ -92,6 +102,12 @@ class Context:
 
     def deliver(self, source: int, message: m.Message) -> Effects:
         return self._collect(self.node.receive(self.time, source, message))
+
+    def fail(self, destination: int, request: m.Request) -> Effects:
+        """`request` to `destination` will get no answer (the driver could not send it)."""
+        return self._collect(
+            self.node.request_failed(self.time, destination, request.correlation_id)
+        )
 
     # -- what was sent --------------------------------------------------------------------------
 

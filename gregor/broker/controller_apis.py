@@ -1,0 +1,103 @@
+"""Admin writes served on the controller listener, as Kafka's ControllerApis serves them:
+CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs and IncrementalAlterConfigs, and the
+Envelope (API 58) in which brokers forward their clients' requests of those kinds and
+DescribeQuorum (forwarding.py, KIP-590).
+
+    driver.handlers.update(admin_handlers(services))
+
+Each runs the handler the client listener runs (gregor/handlers), with the node's services:
+the BrokerServer on a combined node; on a controller-only node the ControllerServer, which has
+what those handlers use (the store, Admin, the static config, the node id) and hosts no
+partitions. Off the active controller they answer NOT_CONTROLLER, as on the client listener;
+on it, once the records are committed.
+
+An Envelope reaching a node that is not the active controller gets NOT_CONTROLLER (the broker
+tries the new one); one carrying an API that is not forwarded, or a request that does not
+decode, gets INVALID_REQUEST; otherwise the inner request goes through the same handler as a
+client's would (the peer is the client's address from the envelope) and its encoded response,
+header included, is the envelope's `response_data`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import Awaitable
+from typing import Any
+
+import gregor.handlers  # noqa: F401  (registers every handler)
+from gregor.handlers.context import RequestContext
+from gregor.handlers.registry import HANDLERS
+from gregor.protocol import api_keys, codec, errors
+from gregor.protocol.codegen import Data
+from gregor.protocol.exceptions import ProtocolError
+from gregor.protocol.headers import RequestHeader
+from gregor.protocol.messages import EnvelopeResponse
+from gregor.runtime.raft_driver import ListenerHandler
+
+log = logging.getLogger("gregor.controller")
+
+ADMIN_WRITES = frozenset(
+    {
+        api_keys.CREATE_TOPICS,
+        api_keys.DELETE_TOPICS,
+        api_keys.CREATE_PARTITIONS,
+        api_keys.ALTER_CONFIGS,
+        api_keys.INCREMENTAL_ALTER_CONFIGS,
+    }
+)
+# What a broker never answers itself in a quorum: the admin writes, and DescribeQuorum (only the
+# leader can describe the quorum).
+FORWARDED = ADMIN_WRITES | {api_keys.DESCRIBE_QUORUM}
+NOT_CONTROLLER = errors.BY_NAME["NOT_CONTROLLER"].code
+UNKNOWN_SERVER_ERROR = errors.BY_NAME["UNKNOWN_SERVER_ERROR"].code
+
+
+def admin_handlers(services: Any) -> dict[int, ListenerHandler]:
+    """Controller-listener handlers (api key -> async (version, request) -> response body)."""
+    handlers = {key: _serving(services, key) for key in sorted(ADMIN_WRITES)}
+    handlers[api_keys.ENVELOPE] = _envelope(services)
+    return handlers
+
+
+def _serving(services: Any, key: int) -> ListenerHandler:
+    async def serve(version: int, request: Any) -> Any:
+        header = RequestHeader(key, version, 0, "controller-listener")
+        result = HANDLERS[key](RequestContext(services, header, "controller listener"), request)
+        return result if isinstance(result, Data) else await result
+
+    return serve
+
+
+def _peer(address: bytes) -> str:
+    try:
+        return str(ipaddress.ip_address(address))
+    except ValueError:
+        return "?"
+
+
+def _envelope(services: Any) -> ListenerHandler:
+    async def serve(version: int, req: Any) -> Any:
+        if not services.store.is_active():
+            return EnvelopeResponse(error_code=NOT_CONTROLLER)
+        try:
+            header, body = codec.decode_request(memoryview(req.request_data))
+        except ProtocolError as exc:
+            log.warning("a forwarded request is malformed or of a version not served: %s", exc)
+            return EnvelopeResponse(error_code=errors.INVALID_REQUEST)
+        key, inner_version = header.request_api_key, header.request_api_version
+        if key not in FORWARDED:
+            log.warning("an Envelope carried %s, which is not forwarded", api_keys.name_of(key))
+            return EnvelopeResponse(error_code=errors.INVALID_REQUEST)
+        ctx = RequestContext(services, header, _peer(bytes(req.client_host_address)))
+        try:
+            result = HANDLERS[key](ctx, body)
+            if not isinstance(result, Data) and isinstance(result, Awaitable):
+                result = await result
+            out = codec.encode_response(key, inner_version, header.correlation_id, result)
+        except Exception:
+            log.exception("a forwarded %s failed", api_keys.name_of(key))
+            return EnvelopeResponse(error_code=UNKNOWN_SERVER_ERROR)
+        return EnvelopeResponse(response_data=codec.join(out)[4:], error_code=errors.NONE)
+
+    return serve
