@@ -143,6 +143,17 @@ def test_one_controller_two_brokers_one_found_through_bootstrap_servers(
     assert sorted(values) == sorted(sent)
     assert sum(tp.offset for tp in committed) == 40
 
+    # auto-creation through a broker-only node: forwarded to the controller
+    asked = MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name="auto-roles")], allow_auto_topic_creation=True
+    )
+
+    def auto_created() -> bool:
+        with Raw(c.bootstrap_of(3)) as raw:
+            return bool(raw.call(api_keys.METADATA, 12, asked).topics[0].error_code == 0)
+
+    wait_for("auto-roles made through broker 3", auto_created)
+
     # the controller has no client listener: its only port serves the controller APIs
     with Raw(f"{c.host}:{c.controller_ports[1]}") as raw, pytest.raises(ConnectionError):
         raw.call(
