@@ -61,7 +61,9 @@ start, FetchSnapshot) replaces the image and counts as replayed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import random
 import time
 import uuid
@@ -79,6 +81,7 @@ from gregor.metadata.image import (
     MetadataImage,
 )
 from gregor.metadata.store import TopicInfo
+from gregor.metadata.transactions import FAILOVER_REASON, TransactionBuffer
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
 from gregor.raft import messages as m
@@ -86,7 +89,7 @@ from gregor.raft.config import RaftConfig
 from gregor.raft.leader import NEVER
 from gregor.raft.log import RaftLog, SnapshotId
 from gregor.raft.node import Effects, Entry, LeaderAndEpoch, LoadSnapshot, NotLeader, RaftNode
-from gregor.raft.storage_log import SnapshotUnavailableError, StorageRaftLog
+from gregor.raft.storage_log import SnapshotUnavailableError, StorageRaftLog, snapshot_file_name
 from gregor.raft.store import FileQuorumStateStore
 from gregor.storage.config import LogConfig
 
@@ -156,8 +159,17 @@ class RaftMetadataStore:
         self.wakeup: Callable[[], None] | None = None  # the broker's timer hook (unused: no work comes between polls)
         # Networked only: called after committed records were replayed (on every node).
         self.on_replayed: Callable[[], None] | None = None
-        self.applied = -1  # the offset of the last committed entry replayed (control ones too)
+        # The offset of the last committed entry replayed (control ones too) and visible: not
+        # inside a metadata transaction still open (its records wait for its End).
+        self.applied = -1
         self.last_appended = -1
+        self.records_offset = -1  # the offset the first record of the last commit got
+        self._txn = TransactionBuffer()
+        self._snapshot_deferred = False  # asked for inside a transaction: taken once it closes
+        self._in_flight: SnapshotId | None = None  # being written on a worker thread
+        # Writes a snapshot file durably (thread-safe); None: the log's own. Tests slow it down.
+        self.write_snapshot_file: Callable[[SnapshotId, bytes], None] | None = None
+        self._closed = False
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
 
     @property
@@ -204,11 +216,11 @@ class RaftMetadataStore:
             self._bytes_since_snapshot += sum(len(e.data) for e in entries if not e.control)
             self._last_commit_ms = self.clock()
         if entries:
-            self.applied = max(self.applied, entries[-1].offset)
+            self.applied = max(self.applied, self._txn.stable_offset(entries[-1].offset))
         self._wake_waiters()
         if replay and self.on_replayed is not None:
             self.on_replayed()
-        if replay:
+        if replay or self._snapshot_deferred:
             self._maybe_snapshot(self.clock())
 
     def _wake_waiters(self) -> None:
@@ -355,16 +367,17 @@ class RaftMetadataStore:
 
     # -- writes ---------------------------------------------------------------------------------
 
-    def commit(self, records: Sequence[Any]) -> int:
+    def commit(self, records: Sequence[Any], name: str | None = None) -> int:
         """Append `records` and return once they are committed (fsynced) and replayed; the offset
-        of the last one (-1 for none)."""
+        of the last record written (-1 for none). More than one batch of them is framed as a
+        metadata transaction (`name` describes it), and the last record is its End."""
         if not records:
             return -1
         if self.driver is not None:
-            return self._append_networked(records)
+            return self._append_networked(records, name)
         last = -1
         now = self.clock()
-        for batch in _batches([r.encode(rec) for rec in records], self.max_batch_bytes):
+        for batch in self._frame(records, name):
             appended = self.node.append(batch, now)
             if isinstance(appended, NotLeader):
                 raise KafkaError(
@@ -380,7 +393,7 @@ class RaftMetadataStore:
                 return last
         raise MetadataLogError(f"records up to offset {last} were appended but not committed: {self.node!r}")
 
-    def _append_networked(self, records: Sequence[Any]) -> int:
+    def _append_networked(self, records: Sequence[Any], name: str | None) -> int:
         """Append on the active controller without waiting; the offset of the last record."""
         assert self.driver is not None
         if not self.is_active():
@@ -390,7 +403,7 @@ class RaftMetadataStore:
                 f"node {self.local_id} is not the active controller (leader {leader})",
             )
         last = -1
-        for batch in _batches([r.encode(rec) for rec in records], self.max_batch_bytes):
+        for batch in self._frame(records, name):
             appended = self.driver.append(batch)
             if isinstance(appended, NotLeader):
                 raise KafkaError(
@@ -402,56 +415,212 @@ class RaftMetadataStore:
         self.last_appended = last
         return last
 
+    def _frame(self, records: Sequence[Any], name: str | None) -> list[list[bytes]]:
+        """The batches `records` are appended as: one if they fit, else a metadata transaction
+        (Begin first, End last) cut into batches. Sets `records_offset`."""
+        encoded = [r.encode(rec) for rec in records]
+        batches = _batches(encoded, self.max_batch_bytes)
+        self.records_offset = self.next_offset
+        if len(batches) > 1:
+            begin = r.encode(r.BeginTransactionRecord(name=name))
+            end = r.encode(r.EndTransactionRecord())
+            batches = _batches([begin, *encoded, end], self.max_batch_bytes)
+            self.records_offset += 1
+            log.info(
+                "metadata log: %d records in %d batches, as a transaction from offset %d",
+                len(records), len(batches), self.next_offset,
+            )
+        return batches
+
+    def needs_transaction(self, records: Sequence[Any]) -> bool:
+        """Whether `records` take more than one batch, so `commit` frames them as a transaction
+        (their first offset is then `next_offset + 1`: the Begin comes first)."""
+        return len(_batches([r.encode(rec) for rec in records], self.max_batch_bytes)) > 1
+
+    @property
+    def in_transaction(self) -> bool:
+        """A metadata transaction is open in what was replayed (its records wait for its End)."""
+        return self._txn.open
+
+    def abort_open_transaction(self) -> bool:
+        """On a newly active controller: a transaction left open at the end of the log (its
+        writer died between its batches) is aborted, so that its records are never applied and
+        what comes next is not taken into it. True if there was one."""
+        if not self._txn.open:
+            return False
+        start = self._txn.start_offset
+        log.warning(
+            "metadata log: aborting the transaction begun at offset %d and never ended (%d "
+            "record(s) held back): its writer stopped before its last batch",
+            start, self._txn.held,
+        )
+        self.commit([r.AbortTransactionRecord(reason=FAILOVER_REASON)])
+        return True
+
     # -- the node's timers ----------------------------------------------------------------------
 
     def poll(self, now_ms: int) -> int | None:
-        """Run the node's timers; its next deadline (None: none). Networked, the driver runs
-        them."""
+        """Run the node's timers (networked, the driver runs them) and the snapshot timer; the
+        next deadline (None: none)."""
         if self.driver is not None:
-            return None
+            if self.driver.node is None:
+                return None
+            self._maybe_snapshot(now_ms)
+            deadline = self._snapshot_deadline()
+            return None if deadline >= NEVER else deadline
         effects = self.node.poll(now_ms)
         self._apply(effects)
         self._maybe_snapshot(now_ms)
-        deadline = effects.next_deadline_ms
-        if self.snapshot_interval_ms > 0 and self._bytes_since_snapshot > 0:
-            deadline = min(deadline, self._last_snapshot_ms + self.snapshot_interval_ms)
+        deadline = min(effects.next_deadline_ms, self._snapshot_deadline())
         return None if deadline >= NEVER else deadline
+
+    def _snapshot_deadline(self) -> int:
+        """When the time-based snapshot is due (NEVER: not by time, or nothing to cover)."""
+        if self.snapshot_interval_ms > 0 and self._bytes_since_snapshot > 0:
+            return self._last_snapshot_ms + self.snapshot_interval_ms
+        return NEVER
 
     # -- snapshots ------------------------------------------------------------------------------
 
     def snapshot(self) -> SnapshotId | None:
-        """Write a snapshot of the committed image and drop the log below it; its id, or None
-        when there is nothing new to cover (the log starts where the latest snapshot ends)."""
-        node = self.node
-        end = node.applied_offset
-        if end <= node.log.start_offset:
+        """Write a snapshot of the committed image and drop the log below it, on this thread;
+        its id, or None when there is nothing new to cover (the log starts where the latest
+        snapshot ends) or a metadata transaction is open (it is then taken once the
+        transaction ends or is aborted)."""
+        if self._txn.open:
+            self._defer_snapshot()
             return None
         now = self.clock()
-        data = metadata_snapshot.encode_snapshot(
-            self.image, node.log.read(end - 1, 1)[0].epoch, self._last_commit_ms, now
-        )
-        snapshot_id = node.create_snapshot(end, data)
+        prepared = self._prepare_snapshot(now)
+        if prepared is None:
+            return None
+        snapshot_id, data = prepared
+        self.node.create_snapshot(snapshot_id.end_offset, data)
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = now
         log.info(
             "metadata log: snapshot %s written (%d bytes); the log starts at %d",
-            snapshot_id, len(data), node.log.start_offset,
+            snapshot_id, len(data), self.node.log.start_offset,
         )
         return snapshot_id
 
+    def _defer_snapshot(self) -> None:
+        if not self._snapshot_deferred:
+            log.info(
+                "metadata log: snapshot deferred: the transaction begun at offset %d is open",
+                self._txn.start_offset,
+            )
+        self._snapshot_deferred = True
+
+    def _prepare_snapshot(self, now_ms: int) -> tuple[SnapshotId, bytes] | None:
+        """The id and bytes of a snapshot of the image at the applied offset (outside any
+        transaction); None if the log starts there already."""
+        node = self.node
+        end = node.applied_offset
+        if end <= node.log.start_offset:
+            return None
+        last = node.log.read(end - 1, 1)[0]
+        if last.next_offset != end:
+            raise ValueError(f"snapshot end {end} is inside the batch at {last.base_offset}")
+        snapshot_id = SnapshotId(end, last.epoch)
+        data = metadata_snapshot.encode_snapshot(self.image, last.epoch, self._last_commit_ms, now_ms)
+        return snapshot_id, data
+
     def _maybe_snapshot(self, now_ms: int) -> None:
-        pending = self._bytes_since_snapshot
-        if pending <= 0:
+        """Take a snapshot when one is due: by bytes, by time, or deferred by an open
+        transaction; never inside a transaction, never while one is being written."""
+        if self._in_flight is not None or self._closed:
             return
-        due_by_time = self.snapshot_interval_ms > 0 and now_ms - self._last_snapshot_ms >= self.snapshot_interval_ms
-        if pending >= self.snapshot_bytes or due_by_time:
-            try:
+        pending = self._bytes_since_snapshot
+        due_by_time = (
+            self.snapshot_interval_ms > 0
+            and pending > 0
+            and now_ms - self._last_snapshot_ms >= self.snapshot_interval_ms
+        )
+        if not (self._snapshot_deferred or due_by_time or (pending > 0 and pending >= self.snapshot_bytes)):
+            return
+        if self._txn.open:
+            self._defer_snapshot()
+            return
+        self._snapshot_deferred = False
+        try:
+            if self._can_write_in_background():
+                self._snapshot_in_background(now_ms)
+            else:
                 self.snapshot()
-            except (OSError, ValueError):
-                log.exception("metadata log: snapshot failed; the log keeps every record")
-                self._last_snapshot_ms = now_ms  # retry at the next interval or byte threshold
+        except (OSError, ValueError):
+            log.exception("metadata log: snapshot failed; the log keeps every record")
+            self._last_snapshot_ms = now_ms  # retry at the next interval or byte threshold
+
+    def _can_write_in_background(self) -> bool:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False  # no event loop (tools, tests): written on this thread
+        return isinstance(self.node.log, StorageRaftLog)
+
+    def _snapshot_in_background(self, now_ms: int) -> None:
+        """Encode the image here (it is the loop's), write and fsync the file on a worker
+        thread, then, back on the loop, add it to the log and move the log start up to it."""
+        prepared = self._prepare_snapshot(now_ms)
+        if prepared is None:
+            return
+        snapshot_id, data = prepared
+        raft_log = self.node.log
+        assert isinstance(raft_log, StorageRaftLog)
+        write = self.write_snapshot_file or raft_log.write_snapshot_file
+        pending = self._bytes_since_snapshot
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = now_ms
+        self._in_flight = snapshot_id
+        written = asyncio.get_running_loop().run_in_executor(None, write, snapshot_id, data)
+        written.add_done_callback(
+            lambda fut: self._snapshot_written(raft_log, snapshot_id, len(data), pending, fut)
+        )
+
+    def _snapshot_written(
+        self,
+        raft_log: StorageRaftLog,
+        snapshot_id: SnapshotId,
+        size: int,
+        pending: int,
+        fut: asyncio.Future[None],
+    ) -> None:
+        """On the loop, once the file is durable (or failed). Meanwhile the log may have moved
+        on: a snapshot fetched from the leader, or a newer one written on this thread, makes
+        this one useless (its file is removed); else it is added and the log start moves."""
+        self._in_flight = None
+        if fut.cancelled() or raft_log.closed:
+            return  # stopping: a whole file is used at the next start, a partial one deleted
+        exc = fut.exception()
+        if exc is not None:
+            log.error("metadata log: snapshot %s could not be written: %s; the log keeps every record", snapshot_id, exc)
+            self._bytes_since_snapshot += pending
+            return
+        latest = raft_log.latest_snapshot()
+        superseded = latest is not None and latest.end_offset >= snapshot_id.end_offset
+        if superseded or not raft_log.start_offset <= snapshot_id.end_offset <= raft_log.end_offset:
+            if latest != snapshot_id:
+                log.info("metadata log: snapshot %s is superseded by %s; its file is removed", snapshot_id, latest)
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(raft_log.directory, snapshot_file_name(snapshot_id)))
+            return
+        raft_log.add_snapshot(snapshot_id)
+        raft_log.delete_before_snapshot()
+        log.info(
+            "metadata log: snapshot %s written (%d bytes, off the event loop); the log starts at %d",
+            snapshot_id, size, raft_log.start_offset,
+        )
+        if not self._closed:
+            self._maybe_snapshot(self.clock())  # more may have come while it was written
+
+    @property
+    def snapshot_in_flight(self) -> SnapshotId | None:
+        """The snapshot being written on a worker thread, if any."""
+        return self._in_flight
 
     def close(self) -> None:
+        self._closed = True
         self._fail_waiters("the metadata log is closing")
         if self.driver is not None:
             return  # the driver closes the log when it stops
@@ -464,6 +633,7 @@ class RaftMetadataStore:
     def _apply(self, effects: Effects) -> None:
         if effects.snapshot is not None:
             self._load_snapshot(effects.snapshot.snapshot_id, effects.snapshot.data)
+            self.applied = max(self.applied, effects.snapshot.snapshot_id.end_offset - 1)
         if effects.outbound:  # a sole voter has nobody to talk to
             log.warning("metadata quorum of one: dropping %d message(s) to other nodes", len(effects.outbound))
         if effects.leader_change is not None:
@@ -475,6 +645,8 @@ class RaftMetadataStore:
             self._last_commit_ms = self.clock()
         if entries:
             self._replay(entries)
+        if effects.committed:
+            self.applied = max(self.applied, self._txn.stable_offset(effects.committed[-1].offset))
 
     def _load_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
         """Reset the image to a snapshot's (at open, or one installed from a leader)."""
@@ -488,14 +660,19 @@ class RaftMetadataStore:
                 del self._by_id[info.topic_id]
                 self.topics.pop(info.name, None)
         self._changed = None
+        self._txn.reset()  # a snapshot is never inside a transaction
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = self.clock()
         self._update_topics(r.TopicRecord(name=t.name, topic_id=t.topic_id) for t in image.topics_by_id.values())
         log.info("metadata log: loaded snapshot %s (%d topics)", snapshot_id, len(image.topics_by_id))
 
     def _replay(self, entries: list[tuple[Any, int, int]]) -> None:
-        self.image = self.image.replay(entries)
-        self._update_topics(rec for rec, _, _ in entries)
+        """Committed records onto the image; those of a metadata transaction once its End
+        comes (transactions.py)."""
+        ready = self._txn.feed(entries)
+        if ready:
+            self.image = self.image.replay(ready)
+            self._update_topics(rec for rec, _, _ in ready)
 
     def _update_topics(self, replayed: Iterable[Any]) -> None:
         touched: dict[uuid.UUID, None] = {}  # in replay order
