@@ -89,7 +89,14 @@ from gregor.raft.config import RaftConfig
 from gregor.raft.leader import NEVER
 from gregor.raft.log import RaftLog, SnapshotId
 from gregor.raft.node import Effects, Entry, LeaderAndEpoch, LoadSnapshot, NotLeader, RaftNode
-from gregor.raft.storage_log import SnapshotUnavailableError, StorageRaftLog, snapshot_file_name
+from gregor.raft.storage_log import (
+    CORRUPT_SUFFIX,
+    DIR_NAME,
+    SNAPSHOT_SUFFIX,
+    SnapshotUnavailableError,
+    StorageRaftLog,
+    snapshot_file_name,
+)
 from gregor.raft.store import FileQuorumStateStore
 from gregor.storage.config import LogConfig
 
@@ -197,7 +204,7 @@ class RaftMetadataStore:
         """The store of a node among `voters`, with the log, quorum-state and Raft settings a
         RaftDriver is to run on; `attach` the driver before starting it."""
         configs = dict(configs or {})
-        raft_log, log_config = _open_log(log_dir, clock, configs)
+        raft_log, log_config = _open_log(log_dir, clock, configs, networked=True)
         quorum_state = FileQuorumStateStore(raft_log.directory, voters=sorted(voters))
         config = replace(RaftConfig.from_configs(configs), append_linger_ms=0)
         store = cls(None, cluster_id, clock, *_snapshot_settings(configs, log_config))
@@ -300,7 +307,7 @@ class RaftMetadataStore:
         """Open `<log_dir>/__cluster_metadata-0`, lead the one-voter quorum, replay the log.
         `configs`: controller.quorum.* settings (append.linger.ms is always 0 here)."""
         configs = dict(configs or {})
-        raft_log, log_config = _open_log(log_dir, clock, configs)
+        raft_log, log_config = _open_log(log_dir, clock, configs, networked=False)
         quorum_state = FileQuorumStateStore(raft_log.directory, voters=[node_id])
         config = replace(RaftConfig.from_configs(configs), append_linger_ms=0)
         node = RaftNode(
@@ -711,20 +718,72 @@ class RaftMetadataStore:
 
 
 def _open_log(
-    log_dir: str, clock: Callable[[], int], configs: Mapping[str, str]
+    log_dir: str, clock: Callable[[], int], configs: Mapping[str, str], networked: bool
 ) -> tuple[StorageRaftLog, LogConfig]:
     """The metadata log, its segments sized by `metadata.log.segment.bytes`, its latest valid
-    snapshot found (a damaged one is set aside when the log still reaches back past it)."""
+    snapshot found (a damaged one is set aside when the log still reaches back past it; else
+    MetadataLogError says which file, why, and what to do)."""
     log_config = replace(
         LOG_CONFIG, segment_bytes=int(configs.get(SEGMENT_BYTES_CONFIG, LOG_CONFIG.segment_bytes))
     )
+    problems: list[str] = []
+
+    def check(data: bytes) -> str | None:
+        problem = metadata_snapshot.check_snapshot(data)
+        if problem is not None:
+            problems.append(problem)
+        return problem
+
+    directory = os.path.join(log_dir, DIR_NAME)
     try:
-        raft_log = StorageRaftLog.open(
-            log_dir, log_config, clock, check_snapshot=metadata_snapshot.check_snapshot
-        )
+        raft_log = StorageRaftLog.open(log_dir, log_config, clock, check_snapshot=check)
     except SnapshotUnavailableError as exc:
-        raise MetadataLogError(str(exc)) from None
+        raise MetadataLogError(_unusable_snapshot(directory, problems, networked) or str(exc)) from None
+    snap = raft_log.latest_snapshot()
+    if raft_log.start_offset > (0 if snap is None else snap.end_offset):
+        # A hole: the snapshot that covered the start was set aside at an earlier start (the
+        # error then said so); a start again must not come up with part of the metadata.
+        raft_log.close()
+        why = ["set aside as damaged at an earlier start"]
+        message = _unusable_snapshot(directory, why, networked) or (
+            f"{directory}: the log starts at offset {raft_log.start_offset} but no snapshot "
+            "covers the offsets below it"
+        )
+        raise MetadataLogError(message)
     return raft_log, log_config
+
+
+def _unusable_snapshot(directory: str, problems: list[str], networked: bool) -> str | None:
+    """What went wrong when the latest snapshot is damaged and the log no longer reaches back
+    to replace it, and what the operator can do (we do not repair it on our own)."""
+    names = sorted(os.listdir(directory))
+    damaged = [n for n in names if n.endswith(SNAPSHOT_SUFFIX + CORRUPT_SUFFIX)]
+    segments = [n for n in names if n.endswith(".log")]
+    if not damaged or not problems:
+        return None
+    name = damaged[-1][: -len(CORRUPT_SUFFIX)]  # the latest: names sort by end offset
+    first = int(segments[0][:20]) if segments else 0
+    what = (
+        f"the metadata snapshot {os.path.join(directory, name)} is damaged ({problems[0]}); it was "
+        f"renamed {name}{CORRUPT_SUFFIX}. No older snapshot and no log reaches back to replace it "
+        f"(the log's segments start at offset {first}, deleted below it when it was taken), so "
+        "this node cannot rebuild the cluster metadata on its own."
+    )
+    if networked:
+        todo = (
+            f" To recover: stop this node, move {directory} aside (this data dir's "
+            f"{DIR_NAME}, its quorum-state included) and start it again: it rejoins the quorum "
+            "with an empty metadata log and fetches the leader's snapshot and log. Do this only "
+            "if the other voters hold the metadata log: a majority of controller.quorum.voters "
+            "running with their logs intact, never on several voters at once; keep the moved "
+            "directory until this node has caught up."
+        )
+    else:
+        todo = (
+            " This node is its quorum's only voter: no other node holds the metadata. Restore "
+            f"{name} from a backup into {directory} (under that name), then start again."
+        )
+    return what + todo
 
 
 def _snapshot_settings(configs: Mapping[str, str], log_config: LogConfig) -> tuple[int, int, int]:
