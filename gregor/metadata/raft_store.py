@@ -12,12 +12,21 @@ and a RaftNode whose only voter is this node. `open` polls the node once: a sole
 votes, so it leads at once (a new epoch at every start; quorum_state.py) and hands back every
 committed record, which is replayed into the image. It never waits for a timer.
 
-`commit(records)` encodes the records (metadata/records.py), appends them as one batch (more if
-they pass `MAX_BATCH_BYTES`), polls the node, which fsyncs the log (`append.linger.ms` is 0) and,
-as the only voter, advances the high watermark past them, and replays the committed records into
-the image. So when it returns they are on disk and visible: an acknowledged change survives a
-SIGKILL. A node that is not the leader refuses with NOT_CONTROLLER (never, with one voter).
-Batches are atomic on disk (recovery keeps whole batches only).
+`commit(records)` encodes the records (metadata/records.py), appends them as one batch, polls
+the node, which fsyncs the log (`append.linger.ms` is 0) and, as the only voter, advances the
+high watermark past them, and replays the committed records into the image. So when it returns
+they are on disk and visible: an acknowledged change survives a SIGKILL. A node that is not the
+leader refuses with NOT_CONTROLLER (never, with one voter).
+
+Atomicity (KIP-868). A batch is atomic on disk (recovery keeps whole batches only) and in
+replication. Records past `MAX_BATCH_BYTES` (or half a segment) take several batches, which a
+crash or a change of leader can cut: they are framed as a metadata transaction,
+BeginTransactionRecord first and EndTransactionRecord last (transactions.py), and replay holds
+a transaction's records back until its End, on every node. A transaction still open at the end
+of the log (its writer died) is not applied; the next active controller aborts it
+(`abort_open_transaction`, AbortTransactionRecord: controller/local.py calls it on activation)
+and replay drops its records. A commit that fits one batch is written as before, unframed.
+`applied` never points inside an open transaction.
 
 Which records become which operation is the controller's business (controller/local.py); this
 module only appends and replays (DESIGN principle 3). The views: `topics` (name -> TopicInfo) and
@@ -33,11 +42,27 @@ batch, the records, a SnapshotFooter control batch) and hands those bytes to
 Kafka's. The log start then moves up to the snapshot's end, and segments wholly below it are
 deleted. One is taken on its own once `metadata.log.max.record.bytes.between.snapshots` (20 MiB)
 of records were committed since the last, or `metadata.log.max.snapshot.interval.ms` (1 h; 0:
-never by time) after it if anything was committed since (checked at every commit and poll).
+never by time) after it if anything was committed since (checked at every commit and at every
+`poll`, whose deadline includes it). Never inside an open transaction, where the image is not
+that of the log's end: a snapshot due (or asked for) then is taken once the transaction ends or
+is aborted.
 `metadata.log.segment.bytes` (1 GiB, as Kafka) sizes the log's segments, so bounds what stays on
 disk below a snapshot. Opening loads the latest snapshot, then replays the log after it; a damaged
 snapshot file is skipped with a warning (renamed `.corrupt`) when the log still reaches back far
-enough, else `open` fails with MetadataLogError saying what to do (storage_log.py).
+enough, else `open` fails with MetadataLogError naming the file, why it is damaged and what to
+do (in a quorum: move `__cluster_metadata-0` aside to fetch the leader's; alone: restore it),
+and so does every later start, which would otherwise come up with part of the metadata.
+
+Off the event loop. When the store runs on an event loop (the broker), a snapshot that falls due
+is taken in three steps: on the loop, the image (immutable) is encoded; on a worker thread
+(`run_in_executor`), the `.checkpoint` file is written, fsynced and renamed
+(`StorageRaftLog.write_snapshot_file`); back on the loop, it is added to the log and the log
+start moves up to it. So the log start moves only once the file is durable. One at a time
+(`snapshot_in_flight`): thresholds passed meanwhile are checked again when it is done. The log
+may move on meanwhile: if a newer snapshot (one fetched from the leader, or `snapshot()`) got
+there first, this one's file is removed instead. A failed write keeps the log whole and is tried
+again at the next commit. Without a loop (tools, tests) and for `snapshot()`, all on the caller's
+thread.
 
 Networked (a quorum of several voters, `controller.quorum.voters`): `open_networked` opens the
 same log and quorum-state but makes no node; the broker runs a RaftDriver over them
@@ -52,10 +77,13 @@ be committed by the next leader: the client retries and finds the change made). 
 the active controller once it leads and its own start-of-epoch record is committed, so its
 image holds everything committed before its epoch (`is_active`).
 
-Snapshots when networked: every node takes its own, by the same thresholds (checked as it
-replays commits; no timer of its own), as in Kafka; a snapshot the driver hands over (the log's
-latest at start, or one fetched from the leader by a follower that fell behind the leader's log
-start, FetchSnapshot) replaces the image and counts as replayed.
+Snapshots when networked: every node takes its own, by the same thresholds, as in Kafka: checked
+as it replays commits, and by the broker's timer through `poll` (which runs no Raft timer here,
+the driver does), so the time-based one fires with no further commit (Kafka's SnapshotGenerator
+schedules it as a deferred event). A snapshot the driver hands over (the log's latest at start,
+or one fetched from the leader by a follower that fell behind the leader's log start,
+FetchSnapshot) replaces the image, and what an open transaction held (a snapshot ends outside
+any), and counts as replayed.
 """
 
 from __future__ import annotations
@@ -612,8 +640,12 @@ class RaftMetadataStore:
                 with contextlib.suppress(OSError):
                     os.unlink(os.path.join(raft_log.directory, snapshot_file_name(snapshot_id)))
             return
-        raft_log.add_snapshot(snapshot_id)
-        raft_log.delete_before_snapshot()
+        try:
+            raft_log.add_snapshot(snapshot_id)
+            raft_log.delete_before_snapshot()
+        except (OSError, ValueError, KafkaError):
+            log.exception("metadata log: snapshot %s was written but the log could not move up to it", snapshot_id)
+            return
         log.info(
             "metadata log: snapshot %s written (%d bytes, off the event loop); the log starts at %d",
             snapshot_id, size, raft_log.start_offset,
