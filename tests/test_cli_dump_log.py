@@ -104,3 +104,26 @@ def test_cluster_metadata_decoder_reads_a_snapshot_file(tmp_path):
     assert 'SnapshotHeader: {"version":0,"lastContainedLogTimestamp":1234}' in out
     assert '"type":"TOPIC_RECORD","version":0,"data":{"name":"snap-topic"' in out
     assert 'SnapshotFooter: {"version":0}' in out
+
+
+def test_cluster_metadata_decoder_prints_metadata_transaction_markers(tmp_path):
+    from gregor.metadata import records as r
+    from gregor.raft.log import Batch
+    from gregor.raft.storage_log import StorageRaftLog
+
+    raft_log = StorageRaftLog.open(str(tmp_path))
+    begin = r.BeginTransactionRecord(name="create topics")
+    raft_log.append(Batch(0, 1, (r.encode(begin), r.encode(r.NoOpRecord()))))
+    raft_log.append(Batch(2, 1, (r.encode(r.EndTransactionRecord()),)))
+    raft_log.append(Batch(3, 1, (r.encode(r.BeginTransactionRecord()),)))
+    raft_log.append(Batch(4, 2, (r.encode(r.AbortTransactionRecord(reason="Controller failover")),)))
+    raft_log.close()
+    seg = tmp_path / "__cluster_metadata-0" / "00000000000000000000.log"
+    out = subprocess.run(
+        [sys.executable, "-m", "gregor.cli.main", "dump-log", "--cluster-metadata-decoder", str(seg)],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    assert 'payload: {"type":"BEGIN_TRANSACTION_RECORD","version":0,"data":{"name":"create topics"}}' in out
+    assert 'payload: {"type":"END_TRANSACTION_RECORD","version":0,"data":{}}' in out
+    assert 'payload: {"type":"BEGIN_TRANSACTION_RECORD","version":0,"data":{"name":null}}' in out
+    assert 'payload: {"type":"ABORT_TRANSACTION_RECORD","version":0,"data":{"reason":"Controller failover"}}' in out

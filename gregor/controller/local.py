@@ -13,8 +13,10 @@ set_broker_configs (a ConfigRecord per changed key, null value for a removed one
 allocate_producer_ids (ProducerIdsRecord). Admin has already validated with the messages
 clients see; QuorumController checks again, and a refusal is raised as its KafkaError.
 
-`start` commits, at every start, one batch (atomic on disk; several if the records pass
-raft_store.MAX_BATCH_BYTES, as a large migration may):
+`start` commits, at every start, one batch (atomic on disk; when the records pass
+raft_store.MAX_BATCH_BYTES, as a large migration may, several framed as a metadata transaction,
+applied all together or not at all: metadata/transactions.py). A transaction left open by a
+crash is aborted first (AbortTransactionRecord), as every newly active controller does:
 
     FeatureLevelRecord metadata.version      only when the log has none yet (a new cluster)
     RegisterBrokerRecord                     this broker, a new incarnation; epoch = its offset
@@ -26,9 +28,9 @@ raft_store.MAX_BATCH_BYTES, as a large migration may):
 Migration of a pre-KRaft data dir (`__cluster_metadata.json`): every topic with its id, replicas
 and configs, the dynamic broker configs, and the producer-id high water mark become records in
 that same batch; then the file is renamed `__cluster_metadata.json.migrated`. A topic already in
-the log with the same id is skipped (a crash before the rename, or between the batches of a
-large migration), so running it again writes nothing twice; the same name under another id is
-refused (MigrationError).
+the log with the same id is skipped (a crash before the rename), so running it again writes
+nothing twice; the same name under another id is refused (MigrationError). A crash between the batches of a large migration leaves none of it
+applied (the transaction is aborted at the next start) and the file in place: it runs again.
 
 Between starts the registration stays; no heartbeats or session timeouts run (one broker, in
 this process). The broker's registration names the configured listener (port 0 if the OS is to
@@ -117,6 +119,7 @@ class LocalController:
         networked, over the committed image plus what is appended but not yet committed."""
         store = self.store
         if not store.networked:
+            store.abort_open_transaction()  # only one left by a crash can be open here
             self.quorum.image = store.image
             return self.quorum
         if not store.is_active():
@@ -128,6 +131,8 @@ class LocalController:
             self._spec_epoch = store.epoch
             self.quorum.last_contact_ms = {}  # sessions start again at a new controller
             self._spec_image, self._spec_offset = store.image, store.applied
+            if store.abort_open_transaction():  # the last controller died inside one
+                self._spec_offset = store.last_appended
             self.quorum.image = self._spec_image
             if METADATA_VERSION not in self._spec_image.features:  # a new log: bootstrap it
                 self._commit(bootstrap_records())
@@ -136,12 +141,13 @@ class LocalController:
         self.quorum.image = self._spec_image
         return self.quorum
 
-    def _commit(self, records: Sequence[Any]) -> int:
-        """Append (one voter: and commit) `records`; networked, replay them into the
-        speculative image at the offsets they got."""
-        last = self.store.commit(records)
+    def _commit(self, records: Sequence[Any], name: str | None = None) -> int:
+        """Append (one voter: and commit) `records`, as a metadata transaction named `name`
+        if they take several batches; networked, replay them into the speculative image at
+        the offsets they got."""
+        last = self.store.commit(records, name)
         if self.store.networked and records:
-            first = last - len(records) + 1
+            first = self.store.records_offset
             self._spec_image = self._spec_image.replay(
                 (rec, first + i, self._spec_epoch) for i, rec in enumerate(records)
             )
@@ -164,8 +170,11 @@ class LocalController:
         """(error code, broker epoch) and the records appended (wait for store.last_appended)."""
         quorum = self._planner()
         result = quorum.register_broker(registration, now_ms, self.store.next_offset)
+        if result.response.error_code == errors.NONE and self.store.needs_transaction(result.records):
+            # The records go as a transaction, its Begin first: the broker epoch is one more.
+            result = quorum.register_broker(registration, now_ms, self.store.next_offset + 1)
         if result.response.error_code == errors.NONE:
-            self._commit(result.records)
+            self._commit(result.records, f"register broker {registration.broker_id}")
         return result.response.error_code, result.response.broker_epoch
 
     def heartbeat(self, beat: BrokerHeartbeat, now_ms: int) -> tuple[Any, bool]:
@@ -195,13 +204,43 @@ class LocalController:
         legacy: MetadataStore | None = None,
         now_ms: int = 0,
     ) -> None:
-        """Bootstrap (a new log), register and unfence this broker, migrate `legacy`: one batch."""
+        """Bootstrap (a new log), register and unfence this broker, migrate `legacy`: one batch
+        (a metadata transaction when they take several)."""
+        self.store.abort_open_transaction()  # left open by a crash: this node is the controller
+        incarnation = self.new_uuid()
+        plan, migrated = self._plan_start(
+            self.store.next_offset, listeners, log_dir_ids, rack, legacy, incarnation, now_ms
+        )
+        if self.store.needs_transaction(plan.records):  # the Begin comes first: one offset on
+            plan, migrated = self._plan_start(
+                self.store.next_offset + 1, listeners, log_dir_ids, rack, legacy, incarnation, now_ms
+            )
+        self.store.commit(plan.records, "broker start" if legacy is None else "broker start and migration")
+        if legacy is not None:
+            _retire(legacy.path)
+            log.info(
+                "migrated %s into the KRaft metadata log: %d topic(s) written, dynamic broker "
+                "configs and producer ids kept; the old file is now %s",
+                legacy.path, migrated, legacy.path + MIGRATED_SUFFIX,
+            )
+
+    def _plan_start(
+        self,
+        first_offset: int,
+        listeners: Sequence[Listener],
+        log_dir_ids: Sequence[uuid.UUID],
+        rack: str | None,
+        legacy: MetadataStore | None,
+        incarnation: uuid.UUID,
+        now_ms: int,
+    ) -> tuple[_Plan, int]:
+        """The records `start` commits, the first at `first_offset`; how many topics migrated."""
         scratch = QuorumController(self.config, self.store.image, self.new_uuid)
-        plan = _Plan(scratch, self.store.next_offset, self.store.epoch)
+        plan = _Plan(scratch, first_offset, self.store.epoch)
         if METADATA_VERSION not in scratch.image.features:
             plan.add(bootstrap_records())
         reg = scratch.register_broker(
-            BrokerRegistration(self.node_id, self.new_uuid(), tuple(listeners), rack, tuple(log_dir_ids)),
+            BrokerRegistration(self.node_id, incarnation, tuple(listeners), rack, tuple(log_dir_ids)),
             now_ms,
             plan.offset,
         )
@@ -215,14 +254,7 @@ class LocalController:
             raise KafkaError(beat.response.error_code, f"broker {self.node_id} stays fenced")
         plan.add(beat.records)
         migrated = self._plan_migration(plan, legacy) if legacy is not None else 0
-        self.store.commit(plan.records)
-        if legacy is not None:
-            _retire(legacy.path)
-            log.info(
-                "migrated %s into the KRaft metadata log: %d topic(s) written, dynamic broker "
-                "configs and producer ids kept; the old file is now %s",
-                legacy.path, migrated, legacy.path + MIGRATED_SUFFIX,
-            )
+        return plan, migrated
 
     def _plan_migration(self, plan: _Plan, legacy: MetadataStore) -> int:
         written = 0
@@ -276,7 +308,7 @@ class LocalController:
         outcome = result.response[0]
         if outcome.error_code != errors.NONE:
             raise KafkaError(outcome.error_code, outcome.error_message or "")
-        self._commit(result.records)
+        self._commit(result.records, f"create topic {name}")
         if self.store.networked:
             return TopicInfo(name, outcome.topic_id, [list(x) for x in replicas], dict(configs))
         return self.store.topics[name]
@@ -300,7 +332,7 @@ class LocalController:
         result = self._planner().create_partitions(name, count, new_replicas)
         if result.response.error_code != errors.NONE:
             raise KafkaError(result.response.error_code, result.response.error_message or "")
-        self._commit(result.records)
+        self._commit(result.records, f"add partitions to {name}")
         if self.store.networked:
             return TopicInfo(name, info.topic_id, info.replicas + [list(x) for x in new_replicas], dict(info.configs))
         return self.store.topics[name]

@@ -26,6 +26,8 @@ What each record does (as Kafka's image classes):
     ProducerIdsRecord            next_producer_id: the first id not yet handed out
     FeatureLevelRecord           a feature's finalized level; level 0 removes the feature
     NoOpRecord                   nothing but the offset
+    Begin/End/AbortTransaction   nothing but the offset: which records a transaction lets
+                                 through is transactions.py's business, before the image
 
 Config resources are keyed by (resource type, name): TOPIC (2) by topic name, BROKER (4) by
 broker id, or "" for the cluster-wide default.
@@ -412,6 +414,9 @@ _HANDLERS: dict[type, Any] = {
     r.ProducerIdsRecord: MetadataDelta._producer_ids,
     r.FeatureLevelRecord: MetadataDelta._feature_level,
     r.NoOpRecord: MetadataDelta._no_op,
+    r.BeginTransactionRecord: MetadataDelta._no_op,
+    r.EndTransactionRecord: MetadataDelta._no_op,
+    r.AbortTransactionRecord: MetadataDelta._no_op,
 }
 
 

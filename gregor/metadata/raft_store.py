@@ -12,12 +12,21 @@ and a RaftNode whose only voter is this node. `open` polls the node once: a sole
 votes, so it leads at once (a new epoch at every start; quorum_state.py) and hands back every
 committed record, which is replayed into the image. It never waits for a timer.
 
-`commit(records)` encodes the records (metadata/records.py), appends them as one batch (more if
-they pass `MAX_BATCH_BYTES`), polls the node, which fsyncs the log (`append.linger.ms` is 0) and,
-as the only voter, advances the high watermark past them, and replays the committed records into
-the image. So when it returns they are on disk and visible: an acknowledged change survives a
-SIGKILL. A node that is not the leader refuses with NOT_CONTROLLER (never, with one voter).
-Batches are atomic on disk (recovery keeps whole batches only).
+`commit(records)` encodes the records (metadata/records.py), appends them as one batch, polls
+the node, which fsyncs the log (`append.linger.ms` is 0) and, as the only voter, advances the
+high watermark past them, and replays the committed records into the image. So when it returns
+they are on disk and visible: an acknowledged change survives a SIGKILL. A node that is not the
+leader refuses with NOT_CONTROLLER (never, with one voter).
+
+Atomicity (KIP-868). A batch is atomic on disk (recovery keeps whole batches only) and in
+replication. Records past `MAX_BATCH_BYTES` (or half a segment) take several batches, which a
+crash or a change of leader can cut: they are framed as a metadata transaction,
+BeginTransactionRecord first and EndTransactionRecord last (transactions.py), and replay holds
+a transaction's records back until its End, on every node. A transaction still open at the end
+of the log (its writer died) is not applied; the next active controller aborts it
+(`abort_open_transaction`, AbortTransactionRecord: controller/local.py calls it on activation)
+and replay drops its records. A commit that fits one batch is written as before, unframed.
+`applied` never points inside an open transaction.
 
 Which records become which operation is the controller's business (controller/local.py); this
 module only appends and replays (DESIGN principle 3). The views: `topics` (name -> TopicInfo) and
@@ -33,11 +42,29 @@ batch, the records, a SnapshotFooter control batch) and hands those bytes to
 Kafka's. The log start then moves up to the snapshot's end, and segments wholly below it are
 deleted. One is taken on its own once `metadata.log.max.record.bytes.between.snapshots` (20 MiB)
 of records were committed since the last, or `metadata.log.max.snapshot.interval.ms` (1 h; 0:
-never by time) after it if anything was committed since (checked at every commit and poll).
+never by time) after it if anything was committed since (checked at every commit and at every
+`poll`, whose deadline includes it). Never inside an open transaction, where the image is not
+that of the log's end: a snapshot due (or asked for) then is taken once the transaction ends or
+is aborted.
 `metadata.log.segment.bytes` (1 GiB, as Kafka) sizes the log's segments, so bounds what stays on
 disk below a snapshot. Opening loads the latest snapshot, then replays the log after it; a damaged
 snapshot file is skipped with a warning (renamed `.corrupt`) when the log still reaches back far
-enough, else `open` fails with MetadataLogError saying what to do (storage_log.py).
+enough, else `open` fails with MetadataLogError naming the file, why it is damaged and what to
+do (in a quorum: move `__cluster_metadata-0` aside to fetch the leader's; alone: restore it),
+and so does every later start, which would otherwise come up with part of the metadata.
+
+Off the event loop. When the store runs on an event loop (the broker), a snapshot that falls due
+is taken in three steps: on the loop, the image and the snapshot's id (end offset, epoch) are
+taken; on a worker thread (`run_in_executor`), the image is encoded (it is immutable: replays on
+the loop make new images) and the `.checkpoint` file written, fsynced and renamed
+(`StorageRaftLog.write_snapshot_file`); back on the loop, it is added to the log and the log
+start moves up to it. Encoding is the costly part (about 250 ms for 25,000 records, where the
+write and fsync took 10 ms): on the loop it stalled it that long. So the log start moves only once the file is durable. One at a time
+(`snapshot_in_flight`): thresholds passed meanwhile are checked again when it is done. The log
+may move on meanwhile: if a newer snapshot (one fetched from the leader, or `snapshot()`) got
+there first, this one's file is removed instead. A failed write keeps the log whole and is tried
+again at the next commit. Without a loop (tools, tests) and for `snapshot()`, all on the caller's
+thread.
 
 Networked (a quorum of several voters, `controller.quorum.voters`): `open_networked` opens the
 same log and quorum-state but makes no node; the broker runs a RaftDriver over them
@@ -52,16 +79,21 @@ be committed by the next leader: the client retries and finds the change made). 
 the active controller once it leads and its own start-of-epoch record is committed, so its
 image holds everything committed before its epoch (`is_active`).
 
-Snapshots when networked: every node takes its own, by the same thresholds (checked as it
-replays commits; no timer of its own), as in Kafka; a snapshot the driver hands over (the log's
-latest at start, or one fetched from the leader by a follower that fell behind the leader's log
-start, FetchSnapshot) replaces the image and counts as replayed.
+Snapshots when networked: every node takes its own, by the same thresholds, as in Kafka: checked
+as it replays commits, and by the broker's timer through `poll` (which runs no Raft timer here,
+the driver does), so the time-based one fires with no further commit (Kafka's SnapshotGenerator
+schedules it as a deferred event). A snapshot the driver hands over (the log's latest at start,
+or one fetched from the leader by a follower that fell behind the leader's log start,
+FetchSnapshot) replaces the image, and what an open transaction held (a snapshot ends outside
+any), and counts as replayed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import random
 import time
 import uuid
@@ -79,6 +111,7 @@ from gregor.metadata.image import (
     MetadataImage,
 )
 from gregor.metadata.store import TopicInfo
+from gregor.metadata.transactions import FAILOVER_REASON, TransactionBuffer
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
 from gregor.raft import messages as m
@@ -86,7 +119,14 @@ from gregor.raft.config import RaftConfig
 from gregor.raft.leader import NEVER
 from gregor.raft.log import RaftLog, SnapshotId
 from gregor.raft.node import Effects, Entry, LeaderAndEpoch, LoadSnapshot, NotLeader, RaftNode
-from gregor.raft.storage_log import SnapshotUnavailableError, StorageRaftLog
+from gregor.raft.storage_log import (
+    CORRUPT_SUFFIX,
+    DIR_NAME,
+    SNAPSHOT_SUFFIX,
+    SnapshotUnavailableError,
+    StorageRaftLog,
+    snapshot_file_name,
+)
 from gregor.raft.store import FileQuorumStateStore
 from gregor.storage.config import LogConfig
 
@@ -156,8 +196,17 @@ class RaftMetadataStore:
         self.wakeup: Callable[[], None] | None = None  # the broker's timer hook (unused: no work comes between polls)
         # Networked only: called after committed records were replayed (on every node).
         self.on_replayed: Callable[[], None] | None = None
-        self.applied = -1  # the offset of the last committed entry replayed (control ones too)
+        # The offset of the last committed entry replayed (control ones too) and visible: not
+        # inside a metadata transaction still open (its records wait for its End).
+        self.applied = -1
         self.last_appended = -1
+        self.records_offset = -1  # the offset the first record of the last commit got
+        self._txn = TransactionBuffer()
+        self._snapshot_deferred = False  # asked for inside a transaction: taken once it closes
+        self._in_flight: SnapshotId | None = None  # being written on a worker thread
+        # Writes a snapshot file durably (thread-safe); None: the log's own. Tests slow it down.
+        self.write_snapshot_file: Callable[[SnapshotId, bytes], None] | None = None
+        self._closed = False
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
 
     @property
@@ -185,7 +234,7 @@ class RaftMetadataStore:
         """The store of a node among `voters`, with the log, quorum-state and Raft settings a
         RaftDriver is to run on; `attach` the driver before starting it."""
         configs = dict(configs or {})
-        raft_log, log_config = _open_log(log_dir, clock, configs)
+        raft_log, log_config = _open_log(log_dir, clock, configs, networked=True)
         quorum_state = FileQuorumStateStore(raft_log.directory, voters=sorted(voters))
         config = replace(RaftConfig.from_configs(configs), append_linger_ms=0)
         store = cls(None, cluster_id, clock, *_snapshot_settings(configs, log_config))
@@ -204,11 +253,11 @@ class RaftMetadataStore:
             self._bytes_since_snapshot += sum(len(e.data) for e in entries if not e.control)
             self._last_commit_ms = self.clock()
         if entries:
-            self.applied = max(self.applied, entries[-1].offset)
+            self.applied = max(self.applied, self._txn.stable_offset(entries[-1].offset))
         self._wake_waiters()
         if replay and self.on_replayed is not None:
             self.on_replayed()
-        if replay:
+        if replay or self._snapshot_deferred:
             self._maybe_snapshot(self.clock())
 
     def _wake_waiters(self) -> None:
@@ -288,7 +337,7 @@ class RaftMetadataStore:
         """Open `<log_dir>/__cluster_metadata-0`, lead the one-voter quorum, replay the log.
         `configs`: controller.quorum.* settings (append.linger.ms is always 0 here)."""
         configs = dict(configs or {})
-        raft_log, log_config = _open_log(log_dir, clock, configs)
+        raft_log, log_config = _open_log(log_dir, clock, configs, networked=False)
         quorum_state = FileQuorumStateStore(raft_log.directory, voters=[node_id])
         config = replace(RaftConfig.from_configs(configs), append_linger_ms=0)
         node = RaftNode(
@@ -355,16 +404,17 @@ class RaftMetadataStore:
 
     # -- writes ---------------------------------------------------------------------------------
 
-    def commit(self, records: Sequence[Any]) -> int:
+    def commit(self, records: Sequence[Any], name: str | None = None) -> int:
         """Append `records` and return once they are committed (fsynced) and replayed; the offset
-        of the last one (-1 for none)."""
+        of the last record written (-1 for none). More than one batch of them is framed as a
+        metadata transaction (`name` describes it), and the last record is its End."""
         if not records:
             return -1
         if self.driver is not None:
-            return self._append_networked(records)
+            return self._append_networked(records, name)
         last = -1
         now = self.clock()
-        for batch in _batches([r.encode(rec) for rec in records], self.max_batch_bytes):
+        for batch in self._frame(records, name):
             appended = self.node.append(batch, now)
             if isinstance(appended, NotLeader):
                 raise KafkaError(
@@ -380,7 +430,7 @@ class RaftMetadataStore:
                 return last
         raise MetadataLogError(f"records up to offset {last} were appended but not committed: {self.node!r}")
 
-    def _append_networked(self, records: Sequence[Any]) -> int:
+    def _append_networked(self, records: Sequence[Any], name: str | None) -> int:
         """Append on the active controller without waiting; the offset of the last record."""
         assert self.driver is not None
         if not self.is_active():
@@ -390,7 +440,7 @@ class RaftMetadataStore:
                 f"node {self.local_id} is not the active controller (leader {leader})",
             )
         last = -1
-        for batch in _batches([r.encode(rec) for rec in records], self.max_batch_bytes):
+        for batch in self._frame(records, name):
             appended = self.driver.append(batch)
             if isinstance(appended, NotLeader):
                 raise KafkaError(
@@ -402,56 +452,226 @@ class RaftMetadataStore:
         self.last_appended = last
         return last
 
+    def _frame(self, records: Sequence[Any], name: str | None) -> list[list[bytes]]:
+        """The batches `records` are appended as: one if they fit, else a metadata transaction
+        (Begin first, End last) cut into batches. Sets `records_offset`."""
+        encoded = [r.encode(rec) for rec in records]
+        batches = _batches(encoded, self.max_batch_bytes)
+        self.records_offset = self.next_offset
+        if len(batches) > 1:
+            begin = r.encode(r.BeginTransactionRecord(name=name))
+            end = r.encode(r.EndTransactionRecord())
+            batches = _batches([begin, *encoded, end], self.max_batch_bytes)
+            self.records_offset += 1
+            log.info(
+                "metadata log: %d records in %d batches, as a transaction from offset %d",
+                len(records), len(batches), self.next_offset,
+            )
+        return batches
+
+    def needs_transaction(self, records: Sequence[Any]) -> bool:
+        """Whether `records` take more than one batch, so `commit` frames them as a transaction
+        (their first offset is then `next_offset + 1`: the Begin comes first)."""
+        return len(_batches([r.encode(rec) for rec in records], self.max_batch_bytes)) > 1
+
+    @property
+    def in_transaction(self) -> bool:
+        """A metadata transaction is open in what was replayed (its records wait for its End)."""
+        return self._txn.open
+
+    def abort_open_transaction(self) -> bool:
+        """On a newly active controller: a transaction left open at the end of the log (its
+        writer died between its batches) is aborted, so that its records are never applied and
+        what comes next is not taken into it. True if there was one."""
+        if not self._txn.open:
+            return False
+        start = self._txn.start_offset
+        log.warning(
+            "metadata log: aborting the transaction begun at offset %d and never ended (%d "
+            "record(s) held back): its writer stopped before its last batch",
+            start, self._txn.held,
+        )
+        self.commit([r.AbortTransactionRecord(reason=FAILOVER_REASON)])
+        return True
+
     # -- the node's timers ----------------------------------------------------------------------
 
     def poll(self, now_ms: int) -> int | None:
-        """Run the node's timers; its next deadline (None: none). Networked, the driver runs
-        them."""
+        """Run the node's timers (networked, the driver runs them) and the snapshot timer; the
+        next deadline (None: none)."""
         if self.driver is not None:
-            return None
+            if self.driver.node is None:
+                return None
+            self._maybe_snapshot(now_ms)
+            deadline = self._snapshot_deadline()
+            return None if deadline >= NEVER else deadline
         effects = self.node.poll(now_ms)
         self._apply(effects)
         self._maybe_snapshot(now_ms)
-        deadline = effects.next_deadline_ms
-        if self.snapshot_interval_ms > 0 and self._bytes_since_snapshot > 0:
-            deadline = min(deadline, self._last_snapshot_ms + self.snapshot_interval_ms)
+        deadline = min(effects.next_deadline_ms, self._snapshot_deadline())
         return None if deadline >= NEVER else deadline
+
+    def _snapshot_deadline(self) -> int:
+        """When the time-based snapshot is due (NEVER: not by time, or nothing to cover)."""
+        if self.snapshot_interval_ms > 0 and self._bytes_since_snapshot > 0:
+            return self._last_snapshot_ms + self.snapshot_interval_ms
+        return NEVER
 
     # -- snapshots ------------------------------------------------------------------------------
 
     def snapshot(self) -> SnapshotId | None:
-        """Write a snapshot of the committed image and drop the log below it; its id, or None
-        when there is nothing new to cover (the log starts where the latest snapshot ends)."""
-        node = self.node
-        end = node.applied_offset
-        if end <= node.log.start_offset:
+        """Write a snapshot of the committed image and drop the log below it, on this thread;
+        its id, or None when there is nothing new to cover (the log starts where the latest
+        snapshot ends) or a metadata transaction is open (it is then taken once the
+        transaction ends or is aborted)."""
+        if self._txn.open:
+            self._defer_snapshot()
             return None
         now = self.clock()
-        data = metadata_snapshot.encode_snapshot(
-            self.image, node.log.read(end - 1, 1)[0].epoch, self._last_commit_ms, now
-        )
-        snapshot_id = node.create_snapshot(end, data)
+        prepared = self._prepare_snapshot(now)
+        if prepared is None:
+            return None
+        snapshot_id, data = prepared
+        self.node.create_snapshot(snapshot_id.end_offset, data)
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = now
         log.info(
             "metadata log: snapshot %s written (%d bytes); the log starts at %d",
-            snapshot_id, len(data), node.log.start_offset,
+            snapshot_id, len(data), self.node.log.start_offset,
         )
         return snapshot_id
 
+    def _defer_snapshot(self) -> None:
+        if not self._snapshot_deferred:
+            log.info(
+                "metadata log: snapshot deferred: the transaction begun at offset %d is open",
+                self._txn.start_offset,
+            )
+        self._snapshot_deferred = True
+
+    def _prepare_snapshot(self, now_ms: int) -> tuple[SnapshotId, bytes] | None:
+        """The id and bytes of a snapshot of the image at the applied offset (outside any
+        transaction); None if the log starts there already."""
+        snapshot_id = self._next_snapshot_id()
+        if snapshot_id is None:
+            return None
+        data = metadata_snapshot.encode_snapshot(self.image, snapshot_id.epoch, self._last_commit_ms, now_ms)
+        return snapshot_id, data
+
+    def _next_snapshot_id(self) -> SnapshotId | None:
+        """The id a snapshot of the image would have: it ends at the applied offset."""
+        node = self.node
+        end = node.applied_offset
+        if end <= node.log.start_offset:
+            return None
+        last = node.log.read(end - 1, 1)[0]
+        if last.next_offset != end:
+            raise ValueError(f"snapshot end {end} is inside the batch at {last.base_offset}")
+        return SnapshotId(end, last.epoch)
+
     def _maybe_snapshot(self, now_ms: int) -> None:
-        pending = self._bytes_since_snapshot
-        if pending <= 0:
+        """Take a snapshot when one is due: by bytes, by time, or deferred by an open
+        transaction; never inside a transaction, never while one is being written."""
+        if self._in_flight is not None or self._closed:
             return
-        due_by_time = self.snapshot_interval_ms > 0 and now_ms - self._last_snapshot_ms >= self.snapshot_interval_ms
-        if pending >= self.snapshot_bytes or due_by_time:
-            try:
+        pending = self._bytes_since_snapshot
+        due_by_time = (
+            self.snapshot_interval_ms > 0
+            and pending > 0
+            and now_ms - self._last_snapshot_ms >= self.snapshot_interval_ms
+        )
+        if not (self._snapshot_deferred or due_by_time or (pending > 0 and pending >= self.snapshot_bytes)):
+            return
+        if self._txn.open:
+            self._defer_snapshot()
+            return
+        self._snapshot_deferred = False
+        try:
+            if self._can_write_in_background():
+                self._snapshot_in_background(now_ms)
+            else:
                 self.snapshot()
-            except (OSError, ValueError):
-                log.exception("metadata log: snapshot failed; the log keeps every record")
-                self._last_snapshot_ms = now_ms  # retry at the next interval or byte threshold
+        except (OSError, ValueError):
+            log.exception("metadata log: snapshot failed; the log keeps every record")
+            self._last_snapshot_ms = now_ms  # retry at the next interval or byte threshold
+
+    def _can_write_in_background(self) -> bool:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False  # no event loop (tools, tests): written on this thread
+        return isinstance(self.node.log, StorageRaftLog)
+
+    def _snapshot_in_background(self, now_ms: int) -> None:
+        """Take the image (immutable: the loop's next replays make new ones) and the snapshot's
+        id here; encode it, write and fsync the file on a worker thread; then, back on the loop,
+        add it to the log and move the log start up to it."""
+        snapshot_id = self._next_snapshot_id()
+        if snapshot_id is None:
+            return
+        raft_log = self.node.log
+        assert isinstance(raft_log, StorageRaftLog)
+        write = self.write_snapshot_file or raft_log.write_snapshot_file
+        image, last_commit_ms = self.image, self._last_commit_ms
+
+        def encode_and_write() -> int:
+            data = metadata_snapshot.encode_snapshot(image, snapshot_id.epoch, last_commit_ms, now_ms)
+            write(snapshot_id, data)
+            return len(data)
+
+        pending = self._bytes_since_snapshot
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = now_ms
+        self._in_flight = snapshot_id
+        written = asyncio.get_running_loop().run_in_executor(None, encode_and_write)
+        written.add_done_callback(lambda fut: self._snapshot_written(raft_log, snapshot_id, pending, fut))
+
+    def _snapshot_written(
+        self,
+        raft_log: StorageRaftLog,
+        snapshot_id: SnapshotId,
+        pending: int,
+        fut: asyncio.Future[int],
+    ) -> None:
+        """On the loop, once the file is durable (or failed). Meanwhile the log may have moved
+        on: a snapshot fetched from the leader, or a newer one written on this thread, makes
+        this one useless (its file is removed); else it is added and the log start moves."""
+        self._in_flight = None
+        if fut.cancelled() or raft_log.closed:
+            return  # stopping: a whole file is used at the next start, a partial one deleted
+        exc = fut.exception()
+        if exc is not None:
+            log.error("metadata log: snapshot %s could not be written: %s; the log keeps every record", snapshot_id, exc)
+            self._bytes_since_snapshot += pending
+            return
+        latest = raft_log.latest_snapshot()
+        superseded = latest is not None and latest.end_offset >= snapshot_id.end_offset
+        if superseded or not raft_log.start_offset <= snapshot_id.end_offset <= raft_log.end_offset:
+            if latest != snapshot_id:
+                log.info("metadata log: snapshot %s is superseded by %s; its file is removed", snapshot_id, latest)
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(raft_log.directory, snapshot_file_name(snapshot_id)))
+            return
+        try:
+            raft_log.add_snapshot(snapshot_id)
+            raft_log.delete_before_snapshot()
+        except (OSError, ValueError, KafkaError):
+            log.exception("metadata log: snapshot %s was written but the log could not move up to it", snapshot_id)
+            return
+        log.info(
+            "metadata log: snapshot %s written (%d bytes, off the event loop); the log starts at %d",
+            snapshot_id, fut.result(), raft_log.start_offset,
+        )
+        if not self._closed:
+            self._maybe_snapshot(self.clock())  # more may have come while it was written
+
+    @property
+    def snapshot_in_flight(self) -> SnapshotId | None:
+        """The snapshot being written on a worker thread, if any."""
+        return self._in_flight
 
     def close(self) -> None:
+        self._closed = True
         self._fail_waiters("the metadata log is closing")
         if self.driver is not None:
             return  # the driver closes the log when it stops
@@ -464,6 +684,7 @@ class RaftMetadataStore:
     def _apply(self, effects: Effects) -> None:
         if effects.snapshot is not None:
             self._load_snapshot(effects.snapshot.snapshot_id, effects.snapshot.data)
+            self.applied = max(self.applied, effects.snapshot.snapshot_id.end_offset - 1)
         if effects.outbound:  # a sole voter has nobody to talk to
             log.warning("metadata quorum of one: dropping %d message(s) to other nodes", len(effects.outbound))
         if effects.leader_change is not None:
@@ -475,6 +696,8 @@ class RaftMetadataStore:
             self._last_commit_ms = self.clock()
         if entries:
             self._replay(entries)
+        if effects.committed:
+            self.applied = max(self.applied, self._txn.stable_offset(effects.committed[-1].offset))
 
     def _load_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
         """Reset the image to a snapshot's (at open, or one installed from a leader)."""
@@ -488,14 +711,19 @@ class RaftMetadataStore:
                 del self._by_id[info.topic_id]
                 self.topics.pop(info.name, None)
         self._changed = None
+        self._txn.reset()  # a snapshot is never inside a transaction
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = self.clock()
         self._update_topics(r.TopicRecord(name=t.name, topic_id=t.topic_id) for t in image.topics_by_id.values())
         log.info("metadata log: loaded snapshot %s (%d topics)", snapshot_id, len(image.topics_by_id))
 
     def _replay(self, entries: list[tuple[Any, int, int]]) -> None:
-        self.image = self.image.replay(entries)
-        self._update_topics(rec for rec, _, _ in entries)
+        """Committed records onto the image; those of a metadata transaction once its End
+        comes (transactions.py)."""
+        ready = self._txn.feed(entries)
+        if ready:
+            self.image = self.image.replay(ready)
+            self._update_topics(rec for rec, _, _ in ready)
 
     def _update_topics(self, replayed: Iterable[Any]) -> None:
         touched: dict[uuid.UUID, None] = {}  # in replay order
@@ -534,20 +762,72 @@ class RaftMetadataStore:
 
 
 def _open_log(
-    log_dir: str, clock: Callable[[], int], configs: Mapping[str, str]
+    log_dir: str, clock: Callable[[], int], configs: Mapping[str, str], networked: bool
 ) -> tuple[StorageRaftLog, LogConfig]:
     """The metadata log, its segments sized by `metadata.log.segment.bytes`, its latest valid
-    snapshot found (a damaged one is set aside when the log still reaches back past it)."""
+    snapshot found (a damaged one is set aside when the log still reaches back past it; else
+    MetadataLogError says which file, why, and what to do)."""
     log_config = replace(
         LOG_CONFIG, segment_bytes=int(configs.get(SEGMENT_BYTES_CONFIG, LOG_CONFIG.segment_bytes))
     )
+    problems: list[str] = []
+
+    def check(data: bytes) -> str | None:
+        problem = metadata_snapshot.check_snapshot(data)
+        if problem is not None:
+            problems.append(problem)
+        return problem
+
+    directory = os.path.join(log_dir, DIR_NAME)
     try:
-        raft_log = StorageRaftLog.open(
-            log_dir, log_config, clock, check_snapshot=metadata_snapshot.check_snapshot
-        )
+        raft_log = StorageRaftLog.open(log_dir, log_config, clock, check_snapshot=check)
     except SnapshotUnavailableError as exc:
-        raise MetadataLogError(str(exc)) from None
+        raise MetadataLogError(_unusable_snapshot(directory, problems, networked) or str(exc)) from None
+    snap = raft_log.latest_snapshot()
+    if raft_log.start_offset > (0 if snap is None else snap.end_offset):
+        # A hole: the snapshot that covered the start was set aside at an earlier start (the
+        # error then said so); a start again must not come up with part of the metadata.
+        raft_log.close()
+        why = ["set aside as damaged at an earlier start"]
+        message = _unusable_snapshot(directory, why, networked) or (
+            f"{directory}: the log starts at offset {raft_log.start_offset} but no snapshot "
+            "covers the offsets below it"
+        )
+        raise MetadataLogError(message)
     return raft_log, log_config
+
+
+def _unusable_snapshot(directory: str, problems: list[str], networked: bool) -> str | None:
+    """What went wrong when the latest snapshot is damaged and the log no longer reaches back
+    to replace it, and what the operator can do (we do not repair it on our own)."""
+    names = sorted(os.listdir(directory))
+    damaged = [n for n in names if n.endswith(SNAPSHOT_SUFFIX + CORRUPT_SUFFIX)]
+    segments = [n for n in names if n.endswith(".log")]
+    if not damaged or not problems:
+        return None
+    name = damaged[-1][: -len(CORRUPT_SUFFIX)]  # the latest: names sort by end offset
+    first = int(segments[0][:20]) if segments else 0
+    what = (
+        f"the metadata snapshot {os.path.join(directory, name)} is damaged ({problems[0]}); it was "
+        f"renamed {name}{CORRUPT_SUFFIX}. No older snapshot and no log reaches back to replace it "
+        f"(the log's segments start at offset {first}, deleted below it when it was taken), so "
+        "this node cannot rebuild the cluster metadata on its own."
+    )
+    if networked:
+        todo = (
+            f" To recover: stop this node, move {directory} aside (this data dir's "
+            f"{DIR_NAME}, its quorum-state included) and start it again: it rejoins the quorum "
+            "with an empty metadata log and fetches the leader's snapshot and log. Do this only "
+            "if the other voters hold the metadata log: a majority of controller.quorum.voters "
+            "running with their logs intact, never on several voters at once; keep the moved "
+            "directory until this node has caught up."
+        )
+    else:
+        todo = (
+            " This node is its quorum's only voter: no other node holds the metadata. Restore "
+            f"{name} from a backup into {directory} (under that name), then start again."
+        )
+    return what + todo
 
 
 def _snapshot_settings(configs: Mapping[str, str], log_config: LogConfig) -> tuple[int, int, int]:

@@ -23,6 +23,9 @@ is the version we write of each: the one a Kafka 4.0 cluster at its default meta
     17   BrokerRegistrationChangeRecord  0-2       2  (v1: InControlledShutdown tag 1, v2:
                                                        LogDirs tag 2)
     20   NoOpRecord                      0         0
+    23   BeginTransactionRecord          0         0  (KIP-868: the records up to the
+    24   EndTransactionRecord            0         0   End are applied together; an Abort
+    25   AbortTransactionRecord          0         0   discards them; metadata/transactions.py)
 """
 
 from __future__ import annotations
@@ -149,6 +152,16 @@ log_dirs: []uuid versions 2+ tag 2
 
 NO_OP = _record(20, "NoOpRecord", "0", 0, "")
 
+BEGIN_TRANSACTION = _record(23, "BeginTransactionRecord", "0", 0, """
+name: string nullable tag 0 default null     # what the transaction does, for people
+""")
+
+END_TRANSACTION = _record(24, "EndTransactionRecord", "0", 0, "")
+
+ABORT_TRANSACTION = _record(25, "AbortTransactionRecord", "0", 0, """
+reason: string nullable tag 0 default null   # why it was aborted, for people
+""")
+
 ALL: tuple[RecordSchema, ...] = (
     REGISTER_BROKER,
     UNREGISTER_BROKER,
@@ -163,4 +176,7 @@ ALL: tuple[RecordSchema, ...] = (
     PRODUCER_IDS,
     BROKER_REGISTRATION_CHANGE,
     NO_OP,
+    BEGIN_TRANSACTION,
+    END_TRANSACTION,
+    ABORT_TRANSACTION,
 )

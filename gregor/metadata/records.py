@@ -68,6 +68,9 @@ FeatureLevelRecord: Any = record_class(12)
 ProducerIdsRecord: Any = record_class(15)
 BrokerRegistrationChangeRecord: Any = record_class(17)
 NoOpRecord: Any = record_class(20)
+BeginTransactionRecord: Any = record_class(23)
+EndTransactionRecord: Any = record_class(24)
+AbortTransactionRecord: Any = record_class(25)
 
 # Struct classes inside records.
 BrokerEndpoint: Any = RegisterBrokerRecord.BrokerEndpoint

@@ -13,7 +13,9 @@ Order (each section only when there is something in it):
 
 Replaying these onto the empty image gives back an image equal to the one written, except for
 `offset` and `epoch`: a snapshot knows only its end offset and epoch, so the rebuilt image has
-offset = end offset - 1 and the snapshot's epoch (`from_snapshot`).
+offset = end offset - 1 and the snapshot's epoch (`from_snapshot`). A snapshot is taken outside
+any metadata transaction (transactions.py), so one holding a transaction marker is refused, as
+Kafka refuses it.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from __future__ import annotations
 from typing import Any
 
 from gregor.metadata import records as r
-from gregor.metadata.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage
+from gregor.metadata.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage, MetadataReplayError
 from gregor.raft import snapshot_file
 from gregor.raft.log import SnapshotId
+
+_MARKERS = (r.BeginTransactionRecord, r.EndTransactionRecord, r.AbortTransactionRecord)
 
 
 def image_records(image: MetadataImage) -> list[Any]:
@@ -103,7 +107,11 @@ def from_snapshot(data: bytes, snapshot_id: SnapshotId) -> MetadataImage:
     """The image in a `.checkpoint` file; SnapshotFormatError, MetadataRecordError or
     MetadataReplayError if it is not one."""
     contents = snapshot_file.decode(data)
-    return replay_snapshot_records([r.decode(d) for d in contents.records], snapshot_id)
+    records = [r.decode(d) for d in contents.records]
+    for rec in records:
+        if isinstance(rec, _MARKERS):
+            raise MetadataReplayError(f"{type(rec).__name__} cannot appear within a snapshot")
+    return replay_snapshot_records(records, snapshot_id)
 
 
 def check_snapshot(data: bytes) -> str | None:

@@ -235,6 +235,12 @@ class StorageRaftLog:
         self._delete_older_snapshots()
 
     def _write_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        self.write_snapshot_file(snapshot_id, data)
+        self._register_snapshot(snapshot_id)
+
+    def write_snapshot_file(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        """Write the snapshot's file durably (`.part`, fsync, rename, fsync the directory) and
+        nothing else: safe on another thread. `add_snapshot` then makes the log use it."""
         path = os.path.join(self.directory, snapshot_file_name(snapshot_id))
         partial = path[: -len(SNAPSHOT_SUFFIX)] + PARTIAL_SUFFIX
         with open(partial, "wb") as f:
@@ -243,6 +249,16 @@ class StorageRaftLog:
             os.fsync(f.fileno())
         os.replace(partial, path)
         fsync_dir(self.directory)
+
+    def add_snapshot(self, snapshot_id: SnapshotId) -> None:
+        """Count a snapshot file `write_snapshot_file` wrote among the log's snapshots."""
+        if not self.start_offset <= snapshot_id.end_offset <= self.end_offset:
+            raise ValueError(
+                f"snapshot {snapshot_id} is outside the log [{self.start_offset}, {self.end_offset}]"
+            )
+        self._register_snapshot(snapshot_id)
+
+    def _register_snapshot(self, snapshot_id: SnapshotId) -> None:
         if snapshot_id not in self._snapshots:
             self._snapshots.append(snapshot_id)
             self._snapshots.sort()
@@ -255,6 +271,10 @@ class StorageRaftLog:
 
     def close(self) -> None:
         self._log.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._log.closed
 
     def __repr__(self) -> str:
         return f"StorageRaftLog({self.directory}, start={self.start_offset}, end={self.end_offset})"

@@ -154,7 +154,12 @@ def test_a_large_commit_is_split_into_batches_and_stays_whole(tmp_path: Path) ->
     ctl.create_topic("wide", [[1]] * 20_000, {})
     bases = [base for base, count in metadata_batches(str(tmp_path)) if base >= before]
     assert len(bases) > 1, "more than MAX_BATCH_BYTES: several batches"
-    assert sum(count for base, count in metadata_batches(str(tmp_path)) if base >= before) == 20_001
+    assert sum(count for base, count in metadata_batches(str(tmp_path)) if base >= before) == 20_003
+    framed = [rec for offset, rec in metadata_records(str(tmp_path)) if offset >= before]
+    kinds = [type(rec).__name__ for rec in framed[1:-1]]
+    assert framed[0] == r.BeginTransactionRecord(name="create topic wide"), "a transaction: Begin first"
+    assert framed[-1] == r.EndTransactionRecord(), "End last"
+    assert kinds == ["TopicRecord"] + ["PartitionRecord"] * 20_000
     store.close()
     again, _ = start(tmp_path)
     assert again.topics["wide"].partitions == 20_000

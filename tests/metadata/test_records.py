@@ -181,6 +181,28 @@ def test_encode_refuses_what_is_not_a_metadata_record() -> None:
         r.encode(r.TopicRecord(name=None))
 
 
+def test_transaction_records_bytes() -> None:
+    # KIP-868. Begin (23): Name is tag 0, a nullable compact string, default null. End (24): no
+    # fields. Abort (25): Reason is tag 0, as Name. A tagged field is written only when set.
+    cases = [
+        (r.BeginTransactionRecord(), b"\x01\x17\x00" + b"\x00"),
+        (
+            r.BeginTransactionRecord(name="create topic t"),
+            b"\x01\x17\x00" + uv(1) + uv(0) + uv(len(cstr("create topic t"))) + cstr("create topic t"),
+        ),
+        (r.EndTransactionRecord(), b"\x01\x18\x00" + b"\x00"),
+        (r.AbortTransactionRecord(), b"\x01\x19\x00" + b"\x00"),
+        (
+            r.AbortTransactionRecord(reason="Controller failover"),
+            b"\x01\x19\x00\x01\x00\x14\x14Controller failover",  # 1 tag; tag 0, 20 bytes: len+1, text
+        ),
+    ]
+    for rec, want in cases:
+        assert r.encode(rec) == want, rec
+        assert r.decode(want) == rec
+    assert r.BeginTransactionRecord().name is None and r.AbortTransactionRecord().reason is None
+
+
 # -- a round trip of every record type and version ------------------------------------------
 
 _INTS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
@@ -222,8 +244,8 @@ _CASES = [
 
 
 def test_every_record_type_is_declared_once() -> None:
-    assert sorted(s.api_key for s in record_schema.ALL) == [0, 1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 17, 20]
-    assert len(_CASES) == 22  # RegisterBroker 0-3, PartitionRecord, PartitionChange, BrokerRegistrationChange 0-2
+    assert sorted(s.api_key for s in record_schema.ALL) == [0, 1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 17, 20, 23, 24, 25]
+    assert len(_CASES) == 25  # RegisterBroker 0-3, PartitionRecord, PartitionChange, BrokerRegistrationChange 0-2
 
 
 @pytest.mark.parametrize(("schema", "version"), _CASES, ids=lambda c: getattr(c, "name", str(c)))

@@ -189,7 +189,8 @@ def test_a_damaged_snapshot_is_skipped_when_the_log_still_covers_it(
     again.close()
 
 
-def test_a_damaged_snapshot_with_the_log_below_it_deleted_is_a_clear_error(tmp_path: Path) -> None:
+def damage_the_only_snapshot(tmp_path: Path) -> str:
+    """A snapshot whose log below it is deleted, then a flipped bit in it; its file name."""
     clock = Clock()
     store, ctl = start(tmp_path, clock, metadata_log_segment_bytes="1000")
     for i in range(20):
@@ -202,8 +203,34 @@ def test_a_damaged_snapshot_with_the_log_below_it_deleted_is_a_clear_error(tmp_p
     data = bytearray(path.read_bytes())
     data[200] ^= 0xFF  # a flipped bit: a CRC mismatch
     path.write_bytes(bytes(data))
-    with pytest.raises(MetadataLogError, match="damaged"):
-        open_store(tmp_path, clock)
+    return name
+
+
+def test_a_damaged_snapshot_with_the_log_below_it_deleted_is_a_clear_error(tmp_path: Path) -> None:
+    name = damage_the_only_snapshot(tmp_path)
+    with pytest.raises(MetadataLogError) as exc:
+        open_store(tmp_path, Clock())
+    message = str(exc.value)
+    assert f"the metadata snapshot {tmp_path / DIR_NAME / name} is damaged (" in message, "which file"
+    assert "CORRUPT_MESSAGE" in message or "CRC" in message.upper(), "why"
+    assert f"the log's segments start at offset {int(segments(tmp_path)[0][:20])}" in message
+    assert "only voter" in message and f"Restore {name} from a backup" in message, "what to do"
+    with pytest.raises(MetadataLogError) as again:  # the damaged file is set aside by now
+        open_store(tmp_path, Clock())
+    assert f"{name} is damaged (set aside as damaged at an earlier start)" in str(again.value)
+    assert f"Restore {name} from a backup" in str(again.value), "a restart does not come up with a hole"
+
+
+def test_the_same_in_a_quorum_says_to_fetch_the_leaders_snapshot(tmp_path: Path) -> None:
+    name = damage_the_only_snapshot(tmp_path)
+    with pytest.raises(MetadataLogError) as exc:
+        RaftMetadataStore.open_networked(str(tmp_path), 1, CLUSTER, [1, 2, 3])
+    message = str(exc.value)
+    assert f"{name} is damaged (" in message
+    assert f"move {tmp_path / DIR_NAME} aside" in message and "fetches the leader's snapshot" in message
+    assert "only if the other voters hold the metadata log" in message
+    with pytest.raises(MetadataLogError, match="set aside as damaged at an earlier start"):
+        RaftMetadataStore.open_networked(str(tmp_path), 1, CLUSTER, [1, 2, 3])
 
 
 def test_check_names_what_is_wrong() -> None:
