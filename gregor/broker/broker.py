@@ -31,6 +31,8 @@ import gregor.handlers  # noqa: F401  (registers every handler)
 from gregor.broker.cleaner_thread import CleanerThreads
 from gregor.broker.cluster_member import ClusterMember
 from gregor.broker.config import BrokerConfig
+from gregor.broker.inter_broker import InterBroker
+from gregor.broker.marker_sender import MarkerSender
 from gregor.controller.admin import Admin, TopicSpec
 from gregor.controller.local import LocalController
 from gregor.controller.producer_ids import ProducerIdManager
@@ -52,6 +54,7 @@ from gregor.protocol.exceptions import CorruptFrameError
 from gregor.protocol.headers import peek_request
 from gregor.raft.storage_log import TOPIC as METADATA_TOPIC
 from gregor.replication.partition import ReplicaManager
+from gregor.runtime.client import NetworkClient
 from gregor.runtime.connection import Connection, FrameError, Output
 from gregor.runtime.server import Server
 from gregor.storage.cleaner import CleanerConfig
@@ -118,6 +121,11 @@ class BrokerServer:
         self.groups = GroupCoordinator(
             self.node_id, self.store, self.replicas, self.admin, self.config_value, self.apply_metadata
         )
+        # requests to other brokers: transaction markers
+        self.links = None if self.member is None else InterBroker(
+            self.node_id, lambda: self.store.image, NetworkClient(client_id=f"broker-{self.node_id}")
+        )
+        self.markers = MarkerSender(self.node_id, lambda: self.store.image, self._write_marker_here, self.links)
         self.transactions = TransactionCoordinator(
             self.node_id, self.store, self.replicas, self.admin, self.config_value, self.apply_metadata,
             self.producer_ids.next_id, self._write_txn_markers,
@@ -435,15 +443,21 @@ class BrokerServer:
         partitions: list[tuple[str, int]],
         done: Callable[[dict[tuple[str, int], int]], None],
     ) -> None:
-        """The transaction coordinator's marker writer. Every partition is led here (one node),
-        so each marker is appended in place and `done` is called before returning; a marker in
-        `__consumer_offsets` also settles the transaction's offset commits in that partition."""
-        now = self.now_ms()
-        result = {
-            (topic, index): write_marker(self.replicas, self.groups, now, topic, index, producer_id, producer_epoch, coordinator_epoch, committed)
-            for topic, index in partitions
-        }
-        done(result)
+        """The transaction coordinator's marker writer: partitions led here are written in
+        place, the others sent to their leaders as WriteTxnMarkers (marker_sender.py); `done`
+        gets an error code per partition, at once when all were written here."""
+        self.markers.write_markers(
+            transactional_id, producer_id, producer_epoch, coordinator_epoch, committed, partitions, done
+        )
+
+    def _write_marker_here(
+        self, topic: str, index: int, producer_id: int, producer_epoch: int, coordinator_epoch: int, committed: bool
+    ) -> int:
+        """A marker to a partition hosted here (one in `__consumer_offsets` also settles the
+        transaction's offset commits in that partition)."""
+        return write_marker(
+            self.replicas, self.groups, self.now_ms(), topic, index, producer_id, producer_epoch, coordinator_epoch, committed
+        )
 
     @staticmethod
     async def _every(seconds: float, fn: Any) -> None:
@@ -460,6 +474,8 @@ class BrokerServer:
             t.cancel()
         if self.server is not None:
             await self.server.stop()
+        if self.links is not None:
+            await self.links.close()
         if self.member is not None:
             await self.member.stop()
         await self.cleaner.stop()  # before the logs close: no swap may reach a closed log
