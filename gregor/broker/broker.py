@@ -33,6 +33,7 @@ from gregor.broker.cluster_member import ClusterMember
 from gregor.broker.config import BrokerConfig
 from gregor.broker.inter_broker import InterBroker
 from gregor.broker.marker_sender import MarkerSender
+from gregor.broker.txn_verifier import TxnVerifier
 from gregor.controller.admin import Admin, TopicSpec
 from gregor.controller.local import LocalController
 from gregor.controller.producer_ids import ProducerIdManager
@@ -121,7 +122,8 @@ class BrokerServer:
         self.groups = GroupCoordinator(
             self.node_id, self.store, self.replicas, self.admin, self.config_value, self.apply_metadata
         )
-        # requests to other brokers: transaction markers
+        # requests to other brokers: transaction markers, and the produce path's checks with
+        # transaction coordinators elsewhere
         self.links = None if self.member is None else InterBroker(
             self.node_id, lambda: self.store.image, NetworkClient(client_id=f"broker-{self.node_id}")
         )
@@ -130,6 +132,7 @@ class BrokerServer:
             self.node_id, self.store, self.replicas, self.admin, self.config_value, self.apply_metadata,
             self.producer_ids.next_id, self._write_txn_markers,
         )
+        self.txn_verifier = TxnVerifier(self.node_id, self.transactions, self.links)
         self.server: Server | None = None
         self._timers: list[asyncio.Task[None]] = []
         self._stopping: asyncio.Event | None = None
