@@ -20,8 +20,6 @@ import uuid
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from gregor.protocol import api_keys
-from gregor.protocol.messages import MetadataRequest
 from gregor.testing.cluster import LocalCluster
 
 
@@ -37,22 +35,6 @@ def try_create(client: AdminClient, name: str) -> bool:
         return exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
 
 
-def controller(cluster: LocalCluster) -> int:
-    sys.path.insert(0, ".")
-    from tests.kraft_broker.helpers import Raw
-
-    while True:
-        for node in cluster.running():
-            try:
-                with Raw(cluster.bootstrap_of(node)) as raw:
-                    md = raw.call(api_keys.METADATA, 12, MetadataRequest(topics=[], allow_auto_topic_creation=False))
-                if md.controller_id in cluster.running():
-                    return int(md.controller_id)
-            except OSError:
-                pass
-        time.sleep(0.1)
-
-
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--kills", type=int, default=5)
@@ -65,7 +47,7 @@ def main() -> int:
         while not try_create(client, "warm-up"):
             client = admin(cluster.bootstrap)
         for k in range(args.kills):
-            victim = controller(cluster)
+            victim = cluster.active_controller()
             killed = time.monotonic()
             cluster.kill(victim)
             client = admin(cluster.bootstrap)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -31,6 +32,7 @@ import gregor.handlers  # noqa: F401  (registers every handler)
 from gregor.broker.cleaner_thread import CleanerThreads
 from gregor.broker.cluster_member import ClusterMember
 from gregor.broker.config import BrokerConfig
+from gregor.broker.forwarding import Forwarder
 from gregor.broker.inter_broker import InterBroker
 from gregor.broker.marker_sender import MarkerSender
 from gregor.broker.txn_verifier import TxnVerifier
@@ -57,13 +59,15 @@ from gregor.raft.storage_log import TOPIC as METADATA_TOPIC
 from gregor.replication.partition import ReplicaManager
 from gregor.runtime.client import NetworkClient
 from gregor.runtime.connection import Connection, FrameError, Output
-from gregor.runtime.server import Server
+from gregor.runtime.server import Server, bind
 from gregor.storage.cleaner import CleanerConfig
 from gregor.storage.config import LogConfig
 from gregor.storage.log import Log
 from gregor.storage.log_manager import LogManager
 
 log = logging.getLogger("gregor.broker")
+FORWARD_TIMEOUT_MS = 30_000
+FORWARD_DEFAULT_TIMEOUT_MS = {api_keys.DESCRIBE_QUORUM: 5_000}  # requests with no timeout_ms
 _UNREPLICATED = ("offsets.topic.replication.factor", "transaction.state.log.replication.factor")
 
 
@@ -76,6 +80,12 @@ class BrokerServer:
         listen_host, listen_port = config.listener()
         self.listen_host, self.listen_port = listen_host, listen_port
         self.host, self.port = config.advertised()
+        # Port 0: bound now, so the registration below names the port clients will use.
+        self._listen_sock = bind(listen_host, listen_port) if listen_port == 0 else None
+        if self._listen_sock is not None:
+            self.listen_port = self._listen_sock.getsockname()[1]
+            if self.port == 0:
+                self.port = self.listen_port
         data_dirs = config.log_dirs
         for d in data_dirs:
             os.makedirs(d, exist_ok=True)
@@ -116,6 +126,9 @@ class BrokerServer:
             self.static_config,
             self.node_id,
         )
+        self.forwarder = Forwarder(self)
+        if self.member is not None:  # topics made off the controller: a CreateTopics sent there
+            self.admin.forward_create = self.forwarder.create_topic_later
         # a cluster node gets its producer-id blocks from the active controller
         self.producer_ids = ProducerIdManager(self.member if self.member is not None else self.controller)
         self.cleaner = CleanerThreads(self.logs, self._cleaner_config(), self.now_ms)
@@ -136,6 +149,7 @@ class BrokerServer:
         self.server: Server | None = None
         self._timers: list[asyncio.Task[None]] = []
         self._stopping: asyncio.Event | None = None
+        self._cleaner_reconfigured: asyncio.Future[bool] | None = None
 
     def _join_quorum(
         self, config: BrokerConfig, voters: dict[int, tuple[str, int]], cluster_id: str
@@ -183,10 +197,13 @@ class BrokerServer:
         return out
 
     def controller_id(self) -> int:
+        """What Metadata and DescribeCluster name as the controller. In a quorum, as Kafka's
+        KRaft brokers do, a random live broker: any broker forwards admin writes to the active
+        controller, which clients cannot reach on the controller listener anyway."""
         if self.member is None:
             return self.node_id
-        leader = self.store.leader_id
-        return -1 if leader is None else leader
+        alive = [b[0] for b in self.cluster_brokers()]
+        return random.choice(alive) if alive else -1
 
     # -- services handlers use ----------------------------------------------------------------
 
@@ -260,15 +277,15 @@ class BrokerServer:
                 self.logs.delete(*tp)
         self.groups.on_metadata(self.now_ms())
         self.transactions.on_metadata(self.now_ms())
+        if changed is None and self.server is not None:  # dynamic broker configs may have changed
+            self._cleaner_reconfigured = asyncio.ensure_future(self.cleaner.reconfigure(self._cleaner_config()))
 
     def maybe_auto_create(self, topic: str) -> TopicInfo | None:
         if not self.config_value("auto.create.topics.enable") or topic == METADATA_TOPIC:
             return None
-        if self.member is not None:
-            # Only the active controller creates; the commit is not awaited: the client asks
-            # again and finds the topic (LEADER_NOT_AVAILABLE meanwhile). Forwarding is next.
-            if not self.store.is_active():
-                return None
+        # Off the active controller of a quorum this raises LEADER_NOT_AVAILABLE once the
+        # creation is sent to the controller (forwarding.py); on it, the commit is not awaited:
+        # the client asks again and finds the topic.
         info = self.admin.create_topic(TopicSpec(topic))
         log.info("auto-created topic %s with %d partitions", topic, info.partitions)
         self.apply_metadata()
@@ -296,6 +313,8 @@ class BrokerServer:
         except CorruptFrameError as exc:
             raise FrameError(f"malformed {entry.name} v{version} request: {exc}") from None
         ctx = RequestContext(self, header, conn.peer, conn.attributes)  # type: ignore[arg-type]
+        if self.forwarder.wanted(key):
+            return self._forward(key, version, correlation_id, bytes(frame), ctx, request)
         try:
             result = HANDLERS[key](ctx, request)
         except AcksZeroError as exc:
@@ -310,6 +329,19 @@ class BrokerServer:
         body = await pending
         return codec.encode_response(key, version, correlation_id, body)
 
+    async def _forward(
+        self, key: int, version: int, correlation_id: int, frame: bytes, ctx: RequestContext, request: Any
+    ) -> Output:
+        """A metadata write off the active controller: the controller's answer, forwarded; if
+        none comes in time, this node's own (NOT_CONTROLLER for each item)."""
+        timeout_ms = int(getattr(request, "timeout_ms", 0) or FORWARD_DEFAULT_TIMEOUT_MS.get(key, FORWARD_TIMEOUT_MS))
+        answer = await self.forwarder.forward(frame, ctx.peer, min(max(timeout_ms, 1000), FORWARD_TIMEOUT_MS))
+        if answer is not None:
+            return answer
+        result = HANDLERS[key](ctx, request)
+        body = result if isinstance(result, Data) else await result
+        return codec.encode_response(key, version, correlation_id, body)
+
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -320,6 +352,7 @@ class BrokerServer:
             self.dispatch,
             host=self.listen_host,
             port=self.listen_port,
+            sock=self._listen_sock,
             max_request_bytes=int(self.config_value("socket.request.max.bytes")),
             max_queued_requests=int(self.config_value("queued.max.requests")),
             max_idle_ms=int(self.config_value("connections.max.idle.ms")),
@@ -477,6 +510,7 @@ class BrokerServer:
             t.cancel()
         if self.server is not None:
             await self.server.stop()
+        await self.forwarder.close()
         if self.links is not None:
             await self.links.close()
         if self.member is not None:

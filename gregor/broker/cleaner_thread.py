@@ -23,6 +23,10 @@ itself ran 1.2-1.7x faster. Kafka's design is the thread; ours differs only in w
 runs. `stop` aborts the tasks
 (they stop at their next batch), waits for the workers and only then lets the logs close: no
 swap can reach a closed log, and no worker is left waiting for a loop that is gone.
+
+`reconfigure` applies changed `log.cleaner.*` settings (dynamic broker configs, as Kafka's
+LogCleaner.reconfigure does): the running threads are stopped (a cleaning in progress is
+aborted; nothing is lost, the log is picked again later) and started again with the new ones.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from gregor.storage.cleaner import (
     CleaningAborted,
     CleaningTask,
     LogCleaner,
+    Throttler,
 )
 from gregor.storage.log_manager import LogManager
 
@@ -55,6 +60,8 @@ class CleanerThreads:
         self._loops: list[asyncio.Task[None]] = []
         self._wake: asyncio.Event | None = None
         self._stopping = False
+        self._reconfiguring = asyncio.Lock()
+        self._closed = False
 
     def start(self) -> None:
         if not self.config.enabled:
@@ -121,7 +128,30 @@ class CleanerThreads:
 
         return swap
 
+    async def reconfigure(self, config: CleanerConfig) -> bool:
+        """Run with `config` from now on (True) unless it changes nothing (False)."""
+        async with self._reconfiguring:
+            config = replace(config, in_process=self.config.in_process)  # fixed at start-up
+            if config == self.config or self._closed:
+                return False
+            log.info(
+                "log cleaner reconfigured: %d thread(s)%s, io.max.bytes.per.second %g",
+                config.threads, "" if config.enable else " (disabled)", config.io_max_bytes_per_second,
+            )
+            await self._stop_threads()
+            self._stopping = False
+            self.config = config
+            self.cleaner.config = config
+            self.cleaner.throttler = Throttler(config.io_max_bytes_per_second)
+            self.start()
+            return True
+
     async def stop(self) -> None:
+        async with self._reconfiguring:
+            self._closed = True
+            await self._stop_threads()
+
+    async def _stop_threads(self) -> None:
         self._stopping = True
         self.cleaner.abort_all()
         if self._wake is not None:
@@ -130,3 +160,4 @@ class CleanerThreads:
             await asyncio.gather(*self._loops, return_exceptions=True)
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+        self._loops, self._pool, self._wake = [], None, None

@@ -123,6 +123,7 @@ class ClusterMember:
                 api_keys.BROKER_REGISTRATION: self._on_registration,
                 api_keys.BROKER_HEARTBEAT: self._on_heartbeat,
                 api_keys.ALLOCATE_PRODUCER_IDS: self._on_allocate_producer_ids,
+                api_keys.ENVELOPE: lambda version, req: self.broker.forwarder.serve_envelope(version, req),
             },
         )
         self.store.attach(self.driver)

@@ -53,6 +53,8 @@ class Admin:
         self._broker_ids = broker_ids if callable(broker_ids) else list(broker_ids)
         self.static_config = static_config
         self.node_id = node_id
+        # Set in a quorum: hands a creation to the active controller when this node is not it.
+        self.forward_create: Callable[[TopicSpec], None] | None = None
 
     @property
     def broker_ids(self) -> list[int]:
@@ -80,6 +82,12 @@ class Admin:
             )
         if spec.name in self.store.topics:
             raise KafkaError(errors.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' already exists.")
+        if self.forward_create is not None and not validate_only and not self.store.is_active():
+            self.forward_create(spec)
+            raise KafkaError(
+                errors.LEADER_NOT_AVAILABLE,
+                f"topic {spec.name} is being created by the active controller",
+            )
         configs = {k: v for k, v in (spec.configs or {}).items() if v is not None}
         try:
             config_defs.validate_topic_configs(configs)
@@ -111,9 +119,21 @@ class Admin:
                     "Replication factor must be larger than 0, or -1 to use the default value.",
                 )
             replicas = self._place(partitions, factor, 0)
+        self._check_unreplicated(replicas)
         if validate_only:
             return TopicInfo(spec.name, _zero_uuid(), replicas, configs)
         return self.controller.create_topic(spec.name, replicas, configs)
+
+    def _check_unreplicated(self, replicas: Sequence[Sequence[int]]) -> None:
+        """A quorum of several nodes does not copy partition data between brokers yet: a
+        partition with more than one replica would be served by each as if it led it, so one
+        is refused rather than silently wrong."""
+        if self.store.networked and any(len(r) > 1 for r in replicas):
+            raise KafkaError(
+                errors.INVALID_REPLICATION_FACTOR,
+                f"Replication factor {max(len(r) for r in replicas)} is not supported yet: "
+                "partition data is not replicated between brokers; use replication factor 1.",
+            )
 
     def _place(self, partitions: int, factor: int, first: int) -> list[list[int]]:
         return place_round_robin(self.broker_ids, partitions, factor, first)
@@ -167,6 +187,7 @@ class Admin:
                 )
         else:
             new = self._place(added, len(info.replicas[0]), current)
+        self._check_unreplicated(new)
         if validate_only:
             return info
         return self.controller.add_partitions(name, new)

@@ -90,7 +90,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     topics.append(Topic(error_code=exc.code, name=name, topic_id=ZERO_UUID, partitions=[]))
                     continue
                 if auto:
-                    info = broker.maybe_auto_create(name)
+                    try:
+                        info = broker.maybe_auto_create(name)
+                    except KafkaError as exc:  # e.g. LEADER_NOT_AVAILABLE: being created
+                        topics.append(Topic(error_code=exc.code, name=name, topic_id=ZERO_UUID, partitions=[]))
+                        continue
             if info is None:
                 topics.append(
                     Topic(error_code=errors.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=ZERO_UUID, partitions=[])

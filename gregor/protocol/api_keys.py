@@ -67,6 +67,7 @@ BEGIN_QUORUM_EPOCH = 53
 END_QUORUM_EPOCH = 54
 DESCRIBE_QUORUM = 55
 ALTER_PARTITION = 56
+ENVELOPE = 58
 FETCH_SNAPSHOT = 59
 DESCRIBE_CLUSTER = 60
 DESCRIBE_PRODUCERS = 61
@@ -114,6 +115,7 @@ SUPPORTED: tuple[ApiKey, ...] = (
     ApiKey(END_QUORUM_EPOCH, "EndQuorumEpoch", 0, 1),
     ApiKey(DESCRIBE_QUORUM, "DescribeQuorum", 0, 2),
     ApiKey(ALTER_PARTITION, "AlterPartition", 2, 3),
+    ApiKey(ENVELOPE, "Envelope", 0, 0),
     ApiKey(FETCH_SNAPSHOT, "FetchSnapshot", 0, 1),
     ApiKey(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1),
     ApiKey(DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0),

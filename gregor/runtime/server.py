@@ -31,6 +31,20 @@ def install_uvloop() -> bool:
     return True
 
 
+def bind(host: str, port: int) -> socket.socket:
+    """A socket bound to (host, port), not yet listening: port 0 gets its number here, so a
+    broker can register the port it will serve on before it serves."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 class Server:
     def __init__(
         self,
@@ -42,6 +56,7 @@ class Server:
         max_queued_requests: int = 500,
         max_idle_ms: int = 600000,
         clock: Callable[[], int] = now_ms,
+        sock: socket.socket | None = None,
     ) -> None:
         self.dispatch = dispatch
         self.host = host
@@ -51,16 +66,13 @@ class Server:
         self.max_idle_ms = max_idle_ms
         self.clock = clock
         self.connections: set[Connection] = set()
-        self._sock: socket.socket | None = None
+        self._sock: socket.socket | None = sock  # bound already (see `bind`), or bound in start
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
+        sock = self._sock if self._sock is not None else bind(self.host, self.port)
         sock.listen(1024)
         sock.setblocking(False)
         self._sock = sock

@@ -4,7 +4,7 @@ client listener and a controller listener on ports picked by binding port 0 firs
 
     with LocalCluster(3) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-        cluster.kill(cluster.active_controller())      # SIGKILL
+        cluster.kill(cluster.active_controller())      # SIGKILL the Raft leader
         cluster.start_node(2)                           # same ports, same data
 
 Node ids are 1..n; node i keeps its data in `<base_dir>/node-<i>` (its log in `broker.log`
@@ -17,6 +17,7 @@ import os
 import shutil
 import socket
 import tempfile
+import time
 from types import TracebackType
 
 from gregor.metadata.meta_properties import random_id
@@ -102,6 +103,35 @@ class LocalCluster:
 
     def stop_node(self, node_id: int) -> None:
         self.nodes[node_id].stop()
+
+    def leader_known_to(self, node_id: int, timeout_s: float = 5.0) -> int:
+        """The Raft leader as `node_id` knows it (-1: none): DescribeQuorum on its controller
+        listener (the leader answers; a follower names its leader in NOT_LEADER_OR_FOLLOWER).
+        Metadata's `controller_id` cannot tell: brokers name a random live broker there."""
+        from gregor.protocol import api_keys
+        from gregor.protocol.messages import DescribeQuorumRequest
+        from gregor.testing.raw_client import RawClient
+
+        partition = DescribeQuorumRequest.PartitionData(partition_index=0)
+        request = DescribeQuorumRequest(
+            topics=[DescribeQuorumRequest.TopicData(topic_name="__cluster_metadata", partitions=[partition])]
+        )
+        with RawClient(f"{self.host}:{self.controller_ports[node_id]}", timeout_s=timeout_s) as raw:
+            answer = raw.call(api_keys.DESCRIBE_QUORUM, 1, request)
+        return int(answer.topics[0].partitions[0].leader_id)
+
+    def active_controller(self, timeout_s: float = 30.0) -> int:
+        """The leader every running node agrees on, once they do (TimeoutError otherwise)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                seen = {self.leader_known_to(i) for i in self.running()}
+            except OSError:
+                seen = set()
+            if len(seen) == 1 and -1 not in seen:
+                return seen.pop()
+            time.sleep(0.1)
+        raise TimeoutError(f"no leader all running nodes agree on within {timeout_s} s")
 
     def running(self) -> list[int]:
         return [i for i, b in self.nodes.items() if b.process is not None and b.process.poll() is None]

@@ -130,3 +130,30 @@ def test_a_compacted_topic_keeps_the_latest_value_of_every_key(worker):
         text = broker.read_log()
         assert "cleaned compacted-0" in text
         assert "Traceback" not in text and "ERROR" not in text
+
+
+def test_the_cleaner_follows_dynamic_log_cleaner_configs():
+    """log.cleaner.threads=0 at start: nothing is cleaned. Set to 1 as a dynamic
+    broker config of this broker (IncrementalAlterConfigs on BROKER "1"): the cleaner starts
+    and cleans."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    config = {"log.cleaner.threads": "0", "log.cleaner.backoff.ms": "50", "log.cleaner.worker.process": "false"}
+    with Broker(config, log_level="INFO") as broker:
+        topic = "dyn-compacted"
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        configs = {"cleanup.policy": "compact", "segment.ms": str(SEGMENT_MS), "min.cleanable.dirty.ratio": "0.01"}
+        admin.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(15)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+        _produce(producer, topic, [(b"k%d" % (i % 10), b"v%d" % i) for i in range(500)])
+        roll = _roll(producer, topic)
+        time.sleep(1.0)  # 20 backoffs: a running cleaner would have cleaned by now
+        assert _checkpoint(broker, topic) == -1
+
+        entry = ConfigEntry("log.cleaner.threads", "1", incremental_operation=AlterConfigOpType.SET)
+        resource = ConfigResource("broker", "1", incremental_configs=[entry])
+        admin.incremental_alter_configs([resource])[resource].result(15)
+        _wait_cleaned_to(broker, topic, roll)
+        got = _consume_all(broker.bootstrap, topic, roll + 1)
+        assert len([m for m in got if m[0] < roll]) == 10  # the latest value of each key
+        assert "log cleaner reconfigured: 1 thread(s)" in broker.read_log()

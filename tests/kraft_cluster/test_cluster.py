@@ -63,6 +63,12 @@ def topics_on(cluster: LocalCluster, node_id: int) -> set[str]:
 
 
 def controller_of(cluster: LocalCluster, node_id: int) -> int:
+    """The Raft leader as one node itself knows it (Metadata's `controller_id` is a random live
+    broker, as in Kafka's KRaft mode)."""
+    return cluster.leader_known_to(node_id)
+
+
+def controller_of_metadata(cluster: LocalCluster, node_id: int) -> int:
     return int(metadata_of(cluster, node_id).controller_id)
 
 
@@ -74,12 +80,12 @@ def active_controller(cluster: LocalCluster) -> int:
     return int(wait_for("an active controller all nodes agree on", agreed))
 
 
-def raw_create(cluster: LocalCluster, node_id: int, name: str) -> int:
+def raw_create(cluster: LocalCluster, node_id: int, name: str, timeout_ms: int = 5000) -> int:
     """CreateTopics sent to one node itself; its error code."""
     with Raw(cluster.bootstrap_of(node_id)) as raw:
         request = CreateTopicsRequest(
             topics=[CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1, replication_factor=1)],
-            timeout_ms=5000,
+            timeout_ms=timeout_ms,
         )
         return int(raw.call(api_keys.CREATE_TOPICS, 7, request).topics[0].error_code)
 
@@ -144,10 +150,13 @@ def test_a_topic_made_through_one_node_is_seen_by_all_and_served_by_its_leader(c
     consumer.close()
     assert values == [f"v{i}" for i in range(20)]
 
-    # a non-controller answers admin writes with NOT_CONTROLLER
+    # a node that is not the controller forwards admin writes to it (an Envelope, KIP-590)
     ctrl = active_controller(cluster)
     other = next(i for i in cluster.ids if i != ctrl)
-    assert raw_create(cluster, other, "nope") == NOT_CONTROLLER
+    assert raw_create(cluster, other, "forwarded") == 0
+    wait_for("the forwarded topic on every node", lambda: all("forwarded" in topics_on(cluster, n) for n in cluster.ids))
+    # Metadata names a random live broker as the controller: any of them forwards
+    assert {controller_of_metadata(cluster, other) for _ in range(30)} <= set(cluster.ids)
 
 
 def test_killing_the_active_controller_loses_no_acknowledged_topic_and_it_catches_up(cluster: LocalCluster) -> None:
@@ -211,7 +220,8 @@ def test_two_of_three_down_stops_metadata_writes_until_one_returns(cluster: Loca
     assert not any(t.startswith("during-") for t in topics_on(cluster, survivor))
     # the survivor never takes over alone (it may still name the dead leader it followed)
     assert controller_of(cluster, survivor) != survivor
-    assert raw_create(cluster, survivor, "refused") == NOT_CONTROLLER
+    # no controller to forward to: after the request's timeout the node answers NOT_CONTROLLER
+    assert raw_create(cluster, survivor, "refused", timeout_ms=1500) == NOT_CONTROLLER
 
     cluster.start_node(down[0])
     wait_for("an active controller again", lambda: controller_of(cluster, survivor) in (survivor, down[0]), 30)

@@ -74,8 +74,8 @@ def leaders(cluster: LocalCluster, topic: str, node: int | None = None) -> dict[
 
 
 def ready(cluster: LocalCluster) -> None:
-    """Three unfenced brokers, and both internal topics made (through the active controller, the
-    one node that creates topics without forwarding) with one partition led by each node."""
+    """Three unfenced brokers, and both internal topics made (FindCoordinator creates them; asked
+    of the active controller) with one partition led by each node."""
     ctrl = active_controller(cluster)
     wait_for("three unfenced brokers", lambda: len(metadata_of(cluster, ctrl).brokers) == 3)
     with Raw(cluster.bootstrap_of(ctrl)) as raw:

@@ -32,6 +32,7 @@ from gregor.protocol.schema.describe_transactions import DESCRIBE_TRANSACTIONS
 from gregor.protocol.schema.dsl import Api
 from gregor.protocol.schema.end_quorum_epoch import END_QUORUM_EPOCH
 from gregor.protocol.schema.end_txn import END_TXN
+from gregor.protocol.schema.envelope import ENVELOPE
 from gregor.protocol.schema.fetch import FETCH
 from gregor.protocol.schema.fetch_snapshot import FETCH_SNAPSHOT
 from gregor.protocol.schema.find_coordinator import FIND_COORDINATOR
@@ -106,6 +107,7 @@ ALL: tuple[Api, ...] = (
     BROKER_HEARTBEAT,
     ALTER_PARTITION,
     ALLOCATE_PRODUCER_IDS,
+    ENVELOPE,
 )
 
 APIS: dict[int, Api] = {a.key: a for a in ALL}
