@@ -32,6 +32,9 @@ from gregor.broker.cleaner_thread import CleanerThreads
 from gregor.broker.cluster_member import ClusterMember, networked_controller
 from gregor.broker.config import BrokerConfig, Membership
 from gregor.broker.forwarding import Forwarder
+from gregor.broker.inter_broker import InterBroker
+from gregor.broker.marker_sender import MarkerSender
+from gregor.broker.txn_verifier import TxnVerifier
 from gregor.controller.admin import Admin, TopicSpec
 from gregor.controller.local import LocalController
 from gregor.controller.producer_ids import ProducerIdManager
@@ -52,6 +55,7 @@ from gregor.protocol.exceptions import CorruptFrameError
 from gregor.protocol.headers import peek_request
 from gregor.raft.storage_log import TOPIC as METADATA_TOPIC
 from gregor.replication.partition import ReplicaManager
+from gregor.runtime.client import NetworkClient
 from gregor.runtime.connection import Connection, FrameError, Output
 from gregor.runtime.server import Server, bind
 from gregor.storage.cleaner import CleanerConfig
@@ -131,10 +135,17 @@ class BrokerServer:
         self.groups = GroupCoordinator(
             self.node_id, self.store, self.replicas, self.admin, self.config_value, self.apply_metadata
         )
+        # requests to other brokers: transaction markers, and the produce path's checks with
+        # transaction coordinators elsewhere
+        self.links = None if self.member is None else InterBroker(
+            self.node_id, lambda: self.store.image, NetworkClient(client_id=f"broker-{self.node_id}")
+        )
+        self.markers = MarkerSender(self.node_id, lambda: self.store.image, self._write_marker_here, self.links)
         self.transactions = TransactionCoordinator(
             self.node_id, self.store, self.replicas, self.admin, self.config_value, self.apply_metadata,
             self.producer_ids.next_id, self._write_txn_markers,
         )
+        self.txn_verifier = TxnVerifier(self.node_id, self.transactions, self.links)
         self.server: Server | None = None
         self._timers: list[asyncio.Task[None]] = []
         self._stopping: asyncio.Event | None = None
@@ -458,15 +469,21 @@ class BrokerServer:
         partitions: list[tuple[str, int]],
         done: Callable[[dict[tuple[str, int], int]], None],
     ) -> None:
-        """The transaction coordinator's marker writer. Every partition is led here (one node),
-        so each marker is appended in place and `done` is called before returning; a marker in
-        `__consumer_offsets` also settles the transaction's offset commits in that partition."""
-        now = self.now_ms()
-        result = {
-            (topic, index): write_marker(self.replicas, self.groups, now, topic, index, producer_id, producer_epoch, coordinator_epoch, committed)
-            for topic, index in partitions
-        }
-        done(result)
+        """The transaction coordinator's marker writer: partitions led here are written in
+        place, the others sent to their leaders as WriteTxnMarkers (marker_sender.py); `done`
+        gets an error code per partition, at once when all were written here."""
+        self.markers.write_markers(
+            transactional_id, producer_id, producer_epoch, coordinator_epoch, committed, partitions, done
+        )
+
+    def _write_marker_here(
+        self, topic: str, index: int, producer_id: int, producer_epoch: int, coordinator_epoch: int, committed: bool
+    ) -> int:
+        """A marker to a partition hosted here (one in `__consumer_offsets` also settles the
+        transaction's offset commits in that partition)."""
+        return write_marker(
+            self.replicas, self.groups, self.now_ms(), topic, index, producer_id, producer_epoch, coordinator_epoch, committed
+        )
 
     @staticmethod
     async def _every(seconds: float, fn: Any) -> None:
@@ -484,6 +501,8 @@ class BrokerServer:
         if self.server is not None:
             await self.server.stop()
         await self.forwarder.close()
+        if self.links is not None:
+            await self.links.close()
         if self.member is not None:
             await self.member.stop()
         await self.cleaner.stop()  # before the logs close: no swap may reach a closed log

@@ -7,7 +7,7 @@ provides the implementation).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -22,6 +22,21 @@ from gregor.replication.partition import ReplicaManager
 from gregor.storage.log_manager import LogManager
 
 
+class TransactionVerifier(Protocol):
+    def verify(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        topic: str,
+        partition: int,
+        *,
+        abortable_supported: bool = False,
+    ) -> int | Awaitable[int]:
+        """May this producer's transactional batch open a transaction in the partition? The
+        Produce error code (0: yes), or an awaitable of it when the coordinator is elsewhere."""
+
+
 class BrokerServices(Protocol):
     node_id: int
     host: str
@@ -34,6 +49,7 @@ class BrokerServices(Protocol):
     producer_ids: ProducerIdManager
     groups: GroupCoordinator
     transactions: TransactionCoordinator
+    txn_verifier: TransactionVerifier
 
     @property
     def cluster_id(self) -> str: ...

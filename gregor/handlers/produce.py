@@ -10,12 +10,17 @@ Transactions (KIP-890 part 1): the first transactional batch of a producer in a 
 with no open transaction there yet, is checked with the transaction coordinator: its partition
 must have been added to the producer's ongoing transaction (AddPartitionsToTxn), or the batch is
 refused (INVALID_TXN_STATE; TRANSACTION_ABORTABLE for v11+), so a zombie's late batch cannot
-open a transaction nobody will end. Transactional batches need a transactional id.
+open a transaction nobody will end. Transactional batches need a transactional id. The check
+is `broker.txn_verifier`'s: answered at once when the coordinator is this broker; when it is
+another, the partition's answer waits for it (the response is then an awaitable; the request's
+other partitions are appended meanwhile) and an acks=0 batch needing such a check is refused.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any
 
 from gregor.handlers.context import RequestContext
@@ -36,13 +41,17 @@ class AcksZeroError(Exception):
     """An acks=0 produce failed: the connection is closed so the producer finds out."""
 
 
-def _verify_transactional(ctx: RequestContext, transactional_id: str | None, partition: Partition, header: rb.BatchHeader) -> None:
+def _verify_transactional(
+    ctx: RequestContext, transactional_id: str | None, partition: Partition, header: rb.BatchHeader
+) -> Awaitable[int] | None:
+    """Raise if the batch may not be appended; None to append it now; an awaitable of the
+    coordinator's answer (a Produce error code) to append it once that says so."""
     if not transactional_id:
         raise KafkaError(errors.INVALID_RECORD, "a transactional batch needs the request's transactional id")
     entry = partition.log.producer_state.last_entry(header.producer_id)
     if entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == header.producer_epoch:
-        return  # its transaction is already open here
-    code = ctx.broker.transactions.verify_partition(
+        return None  # its transaction is already open here
+    answer = ctx.broker.txn_verifier.verify(
         transactional_id,
         header.producer_id,
         header.producer_epoch,
@@ -50,55 +59,108 @@ def _verify_transactional(ctx: RequestContext, transactional_id: str | None, par
         partition.index,
         abortable_supported=ctx.version >= 11,
     )
-    if code:
-        raise KafkaError(
-            code,
-            f"{partition.topic}-{partition.index} is not in an ongoing transaction of producer "
-            f"{header.producer_id} (epoch {header.producer_epoch}, transactional id {transactional_id})",
-        )
+    if not isinstance(answer, int):
+        return answer
+    if answer:
+        raise _unverified(answer, partition.topic, partition.index, header, transactional_id)
+    return None
+
+
+def _unverified(code: int, topic: str, index: int, header: rb.BatchHeader, transactional_id: str | None) -> KafkaError:
+    return KafkaError(
+        code,
+        f"{topic}-{index} is not in an ongoing transaction of producer "
+        f"{header.producer_id} (epoch {header.producer_epoch}, transactional id {transactional_id})",
+    )
+
+
+@dataclass
+class _Waiting:
+    """A partition whose transactional batch waits for a coordinator on another broker."""
+
+    parts: list[Any]
+    slot: int
+    topic: str
+    data: Any
+    header: rb.BatchHeader
+    answer: Awaitable[int]
+
+
+def _produce_partition(
+    ctx: RequestContext, request: Any, topic: str, pd: Any, now: int, failed: list[str], waiting: list[_Waiting], parts: list[Any], *, verified: bool = False
+) -> Any:
+    """Append one partition's batch; its response, or None when it waits (added to `waiting`)."""
+    acks = request.acks
+    code, message, base, append_time, start = errors.NONE, None, -1, -1, -1
+    try:
+        if acks not in (-1, 0, 1):
+            raise KafkaError(errors.INVALID_REQUIRED_ACKS, f"acks={acks} is not one of -1, 0, 1")
+        if pd.records is None or len(pd.records) == 0:
+            raise KafkaError(errors.INVALID_RECORD, "the request holds no record batch")
+        partition = ctx.broker.replicas.leader(topic, pd.index)
+        if not verified and len(pd.records) >= rb.HEADER_SIZE:
+            header = rb.read_header(pd.records)
+            if header.attributes & rb.TRANSACTIONAL_FLAG:
+                answer = _verify_transactional(ctx, request.transactional_id, partition, header)
+                if answer is not None:
+                    if acks == 0:
+                        raise KafkaError(
+                            errors.INVALID_REQUIRED_ACKS,
+                            "a transactional batch whose coordinator is another broker needs acks=1 or all",
+                        )
+                    waiting.append(_Waiting(parts, len(parts), topic, pd, header, answer))
+                    return None
+        info = partition.append_as_leader(pd.records, acks, now)
+        base, append_time, start = info.first_offset, info.log_append_time, info.log_start_offset
+    except KafkaError as exc:
+        code, message = exc.code, exc.message
+        if code not in (errors.UNKNOWN_TOPIC_OR_PARTITION, errors.NOT_LEADER_OR_FOLLOWER):
+            log.warning("produce to %s-%d from %s refused: %s", topic, pd.index, ctx.peer, exc)
+        failed.append(f"{topic}-{pd.index}: {exc}")
+    return PartResp(
+        index=pd.index,
+        error_code=code,
+        base_offset=base,
+        log_append_time_ms=append_time,
+        log_start_offset=start,
+        error_message=message,
+    )
 
 
 @handles(api_keys.PRODUCE)
 def handle(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
-    replicas = ctx.broker.replicas
     now = ctx.broker.now_ms()
     responses = []
     failed: list[str] = []
+    waiting: list[_Waiting] = []
     for topic in request.topic_data:
-        parts = []
+        parts: list[Any] = []
         for pd in topic.partition_data:
-            code, message, base, append_time, start = errors.NONE, None, -1, -1, -1
-            try:
-                if acks not in (-1, 0, 1):
-                    raise KafkaError(errors.INVALID_REQUIRED_ACKS, f"acks={acks} is not one of -1, 0, 1")
-                if pd.records is None or len(pd.records) == 0:
-                    raise KafkaError(errors.INVALID_RECORD, "the request holds no record batch")
-                partition = replicas.leader(topic.name, pd.index)
-                if len(pd.records) >= rb.HEADER_SIZE:
-                    header = rb.read_header(pd.records)
-                    if header.attributes & rb.TRANSACTIONAL_FLAG:
-                        _verify_transactional(ctx, request.transactional_id, partition, header)
-                info = partition.append_as_leader(pd.records, acks, now)
-                base, append_time, start = info.first_offset, info.log_append_time, info.log_start_offset
-            except KafkaError as exc:
-                code, message = exc.code, exc.message
-                if code not in (errors.UNKNOWN_TOPIC_OR_PARTITION, errors.NOT_LEADER_OR_FOLLOWER):
-                    log.warning("produce to %s-%d from %s refused: %s", topic.name, pd.index, ctx.peer, exc)
-                failed.append(f"{topic.name}-{pd.index}: {exc}")
-            parts.append(
-                PartResp(
-                    index=pd.index,
-                    error_code=code,
-                    base_offset=base,
-                    log_append_time_ms=append_time,
-                    log_start_offset=start,
-                    error_message=message,
-                )
-            )
+            parts.append(_produce_partition(ctx, request, topic.name, pd, now, failed, waiting, parts))
         responses.append(TopicResp(name=topic.name, partition_responses=parts))
+    if waiting:
+        return _after_verification(ctx, request, responses, waiting)
     if acks == 0:
         if failed:
             raise AcksZeroError("; ".join(failed))
         return NO_RESPONSE
+    return ProduceResponse(responses=responses)
+
+
+async def _after_verification(ctx: RequestContext, request: Any, responses: list[Any], waiting: list[_Waiting]) -> Any:
+    """Each waiting batch appended once its coordinator says so, in the order they came."""
+    for w in waiting:
+        code = await w.answer
+        if code:
+            exc = _unverified(code, w.topic, w.data.index, w.header, request.transactional_id)
+            log.warning("produce to %s-%d from %s refused: %s", w.topic, w.data.index, ctx.peer, exc)
+            w.parts[w.slot] = PartResp(
+                index=w.data.index, error_code=code, base_offset=-1, log_append_time_ms=-1,
+                log_start_offset=-1, error_message=exc.message,
+            )
+        else:
+            w.parts[w.slot] = _produce_partition(
+                ctx, request, w.topic, w.data, ctx.broker.now_ms(), [], [], w.parts, verified=True
+            )
     return ProduceResponse(responses=responses)

@@ -4,9 +4,10 @@ partitions it leads.
 Each marker is a COMMIT or ABORT control batch of the producer, appended to every listed
 partition (the producer state checks its epoch and the coordinator epoch: an older coordinator
 gets TRANSACTION_COORDINATOR_FENCED, an older producer epoch INVALID_PRODUCER_EPOCH). A marker in
-a `__consumer_offsets` partition also settles the transaction's offset commits there. A
-partition we do not lead answers UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER, and the
-coordinator retries or gives up as Kafka's does. `write_marker` is also what this broker's own
+a `__consumer_offsets` partition also settles the transaction's offset commits there, whichever
+broker's coordinator sent it. A partition we do not lead answers UNKNOWN_TOPIC_OR_PARTITION /
+NOT_LEADER_OR_FOLLOWER; the sending coordinator retries it unless its metadata no longer has the
+partition (gregor/broker/marker_sender.py). `write_marker` is also what this broker's own
 transaction coordinator calls for the partitions it leads, without a round trip.
 """
 

@@ -24,7 +24,10 @@ injected writer
 and `done(errors)` (an error code per partition) hands the answer back to the shard, whose
 Complete* record is then appended. `done` may be called at once (a one-node cluster writes the
 markers in place) or later from elsewhere: then it is taken up by the next `poll`, which
-`wakeup` brings forward. An answer for a shard since unloaded or reloaded is dropped.
+`wakeup` brings forward. An answer for a shard since unloaded or reloaded is dropped. In a
+cluster the broker's writer (`gregor/broker/marker_sender.py`) writes the partitions led here in
+place and sends the others to their leaders (WriteTxnMarkers); it never retries: the shard
+retries the partitions whose answer is retriable, after its backoff (`markers_written`).
 
 Loading is replay: when this broker becomes leader of a partition its shard is made empty and
 every record from the log start to the high watermark is decoded and replayed,

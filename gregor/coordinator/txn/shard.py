@@ -1,6 +1,7 @@
 """The transaction coordinator for the transactional ids of one `__transaction_state` partition.
 Sans-I/O: no sockets, no event loop, no clock (every call takes `now_ms`); producer ids come from
-an injected allocator.
+an injected allocator, whose KafkaError (no block of ids at hand yet on a cluster node:
+COORDINATOR_LOAD_IN_PROGRESS) is the operation's answer, as in Kafka.
 
 How it is driven (the runtime in `txn/runtime.py` does this; unit tests do it by hand):
 
@@ -76,6 +77,7 @@ from gregor.coordinator.txn.state import (
     TxnState,
     check_transition,
 )
+from gregor.protocol.errors import KafkaError
 
 log = logging.getLogger("gregor.coordinator.txn")
 
@@ -149,12 +151,18 @@ class TransactionCoordinatorShard:
         records, self._records = self._records, []
         return records, answer
 
-    def _allocate_producer_id(self) -> int | None:
+    def _allocate_producer_id(self) -> tuple[int, int]:
+        """(a new producer id, NONE), or (-1, the error to answer). As Kafka answers the
+        allocator's error: a cluster node with no block of ids at hand yet raises
+        COORDINATOR_LOAD_IN_PROGRESS, which the producer retries. Nothing is written then."""
         try:
-            return self.new_producer_id()
+            return self.new_producer_id(), codes.NONE
+        except KafkaError as exc:
+            log.info("no producer id to hand out yet: %s", exc)
+            return -1, exc.code
         except Exception:
             log.exception("allocating a producer id failed")
-            return None
+            return -1, codes.UNKNOWN_SERVER_ERROR
 
     # -- replay: the one place state changes ----------------------------------------------------
 
@@ -355,9 +363,9 @@ class TransactionCoordinatorShard:
             return ProducerIdAndEpoch(codes.INVALID_TRANSACTION_TIMEOUT)
         m = self.txns.get(tid)
         if m is None:
-            pid = self._allocate_producer_id()
-            if pid is None:
-                return ProducerIdAndEpoch(codes.UNKNOWN_SERVER_ERROR)
+            pid, error = self._allocate_producer_id()
+            if error:
+                return ProducerIdAndEpoch(error)
             # Not kept until its Empty record is replayed.
             m = TransactionMetadata(pid, NO_PRODUCER_EPOCH, timeout_ms, EMPTY, last_update_ms=now_ms)
         if expected is not None and not _valid_expected_producer(m, expected):
@@ -371,9 +379,9 @@ class TransactionCoordinatorShard:
         if m.state not in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT):
             raise IllegalTransition(f"transactional id {tid!r} found in {m.state}")
         if is_epoch_exhausted(m.producer_epoch) and (expected is None or expected[1] == m.producer_epoch):
-            pid = self._allocate_producer_id()
-            if pid is None:
-                return ProducerIdAndEpoch(codes.UNKNOWN_SERVER_ERROR)
+            pid, error = self._allocate_producer_id()
+            if error:
+                return ProducerIdAndEpoch(error)
             log.info("transactional id %s: epochs of producer %d are exhausted; new producer id %d", tid, m.producer_id, pid)
             new = TransactionMetadata(
                 pid, 0, timeout_ms, EMPTY, last_update_ms=now_ms, previous_producer_id=m.producer_id,
@@ -484,10 +492,9 @@ class TransactionCoordinatorShard:
         if client_version >= 2:
             next_pid = NO_PRODUCER_ID
             if is_epoch_exhausted(m.producer_epoch):
-                allocated = self._allocate_producer_id()
-                if allocated is None:
-                    return ProducerIdAndEpoch(codes.UNKNOWN_SERVER_ERROR)
-                next_pid = allocated
+                next_pid, error = self._allocate_producer_id()
+                if error:
+                    return ProducerIdAndEpoch(error)
             new = replace(
                 m, state=target, producer_epoch=m.producer_epoch + 1, last_producer_epoch=m.producer_epoch,
                 next_producer_id=next_pid, client_version=client_version, last_update_ms=now_ms,
