@@ -22,7 +22,6 @@ import asyncio
 import logging
 import os
 import random
-import signal
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -57,6 +56,7 @@ from gregor.raft.storage_log import TOPIC as METADATA_TOPIC
 from gregor.replication.partition import ReplicaManager
 from gregor.runtime.client import NetworkClient
 from gregor.runtime.connection import Connection, FrameError, Output
+from gregor.runtime.process import serve_until_signalled, write_ready_file
 from gregor.runtime.server import Server, bind
 from gregor.storage.cleaner import CleanerConfig
 from gregor.storage.config import LogConfig
@@ -148,7 +148,6 @@ class BrokerServer:
         self.txn_verifier = TxnVerifier(self.node_id, self.transactions, self.links)
         self.server: Server | None = None
         self._timers: list[asyncio.Task[None]] = []
-        self._stopping: asyncio.Event | None = None
         self._cleaner_reconfigured: asyncio.Future[bool] | None = None
 
     def _join_quorum(
@@ -387,10 +386,7 @@ class BrokerServer:
             ", ".join(self.logs.log_dirs),
         )
         if self.ready_file:
-            tmp = self.ready_file + ".tmp"
-            with open(tmp, "w") as f:
-                f.write(f"{self.host}:{self.port}\n")
-            os.replace(tmp, self.ready_file)
+            write_ready_file(self.ready_file, self.host, self.port)
 
     def _expire_producers(self) -> None:
         expiration_ms = int(self.config_value("producer.id.expiration.ms"))
@@ -512,10 +508,4 @@ class BrokerServer:
 
     async def run(self) -> None:
         """Start, serve until SIGTERM or SIGINT, then stop cleanly."""
-        self._stopping = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._stopping.set)
-        await self.start()
-        await self._stopping.wait()
-        await self.stop()
+        await serve_until_signalled(self.start, self.stop)

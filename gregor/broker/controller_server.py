@@ -18,10 +18,8 @@ partitions here). The ready file, when asked for, gets the controller listener's
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
-import signal
 import time
 
 from gregor.broker.cluster_member import ClusterMember, networked_controller
@@ -30,6 +28,7 @@ from gregor.controller.admin import Admin
 from gregor.metadata import meta_properties
 from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.protocol import codec
+from gregor.runtime.process import serve_until_signalled, write_ready_file
 
 log = logging.getLogger("gregor.controller")
 
@@ -69,7 +68,6 @@ class ControllerServer:
             clock=self.now_ms,
             services=self,
         )
-        self._stopping: asyncio.Event | None = None
 
     # -- what the admin handlers use ------------------------------------------------------------
 
@@ -104,10 +102,7 @@ class ControllerServer:
             self.config.log_dirs[0],
         )
         if self.ready_file:
-            tmp = self.ready_file + ".tmp"
-            with open(tmp, "w") as f:
-                f.write(f"{server.host}:{server.port}\n")
-            os.replace(tmp, self.ready_file)
+            write_ready_file(self.ready_file, server.host, server.port)
 
     async def stop(self) -> None:
         log.info("shutting down")
@@ -117,10 +112,4 @@ class ControllerServer:
 
     async def run(self) -> None:
         """Start, serve until SIGTERM or SIGINT, then stop cleanly."""
-        self._stopping = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._stopping.set)
-        await self.start()
-        await self._stopping.wait()
-        await self.stop()
+        await serve_until_signalled(self.start, self.stop)
