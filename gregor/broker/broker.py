@@ -266,12 +266,18 @@ class BrokerServer:
         topics = self.store.topics
         changed = self.store.take_changes()
         todo = topics.values() if changed is None else [topics[n] for n in changed if n in topics]
+        image = self.store.image
+        now = self.now_ms()
         for info in todo:
             cfg = self.log_config_for(info.name)
             min_isr = self._min_isr(info)
+            topic_image = image.topic(info.name)
+            if topic_image is None:
+                continue
             for index, replicas in enumerate(info.replicas):
-                if self.node_id in replicas:
-                    self.replicas.ensure(info.name, index, info.topic_id, replicas, cfg, min_isr)
+                reg = topic_image.partitions.get(index)
+                if self.node_id in replicas and reg is not None:
+                    self.replicas.apply(info.name, index, info.topic_id, reg, cfg, min_isr, now)
         wanted = {
             (info.name, index)
             for info in topics.values()
@@ -288,7 +294,9 @@ class BrokerServer:
         self.groups.on_metadata(self.now_ms())
         self.transactions.on_metadata(self.now_ms())
         if changed is None and self.server is not None:  # dynamic broker configs may have changed
-            self._cleaner_reconfigured = asyncio.ensure_future(self.cleaner.reconfigure(self._cleaner_config()))
+            self._cleaner_reconfigured = asyncio.ensure_future(
+                self.cleaner.reconfigure(self._cleaner_config())
+            )
 
     def maybe_auto_create(self, topic: str) -> TopicInfo | None:
         if not self.config_value("auto.create.topics.enable") or topic == METADATA_TOPIC:

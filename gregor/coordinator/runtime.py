@@ -485,8 +485,7 @@ def _append_transactional(p: Partition, encoded: list[tuple[bytes, bytes | None]
         base_sequence=0, transactional=True,
     )  # fmt: skip
     info = p.log.append(batch, leader_epoch=p.leader_epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
-    p.maybe_increment_high_watermark()
-    p.notify()
+    p.after_leader_append(now_ms)
     return info
 
 

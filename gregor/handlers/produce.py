@@ -2,9 +2,15 @@
 
 v3: record batch v2 only, transactional_id. v5: log_start_offset. v8: record_errors and
 error_message (KIP-467). v9: flexible. v10: current_leader / node_endpoints on
-NOT_LEADER_OR_FOLLOWER. acks: 0 (no response; an error closes the connection so the producer
-notices, as Kafka does), 1, -1 (all: the ISR is this broker alone until replication exists,
-so it completes at once, after min.insync.replicas is checked).
+NOT_LEADER_OR_FOLLOWER (not filled: the client refreshes its metadata). acks: 0 (no response;
+an error closes the connection so the producer notices, as Kafka does), 1 (answered once
+appended here), -1 (all: refused with NOT_ENOUGH_REPLICAS before appending when the ISR is
+smaller than min.insync.replicas; after appending, answered once the high watermark passes
+the batch, i.e. every ISR member has it (Kafka's DelayedProduce): the request waits, woken by
+the partition's high-watermark moves, up to its timeout_ms, then REQUEST_TIMED_OUT; losing
+leadership meanwhile answers NOT_LEADER_OR_FOLLOWER, the ISR shrinking below the minimum
+NOT_ENOUGH_REPLICAS_AFTER_APPEND). With one broker the ISR is that broker and acks=-1
+completes at once.
 
 Transactions (KIP-890 part 1): the first transactional batch of a producer in a partition, one
 with no open transaction there yet, is checked with the transaction coordinator: its partition
@@ -15,7 +21,9 @@ open a transaction nobody will end. Transactional batches need a transactional i
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from gregor.handlers.context import RequestContext
@@ -36,11 +44,29 @@ class AcksZeroError(Exception):
     """An acks=0 produce failed: the connection is closed so the producer finds out."""
 
 
-def _verify_transactional(ctx: RequestContext, transactional_id: str | None, partition: Partition, header: rb.BatchHeader) -> None:
+@dataclass(slots=True)
+class _Awaiting:
+    """An acks=all write appended here, waiting for the high watermark to pass it."""
+
+    response: Any  # its PartitionProduceResponse, completed in place
+    partition: Partition
+    required_offset: int  # its last offset + 1
+    leader_epoch: int  # the epoch it was appended in
+
+
+def _verify_transactional(
+    ctx: RequestContext, transactional_id: str | None, partition: Partition, header: rb.BatchHeader
+) -> None:
     if not transactional_id:
-        raise KafkaError(errors.INVALID_RECORD, "a transactional batch needs the request's transactional id")
+        raise KafkaError(
+            errors.INVALID_RECORD, "a transactional batch needs the request's transactional id"
+        )
     entry = partition.log.producer_state.last_entry(header.producer_id)
-    if entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == header.producer_epoch:
+    if (
+        entry is not None
+        and entry.current_txn_first_offset >= 0
+        and entry.producer_epoch == header.producer_epoch
+    ):
         return  # its transaction is already open here
     code = ctx.broker.transactions.verify_partition(
         transactional_id,
@@ -65,13 +91,18 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     now = ctx.broker.now_ms()
     responses = []
     failed: list[str] = []
+    awaiting: list[_Awaiting] = []
     for topic in request.topic_data:
         parts = []
         for pd in topic.partition_data:
             code, message, base, append_time, start = errors.NONE, None, -1, -1, -1
+            partition = None
+            info = None
             try:
                 if acks not in (-1, 0, 1):
-                    raise KafkaError(errors.INVALID_REQUIRED_ACKS, f"acks={acks} is not one of -1, 0, 1")
+                    raise KafkaError(
+                        errors.INVALID_REQUIRED_ACKS, f"acks={acks} is not one of -1, 0, 1"
+                    )
                 if pd.records is None or len(pd.records) == 0:
                     raise KafkaError(errors.INVALID_RECORD, "the request holds no record batch")
                 partition = replicas.leader(topic.name, pd.index)
@@ -80,25 +111,93 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     if header.attributes & rb.TRANSACTIONAL_FLAG:
                         _verify_transactional(ctx, request.transactional_id, partition, header)
                 info = partition.append_as_leader(pd.records, acks, now)
-                base, append_time, start = info.first_offset, info.log_append_time, info.log_start_offset
+                base, append_time, start = (
+                    info.first_offset,
+                    info.log_append_time,
+                    info.log_start_offset,
+                )
             except KafkaError as exc:
                 code, message = exc.code, exc.message
                 if code not in (errors.UNKNOWN_TOPIC_OR_PARTITION, errors.NOT_LEADER_OR_FOLLOWER):
-                    log.warning("produce to %s-%d from %s refused: %s", topic.name, pd.index, ctx.peer, exc)
+                    log.warning(
+                        "produce to %s-%d from %s refused: %s", topic.name, pd.index, ctx.peer, exc
+                    )
                 failed.append(f"{topic.name}-{pd.index}: {exc}")
-            parts.append(
-                PartResp(
-                    index=pd.index,
-                    error_code=code,
-                    base_offset=base,
-                    log_append_time_ms=append_time,
-                    log_start_offset=start,
-                    error_message=message,
-                )
+            part = PartResp(
+                index=pd.index,
+                error_code=code,
+                base_offset=base,
+                log_append_time_ms=append_time,
+                log_start_offset=start,
+                error_message=message,
             )
+            parts.append(part)
+            if acks == -1 and info is not None and partition is not None:
+                waiting = _Awaiting(part, partition, info.last_offset + 1, partition.leader_epoch)
+                if not _settle(waiting):
+                    awaiting.append(waiting)
         responses.append(TopicResp(name=topic.name, partition_responses=parts))
     if acks == 0:
         if failed:
             raise AcksZeroError("; ".join(failed))
         return NO_RESPONSE
+    if awaiting:
+        return _await_replication(
+            ProduceResponse(responses=responses), awaiting, request.timeout_ms
+        )
     return ProduceResponse(responses=responses)
+
+
+def _settle(waiting: _Awaiting) -> bool:
+    """True once the write's answer is known (filled into its response)."""
+    code = waiting.partition.acks_all_status(waiting.required_offset, waiting.leader_epoch)
+    if code is None:
+        return False
+    if code != errors.NONE:
+        _fail(
+            waiting,
+            code,
+            f"{waiting.partition.name}: {errors.name_of(code)} while waiting for the ISR",
+        )
+    return True
+
+
+def _fail(waiting: _Awaiting, code: int, message: str) -> None:
+    r = waiting.response
+    r.error_code, r.error_message = code, message
+    r.base_offset = r.log_append_time_ms = r.log_start_offset = -1
+
+
+async def _await_replication(response: Any, awaiting: list[_Awaiting], timeout_ms: int) -> Any:
+    """Answer once every acks=all write of the request is settled, or at its timeout."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0, timeout_ms) / 1000.0
+    while awaiting:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            for waiting in awaiting:
+                _fail(
+                    waiting,
+                    errors.REQUEST_TIMED_OUT,
+                    f"{waiting.partition.name}: the ISR did not reach offset "
+                    f"{waiting.required_offset - 1} within {timeout_ms} ms",
+                )
+            break
+        woken = loop.create_future()
+
+        def wake(f: asyncio.Future[None] = woken) -> None:
+            if not f.done():
+                f.set_result(None)
+
+        partitions = {id(w.partition): w.partition for w in awaiting}.values()
+        for p in partitions:
+            p.watch(wake)
+        try:
+            await asyncio.wait_for(asyncio.shield(woken), remaining)
+        except TimeoutError:
+            pass
+        finally:
+            for p in partitions:
+                p.unwatch(wake)
+        awaiting = [w for w in awaiting if not _settle(w)]
+    return response
