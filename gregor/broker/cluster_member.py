@@ -19,6 +19,9 @@ Raft RPCs:
 
   AllocateProducerIds on the active controller: a block of producer ids for a broker (its
                       ProducerIdsRecord committed before the answer).
+  AlterPartition      on the active controller: a partition leader's ISR changes
+                      (QuorumController.alter_partition), answered once committed; the
+                      leaders send them through `client` (broker/alter_partition.py).
 
 The controller timer (every CONTROLLER_TICK_S) runs on the active controller: after a new
 leadership starts it writes the bootstrap records of a new log (metadata.version), and it fences
@@ -57,6 +60,7 @@ from gregor.controller.quorum_controller import (
     PRODUCER_ID_BLOCK_SIZE,
     BrokerHeartbeat,
     BrokerRegistration,
+    IsrChange,
     Listener,
 )
 from gregor.metadata.image import METADATA_VERSION
@@ -65,6 +69,7 @@ from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
+    AlterPartitionResponse,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
@@ -123,6 +128,7 @@ class ClusterMember:
                 api_keys.BROKER_REGISTRATION: self._on_registration,
                 api_keys.BROKER_HEARTBEAT: self._on_heartbeat,
                 api_keys.ALLOCATE_PRODUCER_IDS: self._on_allocate_producer_ids,
+                api_keys.ALTER_PARTITION: self._on_alter_partition,
                 api_keys.ENVELOPE: lambda version, req: self.broker.forwarder.serve_envelope(version, req),
             },
         )
@@ -266,6 +272,41 @@ class ClusterMember:
         return AllocateProducerIdsResponse(
             error_code=errors.NONE, producer_id_start=first, producer_id_len=PRODUCER_ID_BLOCK_SIZE
         )
+
+    async def _on_alter_partition(self, version: int, req: Any) -> Any:
+        R = AlterPartitionResponse
+        changes, where = [], []
+        for t in req.topics:
+            for pd in t.partitions:
+                if version >= 3:
+                    isr = [b.broker_id for b in pd.new_isr_with_epochs]
+                    epochs = {b.broker_id: b.broker_epoch for b in pd.new_isr_with_epochs}
+                else:
+                    isr, epochs = list(pd.new_isr), {}
+                changes.append(
+                    IsrChange(t.topic_id, pd.partition_index, pd.leader_epoch, pd.partition_epoch, isr, epochs,
+                              pd.leader_recovery_state)
+                )  # fmt: skip
+                where.append((t.topic_id, pd.partition_index))
+        try:
+            answer, wrote = self.controller.alter_partition(req.broker_id, req.broker_epoch, changes)
+            if wrote:
+                await self._wait_appended()
+        except KafkaError as exc:
+            return R(error_code=exc.code, topics=[])
+        except TimeoutError:
+            return R(error_code=_code["REQUEST_TIMED_OUT"].code, topics=[])
+        if isinstance(answer, int):
+            return R(error_code=answer, topics=[])
+        topics: dict[uuid.UUID, list[Any]] = {}
+        for (topic_id, index), res in zip(where, answer, strict=True):
+            topics.setdefault(topic_id, []).append(
+                R.PartitionData(
+                    partition_index=index, error_code=res.error_code, leader_id=res.leader,
+                    leader_epoch=res.leader_epoch, isr=list(res.isr), partition_epoch=res.partition_epoch,
+                )
+            )  # fmt: skip
+        return R(error_code=errors.NONE, topics=[R.TopicData(topic_id=t, partitions=ps) for t, ps in topics.items()])
 
     # -- producer ids -------------------------------------------------------------------------
 
