@@ -592,6 +592,10 @@ class BrokerServer:
         log.info("shutting down")
         for t in self._timers:
             t.cancel()
+        if self.member is not None:
+            # Hand leaderships over while still serving (Kafka's order): followers finish
+            # catching up, waiting acks=all produces are answered, clients move on.
+            await self.member.leave()
         if self.server is not None:
             await self.server.stop()
         await self.forwarder.close()

@@ -34,9 +34,10 @@ the controller moves; registers again when told STALE_BROKER_EPOCH or BROKER_ID_
 A restarted broker is refused (DUPLICATE_BROKER_REGISTRATION) until its old incarnation's
 session has expired, as in Kafka; it retries meanwhile.
 
-Stopping (SIGTERM), the broker first asks the active controller to fence it (a heartbeat with
-want_fence; Kafka's controlled shutdown would move leadership away instead, which with no
-replicas changes nothing), so Metadata stops naming it at once and its next start registers
+Stopping (SIGTERM), the broker first makes a controlled shutdown (a heartbeat with
+want_shut_down, unless controlled.shutdown.enable=false: the controller moves the leadership of
+its partitions to other ISR members and takes it out of every ISR), then asks to be fenced (a
+heartbeat with want_fence), so Metadata stops naming it at once and its next start registers
 without waiting for the old session to expire.
 
 Producer ids (Kafka's RPCProducerIdManager): once registered, the broker keeps one block of
@@ -139,6 +140,7 @@ class ClusterMember:
         self._leader_moved = asyncio.Event()
         self._pid_blocks: deque[int] = deque()  # first ids of blocks fetched ahead
         self._pid_wanted = asyncio.Event()
+        self._left = False  # leaving the cluster: no more heartbeats
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -160,7 +162,7 @@ class ClusterMember:
         ]
 
     async def stop(self) -> None:
-        await self._fence_self()
+        await self.leave()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -170,25 +172,34 @@ class ClusterMember:
             await self.client.close()
         await self.driver.stop(resign=True)
 
-    async def _fence_self(self) -> None:
-        """A stopping broker asks the controller to fence it (a heartbeat with want_fence), so
-        clients stop being sent to it at once and its next start may register at once."""
-        leader = self.store.leader_id
-        if self.client is None or self.broker_epoch < 0 or leader is None or leader not in self.voters:
+    async def leave(self) -> None:
+        """A stopping broker hands its leaderships over (controlled shutdown), then asks the
+        controller to fence it, so clients stop being sent to it at once and its next start
+        may register at once. Heartbeats stop (they would unfence it). Once only."""
+        if self._left:
             return
-        request = BrokerHeartbeatRequest(
-            broker_id=self.broker.node_id,
-            broker_epoch=self.broker_epoch,
-            current_metadata_offset=self.store.applied,
-            want_fence=True,
-            want_shut_down=False,
-        )
-        try:
-            answer = await self.client.send(leader, api_keys.BROKER_HEARTBEAT, HEARTBEAT_VERSION, request, timeout_ms=1000)
-            if answer.error_code == errors.NONE:
-                log.info("broker %d fenced for shutdown", self.broker.node_id)
-        except ClientError as exc:
-            log.info("broker %d could not ask to be fenced: %s", self.broker.node_id, exc)
+        self._left = True
+        steps = [(False, True)]
+        if self.broker.config_value("controlled.shutdown.enable"):
+            steps.insert(0, (True, False))
+        for want_shut_down, want_fence in steps:
+            leader = self.store.leader_id
+            if self.client is None or self.broker_epoch < 0 or leader is None or leader not in self.voters:
+                return
+            request = BrokerHeartbeatRequest(
+                broker_id=self.broker.node_id,
+                broker_epoch=self.broker_epoch,
+                current_metadata_offset=self.store.applied,
+                want_fence=want_fence,
+                want_shut_down=want_shut_down,
+            )
+            what = "fenced for shutdown" if want_fence else "handed its leaderships over (controlled shutdown)"
+            try:
+                answer = await self.client.send(leader, api_keys.BROKER_HEARTBEAT, HEARTBEAT_VERSION, request, timeout_ms=1000)
+                if answer.error_code == errors.NONE:
+                    log.info("broker %d %s", self.broker.node_id, what)
+            except ClientError as exc:
+                log.info("broker %d not %s: %s", self.broker.node_id, what, exc)
 
     def _on_leader_change(self, change: LeaderAndEpoch) -> None:
         self.store.on_leader_change(change)
@@ -364,6 +375,8 @@ class ClusterMember:
         """One registration or heartbeat; how long to wait before the next."""
         assert self.client is not None
         leader = self.store.leader_id
+        if self._left:
+            return 1.0
         if leader is None or leader not in self.voters or not self.store.caught_up:
             return 0.1
         node_id = self.broker.node_id

@@ -244,7 +244,9 @@ class GroupCoordinator:
         if p is None:
             return True
         lg = p.log
-        end = lg.high_watermark
+        # To the log end, as Kafka's coordinator loader: a new leader's high watermark may still
+        # trail records its predecessor had committed (it learns the HW from its followers).
+        end = lg.log_end_offset
         load.next_offset = max(load.next_offset, lg.log_start_offset)
         if load.next_offset >= end:
             return True

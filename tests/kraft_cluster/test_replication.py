@@ -11,7 +11,7 @@ from __future__ import annotations
 import glob
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -113,14 +113,11 @@ def consume_all(
     return values
 
 
-def test_acknowledged_records_survive_a_killed_leader_which_then_catches_up(
-    cluster: LocalCluster,
+def stream_through(
+    cluster: LocalCluster, topic: str, disrupt: Callable[[], None], total: int = 3000
 ) -> None:
-    active_controller(cluster)
-    wait_for("three unfenced brokers", lambda: len(metadata_of(cluster, 1).brokers) == 3)
-    create_replicated(cluster, "orders")
-    leader = partition_state(cluster, 1, "orders").leader_id
-    survivors = [n for n in cluster.ids if n != leader]
+    """Produce 0..total-1 to `topic` (acks=all, idempotent) as a stream, calling `disrupt` a
+    third of the way in; every record must be acknowledged, once."""
     producer = confluent_kafka.Producer(
         {
             "bootstrap.servers": cluster.bootstrap,
@@ -141,30 +138,43 @@ def test_acknowledged_records_survive_a_killed_leader_which_then_catches_up(
         else:
             failed.append(err)
 
-    total = 3000
-    killed = False
     for i in range(total):
         while len(acked) + len(failed) < i - 300:  # a stream, not one burst: 300 in flight at most
             producer.poll(0.01)
-        producer.produce("orders", value=str(i).encode(), partition=0, on_delivery=delivered)
+        producer.produce(topic, value=str(i).encode(), partition=0, on_delivery=delivered)
         producer.poll(0)
-        if i == 1000:
-            cluster.kill(leader)  # mid-stream: batches in flight, some appended but not replicated
-            killed = True
+        if i == total // 3:
+            disrupt()
     assert producer.flush(40) == 0
-    assert killed
     assert failed == [] and sorted(acked) == list(range(total)), "idempotence: every record once"
 
-    new_leader = wait_for(
-        "a new leader among the survivors",
-        lambda: (
-            (s := partition_state(cluster, survivors[0], "orders"))
-            and s.leader_id in survivors
-            and s.leader_id
-        ),
+
+def new_leader_among(cluster: LocalCluster, topic: str, candidates: list[int]) -> int:
+    return int(
+        wait_for(
+            "a new leader",
+            lambda: (
+                (s := partition_state(cluster, candidates[0], topic))
+                and s.leader_id in candidates
+                and s.leader_id
+            ),
+        )
     )
+
+
+def test_acknowledged_records_survive_a_killed_leader_which_then_catches_up(
+    cluster: LocalCluster,
+) -> None:
+    active_controller(cluster)
+    wait_for("three unfenced brokers", lambda: len(metadata_of(cluster, 1).brokers) == 3)
+    create_replicated(cluster, "orders")
+    leader = partition_state(cluster, 1, "orders").leader_id
+    survivors = [n for n in cluster.ids if n != leader]
+    # mid-stream: batches in flight, some appended by the leader but not replicated
+    stream_through(cluster, "orders", lambda: cluster.kill(leader))
+    new_leader = new_leader_among(cluster, "orders", survivors)
     values = [int(v) for v in consume_all(cluster.bootstrap_of(new_leader), "orders")]
-    assert values == list(range(total)), "every acknowledged record, once, in order"
+    assert values == list(range(3000)), "every acknowledged record, once, in order"
 
     cluster.start_node(leader)  # it may hold batches no one else has: it truncates them
     wait_for(
@@ -229,3 +239,18 @@ def test_two_brokers_down_refuse_acks_all_and_acks_one_is_seen_once_one_returns(
         30,
     )
     assert consume_all(cluster.bootstrap_of(ctrl), "payments", idle_s=1.0) == [b"one"]
+
+
+def test_a_leader_stopped_cleanly_hands_its_partitions_over(cluster: LocalCluster) -> None:
+    """SIGTERM: a controlled shutdown moves the leadership to another ISR member at once (no
+    session timeout to wait for); the stream goes on with nothing lost or doubled."""
+    active_controller(cluster)
+    wait_for("three unfenced brokers", lambda: len(metadata_of(cluster, 1).brokers) == 3)
+    create_replicated(cluster, "invoices")
+    leader = partition_state(cluster, 1, "invoices").leader_id
+    others = [n for n in cluster.ids if n != leader]
+    stream_through(cluster, "invoices", lambda: cluster.stop_node(leader), total=2000)
+    new_leader = new_leader_among(cluster, "invoices", others)
+    assert sorted(partition_state(cluster, new_leader, "invoices").isr_nodes) == others
+    values = [int(v) for v in consume_all(cluster.bootstrap_of(new_leader), "invoices")]
+    assert values == list(range(2000))
