@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("gregor.alter_partition")
 
 ALTER_PARTITION_VERSION = 3
-RETRY_BACKOFF_S = 0.2
+RETRY_BACKOFF_S = 0.2  # doubling while nothing gets through, up to RETRY_BACKOFF_MAX_S
+RETRY_BACKOFF_MAX_S = 2.0
 Key = tuple[uuid.UUID, int]
 
 
@@ -47,6 +48,7 @@ class AlterPartitionSender:
         self.in_flight: set[Key] = set()
         self.wakeup = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
+        self.failures = 0  # requests in a row with no answer (or a top-level error)
 
     def start(self) -> None:
         self.task = asyncio.ensure_future(self._run())
@@ -81,7 +83,8 @@ class AlterPartitionSender:
                 if item[0].pending is item[1]:
                     self.queued.setdefault(key, item)
             if retry:
-                await asyncio.sleep(RETRY_BACKOFF_S)
+                backoff = RETRY_BACKOFF_S * 2 ** max(0, self.failures - 1)
+                await asyncio.sleep(min(backoff, RETRY_BACKOFF_MAX_S))
             if self.queued:
                 self.wakeup.set()
 
@@ -97,6 +100,7 @@ class AlterPartitionSender:
             or controller is None
             or controller not in member.voters
         ):
+            self.failures += 1
             return batch
         R = AlterPartitionRequest
         topics: dict[uuid.UUID, list[object]] = {}
@@ -123,15 +127,21 @@ class AlterPartitionSender:
                 controller, api_keys.ALTER_PARTITION, ALTER_PARTITION_VERSION, request
             )
         except ClientError as exc:
-            log.info("AlterPartition to controller %d got no answer: %s", controller, exc)
+            self.failures += 1
+            log.log(
+                self._level(), "AlterPartition to controller %d got no answer: %s", controller, exc
+            )
             return batch
         if answer.error_code != errors.NONE:
-            log.info(
+            self.failures += 1
+            log.log(
+                self._level(),
                 "AlterPartition refused by controller %d: %s",
                 controller,
                 errors.name_of(answer.error_code),
             )
             return batch
+        self.failures = 0
         retry = {}
         now = self.broker.now_ms()
         answered: set[Key] = set()
@@ -151,6 +161,10 @@ class AlterPartitionSender:
         for key in batch.keys() - answered:
             retry[key] = batch[key]
         return retry
+
+    def _level(self) -> int:
+        """The first failure in a row is worth an INFO line, the rest DEBUG ones."""
+        return logging.INFO if self.failures == 1 else logging.DEBUG
 
     async def stop(self) -> None:
         if self.task is not None:

@@ -40,6 +40,7 @@ class _FetcherLoop:
         self.leader_id = leader_id
         self.state = FollowerFetcher(leader_id, manager.config)
         self.wakeup = asyncio.Event()
+        self.failures = 0  # in a row: the first is logged at INFO, the rest at DEBUG
         self.task = asyncio.ensure_future(self._run())
 
     async def _run(self) -> None:
@@ -83,9 +84,12 @@ class _FetcherLoop:
                 self.leader_id, api_keys.FETCH, FETCH_VERSION, request, timeout_ms=timeout
             )
         except ClientError as exc:
-            log.info("fetch from broker %d failed: %s", self.leader_id, exc)
+            self.failures += 1
+            level = logging.INFO if self.failures == 1 else logging.DEBUG
+            log.log(level, "fetch from broker %d failed: %s", self.leader_id, exc)
             self.state.handle_error(sent, broker.now_ms())
             return
+        self.failures = 0
         self.state.handle_response(sent, response, broker.now_ms())
 
 

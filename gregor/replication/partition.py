@@ -801,10 +801,12 @@ class ReplicaManager:
             self.partitions[(topic, index)] = p
         else:
             p.log.update_config(config)
-            p.min_insync_replicas = min_insync_replicas
+            p.min_insync_replicas = min_insync_replicas  # a lower one may free the HW
             p.topic_id = topic_id
         if reg != p.registration:
             self._transition(p, reg, now_ms)
+        else:
+            p.maybe_increment_high_watermark(now_ms)
         return p
 
     def _transition(self, p: Partition, reg: PartitionRegistration, now_ms: int) -> None:
