@@ -409,9 +409,10 @@ class Partition:
     def under_min_isr(self) -> bool:
         return self.is_leader and len(self.isr) < self.effective_min_isr
 
-    def maybe_increment_high_watermark(self, now_ms: int) -> bool:
+    def maybe_increment_high_watermark(self, now_ms: int | None = None) -> bool:
         """Move the HW up to the smallest LEO that must hold it (module docstring); wake the
-        watchers if it moved."""
+        watchers if it moved. Without `now_ms` only the maximal ISR counts (no replica is
+        judged to be about to join)."""
         if not self.is_leader or self.under_min_isr:
             return False
         leader_end = self.log.log_end_offset
@@ -421,7 +422,8 @@ class Partition:
             if state.log_end_offset >= new_hw:
                 continue
             if state.broker_id in maximal or (
-                state.is_caught_up(leader_end, now_ms, self.replica_lag_time_max_ms)
+                now_ms is not None
+                and state.is_caught_up(leader_end, now_ms, self.replica_lag_time_max_ms)
                 and self._isr_eligible(state)
             ):
                 new_hw = state.log_end_offset

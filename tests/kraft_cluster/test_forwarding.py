@@ -171,6 +171,8 @@ def test_internal_topic_made_on_first_find_coordinator_at_a_follower(cluster: Lo
 
 def test_the_envelope_api_refuses_what_it_must(cluster: LocalCluster) -> None:
     ctrl = active_controller(cluster)
+    # a topic needs registered brokers to be placed on
+    wait_for("three unfenced brokers", lambda: len(metadata_of(cluster, ctrl).brokers) == 3)
     other = next(i for i in cluster.ids if i != ctrl)
     inner = Raw.__new__(Raw)
     inner.correlation, inner.client_id = 41, "inner"

@@ -40,6 +40,15 @@ def cluster(tmp_path: Any) -> Iterator[LocalCluster]:
         c.close()
 
 
+def all_brokers_unfenced(cluster: LocalCluster) -> None:
+    """Every node's Metadata lists the three brokers (librdkafka drops the handle of a broker a
+    Metadata answer leaves out, failing its requests in flight)."""
+    wait_for(
+        "three unfenced brokers on every node",
+        lambda: all(len(metadata_of(cluster, n).brokers) == 3 for n in cluster.ids),
+    )
+
+
 def partition_state(cluster: LocalCluster, node: int, topic: str) -> Any:
     """Partition 0 of `topic` as `node`'s Metadata answers it (None if unknown)."""
     t = next((t for t in metadata_of(cluster, node).topics if t.name == topic), None)
@@ -166,7 +175,7 @@ def test_acknowledged_records_survive_a_killed_leader_which_then_catches_up(
     cluster: LocalCluster,
 ) -> None:
     active_controller(cluster)
-    wait_for("three unfenced brokers", lambda: len(metadata_of(cluster, 1).brokers) == 3)
+    all_brokers_unfenced(cluster)
     create_replicated(cluster, "orders")
     leader = partition_state(cluster, 1, "orders").leader_id
     survivors = [n for n in cluster.ids if n != leader]
@@ -194,7 +203,7 @@ def test_two_brokers_down_refuse_acks_all_and_acks_one_is_seen_once_one_returns(
     cluster: LocalCluster,
 ) -> None:
     ctrl = active_controller(cluster)
-    wait_for("three unfenced brokers", lambda: len(metadata_of(cluster, 1).brokers) == 3)
+    all_brokers_unfenced(cluster)
     others = [n for n in cluster.ids if n != ctrl]
     # The partition's leader is the active controller: the two brokers stopped below are each
     # fenced (a clean stop asks for it) by a commit their own node still takes part in, so the
@@ -245,7 +254,7 @@ def test_a_leader_stopped_cleanly_hands_its_partitions_over(cluster: LocalCluste
     """SIGTERM: a controlled shutdown moves the leadership to another ISR member at once (no
     session timeout to wait for); the stream goes on with nothing lost or doubled."""
     active_controller(cluster)
-    wait_for("three unfenced brokers", lambda: len(metadata_of(cluster, 1).brokers) == 3)
+    all_brokers_unfenced(cluster)
     create_replicated(cluster, "invoices")
     leader = partition_state(cluster, 1, "invoices").leader_id
     others = [n for n in cluster.ids if n != leader]
