@@ -45,7 +45,7 @@ class AcksZeroError(Exception):
 
 
 @dataclass(slots=True)
-class _Awaiting:
+class AwaitingWrite:
     """An acks=all write appended here, waiting for the high watermark to pass it."""
 
     response: Any  # its PartitionProduceResponse, completed in place
@@ -91,7 +91,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     now = ctx.broker.now_ms()
     responses = []
     failed: list[str] = []
-    awaiting: list[_Awaiting] = []
+    awaiting: list[AwaitingWrite] = []
     for topic in request.topic_data:
         parts = []
         for pd in topic.partition_data:
@@ -133,8 +133,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             )
             parts.append(part)
             if acks == -1 and info is not None and partition is not None:
-                waiting = _Awaiting(part, partition, info.last_offset + 1, partition.leader_epoch)
-                if not _settle(waiting):
+                waiting = AwaitingWrite(
+                    part, partition, info.last_offset + 1, partition.leader_epoch
+                )
+                if not settle(waiting):
                     awaiting.append(waiting)
         responses.append(TopicResp(name=topic.name, partition_responses=parts))
     if acks == 0:
@@ -142,13 +144,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             raise AcksZeroError("; ".join(failed))
         return NO_RESPONSE
     if awaiting:
-        return _await_replication(
-            ProduceResponse(responses=responses), awaiting, request.timeout_ms
-        )
+        return await_replication(ProduceResponse(responses=responses), awaiting, request.timeout_ms)
     return ProduceResponse(responses=responses)
 
 
-def _settle(waiting: _Awaiting) -> bool:
+def settle(waiting: AwaitingWrite) -> bool:
     """True once the write's answer is known (filled into its response)."""
     code = waiting.partition.acks_all_status(waiting.required_offset, waiting.leader_epoch)
     if code is None:
@@ -162,13 +162,13 @@ def _settle(waiting: _Awaiting) -> bool:
     return True
 
 
-def _fail(waiting: _Awaiting, code: int, message: str) -> None:
+def _fail(waiting: AwaitingWrite, code: int, message: str) -> None:
     r = waiting.response
     r.error_code, r.error_message = code, message
     r.base_offset = r.log_append_time_ms = r.log_start_offset = -1
 
 
-async def _await_replication(response: Any, awaiting: list[_Awaiting], timeout_ms: int) -> Any:
+async def await_replication(response: Any, awaiting: list[AwaitingWrite], timeout_ms: int) -> Any:
     """Answer once every acks=all write of the request is settled, or at its timeout."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, timeout_ms) / 1000.0
@@ -199,5 +199,5 @@ async def _await_replication(response: Any, awaiting: list[_Awaiting], timeout_m
         finally:
             for p in partitions:
                 p.unwatch(wake)
-        awaiting = [w for w in awaiting if not _settle(w)]
+        awaiting = [w for w in awaiting if not settle(w)]
     return response
