@@ -14,6 +14,12 @@ and log-start checkpoints, remove deleted segment files, enforce retention; the 
 runs on its own threads (cleaner_thread.py); the group and transaction coordinators are polled
 at their deadlines, and so is the metadata log's Raft node. Stop: stop accepting, finish in-flight requests, flush, write checkpoints and
 the clean-shutdown marker.
+
+In a cluster (`controller.quorum.voters`, cluster_member.py) partition data is replicated: the
+replica fetchers (replica_fetcher.py) keep follower partitions copying their leaders, the
+AlterPartition sender (alter_partition.py) takes the leaders' ISR changes to the active
+controller, a timer checks for ISR shrinks every replica.lag.time.max.ms / 2, and `stop`
+first hands this broker's leaderships over (controlled shutdown) while it still serves.
 """
 
 from __future__ import annotations
