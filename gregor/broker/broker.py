@@ -14,6 +14,12 @@ and log-start checkpoints, remove deleted segment files, enforce retention; the 
 runs on its own threads (cleaner_thread.py); the group and transaction coordinators are polled
 at their deadlines, and so is the metadata log's Raft node. Stop: stop accepting, finish in-flight requests, flush, write checkpoints and
 the clean-shutdown marker.
+
+In a cluster (`controller.quorum.voters`, cluster_member.py) partition data is replicated: the
+replica fetchers (replica_fetcher.py) keep follower partitions copying their leaders, the
+AlterPartition sender (alter_partition.py) takes the leaders' ISR changes to the active
+controller, a timer checks for ISR shrinks every replica.lag.time.max.ms / 2, and `stop`
+first hands this broker's leaderships over (controlled shutdown) while it still serves.
 """
 
 from __future__ import annotations
@@ -27,12 +33,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import gregor.handlers  # noqa: F401  (registers every handler)
+from gregor.broker.alter_partition import AlterPartitionSender
 from gregor.broker.cleaner_thread import CleanerThreads
 from gregor.broker.cluster_member import ClusterMember, networked_controller
 from gregor.broker.config import BrokerConfig, Membership
 from gregor.broker.forwarding import Forwarder
 from gregor.broker.inter_broker import InterBroker
 from gregor.broker.marker_sender import MarkerSender
+from gregor.broker.replica_fetcher import ReplicaFetcherManager
 from gregor.broker.txn_verifier import TxnVerifier
 from gregor.controller.admin import Admin, TopicSpec
 from gregor.controller.local import LocalController
@@ -53,7 +61,7 @@ from gregor.protocol.codegen import Data
 from gregor.protocol.exceptions import CorruptFrameError
 from gregor.protocol.headers import peek_request
 from gregor.raft.storage_log import TOPIC as METADATA_TOPIC
-from gregor.replication.partition import ReplicaManager
+from gregor.replication.partition import BrokerLiveness, ReplicaManager
 from gregor.runtime.client import NetworkClient
 from gregor.runtime.connection import Connection, FrameError, Output
 from gregor.runtime.process import serve_until_signalled, write_ready_file
@@ -66,7 +74,6 @@ from gregor.storage.log_manager import LogManager
 log = logging.getLogger("gregor.broker")
 FORWARD_TIMEOUT_MS = 30_000
 FORWARD_DEFAULT_TIMEOUT_MS = {api_keys.DESCRIBE_QUORUM: 5_000}  # requests with no timeout_ms
-_UNREPLICATED = ("offsets.topic.replication.factor", "transaction.state.log.replication.factor")
 
 
 class BrokerServer:
@@ -118,7 +125,21 @@ class BrokerServer:
                 )
         self.logs = LogManager(data_dirs, config_for=self.log_config_for)
         self.logs.roll_flusher = self._flush_after_roll
-        self.replicas = ReplicaManager(self.node_id, self.logs)
+        self.replicas = ReplicaManager(
+            self.node_id,
+            self.logs,
+            liveness=self._liveness,
+            local_broker_epoch=self._broker_epoch,
+            replica_lag_time_max_ms=int(self.config_value("replica.lag.time.max.ms")),
+        )
+        # A cluster node replicates: follower partitions fetch from their leaders, leaders send
+        # their ISR changes to the active controller (replication/, replica_fetcher.py).
+        self.fetchers: ReplicaFetcherManager | None = None
+        self.isr_sender: AlterPartitionSender | None = None
+        if self.member is not None:
+            self.fetchers = ReplicaFetcherManager(self)
+            self.isr_sender = AlterPartitionSender(self, self.member)
+            self.replicas.on_isr_update = self.isr_sender.submit
         self.admin = Admin(
             self.store,
             self.controller,
@@ -185,6 +206,27 @@ class BrokerServer:
             out.append((broker_id, endpoint.host, endpoint.port, reg.rack))
         return out
 
+    def broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        """Where another broker serves other brokers (its PLAINTEXT listener, as registered)."""
+        reg = self.store.image.brokers.get(broker_id)
+        if reg is None or not reg.listeners:
+            return None
+        wanted = self.config.get_str("inter.broker.listener.name") or "PLAINTEXT"
+        endpoint = next((e for e in reg.listeners if e.name == wanted), reg.listeners[0])
+        return endpoint.host, endpoint.port
+
+    def _liveness(self, broker_id: int) -> BrokerLiveness:
+        reg = self.store.image.brokers.get(broker_id)
+        if reg is None:
+            return BrokerLiveness(-1, False)
+        return BrokerLiveness(reg.epoch, not reg.fenced and not reg.in_controlled_shutdown)
+
+    def _broker_epoch(self) -> int:
+        if self.member is not None:
+            return self.member.broker_epoch
+        reg = self.store.image.brokers.get(self.node_id)
+        return -1 if reg is None else reg.epoch
+
     def controller_id(self) -> int:
         """What Metadata and DescribeCluster name as the controller. In a quorum, as Kafka's
         KRaft brokers do, a random live broker: any broker forwards admin writes to the active
@@ -205,8 +247,6 @@ class BrokerServer:
         return int(time.time() * 1000)
 
     def config_value(self, key: str) -> Any:
-        if self.member is not None and key in _UNREPLICATED:
-            return 1  # a cluster does not replicate partition data yet: internal topics get RF 1
         d = config_defs.BROKER_CONFIGS[key]
         raw = self.store.dynamic(self.node_id).get(key, self.static_config.get(key, d.default))
         return d.parse(raw)
@@ -245,12 +285,18 @@ class BrokerServer:
         topics = self.store.topics
         changed = self.store.take_changes()
         todo = topics.values() if changed is None else [topics[n] for n in changed if n in topics]
+        image = self.store.image
+        now = self.now_ms()
         for info in todo:
             cfg = self.log_config_for(info.name)
             min_isr = self._min_isr(info)
+            topic_image = image.topic(info.name)
+            if topic_image is None:
+                continue
             for index, replicas in enumerate(info.replicas):
-                if self.node_id in replicas:
-                    self.replicas.ensure(info.name, index, info.topic_id, replicas, cfg, min_isr)
+                reg = topic_image.partitions.get(index)
+                if self.node_id in replicas and reg is not None:
+                    self.replicas.apply(info.name, index, info.topic_id, reg, cfg, min_isr, now)
         wanted = {
             (info.name, index)
             for info in topics.values()
@@ -264,10 +310,15 @@ class BrokerServer:
             if tp not in wanted:
                 log.warning("deleting %s-%d: no topic in the metadata names it", *tp)
                 self.logs.delete(*tp)
+        changes = self.replicas.take_follower_changes()
+        if self.fetchers is not None and changes:
+            self.fetchers.apply(changes)
         self.groups.on_metadata(self.now_ms())
         self.transactions.on_metadata(self.now_ms())
         if changed is None and self.server is not None:  # dynamic broker configs may have changed
-            self._cleaner_reconfigured = asyncio.ensure_future(self.cleaner.reconfigure(self._cleaner_config()))
+            self._cleaner_reconfigured = asyncio.ensure_future(
+                self.cleaner.reconfigure(self._cleaner_config())
+            )
 
     def maybe_auto_create(self, topic: str) -> TopicInfo | None:
         if not self.config_value("auto.create.topics.enable") or topic == METADATA_TOPIC:
@@ -352,8 +403,17 @@ class BrokerServer:
         if self.member is not None:
             self.store.on_replayed = self.apply_metadata
             await self.member.start()
+            if self.isr_sender is not None:
+                self.isr_sender.start()
             self.apply_metadata()
-        self._timers = [
+            # Kafka's isr-expiration task: every replica.lag.time.max.ms / 2.
+            lag_s = int(self.config_value("replica.lag.time.max.ms")) / 1000.0
+            self._timers.append(
+                asyncio.ensure_future(
+                    self._every(lag_s / 2, lambda: self.replicas.maybe_shrink_isr(self.now_ms()))
+                )
+            )
+        self._timers += [
             asyncio.ensure_future(self._every(1.0, self._flush_and_purge)),
             asyncio.ensure_future(
                 self._every(
@@ -494,6 +554,10 @@ class BrokerServer:
         log.info("shutting down")
         for t in self._timers:
             t.cancel()
+        if self.member is not None:
+            # Hand leaderships over while still serving (Kafka's order): followers finish
+            # catching up, waiting acks=all produces are answered, clients move on.
+            await self.member.leave()
         if self.server is not None:
             await self.server.stop()
         await self.forwarder.close()
@@ -501,6 +565,10 @@ class BrokerServer:
             await self.links.close()
         if self.member is not None:
             await self.member.stop()
+        if self.fetchers is not None:
+            await self.fetchers.stop()
+        if self.isr_sender is not None:
+            await self.isr_sender.stop()
         await self.cleaner.stop()  # before the logs close: no swap may reach a closed log
         self.logs.shutdown()
         self.store.close()

@@ -6,7 +6,8 @@ broker-only one; only the way to the controller differs (controller_channel.py).
     lifecycle = BrokerLifecycle(broker, store, channel)
     lifecycle.start()                 # register, then heartbeat; fetch a producer-id block
     lifecycle.on_leader_change()      # the controller moved: talk to the new one at once
-    await lifecycle.stop()            # ask to be fenced, then stop
+    await lifecycle.leave()           # controlled shutdown, then fenced; no more heartbeats
+    await lifecycle.stop()            # (leaves first if not done yet), then stops
 
 The loop: once the metadata is caught up (the committed prefix is known), register with the
 active controller, then heartbeat every `broker.heartbeat.interval.ms` with the offset replayed
@@ -15,10 +16,12 @@ STALE_BROKER_EPOCH or BROKER_ID_NOT_REGISTERED. A restarted broker is refused
 (DUPLICATE_BROKER_REGISTRATION) until its old incarnation's session has expired, as in Kafka; it
 retries meanwhile.
 
-Stopping (SIGTERM), the broker first asks the active controller to fence it (a heartbeat with
-want_fence; Kafka's controlled shutdown would move leadership away instead, which with no
-replicas changes nothing), so Metadata stops naming it at once and its next start registers
-without waiting for the old session to expire.
+Stopping (SIGTERM), the broker first makes a controlled shutdown (a heartbeat with
+want_shut_down, unless controlled.shutdown.enable=false: the controller moves the leadership of
+its partitions to other ISR members and takes it out of every ISR) while it still serves, then
+asks to be fenced (a heartbeat with want_fence), so Metadata stops naming it at once and its
+next start registers without waiting for the old session to expire. Heartbeats stop then (one
+would unfence it).
 
 Producer ids: once registered, the broker keeps one block of producer ids fetched ahead from the
 active controller (AllocateProducerIds, its ProducerIdsRecord committed before the answer); the
@@ -76,6 +79,7 @@ class BrokerLifecycle:
         self._leader_moved = asyncio.Event()
         self._pid_blocks: deque[int] = deque()  # first ids of blocks fetched ahead
         self._pid_wanted = asyncio.Event()
+        self._left = False  # leaving the cluster: no more heartbeats
 
     def start(self) -> None:
         self._tasks = [
@@ -84,7 +88,7 @@ class BrokerLifecycle:
         ]
 
     async def stop(self) -> None:
-        await self._fence_self()
+        await self.leave()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -95,26 +99,32 @@ class BrokerLifecycle:
     def on_leader_change(self) -> None:
         self._leader_moved.set()
 
-    async def _fence_self(self) -> None:
-        """A stopping broker asks the controller to fence it (a heartbeat with want_fence), so
-        clients stop being sent to it at once and its next start may register at once."""
-        if self.broker_epoch < 0 or self.channel.controller_id() is None:
+    async def leave(self) -> None:
+        """Hand this broker's leaderships over (controlled shutdown), then ask to be fenced, so
+        clients stop being sent here at once and the next start may register at once. Once."""
+        if self._left:
             return
-        request = BrokerHeartbeatRequest(
-            broker_id=self.node_id,
-            broker_epoch=self.broker_epoch,
-            current_metadata_offset=self.store.applied,
-            want_fence=True,
-            want_shut_down=False,
-        )
-        try:
-            answer = await self.channel.send(
-                api_keys.BROKER_HEARTBEAT, HEARTBEAT_VERSION, request, timeout_ms=1000
+        self._left = True
+        steps = [(False, True)]
+        if self.broker.config_value("controlled.shutdown.enable"):
+            steps.insert(0, (True, False))
+        for want_shut_down, want_fence in steps:
+            if self.broker_epoch < 0 or self.channel.controller_id() is None:
+                return
+            request = BrokerHeartbeatRequest(
+                broker_id=self.node_id,
+                broker_epoch=self.broker_epoch,
+                current_metadata_offset=self.store.applied,
+                want_fence=want_fence,
+                want_shut_down=want_shut_down,
             )
-            if answer.error_code == errors.NONE:
-                log.info("broker %d fenced for shutdown", self.node_id)
-        except ClientError as exc:
-            log.info("broker %d could not ask to be fenced: %s", self.node_id, exc)
+            what = "fenced for shutdown" if want_fence else "handed its leaderships over (controlled shutdown)"
+            try:
+                answer = await self.channel.send(api_keys.BROKER_HEARTBEAT, HEARTBEAT_VERSION, request, timeout_ms=1000)
+                if answer.error_code == errors.NONE:
+                    log.info("broker %d %s", self.node_id, what)
+            except ClientError as exc:
+                log.info("broker %d not %s: %s", self.node_id, what, exc)
 
     # -- producer ids -------------------------------------------------------------------------
 
@@ -170,6 +180,8 @@ class BrokerLifecycle:
 
     async def _lifecycle_step(self) -> float:
         """One registration or heartbeat; how long to wait before the next."""
+        if self._left:
+            return 1.0
         controller = self.channel.controller_id()
         if controller is None or not self.store.caught_up:
             return 0.1

@@ -21,6 +21,9 @@ listener, which serves, besides the Raft RPCs:
                       caught up to its registration); answered once its records commit.
   AllocateProducerIds on the active controller: a block of producer ids for a broker (its
                       ProducerIdsRecord committed before the answer).
+  AlterPartition      on the active controller: a partition leader's ISR changes
+                      (QuorumController.alter_partition), answered once committed; the
+                      leaders send them through a ControllerChannel (alter_partition.py).
   admin writes        CreateTopics, DeleteTopics, CreatePartitions, (Incremental)AlterConfigs,
                       and the Envelope in which brokers forward them and DescribeQuorum
                       (controller_apis.py; forwarding.py is the brokers' side).
@@ -42,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -55,6 +59,7 @@ from gregor.controller.quorum_controller import (
     PRODUCER_ID_BLOCK_SIZE,
     BrokerHeartbeat,
     BrokerRegistration,
+    IsrChange,
     Listener,
 )
 from gregor.metadata.raft_store import RaftMetadataStore
@@ -62,6 +67,7 @@ from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import (
     AllocateProducerIdsResponse,
+    AlterPartitionResponse,
     BrokerHeartbeatResponse,
     BrokerRegistrationResponse,
 )
@@ -131,6 +137,7 @@ class ClusterMember:
                 api_keys.BROKER_REGISTRATION: self._on_registration,
                 api_keys.BROKER_HEARTBEAT: self._on_heartbeat,
                 api_keys.ALLOCATE_PRODUCER_IDS: self._on_allocate_producer_ids,
+                api_keys.ALTER_PARTITION: self._on_alter_partition,
             },
         )
         if membership.is_controller:
@@ -164,6 +171,16 @@ class ClusterMember:
             with contextlib.suppress(BaseException):
                 await task
         await self.driver.stop(resign=True)
+
+    async def leave(self) -> None:
+        """A stopping broker's controlled shutdown, then fencing (broker_lifecycle.py)."""
+        if self.lifecycle is not None:
+            await self.lifecycle.leave()
+
+    @property
+    def broker_epoch(self) -> int:
+        """This broker's epoch (-1: not registered, or no broker here)."""
+        return -1 if self.lifecycle is None else self.lifecycle.broker_epoch
 
     def _on_leader_change(self, change: LeaderAndEpoch) -> None:
         self.store.on_leader_change(change)
@@ -268,3 +285,38 @@ class ClusterMember:
         return AllocateProducerIdsResponse(
             error_code=errors.NONE, producer_id_start=first, producer_id_len=PRODUCER_ID_BLOCK_SIZE
         )
+
+    async def _on_alter_partition(self, version: int, req: Any) -> Any:
+        R = AlterPartitionResponse
+        changes, where = [], []
+        for t in req.topics:
+            for pd in t.partitions:
+                if version >= 3:
+                    isr = [b.broker_id for b in pd.new_isr_with_epochs]
+                    epochs = {b.broker_id: b.broker_epoch for b in pd.new_isr_with_epochs}
+                else:
+                    isr, epochs = list(pd.new_isr), {}
+                changes.append(
+                    IsrChange(t.topic_id, pd.partition_index, pd.leader_epoch, pd.partition_epoch, isr, epochs,
+                              pd.leader_recovery_state)
+                )  # fmt: skip
+                where.append((t.topic_id, pd.partition_index))
+        try:
+            answer, wrote = self.controller.alter_partition(req.broker_id, req.broker_epoch, changes)
+            if wrote:
+                await self._wait_appended()
+        except KafkaError as exc:
+            return R(error_code=exc.code, topics=[])
+        except TimeoutError:
+            return R(error_code=_code["REQUEST_TIMED_OUT"].code, topics=[])
+        if isinstance(answer, int):
+            return R(error_code=answer, topics=[])
+        topics: dict[uuid.UUID, list[Any]] = {}
+        for (topic_id, index), res in zip(where, answer, strict=True):
+            topics.setdefault(topic_id, []).append(
+                R.PartitionData(
+                    partition_index=index, error_code=res.error_code, leader_id=res.leader,
+                    leader_epoch=res.leader_epoch, isr=list(res.isr), partition_epoch=res.partition_epoch,
+                )
+            )  # fmt: skip
+        return R(error_code=errors.NONE, topics=[R.TopicData(topic_id=t, partitions=ps) for t, ps in topics.items()])

@@ -119,21 +119,9 @@ class Admin:
                     "Replication factor must be larger than 0, or -1 to use the default value.",
                 )
             replicas = self._place(partitions, factor, 0)
-        self._check_unreplicated(replicas)
         if validate_only:
             return TopicInfo(spec.name, _zero_uuid(), replicas, configs)
         return self.controller.create_topic(spec.name, replicas, configs)
-
-    def _check_unreplicated(self, replicas: Sequence[Sequence[int]]) -> None:
-        """A quorum of several nodes does not copy partition data between brokers yet: a
-        partition with more than one replica would be served by each as if it led it, so one
-        is refused rather than silently wrong."""
-        if self.store.networked and any(len(r) > 1 for r in replicas):
-            raise KafkaError(
-                errors.INVALID_REPLICATION_FACTOR,
-                f"Replication factor {max(len(r) for r in replicas)} is not supported yet: "
-                "partition data is not replicated between brokers; use replication factor 1.",
-            )
 
     def _place(self, partitions: int, factor: int, first: int) -> list[list[int]]:
         return place_round_robin(self.broker_ids, partitions, factor, first)
@@ -187,7 +175,6 @@ class Admin:
                 )
         else:
             new = self._place(added, len(info.replicas[0]), current)
-        self._check_unreplicated(new)
         if validate_only:
             return info
         return self.controller.add_partitions(name, new)

@@ -61,6 +61,8 @@ from gregor.controller.quorum_controller import (
     BrokerHeartbeat,
     BrokerRegistration,
     ControllerConfig,
+    IsrChange,
+    IsrChangeResult,
     Listener,
     QuorumController,
     TopicRequest,
@@ -181,6 +183,17 @@ class LocalController:
         """The HeartbeatResponse, and whether records were appended (then wait for them)."""
         quorum = self._planner()
         result = quorum.heartbeat(beat, now_ms)
+        if result.records:
+            self._commit(result.records)
+        return result.response, bool(result.records)
+
+    def alter_partition(
+        self, broker_id: int, broker_epoch: int, changes: Sequence[IsrChange]
+    ) -> tuple[list[IsrChangeResult] | int, bool]:
+        """A partition leader's ISR changes (AlterPartition): the answer (one result per
+        change, or a top-level error code) and whether records were appended (then wait for
+        them before answering)."""
+        result = self._planner().alter_partition(broker_id, broker_epoch, changes)
         if result.records:
             self._commit(result.records)
         return result.response, bool(result.records)

@@ -244,7 +244,9 @@ class GroupCoordinator:
         if p is None:
             return True
         lg = p.log
-        end = lg.high_watermark
+        # To the log end, as Kafka's coordinator loader: a new leader's high watermark may still
+        # trail records its predecessor had committed (it learns the HW from its followers).
+        end = lg.log_end_offset
         load.next_offset = max(load.next_offset, lg.log_start_offset)
         if load.next_offset >= end:
             return True
@@ -485,8 +487,7 @@ def _append_transactional(p: Partition, encoded: list[tuple[bytes, bytes | None]
         base_sequence=0, transactional=True,
     )  # fmt: skip
     info = p.log.append(batch, leader_epoch=p.leader_epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
-    p.maybe_increment_high_watermark()
-    p.notify()
+    p.after_leader_append(now_ms)
     return info
 
 

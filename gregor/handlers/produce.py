@@ -2,9 +2,15 @@
 
 v3: record batch v2 only, transactional_id. v5: log_start_offset. v8: record_errors and
 error_message (KIP-467). v9: flexible. v10: current_leader / node_endpoints on
-NOT_LEADER_OR_FOLLOWER. acks: 0 (no response; an error closes the connection so the producer
-notices, as Kafka does), 1, -1 (all: the ISR is this broker alone until replication exists,
-so it completes at once, after min.insync.replicas is checked).
+NOT_LEADER_OR_FOLLOWER (not filled: the client refreshes its metadata). acks: 0 (no response;
+an error closes the connection so the producer notices, as Kafka does), 1 (answered once
+appended here), -1 (all: refused with NOT_ENOUGH_REPLICAS before appending when the ISR is
+smaller than min.insync.replicas; after appending, answered once the high watermark passes
+the batch, i.e. every ISR member has it (Kafka's DelayedProduce): the request waits, woken by
+the partition's high-watermark moves, up to its timeout_ms, then REQUEST_TIMED_OUT; losing
+leadership meanwhile answers NOT_LEADER_OR_FOLLOWER, the ISR shrinking below the minimum
+NOT_ENOUGH_REPLICAS_AFTER_APPEND). With one broker the ISR is that broker and acks=-1
+completes at once.
 
 Transactions (KIP-890 part 1): the first transactional batch of a producer in a partition, one
 with no open transaction there yet, is checked with the transaction coordinator: its partition
@@ -18,6 +24,7 @@ other partitions are appended meanwhile) and an acks=0 batch needing such a chec
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable
 from dataclasses import dataclass
@@ -39,6 +46,16 @@ PartResp = ProduceResponse.PartitionProduceResponse
 
 class AcksZeroError(Exception):
     """An acks=0 produce failed: the connection is closed so the producer finds out."""
+
+
+@dataclass(slots=True)
+class AwaitingWrite:
+    """An acks=all write appended here, waiting for the high watermark to pass it."""
+
+    response: Any  # its PartitionProduceResponse, completed in place
+    partition: Partition
+    required_offset: int  # its last offset + 1
+    leader_epoch: int  # the epoch it was appended in
 
 
 def _verify_transactional(
@@ -87,11 +104,14 @@ class _Waiting:
 
 
 def _produce_partition(
-    ctx: RequestContext, request: Any, topic: str, pd: Any, now: int, failed: list[str], waiting: list[_Waiting], parts: list[Any], *, verified: bool = False
+    ctx: RequestContext, request: Any, topic: str, pd: Any, now: int, failed: list[str], waiting: list[_Waiting],
+    parts: list[Any], awaiting: list[AwaitingWrite], *, verified: bool = False
 ) -> Any:
-    """Append one partition's batch; its response, or None when it waits (added to `waiting`)."""
+    """Append one partition's batch; its response, or None when it waits for a coordinator
+    (added to `waiting`). An acks=all write not yet replicated is added to `awaiting`."""
     acks = request.acks
     code, message, base, append_time, start = errors.NONE, None, -1, -1, -1
+    partition = info = None
     try:
         if acks not in (-1, 0, 1):
             raise KafkaError(errors.INVALID_REQUIRED_ACKS, f"acks={acks} is not one of -1, 0, 1")
@@ -117,7 +137,7 @@ def _produce_partition(
         if code not in (errors.UNKNOWN_TOPIC_OR_PARTITION, errors.NOT_LEADER_OR_FOLLOWER):
             log.warning("produce to %s-%d from %s refused: %s", topic, pd.index, ctx.peer, exc)
         failed.append(f"{topic}-{pd.index}: {exc}")
-    return PartResp(
+    part = PartResp(
         index=pd.index,
         error_code=code,
         base_offset=base,
@@ -125,6 +145,11 @@ def _produce_partition(
         log_start_offset=start,
         error_message=message,
     )
+    if acks == -1 and info is not None and partition is not None:
+        write = AwaitingWrite(part, partition, info.last_offset + 1, partition.leader_epoch)
+        if not settle(write):
+            awaiting.append(write)
+    return part
 
 
 @handles(api_keys.PRODUCE)
@@ -134,22 +159,28 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     responses = []
     failed: list[str] = []
     waiting: list[_Waiting] = []
+    awaiting: list[AwaitingWrite] = []
     for topic in request.topic_data:
         parts: list[Any] = []
         for pd in topic.partition_data:
-            parts.append(_produce_partition(ctx, request, topic.name, pd, now, failed, waiting, parts))
+            parts.append(_produce_partition(ctx, request, topic.name, pd, now, failed, waiting, parts, awaiting))
         responses.append(TopicResp(name=topic.name, partition_responses=parts))
     if waiting:
-        return _after_verification(ctx, request, responses, waiting)
+        return _after_verification(ctx, request, responses, waiting, awaiting)
     if acks == 0:
         if failed:
             raise AcksZeroError("; ".join(failed))
         return NO_RESPONSE
+    if awaiting:
+        return await_replication(ProduceResponse(responses=responses), awaiting, request.timeout_ms)
     return ProduceResponse(responses=responses)
 
 
-async def _after_verification(ctx: RequestContext, request: Any, responses: list[Any], waiting: list[_Waiting]) -> Any:
-    """Each waiting batch appended once its coordinator says so, in the order they came."""
+async def _after_verification(
+    ctx: RequestContext, request: Any, responses: list[Any], waiting: list[_Waiting], awaiting: list[AwaitingWrite]
+) -> Any:
+    """Each waiting batch appended once its coordinator says so, in the order they came; then,
+    for acks=all, the answer once every write is replicated."""
     for w in waiting:
         code = await w.answer
         if code:
@@ -161,6 +192,64 @@ async def _after_verification(ctx: RequestContext, request: Any, responses: list
             )
         else:
             w.parts[w.slot] = _produce_partition(
-                ctx, request, w.topic, w.data, ctx.broker.now_ms(), [], [], w.parts, verified=True
+                ctx, request, w.topic, w.data, ctx.broker.now_ms(), [], [], w.parts, awaiting, verified=True
             )
-    return ProduceResponse(responses=responses)
+    response = ProduceResponse(responses=responses)
+    if awaiting:
+        return await await_replication(response, awaiting, request.timeout_ms)
+    return response
+
+
+def settle(waiting: AwaitingWrite) -> bool:
+    """True once the write's answer is known (filled into its response)."""
+    code = waiting.partition.acks_all_status(waiting.required_offset, waiting.leader_epoch)
+    if code is None:
+        return False
+    if code != errors.NONE:
+        _fail(
+            waiting,
+            code,
+            f"{waiting.partition.name}: {errors.name_of(code)} while waiting for the ISR",
+        )
+    return True
+
+
+def _fail(waiting: AwaitingWrite, code: int, message: str) -> None:
+    r = waiting.response
+    r.error_code, r.error_message = code, message
+    r.base_offset = r.log_append_time_ms = r.log_start_offset = -1
+
+
+async def await_replication(response: Any, awaiting: list[AwaitingWrite], timeout_ms: int) -> Any:
+    """Answer once every acks=all write of the request is settled, or at its timeout."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0, timeout_ms) / 1000.0
+    while awaiting:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            for waiting in awaiting:
+                _fail(
+                    waiting,
+                    errors.REQUEST_TIMED_OUT,
+                    f"{waiting.partition.name}: the ISR did not reach offset "
+                    f"{waiting.required_offset - 1} within {timeout_ms} ms",
+                )
+            break
+        woken = loop.create_future()
+
+        def wake(f: asyncio.Future[None] = woken) -> None:
+            if not f.done():
+                f.set_result(None)
+
+        partitions = {id(w.partition): w.partition for w in awaiting}.values()
+        for p in partitions:
+            p.watch(wake)
+        try:
+            await asyncio.wait_for(asyncio.shield(woken), remaining)
+        except TimeoutError:
+            pass
+        finally:
+            for p in partitions:
+                p.unwatch(wake)
+        awaiting = [w for w in awaiting if not settle(w)]
+    return response

@@ -221,6 +221,17 @@ _BROKER_ONLY: list[ConfigDef] = [
     # session timeout without one.
     ConfigDef("broker.heartbeat.interval.ms", INT, "2000", at_least(1), read_only=True),
     ConfigDef("broker.session.timeout.ms", INT, "9000", at_least(1), read_only=True),
+    # Partition data replication (replication/, broker/replica_fetcher.py): followers fetch
+    # from leaders; a follower not caught up for replica.lag.time.max.ms leaves the ISR.
+    ConfigDef("replica.lag.time.max.ms", LONG, "30000", at_least(1), read_only=True),
+    ConfigDef("replica.fetch.max.bytes", INT, "1048576", at_least(0), read_only=True),
+    ConfigDef("replica.fetch.response.max.bytes", INT, "10485760", at_least(0), read_only=True),
+    ConfigDef("replica.fetch.wait.max.ms", INT, "500", at_least(0), read_only=True),
+    ConfigDef("replica.fetch.min.bytes", INT, "1", at_least(1), read_only=True),
+    ConfigDef("replica.fetch.backoff.ms", INT, "1000", at_least(0), read_only=True),
+    ConfigDef("replica.socket.timeout.ms", INT, "30000", at_least(1), read_only=True),
+    ConfigDef("num.replica.fetchers", INT, "1", at_least(1), read_only=True),
+    ConfigDef("controlled.shutdown.enable", BOOLEAN, "true", None, read_only=True),
     ConfigDef("inter.broker.listener.name", STRING, None, None, read_only=True),
     ConfigDef("listener.security.protocol.map", STRING, None, None, read_only=True),
     ConfigDef("num.network.threads", INT, "3", at_least(1), read_only=True),

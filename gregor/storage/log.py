@@ -240,7 +240,9 @@ class Log:
             return hw
         return first if first >= self.log_start_offset else self.log_start_offset
 
-    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
         """The aborted transactions overlapping [start_offset, upper_bound_offset), i.e. those
         with a marker at or above start_offset and a first offset below upper_bound_offset, for
         a read_committed fetch (Kafka's collectAbortedTransactions): the .txnindex of the
@@ -284,11 +286,12 @@ class Log:
         now_ms: int | None = None,
         assign_offsets: bool = True,
         origin: AppendOrigin | None = None,
+        as_follower: bool = False,
     ) -> AppendInfo:
         """Validate, assign offsets (patching headers in `records`) and append.
 
-        With `assign_offsets=False` (a follower copying its leader) the offsets already in the
-        batches are kept; they must continue the log.
+        With `assign_offsets=False` the offsets already in the batches are kept; they must
+        continue the log. `as_follower` (`append_as_follower`) also keeps every other byte.
 
         Batches with a producer id are checked against the producer state first (`origin`:
         CLIENT by default for a leader, REPLICATION for a follower; see producer_state.py). A
@@ -301,14 +304,14 @@ class Log:
         if end == 0:
             raise KafkaError(errors.INVALID_RECORD, f"{self.topic}-{self.partition}: no batches")
         config = self.config
-        if end > config.segment_bytes:
+        if end > config.segment_bytes and not as_follower:
             raise KafkaError(
                 errors.RECORD_LIST_TOO_LARGE,
                 f"{end} bytes is above segment.bytes {config.segment_bytes}",
             )
         if now_ms is None:
             now_ms = _now_ms()
-        stamp = config.log_append_time
+        stamp = config.log_append_time and not as_follower
         next_offset = self.log_end_offset
         first_offset = next_offset if assign_offsets else -1
         max_ts, offset_of_max_ts = -1, -1
@@ -316,7 +319,9 @@ class Log:
         producer_batches: list[ProducerBatch] = []
         records_count = 0
         pos = 0
-        max_size = config.max_message_bytes
+        # A follower takes what its leader took: its own max.message.bytes does not apply.
+        max_size = config.max_message_bytes if not as_follower else end
+        epochs: list[tuple[int, int]] = []  # a follower's (leader epoch, base offset) per batch
         while pos < end:
             header = rb.check_batch(view, pos, end, max_size)
             size = header.batch_length + rb.LOG_OVERHEAD
@@ -335,6 +340,8 @@ class Log:
                     )
                 if first_offset < 0:
                     first_offset = base
+                if as_follower:
+                    epochs.append((header.partition_leader_epoch, base))
             batch_ts = header.max_timestamp
             if stamp:
                 rb.patch_log_append_time(view, pos, size, now_ms)
@@ -363,6 +370,9 @@ class Log:
             self.producer_state.apply(producer_updates, segment.txn_index)
         if leader_epoch >= 0 and assign_offsets:
             self.leader_epochs.assign(leader_epoch, first_offset)
+        for epoch, base in epochs:  # a follower learns its leaders' epochs from the batches
+            if epoch > self.leader_epochs.latest_epoch:
+                self.leader_epochs.assign(epoch, base)
         if self.log_end_offset - self.recovery_point >= config.flush_messages:
             self.flush()
         return AppendInfo(
@@ -375,6 +385,30 @@ class Log:
             records_count,
             end,
             self.log_start_offset,
+        )
+
+    def append_as_follower(
+        self, records: memoryview | bytearray, now_ms: int | None = None
+    ) -> AppendInfo | None:
+        """Append batches fetched from the leader as they are (Kafka's appendAsFollower): each
+        CRC is checked, offsets, leader epochs and timestamps are kept, and the leader epoch of
+        each batch goes into the leader-epoch cache. The producer state is updated without the
+        checks a leader makes (AppendOrigin.REPLICATION), so idempotence and transactions carry
+        on after a failover; transaction markers end their transactions here too (.txnindex,
+        last stable offset). A partial batch at the end (a fetch may end in one) is left out.
+        None when there is no whole batch."""
+        view = memoryview(records)
+        end = 0
+        for pos, header in rb.iter_headers(view):
+            end = pos + header.batch_length + rb.LOG_OVERHEAD
+        if end == 0:
+            return None
+        return self.append(
+            view[:end],
+            assign_offsets=False,
+            origin=AppendOrigin.REPLICATION,
+            now_ms=now_ms,
+            as_follower=True,
         )
 
     def _duplicate_info(self, dup: Duplicate, stamped: bool) -> AppendInfo:
@@ -420,7 +454,9 @@ class Log:
             return max_ts - first
         return now_ms - seg.created_ms
 
-    def roll(self, base_offset: int | None = None, reason: str = "requested", now_ms: int | None = None) -> LogSegment:
+    def roll(
+        self, base_offset: int | None = None, reason: str = "requested", now_ms: int | None = None
+    ) -> LogSegment:
         """Start a new active segment at `base_offset` (default: the log end offset)."""
         base = self.log_end_offset if base_offset is None else max(base_offset, self.log_end_offset)
         old = self.segments[-1]
@@ -451,7 +487,9 @@ class Log:
         self._bases.append(base)
         # Recovery and truncation replay producer state from a snapshot at a segment base.
         previous = self._bases[-2] if len(self._bases) > 1 else base
-        self.producer_state.take_snapshot(base, keep_from=min(self.recovery_point, previous), sync=False)
+        self.producer_state.take_snapshot(
+            base, keep_from=min(self.recovery_point, previous), sync=False
+        )
         log.debug("%s-%s rolled to segment %d (%s)", self.topic, self.partition, base, reason)
         if keep_old:
             # The old segment will not change again: it is fsynced now, as Kafka does at roll.
@@ -579,6 +617,10 @@ class Log:
     def truncate_to(self, offset: int) -> None:
         """Remove every batch that holds an offset >= `offset` (replication's truncation)."""
         if offset >= self.log_end_offset:
+            # Nothing to remove, but an epoch may start at the log end (a leader that became
+            # a follower before it wrote in its epoch): it goes, as in Kafka, or the follower
+            # would keep naming it as its last fetched epoch.
+            self.leader_epochs.truncate_from_end(offset)
             return
         if offset <= self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
@@ -599,7 +641,9 @@ class Log:
         # logStartOffset = min(targetOffset, logStartOffset)), keeping start <= end.
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self._after_truncation()
-        self.producer_state.truncate_and_reload(self.segments, self.log_start_offset, self.log_end_offset)
+        self.producer_state.truncate_and_reload(
+            self.segments, self.log_start_offset, self.log_end_offset
+        )
         self.producer_state.on_high_watermark(self.high_watermark)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -708,7 +752,9 @@ class Log:
              (readers holding their descriptors keep reading them until then).
         """
         first = self.segments.index(old[0])
-        assert self.segments[first : first + len(old)] == old and first + len(old) < len(self.segments)
+        assert self.segments[first : first + len(old)] == old and first + len(old) < len(
+            self.segments
+        )
         assert new.base_offset == old[0].base_offset
         new.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
         fsync_dir(self.directory)
@@ -725,7 +771,9 @@ class Log:
     def flush(self, up_to_offset: int | None = None) -> None:
         """fsync the segments holding offsets from the recovery point up to `up_to_offset`
         (default: the log end offset), then move the recovery point there."""
-        target = self.log_end_offset if up_to_offset is None else min(up_to_offset, self.log_end_offset)
+        target = (
+            self.log_end_offset if up_to_offset is None else min(up_to_offset, self.log_end_offset)
+        )
         self.producer_state.sync_pending()  # a roll's producer snapshot, written without fsync
         if target <= self.recovery_point:
             return

@@ -2,8 +2,7 @@
 metadata made through one node is seen by all, the quorum survives the loss of its active
 controller (SIGKILL while topics are being created: none acknowledged is lost), a restarted
 node catches up, two lost nodes of three stop metadata writes (no split brain) until one
-returns, and clients produce and consume through any node (replication factor 1: data is not
-replicated between brokers yet)."""
+returns, and clients produce and consume through any node (replication: test_replication.py)."""
 
 from __future__ import annotations
 
@@ -263,7 +262,7 @@ def test_a_consumer_group_finds_its_coordinator_on_whichever_node_leads_its_part
         seen.add(group)
     md = metadata_of(cluster, 2)
     offsets = next(t for t in md.topics if t.name == "__consumer_offsets")
-    assert {len(p.replica_nodes) for p in offsets.partitions} == {1}
+    assert {len(p.replica_nodes) for p in offsets.partitions} == {3}  # replicated on every broker
     assert {p.leader_id for p in offsets.partitions} == {1, 2, 3}
 
 

@@ -3,7 +3,7 @@
 the active controller in an Envelope; topics auto-created, and internal topics needed, through a
 node that is not the controller are created by the controller; the Envelope API itself refuses
 what it must (a node that is not the controller, an API that is not forwarded, a torn frame);
-and a replication factor the cluster cannot honour yet is refused, not silently misserved."""
+and a replication factor of three is honoured, one above the broker count refused."""
 
 from __future__ import annotations
 
@@ -182,6 +182,8 @@ def test_internal_topic_made_on_first_find_coordinator_at_a_follower(cluster: Lo
 
 def test_the_envelope_api_refuses_what_it_must(cluster: LocalCluster) -> None:
     ctrl = active_controller(cluster)
+    # a topic needs registered brokers to be placed on
+    wait_for("three unfenced brokers", lambda: len(metadata_of(cluster, ctrl).brokers) == 3)
     other = next(i for i in cluster.ids if i != ctrl)
     all_brokers_seen(cluster)
     inner = Raw.__new__(Raw)
@@ -217,11 +219,26 @@ def _api_versions_request() -> Any:
     return ApiVersionsRequest(client_software_name="test", client_software_version="1")
 
 
-def test_a_replication_factor_above_one_is_refused_in_a_cluster(cluster: LocalCluster) -> None:
+def test_a_replication_factor_of_three_is_honoured_and_four_is_refused(
+    cluster: LocalCluster,
+) -> None:
     active_controller(cluster)
     all_brokers_seen(cluster)
     with Raw(cluster.bootstrap_of(1)) as raw:
         answer = raw.call(api_keys.CREATE_TOPICS, 7, create_request("rf3", factor=3)).topics[0]
-    assert answer.error_code == BY_NAME["INVALID_REPLICATION_FACTOR"].code
-    assert "not replicated between brokers" in answer.error_message
-    assert "rf3" not in topics_on(cluster, 1)
+        too_many = raw.call(api_keys.CREATE_TOPICS, 7, create_request("rf4", factor=4)).topics[0]
+    assert answer.error_code == NONE
+    assert too_many.error_code == BY_NAME["INVALID_REPLICATION_FACTOR"].code
+
+    def replicated(node: int) -> bool:
+        topic = next((t for t in metadata_of(cluster, node).topics if t.name == "rf3"), None)
+        return topic is not None and all(
+            sorted(p.replica_nodes) == [1, 2, 3]
+            and sorted(p.isr_nodes) == [1, 2, 3]
+            and p.leader_id in (1, 2, 3)
+            for p in topic.partitions
+        )
+
+    for node in cluster.ids:
+        wait_for(f"rf3 on three replicas seen by node {node}", lambda n=node: replicated(n))
+    assert "rf4" not in topics_on(cluster, 1)

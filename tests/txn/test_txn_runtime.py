@@ -174,8 +174,11 @@ def test_late_marker_answers_restart_and_load_by_replay(tmp_path: Path) -> None:
     after = {tid: m for s in t2.shards.values() for tid, m in s.txns.items()}
     assert after.keys() == before.keys()
     assert {k: v for k, v in after.items() if k != "left"} == {k: v for k, v in before.items() if k != "left"}
-    # The markers of the transaction left preparing are written again, then it completes.
-    assert writer2.calls == [("left", pid2, 0, 0, True, [("a", 0), ("b", 0)])]
+    # The markers of the transaction left preparing are written again, then it completes; the
+    # coordinator epoch is the partition's leader epoch, which the restart bumped.
+    leader_epoch = b2.replicas.leader(TRANSACTION_TOPIC, t2.partition_for("left")).leader_epoch
+    assert leader_epoch > 0
+    assert writer2.calls == [("left", pid2, 0, leader_epoch, True, [("a", 0), ("b", 0)])]
     assert t2.describe("left").state == "CompleteCommit"
     assert t2.end_txn("left", pid2, 0, True, 0, NOW).error == codes.NONE
     listed = t2.list_transactions(["Ongoing"], [], -1, NOW + 10)

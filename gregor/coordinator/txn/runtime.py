@@ -258,7 +258,7 @@ class TransactionCoordinator:
             p = self.replicas.get(TRANSACTION_TOPIC, index)
             assert p is not None
             self.loading[index] = _Load(shard, p.log.log_start_offset, started_ms=now_ms)
-            if p.log.high_watermark <= p.log.log_start_offset:
+            if p.log.log_end_offset <= p.log.log_start_offset:
                 self._finish_load(index, now_ms)  # nothing to read: ready at once
         if self.loading:
             log.info("loading %d partitions of %s", len(self.loading), TRANSACTION_TOPIC)
@@ -277,7 +277,9 @@ class TransactionCoordinator:
         if p is None:
             return True
         lg = p.log
-        end = lg.high_watermark
+        # To the log end, as Kafka's coordinator loader: a new leader's high watermark may still
+        # trail records its predecessor had committed (it learns the HW from its followers).
+        end = lg.log_end_offset
         load.next_offset = max(load.next_offset, lg.log_start_offset)
         if load.next_offset >= end:
             return True

@@ -1,0 +1,323 @@
+"""The follower side of replication for one source broker, sans I/O (Kafka's
+AbstractFetcherThread and ReplicaFetcherThread without the thread).
+
+    fetcher = FollowerFetcher(leader_id=2, config=FetcherConfig(replica_id=1))
+    fetcher.add(partition, leader_epoch=7)
+    request, sent = fetcher.build_request(now_ms, broker_epoch)     # None: nothing to fetch
+    fetcher.handle_response(sent, response, now_ms)                  # or handle_error(sent, now_ms)
+
+One fetcher per leader broker (Kafka's num.replica.fetchers = 1), one Fetch in flight at a
+time (the caller's loop), every partition followed from that leader in it: v15, topic ids,
+`replica_state` = (this broker, its broker epoch), no fetch session (session id 0, epoch -1:
+a full request each time, as Kafka allows), replica.fetch.wait.max.ms / min.bytes /
+response.max.bytes for the request and replica.fetch.max.bytes per partition. Each partition
+asks from its log end offset, naming the epoch of its last batch (`last_fetched_epoch`, the
+latest of its leader-epoch cache) and the leader epoch it follows (`current_leader_epoch`).
+
+Truncation (KIP-320 "truncate on fetch", what Kafka does since 2.7; no OffsetForLeaderEpoch
+round trip): when the leader answers `diverging_epoch` = (epoch E, end offset X), nothing is
+appended and the log is truncated (`truncation_offset`, Kafka's getOffsetTruncationState):
+to min(our end of E, X, our LEO) when we know E; when our largest epoch up to E is an older
+one, to min(its end, our LEO) only, and the next Fetch, naming that older epoch, may be told
+to go further. A log with no epochs at all names none (-1) and is never told to truncate: only
+logs from before leader epochs existed are like that.
+
+Answers per partition:
+
+  NONE                  append the batches as they are (Log.append_as_follower: CRC checked,
+                        offsets and epochs kept, producer state updated), then the follower's
+                        HW = min(the leader's HW, our LEO) (it may go down), and the log start
+                        offset moves up to the leader's (DeleteRecords, retention).
+  OFFSET_OUT_OF_RANGE   below the leader's log start: truncate fully and start at it; above
+                        its log end (a log with no epochs that is ahead of the leader):
+                        truncate to the leader's HW, an offset both logs hold; else back off.
+  FENCED_LEADER_EPOCH   the leader is in a newer epoch than the metadata we applied: stop
+                        fetching the partition until the metadata gives it a new epoch (`add`).
+  anything else         back off the partition for replica.fetch.backoff.ms (NOT_LEADER,
+                        UNKNOWN_LEADER_EPOCH while the leader applies its metadata, ...).
+
+A request that fails as a whole (connection lost, timeout) backs off every partition in it.
+An answer for a partition whose state changed meanwhile (removed, a new epoch, truncated or
+appended to) is ignored, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from gregor.protocol import errors
+from gregor.protocol.errors import KafkaError
+from gregor.protocol.messages import FetchRequest
+from gregor.replication.partition import Partition
+from gregor.storage.leader_epoch import LeaderEpochCache
+
+log = logging.getLogger("gregor.replication.follower")
+
+FETCH_VERSION = 15
+FENCED_LEADER_EPOCH = errors.BY_NAME["FENCED_LEADER_EPOCH"].code
+
+
+@dataclass(frozen=True)
+class FetcherConfig:
+    """Kafka's replica.fetch.* configs (their defaults)."""
+
+    replica_id: int
+    max_wait_ms: int = 500  # replica.fetch.wait.max.ms
+    min_bytes: int = 1  # replica.fetch.min.bytes
+    max_bytes: int = 10 * 1024 * 1024  # replica.fetch.response.max.bytes
+    partition_max_bytes: int = 1024 * 1024  # replica.fetch.max.bytes
+    backoff_ms: int = 1000  # replica.fetch.backoff.ms
+
+
+@dataclass
+class FetchState:
+    partition: Partition
+    leader_epoch: int
+    delayed_until_ms: int = 0
+    fenced: bool = False  # until the metadata gives a new epoch
+
+    def ready(self, now_ms: int) -> bool:
+        return not self.fenced and self.delayed_until_ms <= now_ms
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What one partition of a Fetch asked for."""
+
+    topic: str
+    index: int
+    fetch_offset: int
+    leader_epoch: int
+
+
+@dataclass
+class FetchOutcome:
+    """What a response did (logs, tests and the fetch loop's pacing)."""
+
+    appended_bytes: int = 0
+    truncated: list[tuple[str, int, int]] = field(default_factory=list)  # (topic, index, offset)
+    errors: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+def truncation_offset(
+    cache: LeaderEpochCache,
+    log_end_offset: int,
+    high_watermark: int,
+    leader_epoch: int,
+    leader_end_offset: int,
+) -> tuple[int, bool]:
+    """(offset to truncate to, whether that is the final answer) for a leader's
+    diverging_epoch (leader_epoch, leader_end_offset) against our epoch history."""
+    if leader_end_offset < 0:
+        return min(high_watermark, log_end_offset), True
+    if leader_epoch < 0:
+        return min(leader_end_offset, log_end_offset), True
+    epoch, end = cache.end_offset_for(leader_epoch, log_end_offset)
+    if end < 0:  # we have no epoch up to the leader's: its end offset is all we have
+        return min(leader_end_offset, log_end_offset), True
+    if epoch != leader_epoch:  # we never had its epoch: go back to the end of our older one
+        return min(end, log_end_offset), False
+    return min(end, leader_end_offset, log_end_offset), True
+
+
+class FollowerFetcher:
+    def __init__(self, leader_id: int, config: FetcherConfig) -> None:
+        self.leader_id = leader_id
+        self.config = config
+        self.partitions: dict[tuple[str, int], FetchState] = {}
+
+    # -- which partitions ---------------------------------------------------------------------
+
+    def add(self, partition: Partition, leader_epoch: int) -> None:
+        """Fetch `partition` from this leader in `leader_epoch` (again, at once, if it was
+        here in an older one)."""
+        key = (partition.topic, partition.index)
+        state = self.partitions.get(key)
+        if (
+            state is not None
+            and state.partition is partition
+            and state.leader_epoch == leader_epoch
+        ):
+            return
+        self.partitions[key] = FetchState(partition, leader_epoch)
+
+    def remove(self, topic: str, index: int) -> None:
+        self.partitions.pop((topic, index), None)
+
+    def __len__(self) -> int:
+        return len(self.partitions)
+
+    def next_ready_ms(self) -> int | None:
+        """When the earliest backed-off partition may be fetched again (None: none waits)."""
+        times = [s.delayed_until_ms for s in self.partitions.values() if not s.fenced]
+        return min(times) if times else None
+
+    # -- the request --------------------------------------------------------------------------
+
+    def build_request(
+        self, now_ms: int, broker_epoch: int
+    ) -> tuple[Any, dict[tuple[uuid.UUID, int], Sent]] | None:
+        """The Fetch for every partition ready now, and what each asked for; None if none is."""
+        cfg = self.config
+        by_topic: dict[uuid.UUID, list[Any]] = {}
+        sent: dict[tuple[uuid.UUID, int], Sent] = {}
+        for (topic, index), state in self.partitions.items():
+            if not state.ready(now_ms):
+                continue
+            p = state.partition
+            lg = p.log
+            offset = lg.log_end_offset
+            by_topic.setdefault(p.topic_id, []).append(
+                FetchRequest.FetchPartition(
+                    partition=index,
+                    current_leader_epoch=state.leader_epoch,
+                    fetch_offset=offset,
+                    last_fetched_epoch=lg.leader_epochs.latest_epoch,
+                    log_start_offset=lg.log_start_offset,
+                    partition_max_bytes=cfg.partition_max_bytes,
+                )
+            )
+            sent[(p.topic_id, index)] = Sent(topic, index, offset, state.leader_epoch)
+        if not sent:
+            return None
+        request = FetchRequest(
+            replica_state=FetchRequest.ReplicaState(
+                replica_id=cfg.replica_id, replica_epoch=broker_epoch
+            ),
+            max_wait_ms=cfg.max_wait_ms,
+            min_bytes=cfg.min_bytes,
+            max_bytes=cfg.max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                FetchRequest.FetchTopic(topic_id=tid, partitions=parts)
+                for tid, parts in by_topic.items()
+            ],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        return request, sent
+
+    # -- the answer ---------------------------------------------------------------------------
+
+    def handle_error(self, sent: dict[tuple[uuid.UUID, int], Sent], now_ms: int) -> None:
+        """The whole Fetch failed: back off every partition it asked for."""
+        for s in sent.values():
+            state = self.partitions.get((s.topic, s.index))
+            if state is not None and state.leader_epoch == s.leader_epoch:
+                state.delayed_until_ms = now_ms + self.config.backoff_ms
+
+    def handle_response(
+        self, sent: dict[tuple[uuid.UUID, int], Sent], response: Any, now_ms: int
+    ) -> FetchOutcome:
+        outcome = FetchOutcome()
+        if response.error_code != errors.NONE:
+            log.info(
+                "fetch from broker %d failed: %s",
+                self.leader_id,
+                errors.name_of(response.error_code),
+            )
+            self.handle_error(sent, now_ms)
+            return outcome
+        for t in response.responses:
+            for pd in t.partitions:
+                s = sent.get((t.topic_id, pd.partition_index))
+                if s is None:
+                    continue
+                state = self.partitions.get((s.topic, s.index))
+                if (
+                    state is None
+                    or state.fenced
+                    or state.leader_epoch != s.leader_epoch
+                    or state.partition.log.log_end_offset != s.fetch_offset
+                ):
+                    continue  # changed while the fetch was out
+                try:
+                    self._handle_partition(state, s, pd, now_ms, outcome)
+                except KafkaError as exc:
+                    log.warning("%s: replicating from broker %d at offset %d failed: %s",
+                                state.partition.name, self.leader_id, s.fetch_offset, exc)  # fmt: skip
+                    outcome.errors[(s.topic, s.index)] = exc.code
+                    state.delayed_until_ms = now_ms + self.config.backoff_ms
+        return outcome
+
+    def _handle_partition(
+        self, state: FetchState, s: Sent, pd: Any, now_ms: int, outcome: FetchOutcome
+    ) -> None:
+        p = state.partition
+        code = pd.error_code
+        if code == errors.NONE:
+            div = pd.diverging_epoch
+            if div is not None and (div.epoch >= 0 or div.end_offset >= 0):
+                outcome.truncated.append(
+                    (s.topic, s.index, self._truncate(p, div.epoch, div.end_offset))
+                )
+                return
+            outcome.appended_bytes += self._append(p, pd, now_ms)
+            return
+        outcome.errors[(s.topic, s.index)] = code
+        if code == errors.OFFSET_OUT_OF_RANGE:
+            if not self._out_of_range(p, pd, s.fetch_offset):
+                state.delayed_until_ms = now_ms + self.config.backoff_ms
+            return
+        if code == FENCED_LEADER_EPOCH:
+            log.info("%s: broker %d leads in an epoch newer than %d; waiting for metadata",
+                     p.name, self.leader_id, s.leader_epoch)  # fmt: skip
+            state.fenced = True
+            return
+        log.debug("%s: fetch from broker %d: %s", p.name, self.leader_id, errors.name_of(code))
+        state.delayed_until_ms = now_ms + self.config.backoff_ms
+
+    def _append(self, p: Partition, pd: Any, now_ms: int) -> int:
+        lg = p.log
+        size = 0
+        records = pd.records
+        if records is not None and len(records):
+            info = p.append_as_follower(records, now_ms)
+            size = info.valid_bytes if info is not None else 0
+        lg.update_high_watermark(min(pd.high_watermark, lg.log_end_offset))
+        leader_start = pd.log_start_offset
+        if leader_start > lg.log_start_offset:
+            target = min(leader_start, lg.high_watermark)
+            if target > lg.log_start_offset:
+                lg.increment_log_start_offset(target)
+        return size
+
+    def _truncate(self, p: Partition, leader_epoch: int, leader_end_offset: int) -> int:
+        lg = p.log
+        offset, final = truncation_offset(
+            lg.leader_epochs, lg.log_end_offset, lg.high_watermark, leader_epoch, leader_end_offset
+        )
+        if offset < lg.high_watermark:
+            log.warning(
+                "%s: truncating to %d, below the high watermark %d",
+                p.name,
+                offset,
+                lg.high_watermark,
+            )
+        log.info(
+            "%s: truncating from %d to %d (leader %d's epoch %d ends at %d%s)",
+            p.name, lg.log_end_offset, offset, self.leader_id, leader_epoch, leader_end_offset,
+            "" if final else "; our epochs end earlier, asking again",
+        )  # fmt: skip
+        lg.truncate_to(offset)
+        return offset
+
+    def _out_of_range(self, p: Partition, pd: Any, fetch_offset: int) -> bool:
+        lg = p.log
+        leader_start, leader_hw = pd.log_start_offset, pd.high_watermark
+        if 0 <= fetch_offset < leader_start:
+            log.warning("%s: offset %d is below broker %d's log start %d: starting the log again there",
+                        p.name, fetch_offset, self.leader_id, leader_start)  # fmt: skip
+            lg.truncate_fully_and_start_at(leader_start)
+            return True
+        if 0 <= leader_hw < fetch_offset:
+            log.warning("%s: offset %d is past broker %d's log end: truncating to its high watermark %d",
+                        p.name, fetch_offset, self.leader_id, leader_hw)  # fmt: skip
+            lg.truncate_to(leader_hw)
+            return True
+        return False

@@ -1,0 +1,208 @@
+"""The follower side of replication, sans I/O (replication/follower.py), against real leader
+partitions in-process: batches copied byte for byte with their offsets and epochs, the
+follower's high watermark, truncation on a diverging epoch (KIP-320), a log start past the
+follower's end, fencing, and producer state that survives a failover."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gregor.protocol import errors
+from gregor.protocol.errors import BY_NAME
+from gregor.protocol.records.records import build_batch, build_control_batch
+from gregor.replication.follower import FetcherConfig, FollowerFetcher, truncation_offset
+from gregor.replication.partition import Partition
+from gregor.storage.leader_epoch import LeaderEpochCache
+from gregor.storage.producer_state import AppendOrigin
+
+from .helpers import NOW, Cluster, host, log_bytes, manager, produce, registration, serve_fetch
+
+
+def cache(tmp_path: Path, entries: list[tuple[int, int]]) -> LeaderEpochCache:
+    c = LeaderEpochCache(str(tmp_path))
+    for epoch, start in entries:
+        c.assign(epoch, start)
+    return c
+
+
+def test_truncation_offsets(tmp_path: Path) -> None:
+    c = cache(tmp_path, [(0, 0), (2, 10), (4, 20)])  # our LEO: 30, HW 25
+    # the leader had our epoch 2, and it ended at 15 there: truncate to 15
+    assert truncation_offset(c, 30, 25, 2, 15) == (15, True)
+    # ... ended later there than here: our end of it (20)
+    assert truncation_offset(c, 30, 25, 2, 22) == (20, True)
+    # the leader's epoch 3 is unknown to us: back to the end of our epoch 2, and ask again
+    assert truncation_offset(c, 30, 25, 3, 21) == (20, False)
+    # older than any epoch we have: its end, within our log
+    assert truncation_offset(c, 30, 25, -1, 12) == (12, True)
+    assert truncation_offset(LeaderEpochCache(str(tmp_path / "none")), 30, 25, 1, 40) == (30, True)
+    # no end offset from the leader: our high watermark
+    assert truncation_offset(c, 30, 25, 2, -1) == (25, True)
+
+
+class Pair:
+    """Node 1 and node 2 replicating one partition; each `pump` is one Fetch round trip of
+    node `follower` from the leader it follows."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.cluster = Cluster()
+        self.rms = {n: manager(tmp_path, n, self.cluster) for n in (1, 2)}
+        self.fetchers = {
+            n: FollowerFetcher(3 - n, FetcherConfig(replica_id=n, backoff_ms=100)) for n in (1, 2)
+        }
+        self.now = NOW
+
+    def part(self, node: int) -> Partition:
+        p = self.rms[node].get("t", 0)
+        assert p is not None
+        return p
+
+    def elect(
+        self, leader: int, epoch: int, partition_epoch: int, isr: tuple[int, ...] = (1, 2)
+    ) -> None:
+        reg = registration(leader, epoch, isr, partition_epoch, replicas=(1, 2))
+        for n, rm in self.rms.items():
+            p = host(rm, reg, self.now)
+            if n != leader:
+                self.fetchers[n].add(p, epoch)
+            else:
+                self.fetchers[n].remove("t", 0)
+
+    def pump(self, follower: int) -> object:
+        self.now += 10
+        built = self.fetchers[follower].build_request(self.now, self.cluster.epochs[follower])
+        assert built is not None
+        request, sent = built
+        leader = self.part(3 - follower)
+        response = serve_fetch(leader if leader.is_leader else None, request, self.now)
+        return self.fetchers[follower].handle_response(sent, response, self.now)
+
+
+def test_batches_replicate_with_offsets_epochs_and_transactions(tmp_path: Path) -> None:
+    pair = Pair(tmp_path)
+    pair.elect(1, 3, 0)
+    leader, follower = pair.part(1), pair.part(2)
+    produce(leader, 3)
+    txn = build_batch(
+        [(b"k", b"in-txn")], producer_id=7, producer_epoch=0, base_sequence=0, transactional=True
+    )
+    leader.log.append(txn, leader_epoch=leader.leader_epoch, now_ms=NOW)
+    leader.after_leader_append(NOW)
+    abort = build_control_batch(7, 0, 0, False, NOW)
+    leader.log.append(
+        abort, leader_epoch=leader.leader_epoch, now_ms=NOW, origin=AppendOrigin.COORDINATOR
+    )
+    leader.after_leader_append(NOW)
+    leader.log.roll()
+    produce(leader, 2)
+    assert leader.high_watermark == 0
+    pair.pump(2)
+    pair.pump(2)  # a fetch reads one segment at most
+    assert log_bytes(follower) == log_bytes(leader)
+    assert follower.log.leader_epochs.entries == [(3, 0)]
+    # A fetch moves the leader's HW with the follower's LEO after reading: the answer carries
+    # the HW from before it (as Kafka), so the follower learns a HW one fetch late.
+    assert (leader.high_watermark, follower.high_watermark) == (5, 0)
+    pair.pump(2)
+    assert (leader.high_watermark, follower.high_watermark) == (7, 5)
+    pair.pump(2)
+    assert follower.high_watermark == 7
+    assert follower.log.last_stable_offset == leader.log.last_stable_offset == 7
+    assert [
+        (a.producer_id, a.first_offset) for a in follower.log.collect_aborted_transactions(0, 7)
+    ] == [(7, 3)]
+
+
+def test_a_diverging_follower_truncates_and_catches_up(tmp_path: Path) -> None:
+    pair = Pair(tmp_path)
+    pair.elect(1, 0, 0)
+    old = pair.part(1)
+    produce(old, 5)
+    pair.pump(2)
+    pair.pump(2)
+    assert old.high_watermark == 5
+    produce(old, 3, acks=1)  # never reaches node 2
+    pair.elect(2, 1, 1, isr=(2,))  # node 1 lost its leadership (the controller fenced it)
+    new = pair.part(2)
+    produce(new, 2)
+    assert old.log.log_end_offset == 8 and old.log.leader_epochs.entries == [(0, 0)]
+    outcome = pair.pump(1)
+    assert outcome.truncated == [("t", 0, 5)] and old.log.log_end_offset == 5
+    pair.pump(1)
+    assert log_bytes(old) == log_bytes(new)
+    assert old.log.leader_epochs.entries == new.log.leader_epochs.entries == [(0, 0), (1, 5)]
+
+
+def test_an_elected_leader_that_wrote_nothing_leaves_no_epoch_behind(tmp_path: Path) -> None:
+    """A leader elected and replaced before it wrote: its epoch sits at its log end; following
+    the next leader, it must drop that epoch rather than name it forever."""
+    pair = Pair(tmp_path)
+    pair.elect(1, 0, 0)
+    produce(pair.part(1), 2)
+    pair.pump(2)
+    pair.elect(2, 1, 1)
+    pair.elect(1, 2, 2)
+    assert pair.part(2).log.leader_epochs.entries == [(0, 0), (1, 2)]
+    produce(pair.part(1), 1)
+    pair.pump(2)
+    pair.pump(2)
+    assert log_bytes(pair.part(2)) == log_bytes(pair.part(1))
+    assert pair.part(2).log.leader_epochs.entries == [(0, 0), (2, 2)]
+
+
+def test_a_follower_behind_the_leaders_log_start_starts_again_there(tmp_path: Path) -> None:
+    pair = Pair(tmp_path)
+    pair.elect(1, 0, 0, isr=(1,))
+    leader = pair.part(1)
+    produce(leader, 6)
+    leader.log.roll()
+    produce(leader, 2)
+    leader.log.increment_log_start_offset(6)
+    outcome = pair.pump(2)
+    assert outcome.errors == {("t", 0): errors.OFFSET_OUT_OF_RANGE}
+    follower = pair.part(2)
+    assert (follower.log.log_start_offset, follower.log.log_end_offset) == (6, 6)
+    pair.pump(2)
+    assert follower.log.read_bytes(6, 1 << 20) == leader.log.read_bytes(6, 1 << 20)
+
+
+def test_a_follower_in_an_older_epoch_than_the_leader_waits_for_metadata(tmp_path: Path) -> None:
+    pair = Pair(tmp_path)
+    pair.elect(1, 0, 0)
+    # node 1 applied epoch 1 (still leading); node 2 has not seen it yet
+    host(pair.rms[1], registration(1, 1, (1, 2), 1, replicas=(1, 2)), pair.now)
+    outcome = pair.pump(2)
+    assert outcome.errors == {("t", 0): BY_NAME["FENCED_LEADER_EPOCH"].code}
+    assert pair.fetchers[2].build_request(pair.now + 10_000, 102) is None, (
+        "fenced until new metadata"
+    )
+    pair.elect(1, 1, 1)
+    assert pair.fetchers[2].build_request(pair.now, 102) is not None
+
+
+def test_a_failed_fetch_backs_off(tmp_path: Path) -> None:
+    pair = Pair(tmp_path)
+    pair.elect(1, 0, 0)
+    built = pair.fetchers[2].build_request(pair.now, 102)
+    assert built is not None
+    pair.fetchers[2].handle_error(built[1], pair.now)
+    assert pair.fetchers[2].build_request(pair.now + 50, 102) is None
+    assert pair.fetchers[2].next_ready_ms() == pair.now + 100
+    assert pair.fetchers[2].build_request(pair.now + 100, 102) is not None
+
+
+def test_idempotent_producer_state_follows_to_the_new_leader(tmp_path: Path) -> None:
+    """A retried batch sent to the new leader after a failover is recognized as written."""
+    pair = Pair(tmp_path)
+    pair.elect(1, 0, 0)
+    first = build_batch([(b"a", b"1")], producer_id=9, producer_epoch=0, base_sequence=0)
+    second = build_batch([(b"b", b"2")], producer_id=9, producer_epoch=0, base_sequence=1)
+    pair.part(1).append_as_leader(bytearray(first), -1, NOW)
+    pair.part(1).append_as_leader(bytearray(second), -1, NOW)
+    pair.pump(2)
+    pair.elect(2, 1, 1, isr=(2,))
+    new = pair.part(2)
+    retry = new.append_as_leader(bytearray(second), -1, NOW)
+    assert (retry.first_offset, retry.last_offset, new.log.log_end_offset) == (1, 1, 2)
+    third = build_batch([(b"c", b"3")], producer_id=9, producer_epoch=0, base_sequence=2)
+    assert new.append_as_leader(bytearray(third), -1, NOW).first_offset == 2
