@@ -44,8 +44,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gregor.controller.admin import Admin, TopicSpec
+from gregor.coordinator.deferred import HeldAnswers
 from gregor.coordinator.group import codes
-from gregor.coordinator.group.pending import Pending
+from gregor.coordinator.group.pending import Pending, all_of
 from gregor.coordinator.group.records import (
     Record,
     RecordFormatError,
@@ -113,6 +114,7 @@ class GroupCoordinator:
         self.loading: dict[int, _Load] = {}
         self.config = self._read_config()
         self._topics: set[str] = set(store.topics)
+        self.held = HeldAnswers()
         # Called when a deadline earlier than the one `poll` last returned appears.
         self.wakeup: Callable[[], None] | None = None
         self._polled_deadline: int | None = None
@@ -130,6 +132,12 @@ class GroupCoordinator:
             offsets_retention_check_interval_ms=int(c("offsets.retention.check.interval.ms")),
             offset_metadata_max_bytes=int(c("offset.metadata.max.bytes")),
         )
+
+    @property
+    def write_timeout_ms(self) -> int:
+        """How long an answer may wait for its records to be replicated (Kafka's
+        offsets.commit.timeout.ms, which its coordinator applies to every write)."""
+        return int(self.config_value("offsets.commit.timeout.ms"))
 
     def refresh_config(self) -> None:
         config = self._read_config()
@@ -234,8 +242,10 @@ class GroupCoordinator:
     def _unload(self, index: int) -> None:
         shard = self.shards.pop(index)
         self.loading.pop(index, None)
+        self.held.unload(index)  # NOT_COORDINATOR for answers still waiting for replication
         shard.unload()
-        self._deliver(shard)
+        for pending, value in shard.take_completions():
+            pending.complete(value)
         log.info("%s-%d: no longer its coordinator", OFFSETS_TOPIC, index)
 
     def _load_step(self, index: int, load: _Load, budget: int) -> bool:
@@ -299,7 +309,8 @@ class GroupCoordinator:
         self, shard: GroupCoordinatorShard, records: list[Record], now_ms: int, producer: tuple[int, int] | None = None
     ) -> None:
         """Append `records` as one batch (a transactional one of `producer` = (id, epoch), if
-        given) and replay them with their offsets."""
+        given) and replay them with their offsets. Whatever is answered after this waits until
+        the batch is replicated (`_answer`)."""
         if not records:
             return
         p = self.replicas.get(OFFSETS_TOPIC, shard.partition)
@@ -319,19 +330,46 @@ class GroupCoordinator:
         for i, r in enumerate(records):
             shard.replay(r, info.first_offset + i, producer_id)
 
-    def _deliver(self, shard: GroupCoordinatorShard) -> None:
+    def _deliver(self, shard: GroupCoordinatorShard, now_ms: int) -> None:
+        """Release the shard's completions, once what is written so far is replicated."""
         for pending, value in shard.take_completions():
-            pending.complete(value)
+            self._answer(shard, _completer(pending, value), _completer_failed(pending, value), now_ms)
+
+    def _answer(
+        self, shard: GroupCoordinatorShard, release: Callable[[], object], fail: Callable[[int], object], now_ms: int | None
+    ) -> bool:
+        """Run `release` now if the partition's high watermark is at its log end (True), else
+        once it is (`HeldAnswers`): `fail` gets NOT_COORDINATOR if the leadership goes first,
+        REQUEST_TIMED_OUT after offsets.commit.timeout.ms (from `now_ms`; None: no limit)."""
+        p = self.replicas.get(OFFSETS_TOPIC, shard.partition)
+        if p is None:
+            fail(codes.NOT_COORDINATOR)
+            return False
+        deadline = None if now_ms is None else now_ms + self.write_timeout_ms
+        answered = self.held.answer(shard.partition, p, release, fail, deadline)
+        if not answered:
+            self._maybe_wake(self.held.next_deadline_ms())
+        return answered
+
+    def _result(self, shard: GroupCoordinatorShard, result: Any, failed: Callable[[int], Any], now_ms: int, what: str) -> Any:
+        """`result` now, or a Pending of it (of `failed(code)` on a failure) if it must wait."""
+        box = Pending(what)
+        if self._answer(shard, lambda: box.complete(result), lambda code: box.complete(failed(_response_error(code))), now_ms):
+            return result
+        return box
 
     def _settle(self, shard: GroupCoordinatorShard, now_ms: int) -> None:
         """Release the answers of the last step, and run timers already due."""
-        self._deliver(shard)
+        self._deliver(shard, now_ms)
         for _ in range(MAX_SETTLE_ROUNDS):
             deadline = shard.next_deadline_ms()
             if deadline is None or deadline > now_ms:
                 break
             self._poll_shard(shard, now_ms)
-        deadline = shard.next_deadline_ms()
+        self._maybe_wake(shard.next_deadline_ms())
+
+    def _maybe_wake(self, deadline: int | None) -> None:
+        """Bring the next poll forward to `deadline` if it is earlier than the one planned."""
         if deadline is not None and (self._polled_deadline is None or deadline < self._polled_deadline):
             self._polled_deadline = deadline
             self._wake()
@@ -342,7 +380,7 @@ class GroupCoordinator:
             self._write(shard, records, now_ms)
         except CoordinatorWriteError:
             pass  # logged; timers' records are retried by the next rebalance or expiry run
-        self._deliver(shard)
+        self._deliver(shard, now_ms)
 
     def _wake(self) -> None:
         if self.wakeup is not None:
@@ -355,7 +393,10 @@ class GroupCoordinator:
         failed: Callable[[int], Any],
         now_ms: int,
         producer: tuple[int, int] | None = None,
+        what: str = "",
     ) -> Any:
+        """Run `op` on the group's shard, write its records, and answer: at once if they (and
+        every earlier write) are replicated, else a Pending released when they are."""
         error, shard = self._locate(group_id)
         if shard is None:
             return failed(error)
@@ -367,14 +408,20 @@ class GroupCoordinator:
                 result.complete(failed(exc.code))
             else:
                 result = failed(exc.code)
+            self._settle(shard, now_ms)
+            return result  # nothing was written: the failure is the answer now, as in Kafka
         self._settle(shard, now_ms)
-        return result
+        if isinstance(result, Pending):
+            return result  # its value comes through `_deliver`
+        return self._result(shard, result, failed, now_ms, f"{what} {group_id}")
 
     # -- timers ---------------------------------------------------------------------------------
 
     def poll(self, now_ms: int) -> int | None:
-        """Load a step, run due timers; the next deadline (now, while loading remains)."""
+        """Load a step, run due timers, time out answers waiting too long for replication;
+        the next deadline (now, while loading remains)."""
         self.refresh_config()
+        self.held.expire(now_ms, codes.REQUEST_TIMED_OUT)
         if self.loading:
             index = next(iter(self.loading))
             budget = int(self.config_value("offsets.load.buffer.size"))
@@ -388,6 +435,9 @@ class GroupCoordinator:
             d = shard.next_deadline_ms()
             if d is not None and (deadline is None or d < deadline):
                 deadline = d
+        held = self.held.next_deadline_ms()
+        if held is not None and (deadline is None or held < deadline):
+            deadline = held
         if self.loading:
             deadline = now_ms
         self._polled_deadline = deadline
@@ -401,21 +451,22 @@ class GroupCoordinator:
     def sync_group(self, r: SyncRequest, now_ms: int) -> SyncResult | Pending:
         return self._run(r.group_id, lambda s: s.sync_group(r, now_ms), SyncResult.failed, now_ms)
 
-    def heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None, now_ms: int) -> int:
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None, now_ms: int) -> int | Pending:
         return self._run(
-            group_id, lambda s: s.heartbeat(group_id, generation_id, member_id, instance_id, now_ms), lambda e: e, now_ms
-        )
+            group_id, lambda s: s.heartbeat(group_id, generation_id, member_id, instance_id, now_ms), _same, now_ms,
+            what="heartbeat",
+        )  # fmt: skip
 
-    def leave_group(self, group_id: str, members: list[tuple[str, str | None]], now_ms: int) -> LeaveResult:
-        return self._run(group_id, lambda s: s.leave_group(group_id, members, now_ms), LeaveResult, now_ms)
+    def leave_group(self, group_id: str, members: list[tuple[str, str | None]], now_ms: int) -> LeaveResult | Pending:
+        return self._run(group_id, lambda s: s.leave_group(group_id, members, now_ms), LeaveResult, now_ms, what="leave")
 
-    def commit_offsets(self, r: OffsetCommitRequest, now_ms: int) -> PartitionErrors:
+    def commit_offsets(self, r: OffsetCommitRequest, now_ms: int) -> PartitionErrors | Pending:
         def failed(e: int) -> PartitionErrors:
             return PartitionErrors(e, [(t, p, e) for t, p, *_ in r.offsets])
 
-        return self._run(r.group_id, lambda s: s.commit_offsets(r, now_ms), failed, now_ms)
+        return self._run(r.group_id, lambda s: s.commit_offsets(r, now_ms), failed, now_ms, what="commit")
 
-    def txn_offset_commit(self, r: TxnOffsetCommitRequest, now_ms: int) -> PartitionErrors:
+    def txn_offset_commit(self, r: TxnOffsetCommitRequest, now_ms: int) -> PartitionErrors | Pending:
         """TxnOffsetCommit: the offsets, pending until the producer's marker (see the module
         docstring); per-partition errors in request order."""
 
@@ -425,7 +476,7 @@ class GroupCoordinator:
         if not r.group_id:
             return failed(codes.INVALID_GROUP_ID)
         producer = (r.producer_id, r.producer_epoch)
-        return self._run(r.group_id, lambda s: s.txn_offset_commit(r, now_ms), failed, now_ms, producer)
+        return self._run(r.group_id, lambda s: s.txn_offset_commit(r, now_ms), failed, now_ms, producer, "txn commit")
 
     def complete_transaction(self, offsets_partition: int, producer_id: int, committed: bool) -> None:
         """The broker has just appended `producer_id`'s COMMIT (`committed`) or ABORT marker to
@@ -438,15 +489,30 @@ class GroupCoordinator:
         shard.replay_end_transaction(producer_id, committed)
 
     def fetch_offsets(
-        self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool = False
-    ) -> OffsetFetchResult:
+        self,
+        group_id: str,
+        topics: list[tuple[str, list[int]]] | None,
+        require_stable: bool = False,
+        now_ms: int | None = None,
+    ) -> OffsetFetchResult | Pending:
+        """The committed offsets; if the partition holds writes not yet replicated, answered
+        once they are (what it reads may depend on them: Kafka reads only the replicated state).
+        A timeout is NOT_COORDINATOR, as Kafka answers OffsetFetch (older consumers retry it)."""
         error, shard = self._locate(group_id)
         if shard is None:
             return OffsetFetchResult(error)
-        return shard.fetch_offsets(group_id, topics, require_stable)
+        result = shard.fetch_offsets(group_id, topics, require_stable)
 
-    def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]], now_ms: int) -> PartitionErrors:
-        return self._run(group_id, lambda s: s.delete_offsets(group_id, topics), PartitionErrors, now_ms)
+        def failed(code: int) -> OffsetFetchResult:
+            return OffsetFetchResult(codes.NOT_COORDINATOR if code == codes.REQUEST_TIMED_OUT else code)
+
+        box = Pending(f"fetch offsets {group_id}")
+        if self._answer(shard, lambda: box.complete(result), lambda code: box.complete(failed(code)), now_ms):
+            return result
+        return box
+
+    def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]], now_ms: int) -> PartitionErrors | Pending:
+        return self._run(group_id, lambda s: s.delete_offsets(group_id, topics), PartitionErrors, now_ms, what="delete offsets")
 
     def describe_group(self, group_id: str) -> DescribedGroup | int | None:
         """The group; None if unknown; an error code if this broker cannot say."""
@@ -463,14 +529,15 @@ class GroupCoordinator:
                 out += shard.list_groups(states, types)
         return (codes.COORDINATOR_LOAD_IN_PROGRESS if self.loading else codes.NONE), out
 
-    def delete_groups(self, group_ids: list[str], now_ms: int) -> dict[str, int]:
-        out: dict[str, int] = {}
+    def delete_groups(self, group_ids: list[str], now_ms: int) -> dict[str, int] | Pending:
+        """An error code per group; a Pending of them if one must wait for replication."""
+        out: dict[str, Any] = {}
         for gid in group_ids:
             if not gid:
                 out[gid] = codes.INVALID_GROUP_ID
                 continue
-            out[gid] = self._run(gid, _delete_one(gid), _same, now_ms)
-        return out
+            out[gid] = self._run(gid, _delete_one(gid), _same, now_ms, what="delete group")
+        return all_of(out)
 
 
 _PRODUCER_ERRORS = frozenset({codes.PRODUCER_FENCED, codes.INVALID_PRODUCER_EPOCH})
@@ -501,3 +568,28 @@ def _delete_one(group_id: str) -> Callable[[GroupCoordinatorShard], tuple[list[R
 
 def _same(code: int) -> int:
     return code
+
+
+def _response_error(code: int) -> int:
+    """What a client hears when its answer could not wait any longer (REQUEST_TIMED_OUT:
+    COORDINATOR_NOT_AVAILABLE, as Kafka's group coordinator maps it) or lost the leadership."""
+    return append_error_to_response_error(code)
+
+
+def _completer(pending: Pending, value: Any) -> Callable[[], object]:
+    return lambda: pending.complete(value)
+
+
+def _completer_failed(pending: Pending, value: Any) -> Callable[[int], object]:
+    """Fails a parked JoinGroup / SyncGroup (the only requests the shard parks) with `code`."""
+
+    def fail(code: int) -> None:
+        error = _response_error(code)
+        if isinstance(value, JoinResult):
+            pending.complete(JoinResult.failed(error, value.member_id))
+        elif isinstance(value, SyncResult):
+            pending.complete(SyncResult.failed(error))
+        else:
+            pending.complete(value)
+
+    return fail

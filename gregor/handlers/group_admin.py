@@ -15,6 +15,7 @@ from typing import Any
 
 from gregor.coordinator.group import codes
 from gregor.handlers.context import RequestContext
+from gregor.handlers.groups import respond
 from gregor.handlers.registry import handles
 from gregor.protocol import api_keys
 from gregor.protocol.messages import (
@@ -90,4 +91,6 @@ def delete_groups(ctx: RequestContext, request: Any) -> Any:
     names = list(request.groups_names)
     results = ctx.broker.groups.delete_groups(list(dict.fromkeys(names)), ctx.broker.now_ms())
     R = DeleteGroupsResponse
-    return R(results=[R.DeletableGroupResult(group_id=g, error_code=results[g]) for g in names])
+    return respond(
+        results, lambda by_group: R(results=[R.DeletableGroupResult(group_id=g, error_code=by_group[g]) for g in names])
+    )

@@ -11,8 +11,10 @@ SyncGroup: v3 group_instance_id; v5 protocol_type/protocol_name, checked against
 Heartbeat: v3 group_instance_id. LeaveGroup: v3 a batch of members by id or instance id, with
 per-member errors (v0-2: one member, its error at the top level); v5 reason.
 
-JoinGroup and SyncGroup may wait (a rebalance, the leader's assignment): the coordinator then
-returns a `Pending`, and the handler returns an awaitable the broker completes with the answer.
+JoinGroup and SyncGroup may wait (a rebalance, the leader's assignment), and every answer waits
+while the coordinator's records are being replicated: the coordinator then returns a `Pending`,
+and the handler returns an awaitable the broker completes with the answer (`respond`, which every
+coordinator handler uses).
 """
 
 from __future__ import annotations
@@ -24,7 +26,13 @@ from typing import Any
 from gregor.coordinator.group import codes
 from gregor.coordinator.group.pending import Pending
 from gregor.coordinator.group.records import partition_for
-from gregor.coordinator.group.results import JoinRequest, JoinResult, SyncRequest, SyncResult
+from gregor.coordinator.group.results import (
+    JoinRequest,
+    JoinResult,
+    LeaveResult,
+    SyncRequest,
+    SyncResult,
+)
 from gregor.coordinator.txn.runtime import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from gregor.handlers.context import RequestContext
 from gregor.handlers.registry import handles
@@ -205,14 +213,14 @@ def _sync_response(res: SyncResult) -> Any:
 
 @handles(api_keys.HEARTBEAT)
 def heartbeat(ctx: RequestContext, request: Any) -> Any:
-    error = ctx.broker.groups.heartbeat(
+    result = ctx.broker.groups.heartbeat(
         request.group_id,
         request.generation_id,
         request.member_id,
         request.group_instance_id if ctx.version >= 3 else None,
         ctx.broker.now_ms(),
     )
-    return HeartbeatResponse(error_code=error)
+    return respond(result, lambda error: HeartbeatResponse(error_code=error))
 
 
 @handles(api_keys.LEAVE_GROUP)
@@ -222,7 +230,11 @@ def leave_group(ctx: RequestContext, request: Any) -> Any:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
         members = [(request.member_id, None)]
-    res = ctx.broker.groups.leave_group(request.group_id, members, ctx.broker.now_ms())
+    result = ctx.broker.groups.leave_group(request.group_id, members, ctx.broker.now_ms())
+    return respond(result, lambda res: _leave_response(v, res))
+
+
+def _leave_response(v: int, res: LeaveResult) -> Any:
     R = LeaveGroupResponse
     if v >= 3:
         return R(

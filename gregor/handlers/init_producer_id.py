@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from gregor.handlers.context import RequestContext
+from gregor.handlers.groups import respond
 from gregor.handlers.registry import handles
 from gregor.handlers.txn import fenced_for
 from gregor.protocol import api_keys, errors
@@ -35,9 +36,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         except KafkaError as exc:  # a cluster node without a block from the controller yet
             return InitProducerIdResponse(error_code=exc.code, producer_id=-1, producer_epoch=-1)
         return InitProducerIdResponse(error_code=errors.NONE, producer_id=producer_id, producer_epoch=0)
-    res = b.transactions.init_producer_id(
+    result = b.transactions.init_producer_id(
         request.transactional_id, request.transaction_timeout_ms, producer_id, producer_epoch, b.now_ms()
     )
-    return InitProducerIdResponse(
-        error_code=fenced_for(v, 4, res.error), producer_id=res.producer_id, producer_epoch=res.producer_epoch
+    return respond(
+        result,
+        lambda res: InitProducerIdResponse(
+            error_code=fenced_for(v, 4, res.error), producer_id=res.producer_id, producer_epoch=res.producer_epoch
+        ),
     )

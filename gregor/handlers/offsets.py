@@ -20,8 +20,15 @@ from __future__ import annotations
 from typing import Any
 
 from gregor.coordinator.group import codes
-from gregor.coordinator.group.results import FetchedOffset, OffsetCommitRequest
+from gregor.coordinator.group.pending import all_of
+from gregor.coordinator.group.results import (
+    FetchedOffset,
+    OffsetCommitRequest,
+    OffsetFetchResult,
+    PartitionErrors,
+)
 from gregor.handlers.context import RequestContext
+from gregor.handlers.groups import respond
 from gregor.handlers.registry import handles
 from gregor.protocol import api_keys
 from gregor.protocol.messages import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
@@ -50,7 +57,11 @@ def offset_commit(ctx: RequestContext, request: Any) -> Any:
         offsets=wanted,
         api_version=v,
     )
-    res = ctx.broker.groups.commit_offsets(r, ctx.broker.now_ms()) if wanted else None
+    result = ctx.broker.groups.commit_offsets(r, ctx.broker.now_ms()) if wanted else None
+    return respond(result, lambda res: _commit_response(request, res))
+
+
+def _commit_response(request: Any, res: PartitionErrors | None) -> Any:
     by_tp = {(t, p): e for t, p, e in res.partitions} if res is not None else {}
     R = OffsetCommitResponse
     return R(
@@ -81,37 +92,53 @@ def _by_topic(offsets: list[FetchedOffset]) -> dict[str, list[FetchedOffset]]:
 def offset_fetch(ctx: RequestContext, request: Any) -> Any:
     v = ctx.version
     groups = ctx.broker.groups
-    R = OffsetFetchResponse
+    now = ctx.broker.now_ms()
     if v >= 8:
-        out = []
-        for g in request.groups:
-            topics = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
-            res = groups.fetch_offsets(g.group_id, topics, request.require_stable)
-            out.append(
-                R.OffsetFetchResponseGroup(
-                    group_id=g.group_id,
-                    error_code=res.error,
-                    topics=[
-                        R.OffsetFetchResponseTopics(
-                            name=name,
-                            partitions=[
-                                R.OffsetFetchResponsePartitions(
-                                    partition_index=o.partition,
-                                    committed_offset=o.offset,
-                                    committed_leader_epoch=o.leader_epoch,
-                                    metadata=o.metadata,
-                                    error_code=o.error,
-                                )
-                                for o in parts
-                            ],
-                        )
-                        for name, parts in _by_topic(res.offsets).items()
-                    ],
-                )
+        fetched = all_of({
+            str(i): groups.fetch_offsets(
+                g.group_id, None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics],
+                request.require_stable, now,
             )
-        return R(groups=out)
+            for i, g in enumerate(request.groups)
+        })  # fmt: skip
+        return respond(fetched, lambda by_index: _fetch_groups_response(request, by_index))
     topics = None if request.topics is None else [(t.name, list(t.partition_indexes)) for t in request.topics]
-    res = groups.fetch_offsets(request.group_id, topics, v >= 7 and request.require_stable)
+    result = groups.fetch_offsets(request.group_id, topics, v >= 7 and request.require_stable, now)
+    return respond(result, lambda res: _fetch_response(v, topics, res))
+
+
+def _fetch_groups_response(request: Any, by_index: dict[str, OffsetFetchResult]) -> Any:
+    R = OffsetFetchResponse
+    out = []
+    for i, g in enumerate(request.groups):
+        res = by_index[str(i)]
+        out.append(
+            R.OffsetFetchResponseGroup(
+                group_id=g.group_id,
+                error_code=res.error,
+                topics=[
+                    R.OffsetFetchResponseTopics(
+                        name=name,
+                        partitions=[
+                            R.OffsetFetchResponsePartitions(
+                                partition_index=o.partition,
+                                committed_offset=o.offset,
+                                committed_leader_epoch=o.leader_epoch,
+                                metadata=o.metadata,
+                                error_code=o.error,
+                            )
+                            for o in parts
+                        ],
+                    )
+                    for name, parts in _by_topic(res.offsets).items()
+                ],
+            )
+        )
+    return R(groups=out)
+
+
+def _fetch_response(v: int, topics: list[tuple[str, list[int]]] | None, res: OffsetFetchResult) -> Any:
+    R = OffsetFetchResponse
     offsets = res.offsets
     if res.error and v < 2 and topics is not None:
         # v1 has no top-level error: every partition carries it.
@@ -143,7 +170,11 @@ def offset_delete(ctx: RequestContext, request: Any) -> Any:
         (t.name, [p.partition_index for p in t.partitions if _exists(ctx, t.name, p.partition_index)])
         for t in request.topics
     ]
-    res = ctx.broker.groups.delete_offsets(request.group_id, wanted, ctx.broker.now_ms())
+    result = ctx.broker.groups.delete_offsets(request.group_id, wanted, ctx.broker.now_ms())
+    return respond(result, lambda res: _delete_response(request, res))
+
+
+def _delete_response(request: Any, res: PartitionErrors) -> Any:
     R = OffsetDeleteResponse
     if res.error:
         return R(error_code=res.error, topics=[])

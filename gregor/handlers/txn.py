@@ -20,8 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from gregor.coordinator.group.pending import Pending, all_of
 from gregor.coordinator.txn import codes
 from gregor.handlers.context import RequestContext
+from gregor.handlers.groups import respond
 from gregor.handlers.registry import handles
 from gregor.protocol import api_keys
 from gregor.protocol.messages import (
@@ -54,24 +56,30 @@ def add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
             ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
             request.v3_and_below_producer_epoch, request.v3_and_below_topics, verify_only=False, from_client=True,
         )
-        return R(throttle_time_ms=0, results_by_topic_v3_and_below=results)
-    out = [
-        R.AddPartitionsToTxnResult(
-            transactional_id=t.transactional_id,
-            topic_results=_add(
-                ctx, t.transactional_id, t.producer_id, t.producer_epoch, t.topics,
-                verify_only=t.verify_only, from_client=False,
-            ),
+        return respond(results, lambda res: R(throttle_time_ms=0, results_by_topic_v3_and_below=res))
+    by_txn = all_of({
+        str(i): _add(
+            ctx, t.transactional_id, t.producer_id, t.producer_epoch, t.topics,
+            verify_only=t.verify_only, from_client=False,
         )
-        for t in request.transactions
-    ]
-    return R(throttle_time_ms=0, error_code=codes.NONE, results_by_transaction=out)
+        for i, t in enumerate(request.transactions)
+    })  # fmt: skip
+
+    def response(results: dict[str, list[Any]]) -> Any:
+        out = [
+            R.AddPartitionsToTxnResult(transactional_id=t.transactional_id, topic_results=results[str(i)])
+            for i, t in enumerate(request.transactions)
+        ]
+        return R(throttle_time_ms=0, error_code=codes.NONE, results_by_transaction=out)
+
+    return respond(by_txn, response)
 
 
 def _add(
     ctx: RequestContext, tid: str, producer_id: int, producer_epoch: int, topics: list[Any], *,
     verify_only: bool, from_client: bool,
-) -> list[Any]:
+) -> list[Any] | Pending:
+    """The topic results; a Pending of them while the coordinator's write is replicated."""
     b = ctx.broker
     wanted: list[tuple[str, int]] = list(dict.fromkeys((t.name, p) for t in topics for p in t.partitions))
     refused: dict[tuple[str, int], int] = {}
@@ -86,8 +94,17 @@ def _add(
     elif verify_only:
         by_tp = b.transactions.verify_partitions(tid, producer_id, producer_epoch, wanted)
     else:
-        code = b.transactions.add_partitions(tid, producer_id, producer_epoch, wanted, b.now_ms())
-        by_tp = dict.fromkeys(wanted, fenced_for(ctx.version, 2, code))
+        version = ctx.version
+        result = b.transactions.add_partitions(tid, producer_id, producer_epoch, wanted, b.now_ms())
+
+        def added(code: int) -> list[Any]:
+            return _by_topic(wanted, dict.fromkeys(wanted, fenced_for(version, 2, code)))
+
+        if isinstance(result, Pending):
+            answer = Pending(f"add partitions {tid}")
+            result.add_done_callback(lambda code: answer.complete(added(code)))
+            return answer
+        return added(result)
     return _by_topic(wanted, by_tp)
 
 
@@ -107,24 +124,29 @@ def _by_topic(wanted: list[tuple[str, int]], by_tp: dict[tuple[str, int], int]) 
 @handles(api_keys.ADD_OFFSETS_TO_TXN)
 def add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
     b = ctx.broker
-    code = b.transactions.add_offsets(
+    result = b.transactions.add_offsets(
         request.transactional_id, request.producer_id, request.producer_epoch, request.group_id, b.now_ms()
     )
-    return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=fenced_for(ctx.version, 2, code))
+    v = ctx.version
+    return respond(result, lambda code: AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=fenced_for(v, 2, code)))
 
 
 @handles(api_keys.END_TXN)
 def end_txn(ctx: RequestContext, request: Any) -> Any:
     b = ctx.broker
-    res = b.transactions.end_txn(
+    result = b.transactions.end_txn(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed,
         2 if ctx.version >= 5 else 0, b.now_ms(),
     )
-    return EndTxnResponse(
-        throttle_time_ms=0,
-        error_code=fenced_for(ctx.version, 2, res.error),
-        producer_id=res.producer_id,
-        producer_epoch=res.producer_epoch,
+    v = ctx.version
+    return respond(
+        result,
+        lambda res: EndTxnResponse(
+            throttle_time_ms=0,
+            error_code=fenced_for(v, 2, res.error),
+            producer_id=res.producer_id,
+            producer_epoch=res.producer_epoch,
+        ),
     )
 
 

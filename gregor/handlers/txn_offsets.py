@@ -19,8 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 from gregor.coordinator.group import codes
-from gregor.coordinator.group.results import TxnOffsetCommitRequest
+from gregor.coordinator.group.results import PartitionErrors, TxnOffsetCommitRequest
 from gregor.handlers.context import RequestContext
+from gregor.handlers.groups import respond
 from gregor.handlers.registry import handles
 from gregor.protocol import api_keys
 from gregor.protocol.messages import TxnOffsetCommitResponse
@@ -50,7 +51,11 @@ def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
         offsets=wanted,
         transactional_id=request.transactional_id,
     )
-    res = ctx.broker.groups.txn_offset_commit(r, ctx.broker.now_ms()) if wanted else None
+    result = ctx.broker.groups.txn_offset_commit(r, ctx.broker.now_ms()) if wanted else None
+    return respond(result, lambda res: _response(v, request, res))
+
+
+def _response(v: int, request: Any, res: PartitionErrors | None) -> Any:
     by_tp = {(t, p): e for t, p, e in res.partitions} if res is not None else {}
 
     def error(topic: str, partition: int) -> int:

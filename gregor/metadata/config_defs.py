@@ -191,6 +191,7 @@ _BROKER_ONLY: list[ConfigDef] = [
     ConfigDef("offsets.retention.check.interval.ms", LONG, "600000", at_least(1), read_only=True),
     ConfigDef("offsets.topic.segment.bytes", INT, "104857600", at_least(1), read_only=True),
     ConfigDef("offsets.load.buffer.size", INT, "5242880", at_least(1), read_only=True),
+    ConfigDef("offsets.commit.timeout.ms", INT, "5000", at_least(1), read_only=True),
     ConfigDef("offset.metadata.max.bytes", INT, "4096", None, read_only=True),
     ConfigDef("transaction.state.log.num.partitions", INT, "50", at_least(1), read_only=True),
     ConfigDef("transaction.state.log.replication.factor", SHORT, "3", at_least(1), read_only=True),

@@ -4,12 +4,13 @@ a SyncGroup until the leader's assignment is written).
 The coordinator core returns one instead of a result; later, effects carry `(pending, result)`
 and the runtime calls `complete`, after the records that justify the result are in the log.
 Whoever waits (a handler) registers a callback. No event loop here: the caller decides how to
-wait.
+wait. The runtimes also answer with one while a write is being replicated (`deferred.py`), and
+`all_of` waits for several at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 
@@ -20,7 +21,7 @@ class Pending:
         self.what = what
         self.done = False
         self.value: Any = None
-        self._callbacks: list[Callable[[Any], None]] = []
+        self._callbacks: list[Callable[[Any], object]] = []
 
     def complete(self, value: Any) -> bool:
         """Set the result and run the callbacks; False (and nothing changes) if already done."""
@@ -33,7 +34,7 @@ class Pending:
             cb(value)
         return True
 
-    def add_done_callback(self, cb: Callable[[Any], None]) -> None:
+    def add_done_callback(self, cb: Callable[[Any], object]) -> None:
         if self.done:
             cb(self.value)
         else:
@@ -41,3 +42,23 @@ class Pending:
 
     def __repr__(self) -> str:
         return f"Pending({self.what}, done={self.done})"
+
+
+def all_of(results: Mapping[str, Any]) -> dict[str, Any] | Pending:
+    """`results` with every Pending among them replaced by its value: a dict now if none is
+    left waiting, else a Pending of that dict, done when the last of them is."""
+    waiting = [p for p in results.values() if isinstance(p, Pending) and not p.done]
+    if not waiting:
+        return {k: v.value if isinstance(v, Pending) else v for k, v in results.items()}
+    combined = Pending("all of " + ", ".join(p.what for p in waiting))
+    left = len(waiting)
+
+    def one_done(_value: Any) -> None:
+        nonlocal left
+        left -= 1
+        if left == 0:
+            combined.complete({k: v.value if isinstance(v, Pending) else v for k, v in results.items()})
+
+    for p in waiting:
+        p.add_done_callback(one_done)
+    return combined

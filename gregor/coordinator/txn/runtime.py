@@ -47,6 +47,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gregor.controller.admin import Admin, TopicSpec
+from gregor.coordinator.deferred import HeldAnswers
+from gregor.coordinator.group.pending import Pending
 from gregor.coordinator.group.records import partition_for
 from gregor.coordinator.txn import codes
 from gregor.coordinator.txn.records import (
@@ -77,6 +79,9 @@ TRANSACTION_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
 MAX_SETTLE_ROUNDS = 100
 RECORDS_PER_BATCH = 500  # tombstones of many expired ids go out in batches of this many
+# How long an answer may wait for its records to be replicated: Kafka's transaction coordinator
+# appends with the broker's request.timeout.ms (30 s by default).
+WRITE_TIMEOUT_MS = 30_000
 
 
 class MarkerWriter(Protocol):
@@ -155,6 +160,9 @@ class TransactionCoordinator:
         self._polled_deadline: int | None = None
         self._answers: list[_MarkerAnswer] = []
         self._stepping = False
+        self.held = HeldAnswers()
+        # Marker requests whose PrepareCommit/PrepareAbort is replicated, to send.
+        self._released: list[tuple[int, TransactionCoordinatorShard, MarkerRequest]] = []
 
     # -- configuration and the topic ------------------------------------------------------------
 
@@ -268,6 +276,7 @@ class TransactionCoordinator:
         shard = self.shards.pop(index)
         self.coordinator_epochs.pop(index, None)
         self.loading.pop(index, None)
+        self.held.unload(index)  # NOT_COORDINATOR for answers still waiting for replication
         shard.unload()
         log.info("%s-%d: no longer its coordinator", TRANSACTION_TOPIC, index)
 
@@ -336,8 +345,18 @@ class TransactionCoordinator:
                 shard.replay(r)
 
     def _send_markers(self, index: int, shard: TransactionCoordinatorShard) -> bool:
-        requests = shard.take_marker_requests()
-        for request in requests:
+        """Send the markers the shard asks for, each once its PrepareCommit/PrepareAbort is
+        replicated (Kafka sends them from the append's completion): a marker written for a
+        prepare record a failover then loses would commit half a transaction."""
+        for request in shard.take_marker_requests():
+            self._answer(shard, _releaser(self._release_markers, index, shard, request), _ignore, None)
+        mine = [r for r in self._released if r[1] is shard]
+        if not mine:
+            return False
+        self._released = [r for r in self._released if r[1] is not shard]
+        for _, _, request in mine:
+            if self.shards.get(index) is not shard:
+                break  # unloaded meanwhile: the next coordinator sends them
             if not request.partitions:
                 self._answers.append(_MarkerAnswer(index, shard, request, {}))
                 continue
@@ -346,7 +365,29 @@ class TransactionCoordinator:
                 self.coordinator_epochs[index], request.committed, list(request.partitions),
                 self._done_callback(index, shard, request),
             )
-        return bool(requests)
+        return True
+
+    def _release_markers(self, index: int, shard: TransactionCoordinatorShard, request: MarkerRequest) -> None:
+        self._released.append((index, shard, request))
+        if not self._stepping:
+            self._wake()  # released by a high watermark move: the next poll sends them
+
+    def _answer(
+        self, shard: TransactionCoordinatorShard, release: Callable[[], object], fail: Callable[[int], object], now_ms: int | None
+    ) -> bool:
+        """Run `release` now if the partition's high watermark is at its log end (True), else
+        once it is (`HeldAnswers`): `fail` gets NOT_COORDINATOR if the leadership goes first,
+        REQUEST_TIMED_OUT after WRITE_TIMEOUT_MS (from `now_ms`; None: no limit)."""
+        p = self.replicas.get(TRANSACTION_TOPIC, shard.partition)
+        if p is None:
+            fail(codes.NOT_COORDINATOR)
+            return False
+        deadline = None if now_ms is None else now_ms + WRITE_TIMEOUT_MS
+        answered = self.held.answer(shard.partition, p, release, fail, deadline)
+        if not answered and deadline is not None and (self._polled_deadline is None or deadline < self._polled_deadline):
+            self._polled_deadline = deadline
+            self._wake()
+        return answered
 
     def _done_callback(self, index: int, shard: TransactionCoordinatorShard, request: MarkerRequest) -> Callable[[dict[TopicPartition, int]], None]:
         called = False
@@ -406,6 +447,8 @@ class TransactionCoordinator:
             self.wakeup()
 
     def _run(self, transactional_id: str, op: Callable[[TransactionCoordinatorShard], tuple[list[TxnRecord], Any]], failed: Callable[[int], Any], now_ms: int) -> Any:
+        """Run `op` on the id's shard, write its records, and answer: at once if they (and
+        every earlier write) are replicated, else a Pending released when they are."""
         error, shard = self._locate(transactional_id)
         if shard is None:
             return failed(error)
@@ -413,16 +456,25 @@ class TransactionCoordinator:
         try:
             self._write(shard, records, now_ms)
         except CoordinatorWriteError as exc:
-            answer = failed(exc.code)
+            self._settle(shard, now_ms)
+            return failed(exc.code)  # nothing was written: the failure is the answer now
         self._settle(shard, now_ms)
-        return answer
+        box = Pending(f"transaction {transactional_id}")
+
+        def fail(code: int) -> None:
+            box.complete(failed(append_error_to_response_error(code)))
+
+        if self._answer(shard, lambda: box.complete(answer), fail, now_ms):
+            return answer
+        return box
 
     # -- timers ---------------------------------------------------------------------------------
 
     def poll(self, now_ms: int) -> int | None:
-        """Load a step, take late marker answers, run due timers; the next deadline (now, while
-        loading remains)."""
+        """Load a step, take late marker answers, run due timers, time out answers waiting too
+        long for replication; the next deadline (now, while loading remains)."""
         self.refresh_config()
+        self.held.expire(now_ms, codes.REQUEST_TIMED_OUT)
         if self.loading:
             index = next(iter(self.loading))
             budget = int(self.config_value("transaction.state.log.load.buffer.size"))
@@ -442,14 +494,17 @@ class TransactionCoordinator:
             d = shard.next_deadline_ms()
             if d is not None and (deadline is None or d < deadline):
                 deadline = d
-        if self.loading or self._answers:
+        held = self.held.next_deadline_ms()
+        if held is not None and (deadline is None or held < deadline):
+            deadline = held
+        if self.loading or self._answers or self._released:
             deadline = now_ms
         self._polled_deadline = deadline
         return deadline
 
     # -- operations -----------------------------------------------------------------------------
 
-    def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int, producer_epoch: int, now_ms: int) -> ProducerIdAndEpoch:
+    def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int, producer_epoch: int, now_ms: int) -> ProducerIdAndEpoch | Pending:
         """InitProducerId with a transactional id; `producer_id`/`producer_epoch` -1 unless the
         client names them (v3+, KIP-360)."""
         if (producer_id == -1) != (producer_epoch == -1):
@@ -460,14 +515,14 @@ class TransactionCoordinator:
             ProducerIdAndEpoch, now_ms,
         )
 
-    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition], now_ms: int) -> int:
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition], now_ms: int) -> int | Pending:
         tps = list(partitions)
         return self._run(
             transactional_id, lambda s: s.add_partitions(transactional_id, producer_id, producer_epoch, tps, now_ms),
             _same, now_ms,
         )
 
-    def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str, now_ms: int) -> int:
+    def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str, now_ms: int) -> int | Pending:
         """AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the transaction."""
         tp = (OFFSETS_TOPIC, self.offsets_partition_for(group_id))
         return self.add_partitions(transactional_id, producer_id, producer_epoch, [tp], now_ms)
@@ -490,7 +545,7 @@ class TransactionCoordinator:
         code = self.verify_partitions(transactional_id, producer_id, producer_epoch, [(topic, partition)])[(topic, partition)]
         return produce_error(code, abortable_supported)
 
-    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool, client_version: int, now_ms: int) -> ProducerIdAndEpoch:
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool, client_version: int, now_ms: int) -> ProducerIdAndEpoch | Pending:
         """EndTxn; `client_version` 2 for EndTxn v5 (KIP-890 part 2), else 0."""
         return self._run(
             transactional_id,
@@ -518,3 +573,17 @@ class TransactionCoordinator:
 
 def _same(code: int) -> int:
     return code
+
+
+def _ignore(code: int) -> None:
+    """Held markers whose prepare record lost its leader: the next coordinator loads it and
+    sends them itself."""
+
+
+def _releaser(
+    release: Callable[[int, TransactionCoordinatorShard, MarkerRequest], None],
+    index: int,
+    shard: TransactionCoordinatorShard,
+    request: MarkerRequest,
+) -> Callable[[], None]:
+    return lambda: release(index, shard, request)
