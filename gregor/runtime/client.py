@@ -42,6 +42,11 @@ _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024  # a bigger frame means a broken stream, not a response
 
 
+def _collect(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
 class ClientError(Exception):
     """A request that got no response."""
 
@@ -290,6 +295,10 @@ class NetworkClient:
             return node.connection
         if node.connecting is None:
             node.connecting = asyncio.ensure_future(self._connect(node_id, node))
+            # Its failure reaches whoever awaits it; a caller cancelled meanwhile (a request
+            # timeout) leaves none, and the failure is collected here instead of being logged
+            # as never retrieved.
+            node.connecting.add_done_callback(_collect)
         return await asyncio.shield(node.connecting)
 
     async def _connect(self, node_id: int, node: _Node) -> NodeConnection:
