@@ -60,6 +60,7 @@ ALTER_CONFIGS = 33
 DESCRIBE_LOG_DIRS = 35
 CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
+ELECT_LEADERS = 43
 INCREMENTAL_ALTER_CONFIGS = 44
 OFFSET_DELETE = 47
 VOTE = 52
@@ -108,6 +109,7 @@ SUPPORTED: tuple[ApiKey, ...] = (
     ApiKey(DESCRIBE_LOG_DIRS, "DescribeLogDirs", 1, 4),
     ApiKey(CREATE_PARTITIONS, "CreatePartitions", 0, 3),
     ApiKey(DELETE_GROUPS, "DeleteGroups", 0, 2),
+    ApiKey(ELECT_LEADERS, "ElectLeaders", 0, 2),
     ApiKey(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
     ApiKey(OFFSET_DELETE, "OffsetDelete", 0, 0),
     ApiKey(VOTE, "Vote", 0, 2),

@@ -30,6 +30,7 @@ from gregor.protocol.schema.describe_quorum import DESCRIBE_QUORUM
 from gregor.protocol.schema.describe_topic_partitions import DESCRIBE_TOPIC_PARTITIONS
 from gregor.protocol.schema.describe_transactions import DESCRIBE_TRANSACTIONS
 from gregor.protocol.schema.dsl import Api
+from gregor.protocol.schema.elect_leaders import ELECT_LEADERS
 from gregor.protocol.schema.end_quorum_epoch import END_QUORUM_EPOCH
 from gregor.protocol.schema.end_txn import END_TXN
 from gregor.protocol.schema.envelope import ENVELOPE
@@ -74,6 +75,7 @@ ALL: tuple[Api, ...] = (
     DESCRIBE_LOG_DIRS,
     OFFSET_FOR_LEADER_EPOCH,
     DESCRIBE_TOPIC_PARTITIONS,
+    ELECT_LEADERS,
     # 3. Consumer groups.
     FIND_COORDINATOR,
     JOIN_GROUP,
