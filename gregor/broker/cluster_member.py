@@ -213,7 +213,9 @@ class ClusterMember:
             self._activated_epoch = store.epoch
             log.info("node %d is the active controller in epoch %d", self.node_id, store.epoch)
             self.controller.activate()
-        self.controller.tick(self.now_ms())
+        now_ms = self.now_ms()
+        self.controller.tick(now_ms)
+        self.controller.balance_leaders(now_ms)
 
     async def _wait_appended(self) -> None:
         await asyncio.wait_for(

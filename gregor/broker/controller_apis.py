@@ -1,5 +1,6 @@
 """Admin writes served on the controller listener, as Kafka's ControllerApis serves them:
-CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs and IncrementalAlterConfigs, and the
+CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs and
+ElectLeaders, and the
 Envelope (API 58) in which brokers forward their clients' requests of those kinds and
 DescribeQuorum (forwarding.py, KIP-590).
 
@@ -44,6 +45,7 @@ ADMIN_WRITES = frozenset(
         api_keys.CREATE_PARTITIONS,
         api_keys.ALTER_CONFIGS,
         api_keys.INCREMENTAL_ALTER_CONFIGS,
+        api_keys.ELECT_LEADERS,
     }
 )
 # What a broker never answers itself in a quorum: the admin writes, and DescribeQuorum (only the

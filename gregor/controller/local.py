@@ -132,6 +132,7 @@ class LocalController:
         if store.epoch != self._spec_epoch:
             self._spec_epoch = store.epoch
             self.quorum.last_contact_ms = {}  # sessions start again at a new controller
+            self.quorum.next_balance_check_ms = None  # so does the leader balance interval
             self._spec_image, self._spec_offset = store.image, store.applied
             if store.abort_open_transaction():  # the last controller died inside one
                 self._spec_offset = store.last_appended
@@ -205,6 +206,14 @@ class LocalController:
         if result.records:
             self._commit(result.records)
             log.info("fenced broker(s) %s: no heartbeat for %d ms", result.response, self.config.broker_session_timeout_ms)
+        return result.response
+
+    def balance_leaders(self, now_ms: int) -> list[tuple[str, int]]:
+        """Automatic preferred leader election, when due (appended; committed later)."""
+        result = self._planner().balance_leaders(now_ms)
+        if result.records:
+            self._commit(result.records, "preferred leader election")
+            log.info("leader imbalance: electing the preferred leaders of %s", _names(result.response))
         return result.response
 
     # -- start ----------------------------------------------------------------------------------
@@ -365,6 +374,16 @@ class LocalController:
             raise KafkaError(code, message or "")
         self._commit(result.records)
 
+    def elect_leaders(
+        self, election_type: int, partitions: Sequence[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], int]:
+        """ElectLeaders: an error code per partition (QuorumController.elect_leaders); the
+        elections are appended in one commit (networked: wait for store.last_appended)."""
+        result = self._planner().elect_leaders(election_type, partitions)
+        if result.records:
+            self._commit(result.records, "elect leaders")
+        return result.response
+
     def allocate_producer_ids(self, count: int) -> int:
         """Reserve `count` producer ids; the first. Committed before it returns (one voter)."""
         quorum = self._planner()
@@ -381,6 +400,10 @@ class LocalController:
             raise KafkaError(code, f"broker {broker_id} (epoch {broker_epoch}) cannot allocate producer ids")
         self._commit(result.records)
         return first
+
+
+def _names(partitions: Sequence[tuple[str, int]]) -> str:
+    return ", ".join(f"{topic}-{index}" for topic, index in partitions)
 
 
 def _retire(path: str) -> None:

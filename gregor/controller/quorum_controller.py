@@ -17,6 +17,9 @@ and a new controller starts every broker's session at its first `tick`.
         registration record; want_fence fences; want_shut_down enters controlled shutdown:
         leadership and ISR membership move away, and should_shut_down once it leads nothing.
     tick(now_ms) -> fence every unfenced broker silent for broker.session.timeout.ms.
+    balance_leaders(now_ms) -> every leader.imbalance.check.interval.seconds, move leadership
+        back to preferred replicas where a broker's share of lost leaderships is above
+        leader.imbalance.per.broker.percentage (leader_balance.py; auto.leader.rebalance.enable).
     create_topics / delete_topics / create_partitions / alter_configs /
     incremental_alter_configs / allocate_producer_ids / alter_partition / elect_leaders.
 
@@ -34,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from gregor.controller.admin import apply_incremental, check_assignments, place_round_robin
+from gregor.controller.leader_balance import preferred_elections
 from gregor.controller.partition_change import change_record
 from gregor.metadata import config_defs
 from gregor.metadata import records as r
@@ -178,6 +182,7 @@ class QuorumController:
         self.image = image
         self.new_uuid = new_uuid  # injected: topic ids are the only randomness
         self.last_contact_ms: dict[int, int] = {}
+        self.next_balance_check_ms: int | None = None  # in memory, as broker sessions
 
     def replay(self, records: Sequence[tuple[Any, int, int]]) -> None:
         """Apply (record, offset, epoch) triples: the only way the controller's state changes."""
@@ -609,41 +614,70 @@ class QuorumController:
     def elect_leaders(
         self, election_type: int, partitions: Sequence[tuple[str, int]] | None = None
     ) -> ControllerResult[dict[tuple[str, int], int]]:
-        """ElectLeaders: PREFERRED moves leadership to the first replica when it is active and
-        in the ISR; UNCLEAN elects a leader for leaderless partitions. None: every partition."""
+        """ElectLeaders, as Kafka's ReplicationControlManager.electLeaders: an error code per
+        partition (None: every partition of every topic), in request order.
+
+        PREFERRED: ELECTION_NOT_NEEDED when the first replica leads; else it is elected when it
+        is active and in the ISR (NONE), else PREFERRED_LEADER_NOT_AVAILABLE. UNCLEAN:
+        ELECTION_NOT_NEEDED when the partition has a leader; else the first active ISR member,
+        or failing that the first active replica (the ISR becomes just it), or
+        ELIGIBLE_LEADERS_NOT_AVAILABLE. Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION.
+        A partition named twice gets one election and the same code twice."""
+        if election_type not in (PREFERRED, UNCLEAN):
+            raise KafkaError(errors.INVALID_REQUEST, f"Unknown election type {election_type}")
         if partitions is None:
             partitions = [
-                (t.name, i) for t in self.image.topics_by_id.values() for i in sorted(t.partitions)
+                (t.name, i) for t in sorted(self.image.topics_by_id.values(), key=lambda t: t.name)
+                for i in sorted(t.partitions)
             ]
         records: list[Any] = []
         result: dict[tuple[str, int], int] = {}
         for name, index in partitions:
-            topic = self.image.topic(name)
-            part = None if topic is None else topic.partitions.get(index)
-            if topic is None or part is None:
-                result[(name, index)] = errors.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            if election_type == PREFERRED:
-                preferred = part.preferred_leader
-                if part.leader == preferred:
-                    result[(name, index)] = _code("ELECTION_NOT_NEEDED")
-                elif preferred in part.isr and self._active(preferred):
-                    records.append(r.PartitionChangeRecord(partition_id=index, topic_id=topic.topic_id, leader=preferred))
-                    result[(name, index)] = NONE
-                else:
-                    result[(name, index)] = _code("PREFERRED_LEADER_NOT_AVAILABLE")
-                continue
-            if part.leader != NO_LEADER:
-                result[(name, index)] = _code("ELECTION_NOT_NEEDED")
-                continue
-            rec = change_record(topic.topic_id, index, part, part.isr, self._active, unclean=True)
-            if rec is None:
-                result[(name, index)] = _code("ELIGIBLE_LEADERS_NOT_AVAILABLE")
-            else:
-                records.append(rec)
-                result[(name, index)] = NONE
+            if (name, index) not in result:
+                result[(name, index)] = self._elect_one(election_type, name, index, records)
         return ControllerResult(records, result)
 
+    def _elect_one(self, election_type: int, name: str, index: int, records: list[Any]) -> int:
+        topic = self.image.topic(name)
+        part = None if topic is None else topic.partitions.get(index)
+        if topic is None or part is None:
+            return errors.UNKNOWN_TOPIC_OR_PARTITION
+        if election_type == PREFERRED:
+            preferred = part.preferred_leader
+            if part.leader == preferred:
+                return _code("ELECTION_NOT_NEEDED")
+            if preferred not in part.isr or not self._active(preferred):
+                return _code("PREFERRED_LEADER_NOT_AVAILABLE")
+            records.append(r.PartitionChangeRecord(partition_id=index, topic_id=topic.topic_id, leader=preferred))
+            return NONE
+        if part.leader != NO_LEADER:
+            return _code("ELECTION_NOT_NEEDED")
+        rec = change_record(topic.topic_id, index, part, part.isr, self._active, unclean=True)
+        if rec is None:
+            return _code("ELIGIBLE_LEADERS_NOT_AVAILABLE")
+        records.append(rec)
+        return NONE
+
+    def balance_leaders(self, now_ms: int) -> ControllerResult[list[tuple[str, int]]]:
+        """Automatic preferred leader election (`auto.leader.rebalance.enable`): every
+        `leader.imbalance.check.interval.seconds`, counted from this controller's first call,
+        the elections `leader_balance.preferred_elections` decides on, in one commit. The
+        response names the partitions whose preferred replica is elected."""
+        if not self._broker_default("auto.leader.rebalance.enable"):
+            return ControllerResult([], [])
+        interval_ms = 1000 * int(self._broker_default("leader.imbalance.check.interval.seconds"))
+        due = self.next_balance_check_ms
+        if due is None or now_ms < due:
+            if due is None:
+                self.next_balance_check_ms = now_ms + interval_ms
+            return ControllerResult([], [])
+        self.next_balance_check_ms = now_ms + interval_ms
+        percentage = int(self._broker_default("leader.imbalance.per.broker.percentage"))
+        chosen = preferred_elections(self.image, self._active, percentage)
+        records: list[Any] = [
+            r.PartitionChangeRecord(partition_id=c.partition, topic_id=c.topic_id, leader=c.leader) for c in chosen
+        ]
+        return ControllerResult(records, [(c.topic, c.partition) for c in chosen])
 
 def _topic_list_default(key: str) -> list[str]:
     d = config_defs.TOPIC_CONFIGS.get(key)

@@ -5,6 +5,7 @@ from gregor.handlers import (  # noqa: F401
     cluster,
     configs,
     describe_producers,
+    elect_leaders,
     fetch,
     group_admin,
     groups,

@@ -233,6 +233,10 @@ _BROKER_ONLY: list[ConfigDef] = [
     ConfigDef("replica.socket.timeout.ms", INT, "30000", at_least(1), read_only=True),
     ConfigDef("num.replica.fetchers", INT, "1", at_least(1), read_only=True),
     ConfigDef("controlled.shutdown.enable", BOOLEAN, "true", None, read_only=True),
+    # Automatic preferred leader election by the active controller (controller/leader_balance.py).
+    ConfigDef("auto.leader.rebalance.enable", BOOLEAN, "true", None, read_only=True),
+    ConfigDef("leader.imbalance.check.interval.seconds", LONG, "300", at_least(1), read_only=True),
+    ConfigDef("leader.imbalance.per.broker.percentage", INT, "10", None, read_only=True),
     ConfigDef("inter.broker.listener.name", STRING, None, None, read_only=True),
     ConfigDef("listener.security.protocol.map", STRING, None, None, read_only=True),
     ConfigDef("num.network.threads", INT, "3", at_least(1), read_only=True),
