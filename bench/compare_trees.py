@@ -102,7 +102,7 @@ def run(tree, size, count):
 OLD, NEW = (os.path.abspath(a) for a in sys.argv[1:3])
 res = {"old": [], "new": []}
 print("load", os.getloadavg())
-for i in range(3):
+for _run in range(3):
     for name, tree in (("old", OLD), ("new", NEW)):
         o = run(tree, 100, 1000000)
         res[name].append(o)
