@@ -99,6 +99,8 @@ def run(tree, size, count):
     return out
 
 
+if len(sys.argv) != 3 or not all(os.path.isdir(a) for a in sys.argv[1:3]):
+    sys.exit(__doc__)
 OLD, NEW = (os.path.abspath(a) for a in sys.argv[1:3])
 res = {"old": [], "new": []}
 print("load", os.getloadavg())
