@@ -116,22 +116,7 @@ def _fetch_groups_response(request: Any, by_index: dict[str, OffsetFetchResult])
             R.OffsetFetchResponseGroup(
                 group_id=g.group_id,
                 error_code=res.error,
-                topics=[
-                    R.OffsetFetchResponseTopics(
-                        name=name,
-                        partitions=[
-                            R.OffsetFetchResponsePartitions(
-                                partition_index=o.partition,
-                                committed_offset=o.offset,
-                                committed_leader_epoch=o.leader_epoch,
-                                metadata=o.metadata,
-                                error_code=o.error,
-                            )
-                            for o in parts
-                        ],
-                    )
-                    for name, parts in _by_topic(res.offsets).items()
-                ],
+                topics=_topics(res.offsets, R.OffsetFetchResponseTopics, R.OffsetFetchResponsePartitions),
             )
         )
     return R(groups=out)
@@ -145,23 +130,28 @@ def _fetch_response(v: int, topics: list[tuple[str, list[int]]] | None, res: Off
         offsets = [FetchedOffset(t, p, -1, -1, "", res.error) for t, ps in topics for p in ps]
     return R(
         error_code=res.error,
-        topics=[
-            R.OffsetFetchResponseTopic(
-                name=name,
-                partitions=[
-                    R.OffsetFetchResponsePartition(
-                        partition_index=o.partition,
-                        committed_offset=o.offset,
-                        committed_leader_epoch=o.leader_epoch,
-                        metadata=o.metadata,
-                        error_code=o.error,
-                    )
-                    for o in parts
-                ],
-            )
-            for name, parts in _by_topic(offsets).items()
-        ],
+        topics=_topics(offsets, R.OffsetFetchResponseTopic, R.OffsetFetchResponsePartition),
     )
+
+
+def _topics(offsets: list[FetchedOffset], topic_cls: Any, partition_cls: Any) -> list[Any]:
+    """OffsetFetch's topics (the struct names differ between the v8+ groups form and v1-7)."""
+    return [
+        topic_cls(
+            name=name,
+            partitions=[
+                partition_cls(
+                    partition_index=o.partition,
+                    committed_offset=o.offset,
+                    committed_leader_epoch=o.leader_epoch,
+                    metadata=o.metadata,
+                    error_code=o.error,
+                )
+                for o in parts
+            ],
+        )
+        for name, parts in _by_topic(offsets).items()
+    ]
 
 
 @handles(api_keys.OFFSET_DELETE)
