@@ -228,12 +228,17 @@ class BrokerServer:
         return -1 if reg is None else reg.epoch
 
     def controller_id(self) -> int:
-        """What Metadata and DescribeCluster name as the controller. In a quorum, as Kafka's
-        KRaft brokers do, a random live broker: any broker forwards admin writes to the active
-        controller, which clients cannot reach on the controller listener anyway."""
+        """What Metadata and DescribeCluster name as the controller. In a quorum a live broker,
+        as Kafka's KRaft brokers answer (clients cannot reach the controller listener; any
+        broker forwards admin writes to the active controller): this one when it is listed,
+        since the client just reached it, else a random one. Kafka picks at random each time;
+        a stable answer keeps an admin client from chasing a different broker on every
+        metadata refresh, some of which another node's lagging view may not list yet."""
         if self.member is None:
             return self.node_id
         alive = [b[0] for b in self.cluster_brokers()]
+        if self.node_id in alive:
+            return self.node_id
         return random.choice(alive) if alive else -1
 
     # -- services handlers use ----------------------------------------------------------------

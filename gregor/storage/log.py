@@ -620,7 +620,7 @@ class Log:
             # Nothing to remove, but an epoch may start at the log end (a leader that became
             # a follower before it wrote in its epoch): it goes, as in Kafka, or the follower
             # would keep naming it as its last fetched epoch.
-            self.leader_epochs.truncate_from_end(offset)
+            self.leader_epochs.truncate_from_end(self.log_end_offset)
             return
         if offset <= self.log_start_offset:
             self.truncate_fully_and_start_at(offset)

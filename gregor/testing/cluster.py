@@ -133,7 +133,7 @@ class LocalCluster:
     def leader_known_to(self, node_id: int, timeout_s: float = 5.0) -> int:
         """The Raft leader as controller `node_id` knows it (-1: none): DescribeQuorum on its controller
         listener (the leader answers; a follower names its leader in NOT_LEADER_OR_FOLLOWER).
-        Metadata's `controller_id` cannot tell: brokers name a random live broker there."""
+        Metadata's `controller_id` cannot tell: brokers name a live broker there."""
         from gregor.protocol import api_keys
         from gregor.protocol.messages import DescribeQuorumRequest
         from gregor.testing.raw_client import RawClient

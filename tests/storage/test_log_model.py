@@ -335,6 +335,9 @@ class LogMachine(RuleBasedStateMachine):
         offset = data.draw(self._offsets(-2, 1), label="truncate_to")
         self.log.truncate_to(offset)
         if offset >= self.leo:
+            # Nothing removed, but an epoch starting at the log end goes (Kafka's truncateTo
+            # always truncates the epoch cache from the end at the log end offset).
+            self._drop_epochs_from(self.leo)
             return
         if offset <= self.lso:
             self.batches = []
