@@ -58,6 +58,7 @@ from gregor.metadata.raft_store import MetadataLogError, RaftMetadataStore
 from gregor.metadata.store import MetadataStore, TopicInfo
 from gregor.protocol import api_keys, codec
 from gregor.protocol.codegen import Data
+from gregor.protocol.errors import KafkaError
 from gregor.protocol.exceptions import CorruptFrameError
 from gregor.protocol.headers import peek_request
 from gregor.raft.storage_log import TOPIC as METADATA_TOPIC
@@ -301,7 +302,10 @@ class BrokerServer:
             for index, replicas in enumerate(info.replicas):
                 reg = topic_image.partitions.get(index)
                 if self.node_id in replicas and reg is not None:
-                    self.replicas.apply(info.name, index, info.topic_id, reg, cfg, min_isr, now)
+                    try:
+                        self.replicas.apply(info.name, index, info.topic_id, reg, cfg, min_isr, now)
+                    except KafkaError as exc:  # its log dir failed (said once, by the log manager)
+                        log.debug("cannot host %s-%d: %s", info.name, index, exc)
         wanted = {
             (info.name, index)
             for info in topics.values()
@@ -391,6 +395,7 @@ class BrokerServer:
 
     async def start(self) -> None:
         codec.compile_all()
+        self.logs.call_soon_on_owner = asyncio.get_running_loop().call_soon_threadsafe
         self.logs.startup()
         self.apply_metadata()
         self.server = Server(
@@ -479,10 +484,13 @@ class BrokerServer:
                     os.close(fd)
 
         def done(fut: asyncio.Future[None]) -> None:
-            if fut.exception() is None:
+            exc = fut.exception()
+            if exc is None:
                 log_.mark_flushed(up_to, truncations)
+            elif isinstance(exc, OSError):
+                log_.fail(exc, "flushing a rolled segment")
             else:
-                log.error("background flush of %s failed: %s", log_, fut.exception())
+                log.error("background flush of %s failed: %s", log_, exc)
 
         loop.run_in_executor(None, fsync_all).add_done_callback(done)
 

@@ -134,7 +134,7 @@ def _produce_partition(
         base, append_time, start = info.first_offset, info.log_append_time, info.log_start_offset
     except KafkaError as exc:
         code, message = exc.code, exc.message
-        if code not in (errors.UNKNOWN_TOPIC_OR_PARTITION, errors.NOT_LEADER_OR_FOLLOWER):
+        if code not in (errors.UNKNOWN_TOPIC_OR_PARTITION, errors.NOT_LEADER_OR_FOLLOWER, errors.KAFKA_STORAGE_ERROR):
             log.warning("produce to %s-%d from %s refused: %s", topic, pd.index, ctx.peer, exc)
         failed.append(f"{topic}-{pd.index}: {exc}")
     part = PartResp(

@@ -169,6 +169,8 @@ class FollowerFetcher:
                 continue
             p = state.partition
             lg = p.log
+            if lg.offline:
+                continue  # its log dir failed: nothing to append to until a restart
             offset = lg.log_end_offset
             by_topic.setdefault(p.topic_id, []).append(
                 FetchRequest.FetchPartition(

@@ -15,6 +15,12 @@ segment rolls, or the log closes, the file is trimmed to exactly its entries, so
 knows nothing of us (Kafka's DumpLogSegments) sees only real entries. A trimmed index is mapped
 read-only, and only when first used: 10,000 partitions open without touching their indexes.
 
+A preallocated file is sparse: its pages get disk blocks only when written. Written through a
+map, a page with no block on a full disk cannot fail with an error, the kernel raises SIGBUS
+and the broker dies. So before entries are added, `reserve` allocates blocks for them with
+`posix_fallocate`, `_RESERVE_BYTES` at a time (with 4 KiB between entries, one call per ~32 MiB
+of log): a full disk is then an OSError at a point where nothing has changed yet.
+
 Lookups are binary searches. Most lookups are for recent offsets (consumers near the tail,
 followers), so a search first tries the last `_WARM_BYTES` of the file, the pages that are
 certainly in memory; only an older target touches the cold part. With 4 KiB between entries an
@@ -26,6 +32,7 @@ Knows files and numbers; knows nothing of batches, leaders or the network.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
@@ -35,6 +42,7 @@ from socket import ntohl
 from typing import NamedTuple
 
 _WARM_BYTES = 8192
+_RESERVE_BYTES = 64 * 1024
 
 # One key of an entry, unpacked in place by the searches (no call or tuple per probe).
 _KEY32 = struct.Struct(">i").unpack_from
@@ -68,6 +76,7 @@ class _Index:
         self._mm: mmap.mmap | None = None
         self._entries: int | None = None  # known without mapping when the file is new
         self._max_entries = max(1, max_index_size // self.ENTRY_SIZE)
+        self._allocated = 0  # bytes from the start known to have disk blocks (see `reserve`)
 
     # -- mapping ------------------------------------------------------------------------------
 
@@ -98,6 +107,25 @@ class _Index:
             self._mm = self._open()
         return self._mm
 
+    def reserve(self, more: int) -> None:
+        """Make sure the next `more` entries have disk blocks (an OSError such as ENOSPC
+        otherwise, with nothing changed); see the module docstring."""
+        n = self._entries if self._entries is not None else self.entries
+        need = min(n + more, self._max_entries) * self.ENTRY_SIZE
+        if need <= self._allocated:
+            return
+        start = max(self._allocated, (n * self.ENTRY_SIZE) // mmap.PAGESIZE * mmap.PAGESIZE)
+        end = min(self._max_entries * self.ENTRY_SIZE, -(-need // _RESERVE_BYTES) * _RESERVE_BYTES)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.posix_fallocate(fd, start, end - start)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+        finally:
+            os.close(fd)
+        self._allocated = end
+
     @property
     def entries(self) -> int:
         if self._entries is None:
@@ -125,6 +153,7 @@ class _Index:
         if os.path.exists(self.path) or entries:
             with open(self.path, "r+b" if os.path.exists(self.path) else "w+b") as f:
                 f.truncate(entries * self.ENTRY_SIZE)
+        self._allocated = 0
         self._writable = False
 
     def make_writable(self, max_index_size: int) -> None:
@@ -155,6 +184,7 @@ class _Index:
             self.close()
             with open(self.path, "r+b") as f:
                 f.truncate(self._entries * self.ENTRY_SIZE)
+        self._allocated = min(self._allocated, self._entries * self.ENTRY_SIZE)
 
     def delete(self) -> None:
         self.close()

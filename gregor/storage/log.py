@@ -35,6 +35,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
@@ -53,6 +54,7 @@ from gregor.storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, BatchInfo, FileS
 from gregor.storage.txn_index import AbortedTxn, TxnIndexEntry
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Special timestamps of ListOffsets.
 LATEST_TIMESTAMP = -1
@@ -134,6 +136,11 @@ class Log:
         # Called with the active segment's base after every truncation (the log manager tells
         # the cleaner, whose checkpoint must not stay above it).
         self.on_truncation: Callable[[int], None] | None = None
+        # After an I/O error (a full disk, EIO) the log is offline: it takes no more appends
+        # and serves no reads; the log manager hears of it (`on_failure`) and takes the rest of
+        # its dir offline too. Only a restart brings it back (recovery then checks the tail).
+        self.offline = False
+        self.on_failure: Callable[[Log, OSError, str], None] | None = None
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -363,18 +370,9 @@ class Log:
             if isinstance(checked, Duplicate):
                 return self._duplicate_info(checked, stamp)
             producer_updates = checked
-        segment = self._maybe_roll(end, first_offset, last_offset, max_ts, now_ms)
-        segment.append(view, infos)
-        self.log_end_offset = next_offset
-        if producer_updates:
-            self.producer_state.apply(producer_updates, segment.txn_index)
-        if leader_epoch >= 0 and assign_offsets:
-            self.leader_epochs.assign(leader_epoch, first_offset)
-        for epoch, base in epochs:  # a follower learns its leaders' epochs from the batches
-            if epoch > self.leader_epochs.latest_epoch:
-                self.leader_epochs.assign(epoch, base)
-        if self.log_end_offset - self.recovery_point >= config.flush_messages:
-            self.flush()
+        if assign_offsets and leader_epoch >= 0:
+            epochs = [(leader_epoch, first_offset)]
+        self._write(view, infos, first_offset, next_offset, max_ts, now_ms, producer_updates, epochs)
         return AppendInfo(
             first_offset,
             last_offset,
@@ -385,6 +383,66 @@ class Log:
             records_count,
             end,
             self.log_start_offset,
+        )
+
+    def _write(
+        self,
+        view: memoryview,
+        infos: list[BatchInfo],
+        first_offset: int,
+        next_offset: int,
+        max_ts: int,
+        now_ms: int,
+        producer_updates: Any,
+        epochs: list[tuple[int, int]],
+    ) -> None:
+        """The I/O of an append, all or nothing: on any OSError (a full disk, EIO) the active
+        segment is cut back to before the append, the log goes offline and KAFKA_STORAGE_ERROR
+        is raised, so no later append can land after damage."""
+        if self.offline:
+            raise self._offline_error()
+        segment = self.guarded(
+            "rolling a segment", self._maybe_roll, len(view), first_offset, next_offset - 1, max_ts, now_ms
+        )
+        mark, log_end_offset = segment.mark(), self.log_end_offset
+        try:
+            segment.append(view, infos)
+            self.log_end_offset = next_offset
+            if producer_updates:
+                self.producer_state.apply(producer_updates, segment.txn_index)
+            for epoch, base in epochs:  # a follower learns its leaders' epochs from the batches
+                if epoch > self.leader_epochs.latest_epoch:
+                    self.leader_epochs.assign(epoch, base)
+            if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
+                self.flush()
+        except OSError as exc:
+            segment.rollback(mark, first_offset)
+            self.log_end_offset = log_end_offset
+            raise self.fail(exc, f"appending offsets {first_offset}-{next_offset - 1}") from None
+
+    # -- failures -----------------------------------------------------------------------------
+
+    def guarded(self, doing: str, step: Callable[..., T], *args: Any) -> T:
+        """Run one I/O step of this log; an OSError takes the log offline (`fail`)."""
+        try:
+            return step(*args)
+        except OSError as exc:
+            raise self.fail(exc, doing) from None
+
+    def fail(self, exc: OSError, doing: str) -> KafkaError:
+        """An I/O error: the log is offline from now on (its dir with it, when the log manager
+        is told) and the caller raises KAFKA_STORAGE_ERROR."""
+        first = not self.offline
+        self.offline = True
+        if first and self.on_failure is not None:
+            self.on_failure(self, exc, doing)
+        return self._offline_error(f"{doing}: {exc.strerror or exc}")
+
+    def _offline_error(self, why: str = "") -> KafkaError:
+        return KafkaError(
+            errors.KAFKA_STORAGE_ERROR,
+            f"{self.topic}-{self.partition} is offline: its log dir {os.path.dirname(self.directory)} "
+            f"failed{' (' + why + ')' if why else ''}",
         )
 
     def append_as_follower(
@@ -509,8 +567,11 @@ class Log:
         high watermark, by default the log end offset), within `max_bytes` (but at least one
         batch when `min_one_batch`). None when there is nothing to read yet.
 
-        OFFSET_OUT_OF_RANGE below the log start offset or above the log end offset.
+        OFFSET_OUT_OF_RANGE below the log start offset or above the log end offset;
+        KAFKA_STORAGE_ERROR once the log is offline.
         """
+        if self.offline:
+            raise self._offline_error()
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise KafkaError(
                 errors.OFFSET_OUT_OF_RANGE,
@@ -616,6 +677,11 @@ class Log:
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch that holds an offset >= `offset` (replication's truncation)."""
+        if self.offline:
+            raise self._offline_error()
+        self.guarded(f"truncating to offset {offset}", self._truncate_to, offset)
+
+    def _truncate_to(self, offset: int) -> None:
         if offset >= self.log_end_offset:
             # Nothing to remove, but an epoch may start at the log end (a leader that became
             # a follower before it wrote in its epoch): it goes, as in Kafka, or the follower

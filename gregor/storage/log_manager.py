@@ -14,6 +14,13 @@ A new partition goes to the log dir holding the fewest partitions. Opening 10,00
 opens no index and leaves no file open: segments are listed, and each log's active segment is
 read once to find its end and then released; fds and maps come back on first use.
 
+A failed log dir (Kafka's LogDirFailureChannel): any I/O error in a log (a full disk, EIO), a
+checkpoint or a new partition's files takes the whole dir offline at once: its logs refuse
+appends and reads with KAFKA_STORAGE_ERROR, it gets no new partitions, no checkpoints, no
+flushes, retention or clean-shutdown marker (its next start recovers it), and one error line
+names it; `dir_failure_listeners` hear of it (the broker tells the controller). The other dirs
+carry on. Only a restart brings an offline dir back.
+
 No I/O scheduling lives here: the broker calls `flush_due`, `checkpoint`, `purge_deleted` from
 its timers (and may run them on a worker thread), passing the time in.
 """
@@ -27,6 +34,8 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 
+from gregor.protocol import errors
+from gregor.protocol.errors import KafkaError
 from gregor.storage import checkpoints
 from gregor.storage.config import LogConfig
 from gregor.storage.log import Log, dir_name, parse_dir_name
@@ -75,6 +84,12 @@ class LogManager:
         # Told (partition, the active segment's base) after any log is truncated: the log
         # cleaner lowers its checkpoint (Kafka's LogManager.truncateTo does the same).
         self.truncation_listeners: list[Callable[[TopicPartition, int], None]] = []
+        # Failed dirs and why; listeners are told each dir once, as it fails.
+        self.offline_dirs: dict[str, str] = {}
+        self.dir_failure_listeners: list[Callable[[str], None]] = []
+        # How a worker thread hands a failure to the logs' thread (the broker gives its loop's
+        # call_soon_threadsafe); None: call at once.
+        self.call_soon_on_owner: Callable[..., object] | None = None
 
     # -- start and stop -----------------------------------------------------------------------
 
@@ -126,10 +141,19 @@ class LogManager:
     def shutdown(self) -> None:
         """Flush and close every log, write the checkpoints, then the clean-shutdown markers."""
         for log_ in self.logs.values():
-            log_.close()
+            if log_.offline:
+                log_.close_handles()  # nothing more is written there; its start recovers it
+                continue
+            try:
+                log_.close()
+            except OSError as exc:
+                log_.close_handles()
+                self.fail_dir(self._dir_of.get((log_.topic, log_.partition), ""), exc, f"closing {log_}")
         self.checkpoint()
         self.purge_deleted(force=True)
         for d in self.log_dirs:
+            if d in self.offline_dirs:
+                continue
             path = os.path.join(d, CLEAN_SHUTDOWN_FILE)
             with open(path, "w") as f:
                 f.write('{"version":0,"brokerEpoch":-1}')
@@ -150,23 +174,61 @@ class LogManager:
         if dir_name(topic, partition) == METADATA_LOG_DIR:
             raise ValueError(f"{METADATA_LOG_DIR} is the metadata log, not a partition")
         d = self._least_loaded_dir()
-        log_ = Log.open(
-            os.path.join(d, dir_name(topic, partition)),
-            config or self.config_for(topic),
-            now_ms=self._now_ms(),
-            file_deleter=self._schedule_delete,
-        )
-        checkpoints.fsync_dir(d)
+        try:
+            log_ = Log.open(
+                os.path.join(d, dir_name(topic, partition)),
+                config or self.config_for(topic),
+                now_ms=self._now_ms(),
+                file_deleter=self._schedule_delete,
+            )
+            checkpoints.fsync_dir(d)
+        except OSError as exc:
+            self.fail_dir(d, exc, f"creating {topic}-{partition}")
+            raise KafkaError(
+                errors.KAFKA_STORAGE_ERROR, f"cannot create {topic}-{partition} in {d}: {exc.strerror or exc}"
+            ) from None
         self._place(tp, d, log_)
         return log_
 
     def _least_loaded_dir(self) -> str:
-        return min(self.log_dirs, key=lambda d: self._dir_counts[d])
+        online = [d for d in self.log_dirs if d not in self.offline_dirs]
+        if not online:
+            raise KafkaError(errors.KAFKA_STORAGE_ERROR, f"every log dir is offline: {', '.join(self.log_dirs)}")
+        return min(online, key=lambda d: self._dir_counts[d])
+
+    # -- failed dirs --------------------------------------------------------------------------
+
+    def fail_dir(self, d: str, exc: OSError, doing: str) -> None:
+        """Take log dir `d` offline (once): every log in it, with one line saying why."""
+        if d in self.offline_dirs:
+            return
+        self.offline_dirs[d] = f"{doing}: {exc.strerror or exc}"
+        mine = [lg for tp, lg in self.logs.items() if self._dir_of.get(tp) == d]
+        for log_ in mine:
+            log_.offline = True
+        log.error(
+            "log dir %s failed (%s: %s); its %d partitions are offline on this broker until it "
+            "restarts; free the disk or fix the error, then restart",
+            d, doing, exc.strerror or exc, len(mine),
+        )
+        for listener in self.dir_failure_listeners:
+            listener(d)
+
+    def _log_failed(self, tp: TopicPartition, log_: Log, exc: OSError, doing: str) -> None:
+        d = self._dir_of.get(tp)
+        if d is not None and self.logs.get(tp) is log_:
+            self.fail_dir(d, exc, f"{doing} in {tp[0]}-{tp[1]}")
+
+    def online_logs(self) -> list[Log]:
+        return [lg for lg in self.logs.values() if not lg.offline]
 
     def _place(self, tp: TopicPartition, d: str, log_: Log) -> None:
         if self.roll_flusher is not None:
             log_.roll_flusher = self.roll_flusher
         log_.on_truncation = lambda offset: self._truncated(tp, log_, offset)
+        log_.on_failure = lambda lg, exc, doing: self._log_failed(tp, lg, exc, doing)
+        if d in self.offline_dirs:
+            log_.offline = True
         self.logs[tp] = log_
         self._dir_of[tp] = d
         self._dir_counts[d] += 1
@@ -201,9 +263,12 @@ class LogManager:
     def flush_due(self, now_ms: int) -> int:
         """fsync logs whose `flush.ms` has passed since their last flush; how many were."""
         count = 0
-        for log_ in list(self.logs.values()):
+        for log_ in self.online_logs():
             if log_.recovery_point < log_.log_end_offset and now_ms - log_.last_flush_ms >= log_.config.flush_ms:
-                log_.flush()
+                try:
+                    log_.guarded("flushing", log_.flush)
+                except KafkaError:
+                    continue  # offline now, with its dir
                 count += 1
         return count
 
@@ -213,6 +278,8 @@ class LogManager:
 
         deleted = 0
         for (topic, partition), log_ in list(self.logs.items()):
+            if log_.offline:
+                continue
             n = retention.enforce(log_, now_ms)
             if n:
                 log.info(
@@ -229,7 +296,7 @@ class LogManager:
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
         """Forget idempotent producers idle for `producer.id.expiration.ms` in every log."""
-        return sum(lg.producer_state.remove_expired(now_ms, expiration_ms) for lg in list(self.logs.values()))
+        return sum(lg.producer_state.remove_expired(now_ms, expiration_ms) for lg in self.online_logs())
 
     def checkpoint(self) -> None:
         """Write the three per-dir offset checkpoints."""
@@ -241,6 +308,8 @@ class LogManager:
         self._checkpoint_seq += 1
         files: list[tuple[str, dict[TopicPartition, int]]] = []
         for d in self.log_dirs:
+            if d in self.offline_dirs:
+                continue
             mine = {tp: lg for tp, lg in self.logs.items() if self._dir_of.get(tp) == d}
             files.append((os.path.join(d, RECOVERY_POINT_CHECKPOINT), {tp: lg.recovery_point for tp, lg in mine.items()}))
             files.append((os.path.join(d, LOG_START_OFFSET_CHECKPOINT), {tp: lg.log_start_offset for tp, lg in mine.items()}))
@@ -255,8 +324,22 @@ class LogManager:
             if seq < self._checkpoint_written:
                 return
             for path, offsets in files:
-                checkpoints.write_offsets(path, offsets)
+                d = os.path.dirname(path)
+                if d in self.offline_dirs:
+                    continue
+                try:
+                    checkpoints.write_offsets(path, offsets)
+                except OSError as exc:
+                    self._fail_dir_soon(d, exc, f"writing {os.path.basename(path)}")
             self._checkpoint_written = seq
+
+    def _fail_dir_soon(self, d: str, exc: OSError, doing: str) -> None:
+        """A failure seen on a worker thread: the dir goes offline on the logs' thread."""
+        call = self.call_soon_on_owner
+        if call is None:
+            self.fail_dir(d, exc, doing)
+        else:
+            call(self.fail_dir, d, exc, doing)
 
     def _schedule_delete(self, segments: list[LogSegment]) -> None:
         delay = min((self.config_for(self._topic_of(s)).file_delete_delay_ms for s in segments), default=0)

@@ -92,6 +92,15 @@ class BatchInfo(NamedTuple):
     size: int
 
 
+class AppendMark(NamedTuple):
+    size: int
+    offset_entries: int
+    time_entries: int
+    bytes_since_index: int
+    max_ts: TimestampOffset | None
+    first_batch_ts: int | None
+
+
 class RecoveryResult(NamedTuple):
     valid_bytes: int
     truncated_bytes: int
@@ -168,15 +177,55 @@ class LogSegment:
     def append(self, data: memoryview | bytes, batches: list[BatchInfo]) -> None:
         """Write validated, offset-assigned batches that sit back to back in `data`.
 
-        `BatchInfo.position` is relative to the start of `data`.
+        `BatchInfo.position` is relative to the start of `data`. All or nothing: when the
+        write fails (ENOSPC, EIO) the file is cut back to where it was and the OSError raised;
+        the index entries are added only after the bytes are written, into blocks reserved
+        before (index.py), so they cannot fail half way.
         """
         start = self.size
+        self.offset_index.reserve(len(batches))
+        self.time_index.reserve(len(batches) + 1)  # + the entry added at roll
+        try:
+            written = os.write(self.fd, data)
+            while written < len(data):  # short: the disk is full, or a signal came
+                written += os.write(self.fd, memoryview(data)[written:])
+        except OSError:
+            self._cut(start)
+            raise
         for info in batches:
             self._maybe_index(start + info.position, info)
-        written = os.write(self.fd, data)
-        while written < len(data):  # a short write to a regular file is rare but legal
-            written += os.write(self.fd, memoryview(data)[written:])
         self.size = start + len(data)
+
+    def _cut(self, size: int) -> None:
+        """Best effort: drop a failed write's bytes (the log goes offline whatever happens)."""
+        try:
+            os.ftruncate(self.fd, size)
+        except OSError as exc:
+            log.error("%s: could not cut a failed write back to %d bytes: %s", self.log_path, size, exc)
+
+    def mark(self) -> AppendMark:
+        """Where the segment stands, for `rollback` after a later step of an append failed."""
+        return AppendMark(
+            self.size, self.offset_index.entries, self.time_index.entries,
+            self._bytes_since_index, self._max_ts, self._first_batch_ts,
+        )
+
+    def rollback(self, mark: AppendMark, first_offset: int) -> None:
+        """Undo every append since `mark` (the batches from `first_offset` on): the file, both
+        indexes, the .txnindex and the running state are as they were (best effort: a failure
+        here is logged; the log is offline by then and recovery cuts what remains)."""
+        self._cut(mark.size)
+        self.size = min(self.size, mark.size)
+        self._flushed_size = min(self._flushed_size, mark.size)
+        try:
+            self.offset_index.truncate_to_entries(mark.offset_entries)
+            self.time_index.truncate_to_entries(mark.time_entries)
+            self.txn_index.truncate_to(first_offset)
+        except OSError as exc:
+            log.error("%s: could not cut the indexes back: %s", self.log_path, exc)
+        self._bytes_since_index = mark.bytes_since_index
+        self._max_ts = mark.max_ts
+        self._first_batch_ts = mark.first_batch_ts
 
     def _maybe_index(self, position: int, info: BatchInfo) -> None:
         """Apply the index rule to one batch at `position` (see the module docstring)."""
