@@ -65,7 +65,11 @@ from gregor.raft.storage_log import TOPIC as METADATA_TOPIC
 from gregor.replication.partition import BrokerLiveness, ReplicaManager
 from gregor.runtime.client import NetworkClient
 from gregor.runtime.connection import Connection, FrameError, Output
-from gregor.runtime.process import serve_until_signalled, write_ready_file
+from gregor.runtime.process import (
+    halt_on_metadata_log_failure,
+    serve_until_signalled,
+    write_ready_file,
+)
 from gregor.runtime.server import Server, bind
 from gregor.storage.cleaner import CleanerConfig
 from gregor.storage.config import LogConfig
@@ -124,6 +128,7 @@ class BrokerServer:
                     "several nodes; start this node alone (without controller.quorum.voters "
                     "or controller.quorum.bootstrap.servers) once to migrate it"
                 )
+        self.store.on_log_failure(halt_on_metadata_log_failure(data_dirs[0]))
         self.logs = LogManager(data_dirs, config_for=self.log_config_for)
         self.logs.roll_flusher = self._flush_after_roll
         self.replicas = ReplicaManager(

@@ -23,6 +23,12 @@ asks to be fenced (a heartbeat with want_fence), so Metadata stops naming it at 
 next start registers without waiting for the old session to expire. Heartbeats stop then (one
 would unfence it).
 
+A failed log dir (KIP-858): every heartbeat names the broker's offline dirs by directory id, so
+the controller moves the leadership of their partitions to other ISR members (and keeps the
+broker out of elections while all its dirs are offline); the first heartbeat after the failure
+goes at once. If no controller has acknowledged that within `log.dir.failure.timeout.ms`, the
+broker shuts down, as Kafka does, rather than stay the leader of partitions it cannot write.
+
 Producer ids: once registered, the broker keeps one block of producer ids fetched ahead from the
 active controller (AllocateProducerIds, its ProducerIdsRecord committed before the answer); the
 ProducerIdManager takes blocks from here (`allocate_producer_ids`) and a taken block makes the
@@ -35,6 +41,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import signal
+import time
 import uuid
 from collections import deque
 from typing import TYPE_CHECKING
@@ -80,8 +89,11 @@ class BrokerLifecycle:
         self._pid_blocks: deque[int] = deque()  # first ids of blocks fetched ahead
         self._pid_wanted = asyncio.Event()
         self._left = False  # leaving the cluster: no more heartbeats
+        self.dir_failure_timeout_s = broker.config_value("log.dir.failure.timeout.ms") / 1000
+        self._dirs_failed_at: float | None = None  # monotonic; None once the controller knows
 
     def start(self) -> None:
+        self.broker.logs.dir_failure_listeners.append(self.on_dir_failure)
         self._tasks = [
             asyncio.ensure_future(self._lifecycle()),
             asyncio.ensure_future(self._prefetch_producer_ids()),
@@ -98,6 +110,31 @@ class BrokerLifecycle:
 
     def on_leader_change(self) -> None:
         self._leader_moved.set()
+
+    def on_dir_failure(self, _directory: str) -> None:
+        """A log dir went offline: tell the controller with the next heartbeat, now."""
+        if self._dirs_failed_at is None:
+            self._dirs_failed_at = time.monotonic()
+        self._leader_moved.set()
+
+    def _offline_dir_ids(self) -> list[uuid.UUID]:
+        offline = self.broker.logs.offline_dirs
+        return [
+            m.directory_id
+            for d, m in self.broker.meta_properties.items()
+            if m.directory_id is not None and os.path.abspath(d) in offline
+        ]
+
+    def _check_dir_failure_timeout(self) -> None:
+        failed_at = self._dirs_failed_at
+        if failed_at is not None and time.monotonic() - failed_at > self.dir_failure_timeout_s:
+            log.error(
+                "broker %d: no controller learned of its offline log dirs (%s) within "
+                "log.dir.failure.timeout.ms; shutting down",
+                self.node_id, ", ".join(self.broker.logs.offline_dirs),
+            )
+            self._dirs_failed_at = None
+            os.kill(os.getpid(), signal.SIGTERM)
 
     async def leave(self) -> None:
         """Hand this broker's leaderships over (controlled shutdown), then ask to be fenced, so
@@ -182,6 +219,7 @@ class BrokerLifecycle:
         """One registration or heartbeat; how long to wait before the next."""
         if self._left:
             return 1.0
+        self._check_dir_failure_timeout()
         controller = self.channel.controller_id()
         if controller is None or not self.store.caught_up:
             return 0.1
@@ -193,6 +231,7 @@ class BrokerLifecycle:
             current_metadata_offset=self.store.applied,
             want_fence=False,
             want_shut_down=False,
+            offline_log_dirs=self._offline_dir_ids(),
         )
         answer = await self.channel.send(api_keys.BROKER_HEARTBEAT, HEARTBEAT_VERSION, request)
         if answer.error_code in RE_REGISTER:
@@ -203,6 +242,10 @@ class BrokerLifecycle:
             return 0.0
         if answer.error_code != errors.NONE:
             return 0.1
+        if request.offline_log_dirs and self._dirs_failed_at is not None:
+            self._dirs_failed_at = None
+            log.info("broker %d: the controller knows its log dirs %s are offline",
+                     self.node_id, ", ".join(self.broker.logs.offline_dirs))  # fmt: skip
         if answer.is_fenced:
             return 0.2
         return self.heartbeat_interval_s

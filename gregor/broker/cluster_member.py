@@ -254,6 +254,7 @@ class ClusterMember:
             req.current_metadata_offset,
             req.want_fence,
             req.want_shut_down,
+            tuple(req.offline_log_dirs or ()),
         )
         try:
             answer, wrote = self.controller.heartbeat(beat, self.now_ms())

@@ -28,7 +28,11 @@ from gregor.controller.admin import Admin
 from gregor.metadata import meta_properties
 from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.protocol import codec
-from gregor.runtime.process import serve_until_signalled, write_ready_file
+from gregor.runtime.process import (
+    halt_on_metadata_log_failure,
+    serve_until_signalled,
+    write_ready_file,
+)
 
 log = logging.getLogger("gregor.controller")
 
@@ -53,6 +57,7 @@ class ControllerServer:
         self.store, raft_log, quorum_state, raft_config = RaftMetadataStore.open_networked(
             data_dirs[0], self.node_id, cluster_id, list(membership.voters), configs=config.values
         )
+        self.store.on_log_failure(halt_on_metadata_log_failure(data_dirs[0]))
         self.controller = networked_controller(self.store, self.node_id, config)
         self.admin = Admin(
             self.store, self.controller, self._active_broker_ids, config.values, self.node_id

@@ -44,6 +44,8 @@ from gregor.metadata import records as r
 from gregor.metadata.config_defs import ConfigError
 from gregor.metadata.image import (
     BROKER_RESOURCE,
+    DIRECTORY_MIGRATING,
+    DIRECTORY_UNASSIGNED,
     EMPTY_IMAGE,
     METADATA_VERSION,
     NO_LEADER,
@@ -116,6 +118,7 @@ class BrokerHeartbeat:
     current_metadata_offset: int
     want_fence: bool = False
     want_shut_down: bool = False
+    offline_log_dirs: Sequence[uuid.UUID] = ()  # KIP-858: its failed log dirs
 
 
 @dataclass(frozen=True)
@@ -183,6 +186,9 @@ class QuorumController:
         self.new_uuid = new_uuid  # injected: topic ids are the only randomness
         self.last_contact_ms: dict[int, int] = {}
         self.next_balance_check_ms: int | None = None  # in memory, as broker sessions
+        # Brokers whose every log dir failed (their heartbeats say so): never elected leader,
+        # as a fenced broker. In memory, as broker sessions: each heartbeat says it again.
+        self.dirs_offline: set[int] = set()
 
     def replay(self, records: Sequence[tuple[Any, int, int]]) -> None:
         """Apply (record, offset, epoch) triples: the only way the controller's state changes."""
@@ -192,7 +198,12 @@ class QuorumController:
 
     def _active(self, broker_id: int) -> bool:
         reg = self.image.brokers.get(broker_id)
-        return reg is not None and not reg.fenced and not reg.in_controlled_shutdown
+        return (
+            reg is not None
+            and not reg.fenced
+            and not reg.in_controlled_shutdown
+            and broker_id not in self.dirs_offline
+        )
 
     def _raw(self, key: str) -> str | None:
         dynamic = self.image.config(BROKER_RESOURCE, "")
@@ -207,8 +218,11 @@ class QuorumController:
             return bool(self._broker_default("unclean.leader.election.enable"))
         return value.strip().lower() == "true"
 
-    def _moves_off(self, broker_id: int, shutting_down: bool) -> list[Any]:
-        """Partition changes taking `broker_id` out of every ISR (and so leadership)."""
+    def _moves_off(
+        self, broker_id: int, shutting_down: bool, offline_dirs: frozenset[uuid.UUID] | None = None
+    ) -> list[Any]:
+        """Partition changes taking `broker_id` out of every ISR (and so leadership); with
+        `offline_dirs`, only of the partitions whose replica there is in one of them."""
         out = []
         def active(b: int) -> bool:
             return b != broker_id and self._active(b)
@@ -217,11 +231,28 @@ class QuorumController:
             for index, part in sorted(topic.partitions.items()):
                 if broker_id not in part.isr and part.leader != broker_id:
                     continue
+                if offline_dirs is not None and not self._in_dirs(broker_id, part, offline_dirs):
+                    continue
                 isr = [b for b in part.isr if b != broker_id]
                 rec = change_record(topic.topic_id, index, part, isr, active, unclean and not shutting_down)
                 if rec is not None:
                     out.append(rec)
         return out
+
+    def _in_dirs(self, broker_id: int, part: Any, dirs: frozenset[uuid.UUID]) -> bool:
+        """Whether the replica of `part` on `broker_id` lives in one of `dirs`. A replica with
+        no directory assigned (gregor assigns none) is in one of them when they are all the
+        broker's dirs."""
+        try:
+            where = part.directories[part.replicas.index(broker_id)]
+        except (ValueError, IndexError):
+            where = DIRECTORY_UNASSIGNED
+        if where in dirs:
+            return True
+        if where in (DIRECTORY_UNASSIGNED, DIRECTORY_MIGRATING):
+            reg = self.image.brokers.get(broker_id)
+            return reg is None or set(reg.log_dirs) <= dirs
+        return False
 
     def _elect_leaderless(self, broker_id: int) -> list[Any]:
         """Partitions without a leader whose ISR has `broker_id`, led by it once it is back."""
@@ -289,15 +320,29 @@ class QuorumController:
                 records += self._moves_off(req.broker_id, shutting_down=False)
                 records.append(change(broker_id=req.broker_id, broker_epoch=reg.epoch, fenced=1))
                 fenced = True
+        elif req.offline_log_dirs:
+            records += self._offline_dirs(req.broker_id, reg, frozenset(req.offline_log_dirs))
         elif fenced and caught_up:
             records.append(change(broker_id=req.broker_id, broker_epoch=reg.epoch, fenced=-1))
             records += self._elect_leaderless(req.broker_id)
             fenced = False
+        if not req.offline_log_dirs and req.broker_id in self.dirs_offline:
+            self.dirs_offline.discard(req.broker_id)
         shutting_down = req.want_shut_down or reg.in_controlled_shutdown
         should_shut_down = shutting_down and (
             fenced or not self._leads_any(req.broker_id) and reg.in_controlled_shutdown
         )
         return ControllerResult(records, HeartbeatResponse(NONE, caught_up, fenced, should_shut_down))
+
+    def _offline_dirs(self, broker_id: int, reg: Any, dirs: frozenset[uuid.UUID]) -> list[Any]:
+        """A heartbeat naming failed log dirs (KIP-858): the broker leaves the ISR and the
+        leadership of every partition it holds there (nothing once it has); a broker with
+        every dir failed is not elected again until a heartbeat says otherwise."""
+        if not reg.log_dirs or set(reg.log_dirs) <= dirs:
+            self.dirs_offline.add(broker_id)
+        else:
+            self.dirs_offline.discard(broker_id)
+        return self._moves_off(broker_id, shutting_down=False, offline_dirs=dirs)
 
     def tick(self, now_ms: int) -> ControllerResult[list[int]]:
         """Fence the brokers whose session expired; the response lists them."""

@@ -173,6 +173,7 @@ _BROKER_ONLY: list[ConfigDef] = [
     ConfigDef("advertised.listeners", STRING, None, None, read_only=True),
     ConfigDef("log.dirs", STRING, None, None, read_only=True),
     ConfigDef("log.dir", STRING, "./gregor-data", None, read_only=True),
+    ConfigDef("log.dir.failure.timeout.ms", LONG, "30000", at_least(1), read_only=True),
     ConfigDef("num.partitions", INT, "1", at_least(1)),
     ConfigDef("default.replication.factor", INT, "1", at_least(1)),
     ConfigDef("auto.create.topics.enable", BOOLEAN, "true", None),

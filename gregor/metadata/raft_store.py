@@ -208,6 +208,7 @@ class RaftMetadataStore:
         self.write_snapshot_file: Callable[[SnapshotId, bytes], None] | None = None
         self._closed = False
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._raft_log: object | None = None  # a networked store's log, before its driver runs
 
     @property
     def node(self) -> RaftNode:
@@ -238,6 +239,7 @@ class RaftMetadataStore:
         quorum_state = FileQuorumStateStore(raft_log.directory, voters=sorted(voters))
         config = replace(RaftConfig.from_configs(configs), append_linger_ms=0)
         store = cls(None, cluster_id, clock, *_snapshot_settings(configs, log_config))
+        store._raft_log = raft_log  # the driver that runs the node opens nothing more
         store.local_id = node_id
         return store, raft_log, quorum_state, config
 
@@ -594,6 +596,12 @@ class RaftMetadataStore:
         except (OSError, ValueError):
             log.exception("metadata log: snapshot failed; the log keeps every record")
             self._last_snapshot_ms = now_ms  # retry at the next interval or byte threshold
+
+    def on_log_failure(self, handler: Callable[[str, OSError], None]) -> None:
+        """Call `handler(what, error)` when a write to the metadata log fails."""
+        raft_log = self._raft_log if self._raft_log is not None else self.node.log
+        if isinstance(raft_log, StorageRaftLog):
+            raft_log.on_failure = handler
 
     def _can_write_in_background(self) -> bool:
         try:

@@ -67,6 +67,10 @@ class StorageRaftLog:
         self._log = log
         self._clock = clock
         self.directory = log.directory
+        # Told once when a write to the log fails (a full disk, EIO): the log is offline from
+        # then on. The process decides what follows (the server halts, as Kafka does).
+        self.on_failure: Callable[[str, OSError], None] | None = None
+        log.on_failure = lambda _log, exc, doing: self.on_failure and self.on_failure(doing, exc)
         self._snapshots = sorted(_list_snapshots(self.directory))
 
     @classmethod

@@ -8,9 +8,12 @@ it where it listens (a ready file), and serve until SIGTERM or SIGINT, then stop
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable
+
+log = logging.getLogger("gregor.process")
 
 
 def write_ready_file(path: str, host: str, port: int) -> None:
@@ -29,3 +32,20 @@ async def serve_until_signalled(start: Callable[[], Awaitable[None]], stop: Call
     await start()
     await stopping.wait()
     await stop()
+
+
+def halt_on_metadata_log_failure(directory: str) -> Callable[[str, OSError], None]:
+    """What a server does when its metadata log cannot be written (Kafka halts too): one line
+    naming the dir, then exit at once with status 1. Nothing acknowledged is lost by it: what
+    was written is in the page cache, as after a SIGKILL, and the next start recovers."""
+
+    def halt(doing: str, exc: OSError) -> None:
+        log.critical(
+            "the metadata log in %s failed (%s: %s); this node cannot go on without it and "
+            "stops now; free the disk or fix the error, then start it again",
+            directory, doing, exc.strerror or exc,
+        )
+        logging.shutdown()
+        os._exit(1)
+
+    return halt

@@ -319,3 +319,52 @@ def test_same_requests_give_the_same_image() -> None:
         ctx.run(ctx.c.tick(ctx.now))
         return ctx.c.image
     assert build() == build()
+
+
+def test_offline_log_dirs_move_leadership_and_keep_the_broker_out_of_elections() -> None:
+    """KIP-858: a heartbeat naming every log dir of a broker as offline takes it out of every
+    ISR and leadership (once: later heartbeats change nothing), it is not elected again (not by
+    preferred election either) while its dirs are offline, and a heartbeat without them (after
+    a restart) makes it eligible again."""
+    ctx = Ctx(brokers=0)
+    dirs = {b: uuid.UUID(int=500 + b) for b in (1, 2, 3)}
+    for b in (1, 2, 3):
+        req = BrokerRegistration(b, uuid.UUID(int=1000 * b), [Listener("PLAINTEXT", f"h{b}", 9092)], log_dirs=[dirs[b]])
+        ctx.commit(ctx.c.register_broker(req, ctx.now, ctx.c.image.offset + 1).records)
+        ctx.unfence(b)
+    ctx.run(ctx.c.create_topics([TopicRequest("t", 3, 2), TopicRequest("solo", assignments={0: [1]})]))
+    led_by_1 = [i for i in range(3) if ctx.part("t", i).leader == 1]
+    assert led_by_1 and ctx.part("solo").leader == 1
+    res = ctx.heartbeat(1, offline_log_dirs=[dirs[1]])
+    assert res.response.error_code == 0 and not res.response.is_fenced
+    ctx.commit(res.records)
+    for i in range(3):
+        p = ctx.part("t", i)
+        assert p.leader != 1 and 1 not in p.isr and p.leader in p.isr
+    # Its only replica is offline: no leader, the ISR kept (it comes back with the broker).
+    assert (ctx.part("solo").leader, ctx.part("solo").isr) == (-1, (1,))
+    assert ctx.heartbeat(1, offline_log_dirs=[dirs[1]]).records == []
+    assert ctx.c.image.brokers[1].fenced is False  # still a live broker, serving what it can
+    # Not elected while offline: not by ElectLeaders (preferred), nor when the others die.
+    elect = ctx.c.elect_leaders(qc.PREFERRED, [("t", 0), ("t", 1), ("t", 2), ("solo", 0)])
+    ctx.commit(elect.records)
+    assert ctx.part("solo").leader == -1 and all(ctx.part("t", i).leader != 1 for i in range(3))
+    # A heartbeat without offline dirs (the restarted broker) makes it eligible again.
+    ctx.run(ctx.heartbeat(1))
+    ctx.run(ctx.c.elect_leaders(qc.PREFERRED, [("solo", 0)]))
+    assert ctx.part("solo").leader == 1
+
+
+def test_a_partly_failed_broker_keeps_partitions_in_other_dirs() -> None:
+    ctx = Ctx(brokers=0)
+    for b in (1, 2):
+        dirs = [uuid.UUID(int=600 + 10 * b), uuid.UUID(int=601 + 10 * b)]
+        req = BrokerRegistration(b, uuid.UUID(int=1000 * b), [Listener("PLAINTEXT", f"h{b}", 9092)], log_dirs=dirs)
+        ctx.commit(ctx.c.register_broker(req, ctx.now, ctx.c.image.offset + 1).records)
+        ctx.unfence(b)
+    ctx.run(ctx.c.create_topics([TopicRequest("t", assignments={0: [1, 2]})]))
+    # The partition names no directory (gregor assigns none): with one of two dirs offline the
+    # controller cannot tell it is there, and leaves it; the broker refuses its writes itself.
+    ctx.run(ctx.heartbeat(1, offline_log_dirs=[uuid.UUID(int=610)]))
+    assert ctx.part("t").leader == 1
+    assert 1 not in ctx.c.dirs_offline
