@@ -45,6 +45,9 @@ def describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
     results = []
     for d in logs.log_dirs:
+        if d in logs.offline_dirs:  # as Kafka: the dir, its error, nothing more
+            results.append(R.DescribeLogDirsResult(error_code=errors.KAFKA_STORAGE_ERROR, log_dir=d, topics=[]))
+            continue
         by_topic: dict[str, list[Any]] = {}
         for (topic, index), lg in logs.partitions():
             if logs.dir_of(topic, index) != d or (wanted is not None and (topic, index) not in wanted):

@@ -811,7 +811,7 @@ class LogCleaner:
         """Every compacted log that may be cleaned, with its figures."""
         out = []
         for tp, log_ in self.logs.partitions():
-            if not log_.config.compact or log_.closed or tp in self.in_progress or tp in self.uncleanable:
+            if not log_.config.compact or log_.closed or log_.offline or tp in self.in_progress or tp in self.uncleanable:
                 continue
             owner = self._owners.setdefault(tp, log_)
             if owner is not log_:

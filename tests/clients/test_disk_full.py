@@ -16,7 +16,7 @@ import pytest
 
 from gregor import Broker
 from gregor.protocol import api_keys, errors
-from gregor.protocol.messages import MetadataRequest, ProduceRequest
+from gregor.protocol.messages import DescribeLogDirsRequest, MetadataRequest, ProduceRequest
 from gregor.protocol.records.records import build_batch
 from gregor.testing.raw_client import RawClient
 
@@ -128,6 +128,10 @@ def test_a_full_disk_loses_no_acknowledged_record(small_disk):
             assert _raw_produce(raw) == errors.KAFKA_STORAGE_ERROR
             meta = raw.call(api_keys.METADATA, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False))
             assert [t.name for t in meta.topics if t.name == TOPIC] == [TOPIC]
+            dirs = raw.call(api_keys.DESCRIBE_LOG_DIRS, 4, DescribeLogDirsRequest(topics=None))
+            assert [(r.log_dir, r.error_code) for r in dirs.results] == [
+                (os.path.join(base, "logs"), errors.KAFKA_STORAGE_ERROR)
+            ]
             os.unlink(ballast)  # the operator frees space
             # Still offline: nothing may land after the failed write until a restart.
             assert _raw_produce(raw) == errors.KAFKA_STORAGE_ERROR
