@@ -70,7 +70,7 @@ from gregor.runtime.process import (
     serve_until_signalled,
     write_ready_file,
 )
-from gregor.runtime.server import Server, bind
+from gregor.runtime.server import ConnectionLimits, Server, bind
 from gregor.storage.cleaner import CleanerConfig
 from gregor.storage.config import LogConfig
 from gregor.storage.log import Log
@@ -275,6 +275,14 @@ class BrokerServer:
             in_process=bool(value("log.cleaner.worker.process")),
         )
 
+    def _connection_limits(self) -> ConnectionLimits:
+        overrides = str(self.config_value("max.connections.per.ip.overrides") or "")
+        return ConnectionLimits(
+            int(self.config_value("max.connections")),
+            int(self.config_value("max.connections.per.ip")),
+            config_defs.parse_connections_per_ip_overrides(overrides),
+        )
+
     def log_config_for(self, topic: str) -> LogConfig:
         info = self.store.topics.get(topic)
         return config_defs.log_config(
@@ -330,6 +338,7 @@ class BrokerServer:
         self.groups.on_metadata(self.now_ms())
         self.transactions.on_metadata(self.now_ms())
         if changed is None and self.server is not None:  # dynamic broker configs may have changed
+            self.server.reconfigure(self._connection_limits())
             self._cleaner_reconfigured = asyncio.ensure_future(
                 self.cleaner.reconfigure(self._cleaner_config())
             )
@@ -410,7 +419,9 @@ class BrokerServer:
             sock=self._listen_sock,
             max_request_bytes=int(self.config_value("socket.request.max.bytes")),
             max_queued_requests=int(self.config_value("queued.max.requests")),
+            max_queued_request_bytes=int(self.config_value("queued.max.request.bytes")),
             max_idle_ms=int(self.config_value("connections.max.idle.ms")),
+            limits=self._connection_limits(),
         )
         await self.server.start()
         if self.port == 0 or self.listen_port == 0:

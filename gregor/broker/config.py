@@ -92,7 +92,24 @@ class BrokerConfig:
             if key in CHECKED_BY_MEMBERSHIP:
                 continue  # judged with the other quorum settings: membership()
             d.parse(value)  # raises ConfigError naming the key
-        return cls(values)
+        config = cls(values)
+        config._check_together()
+        return config
+
+    def _check_together(self) -> None:
+        """What Kafka requires of keys taken together (KafkaConfig's `require`s)."""
+        queued = self.get_int("queued.max.request.bytes")
+        if 0 < queued < self.get_int("socket.request.max.bytes"):
+            raise ConfigError(
+                "queued.max.request.bytes must be larger or equal to socket.request.max.bytes"
+            )
+        if self.get_int("max.connections.per.ip") == 0 and not self.get_str(
+            "max.connections.per.ip.overrides"
+        ):
+            raise ConfigError(
+                "max.connections.per.ip can be set to zero only if "
+                "max.connections.per.ip.overrides property is set."
+            )
 
     def get(self, key: str) -> object:
         d = BROKER_CONFIGS[key]

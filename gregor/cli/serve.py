@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from gregor.controller.local import MigrationError
     from gregor.metadata.meta_properties import MetaPropertiesError
     from gregor.metadata.raft_store import MetadataLogError
+    from gregor.runtime.process import raise_open_files_limit
     from gregor.runtime.server import install_uvloop
 
     logging.basicConfig(
@@ -72,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"gregor serve: {exc}", file=sys.stderr)
         return 2
     install_uvloop()
+    raise_open_files_limit()
     server: BrokerServer | ControllerServer
     try:
         if config.process_roles == {"controller"}:

@@ -13,6 +13,7 @@ typed value and raises `ConfigError` (INVALID_CONFIG) naming the key and the rea
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -122,6 +123,32 @@ def subset_of(*choices: str) -> Callable[[Any], str | None]:
     return check
 
 
+def parse_connections_per_ip_overrides(value: str) -> dict[str, int]:
+    """`max.connections.per.ip.overrides`: `host:count,host:count` (a host or an IP; split at the
+    last colon, so an IPv6 address needs no brackets: `::1:50`). ValueError names the bad item."""
+    out: dict[str, int] = {}
+    for item in (i.strip() for i in value.split(",")):
+        if not item:
+            continue
+        host, colon, count = item.rpartition(":")
+        host = host.strip().strip("[]")
+        if not colon or not _HOST_PATTERN.fullmatch(host) or not count.strip().isdigit():
+            raise ValueError(f"expected host:count, got {item!r}")
+        out[host] = int(count)
+    return out
+
+
+_HOST_PATTERN = re.compile(r"[0-9a-zA-Z\-%._:]+")
+
+
+def _overrides_problem(value: str) -> str | None:
+    try:
+        parse_connections_per_ip_overrides(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 # name, type, default, validator, broker synonyms (most specific first)
@@ -178,9 +205,15 @@ _BROKER_ONLY: list[ConfigDef] = [
     ConfigDef("default.replication.factor", INT, "1", at_least(1)),
     ConfigDef("auto.create.topics.enable", BOOLEAN, "true", None),
     ConfigDef("delete.topic.enable", BOOLEAN, "true", None),
-    ConfigDef("socket.request.max.bytes", INT, "104857600", at_least(1)),
-    ConfigDef("queued.max.requests", INT, "500", at_least(1)),
-    ConfigDef("connections.max.idle.ms", LONG, "600000", None),
+    # What one connection, and all of them, may cost (runtime/server.py, runtime/connection.py).
+    # Static in Kafka, but for the connection counts, which are dynamic broker configs.
+    ConfigDef("socket.request.max.bytes", INT, "104857600", at_least(1), read_only=True),
+    ConfigDef("queued.max.requests", INT, "500", at_least(1), read_only=True),
+    ConfigDef("queued.max.request.bytes", LONG, "-1", None, read_only=True),
+    ConfigDef("connections.max.idle.ms", LONG, "600000", None, read_only=True),
+    ConfigDef("max.connections", INT, str(INT_MAX), at_least(0)),
+    ConfigDef("max.connections.per.ip", INT, str(INT_MAX), at_least(0)),
+    ConfigDef("max.connections.per.ip.overrides", STRING, "", _overrides_problem),
     ConfigDef("log.retention.check.interval.ms", LONG, "300000", at_least(1)),
     ConfigDef("log.flush.scheduler.interval.ms", LONG, str(LONG_MAX), None),
     ConfigDef("log.flush.offset.checkpoint.interval.ms", INT, "60000", at_least(0)),

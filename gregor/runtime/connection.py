@@ -13,8 +13,10 @@ an awaitable completes: a long-poll fetch, an acks=all produce) and responses le
 from the head, so they go out in request order whatever order they complete in.
 
 Limits: a frame above `socket.request.max.bytes` is logged and closes this connection only;
-with `queued.max.requests` responses outstanding, reading pauses until they drain; the server
-closes connections idle for `connections.max.idle.ms`.
+with `queued.max.requests` responses outstanding, reading pauses until they drain; with a
+`MemoryPool` (`queued.max.request.bytes`), a frame is read only once the pool has memory for it;
+the server closes connections idle for `connections.max.idle.ms`. Memory follows the bytes that
+arrived, never a size prefix alone: see the receive buffer sizes below.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import mmap
 import os
 import socket
 import struct
@@ -32,8 +35,21 @@ from typing import Any, Protocol
 log = logging.getLogger("gregor.connection")
 
 _SIZE = struct.Struct(">i")
-_READ_CHUNK = 256 * 1024
 _IOV_MAX = 512
+# Receive buffers (`_on_readable`). A connection's first chunk is allocated on its first read
+# and is small, so an idle connection costs little: 3,000 of them hold 12 MiB of chunks (at the
+# 256 KiB they once got each, 750 MiB). A receive that fills the chunk doubles the next one, up
+# to _MAX_CHUNK, so a busy connection gets many frames per recv; one that has caught up (all
+# read, all framed) drops back to _MIN_CHUNK, and the big chunk goes with the last view of it.
+_MIN_CHUNK = 4 * 1024
+_MAX_CHUNK = 256 * 1024
+# A frame larger than the chunk is received into a buffer of its own: a bytearray up to
+# _WHOLE_FRAME_MAX (a produce of a 1 MiB batch, at the cost of one malloc), above it an
+# anonymous private mmap, whose pages the kernel backs only as bytes are written into them.
+# So a size prefix of 100 MB followed by nothing costs a page, not 100 MB, and the memory of
+# a frame being received is at most max(2 MiB, the bytes that arrived).
+_WHOLE_FRAME_MAX = 2 * 1024 * 1024
+_NO_CHUNK = memoryview(bytearray(0))
 
 Output = list[Any]  # bytes-like buffers and file slices, in wire order
 
@@ -61,6 +77,58 @@ def close_slices(items: Output) -> None:
                 pass
 
 
+class MemoryPool:
+    """`queued.max.request.bytes`: the bytes of the requests being received and handled, over
+    every connection of a listener; Kafka's SimpleMemoryPool as its broker uses it (non-strict).
+
+    A frame takes its size when its size prefix has been read and gives it back when its
+    handler returns. It is taken while any memory is left (`available > 0`), so a request larger
+    than what is left still goes ahead, alone, and `available` dips below zero; a connection
+    refused stops reading and waits. Waiters are woken in arrival order, through `schedule` (the
+    loop's `call_soon`), never from inside the `release` that freed the memory; while any wait,
+    newcomers queue behind them.
+    """
+
+    def __init__(self, capacity: int, schedule: Callable[[Callable[[], None]], object]) -> None:
+        assert capacity > 0
+        self.capacity = capacity
+        self.available = capacity
+        self._schedule = schedule
+        self._waiters: dict[Callable[[], None], None] = {}  # an ordered set
+        self._wake_pending = False
+        self._waking = False
+
+    def try_allocate(self, size: int) -> bool:
+        if self.available <= 0 or (self._waiters and not self._waking):
+            return False
+        self.available -= size
+        return True
+
+    def release(self, size: int) -> None:
+        self.available += size
+        assert self.available <= self.capacity, "released more than was taken"
+        if self._waiters and self.available > 0 and not self._wake_pending:
+            self._wake_pending = True
+            self._schedule(self._wake)
+
+    def wait(self, wake: Callable[[], None]) -> None:
+        self._waiters[wake] = None
+
+    def forget(self, wake: Callable[[], None]) -> None:
+        self._waiters.pop(wake, None)
+
+    def _wake(self) -> None:
+        self._wake_pending = False
+        while self._waiters and self.available > 0:
+            wake = next(iter(self._waiters))
+            del self._waiters[wake]
+            self._waking = True
+            try:
+                wake()
+            finally:
+                self._waking = False
+
+
 class _Slot:
     __slots__ = ("output", "ready")
 
@@ -80,6 +148,7 @@ class Connection:
         max_queued_requests: int,
         on_close: Callable[[Connection], None],
         now_ms: Callable[[], int],
+        pool: MemoryPool | None = None,
     ) -> None:
         self.sock = sock
         self.fd = sock.fileno()
@@ -89,6 +158,7 @@ class Connection:
         self.max_queued_requests = max_queued_requests
         self.on_close = on_close
         self.now_ms = now_ms
+        self.pool = pool
         try:
             host, port = sock.getpeername()[:2]
             self.peer = f"{host}:{port}"
@@ -98,11 +168,14 @@ class Connection:
         self.last_active_ms = now_ms()
         # Input: frames are views into a receive chunk that is only ever filled forward (see
         # `_on_readable`); a large frame gets a buffer of its own.
-        self._chunk = memoryview(bytearray(_READ_CHUNK))
+        self._chunk = _NO_CHUNK
+        self._chunk_size = _MIN_CHUNK  # of the next chunk
         self._start = 0  # first byte not yet consumed
         self._end = 0  # first byte not yet received
-        self._big: bytearray | None = None  # a large frame being received directly
+        self._big: bytearray | mmap.mmap | None = None  # a large frame, received directly
         self._big_filled = 0
+        self._reserved = 0  # bytes of `pool` taken by the frame being received
+        self._waiting_memory = False  # for `pool`: not reading until it wakes us
         self._reading = False
         self._in_read = False  # while frames of one receive are dispatched, writes wait
         self._final_write = False
@@ -123,7 +196,12 @@ class Connection:
         self._resume_reading()
 
     def _resume_reading(self) -> None:
-        if not self._reading and not self.closed:
+        if (
+            not self._reading
+            and not self.closed
+            and not self._waiting_memory
+            and len(self._slots) < self.max_queued_requests
+        ):
             self.loop.add_reader(self.fd, self._on_readable)
             self._reading = True
 
@@ -160,12 +238,24 @@ class Connection:
         if self._big is not None:
             self._read_big()
             return
+        if self._waiting_memory:
+            return
         if self._end == len(self._chunk):
-            self._new_chunk(_READ_CHUNK)
+            self._new_chunk()
+        room = len(self._chunk) - self._end
         n = self._recv_into(self._chunk[self._end :])
         if not n:
             return
         self._end += n
+        if n == room and room >= self._chunk_size // 2:
+            self._chunk_size = min(2 * self._chunk_size, _MAX_CHUNK)  # more may be waiting
+        self._consume_received()
+        if self._start == self._end and n < room and len(self._chunk) > _MIN_CHUNK:
+            # Caught up: back to a small chunk; the big one goes with its frames' last views.
+            self._chunk, self._start, self._end = memoryview(bytearray(_MIN_CHUNK)), 0, 0
+            self._chunk_size = _MIN_CHUNK
+
+    def _consume_received(self) -> None:
         self._in_read = True
         try:
             self._consume()
@@ -177,13 +267,16 @@ class Connection:
         if self._out and not self.closed:
             self._write()
 
-    def _new_chunk(self, size: int) -> None:
+    def _new_chunk(self) -> None:
+        """A fresh chunk of `_chunk_size` bytes holding the unconsumed tail of the old one."""
         tail = self._chunk[self._start : self._end]
-        chunk = memoryview(bytearray(max(size, _READ_CHUNK)))
+        chunk = memoryview(bytearray(self._chunk_size))
         chunk[: len(tail)] = tail
         self._chunk, self._start, self._end = chunk, 0, len(tail)
 
     def _consume(self) -> None:
+        """Dispatch each whole frame received (each admitted by the pool first, if there is
+        one), then make room for the partial frame after them."""
         chunk = self._chunk
         pos, end = self._start, self._end
         while end - pos >= 4:
@@ -195,36 +288,80 @@ class Connection:
                     if size > 0
                     else f"frame has a negative size {size}"
                 )
+            if self.pool is not None and not self._admit(size):
+                break
             if end - pos - 4 < size:
                 break
             self._start = pos = pos + 4 + size
             self._on_frame(chunk[pos - size : pos])
+            self._release()
             if self.closed:
                 return
         self._start = pos
         left = end - pos
-        if left >= 4:
-            size = _SIZE.unpack_from(chunk, pos)[0] + 4
-            if size > _READ_CHUNK // 2:
-                # A large frame: the rest goes straight into a buffer of its own.
-                self._big = bytearray(size - 4)
-                self._big[: left - 4] = chunk[pos + 4 : end]
-                self._big_filled = left - 4
-                self._start = self._end = end
-            elif pos + size > len(chunk):
-                self._new_chunk(_READ_CHUNK)
-        elif left and pos + 4 > len(chunk):
-            self._new_chunk(_READ_CHUNK)
+        if self._waiting_memory or left < 4:
+            if left and pos + 4 > len(chunk):
+                self._new_chunk()
+            return
+        total = _SIZE.unpack_from(chunk, pos)[0] + 4
+        if pos + total <= len(chunk):
+            return  # the rest of the frame fits here
+        if total <= self._chunk_size:
+            self._new_chunk()
+        else:
+            self._start_big(total - 4, chunk[pos + 4 : end])
+            self._start = self._end = end
+
+    def _start_big(self, size: int, head: memoryview) -> None:
+        buf: bytearray | mmap.mmap
+        if size <= _WHOLE_FRAME_MAX:
+            buf = bytearray(size)
+        else:
+            buf = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)  # anonymous: fd -1
+        memoryview(buf)[: len(head)] = head
+        self._big, self._big_filled = buf, len(head)
 
     def _read_big(self) -> None:
-        assert self._big is not None
-        n = self._recv_into(memoryview(self._big)[self._big_filled :])
+        buf = self._big
+        assert buf is not None
+        n = self._recv_into(memoryview(buf)[self._big_filled :])
         self._big_filled += n
-        if n and self._big_filled == len(self._big):
-            frame, self._big = self._big, None
-            self._on_frame(memoryview(frame))
+        if n and self._big_filled == len(buf):
+            self._big = None
+            self._on_frame(memoryview(buf))
+            self._release()
             if self._out and not self.closed:
                 self._write()
+
+    # -- the memory pool (queued.max.request.bytes) ---------------------------------------------
+
+    def _admit(self, size: int) -> bool:
+        """Whether the frame whose size prefix was just read may be received: once the pool
+        gives it `size` bytes; if it will not now, this connection stops reading and waits."""
+        assert self.pool is not None
+        if self._reserved or size == 0:
+            return True
+        if self.pool.try_allocate(size):
+            self._reserved = size
+            return True
+        self._waiting_memory = True
+        self._pause_reading()
+        self.pool.wait(self._on_memory)
+        return False
+
+    def _release(self) -> None:
+        if self._reserved:
+            assert self.pool is not None
+            reserved, self._reserved = self._reserved, 0
+            self.pool.release(reserved)
+
+    def _on_memory(self) -> None:
+        """The pool has memory again: frames already received first, then reading again."""
+        self._waiting_memory = False
+        if self.closed:
+            return
+        self._consume_received()
+        self._resume_reading()
 
     # -- requests and responses ---------------------------------------------------------------
 
@@ -376,6 +513,11 @@ class Connection:
         if reason:
             (log.warning if error else log.info)("closing connection from %s: %s", self.peer, reason)
         self._pause_reading()
+        self._release()
+        if self.pool is not None:
+            self.pool.forget(self._on_memory)
+        self._chunk, self._big = _NO_CHUNK, None  # freed with the last views of their frames
+        self._start = self._end = 0
         if self._writing:
             self.loop.remove_writer(self.fd)
             self._writing = False

@@ -1,6 +1,8 @@
-"""What every gregor server process does around its own start and stop: tell whoever started
-it where it listens (a ready file), and serve until SIGTERM or SIGINT, then stop cleanly.
+"""What every gregor server process does around its own start and stop: take all the file
+descriptors it may, tell whoever started it where it listens (a ready file), and serve until
+SIGTERM or SIGINT, then stop cleanly.
 
+    raise_open_files_limit()
     write_ready_file(path, host, port)
     await serve_until_signalled(server.start, server.stop)
 """
@@ -14,6 +16,26 @@ import signal
 from collections.abc import Awaitable, Callable
 
 log = logging.getLogger("gregor.process")
+
+
+def raise_open_files_limit() -> tuple[int, int]:
+    """Raise the soft RLIMIT_NOFILE to the hard limit, as the JVM does for Kafka at start
+    (-XX:+MaxFDLimit, on by default): a broker holds a descriptor per connection and per
+    segment file, and a soft limit of 1024 is soon reached. Returns (soft, hard) afterwards."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Windows
+        return (-1, -1)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard:
+        return soft, hard
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as exc:  # macOS: a hard limit of "unlimited" cannot be had
+        log.info("open files limit stays at %d (raising it to %d failed: %s)", soft, hard, exc)
+        return soft, hard
+    log.info("open files limit raised from %d to %d", soft, hard)
+    return hard, hard
 
 
 def write_ready_file(path: str, host: str, port: int) -> None:

@@ -3,19 +3,39 @@
 `Server` accepts connections and hands each frame to the dispatcher the broker gives it; it
 knows nothing of Kafka's APIs. It enforces `connections.max.idle.ms` with a periodic sweep and,
 on `stop()`, stops accepting, waits (bounded) for in-flight requests to finish, then closes.
+
+What the connections of a listener may cost, all told (Kafka's ConnectionQuotas and MemoryPool):
+- `max.connections`: at the limit the listener stops accepting (new clients wait in the listen
+  backlog, as behind Kafka's blocked acceptor) until a connection closes; lowered below the
+  connections open, the least recently active ones are closed.
+- `max.connections.per.ip` (`max.connections.per.ip.overrides` by host or IP): a connection
+  over its address's limit is closed as soon as it is accepted.
+- `queued.max.request.bytes`: the bytes of requests being read and handled (`MemoryPool`).
+- `accept()` failing for want of descriptors or memory (EMFILE, ENFILE, ...) would fail again at
+  once, forever: the listener rests `ACCEPT_BACKOFF_S` before trying again.
+Each of these logs one line at most every `LOG_EVERY_S`, with how often it happened.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
+import ipaddress
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
-from gregor.runtime.connection import Connection, Dispatcher
+from gregor.runtime.connection import Connection, Dispatcher, MemoryPool
 
 log = logging.getLogger("gregor.server")
+
+INT_MAX = (1 << 31) - 1
+ACCEPT_BACKOFF_S = 0.25
+LOG_EVERY_S = 10.0
+# accept() errors about one connection only (it was reset before we took it): take the next.
+_PASSING_ACCEPT_ERRORS = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM})
 
 
 def now_ms() -> int:
@@ -45,6 +65,58 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """`max.connections`, `max.connections.per.ip` and its overrides (host or IP -> count)."""
+
+    max_connections: int = INT_MAX
+    max_connections_per_ip: int = INT_MAX
+    per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
+
+
+def address_key(host: str) -> str:
+    """The form connections are counted under: an IPv4 address mapped into IPv6 is the IPv4."""
+    if host.startswith("::ffff:") and "." in host:
+        return host[7:]
+    return host
+
+
+def resolve_overrides(overrides: Mapping[str, int]) -> dict[str, int]:
+    """IP -> limit, from hosts or IPs (a host name counts for each of its addresses)."""
+    out: dict[str, int] = {}
+    for host, count in overrides.items():
+        try:
+            out[address_key(str(ipaddress.ip_address(host)))] = count
+            continue
+        except ValueError:
+            pass
+        try:
+            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+        except OSError as exc:
+            log.warning("max.connections.per.ip.overrides: cannot resolve %s: %s", host, exc)
+            continue
+        for info in infos:
+            out[address_key(str(info[4][0]))] = count
+    return out
+
+
+class EveryFew:
+    """A log line for a recurring event at most once per `interval_s`, with the count of events
+    since the last line (`emit(count)`)."""
+
+    def __init__(self, interval_s: float = LOG_EVERY_S) -> None:
+        self.interval_s = interval_s
+        self._last = -interval_s
+        self._held = 0
+
+    def __call__(self, emit: Callable[[int], None]) -> None:
+        self._held += 1
+        now = time.monotonic()
+        if now - self._last >= self.interval_s:
+            emit(self._held)
+            self._held, self._last = 0, now
+
+
 class Server:
     def __init__(
         self,
@@ -54,7 +126,9 @@ class Server:
         port: int = 9092,
         max_request_bytes: int = 104857600,
         max_queued_requests: int = 500,
+        max_queued_request_bytes: int = -1,
         max_idle_ms: int = 600000,
+        limits: ConnectionLimits | None = None,
         clock: Callable[[], int] = now_ms,
         sock: socket.socket | None = None,
     ) -> None:
@@ -63,12 +137,23 @@ class Server:
         self.port = port
         self.max_request_bytes = max_request_bytes
         self.max_queued_requests = max_queued_requests
+        self.max_queued_request_bytes = max_queued_request_bytes
         self.max_idle_ms = max_idle_ms
+        self.limits = limits or ConnectionLimits()
+        self._ip_limits = resolve_overrides(self.limits.per_ip_overrides)
         self.clock = clock
         self.connections: set[Connection] = set()
+        self.pool: MemoryPool | None = None
+        self._per_ip: dict[str, int] = {}
+        self._ip_of: dict[Connection, str] = {}
         self._sock: socket.socket | None = sock  # bound already (see `bind`), or bound in start
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        self._accepting = False
+        self._backoff: asyncio.TimerHandle | None = None
+        self._log_accept_failed = EveryFew()
+        self._log_at_limit = EveryFew()
+        self._log_rejected = EveryFew()
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -77,31 +162,130 @@ class Server:
         sock.setblocking(False)
         self._sock = sock
         self.port = sock.getsockname()[1]
-        self._loop.add_reader(sock.fileno(), self._accept)
+        if self.max_queued_request_bytes > 0:
+            self.pool = MemoryPool(self.max_queued_request_bytes, self._loop.call_soon)
+        self._update_accepting()
         self._sweeper = asyncio.ensure_future(self._sweep_idle())
         log.info("listening on %s:%d", self.host, self.port)
+
+    def reconfigure(self, limits: ConnectionLimits) -> None:
+        """New connection limits (dynamic broker configs) for the connections accepted from now
+        on; if `max.connections` went below what is open, the least recently active go."""
+        if limits == self.limits:
+            return
+        self.limits = limits
+        self._ip_limits = resolve_overrides(limits.per_ip_overrides)
+        excess = len(self.connections) - limits.max_connections
+        if excess > 0:
+            log.info("max.connections is %d: closing %d connection(s)", limits.max_connections, excess)
+            for conn in sorted(self.connections, key=lambda c: c.last_active_ms)[:excess]:
+                conn.close("max.connections was lowered")
+        self._update_accepting()
+
+    def _update_accepting(self) -> None:
+        """Read the listening socket unless resting after a failed accept or at max.connections."""
+        want = (
+            self._sock is not None
+            and self._backoff is None
+            and len(self.connections) < self.limits.max_connections
+        )
+        if want == self._accepting or self._loop is None or self._sock is None:
+            return
+        if want:
+            self._loop.add_reader(self._sock.fileno(), self._accept)
+        else:
+            self._loop.remove_reader(self._sock.fileno())
+        self._accepting = want
 
     def _accept(self) -> None:
         assert self._sock is not None and self._loop is not None
         for _ in range(64):
+            if len(self.connections) >= self.limits.max_connections:
+                self._at_max_connections()
+                return
             try:
-                client, _addr = self._sock.accept()
+                client, addr = self._sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
-                log.warning("accept failed: %s", exc)
+                if exc.errno in _PASSING_ACCEPT_ERRORS:
+                    continue
+                self._accept_failed(exc)
                 return
-            conn = Connection(
-                client,
-                self._loop,
-                self.dispatch,
-                max_request_bytes=self.max_request_bytes,
-                max_queued_requests=self.max_queued_requests,
-                on_close=self.connections.discard,
-                now_ms=self.clock,
+            ip = address_key(addr[0])
+            count = self._per_ip.get(ip, 0)
+            limit = self._ip_limits.get(ip, self.limits.max_connections_per_ip)
+            if count >= limit:
+                client.close()
+                self._rejected(ip, limit)
+                continue
+            self._per_ip[ip] = count + 1
+            self._open(client, ip)
+
+    def _open(self, client: socket.socket, ip: str) -> None:
+        assert self._loop is not None
+        conn = Connection(
+            client,
+            self._loop,
+            self.dispatch,
+            max_request_bytes=self.max_request_bytes,
+            max_queued_requests=self.max_queued_requests,
+            on_close=self._on_closed,
+            now_ms=self.clock,
+            pool=self.pool,
+        )
+        self.connections.add(conn)
+        self._ip_of[conn] = ip
+        conn.start()
+
+    def _on_closed(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+        ip = self._ip_of.pop(conn, None)
+        if ip is not None:
+            left = self._per_ip[ip] - 1
+            if left:
+                self._per_ip[ip] = left
+            else:
+                del self._per_ip[ip]
+        self._update_accepting()
+
+    def _rejected(self, ip: str, limit: int) -> None:
+        self._log_rejected(
+            lambda n: log.info(
+                "Rejected connection from %s, address already has the configured maximum of %d "
+                "connections (%d rejected since the last such line)",
+                ip, limit, n,
             )
-            self.connections.add(conn)
-            conn.start()
+        )
+
+    def _at_max_connections(self) -> None:
+        self._log_at_limit(
+            lambda n: log.info(
+                "max.connections (%d) reached on %s:%d: not accepting until a connection closes "
+                "(%d time(s) since the last such line)",
+                self.limits.max_connections, self.host, self.port, n,
+            )
+        )
+        self._update_accepting()
+
+    def _accept_failed(self, exc: OSError) -> None:
+        """Out of descriptors (or memory): the same accept would fail again at once, in a loop
+        that starves every client. Rest the listener instead; pending clients wait in the
+        backlog and are taken once a descriptor is free."""
+        assert self._loop is not None
+        self._log_accept_failed(
+            lambda n: log.warning(
+                "accept failed: %s (%d time(s) since the last such line); "
+                "not accepting for %d ms at each failure",
+                exc, n, int(ACCEPT_BACKOFF_S * 1000),
+            )
+        )
+        self._backoff = self._loop.call_later(ACCEPT_BACKOFF_S, self._end_backoff)
+        self._update_accepting()
+
+    def _end_backoff(self) -> None:
+        self._backoff = None
+        self._update_accepting()
 
     async def _sweep_idle(self) -> None:
         interval = max(0.05, min(self.max_idle_ms / 4000.0, 10.0))
@@ -113,8 +297,13 @@ class Server:
                     conn.close(f"idle for more than connections.max.idle.ms ({self.max_idle_ms})")
 
     def stop_accepting(self) -> None:
+        if self._backoff is not None:
+            self._backoff.cancel()
+            self._backoff = None
         if self._sock is not None and self._loop is not None:
-            self._loop.remove_reader(self._sock.fileno())
+            if self._accepting:
+                self._loop.remove_reader(self._sock.fileno())
+                self._accepting = False
             self._sock.close()
             self._sock = None
 
