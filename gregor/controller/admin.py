@@ -4,15 +4,17 @@ metadata log by the controller (local.py), and the broker applies the new metada
 partitions it hosts.
 
 Every operation validates completely before changing anything, and `validate_only` stops there.
-Errors are KafkaErrors with Kafka's codes and messages.
+Errors are KafkaErrors with Kafka's codes and messages. Requests are bounded as Kafka's
+controller bounds them (MAX_PARTITIONS_PER_BATCH, MAX_RECORDS_PER_USER_OP), checked before any
+per-partition work: a request for 2**31-1 partitions is refused in microseconds.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gregor.metadata import config_defs
 from gregor.metadata.config_defs import ConfigError
@@ -75,53 +77,72 @@ class Admin:
     # -- topics -------------------------------------------------------------------------------
 
     def create_topic(self, spec: TopicSpec, validate_only: bool = False) -> TopicInfo:
-        validate_topic_name(spec.name)
-        if spec.name == METADATA_TOPIC:
-            raise KafkaError(
-                errors.INVALID_REQUEST, f"{METADATA_TOPIC} is the metadata log; no topic may take its name."
-            )
-        if spec.name in self.store.topics:
-            raise KafkaError(errors.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' already exists.")
-        if self.forward_create is not None and not validate_only and not self.store.is_active():
-            self.forward_create(spec)
-            raise KafkaError(
-                errors.LEADER_NOT_AVAILABLE,
-                f"topic {spec.name} is being created by the active controller",
-            )
-        configs = {k: v for k, v in (spec.configs or {}).items() if v is not None}
-        try:
-            config_defs.validate_topic_configs(configs)
-        except ConfigError as exc:
-            raise KafkaError(errors.INVALID_CONFIG, str(exc)) from None
-        if spec.assignments:
-            if spec.num_partitions != -1 or spec.replication_factor != -1:
-                raise KafkaError(
-                    errors.INVALID_REQUEST,
-                    "Both numPartitions or replicationFactor and replicasAssignments were set. "
-                    "Both cannot be used at the same time.",
-                )
-            replicas = self._check_assignments(spec.assignments, 0)
-        else:
-            partitions = spec.num_partitions if spec.num_partitions != -1 else self._default("num.partitions")
-            factor = (
-                spec.replication_factor
-                if spec.replication_factor != -1
-                else self._default("default.replication.factor")
-            )
-            if partitions <= 0:
-                raise KafkaError(
-                    errors.INVALID_PARTITIONS,
-                    "Number of partitions was set to an invalid non-positive value.",
-                )
-            if factor <= 0:
-                raise KafkaError(
-                    errors.INVALID_REPLICATION_FACTOR,
-                    "Replication factor must be larger than 0, or -1 to use the default value.",
-                )
-            replicas = self._place(partitions, factor, 0)
+        """One topic (auto-creation, internal topics): `create_topics` of just it."""
+        outcome = self.create_topics([spec], validate_only)[0]
+        if isinstance(outcome, KafkaError):
+            raise outcome
+        return outcome
+
+    def create_topics(
+        self, specs: Sequence[TopicSpec], validate_only: bool = False
+    ) -> list[TopicInfo | KafkaError]:
+        """CreateTopics: for each spec (names distinct) its TopicInfo, or the error refusing it.
+
+        As Kafka's controller: a request asking for more than MAX_PARTITIONS_PER_BATCH
+        partitions in all is refused whole before any topic is looked at; then every topic is
+        checked (counts and replication factor before anything is placed); a request whose
+        valid topics would write more than MAX_RECORDS_PER_USER_OP records is refused whole;
+        only then is anything created. So a refused or validate-only request never builds
+        per-partition state beyond those bounds."""
+        if requested_partitions(specs, self._default("num.partitions")) > MAX_PARTITIONS_PER_BATCH:
+            return [too_many_partitions() for _ in specs]
+        planned = [self._plan_topic(spec, validate_only) for spec in specs]
+        if topic_records(p for p in planned if isinstance(p, TopicInfo)) > MAX_RECORDS_PER_USER_OP:
+            return [too_many_records() for _ in specs]
         if validate_only:
-            return TopicInfo(spec.name, _zero_uuid(), replicas, configs)
-        return self.controller.create_topic(spec.name, replicas, configs)
+            return planned
+        out: list[TopicInfo | KafkaError] = []
+        for plan in planned:
+            if isinstance(plan, TopicInfo):
+                try:
+                    plan = self.controller.create_topic(plan.name, plan.replicas, plan.configs)
+                except KafkaError as exc:
+                    plan = exc
+            out.append(plan)
+        return out
+
+    def _plan_topic(self, spec: TopicSpec, validate_only: bool) -> TopicInfo | KafkaError:
+        """The topic `spec` asks for, placed (its id still zero), or why it cannot be."""
+        try:
+            validate_topic_name(spec.name)
+            if spec.name == METADATA_TOPIC:
+                raise KafkaError(
+                    errors.INVALID_REQUEST, f"{METADATA_TOPIC} is the metadata log; no topic may take its name."
+                )
+            if spec.name in self.store.topics:
+                raise KafkaError(errors.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' already exists.")
+            if self.forward_create is not None and not validate_only and not self.store.is_active():
+                self.forward_create(spec)
+                raise KafkaError(
+                    errors.LEADER_NOT_AVAILABLE,
+                    f"topic {spec.name} is being created by the active controller",
+                )
+            configs = {k: v for k, v in (spec.configs or {}).items() if v is not None}
+            self._validate_topic(configs)
+            if spec.assignments:
+                check_manual_counts(spec.num_partitions, spec.replication_factor)
+                replicas = self._check_assignments(spec.assignments, 0)
+            else:
+                partitions, factor = check_counts(
+                    spec.num_partitions,
+                    spec.replication_factor,
+                    self._default("num.partitions"),
+                    self._default("default.replication.factor"),
+                )
+                replicas = self._place(partitions, factor, 0)
+        except KafkaError as exc:
+            return exc
+        return TopicInfo(spec.name, _zero_uuid(), replicas, configs)
 
     def _place(self, partitions: int, factor: int, first: int) -> list[list[int]]:
         return place_round_robin(self.broker_ids, partitions, factor, first)
@@ -139,45 +160,54 @@ class Admin:
 
     def create_partitions(
         self,
-        name: str,
-        count: int,
-        assignments: list[list[int]] | None,
+        topics: Sequence[tuple[str, int, list[list[int]] | None]],
         validate_only: bool = False,
-    ) -> TopicInfo:
+    ) -> list[KafkaError | None]:
+        """CreatePartitions: for each (name, count, assignments) None once its partitions are
+        added (validate-only: once checked), or the error refusing it.
+
+        Topics are taken in request order, as Kafka's controller takes them, and the request
+        may write at most MAX_RECORDS_PER_USER_OP records (one per new partition): a topic that
+        would take it past that is refused with POLICY_VIOLATION before anything is placed.
+        (Kafka places that topic's partitions first, and fails it with UNKNOWN_SERVER_ERROR once
+        its bounded record list overflows: POLICY_VIOLATION, what Kafka's controller answers an
+        over-large CreateTopics, says what happened, and nothing is built first.)"""
+        budget = MAX_RECORDS_PER_USER_OP
+        out: list[KafkaError | None] = []
+        for name, count, assignments in topics:
+            try:
+                new = self._plan_partitions(name, count, assignments, budget)
+                budget -= len(new)
+                if not validate_only:
+                    self.controller.add_partitions(name, new)
+            except KafkaError as exc:
+                out.append(exc)
+                continue
+            out.append(None)
+        return out
+
+    def _plan_partitions(
+        self, name: str, count: int, assignments: list[list[int]] | None, budget: int
+    ) -> list[list[int]]:
+        """The replicas of the partitions `name` gains going to `count` partitions."""
         info = self.store.topics.get(name)
         if info is None:
             raise KafkaError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
         current = info.partitions
-        if count < current:
+        added = check_partition_increase(name, current, count, assignments)
+        if added > budget:
+            raise too_many_records()
+        if not assignments:
+            return self._place(added, len(info.replicas[0]), current)
+        new = self._check_assignments({current + i: a for i, a in enumerate(assignments)}, current)
+        if len(new[0]) != len(info.replicas[0]):
             raise KafkaError(
-                errors.INVALID_PARTITIONS,
-                f"Topic currently has {current} partitions, which is higher than the requested {count}.",
+                errors.INVALID_REPLICA_ASSIGNMENT,
+                "Inconsistent replication factor between partitions, partition 0 has "
+                f"{len(info.replicas[0])} while partitions [{current}] have replication "
+                f"factors [{len(new[0])}], respectively.",
             )
-        if count == current:
-            raise KafkaError(
-                errors.INVALID_PARTITIONS, f"Topic already has {current} partitions."
-            )
-        added = count - current
-        if assignments:
-            if len(assignments) != added:
-                raise KafkaError(
-                    errors.INVALID_REPLICA_ASSIGNMENT,
-                    f"Increasing the number of partitions by {added} but {len(assignments)} "
-                    "assignments provided.",
-                )
-            new = self._check_assignments({current + i: a for i, a in enumerate(assignments)}, current)
-            if len(new[0]) != len(info.replicas[0]):
-                raise KafkaError(
-                    errors.INVALID_REPLICA_ASSIGNMENT,
-                    "Inconsistent replication factor between partitions, partition 0 has "
-                    f"{len(info.replicas[0])} while partitions [{current}] have replication "
-                    f"factors [{len(new[0])}], respectively.",
-                )
-        else:
-            new = self._place(added, len(info.replicas[0]), current)
-        if validate_only:
-            return info
-        return self.controller.add_partitions(name, new)
+        return new
 
     # -- configs ------------------------------------------------------------------------------
 
@@ -245,6 +275,98 @@ class Admin:
                 raise KafkaError(errors.INVALID_CONFIG, str(exc)) from None
         if not validate_only:
             self.controller.set_broker_configs(resource, {k: v for k, v in new.items() if v is not None})
+
+
+# Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH: a CreateTopics asking for more
+# partitions than this in all is refused before any topic is looked at (larger ones ran Kafka's
+# controller out of memory; here one of 2**31-1 partitions took gigabytes and never answered).
+MAX_PARTITIONS_PER_BATCH = 10_000
+# Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: the metadata records one admin request may
+# write (a TopicRecord, its ConfigRecords and a PartitionRecord per partition, for CreateTopics).
+MAX_RECORDS_PER_USER_OP = 10_000
+
+
+def too_many_partitions() -> KafkaError:
+    return KafkaError(errors.POLICY_VIOLATION, "Excessively large number of partitions per request.")
+
+
+def too_many_records() -> KafkaError:
+    return KafkaError(errors.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+
+
+def requested_partitions(specs: Iterable[Any], default_partitions: int) -> int:
+    """The partitions a CreateTopics asks for, counted as Kafka's validateTotalNumberOfPartitions
+    counts them: each topic's assignments, else its count (-1: `default_partitions`); an invalid
+    count adds nothing (the topic is refused on its own)."""
+    total = 0
+    for spec in specs:
+        if spec.assignments:
+            total += len(spec.assignments)
+        elif spec.num_partitions == -1:
+            total += default_partitions
+        elif spec.num_partitions > 0:
+            total += spec.num_partitions
+    return total
+
+
+def topic_records(topics: Iterable[TopicInfo]) -> int:
+    """The records creating `topics` writes: TopicRecord, ConfigRecords, PartitionRecords."""
+    return sum(1 + len(t.configs) + t.partitions for t in topics)
+
+
+def check_counts(
+    num_partitions: int, replication_factor: int, default_partitions: int, default_factor: int
+) -> tuple[int, int]:
+    """(partitions, replication factor) of a topic created without assignments, -1 meaning the
+    default; refused in Kafka's order: the replication factor first."""
+    if replication_factor < -1 or replication_factor == 0:
+        raise KafkaError(
+            errors.INVALID_REPLICATION_FACTOR,
+            "Replication factor must be larger than 0, or -1 to use the default value.",
+        )
+    if num_partitions < -1 or num_partitions == 0:
+        raise KafkaError(
+            errors.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
+        )
+    return (
+        default_partitions if num_partitions == -1 else num_partitions,
+        default_factor if replication_factor == -1 else replication_factor,
+    )
+
+
+def check_manual_counts(num_partitions: int, replication_factor: int) -> None:
+    """With manual assignments both counts must be left at -1 (Kafka's messages)."""
+    if replication_factor != -1:
+        raise KafkaError(
+            errors.INVALID_REQUEST,
+            "A manual partition assignment was specified, but replication factor was not set to -1.",
+        )
+    if num_partitions != -1:
+        raise KafkaError(
+            errors.INVALID_REQUEST,
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
+        )
+
+
+def check_partition_increase(
+    name: str, current: int, count: int, assignments: Sequence[Any] | None
+) -> int:
+    """How many partitions a CreatePartitions to `count` adds to a topic of `current`."""
+    if count == current:
+        raise KafkaError(errors.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+    if count < current:
+        raise KafkaError(
+            errors.INVALID_PARTITIONS,
+            f"The topic {name} currently has {current} partition(s); {count} would not be an increase.",
+        )
+    added = count - current
+    if assignments and len(assignments) != added:
+        raise KafkaError(
+            errors.INVALID_REPLICA_ASSIGNMENT,
+            f"Attempted to add {added} additional partition(s), but only {len(assignments)} "
+            "assignment(s) were specified.",
+        )
+    return added
 
 
 def place_round_robin(broker_ids: Sequence[int], partitions: int, factor: int, first: int) -> list[list[int]]:

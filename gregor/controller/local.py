@@ -295,7 +295,7 @@ class LocalController:
                 configs=dict(info.configs),
                 topic_id=info.topic_id,
             )
-            result = plan.quorum.create_topics([request])
+            result = plan.quorum.create_topics([request], bounded=False)
             outcome = result.response[0]
             if outcome.error_code != errors.NONE:
                 raise MigrationError(

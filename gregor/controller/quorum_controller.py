@@ -36,7 +36,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from gregor.controller.admin import apply_incremental, check_assignments, place_round_robin
+from gregor.controller.admin import (
+    MAX_PARTITIONS_PER_BATCH,
+    MAX_RECORDS_PER_USER_OP,
+    apply_incremental,
+    check_assignments,
+    check_counts,
+    check_manual_counts,
+    check_partition_increase,
+    place_round_robin,
+    requested_partitions,
+    too_many_partitions,
+    too_many_records,
+)
 from gregor.controller.leader_balance import preferred_elections
 from gregor.controller.partition_change import change_record
 from gregor.metadata import config_defs
@@ -371,8 +383,15 @@ class QuorumController:
     # -- topics ----------------------------------------------------------------------------
 
     def create_topics(
-        self, topics: Sequence[TopicRequest], validate_only: bool = False
+        self, topics: Sequence[TopicRequest], validate_only: bool = False, bounded: bool = True
     ) -> ControllerResult[list[TopicResult]]:
+        """As Kafka's ReplicationControlManager.createTopics: more than MAX_PARTITIONS_PER_BATCH
+        partitions asked for in all, or more than MAX_RECORDS_PER_USER_OP records to write,
+        refuses every topic with POLICY_VIOLATION. `bounded` False: not a client's request
+        (a migrated topic), no such limits."""
+        default_partitions = int(self._broker_default("num.partitions"))
+        if bounded and requested_partitions(topics, default_partitions) > MAX_PARTITIONS_PER_BATCH:
+            return self._refuse_topics(topics, too_many_partitions())
         records: list[Any] = []
         results = []
         names = [t.name for t in topics]
@@ -386,9 +405,14 @@ class QuorumController:
                 results.append(TopicResult(t.name, exc.code, exc.message))
                 continue
             results.append(result)
-            if not validate_only:
-                records += topic_records
-        return ControllerResult(records, results)
+            records += topic_records
+            if bounded and len(records) > MAX_RECORDS_PER_USER_OP:
+                return self._refuse_topics(topics, too_many_records())
+        return ControllerResult([] if validate_only else records, results)
+
+    @staticmethod
+    def _refuse_topics(topics: Sequence[TopicRequest], error: KafkaError) -> ControllerResult[list[TopicResult]]:
+        return ControllerResult([], [TopicResult(t.name, error.code, error.message) for t in topics])
 
     def _create_topic(self, t: TopicRequest) -> tuple[list[Any], TopicResult]:
         validate_topic_name(t.name)
@@ -407,29 +431,15 @@ class QuorumController:
         except ConfigError as exc:
             raise KafkaError(errors.INVALID_CONFIG, str(exc)) from None
         if t.assignments:
-            if t.num_partitions != -1 or t.replication_factor != -1:
-                raise KafkaError(
-                    errors.INVALID_REQUEST,
-                    "Both numPartitions or replicationFactor and replicasAssignments were set. "
-                    "Both cannot be used at the same time.",
-                )
+            check_manual_counts(t.num_partitions, t.replication_factor)
             replicas = check_assignments(t.assignments, 0, list(self.image.brokers))
         else:
-            partitions = t.num_partitions if t.num_partitions != -1 else self._broker_default("num.partitions")
-            factor = (
-                t.replication_factor
-                if t.replication_factor != -1
-                else self._broker_default("default.replication.factor")
+            partitions, factor = check_counts(
+                t.num_partitions,
+                t.replication_factor,
+                int(self._broker_default("num.partitions")),
+                int(self._broker_default("default.replication.factor")),
             )
-            if partitions <= 0:
-                raise KafkaError(
-                    errors.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
-                )
-            if factor <= 0:
-                raise KafkaError(
-                    errors.INVALID_REPLICATION_FACTOR,
-                    "Replication factor must be larger than 0, or -1 to use the default value.",
-                )
             replicas = self._place(partitions, factor, 0)
         topic_id = self.new_uuid() if t.topic_id is None else t.topic_id
         if topic_id in self.image.topics_by_id or topic_id.int == 0:
@@ -490,21 +500,11 @@ class QuorumController:
         if topic is None:
             raise KafkaError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
         current = len(topic.partitions)
-        if count < current:
-            raise KafkaError(
-                errors.INVALID_PARTITIONS,
-                f"Topic currently has {current} partitions, which is higher than the requested {count}.",
-            )
-        if count == current:
-            raise KafkaError(errors.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+        added = check_partition_increase(name, current, count, assignments)
+        if added > MAX_RECORDS_PER_USER_OP:
+            raise too_many_records()
         factor = len(topic.partitions[0].replicas)
-        added = count - current
         if assignments:
-            if len(assignments) != added:
-                raise KafkaError(
-                    errors.INVALID_REPLICA_ASSIGNMENT,
-                    f"Increasing the number of partitions by {added} but {len(assignments)} assignments provided.",
-                )
             new = check_assignments(
                 {current + i: a for i, a in enumerate(assignments)}, current, list(self.image.brokers)
             )

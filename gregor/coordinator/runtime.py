@@ -512,6 +512,8 @@ class GroupCoordinator:
         return box
 
     def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]], now_ms: int) -> PartitionErrors | Pending:
+        if not group_id:  # as Kafka: OffsetDelete, unlike OffsetCommit, refuses the empty id
+            return PartitionErrors(codes.INVALID_GROUP_ID)
         return self._run(group_id, lambda s: s.delete_offsets(group_id, topics), PartitionErrors, now_ms, what="delete offsets")
 
     def describe_group(self, group_id: str) -> DescribedGroup | int | None:
@@ -532,10 +534,7 @@ class GroupCoordinator:
     def delete_groups(self, group_ids: list[str], now_ms: int) -> dict[str, int] | Pending:
         """An error code per group; a Pending of them if one must wait for replication."""
         out: dict[str, Any] = {}
-        for gid in group_ids:
-            if not gid:
-                out[gid] = codes.INVALID_GROUP_ID
-                continue
+        for gid in group_ids:  # the empty group id too, as in Kafka
             out[gid] = self._run(gid, _delete_one(gid), _same, now_ms, what="delete group")
         return all_of(out)
 

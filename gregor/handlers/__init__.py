@@ -16,6 +16,7 @@ from gregor.handlers import (  # noqa: F401
     produce,
     quorum,
     records_admin,
+    sasl,
     topics,
     txn,
     txn_markers,

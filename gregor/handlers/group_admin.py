@@ -6,7 +6,8 @@ members; v5 flexible; v6 an unknown group is GROUP_ID_NOT_FOUND with a message (
 v0-5 describe it as a Dead group with no error. Member metadata and assignments are shown only
 for a Stable group, as Kafka does. ListGroups: v4 states_filter (case-insensitive); v5
 types_filter and group_type ("classic": the only kind served). DeleteGroups: empty groups only
-(NON_EMPTY_GROUP otherwise); their committed offsets go with them.
+(NON_EMPTY_GROUP otherwise); their committed offsets go with them. The empty group id is a
+group like any other for all three, as in Kafka.
 """
 
 from __future__ import annotations

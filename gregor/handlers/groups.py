@@ -9,7 +9,9 @@ JoinGroup: v0 has no rebalance_timeout_ms (the session timeout serves); v4 MEMBE
 protocol name is nullable from v7, "" before); v8 reason; v9 skip_assignment (KIP-814).
 SyncGroup: v3 group_instance_id; v5 protocol_type/protocol_name, checked against the group's.
 Heartbeat: v3 group_instance_id. LeaveGroup: v3 a batch of members by id or instance id, with
-per-member errors (v0-2: one member, its error at the top level); v5 reason.
+per-member errors (v0-2: one member, its error at the top level); v5 reason. JoinGroup,
+SyncGroup, Heartbeat and LeaveGroup refuse the empty group id (INVALID_GROUP_ID); FindCoordinator
+answers for it, as Kafka does (old clients commit offsets to it).
 
 JoinGroup and SyncGroup may wait (a rebalance, the leader's assignment), and every answer waits
 while the coordinator's records are being replicated: the coordinator then returns a `Pending`,

@@ -13,6 +13,8 @@ v8 several groups per request (KIP-709); v9 member id and epoch (KIP-848 groups 
 group ignores them).
 OffsetDelete: a group's offsets for some partitions (KIP-496); refused for topics a live
 consumer group subscribes to (GROUP_SUBSCRIBED_TO_TOPIC).
+The empty group id: OffsetCommit and OffsetFetch take it as any other (Kafka keeps it for old
+clients); OffsetDelete refuses it with INVALID_GROUP_ID, as Kafka does.
 """
 
 from __future__ import annotations

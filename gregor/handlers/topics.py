@@ -5,13 +5,17 @@ v5 flexible, and the created topic's configs, partition count and replication fa
 response (KIP-525); v7 topic_id. DeleteTopics: v4 flexible; v5 error_message; v6 topics by
 name or id. CreatePartitions: v1 as v0; v2 flexible; v3 as v2.
 
-Rules live in controller.admin; after a change the broker brings its partitions in line.
+Rules live in controller.admin; after a change the broker brings its partitions in line. A
+request asking for too many partitions (controller.admin.MAX_PARTITIONS_PER_BATCH,
+MAX_RECORDS_PER_USER_OP) is refused, every item POLICY_VIOLATION, before anything is placed.
+A topic named twice in one request gets INVALID_REQUEST for each entry.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections import Counter
 from typing import Any
 
 from gregor.controller.admin import TopicSpec
@@ -19,6 +23,7 @@ from gregor.handlers.context import RequestContext
 from gregor.handlers.controller_writes import answer_after_commit, not_controller
 from gregor.handlers.registry import handles
 from gregor.metadata import config_defs
+from gregor.metadata.store import TopicInfo
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import (
@@ -34,57 +39,66 @@ ZERO_UUID = uuid.UUID(int=0)
 @handles(api_keys.CREATE_TOPICS)
 def create_topics(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
-    results = []
     refused = not_controller(ctx)
     before = broker.store.last_appended
-    seen: dict[str, int] = {}
+    counts = Counter(t.name for t in request.topics)
+    specs = [_topic_spec(t) for t in request.topics if counts[t.name] == 1]
+    outcomes: list[TopicInfo | KafkaError] = (
+        [refused] * len(specs) if refused is not None
+        else broker.admin.create_topics(specs, validate_only=request.validate_only)
+    )
+    by_name = dict(zip((s.name for s in specs), outcomes, strict=True))
+    results = []
     for t in request.topics:
-        seen[t.name] = seen.get(t.name, 0) + 1
-    for t in request.topics:
-        result = CreateTopicsResponse.CreatableTopicResult(name=t.name, topic_id=ZERO_UUID, error_code=errors.NONE)
-        try:
-            if refused is not None:
-                raise refused
-            if seen[t.name] > 1:
-                raise KafkaError(errors.INVALID_REQUEST, f"Create topics request from client `{ctx.header.client_id}` contains multiple entries for the following topics: {t.name}")
-            spec = TopicSpec(
-                name=t.name,
-                num_partitions=t.num_partitions,
-                replication_factor=t.replication_factor,
-                assignments={a.partition_index: list(a.broker_ids) for a in t.assignments} or None,
-                configs={c.name: c.value for c in t.configs},
-            )
-            info = broker.admin.create_topic(spec, validate_only=request.validate_only)
-            result.topic_id = info.topic_id
-            result.num_partitions = info.partitions
-            result.replication_factor = len(info.replicas[0]) if info.replicas else -1
-            result.configs = [
-                CreateTopicsResponse.CreatableTopicConfigs(
-                    name=r.name,
-                    value=r.value,
-                    read_only=r.read_only,
-                    config_source=r.source,
-                    is_sensitive=r.sensitive,
-                )
-                for r in (
-                    config_defs.resolve_topic_config(n, info.configs, broker.static_config, broker.store.dynamic(broker.node_id))
-                    for n in config_defs.TOPIC_CONFIGS
-                )
-            ]
-            if not request.validate_only:
-                log.info("created topic %s (%d partitions) for %s", t.name, info.partitions, ctx.peer)
-        except KafkaError as exc:
-            result.error_code, result.error_message = exc.code, exc.message or None
-            result.num_partitions = -1
-            result.replication_factor = -1
-            result.configs = None
-        results.append(result)
+        outcome = by_name[t.name] if t.name in by_name else KafkaError(
+            errors.INVALID_REQUEST,
+            f"Create topics request from client `{ctx.header.client_id}` contains multiple "
+            f"entries for the following topics: {t.name}",
+        )
+        results.append(_topic_result(ctx, t.name, outcome))
+        if isinstance(outcome, TopicInfo) and not request.validate_only:
+            log.info("created topic %s (%d partitions) for %s", t.name, outcome.partitions, ctx.peer)
     if not request.validate_only:
         broker.apply_metadata()
     ok = [r for r in results if r.error_code == errors.NONE]
     return answer_after_commit(ctx, before, CreateTopicsResponse(topics=results), ok)
 
 
+def _topic_spec(t: Any) -> TopicSpec:
+    return TopicSpec(
+        name=t.name,
+        num_partitions=t.num_partitions,
+        replication_factor=t.replication_factor,
+        assignments={a.partition_index: list(a.broker_ids) for a in t.assignments} or None,
+        configs={c.name: c.value for c in t.configs},
+    )
+
+
+def _topic_result(ctx: RequestContext, name: str, outcome: TopicInfo | KafkaError) -> Any:
+    if isinstance(outcome, KafkaError):
+        return CreateTopicsResponse.CreatableTopicResult(
+            name=name, topic_id=ZERO_UUID, error_code=outcome.code, error_message=outcome.message or None,
+            num_partitions=-1, replication_factor=-1, configs=None,
+        )
+    broker = ctx.broker
+    configs = [
+        CreateTopicsResponse.CreatableTopicConfigs(
+            name=r.name, value=r.value, read_only=r.read_only, config_source=r.source, is_sensitive=r.sensitive
+        )
+        for r in (
+            config_defs.resolve_topic_config(n, outcome.configs, broker.static_config, broker.store.dynamic(broker.node_id))
+            for n in config_defs.TOPIC_CONFIGS
+        )
+    ]
+    return CreateTopicsResponse.CreatableTopicResult(
+        name=name,
+        topic_id=outcome.topic_id,
+        error_code=errors.NONE,
+        error_message=None,
+        num_partitions=outcome.partitions,
+        replication_factor=len(outcome.replicas[0]) if outcome.replicas else -1,
+        configs=configs,
+    )
 
 
 @handles(api_keys.DELETE_TOPICS)
@@ -122,19 +136,29 @@ def delete_topics(ctx: RequestContext, request: Any) -> Any:
 @handles(api_keys.CREATE_PARTITIONS)
 def create_partitions(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
-    results = []
     refused = not_controller(ctx)
     before = broker.store.last_appended
+    counts = Counter(t.name for t in request.topics)
+    wanted = [
+        (t.name, t.count, [list(a.broker_ids) for a in t.assignments] if t.assignments else None)
+        for t in request.topics
+        if counts[t.name] == 1
+    ]
+    outcomes: list[KafkaError | None] = (
+        [refused] * len(wanted) if refused is not None
+        else broker.admin.create_partitions(wanted, request.validate_only)
+    )
+    by_name = dict(zip((w[0] for w in wanted), outcomes, strict=True))
+    results = []
     for t in request.topics:
-        r = CreatePartitionsResponse.CreatePartitionsTopicResult(name=t.name, error_code=errors.NONE)
-        try:
-            if refused is not None:
-                raise refused
-            assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
-            broker.admin.create_partitions(t.name, t.count, assignments, request.validate_only)
-        except KafkaError as exc:
-            r.error_code, r.error_message = exc.code, exc.message or None
-        results.append(r)
+        error = by_name[t.name] if t.name in by_name else KafkaError(errors.INVALID_REQUEST, "Duplicate topic name.")
+        results.append(
+            CreatePartitionsResponse.CreatePartitionsTopicResult(
+                name=t.name,
+                error_code=errors.NONE if error is None else error.code,
+                error_message=None if error is None else error.message or None,
+            )
+        )
     if not request.validate_only:
         broker.apply_metadata()
     ok = [r for r in results if r.error_code == errors.NONE]

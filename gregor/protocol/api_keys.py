@@ -44,6 +44,7 @@ LEAVE_GROUP = 13
 SYNC_GROUP = 14
 DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
+SASL_HANDSHAKE = 17
 API_VERSIONS = 18
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
@@ -58,6 +59,7 @@ TXN_OFFSET_COMMIT = 28
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
 DESCRIBE_LOG_DIRS = 35
+SASL_AUTHENTICATE = 36
 CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
 ELECT_LEADERS = 43
@@ -93,6 +95,7 @@ SUPPORTED: tuple[ApiKey, ...] = (
     ApiKey(SYNC_GROUP, "SyncGroup", 0, 5),
     ApiKey(DESCRIBE_GROUPS, "DescribeGroups", 0, 6),
     ApiKey(LIST_GROUPS, "ListGroups", 0, 5),
+    ApiKey(SASL_HANDSHAKE, "SaslHandshake", 0, 1),
     ApiKey(API_VERSIONS, "ApiVersions", 0, 4),
     ApiKey(CREATE_TOPICS, "CreateTopics", 2, 7),
     ApiKey(DELETE_TOPICS, "DeleteTopics", 1, 6),
@@ -107,6 +110,7 @@ SUPPORTED: tuple[ApiKey, ...] = (
     ApiKey(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),
     ApiKey(ALTER_CONFIGS, "AlterConfigs", 0, 2),
     ApiKey(DESCRIBE_LOG_DIRS, "DescribeLogDirs", 1, 4),
+    ApiKey(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),
     ApiKey(CREATE_PARTITIONS, "CreatePartitions", 0, 3),
     ApiKey(DELETE_GROUPS, "DeleteGroups", 0, 2),
     ApiKey(ELECT_LEADERS, "ElectLeaders", 0, 2),

@@ -407,6 +407,22 @@ def test_delete_groups_and_offsets() -> None:
     assert G not in h.shard.groups
 
 
+def test_the_empty_group_id_commits_and_is_deleted_but_never_joins() -> None:
+    """As Kafka: offsets and admin APIs take "", the membership APIs and OffsetDelete refuse it;
+    its records survive a reload like any group's."""
+    h = Harness()
+    assert value(h.commit("", {("t", 0): 7})).partitions == [("t", 0, codes.NONE)]
+    h.reload()
+    assert h.committed("") == {("t", 0): 7}
+    d = h.shard.describe_group("")
+    assert d is not None and d.state == "Empty"
+    assert value(h.join("", version=3)).error == codes.INVALID_GROUP_ID
+    assert h.run(h.shard.delete_offsets("", [("t", [0])])).error == codes.INVALID_GROUP_ID
+    assert h.run(h.shard.delete_groups([""])) == {"": codes.NONE}
+    h.reload()
+    assert h.committed("") == {} and "" not in h.shard.groups
+
+
 def test_describe_and_list() -> None:
     h = Harness()
     answers = form_group(h, 2)

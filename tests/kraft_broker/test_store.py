@@ -151,7 +151,20 @@ def test_the_metadata_log_name_is_not_a_topic_name(tmp_path: Path) -> None:
 def test_a_large_commit_is_split_into_batches_and_stays_whole(tmp_path: Path) -> None:
     store, ctl = start(tmp_path)
     before = store.next_offset
-    ctl.create_topic("wide", [[1]] * 20_000, {})
+    # A client's request may write at most 10,000 records (Kafka's MAX_RECORDS_PER_USER_OP)...
+    with pytest.raises(KafkaError) as exc:
+        ctl.create_topic("wide", [[1]] * 20_000, {})
+    assert exc.value.code == errors.POLICY_VIOLATION and store.next_offset == before
+    # ...but a commit may be larger (a migration): the store frames it as a transaction.
+    topic_id = uuid.uuid4()
+    partitions = [
+        r.PartitionRecord(
+            partition_id=i, topic_id=topic_id, replicas=[1], isr=[1], leader=1,
+            leader_epoch=0, partition_epoch=0, directories=[uuid.UUID(int=0)],
+        )
+        for i in range(20_000)
+    ]  # fmt: skip
+    store.commit([r.TopicRecord(name="wide", topic_id=topic_id), *partitions], "create topic wide")
     bases = [base for base, count in metadata_batches(str(tmp_path)) if base >= before]
     assert len(bases) > 1, "more than MAX_BATCH_BYTES: several batches"
     assert sum(count for base, count in metadata_batches(str(tmp_path)) if base >= before) == 20_003

@@ -204,6 +204,29 @@ def test_controlled_shutdown_moves_leadership_first() -> None:
     assert res.response[0].error_code == errors.INVALID_REPLICATION_FACTOR
 
 
+def test_requests_too_large_are_refused_before_any_placement() -> None:
+    """Kafka's bounds: more than 10,000 partitions asked for in all (counted before any other
+    check), more than 10,000 records to write, or more than 10,000 new partitions."""
+    ctx = Ctx()
+    many = "Excessively large number of partitions per request."
+    batch = "Unable to perform excessively large batch operation."
+    res = ctx.c.create_topics([TopicRequest("huge", 2**31 - 1, 1), TopicRequest("ok", 1, 1)])
+    assert [(t.name, t.error_code, t.error_message) for t in res.response] == [
+        ("huge", errors.POLICY_VIOLATION, many), ("ok", errors.POLICY_VIOLATION, many),
+    ] and res.records == []
+    res = ctx.c.create_topics([TopicRequest("a", 5000, 1), TopicRequest("b", assignments={i: [1] for i in range(5001)})])
+    assert {t.error_message for t in res.response} == {many}
+    # 10,000 partitions: the TopicRecord makes 10,001 records, one too many.
+    res = ctx.c.create_topics([TopicRequest("edge", 10_000, 1)], validate_only=True)
+    assert [(t.error_code, t.error_message) for t in res.response] == [(errors.POLICY_VIOLATION, batch)]
+    res = ctx.c.create_topics([TopicRequest("edge", 9_999, 1)])
+    assert res.response[0].error_code == 0 and len(res.records) == 10_000
+    ctx.commit(res.records)
+    res = ctx.c.create_partitions("edge", 2**31 - 1)
+    assert (res.response.error_code, res.response.error_message, res.records) == (errors.POLICY_VIOLATION, batch, [])
+    assert len(ctx.c.create_partitions("edge", 19_999).records) == 10_000
+
+
 def test_delete_topics_and_create_partitions() -> None:
     ctx = Ctx()
     ctx.run(ctx.c.create_topics([TopicRequest("t", 1, 2)]))

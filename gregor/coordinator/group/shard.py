@@ -801,8 +801,8 @@ class GroupCoordinatorShard:
         return PartitionErrors(codes.NONE, out)
 
     def _validate_commit(self, r: OffsetCommitRequest, now_ms: int) -> int:
-        if not r.group_id:
-            return codes.INVALID_GROUP_ID
+        # The empty group id is a group like any other here, as in Kafka (old clients commit
+        # to it); only the membership APIs, TxnOffsetCommit and OffsetDelete refuse it.
         group = self.groups.get(r.group_id)
         if group is None:
             if r.generation_id < 0:
@@ -907,6 +907,8 @@ class GroupCoordinatorShard:
         return self._done(self._delete_offsets(group_id, topics))
 
     def _delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]]) -> PartitionErrors:
+        if not group_id:
+            return PartitionErrors(codes.INVALID_GROUP_ID)
         group = self.groups.get(group_id)
         if group is None or group.is_(DEAD):
             return PartitionErrors(codes.GROUP_ID_NOT_FOUND)

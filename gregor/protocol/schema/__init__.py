@@ -51,6 +51,8 @@ from gregor.protocol.schema.offset_delete import OFFSET_DELETE
 from gregor.protocol.schema.offset_fetch import OFFSET_FETCH
 from gregor.protocol.schema.offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
 from gregor.protocol.schema.produce import PRODUCE
+from gregor.protocol.schema.sasl_authenticate import SASL_AUTHENTICATE
+from gregor.protocol.schema.sasl_handshake import SASL_HANDSHAKE
 from gregor.protocol.schema.sync_group import SYNC_GROUP
 from gregor.protocol.schema.txn_offset_commit import TXN_OFFSET_COMMIT
 from gregor.protocol.schema.vote import VOTE
@@ -98,13 +100,16 @@ ALL: tuple[Api, ...] = (
     DESCRIBE_TRANSACTIONS,
     LIST_TRANSACTIONS,
     DESCRIBE_PRODUCERS,
-    # 5. KRaft: the quorum (controller listener; DescribeQuorum also on brokers).
+    # 5. Authentication (no SASL listener yet: both answer ILLEGAL_SASL_STATE).
+    SASL_HANDSHAKE,
+    SASL_AUTHENTICATE,
+    # 6. KRaft: the quorum (controller listener; DescribeQuorum also on brokers).
     VOTE,
     BEGIN_QUORUM_EPOCH,
     END_QUORUM_EPOCH,
     FETCH_SNAPSHOT,
     DESCRIBE_QUORUM,
-    # 6. KRaft: brokers to the controller.
+    # 7. KRaft: brokers to the controller.
     BROKER_REGISTRATION,
     BROKER_HEARTBEAT,
     ALTER_PARTITION,
