@@ -77,6 +77,7 @@ from gregor.storage.log import Log
 from gregor.storage.log_manager import LogManager
 
 log = logging.getLogger("gregor.broker")
+NEW_PARTITIONS_PER_STEP = 100
 FORWARD_TIMEOUT_MS = 30_000
 FORWARD_DEFAULT_TIMEOUT_MS = {api_keys.DESCRIBE_QUORUM: 5_000}  # requests with no timeout_ms
 
@@ -131,6 +132,8 @@ class BrokerServer:
         self.store.on_log_failure(halt_on_metadata_log_failure(data_dirs[0]))
         self.logs = LogManager(data_dirs, config_for=self.log_config_for)
         self.logs.roll_flusher = self._flush_after_roll
+        self._unhosted: set[str] = set()  # topics apply_metadata is part way through
+        self._apply_scheduled = False
         self.replicas = ReplicaManager(
             self.node_id,
             self.logs,
@@ -298,27 +301,33 @@ class BrokerServer:
     def apply_metadata(self) -> None:
         """Host exactly the partitions the metadata names, with their current configs. Configs
         are resolved again only for the topics changed since the last call (every topic the
-        first time, and after a dynamic broker config changed): resolving them is what costs."""
+        first time, and after a dynamic broker config changed): resolving them is what costs.
+        While serving, at most NEW_PARTITIONS_PER_STEP partitions are created per call (about
+        1 ms each: their files, then becoming leader); the rest follow on the next turns of the
+        loop, so a topic of 10,000 partitions never holds every other request for seconds."""
         if not self.store.caught_up or self.server is None and self.member is not None:
             return  # networked: not before the committed prefix is known and the logs are open
         topics = self.store.topics
         changed = self.store.take_changes()
+        if changed is not None:
+            changed |= self._unhosted  # topics a previous call had no budget left for
+        self._unhosted = set()
+        self._apply_scheduled = False
         todo = topics.values() if changed is None else [topics[n] for n in changed if n in topics]
         image = self.store.image
         now = self.now_ms()
+        budget = NEW_PARTITIONS_PER_STEP if self.server is not None else None
         for info in todo:
-            cfg = self.log_config_for(info.name)
-            min_isr = self._min_isr(info)
-            topic_image = image.topic(info.name)
-            if topic_image is None:
+            if budget is not None and budget <= 0:
+                self._unhosted.add(info.name)
                 continue
-            for index, replicas in enumerate(info.replicas):
-                reg = topic_image.partitions.get(index)
-                if self.node_id in replicas and reg is not None:
-                    try:
-                        self.replicas.apply(info.name, index, info.topic_id, reg, cfg, min_isr, now)
-                    except KafkaError as exc:  # its log dir failed (said once, by the log manager)
-                        log.debug("cannot host %s-%d: %s", info.name, index, exc)
+            left = self._host_topic(info, image, now, budget)
+            if left is not None and left < 0:
+                self._unhosted.add(info.name)
+            budget = left
+        if self._unhosted and not self._apply_scheduled:
+            self._apply_scheduled = True
+            asyncio.get_running_loop().call_soon(self.apply_metadata)
         wanted = {
             (info.name, index)
             for info in topics.values()
@@ -342,6 +351,28 @@ class BrokerServer:
             self._cleaner_reconfigured = asyncio.ensure_future(
                 self.cleaner.reconfigure(self._cleaner_config())
             )
+
+    def _host_topic(self, info: TopicInfo, image: Any, now: int, budget: int | None) -> int | None:
+        """Apply one topic's partitions hosted here; the budget of new partitions left (None:
+        no limit), negative when it ran out before the last of them."""
+        topic_image = image.topic(info.name)
+        if topic_image is None:
+            return budget
+        cfg = self.log_config_for(info.name)
+        min_isr = self._min_isr(info)
+        for index, replicas in enumerate(info.replicas):
+            reg = topic_image.partitions.get(index)
+            if self.node_id not in replicas or reg is None:
+                continue
+            if self.replicas.get(info.name, index) is None and budget is not None:
+                if budget <= 0:
+                    return -1
+                budget -= 1
+            try:
+                self.replicas.apply(info.name, index, info.topic_id, reg, cfg, min_isr, now)
+            except KafkaError as exc:  # its log dir failed (said once, by the log manager)
+                log.debug("cannot host %s-%d: %s", info.name, index, exc)
+        return budget
 
     def maybe_auto_create(self, topic: str) -> TopicInfo | None:
         if not self.config_value("auto.create.topics.enable") or topic == METADATA_TOPIC:

@@ -211,3 +211,23 @@ def test_confluent_admin_sees_policy_violation(broker: Broker) -> None:
     assert code == KafkaError.POLICY_VIOLATION and TOO_MANY_RECORDS in message
     assert listed_topics(broker)["ck-grow"] == 1
     assert "ck-huge" not in listed_topics(broker) and partition_dirs(broker, "ck-huge") == []
+
+
+def test_a_large_topic_is_hosted_in_steps_and_every_partition_serves(broker: Broker) -> None:
+    """A broker creates a new topic's partitions a hundred per turn of its loop (so other
+    requests are answered meanwhile; bench/partition_creation_stall.py measures the stall): the
+    turns after the first host the rest, every one of 1,000 partitions takes a record."""
+    import confluent_kafka as ck
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("wide", 1000, 1)])["wide"].result(30)
+    with RawClient(broker.bootstrap) as raw:
+        raw.call(api_keys.API_VERSIONS, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+    delivered: list[int] = []
+    for i in range(1000):
+        p.produce("wide", b"v", partition=i, on_delivery=lambda err, msg: err is None and delivered.append(msg.partition()))
+    assert p.flush(60) == 0
+    assert sorted(delivered) == list(range(1000))
+    dirs = [d for d in os.listdir(os.path.join(broker.data_dir, "logs")) if d.startswith("wide-")]
+    assert len(dirs) == 1000
