@@ -12,10 +12,24 @@ per-partition work: a request for 2**31-1 partitions is refused in microseconds.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from gregor.controller.rules import (
+    MAX_PARTITIONS_PER_BATCH,
+    MAX_RECORDS_PER_USER_OP,
+    apply_incremental,
+    check_assignments,
+    check_counts,
+    check_manual_counts,
+    check_partition_increase,
+    place_round_robin,
+    requested_partitions,
+    too_many_partitions,
+    too_many_records,
+    topic_records,
+)
 from gregor.metadata import config_defs
 from gregor.metadata.config_defs import ConfigError
 from gregor.metadata.raft_store import RaftMetadataStore
@@ -26,10 +40,6 @@ from gregor.raft.storage_log import TOPIC as METADATA_TOPIC
 
 if TYPE_CHECKING:
     from gregor.controller.local import LocalController
-
-# IncrementalAlterConfigs operations
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-
 
 @dataclass
 class TopicSpec:
@@ -275,188 +285,6 @@ class Admin:
                 raise KafkaError(errors.INVALID_CONFIG, str(exc)) from None
         if not validate_only:
             self.controller.set_broker_configs(resource, {k: v for k, v in new.items() if v is not None})
-
-
-# Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH: a CreateTopics asking for more
-# partitions than this in all is refused before any topic is looked at (larger ones ran Kafka's
-# controller out of memory; here one of 2**31-1 partitions took gigabytes and never answered).
-MAX_PARTITIONS_PER_BATCH = 10_000
-# Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: the metadata records one admin request may
-# write (a TopicRecord, its ConfigRecords and a PartitionRecord per partition, for CreateTopics).
-MAX_RECORDS_PER_USER_OP = 10_000
-
-
-def too_many_partitions() -> KafkaError:
-    return KafkaError(errors.POLICY_VIOLATION, "Excessively large number of partitions per request.")
-
-
-def too_many_records() -> KafkaError:
-    return KafkaError(errors.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
-
-
-def requested_partitions(specs: Iterable[Any], default_partitions: int) -> int:
-    """The partitions a CreateTopics asks for, counted as Kafka's validateTotalNumberOfPartitions
-    counts them: each topic's assignments, else its count (-1: `default_partitions`); an invalid
-    count adds nothing (the topic is refused on its own)."""
-    total = 0
-    for spec in specs:
-        if spec.assignments:
-            total += len(spec.assignments)
-        elif spec.num_partitions == -1:
-            total += default_partitions
-        elif spec.num_partitions > 0:
-            total += spec.num_partitions
-    return total
-
-
-def topic_records(topics: Iterable[TopicInfo]) -> int:
-    """The records creating `topics` writes: TopicRecord, ConfigRecords, PartitionRecords."""
-    return sum(1 + len(t.configs) + t.partitions for t in topics)
-
-
-def check_counts(
-    num_partitions: int, replication_factor: int, default_partitions: int, default_factor: int
-) -> tuple[int, int]:
-    """(partitions, replication factor) of a topic created without assignments, -1 meaning the
-    default; refused in Kafka's order: the replication factor first."""
-    if replication_factor < -1 or replication_factor == 0:
-        raise KafkaError(
-            errors.INVALID_REPLICATION_FACTOR,
-            "Replication factor must be larger than 0, or -1 to use the default value.",
-        )
-    if num_partitions < -1 or num_partitions == 0:
-        raise KafkaError(
-            errors.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
-        )
-    return (
-        default_partitions if num_partitions == -1 else num_partitions,
-        default_factor if replication_factor == -1 else replication_factor,
-    )
-
-
-def check_manual_counts(num_partitions: int, replication_factor: int) -> None:
-    """With manual assignments both counts must be left at -1 (Kafka's messages)."""
-    if replication_factor != -1:
-        raise KafkaError(
-            errors.INVALID_REQUEST,
-            "A manual partition assignment was specified, but replication factor was not set to -1.",
-        )
-    if num_partitions != -1:
-        raise KafkaError(
-            errors.INVALID_REQUEST,
-            "A manual partition assignment was specified, but numPartitions was not set to -1.",
-        )
-
-
-def check_partition_increase(
-    name: str, current: int, count: int, assignments: Sequence[Any] | None
-) -> int:
-    """How many partitions a CreatePartitions to `count` adds to a topic of `current`."""
-    if count == current:
-        raise KafkaError(errors.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
-    if count < current:
-        raise KafkaError(
-            errors.INVALID_PARTITIONS,
-            f"The topic {name} currently has {current} partition(s); {count} would not be an increase.",
-        )
-    added = count - current
-    if assignments and len(assignments) != added:
-        raise KafkaError(
-            errors.INVALID_REPLICA_ASSIGNMENT,
-            f"Attempted to add {added} additional partition(s), but only {len(assignments)} "
-            "assignment(s) were specified.",
-        )
-    return added
-
-
-def place_round_robin(broker_ids: Sequence[int], partitions: int, factor: int, first: int) -> list[list[int]]:
-    """Replicas of partitions first..first+partitions-1: round-robin over the sorted brokers,
-    partition p on brokers[p], brokers[p+1], ... (its leader first)."""
-    brokers = sorted(broker_ids)
-    if factor > len(brokers):
-        raise KafkaError(
-            errors.INVALID_REPLICATION_FACTOR,
-            f"Unable to replicate the partition {factor} time(s): The target replication "
-            f"factor of {factor} cannot be reached because only {len(brokers)} broker(s) "
-            "are registered.",
-        )
-    n = len(brokers)
-    return [[brokers[(p + r) % n] for r in range(factor)] for p in range(first, first + partitions)]
-
-
-def check_assignments(
-    assignments: Mapping[int, list[int]], first: int, broker_ids: Sequence[int]
-) -> list[list[int]]:
-    """Manual assignments checked: consecutive indexes from `first`, one replication factor, no
-    duplicate or unregistered brokers. The replicas, by partition index."""
-    indexes = sorted(assignments)
-    if indexes != list(range(first, first + len(indexes))):
-        raise KafkaError(
-            errors.INVALID_REPLICA_ASSIGNMENT,
-            f"Partitions should be a consecutive 0-based integer sequence, given {indexes}",
-        )
-    sizes = {len(r) for r in assignments.values()}
-    if len(sizes) != 1 or 0 in sizes:
-        raise KafkaError(
-            errors.INVALID_REPLICA_ASSIGNMENT,
-            "All partitions should have the same number of replicas",
-        )
-    out = []
-    for i in indexes:
-        reps = list(assignments[i])
-        if len(set(reps)) != len(reps):
-            raise KafkaError(
-                errors.INVALID_REPLICA_ASSIGNMENT,
-                f"Duplicate brokers not allowed in replica assignment: {reps} for partition id {i}.",
-            )
-        unknown = [b for b in reps if b not in broker_ids]
-        if unknown:
-            raise KafkaError(
-                errors.INVALID_REPLICA_ASSIGNMENT,
-                f"The manual partition assignment includes broker {unknown[0]}, but no such "
-                "broker is registered.",
-            )
-        out.append(reps)
-    return out
-
-
-def apply_incremental(
-    current: dict[str, str],
-    ops: Sequence[tuple[str, int, str | None]],
-    list_default: object,
-) -> dict[str, str]:
-    """Apply IncrementalAlterConfigs operations to a config map."""
-    seen = set()
-    for key, op, value in ops:
-        if key in seen:
-            raise KafkaError(errors.INVALID_REQUEST, f"Error due to duplicate config keys: {key}")
-        seen.add(key)
-        if op == SET:
-            if value is None:
-                raise KafkaError(errors.INVALID_REQUEST, f"Null value not supported for: {key}")
-            current[key] = value
-        elif op == DELETE:
-            current.pop(key, None)
-        elif op in (APPEND, SUBTRACT):
-            d = config_defs.TOPIC_CONFIGS.get(key) or config_defs.BROKER_CONFIGS.get(key)
-            if d is None or d.type != config_defs.LIST:
-                raise KafkaError(
-                    errors.INVALID_CONFIG,
-                    f"Config value append/subtract is not allowed for config key: {key}",
-                )
-            base = current.get(key)
-            items = [p.strip() for p in base.split(",") if p.strip()] if base is not None else (
-                list_default(key) if callable(list_default) else []
-            )
-            given = [p.strip() for p in (value or "").split(",") if p.strip()]
-            if op == APPEND:
-                items += [g for g in given if g not in items]
-            else:
-                items = [i for i in items if i not in given]
-            current[key] = ",".join(items)
-        else:
-            raise KafkaError(errors.INVALID_REQUEST, f"Unknown config operation {op} for {key}")
-    return current
 
 
 def _zero_uuid() -> uuid.UUID:

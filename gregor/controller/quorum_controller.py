@@ -36,7 +36,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from gregor.controller.admin import (
+from gregor.controller.leader_balance import preferred_elections
+from gregor.controller.partition_change import change_record
+from gregor.controller.rules import (
     MAX_PARTITIONS_PER_BATCH,
     MAX_RECORDS_PER_USER_OP,
     apply_incremental,
@@ -49,8 +51,6 @@ from gregor.controller.admin import (
     too_many_partitions,
     too_many_records,
 )
-from gregor.controller.leader_balance import preferred_elections
-from gregor.controller.partition_change import change_record
 from gregor.metadata import config_defs
 from gregor.metadata import records as r
 from gregor.metadata.config_defs import ConfigError
