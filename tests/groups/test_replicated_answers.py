@@ -145,6 +145,6 @@ def test_unloading_fails_held_answers_and_the_timeout_is_coordinator_not_availab
 
     late = commit(b, 9, NOW + timeout)
     assert isinstance(late, Pending)
-    b.groups._unload(partition_for("g", 3))
+    b.groups.runtime.unload(partition_for("g", 3))
     assert late.done and late.value.error == codes.NOT_COORDINATOR
     b.logs.shutdown()

@@ -20,6 +20,7 @@ from gregor.coordinator.group.records import (
 )
 from gregor.coordinator.group.results import JoinRequest, OffsetCommitRequest, SyncRequest
 from gregor.coordinator.runtime import OFFSETS_TOPIC
+from gregor.protocol.records.batch import iter_headers
 from gregor.protocol.records.records import iter_records
 
 NOW = 1_700_000_000_000
@@ -86,10 +87,10 @@ def test_write_load_and_timers_over_real_storage(tmp_path: Path) -> None:
     assert g2.heartbeat("g", 1, me, None, NOW + 6000) == codes.COORDINATOR_LOAD_IN_PROGRESS
     assert g2.list_groups()[0] == codes.COORDINATOR_LOAD_IN_PROGRESS
     polls = 0
-    while g2.loading:
+    while g2.runtime.loading:
         deadline = g2.poll(NOW + 6000)
         polls += 1
-        if g2.loading:
+        if g2.runtime.loading:
             assert deadline == NOW + 6000, "more to do: poll again at once"
     assert polls > 2, "loaded in steps"
     fetched = {(o.topic, o.partition): (o.offset, o.metadata) for o in g2.fetch_offsets("g", None).offsets}
@@ -127,7 +128,69 @@ def test_offsets_of_a_deleted_topic_are_removed(tmp_path: Path) -> None:
     assert [(o.topic, o.offset) for o in b.groups.fetch_offsets("g", None).offsets] == [("kept", 7)]
     b.logs.shutdown()
     b2 = broker(tmp_path)
-    while b2.groups.loading:
+    while b2.groups.runtime.loading:
         b2.groups.poll(NOW)
     assert [(o.topic, o.offset) for o in b2.groups.fetch_offsets("g", None).offsets] == [("kept", 7)]
+    b2.logs.shutdown()
+
+
+def test_a_new_leader_epoch_reloads_the_partition(tmp_path: Path) -> None:
+    """Leadership that comes back in a later leader epoch is a new coordinator: the shard is
+    unloaded (a parked JoinGroup hears NOT_COORDINATOR) and loaded again from the log."""
+    b = broker(tmp_path)
+    groups = b.groups
+    groups.ensure_offsets_topic()
+    index = partition_for("g", 3)
+    p = b.replicas.get(OFFSETS_TOPIC, index)
+    assert p is not None
+    offsets = [("t", 0, 42, -1, "m")]
+    assert groups.commit_offsets(OffsetCommitRequest("g", -1, "", None, -1, offsets), NOW).error == codes.NONE
+    first = groups.join_group(join(), NOW)
+    parked = groups.join_group(join(first.member_id), NOW)  # type: ignore[union-attr]
+    assert isinstance(parked, Pending) and not parked.done
+    shard = groups.runtime.active(index)
+
+    p.leader_epoch += 1
+    groups.on_metadata(NOW + 1)
+    assert parked.done and parked.value.error == codes.NOT_COORDINATOR
+    assert groups.coordinator_error("g") == codes.COORDINATOR_LOAD_IN_PROGRESS
+    while groups.runtime.loading:
+        groups.poll(NOW + 2)
+    assert groups.runtime.active(index) is not shard and groups.runtime.epoch(index) == p.leader_epoch
+    assert [(o.topic, o.offset) for o in groups.fetch_offsets("g", None).offsets] == [("t", 42)]
+    groups.on_metadata(NOW + 3)
+    assert groups.coordinator_error("g") == codes.NONE, "the same epoch again: nothing reloads"
+    b.logs.shutdown()
+
+
+def test_a_write_larger_than_max_message_bytes_goes_in_several_batches(tmp_path: Path) -> None:
+    """The expiry of many offsets writes more tombstones than one batch under the partition's
+    max.message.bytes can hold: they go in several batches, each replayed once appended."""
+    from gregor.controller.admin import TopicSpec
+
+    limit = 2000
+    b = broker(tmp_path, **{"offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "1000"})
+    b.now_ms = lambda: NOW  # type: ignore[method-assign]  # the partitions load, and the expiry starts, at NOW
+    configs: dict[str, str | None] = {"cleanup.policy": "compact", "max.message.bytes": str(limit)}
+    b.admin.create_topic(TopicSpec(OFFSETS_TOPIC, 3, 1, configs=configs))
+    b.apply_metadata()
+    groups = b.groups
+    for i in range(10):  # 100 offsets, ten per commit (each commit is one batch)
+        offsets = [("t", 10 * i + q, 7, -1, "") for q in range(10)]
+        assert groups.commit_offsets(OffsetCommitRequest("solo", -1, "", None, -1, offsets), NOW).error == codes.NONE
+    p = b.replicas.get(OFFSETS_TOPIC, partition_for("solo", 3))
+    assert p is not None
+    before = p.log.log_end_offset
+
+    groups.poll(NOW + 61_000)  # the expiry run: 100 tombstones
+    assert groups.fetch_offsets("solo", None).offsets == []
+    sizes = [h.size for _, h in iter_headers(p.log.read_bytes(before, 1 << 20))]
+    assert len(sizes) >= 2 and max(sizes) <= limit
+    assert p.log.log_end_offset - before >= 100
+    b.logs.shutdown()
+
+    b2 = broker(tmp_path)
+    while b2.groups.runtime.loading:
+        b2.groups.poll(NOW + 62_000)
+    assert b2.groups.fetch_offsets("solo", None).offsets == []
     b2.logs.shutdown()

@@ -36,7 +36,7 @@ def fetch(b: BrokerServer, stable: bool) -> list[tuple[int, int]]:
 
 
 def load(b: BrokerServer) -> None:
-    while b.groups.loading:
+    while b.groups.runtime.loading:
         b.groups.poll(NOW)
 
 

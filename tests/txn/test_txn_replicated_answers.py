@@ -79,7 +79,7 @@ def test_leadership_loss_and_timeout(tmp_path: Path) -> None:
 
     timed_out = txns.add_partitions("tx", pid, 0, [("a", 0)], NOW)
     assert isinstance(timed_out, Pending)
-    assert txns.held.next_deadline_ms() == NOW + WRITE_TIMEOUT_MS
+    assert txns.runtime.held.next_deadline_ms() == NOW + WRITE_TIMEOUT_MS
     txns.poll(NOW + WRITE_TIMEOUT_MS - 1)
     assert not timed_out.done
     assert txns.poll(NOW + WRITE_TIMEOUT_MS - 1) <= NOW + WRITE_TIMEOUT_MS

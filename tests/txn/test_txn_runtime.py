@@ -71,7 +71,7 @@ def broker(tmp_path: Path, writer: FakeWriter, **extra: str) -> tuple[BrokerServ
 
 def load(txns: TransactionCoordinator, now: int = NOW) -> int:
     polls = 0
-    while txns.loading:
+    while txns.runtime.loading:
         txns.poll(now)
         polls += 1
     return polls
@@ -161,7 +161,7 @@ def test_late_marker_answers_restart_and_load_by_replay(tmp_path: Path) -> None:
     txns.add_partitions("left", pid2, 0, [("a", 0), ("b", 0)], NOW)
     txns.end_txn("left", pid2, 0, True, 0, NOW)
     assert txns.describe("left").state == "PrepareCommit"
-    before = {tid: m for s in txns.shards.values() for tid, m in s.txns.items()}
+    before = {tid: m for s in txns.runtime.shards() for tid, m in s.txns.items()}
     b.logs.shutdown()
 
     writer2 = FakeWriter()
@@ -171,7 +171,7 @@ def test_late_marker_answers_restart_and_load_by_replay(tmp_path: Path) -> None:
     assert t2.list_transactions([], [], -1, NOW).error == codes.COORDINATOR_LOAD_IN_PROGRESS
     assert t2.verify_partition("left", pid2, 0, "a", 0) == codes.NOT_ENOUGH_REPLICAS
     assert load(t2, NOW + 10) > 2, "loaded in steps"
-    after = {tid: m for s in t2.shards.values() for tid, m in s.txns.items()}
+    after = {tid: m for s in t2.runtime.shards() for tid, m in s.txns.items()}
     assert after.keys() == before.keys()
     assert {k: v for k, v in after.items() if k != "left"} == {k: v for k, v in before.items() if k != "left"}
     # The markers of the transaction left preparing are written again, then it completes; the
@@ -264,14 +264,14 @@ def test_a_new_leader_epoch_reloads_and_is_the_coordinator_epoch(tmp_path: Path)
     b, txns = broker(tmp_path, writer)
     txns.ensure_transaction_topic()
     index = txns.partition_for("tx")
-    shard = txns.shards[index]
+    shard = txns.runtime.active(index)
     p = b.replicas.get(TRANSACTION_TOPIC, index)
     assert p is not None
     pid = txns.init_producer_id("tx", 60_000, -1, -1, NOW).producer_id
     txns.add_partitions("tx", pid, 0, [("a", 0)], NOW)
     p.leader_epoch = 4
     txns.on_metadata(NOW)
-    assert txns.shards[index] is not shard and txns.coordinator_epochs[index] == 4
+    assert txns.runtime.contexts[index].shard is not shard and txns.runtime.epoch(index) == 4
     load(txns)
     txns.end_txn("tx", pid, 0, True, 0, NOW)
     assert writer.calls == [("tx", pid, 0, 4, True, [("a", 0)])]

@@ -30,7 +30,7 @@ the record is; a null value is a tombstone (compaction then forgets the key)::
 A TxnOffsetCommit writes the same OffsetCommit records in a transactional batch (the producer's
 id and epoch, the transactional attribute); the transaction is ended by a control batch of that
 producer whose one record has the key `version:int16 type:int16` (type 0 ABORT, 1 COMMIT) and
-the value `version:int16 coordinatorEpoch:int32` (`end_transaction_result` reads the key).
+the value `version:int16 coordinatorEpoch:int32` (the runtime reads it when loading).
 
 Non-flexible encodings: string = int16 length + UTF-8 (-1 for null), bytes = int32 length,
 array = int32 count. Flexible (v4): lengths and counts are unsigned varints of n+1 (0 for null),
@@ -239,26 +239,6 @@ def _group_value(value: bytes) -> GroupMetadataValue:
         )
     r.skip_tags()
     return GroupMetadataValue(protocol_type, generation, protocol, leader, state_ts, members)
-
-
-# -- transaction markers -------------------------------------------------------------------------
-
-
-CONTROL_ABORT = 0
-CONTROL_COMMIT = 1
-
-
-def end_transaction_result(control_key: bytes | None) -> bool | None:
-    """The outcome a control record's key states (key: version:int16 type:int16): True for a
-    COMMIT marker, False for an ABORT; None for any other control record (or a damaged key)."""
-    if control_key is None or len(control_key) < 4:
-        return None
-    _version, kind = struct.unpack_from(">hh", control_key)
-    if kind == CONTROL_COMMIT:
-        return True
-    if kind == CONTROL_ABORT:
-        return False
-    return None
 
 
 # -- partitioning --------------------------------------------------------------------------------

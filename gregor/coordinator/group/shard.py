@@ -3,7 +3,8 @@ rebalance protocol, static membership, committed offsets, and their expiry. Sans
 sockets, no event loop, no clock (every call takes `now_ms`), no global randomness (member ids
 come from the injected `random.Random`).
 
-How it is driven (the runtime in `coordinator/runtime.py` does this; unit tests do it by hand):
+How it is driven (`coordinator/common/runtime.py` does this, under `coordinator/runtime.py`;
+unit tests do it by hand):
 
     records, result = shard.join_group(request, now_ms)    # every operation: (records, result)
     append `records` to the partition, then shard.replay(r) for each

@@ -3,7 +3,8 @@ Sans-I/O: no sockets, no event loop, no clock (every call takes `now_ms`); produ
 an injected allocator, whose KafkaError (no block of ids at hand yet on a cluster node:
 COORDINATOR_LOAD_IN_PROGRESS) is the operation's answer, as in Kafka.
 
-How it is driven (the runtime in `txn/runtime.py` does this; unit tests do it by hand):
+How it is driven (`coordinator/common/runtime.py` does this, under `txn/runtime.py`; unit tests
+do it by hand):
 
     records, answer = shard.end_txn(...)       # every operation: (records, answer)
     append `records` to the partition, then shard.replay(r) for each; answer the client
@@ -166,7 +167,8 @@ class TransactionCoordinatorShard:
 
     # -- replay: the one place state changes ----------------------------------------------------
 
-    def replay(self, record: TxnRecord) -> None:
+    def replay(self, record: TxnRecord, offset: int = -1, producer_id: int = -1) -> None:
+        """Apply a record (its log offset and producer do not matter here)."""
         tid, new = record.transactional_id, record.value
         current = self.txns.get(tid)
         if not self.loaded:
@@ -196,6 +198,9 @@ class TransactionCoordinatorShard:
             self._markers.pop(tid, None)
             self.timers.cancel(("complete", tid))
             self.timers.cancel(("markers", tid))
+
+    def replay_end_transaction(self, producer_id: int, committed: bool) -> None:
+        """A transaction marker in this log: none is ever written to `__transaction_state`."""
 
     def on_loaded(self, now_ms: int) -> None:
         """Every record is replayed: start the timers, and finish every transaction a previous
