@@ -39,6 +39,7 @@ def run(tree, size, count):
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        cwd=tree,  # `-m` puts the working directory first on sys.path, before PYTHONPATH
     )
     for _ in range(100):
         try:

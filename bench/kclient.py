@@ -11,8 +11,9 @@ Each prints one JSON object on stdout (the latency consumer prints "ready" first
 its assignment, and its JSON when done).
 
 produce: acks=1, linger.ms=5, no compression, no idempotence (librdkafka's default), records
-of `--size` bytes with no key, sent round-robin over the partitions by explicit partition
-number (so every partition gets an equal share whatever the partitioner), `produce()` in a
+of `--size` bytes (`--vary`: 0.5 to 1.5 times that, cycling through 1,009 sizes) with no key,
+sent round-robin over the partitions by explicit partition number (so every partition gets an
+equal share whatever the partitioner), `produce()` in a
 tight loop with `poll(0)` every 1,000 records (and on BufferError until there is room).
 Delivery reports only for errors (`delivery.report.only.error`), counted by a callback. The
 clock starts at the first produce() (after a metadata round trip, so the connection is up) and
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import resource
 import struct
 import sys
@@ -99,6 +101,8 @@ def produce(args: argparse.Namespace) -> dict[str, Any]:
     )
     p.list_topics(args.topic, timeout=10)
     value = b"x" * args.size
+    sizes = random.Random(0).choices(range(args.size // 2, args.size * 3 // 2 + 1), k=1009)
+    values = [value[:1] * n for n in sizes] if args.vary else [value]
     topic, parts, count = args.topic, args.partitions, args.count
     deadline = time.perf_counter() + args.max_seconds
     c0 = cpu_self()
@@ -108,7 +112,7 @@ def produce(args: argparse.Namespace) -> dict[str, Any]:
     poll = p.poll
     while sent < count:
         try:
-            produce_(topic, value, partition=sent % parts)
+            produce_(topic, values[sent % len(values)], partition=sent % parts)
         except BufferError:
             poll(0.0005)
             continue
@@ -315,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size", type=int, default=100)
     p.add_argument("--count", type=int, default=100_000)
     p.add_argument("--max-seconds", type=float, default=60.0)
+    p.add_argument("--vary", action="store_true", help="values of 0.5 to 1.5 times --size")
     p = sub.add_parser("consume")
     p.add_argument("--partitions", type=int, default=1)
     p.add_argument("--size", type=int, default=100, help="record value size (for MB/s)")

@@ -68,11 +68,11 @@ from gregor.metadata.image import NO_LEADER, PartitionRegistration
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.records import batch as rb
-from gregor.protocol.records.records import (
-    CODEC_BY_NAME,
-    build_control_batch,
-    recompress,
-    require_keys,
+from gregor.protocol.records.records import CODEC_BY_NAME, build_control_batch, recompress
+from gregor.protocol.records.validate import (
+    check_client_records,
+    check_single_batch,
+    uncompressed_limit,
 )
 from gregor.storage.config import LONG_MAX, LogConfig
 from gregor.storage.log import AppendInfo, Log
@@ -339,16 +339,22 @@ class Partition:
                 errors.NOT_ENOUGH_REPLICAS,
                 f"{self.name}: ISR {self.isr} is smaller than min.insync.replicas {self.min_insync_replicas}",
             )
-        check_timestamps(records, self.log.config, now_ms, self.name)
-        if "compact" in self.log.config.cleanup_policy:
-            # Every record of a compacted topic needs a key: the only other produce path that
-            # decodes records.
-            require_keys(records, self.name)
-        codec = self.log.config.compression_type
+        check_single_batch(records, self.name)
+        config = self.log.config
+        check_timestamps(records, config, now_ms, self.name)
+        codec = config.compression_type
         if codec != "producer":
             # The topic fixes the codec: batches in another one are rewritten (the only path
-            # where the broker decodes records on produce).
+            # where the broker decodes records on produce), once their records are known sound.
+            check_client_records(
+                records,
+                self.name,
+                max_size=config.max_message_bytes,
+                compacted=config.compact,
+                max_uncompressed=uncompressed_limit(config.max_message_bytes),
+            )
             records = recompress(records, CODEC_BY_NAME[codec])
+        # The log walks a client's records (records/validate.py), a compacted topic's keys too.
         info = self.log.append(records, leader_epoch=self.leader_epoch, now_ms=now_ms)
         self.after_leader_append(now_ms)
         return info

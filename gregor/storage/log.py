@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.records import batch as rb
+from gregor.protocol.records.validate import check_client_batch, uncompressed_limit
 from gregor.storage.checkpoints import fsync_dir
 from gregor.storage.config import LogConfig
 from gregor.storage.index import TimestampOffset
@@ -331,6 +332,17 @@ class Log:
         epochs: list[tuple[int, int]] = []  # a follower's (leader epoch, base offset) per batch
         while pos < end:
             header = rb.check_batch(view, pos, end, max_size)
+            if assign_offsets and (origin is None or origin is AppendOrigin.CLIENT):
+                # A client's batch: its records are walked as Kafka's LogValidator does (codec,
+                # control flag, record framing and count, offset deltas, keys if compacted).
+                check_client_batch(
+                    view,
+                    pos,
+                    header,
+                    f"{self.topic}-{self.partition}",
+                    compacted=config.compact,
+                    max_uncompressed=uncompressed_limit(config.max_message_bytes),
+                )
             size = header.batch_length + rb.LOG_OVERHEAD
             delta = header.last_offset_delta
             if assign_offsets:

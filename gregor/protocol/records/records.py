@@ -319,20 +319,3 @@ def recompress(buf: bytes | bytearray | memoryview, codec: int) -> bytearray:
             log_append_time=header.is_log_append_time,
         )
     return out
-
-
-def require_keys(buf: bytes | bytearray | memoryview, where: str) -> None:
-    """INVALID_RECORD if any record in `buf` has a null key (a compacted topic's rule)."""
-    view = memoryview(buf)
-    pos = 0
-    while pos < len(view):
-        header = b.check_batch(view, pos, len(view))
-        if not header.is_control:
-            _, recs = read_batch_records(view, pos)
-            for r in recs:
-                if r.key is None:
-                    raise KafkaError(
-                        errors.INVALID_RECORD,
-                        f"Compacted topic cannot accept message without key in topic partition {where}.",
-                    )
-        pos += header.size
