@@ -54,6 +54,24 @@ class RawClient:
         self.send(key, version, body)
         return self.recv()
 
+    def produce(self, topic: str, records: bytes, partition: int = 0, *, acks: int = -1, version: int = 9) -> Any:
+        """The partition's answer to a Produce of exactly these record bytes."""
+        from gregor.protocol.messages import ProduceRequest
+
+        body = ProduceRequest(
+            transactional_id=None,
+            acks=acks,
+            timeout_ms=10000,
+            topic_data=[
+                ProduceRequest.TopicProduceData(
+                    name=topic,
+                    partition_data=[ProduceRequest.PartitionProduceData(index=partition, records=records)],
+                )
+            ],
+        )
+        response = self.call(0, version, body)  # Produce is API key 0
+        return response.responses[0].partition_responses[0]
+
     def _exact(self, n: int) -> bytes:
         out = bytearray()
         while len(out) < n:

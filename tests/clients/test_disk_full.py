@@ -16,7 +16,7 @@ import pytest
 
 from gregor import Broker
 from gregor.protocol import api_keys, errors
-from gregor.protocol.messages import DescribeLogDirsRequest, MetadataRequest, ProduceRequest
+from gregor.protocol.messages import DescribeLogDirsRequest, MetadataRequest
 from gregor.protocol.records.records import build_batch
 from gregor.testing.raw_client import RawClient
 
@@ -79,19 +79,7 @@ def _produce(bootstrap: str, keys: list[bytes], timeout_ms: int = 8000) -> tuple
 
 
 def _raw_produce(raw: RawClient) -> int:
-    batch = build_batch([(b"raw", VALUE)])
-    request = ProduceRequest(
-        transactional_id=None,
-        acks=-1,
-        timeout_ms=5000,
-        topic_data=[
-            ProduceRequest.TopicProduceData(
-                name=TOPIC, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch)]
-            )
-        ],
-    )
-    response = raw.call(api_keys.PRODUCE, 9, request)
-    return response.responses[0].partition_responses[0].error_code
+    return int(raw.produce(TOPIC, bytes(build_batch([(b"raw", VALUE)]))).error_code)
 
 
 def _read_all(bootstrap: str, end: int) -> dict[int, bytes]:

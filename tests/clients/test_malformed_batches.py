@@ -16,13 +16,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from gregor import Broker
 from gregor.protocol import api_keys, errors
-from gregor.protocol.messages import ListOffsetsRequest, ProduceRequest
+from gregor.protocol.messages import ListOffsetsRequest
 from gregor.protocol.records import batch as rb
 from gregor.protocol.records.records import build_batch, read_batch_records
 from gregor.testing.batches import TS, fields, good_records, mutate, raw_batch, record, seed_batch
 from gregor.testing.raw_client import RawClient
 
-PRODUCE_V = 9
 GOOD = build_batch([(b"k0", b"before")], base_timestamp=TS)
 
 
@@ -48,24 +47,6 @@ MALFORMED = _malformed()
 
 
 class Raw(RawClient):
-    def produce(self, topic: str, records: bytes, partition: int = 0) -> Any:
-        """The partition's answer to a Produce of exactly these record bytes."""
-        body = ProduceRequest(
-            transactional_id=None,
-            acks=-1,
-            timeout_ms=10000,
-            topic_data=[
-                ProduceRequest.TopicProduceData(
-                    name=topic,
-                    partition_data=[
-                        ProduceRequest.PartitionProduceData(index=partition, records=records)
-                    ],
-                )
-            ],
-        )
-        [part] = self.call(api_keys.PRODUCE, PRODUCE_V, body).responses[0].partition_responses
-        return part
-
     def log_end_offset(self, topic: str, partition: int = 0) -> int:
         topics = [
             ListOffsetsRequest.ListOffsetsTopic(

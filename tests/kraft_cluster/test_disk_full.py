@@ -15,6 +15,7 @@ import pytest
 
 from gregor.testing.cluster import LocalCluster
 from tests.kraft_cluster.test_cluster import metadata_of, wait_for
+from tests.kraft_cluster.test_replication import FAST
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
@@ -24,12 +25,6 @@ FULL = 4  # the broker whose disk fills (node 1 is the only controller)
 VALUE = os.urandom(16384)
 # About 41 MiB on each broker: more than the 36 MiB left beside the ballast, less than 48 MiB.
 RECORDS = 2500
-FAST = {
-    "broker.session.timeout.ms": "3000",
-    "broker.heartbeat.interval.ms": "500",
-    "replica.lag.time.max.ms": "2000",
-    "replica.fetch.backoff.ms": "200",
-}
 
 
 @pytest.fixture
