@@ -117,7 +117,9 @@ class Load:
             self.acked += 1
             self.acked_bytes += len(msg.value()) + len(msg.key())
 
-    def run(self, *, max_bytes: int | None = None, seconds: float | None = None, until: Any = None) -> dict:
+    def run(
+        self, *, max_bytes: int | None = None, seconds: float | None = None, until: Any = None
+    ) -> dict:
         """Produce until `max_bytes` are acknowledged, `seconds` pass, or `until()` is true;
         returns what was acknowledged in between, per second."""
         start_acked, start_bytes = self.acked, self.acked_bytes
@@ -138,7 +140,13 @@ class Load:
                     break
             off = rng.randrange(0, len(pool) - n)
             try:
-                produce(TOPIC, key=keys[rng.randrange(len(keys))], value=pool[off : off + n], partition=0, on_delivery=self._on_delivery)
+                produce(
+                    TOPIC,
+                    key=keys[rng.randrange(len(keys))],
+                    value=pool[off : off + n],
+                    partition=0,
+                    on_delivery=self._on_delivery,
+                )
             except BufferError:
                 poll(0.005)
         elapsed = time.monotonic() - t0
@@ -156,13 +164,17 @@ class Load:
 
 def checkpoint_of(data_dir: str) -> int:
     try:
-        return checkpoints.read_offsets(os.path.join(data_dir, "logs", CHECKPOINT_FILE)).get((TOPIC, 0), -1)
+        return checkpoints.read_offsets(os.path.join(data_dir, "logs", CHECKPOINT_FILE)).get(
+            (TOPIC, 0), -1
+        )
     except (checkpoints.CheckpointError, ValueError):
         return -1
 
 
 def set_ratio(admin: AdminClient, ratio: str) -> None:
-    entries = [ConfigEntry("min.cleanable.dirty.ratio", ratio, incremental_operation=AlterConfigOpType.SET)]
+    entries = [
+        ConfigEntry("min.cleanable.dirty.ratio", ratio, incremental_operation=AlterConfigOpType.SET)
+    ]
     res = ConfigResource("topic", TOPIC, incremental_configs=entries)
     admin.incremental_alter_configs([res], request_timeout=30)[res].result()
 
@@ -187,7 +199,9 @@ def partition_bytes(data_dir: str) -> int:
 
 def standalone(copy_dir: str, segment_bytes: int, dedupe: int) -> dict:
     """Clean the copied partition in this process, nothing else running."""
-    cfg = LogConfig(segment_bytes=segment_bytes, cleanup_policy="compact", min_cleanable_dirty_ratio=0.01)
+    cfg = LogConfig(
+        segment_bytes=segment_bytes, cleanup_policy="compact", min_cleanable_dirty_ratio=0.01
+    )
     mgr = LogManager([copy_dir], cfg)
     mgr.startup()
     log_ = mgr.get(TOPIC, 0)
@@ -217,9 +231,16 @@ def standalone(copy_dir: str, segment_bytes: int, dedupe: int) -> dict:
     return out
 
 
-def run_mode(mode: str, args: argparse.Namespace, sizes: dict, work: str, standalone_copy: bool) -> dict:
+def run_mode(
+    mode: str, args: argparse.Namespace, sizes: dict, work: str, standalone_copy: bool
+) -> dict:
     """One broker, one partition, the three phases, with the cleaner's worker in `mode`."""
-    size_mb, keys, window, segment_bytes = sizes["size_mb"], sizes["keys"], sizes["window_s"], sizes["segment_bytes"]
+    size_mb, keys, window, segment_bytes = (
+        sizes["size_mb"],
+        sizes["keys"],
+        sizes["window_s"],
+        sizes["segment_bytes"],
+    )
     data_dir = os.path.join(work, f"broker-{mode}")
     os.makedirs(data_dir)
     report: dict[str, Any] = {"worker": mode, "load_start": loadavg()}
@@ -262,19 +283,26 @@ def run_mode(mode: str, args: argparse.Namespace, sizes: dict, work: str, standa
             print(f"  {name}: {out}")
             return out
 
-        report["idle_before"] = phase("idle before", seconds=window, max_bytes=int(size_mb * MB * share))
+        report["idle_before"] = phase(
+            "idle before", seconds=window, max_bytes=int(size_mb * MB * share)
+        )
         part_mb = partition_bytes(data_dir) / MB
         report["partition_mb_before_cleaning"] = round(part_mb, 1)
         if standalone_copy:
             copy = os.path.join(work, "copy")
-            shutil.copytree(os.path.join(data_dir, "logs", f"{TOPIC}-0"), os.path.join(copy, f"{TOPIC}-0"),
-                            ignore=shutil.ignore_patterns("*.snapshot"))
+            shutil.copytree(
+                os.path.join(data_dir, "logs", f"{TOPIC}-0"),
+                os.path.join(copy, f"{TOPIC}-0"),
+                ignore=shutil.ignore_patterns("*.snapshot"),
+            )
 
         print(f"[{mode}] cleaning {part_mb:.0f} MiB while producing ...")
         log_mark = len(broker.read_log())
         set_ratio(admin, "0.01")
         t0 = time.monotonic()
-        report["during_cleaning"] = phase("during cleaning", until=lambda: checkpoint_of(data_dir) >= 0)
+        report["during_cleaning"] = phase(
+            "during cleaning", until=lambda: checkpoint_of(data_dir) >= 0
+        )
         while checkpoint_of(data_dir) < 0:
             time.sleep(0.05)
         report["cleaning_wall_s"] = round(time.monotonic() - t0, 2)
@@ -302,8 +330,14 @@ def run_mode(mode: str, args: argparse.Namespace, sizes: dict, work: str, standa
         # before the ratio went back to 1.0. Wait until no cleaning runs.
         wait_quiet(broker)
         report["partition_mb_after_cleaning"] = round(partition_bytes(data_dir) / MB, 1)
-        report["idle_after"] = phase("idle after", seconds=window, max_bytes=int(size_mb * MB * share))
-        report["broker_errors"] = [line for line in broker.read_log().splitlines() if " ERROR " in line or "Traceback" in line][:5]
+        report["idle_after"] = phase(
+            "idle after", seconds=window, max_bytes=int(size_mb * MB * share)
+        )
+        report["broker_errors"] = [
+            line
+            for line in broker.read_log().splitlines()
+            if " ERROR " in line or "Traceback" in line
+        ][:5]
     finally:
         broker.stop()
         report["load_end"] = loadavg()
@@ -317,15 +351,21 @@ def run_mode(mode: str, args: argparse.Namespace, sizes: dict, work: str, standa
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--size-mb", type=int)
     ap.add_argument("--keys", type=int)
     ap.add_argument("--value-bytes", type=int, default=1000)
     ap.add_argument("--window-s", type=float)
     ap.add_argument("--dedupe-mb", type=int, default=128, help="log.cleaner.dedupe.buffer.size")
-    ap.add_argument("--worker", choices=["thread", "process", "both"], default="both",
-                    help="where the broker cleans (log.cleaner.worker.process); both: one run each")
+    ap.add_argument(
+        "--worker",
+        choices=["thread", "process", "both"],
+        default="both",
+        help="where the broker cleans (log.cleaner.worker.process); both: one run each",
+    )
     ap.add_argument("--dir", default=tempfile.gettempdir())
     ap.add_argument("--no-standalone", action="store_true")
     args = ap.parse_args()
@@ -346,7 +386,9 @@ def main() -> None:
     modes = ["thread", "process"] if args.worker == "both" else [args.worker]
     try:
         for i, mode in enumerate(modes):
-            report["runs"].append(run_mode(mode, args, sizes, work, standalone_copy=i == 0 and not args.no_standalone))
+            report["runs"].append(
+                run_mode(mode, args, sizes, work, standalone_copy=i == 0 and not args.no_standalone)
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report["machine"]["load_end"] = loadavg()

@@ -24,12 +24,20 @@ from gregor.testing.cluster import LocalCluster
 
 
 def admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 3000, "topic.metadata.refresh.interval.ms": 1000})
+    return AdminClient(
+        {
+            "bootstrap.servers": bootstrap,
+            "socket.timeout.ms": 3000,
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+    )
 
 
 def try_create(client: AdminClient, name: str) -> bool:
     try:
-        client.create_topics([NewTopic(name, 1, 1)], operation_timeout=2, request_timeout=2)[name].result(3)
+        client.create_topics([NewTopic(name, 1, 1)], operation_timeout=2, request_timeout=2)[
+            name
+        ].result(3)
         return True
     except KafkaException as exc:
         return exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
@@ -55,10 +63,15 @@ def main() -> int:
                 client = admin(cluster.bootstrap)
             took = time.monotonic() - killed
             times.append(took)
-            print(f"kill {k + 1}: node {victim} killed, first CreateTopics acknowledged after {took:.2f}s", flush=True)
+            print(
+                f"kill {k + 1}: node {victim} killed, first CreateTopics acknowledged after {took:.2f}s",
+                flush=True,
+            )
             cluster.start_node(victim)
             time.sleep(3)  # let it catch up and register again
-    print(f"failover over {len(times)} kills: median {statistics.median(times):.2f}s, max {max(times):.2f}s")
+    print(
+        f"failover over {len(times)} kills: median {statistics.median(times):.2f}s, max {max(times):.2f}s"
+    )
     return 0
 
 

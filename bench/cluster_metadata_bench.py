@@ -41,7 +41,9 @@ def wait_brokers(admin: AdminClient, n: int) -> None:
     raise SystemExit(f"fewer than {n} brokers registered within 60 s")
 
 
-def cluster_single(cluster: LocalCluster, node: int, prefix: str, n: int, partitions: int) -> dict[str, float]:
+def cluster_single(
+    cluster: LocalCluster, node: int, prefix: str, n: int, partitions: int
+) -> dict[str, float]:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_of(node)})
     create_all(admin, [NewTopic(f"{prefix}-warmup", partitions, 1)])
     latencies = []
@@ -55,16 +57,23 @@ def cluster_single(cluster: LocalCluster, node: int, prefix: str, n: int, partit
     return {"topics_per_s": n / elapsed, "p50_ms": q[49] * 1000, "p99_ms": q[98] * 1000}
 
 
-def cluster_batched(cluster: LocalCluster, node: int, prefix: str, n: int, batch: int, partitions: int) -> float:
+def cluster_batched(
+    cluster: LocalCluster, node: int, prefix: str, n: int, batch: int, partitions: int
+) -> float:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_of(node)})
     start = time.perf_counter()
     for first in range(0, n, batch):
-        create_all(admin, [NewTopic(f"{prefix}-{i}", partitions, 1) for i in range(first, min(n, first + batch))])
+        create_all(
+            admin,
+            [NewTopic(f"{prefix}-{i}", partitions, 1) for i in range(first, min(n, first + batch))],
+        )
     return n / (time.perf_counter() - start)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--single", type=int, default=300, help="topics created one per request")
     ap.add_argument("--batched", type=int, default=1000, help="topics created in batches")
     ap.add_argument("--batch", type=int, default=50, help="topics per batched request")
@@ -84,10 +93,14 @@ def main() -> None:
             ("3 nodes, via another node (forwarded)", other, "f"),
         ):
             s3 = cluster_single(cluster, node, f"{prefix}s", args.single, args.partitions)
-            b3 = cluster_batched(cluster, node, f"{prefix}b", args.batched, args.batch, args.partitions)
+            b3 = cluster_batched(
+                cluster, node, f"{prefix}b", args.batched, args.batch, args.partitions
+            )
             rows.append((label, s3["topics_per_s"], s3["p50_ms"], s3["p99_ms"], b3))
     print()
-    print(f"| case | one per request (topics/s) | p50 ms | p99 ms | {args.batch} per request (topics/s) |")
+    print(
+        f"| case | one per request (topics/s) | p50 ms | p99 ms | {args.batch} per request (topics/s) |"
+    )
     print("|---|---|---|---|---|")
     for label, single, p50, p99, batch_rate in rows:
         print(f"| {label} | {single:.0f} | {p50:.1f} | {p99:.1f} | {batch_rate:.0f} |")

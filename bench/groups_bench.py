@@ -60,7 +60,9 @@ def uid(prefix: str) -> str:
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(15)
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[
+        topic
+    ].result(15)
 
 
 def summary(xs: list[float]) -> dict[str, float]:
@@ -77,7 +79,9 @@ def first_record(bootstrap: str) -> float:
     p.produce(topic, b"x")
     p.flush(10)
     t0 = time.perf_counter()
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": uid("g"), "auto.offset.reset": "earliest"})
+    c = ck.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": uid("g"), "auto.offset.reset": "earliest"}
+    )
     c.subscribe([topic])
     try:
         while True:
@@ -96,10 +100,15 @@ def first_record(bootstrap: str) -> float:
 class ThreadMember(threading.Thread):
     def __init__(self, bootstrap: str, group: str, topic: str, heartbeat_ms: int) -> None:
         super().__init__(daemon=True)
-        self.c = ck.Consumer({
-            "bootstrap.servers": bootstrap, "group.id": group, "heartbeat.interval.ms": heartbeat_ms,
-            "session.timeout.ms": 10000 if heartbeat_ms < 3000 else 45000, "partition.assignment.strategy": "range",
-        })
+        self.c = ck.Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "heartbeat.interval.ms": heartbeat_ms,
+                "session.timeout.ms": 10000 if heartbeat_ms < 3000 else 45000,
+                "partition.assignment.strategy": "range",
+            }
+        )
         self.topic = topic
         self.stop = threading.Event()
         self.lock = threading.Lock()
@@ -139,7 +148,9 @@ def wait_covered(members: list[ThreadMember], partitions: int, timeout: float = 
     return time.perf_counter() - t0
 
 
-def rebalance(bootstrap: str, heartbeat_ms: int, members: int = 10, partitions: int = 100) -> tuple[float, float]:
+def rebalance(
+    bootstrap: str, heartbeat_ms: int, members: int = 10, partitions: int = 100
+) -> tuple[float, float]:
     topic, group = uid("rebalance"), uid("g")
     create_topic(bootstrap, topic, partitions)
     crowd = [ThreadMember(bootstrap, group, topic, heartbeat_ms) for _ in range(members - 1)]
@@ -203,9 +214,17 @@ def core_rebalance_us(rounds: int = 200) -> tuple[float, float]:
         leader = next(a for a in answers if a.leader == a.member_id)
         for a in answers:
             if a is not leader:
-                drive(shard.sync_group(SyncRequest("g", gen, a.member_id, None, None, None, {}), clock[0]))
+                drive(
+                    shard.sync_group(
+                        SyncRequest("g", gen, a.member_id, None, None, None, {}), clock[0]
+                    )
+                )
         assignment = {a.member_id: b"x" * 50 for a in answers}
-        drive(shard.sync_group(SyncRequest("g", gen, leader.member_id, None, None, None, assignment), clock[0]))
+        drive(
+            shard.sync_group(
+                SyncRequest("g", gen, leader.member_id, None, None, None, assignment), clock[0]
+            )
+        )
 
     ids = [drive(shard.join_group(req(""), clock[0])).member_id for _ in range(10)]
     pendings = [drive(shard.join_group(req(mid), clock[0])) for mid in ids]
@@ -222,7 +241,9 @@ def core_rebalance_us(rounds: int = 200) -> tuple[float, float]:
         answers = [p.value for p in pendings]
         sync_all(answers)
     rebalance_us = (time.process_time() - start) / rounds * 1e6
-    assert shard.groups["g"].generation_id == rounds + 1 and str(shard.groups["g"].state) == "Stable"
+    assert (
+        shard.groups["g"].generation_id == rounds + 1 and str(shard.groups["g"].state) == "Stable"
+    )
     commit = OffsetCommitRequest("g", rounds + 1, leader_id, None, -1, [("t", 0, 5, -1, "")])
     n = 20000
     start = time.process_time()
@@ -240,7 +261,9 @@ def core_rebalance_us(rounds: int = 200) -> tuple[float, float]:
 def sync_commits(bootstrap: str, seconds: float = 3.0) -> float:
     topic = uid("commit")
     create_topic(bootstrap, topic, 1)
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": uid("g"), "enable.auto.commit": False})
+    c = ck.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": uid("g"), "enable.auto.commit": False}
+    )
     try:
         c.commit(offsets=[ck.TopicPartition(topic, 0, 0)], asynchronous=False)  # warm up
         n, t0 = 0, time.perf_counter()
@@ -252,7 +275,9 @@ def sync_commits(bootstrap: str, seconds: float = 3.0) -> float:
         c.close()
 
 
-def raw_commits(bootstrap: str, partitions: int, seconds: float = 3.0, in_flight: int = 16) -> float:
+def raw_commits(
+    bootstrap: str, partitions: int, seconds: float = 3.0, in_flight: int = 16
+) -> float:
     topic, group = uid("rawcommit"), uid("g")
     create_topic(bootstrap, topic, partitions)
     host, port = bootstrap.rsplit(":", 1)
@@ -261,10 +286,23 @@ def raw_commits(bootstrap: str, partitions: int, seconds: float = 3.0, in_flight
     T, P = WireCommit.OffsetCommitRequestTopic, WireCommit.OffsetCommitRequestPartition
 
     def frame(i: int) -> bytes:
-        body = WireCommit(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
-            T(name=topic, partitions=[P(partition_index=p, committed_offset=i, committed_metadata="") for p in range(partitions)])
-        ])
-        return b"".join(bytes(b) for b in codec.encode_request(api_keys.OFFSET_COMMIT, 8, i, "bench", body))
+        body = WireCommit(
+            group_id=group,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=[
+                T(
+                    name=topic,
+                    partitions=[
+                        P(partition_index=p, committed_offset=i, committed_metadata="")
+                        for p in range(partitions)
+                    ],
+                )
+            ],
+        )
+        return b"".join(
+            bytes(b) for b in codec.encode_request(api_keys.OFFSET_COMMIT, 8, i, "bench", body)
+        )
 
     frames = [frame(i) for i in range(256)]
     buf = bytearray()
@@ -275,7 +313,9 @@ def raw_commits(bootstrap: str, partitions: int, seconds: float = 3.0, in_flight
             if len(buf) >= 4:
                 (size,) = struct.unpack_from(">i", buf, 0)
                 if len(buf) >= 4 + size:
-                    _, resp = codec.decode_response(api_keys.OFFSET_COMMIT, 8, bytes(buf[4 : 4 + size]))
+                    _, resp = codec.decode_response(
+                        api_keys.OFFSET_COMMIT, 8, bytes(buf[4 : 4 + size])
+                    )
                     assert all(p.error_code == 0 for t in resp.topics for p in t.partitions), resp
                     del buf[: 4 + size]
                     return
@@ -310,8 +350,10 @@ def main() -> int:
         first_record(bs)  # creates __consumer_offsets (50 partitions), which is not the figure
         firsts = [first_record(bs) for _ in range(max(5, args.runs))]
         out["subscribe_to_first_record_s"] = summary(firsts)
-        print(f"subscribe -> first record (lone consumer, delay 0): median {statistics.median(firsts) * 1000:.0f} ms, "
-              f"max {max(firsts) * 1000:.0f} ms (goal < 1000 ms)")
+        print(
+            f"subscribe -> first record (lone consumer, delay 0): median {statistics.median(firsts) * 1000:.0f} ms, "
+            f"max {max(firsts) * 1000:.0f} ms (goal < 1000 ms)"
+        )
         for hb in (3000, 500):
             joins, leaves = [], []
             for _ in range(args.runs):
@@ -320,21 +362,29 @@ def main() -> int:
                 leaves.append(lv)
             out[f"rebalance_10_members_100_partitions_hb{hb}_join_s"] = summary(joins)
             out[f"rebalance_10_members_100_partitions_hb{hb}_leave_s"] = summary(leaves)
-            print(f"rebalance, 10 members, 100 partitions, heartbeat.interval.ms={hb}: a member joins "
-                  f"{statistics.median(joins):.2f} s (min {min(joins):.2f}, max {max(joins):.2f}); a member "
-                  f"leaves {statistics.median(leaves):.2f} s (min {min(leaves):.2f}, max {max(leaves):.2f})")
+            print(
+                f"rebalance, 10 members, 100 partitions, heartbeat.interval.ms={hb}: a member joins "
+                f"{statistics.median(joins):.2f} s (min {min(joins):.2f}, max {max(joins):.2f}); a member "
+                f"leaves {statistics.median(leaves):.2f} s (min {min(leaves):.2f}, max {max(leaves):.2f})"
+            )
         reb_us, commit_us = core_rebalance_us()
         out["core_rebalance_10_members_cpu_us"] = reb_us
         out["core_offset_commit_cpu_us"] = commit_us
-        print(f"coordinator core alone: a 10-member rebalance {reb_us:.0f} us CPU; an OffsetCommit {commit_us:.1f} us CPU")
+        print(
+            f"coordinator core alone: a 10-member rebalance {reb_us:.0f} us CPU; an OffsetCommit {commit_us:.1f} us CPU"
+        )
         syncs = [sync_commits(bs) for _ in range(args.runs)]
         out["offset_commits_per_s_confluent_sync"] = summary(syncs)
-        print(f"OffsetCommit, confluent-kafka synchronous, 1 partition: {statistics.median(syncs):,.0f} commits/s")
+        print(
+            f"OffsetCommit, confluent-kafka synchronous, 1 partition: {statistics.median(syncs):,.0f} commits/s"
+        )
         for parts in (1, 10):
             raws = [raw_commits(bs, parts) for _ in range(args.runs)]
             out[f"offset_commits_per_s_raw_pipelined_{parts}p"] = summary(raws)
-            print(f"OffsetCommit, raw pipelined (16 in flight), {parts} partition(s) each: "
-                  f"{statistics.median(raws):,.0f} commits/s = {statistics.median(raws) * parts:,.0f} offsets/s")
+            print(
+                f"OffsetCommit, raw pipelined (16 in flight), {parts} partition(s) each: "
+                f"{statistics.median(raws):,.0f} commits/s = {statistics.median(raws) * parts:,.0f} offsets/s"
+            )
     print(json.dumps(out))
     return 0
 

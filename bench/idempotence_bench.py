@@ -55,7 +55,9 @@ MODES = {
 }
 
 
-def produce_run(bootstrap: str, topic: str, records: int, size: int, partitions: int, mode: str) -> float:
+def produce_run(
+    bootstrap: str, topic: str, records: int, size: int, partitions: int, mode: str
+) -> float:
     """Seconds to produce and flush `records` records."""
     p = ck.Producer(
         {
@@ -101,13 +103,17 @@ def broker_bench(args: argparse.Namespace) -> dict[str, list[float]]:
         for i in range(args.runs + 1):
             for mode in MODES:
                 topic = f"bench-{mode}-{i}"
-                admin.create_topics([NewTopic(topic, args.partitions, 1)], request_timeout=30)[topic].result()
+                admin.create_topics([NewTopic(topic, args.partitions, 1)], request_timeout=30)[
+                    topic
+                ].result()
                 n = warm if i == 0 else args.records
                 secs = produce_run(broker.bootstrap, topic, n, args.size, args.partitions, mode)
                 if i == 0:
                     continue
                 rates[mode].append(n / secs)
-                print(f"  run {i} idempotence {mode:5}: {n / secs:>10,.0f} records/s  {n * args.size / secs / 1e6:7.1f} MB/s")
+                print(
+                    f"  run {i} idempotence {mode:5}: {n / secs:>10,.0f} records/s  {n * args.size / secs / 1e6:7.1f} MB/s"
+                )
     return rates
 
 
@@ -124,7 +130,13 @@ def storage_bench(args: argparse.Namespace) -> dict[str, dict[str, float]]:
         pools = {
             "plain": [build_batch(records, base_timestamp=1) for _ in range(n)],
             "idempotent": [
-                build_batch(records, base_timestamp=1, producer_id=1000, producer_epoch=0, base_sequence=i * count)
+                build_batch(
+                    records,
+                    base_timestamp=1,
+                    producer_id=1000,
+                    producer_epoch=0,
+                    base_sequence=i * count,
+                )
                 for i in range(n)
             ],
         }
@@ -133,7 +145,9 @@ def storage_bench(args: argparse.Namespace) -> dict[str, dict[str, float]]:
             for mode, pool in pools.items():
                 d = tempfile.mkdtemp(prefix="gregor-idem-bench-")
                 try:
-                    log = Log.open(os.path.join(d, "t-0"), LogConfig(segment_bytes=64 << 20), now_ms=0)
+                    log = Log.open(
+                        os.path.join(d, "t-0"), LogConfig(segment_bytes=64 << 20), now_ms=0
+                    )
                     start = time.perf_counter()
                     for batch in pool:
                         log.append(batch, now_ms=1)
@@ -149,7 +163,9 @@ def storage_bench(args: argparse.Namespace) -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--records", type=int, default=300_000)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=3)
@@ -163,7 +179,9 @@ def main() -> None:
         f"gregor idempotence bench: python {platform.python_version()}, confluent-kafka "
         f"{ck.version()[0]} / librdkafka {ck.libversion()[0]}, {os.cpu_count()} CPUs"
     )
-    print(f"broker: {args.records:,} records of {args.size} B over {args.partitions} partitions, acks=all")
+    print(
+        f"broker: {args.records:,} records of {args.size} B over {args.partitions} partitions, acks=all"
+    )
     rates = broker_bench(args)
     med = {mode: statistics.median(r) for mode, r in rates.items()}
     print("  median: " + ", ".join(f"{mode} {r:,.0f} records/s" for mode, r in med.items()))

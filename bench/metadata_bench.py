@@ -47,7 +47,10 @@ def metadata_log_bytes(data_dir: str) -> int:
 
 
 def one_per_request(n: int, partitions: int) -> dict[str, float]:
-    with tempfile.TemporaryDirectory(prefix="gregor-mdbench-") as tmp, Broker(data_dir=tmp) as broker:
+    with (
+        tempfile.TemporaryDirectory(prefix="gregor-mdbench-") as tmp,
+        Broker(data_dir=tmp) as broker,
+    ):
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         create_all(admin, [NewTopic("warmup", partitions, 1)])
         latencies = []
@@ -68,19 +71,30 @@ def one_per_request(n: int, partitions: int) -> dict[str, float]:
 
 
 def batched(n: int, batch: int, partitions: int) -> dict[str, float]:
-    with tempfile.TemporaryDirectory(prefix="gregor-mdbench-") as tmp, Broker(data_dir=tmp) as broker:
+    with (
+        tempfile.TemporaryDirectory(prefix="gregor-mdbench-") as tmp,
+        Broker(data_dir=tmp) as broker,
+    ):
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         create_all(admin, [NewTopic("warmup", partitions, 1)])
         start = time.perf_counter()
         for first in range(0, n, batch):
-            create_all(admin, [NewTopic(f"batched-{i}", partitions, 1) for i in range(first, min(n, first + batch))])
+            create_all(
+                admin,
+                [
+                    NewTopic(f"batched-{i}", partitions, 1)
+                    for i in range(first, min(n, first + batch))
+                ],
+            )
         elapsed = time.perf_counter() - start
         broker.stop()
         log_bytes = metadata_log_bytes(tmp)
         t0 = time.perf_counter()
         broker.start()
         restart_s = time.perf_counter() - t0
-        listed = len(AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=60).topics)
+        listed = len(
+            AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=60).topics
+        )
         return {
             "topics": n,
             "batch": batch,
@@ -93,7 +107,9 @@ def batched(n: int, batch: int, partitions: int) -> dict[str, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--single", type=int, default=500, help="topics created one per request")
     ap.add_argument("--batched", type=int, default=1000, help="topics created in batches")
     ap.add_argument("--batch", type=int, default=50, help="topics per batched request")

@@ -32,7 +32,11 @@ def main() -> None:
             with RawClient(broker.bootstrap) as raw:
                 while not stop.is_set():
                     t0 = time.perf_counter()
-                    raw.call(api_keys.API_VERSIONS, 3, ApiVersionsRequest(client_software_name="b", client_software_version="1"))
+                    raw.call(
+                        api_keys.API_VERSIONS,
+                        3,
+                        ApiVersionsRequest(client_software_name="b", client_software_version="1"),
+                    )
                     rtts.append((time.perf_counter() - t0) * 1000)
                     time.sleep(0.01)
 
@@ -41,8 +45,14 @@ def main() -> None:
         time.sleep(0.3)
         t0 = time.perf_counter()
         with RawClient(broker.bootstrap, timeout_s=120) as raw:
-            topic = CreateTopicsRequest.CreatableTopic(name="big", num_partitions=n, replication_factor=1, assignments=[], configs=[])
-            answer = raw.call(api_keys.CREATE_TOPICS, 7, CreateTopicsRequest(topics=[topic], timeout_ms=60000, validate_only=False))
+            topic = CreateTopicsRequest.CreatableTopic(
+                name="big", num_partitions=n, replication_factor=1, assignments=[], configs=[]
+            )
+            answer = raw.call(
+                api_keys.CREATE_TOPICS,
+                7,
+                CreateTopicsRequest(topics=[topic], timeout_ms=60000, validate_only=False),
+            )
         answered = time.perf_counter() - t0
         logs = os.path.join(broker.data_dir, "logs")
         while sum(1 for d in os.listdir(logs) if d.startswith("big-")) < n:
@@ -51,9 +61,11 @@ def main() -> None:
         time.sleep(0.3)
         stop.set()
         pinger.join()
-        print(f"{n} partitions: CreateTopics answered in {answered:.2f} s (error {answer.topics[0].error_code}), "
-              f"all created in {created:.2f} s; ApiVersions meanwhile: {len(rtts)} calls, "
-              f"median {statistics.median(rtts):.1f} ms, max {max(rtts):.1f} ms")
+        print(
+            f"{n} partitions: CreateTopics answered in {answered:.2f} s (error {answer.topics[0].error_code}), "
+            f"all created in {created:.2f} s; ApiVersions meanwhile: {len(rtts)} calls, "
+            f"median {statistics.median(rtts):.1f} ms, max {max(rtts):.1f} ms"
+        )
 
 
 if __name__ == "__main__":

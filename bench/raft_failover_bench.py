@@ -49,7 +49,9 @@ async def run(kills: int, config: RaftConfig, root: str) -> list[float]:
         def on_commit(entries: list[Entry], into: list[bytes] = committed[node_id]) -> None:
             into.extend(e.data for e in entries if not e.control)
 
-        d = RaftDriver(node_id, raft_log, store, config=config, cluster_id="bench", on_commit=on_commit)
+        d = RaftDriver(
+            node_id, raft_log, store, config=config, cluster_id="bench", on_commit=on_commit
+        )
         drivers[node_id] = d
         return d
 
@@ -60,7 +62,11 @@ async def run(kills: int, config: RaftConfig, root: str) -> list[float]:
         await d.start(voters)
 
     def leader() -> int | None:
-        found = [i for i, d in drivers.items() if d.node is not None and not d._stopped and d.node.is_leader]
+        found = [
+            i
+            for i, d in drivers.items()
+            if d.node is not None and not d._stopped and d.node.is_leader
+        ]
         return found[0] if len(found) == 1 else None
 
     async def commit_one(tag: bytes, timeout_s: float = 60.0) -> None:
@@ -87,7 +93,9 @@ async def run(kills: int, config: RaftConfig, root: str) -> list[float]:
         await commit_one(b"after-kill-%d" % k)
         took = time.monotonic() - start
         times.append(took)
-        print(f"  kill {k + 1:>2}: node {victim} -> node {leader()}, write committed after {took * 1000:7.0f} ms")
+        print(
+            f"  kill {k + 1:>2}: node {victim} -> node {leader()}, write committed after {took * 1000:7.0f} ms"
+        )
         # Bring the victim back and let it catch up before the next kill.
         d = make(victim)
         await d.bind("127.0.0.1", ports[victim])
@@ -107,13 +115,20 @@ def main() -> None:
     config = RaftConfig()
     label = "Kafka's defaults (election 1000 ms, fetch timeout 2000 ms)"
     if args.tuned:
-        config = RaftConfig(election_timeout_ms=300, fetch_timeout_ms=600, election_backoff_max_ms=300, request_timeout_ms=500)
+        config = RaftConfig(
+            election_timeout_ms=300,
+            fetch_timeout_ms=600,
+            election_backoff_max_ms=300,
+            request_timeout_ms=500,
+        )
         label = "tuned (election 300 ms, fetch timeout 600 ms)"
     print(f"raft failover, 3 voters on loopback, {label}, {args.kills} kills")
     with tempfile.TemporaryDirectory(prefix="raft-bench-") as root:
         times = asyncio.run(run(args.kills, config, root))
     ms = [t * 1000 for t in times]
-    print(f"failover: median {statistics.median(ms):.0f} ms, max {max(ms):.0f} ms, min {min(ms):.0f} ms")
+    print(
+        f"failover: median {statistics.median(ms):.0f} ms, max {max(ms):.0f} ms, min {min(ms):.0f} ms"
+    )
 
 
 if __name__ == "__main__":

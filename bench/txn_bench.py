@@ -40,11 +40,17 @@ from gregor import Broker  # noqa: E402
 
 def create(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[
+        topic
+    ].result(30)
 
 
-def txn_run(bootstrap: str, topic: str, per_txn: int, txns: int, size: int, partitions: int) -> dict[str, float]:
-    p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-txn", "linger.ms": 5})
+def txn_run(
+    bootstrap: str, topic: str, per_txn: int, txns: int, size: int, partitions: int
+) -> dict[str, float]:
+    p = ck.Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-txn", "linger.ms": 5}
+    )
     p.init_transactions(30)
     value = b"x" * size
     start = time.perf_counter()
@@ -66,9 +72,16 @@ def txn_run(bootstrap: str, topic: str, per_txn: int, txns: int, size: int, part
     }
 
 
-def produce_run(bootstrap: str, topic: str, records: int, size: int, partitions: int, idempotent: bool) -> float:
+def produce_run(
+    bootstrap: str, topic: str, records: int, size: int, partitions: int, idempotent: bool
+) -> float:
     p = ck.Producer(
-        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": idempotent}
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "enable.idempotence": idempotent,
+        }
     )
     value = b"x" * size
     # Warm up: an idempotent producer's first InitProducerId waits for a broker connection
@@ -107,7 +120,9 @@ def main() -> None:
         "size": args.size,
         "partitions": args.partitions,
     }
-    with Broker(config={"transaction.state.log.num.partitions": "5", "offsets.topic.num.partitions": "5"}) as broker:
+    with Broker(
+        config={"transaction.state.log.num.partitions": "5", "offsets.topic.num.partitions": "5"}
+    ) as broker:
         bs = broker.bootstrap
         txn_rows = []
         for per_txn, txns in plans:
@@ -127,26 +142,45 @@ def main() -> None:
             for mode in ("off", "on"):
                 topic = f"idem-{mode}-{run}"
                 create(bs, topic, args.partitions)
-                figures[mode].append(produce_run(bs, topic, args.records, args.size, args.partitions, mode == "on"))
+                figures[mode].append(
+                    produce_run(bs, topic, args.records, args.size, args.partitions, mode == "on")
+                )
         off, on = statistics.median(figures["off"]), statistics.median(figures["on"])
-        results["idempotence"] = {"records": args.records, "off": figures["off"], "on": figures["on"], "on_vs_off": on / off}
-        print(f"produce {args.records} x {args.size} B, idempotence off: {off:10.0f} records/s (median of {args.runs})")
-        print(f"produce {args.records} x {args.size} B, idempotence on:  {on:10.0f} records/s ({on / off:.2f}x of off)")
+        results["idempotence"] = {
+            "records": args.records,
+            "off": figures["off"],
+            "on": figures["on"],
+            "on_vs_off": on / off,
+        }
+        print(
+            f"produce {args.records} x {args.size} B, idempotence off: {off:10.0f} records/s (median of {args.runs})"
+        )
+        print(
+            f"produce {args.records} x {args.size} B, idempotence on:  {on:10.0f} records/s ({on / off:.2f}x of off)"
+        )
 
     if args.out:
         with open(args.out + ".json", "w") as f:
             json.dump(results, f, indent=2)
         with open(args.out + ".md", "w") as f:
-            f.write(f"# Transactions and idempotence ({results['machine']}, librdkafka {results['librdkafka']})\n\n")
-            f.write(f"{args.size} B records over {args.partitions} partitions, one gregor broker.\n\n")
-            f.write("| records per transaction | transactions | txn/s | records/s | MB/s |\n|---|---|---|---|---|\n")
+            f.write(
+                f"# Transactions and idempotence ({results['machine']}, librdkafka {results['librdkafka']})\n\n"
+            )
+            f.write(
+                f"{args.size} B records over {args.partitions} partitions, one gregor broker.\n\n"
+            )
+            f.write(
+                "| records per transaction | transactions | txn/s | records/s | MB/s |\n|---|---|---|---|---|\n"
+            )
             for r in txn_rows:
                 f.write(
                     f"| {r['records_per_txn']} | {r['transactions']} | {r['txn_per_s']:.1f} | "
                     f"{r['records_per_s']:.0f} | {r['mb_per_s']:.2f} |\n"
                 )
             f.write(f"\n| produce, acks=all | records/s (median of {args.runs}) |\n|---|---|\n")
-            f.write(f"| idempotence off | {off:.0f} |\n| idempotence on | {on:.0f} ({on / off:.2f}x) |\n")
+            f.write(
+                f"| idempotence off | {off:.0f} |\n| idempotence on | {on:.0f} ({on / off:.2f}x) |\n"
+            )
 
 
 if __name__ == "__main__":

@@ -15,9 +15,18 @@ def test_dump_log_prints_batches_records_and_index_entries(tmp_path):
     log.close()
     seg = tmp_path / "t-0" / "00000000000000000000.log"
     out = subprocess.run(
-        [sys.executable, "-m", "gregor.cli.main", "dump-log", "--print-data-log", str(seg),
-         str(seg.with_suffix(".index"))],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "gregor.cli.main",
+            "dump-log",
+            "--print-data-log",
+            str(seg),
+            str(seg.with_suffix(".index")),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     for i in range(5):
         assert f"baseOffset: {i} lastOffset: {i}" in out
@@ -37,7 +46,8 @@ def test_dump_log_reports_a_corrupt_batch(tmp_path):
     seg.write_bytes(bytes(data))
     proc = subprocess.run(
         [sys.executable, "-m", "gregor.cli.main", "dump-log", str(seg)],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 1
     assert "CORRUPT_MESSAGE" in proc.stdout
@@ -48,14 +58,27 @@ def test_dump_log_prints_markers_and_the_txn_index(tmp_path):
     from gregor.storage.producer_state import AppendOrigin
 
     log = Log.open(str(tmp_path / "t-0"))
-    log.append(build_batch([(b"k", b"v")], producer_id=7, producer_epoch=0, base_sequence=0, transactional=True))
+    log.append(
+        build_batch(
+            [(b"k", b"v")], producer_id=7, producer_epoch=0, base_sequence=0, transactional=True
+        )
+    )
     log.append(build_control_batch(7, 0, 3, False, 1000), origin=AppendOrigin.COORDINATOR)
     log.close()
     seg = tmp_path / "t-0" / "00000000000000000000.log"
     out = subprocess.run(
-        [sys.executable, "-m", "gregor.cli.main", "dump-log", "--print-data-log", str(seg),
-         str(seg.with_suffix(".txnindex"))],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "gregor.cli.main",
+            "dump-log",
+            "--print-data-log",
+            str(seg),
+            str(seg.with_suffix(".txnindex")),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     assert "isTransactional: True isControl: True" in out
     assert "endTxnMarker: ABORT coordinatorEpoch: 3" in out
@@ -78,7 +101,9 @@ def test_cluster_metadata_decoder_prints_metadata_records_of_a_real_broker(tmp_p
     segs = sorted(glob.glob(os.path.join(str(tmp_path), "logs", "__cluster_metadata-0", "*.log")))
     out = subprocess.run(
         [sys.executable, "-m", "gregor.cli.main", "dump-log", "--cluster-metadata-decoder", *segs],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     topic_lines = [line for line in out.splitlines() if '"type":"TOPIC_RECORD"' in line]
     assert any('"name":"dumped-topic"' in line for line in topic_lines)
@@ -98,8 +123,17 @@ def test_cluster_metadata_decoder_reads_a_snapshot_file(tmp_path):
     path = tmp_path / "00000000000000000001-0000000001.checkpoint"
     path.write_bytes(encode_snapshot(image, 1, 1234, 5678))
     out = subprocess.run(
-        [sys.executable, "-m", "gregor.cli.main", "dump-log", "--cluster-metadata-decoder", str(path)],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "gregor.cli.main",
+            "dump-log",
+            "--cluster-metadata-decoder",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     assert 'SnapshotHeader: {"version":0,"lastContainedLogTimestamp":1234}' in out
     assert '"type":"TOPIC_RECORD","version":0,"data":{"name":"snap-topic"' in out
@@ -116,14 +150,31 @@ def test_cluster_metadata_decoder_prints_metadata_transaction_markers(tmp_path):
     raft_log.append(Batch(0, 1, (r.encode(begin), r.encode(r.NoOpRecord()))))
     raft_log.append(Batch(2, 1, (r.encode(r.EndTransactionRecord()),)))
     raft_log.append(Batch(3, 1, (r.encode(r.BeginTransactionRecord()),)))
-    raft_log.append(Batch(4, 2, (r.encode(r.AbortTransactionRecord(reason="Controller failover")),)))
+    raft_log.append(
+        Batch(4, 2, (r.encode(r.AbortTransactionRecord(reason="Controller failover")),))
+    )
     raft_log.close()
     seg = tmp_path / "__cluster_metadata-0" / "00000000000000000000.log"
     out = subprocess.run(
-        [sys.executable, "-m", "gregor.cli.main", "dump-log", "--cluster-metadata-decoder", str(seg)],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "gregor.cli.main",
+            "dump-log",
+            "--cluster-metadata-decoder",
+            str(seg),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
-    assert 'payload: {"type":"BEGIN_TRANSACTION_RECORD","version":0,"data":{"name":"create topics"}}' in out
+    assert (
+        'payload: {"type":"BEGIN_TRANSACTION_RECORD","version":0,"data":{"name":"create topics"}}'
+        in out
+    )
     assert 'payload: {"type":"END_TRANSACTION_RECORD","version":0,"data":{}}' in out
     assert 'payload: {"type":"BEGIN_TRANSACTION_RECORD","version":0,"data":{"name":null}}' in out
-    assert 'payload: {"type":"ABORT_TRANSACTION_RECORD","version":0,"data":{"reason":"Controller failover"}}' in out
+    assert (
+        'payload: {"type":"ABORT_TRANSACTION_RECORD","version":0,"data":{"reason":"Controller failover"}}'
+        in out
+    )

@@ -11,6 +11,9 @@ def test_every_source_directory_has_an_init():
     missing = [
         str(d.relative_to(root))
         for d in root.rglob("*")
-        if d.is_dir() and d.name != "__pycache__" and any(d.glob("*.py")) and not (d / "__init__.py").exists()
+        if d.is_dir()
+        and d.name != "__pycache__"
+        and any(d.glob("*.py"))
+        and not (d / "__init__.py").exists()
     ]
     assert missing == []

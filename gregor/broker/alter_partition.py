@@ -46,7 +46,9 @@ class AlterPartitionSender:
         self.broker = broker
         self.member = member
         self.channel = ControllerChannel(
-            member.store, member.driver.endpoint, client_id=f"broker-{broker.node_id}-alter-partition"
+            member.store,
+            member.driver.endpoint,
+            client_id=f"broker-{broker.node_id}-alter-partition",
         )
         self.queued: dict[Key, tuple[Partition, IsrUpdate]] = {}
         self.in_flight: set[Key] = set()
@@ -122,7 +124,9 @@ class AlterPartitionSender:
             topics=[R.TopicData(topic_id=tid, partitions=parts) for tid, parts in topics.items()],
         )
         try:
-            answer = await self.channel.send(api_keys.ALTER_PARTITION, ALTER_PARTITION_VERSION, request)
+            answer = await self.channel.send(
+                api_keys.ALTER_PARTITION, ALTER_PARTITION_VERSION, request
+            )
         except ClientError as exc:
             self.failures += 1
             log.log(

@@ -105,24 +105,37 @@ class BrokerServer:
             os.makedirs(d, exist_ok=True)
         legacy = MetadataStore.load(data_dirs[0])  # a data dir from before the KRaft log
         self.meta_properties = meta_properties.ensure(
-            data_dirs, self.node_id, config.get_str("cluster.id"), legacy.cluster_id if legacy else None
+            data_dirs,
+            self.node_id,
+            config.get_str("cluster.id"),
+            legacy.cluster_id if legacy else None,
         )
         cluster_id = self.meta_properties[data_dirs[0]].cluster_id
         self.member: ClusterMember | None = None
         if not membership.networked:  # the only voter of its own quorum
             self.store = RaftMetadataStore.open(
-                data_dirs[0], self.node_id, cluster_id, clock=self.now_ms, configs=self.static_config
+                data_dirs[0],
+                self.node_id,
+                cluster_id,
+                clock=self.now_ms,
+                configs=self.static_config,
             )
             self.controller = LocalController(self.store, self.node_id, self.static_config)
             self.controller.start(
                 [Listener("PLAINTEXT", self.host, self.port)],
-                [m.directory_id for m in self.meta_properties.values() if m.directory_id is not None],
+                [
+                    m.directory_id
+                    for m in self.meta_properties.values()
+                    if m.directory_id is not None
+                ],
                 config.get_str("broker.rack"),
                 legacy,
                 self.now_ms(),
             )
         else:
-            self.store, self.controller, self.member = self._join_quorum(config, membership, cluster_id)
+            self.store, self.controller, self.member = self._join_quorum(
+                config, membership, cluster_id
+            )
             if legacy is not None:
                 raise MetadataLogError(
                     f"{legacy.path}: a pre-KRaft store cannot be migrated into a quorum of "
@@ -160,20 +173,41 @@ class BrokerServer:
         if self.member is not None:  # topics made off the controller: a CreateTopics sent there
             self.admin.forward_create = self.forwarder.create_topic_later
         # a cluster node gets its producer-id blocks from the active controller
-        self.producer_ids = ProducerIdManager(self.member if self.member is not None else self.controller)
+        self.producer_ids = ProducerIdManager(
+            self.member if self.member is not None else self.controller
+        )
         self.cleaner = CleanerThreads(self.logs, self._cleaner_config(), self.now_ms)
         self.groups = GroupCoordinator(
-            self.node_id, self.store, self.replicas, self.admin, self.config_value, self.apply_metadata
+            self.node_id,
+            self.store,
+            self.replicas,
+            self.admin,
+            self.config_value,
+            self.apply_metadata,
         )
         # requests to other brokers: transaction markers, and the produce path's checks with
         # transaction coordinators elsewhere
-        self.links = None if self.member is None else InterBroker(
-            self.node_id, lambda: self.store.image, NetworkClient(client_id=f"broker-{self.node_id}")
+        self.links = (
+            None
+            if self.member is None
+            else InterBroker(
+                self.node_id,
+                lambda: self.store.image,
+                NetworkClient(client_id=f"broker-{self.node_id}"),
+            )
         )
-        self.markers = MarkerSender(self.node_id, lambda: self.store.image, self._write_marker_here, self.links)
+        self.markers = MarkerSender(
+            self.node_id, lambda: self.store.image, self._write_marker_here, self.links
+        )
         self.transactions = TransactionCoordinator(
-            self.node_id, self.store, self.replicas, self.admin, self.config_value, self.apply_metadata,
-            self.producer_ids.next_id, self._write_txn_markers,
+            self.node_id,
+            self.store,
+            self.replicas,
+            self.admin,
+            self.config_value,
+            self.apply_metadata,
+            self.producer_ids.next_id,
+            self._write_txn_markers,
         )
         self.txn_verifier = TxnVerifier(self.node_id, self.transactions, self.links)
         self.server: Server | None = None
@@ -195,8 +229,15 @@ class BrokerServer:
             controller = LocalController(store, self.node_id, self.static_config)
         self.store, self.controller = store, controller
         member = ClusterMember(
-            self.node_id, store, controller, membership, raft_log, quorum_state, raft_config,
-            clock=self.now_ms, broker=self,
+            self.node_id,
+            store,
+            controller,
+            membership,
+            raft_log,
+            quorum_state,
+            raft_config,
+            clock=self.now_ms,
+            broker=self,
         )
         return store, controller, member
 
@@ -294,7 +335,10 @@ class BrokerServer:
 
     def _min_isr(self, info: TopicInfo) -> int:
         resolved = config_defs.resolve_topic_config(
-            "min.insync.replicas", info.configs, self.static_config, self.store.dynamic(self.node_id)
+            "min.insync.replicas",
+            info.configs,
+            self.static_config,
+            self.store.dynamic(self.node_id),
         )
         return int(resolved.value or 1)
 
@@ -387,7 +431,9 @@ class BrokerServer:
 
     # -- requests -----------------------------------------------------------------------------
 
-    def dispatch(self, conn: Connection, frame: memoryview) -> Output | Awaitable[Output | None] | None:
+    def dispatch(
+        self, conn: Connection, frame: memoryview
+    ) -> Output | Awaitable[Output | None] | None:
         try:
             key, version, correlation_id = peek_request(frame)
         except CorruptFrameError as exc:
@@ -419,17 +465,30 @@ class BrokerServer:
             return codec.encode_response(key, version, correlation_id, result)
         return self._finish(key, version, correlation_id, result)  # a request that waits
 
-    async def _finish(self, key: int, version: int, correlation_id: int, pending: Awaitable[Any]) -> Output:
+    async def _finish(
+        self, key: int, version: int, correlation_id: int, pending: Awaitable[Any]
+    ) -> Output:
         body = await pending
         return codec.encode_response(key, version, correlation_id, body)
 
     async def _forward(
-        self, key: int, version: int, correlation_id: int, frame: bytes, ctx: RequestContext, request: Any
+        self,
+        key: int,
+        version: int,
+        correlation_id: int,
+        frame: bytes,
+        ctx: RequestContext,
+        request: Any,
     ) -> Output:
         """A metadata write off the active controller: the controller's answer, forwarded; if
         none comes in time, this node's own (NOT_CONTROLLER for each item)."""
-        timeout_ms = int(getattr(request, "timeout_ms", 0) or FORWARD_DEFAULT_TIMEOUT_MS.get(key, FORWARD_TIMEOUT_MS))
-        answer = await self.forwarder.forward(frame, ctx.peer, min(max(timeout_ms, 1000), FORWARD_TIMEOUT_MS))
+        timeout_ms = int(
+            getattr(request, "timeout_ms", 0)
+            or FORWARD_DEFAULT_TIMEOUT_MS.get(key, FORWARD_TIMEOUT_MS)
+        )
+        answer = await self.forwarder.forward(
+            frame, ctx.peer, min(max(timeout_ms, 1000), FORWARD_TIMEOUT_MS)
+        )
         if answer is not None:
             return answer
         result = HANDLERS[key](ctx, request)
@@ -509,7 +568,9 @@ class BrokerServer:
         expiration_ms = int(self.config_value("producer.id.expiration.ms"))
         n = self.logs.remove_expired_producers(self.now_ms(), expiration_ms)
         if n:
-            log.info("forgot %d partition producer state(s) idle for %d ms or more", n, expiration_ms)
+            log.info(
+                "forgot %d partition producer state(s) idle for %d ms or more", n, expiration_ms
+            )
 
     def _flush_after_roll(self, log_: Log, up_to: int) -> None:
         """fsync a rolled segment on a worker thread, as Kafka does after a roll, so the event
@@ -589,16 +650,36 @@ class BrokerServer:
         place, the others sent to their leaders as WriteTxnMarkers (marker_sender.py); `done`
         gets an error code per partition, at once when all were written here."""
         self.markers.write_markers(
-            transactional_id, producer_id, producer_epoch, coordinator_epoch, committed, partitions, done
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            committed,
+            partitions,
+            done,
         )
 
     def _write_marker_here(
-        self, topic: str, index: int, producer_id: int, producer_epoch: int, coordinator_epoch: int, committed: bool
+        self,
+        topic: str,
+        index: int,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        committed: bool,
     ) -> int:
         """A marker to a partition hosted here (one in `__consumer_offsets` also settles the
         transaction's offset commits in that partition)."""
         return write_marker(
-            self.replicas, self.groups, self.now_ms(), topic, index, producer_id, producer_epoch, coordinator_epoch, committed
+            self.replicas,
+            self.groups,
+            self.now_ms(),
+            topic,
+            index,
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            committed,
         )
 
     @staticmethod

@@ -131,7 +131,8 @@ class BrokerLifecycle:
             log.error(
                 "broker %d: no controller learned of its offline log dirs (%s) within "
                 "log.dir.failure.timeout.ms; shutting down",
-                self.node_id, ", ".join(self.broker.logs.offline_dirs),
+                self.node_id,
+                ", ".join(self.broker.logs.offline_dirs),
             )
             self._dirs_failed_at = None
             os.kill(os.getpid(), signal.SIGTERM)
@@ -155,9 +156,15 @@ class BrokerLifecycle:
                 want_fence=want_fence,
                 want_shut_down=want_shut_down,
             )
-            what = "fenced for shutdown" if want_fence else "handed its leaderships over (controlled shutdown)"
+            what = (
+                "fenced for shutdown"
+                if want_fence
+                else "handed its leaderships over (controlled shutdown)"
+            )
             try:
-                answer = await self.channel.send(api_keys.BROKER_HEARTBEAT, HEARTBEAT_VERSION, request, timeout_ms=1000)
+                answer = await self.channel.send(
+                    api_keys.BROKER_HEARTBEAT, HEARTBEAT_VERSION, request, timeout_ms=1000
+                )
                 if answer.error_code == errors.NONE:
                     log.info("broker %d %s", self.node_id, what)
             except ClientError as exc:

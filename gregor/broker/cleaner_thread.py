@@ -70,9 +70,13 @@ class CleanerThreads:
         if self.config.in_process and not cleaner_worker.SUPPORTED:
             log.info("log.cleaner.worker.process needs Linux; cleaning on threads")
             self.config = replace(self.config, in_process=False)
-        self._pool = concurrent.futures.ThreadPoolExecutor(self.config.threads, thread_name_prefix="gregor-cleaner")
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            self.config.threads, thread_name_prefix="gregor-cleaner"
+        )
         self._wake = asyncio.Event()
-        self._loops = [asyncio.ensure_future(self._clean_logs()) for _ in range(self.config.threads)]
+        self._loops = [
+            asyncio.ensure_future(self._clean_logs()) for _ in range(self.config.threads)
+        ]
 
     def wakeup(self) -> None:
         """Look for work now rather than after the backoff (a test, a tool)."""
@@ -100,9 +104,13 @@ class CleanerThreads:
             try:
                 if self.config.in_process:
                     rate = self.config.io_max_bytes_per_second
-                    stats = await loop.run_in_executor(self._pool, cleaner_worker.run_in_process, task, swap, rate)
+                    stats = await loop.run_in_executor(
+                        self._pool, cleaner_worker.run_in_process, task, swap, rate
+                    )
                 else:
-                    stats = await loop.run_in_executor(self._pool, task.run, swap, self.cleaner.throttler)
+                    stats = await loop.run_in_executor(
+                        self._pool, task.run, swap, self.cleaner.throttler
+                    )
             except CleaningAborted as exc:
                 log.info("%s", exc)
                 self.cleaner.done(task, None)
@@ -111,7 +119,9 @@ class CleanerThreads:
             else:
                 self.cleaner.done(task, stats)
 
-    def _swap_on(self, loop: asyncio.AbstractEventLoop, task: CleaningTask) -> Callable[[CleanedGroup], bool]:
+    def _swap_on(
+        self, loop: asyncio.AbstractEventLoop, task: CleaningTask
+    ) -> Callable[[CleanedGroup], bool]:
         """What the worker calls to swap a group: runs `cleaner.swap` on the loop, waits."""
 
         def swap(group: CleanedGroup) -> bool:
@@ -136,7 +146,9 @@ class CleanerThreads:
                 return False
             log.info(
                 "log cleaner reconfigured: %d thread(s)%s, io.max.bytes.per.second %g",
-                config.threads, "" if config.enable else " (disabled)", config.io_max_bytes_per_second,
+                config.threads,
+                "" if config.enable else " (disabled)",
+                config.io_max_bytes_per_second,
             )
             await self._stop_threads()
             self._stopping = False

@@ -305,7 +305,9 @@ class ClusterMember:
                 )  # fmt: skip
                 where.append((t.topic_id, pd.partition_index))
         try:
-            answer, wrote = self.controller.alter_partition(req.broker_id, req.broker_epoch, changes)
+            answer, wrote = self.controller.alter_partition(
+                req.broker_id, req.broker_epoch, changes
+            )
             if wrote:
                 await self._wait_appended()
         except KafkaError as exc:
@@ -322,4 +324,7 @@ class ClusterMember:
                     leader_epoch=res.leader_epoch, isr=list(res.isr), partition_epoch=res.partition_epoch,
                 )
             )  # fmt: skip
-        return R(error_code=errors.NONE, topics=[R.TopicData(topic_id=t, partitions=ps) for t, ps in topics.items()])
+        return R(
+            error_code=errors.NONE,
+            topics=[R.TopicData(topic_id=t, partitions=ps) for t, ps in topics.items()],
+        )

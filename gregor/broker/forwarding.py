@@ -91,7 +91,9 @@ class Forwarder:
         channel = self.channel
         assert channel is not None
         deadline = time.monotonic() + max(timeout_ms, 1) / 1000.0
-        envelope = EnvelopeRequest(request_data=frame, request_principal=None, client_host_address=host_bytes(peer))
+        envelope = EnvelopeRequest(
+            request_data=frame, request_principal=None, client_host_address=host_bytes(peer)
+        )
         while True:
             left_ms = int((deadline - time.monotonic()) * 1000)
             if left_ms <= 0:
@@ -99,7 +101,9 @@ class Forwarder:
             if self.broker.store.is_active():
                 return None  # this node leads now: the caller answers itself
             try:
-                answer = await channel.send(api_keys.ENVELOPE, ENVELOPE_VERSION, envelope, timeout_ms=left_ms)
+                answer = await channel.send(
+                    api_keys.ENVELOPE, ENVELOPE_VERSION, envelope, timeout_ms=left_ms
+                )
             except ClientError as exc:  # no controller known, or no answer from it
                 log.debug("forwarding: %s", exc)
                 await asyncio.sleep(RETRY_BACKOFF_S)
@@ -108,7 +112,10 @@ class Forwarder:
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
             if answer.error_code != errors.NONE or answer.response_data is None:
-                log.warning("the controller refused a forwarded request: %s", errors.name_of(answer.error_code))
+                log.warning(
+                    "the controller refused a forwarded request: %s",
+                    errors.name_of(answer.error_code),
+                )
                 return None
             data = bytes(answer.response_data)
             return [len(data).to_bytes(4, "big"), data]

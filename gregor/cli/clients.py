@@ -20,8 +20,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--headers", metavar="K=V,K=V", help="headers for every record")
     p.add_argument("--partition", type=int, default=-1)
     p.add_argument("--acks", default="all", choices=["0", "1", "all", "-1"])
-    p.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
-    p.add_argument("--progress", action="store_true", help="show a progress bar (stdin counted in lines)")
+    p.add_argument(
+        "--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"]
+    )
+    p.add_argument(
+        "--progress", action="store_true", help="show a progress bar (stdin counted in lines)"
+    )
     p.set_defaults(func=produce)
 
     c = sub.add_parser("consume", help="print records")
@@ -31,8 +35,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--group", help="consumer group (default: none; read without committing)")
     c.add_argument("--partition", type=int, action="append", help="only these partitions")
     c.add_argument("--max-messages", type=int, default=-1)
-    c.add_argument("--timeout-ms", type=int, default=-1, help="exit after this long without a record")
-    c.add_argument("--format", default="value", choices=["value", "kv", "json"], help="value, key<TAB>value, or JSON lines")
+    c.add_argument(
+        "--timeout-ms", type=int, default=-1, help="exit after this long without a record"
+    )
+    c.add_argument(
+        "--format",
+        default="value",
+        choices=["value", "kv", "json"],
+        help="value, key<TAB>value, or JSON lines",
+    )
     c.set_defaults(func=consume)
 
 
@@ -78,7 +89,11 @@ def produce(args: argparse.Namespace) -> int:
         value = line
         if args.key_separator and args.key_separator in line:
             key, value = line.split(args.key_separator, 1)
-        kwargs: dict[str, Any] = {"value": value.encode(), "headers": headers, "on_delivery": report}
+        kwargs: dict[str, Any] = {
+            "value": value.encode(),
+            "headers": headers,
+            "on_delivery": report,
+        }
         if key is not None:
             kwargs["key"] = key.encode()
         if args.partition >= 0:
@@ -97,7 +112,10 @@ def produce(args: argparse.Namespace) -> int:
     if progress is not None:
         progress.stop()
     if failures or left:
-        print(f"error: {len(failures) + left} of {count} records were not delivered: {failures[:3]}", file=sys.stderr)
+        print(
+            f"error: {len(failures) + left} of {count} records were not delivered: {failures[:3]}",
+            file=sys.stderr,
+        )
         return 1
     print(f"produced {count} records to {args.topic}", file=sys.stderr)
     return 0

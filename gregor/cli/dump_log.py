@@ -33,8 +33,12 @@ from gregor.storage.txn_index import CorruptIndexError, parse_entries
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("dump-log", help="print the batches of .log files and the entries of indexes")
-    p.add_argument("files", nargs="+", help=".log, .checkpoint, .index, .timeindex or .txnindex files")
+    p = sub.add_parser(
+        "dump-log", help="print the batches of .log files and the entries of indexes"
+    )
+    p.add_argument(
+        "files", nargs="+", help=".log, .checkpoint, .index, .timeindex or .txnindex files"
+    )
     p.add_argument("--print-data-log", action="store_true", help="print every record too")
     p.add_argument(
         "--cluster-metadata-decoder",
@@ -58,7 +62,10 @@ def run(args: argparse.Namespace) -> int:
         elif path.endswith(".txnindex"):
             status |= _dump_txn_index(path)
         else:
-            print(f"{path}: not a .log, .checkpoint, .index, .timeindex or .txnindex file", file=sys.stderr)
+            print(
+                f"{path}: not a .log, .checkpoint, .index, .timeindex or .txnindex file",
+                file=sys.stderr,
+            )
             status = 1
     return status
 
@@ -87,7 +94,11 @@ def _dump_log(path: str, records: bool, metadata: bool = False) -> int:
         if records and metadata:
             _, recs = read_batch_records(data, pos)
             for rec in recs:
-                what = _metadata_control(rec.key, rec.value) if header.is_control else _metadata_payload(rec.value)
+                what = (
+                    _metadata_control(rec.key, rec.value)
+                    if header.is_control
+                    else _metadata_payload(rec.value)
+                )
                 if what.startswith("Error"):
                     print(f"| Error at offset {rec.offset}, skipping. {what[6:]}")
                 else:
@@ -183,12 +194,19 @@ def _metadata_payload(value: bytes | None) -> str:
 
 def _metadata_control(key: bytes | None, value: bytes | None) -> str:
     kind = control.control_type(key)
-    name = control.CONTROL_TYPE_NAMES.get(kind if kind is not None else -1, f"UnknownControlRecord({kind})")
+    name = control.CONTROL_TYPE_NAMES.get(
+        kind if kind is not None else -1, f"UnknownControlRecord({kind})"
+    )
     data = value or b""
     try:
         if kind == control.LEADER_CHANGE:
             leader, voters, granting = control.decode_leader_change(data)
-            body: dict[str, Any] = {"version": 0, "leaderId": leader, "voters": voters, "grantingVoters": granting}
+            body: dict[str, Any] = {
+                "version": 0,
+                "leaderId": leader,
+                "voters": voters,
+                "grantingVoters": granting,
+            }
         elif kind == control.SNAPSHOT_HEADER:
             version, timestamp = control.decode_snapshot_header(data)
             body = {"version": version, "lastContainedLogTimestamp": timestamp}

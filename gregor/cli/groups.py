@@ -44,7 +44,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     to = v.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_true")
     to.add_argument("--to-latest", action="store_true")
-    to.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:MM:SS[.mmm][+HH:MM]", help="local time unless an offset is given")
+    to.add_argument(
+        "--to-datetime",
+        metavar="YYYY-MM-DDTHH:MM:SS[.mmm][+HH:MM]",
+        help="local time unless an offset is given",
+    )
     to.add_argument("--to-offset", type=int, metavar="N")
     v.add_argument("--execute", action="store_true", help="apply the plan (default: only print it)")
     v.set_defaults(func=reset_offsets)
@@ -75,7 +79,12 @@ def list_groups(args: argparse.Namespace) -> int:
     for col in ("group", "state", "type", "simple"):
         table.add_column(col)
     for g in sorted(result.valid, key=lambda g: g.group_id):
-        table.add_row(g.group_id, _state(g.state), _state(getattr(g, "type", "")), "yes" if g.is_simple_consumer_group else "")
+        table.add_row(
+            g.group_id,
+            _state(g.state),
+            _state(getattr(g, "type", "")),
+            "yes" if g.is_simple_consumer_group else "",
+        )
     Console().print(table)
     for err in result.errors:
         print(f"error: {err}", file=sys.stderr)
@@ -85,8 +94,14 @@ def list_groups(args: argparse.Namespace) -> int:
 def _committed(admin: Any, group: str) -> dict[tuple[str, int], int]:
     from confluent_kafka import ConsumerGroupTopicPartitions
 
-    fut = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=TIMEOUT_S)[group]
-    return {(tp.topic, tp.partition): tp.offset for tp in fut.result().topic_partitions if tp.offset >= 0}
+    fut = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group)], request_timeout=TIMEOUT_S
+    )[group]
+    return {
+        (tp.topic, tp.partition): tp.offset
+        for tp in fut.result().topic_partitions
+        if tp.offset >= 0
+    }
 
 
 def _offsets(admin: Any, tps: list[tuple[str, int]], spec: Any) -> dict[tuple[str, int], int]:
@@ -94,7 +109,9 @@ def _offsets(admin: Any, tps: list[tuple[str, int]], spec: Any) -> dict[tuple[st
 
     if not tps:
         return {}
-    futs = admin.list_offsets({TopicPartition(t, p): spec for t, p in tps}, request_timeout=TIMEOUT_S)
+    futs = admin.list_offsets(
+        {TopicPartition(t, p): spec for t, p in tps}, request_timeout=TIMEOUT_S
+    )
     return {(tp.topic, tp.partition): f.result().offset for tp, f in futs.items()}
 
 
@@ -124,14 +141,34 @@ def describe(args: argparse.Namespace) -> int:
             f"{len(d.members)} members, coordinator {d.coordinator.id if d.coordinator else '-'}"
         )
         table = Table()
-        for col in ("topic", "partition", "current offset", "log end offset", "lag", "member", "client", "host"):
-            table.add_column(col, justify="right" if col in ("partition", "current offset", "log end offset", "lag") else "left")
+        for col in (
+            "topic",
+            "partition",
+            "current offset",
+            "log end offset",
+            "lag",
+            "member",
+            "client",
+            "host",
+        ):
+            table.add_column(
+                col,
+                justify="right"
+                if col in ("partition", "current offset", "log end offset", "lag")
+                else "left",
+            )
         for tp in partitions:
             cur, end, m = committed.get(tp), ends.get(tp), owner.get(tp)
             lag = str(end - cur) if cur is not None and end is not None else "-"
             table.add_row(
-                tp[0], str(tp[1]), "-" if cur is None else str(cur), "-" if end is None else str(end), lag,
-                m.member_id if m else "-", m.client_id if m else "-", m.host if m else "-",
+                tp[0],
+                str(tp[1]),
+                "-" if cur is None else str(cur),
+                "-" if end is None else str(end),
+                lag,
+                m.member_id if m else "-",
+                m.client_id if m else "-",
+                m.host if m else "-",
             )
         console.print(table)
         idle = [m for m in d.members if not m.assignment.topic_partitions]
@@ -186,7 +223,9 @@ def reset_offsets(args: argparse.Namespace) -> int:
         target = {tp: (o if o >= 0 else latest[tp]) for tp, o in by_time.items()}
     else:
         target = {tp: min(max(args.to_offset, earliest[tp]), latest[tp]) for tp in tps}
-    table = Table(title=f"{args.group}: new offsets" + ("" if args.execute else " (dry run: add --execute)"))
+    table = Table(
+        title=f"{args.group}: new offsets" + ("" if args.execute else " (dry run: add --execute)")
+    )
     for col in ("topic", "partition", "new offset"):
         table.add_column(col)
     for tp in tps:
@@ -194,8 +233,12 @@ def reset_offsets(args: argparse.Namespace) -> int:
     Console().print(table)
     if not args.execute:
         return 0
-    request = ConsumerGroupTopicPartitions(args.group, [TopicPartition(t, p, target[(t, p)]) for t, p in tps])
-    result = admin.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[args.group].result()
+    request = ConsumerGroupTopicPartitions(
+        args.group, [TopicPartition(t, p, target[(t, p)]) for t, p in tps]
+    )
+    result = admin.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[
+        args.group
+    ].result()
     failed = [tp for tp in result.topic_partitions if tp.error is not None]
     for tp in failed:
         print(f"error: {tp.topic}-{tp.partition}: {tp.error}", file=sys.stderr)

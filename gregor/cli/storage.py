@@ -23,10 +23,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("storage", help="format data dirs (meta.properties), make cluster ids")
     verbs = p.add_subparsers(dest="verb", required=True)
     v = verbs.add_parser("format", help="write meta.properties in each data dir")
-    v.add_argument("--data-dir", required=True, metavar="DIR[,DIR...]", help="the log dirs (log.dirs)")
+    v.add_argument(
+        "--data-dir", required=True, metavar="DIR[,DIR...]", help="the log dirs (log.dirs)"
+    )
     v.add_argument("--cluster-id", "-t", help="the cluster id (default: a new random one)")
     v.add_argument("--node-id", type=int, default=1, help="this node's node.id (default 1)")
-    v.add_argument("--ignore-formatted", "-g", action="store_true", help="skip dirs already formatted")
+    v.add_argument(
+        "--ignore-formatted", "-g", action="store_true", help="skip dirs already formatted"
+    )
     v.set_defaults(func=format_storage)
     v = verbs.add_parser("random-uuid", help="print a new cluster id")
     v.set_defaults(func=random_uuid)

@@ -15,12 +15,17 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 def add_bootstrap(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--bootstrap-server", "-b", default=DEFAULT_BOOTSTRAP, help=f"host:port (default {DEFAULT_BOOTSTRAP})"
+        "--bootstrap-server",
+        "-b",
+        default=DEFAULT_BOOTSTRAP,
+        help=f"host:port (default {DEFAULT_BOOTSTRAP})",
     )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("topics", help="list, describe, create, delete topics and change their configs")
+    p = sub.add_parser(
+        "topics", help="list, describe, create, delete topics and change their configs"
+    )
     verbs = p.add_subparsers(dest="verb", required=True)
     v = verbs.add_parser("list", help="topic names")
     add_bootstrap(v)
@@ -102,12 +107,17 @@ def describe(args: argparse.Namespace) -> int:
             table.add_column(col)
         for pid in sorted(t.partitions):
             p = t.partitions[pid]
-            table.add_row(str(pid), str(p.leader), ",".join(map(str, p.replicas)), ",".join(map(str, p.isrs)))
+            table.add_row(
+                str(pid), str(p.leader), ",".join(map(str, p.replicas)), ",".join(map(str, p.isrs))
+            )
         console.print(table)
         res = ConfigResource("topic", name)
         configs = admin.describe_configs([res])[res].result()
         overrides = {k: v.value for k, v in configs.items() if not v.is_default}
-        console.print("configs: " + (", ".join(f"{k}={v}" for k, v in sorted(overrides.items())) or "(defaults)"))
+        console.print(
+            "configs: "
+            + (", ".join(f"{k}={v}" for k, v in sorted(overrides.items())) or "(defaults)")
+        )
     return status
 
 
@@ -133,7 +143,8 @@ def alter_config(args: argparse.Namespace) -> int:
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
     entries = [
-        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in _pairs(args.set).items()
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+        for k, v in _pairs(args.set).items()
     ] + [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in args.delete]
     if not entries:
         raise SystemExit("nothing to change: give --set KEY=VALUE or --delete KEY")

@@ -41,6 +41,7 @@ from gregor.raft.storage_log import TOPIC as METADATA_TOPIC
 if TYPE_CHECKING:
     from gregor.controller.local import LocalController
 
+
 @dataclass
 class TopicSpec:
     name: str
@@ -127,10 +128,13 @@ class Admin:
             validate_topic_name(spec.name)
             if spec.name == METADATA_TOPIC:
                 raise KafkaError(
-                    errors.INVALID_REQUEST, f"{METADATA_TOPIC} is the metadata log; no topic may take its name."
+                    errors.INVALID_REQUEST,
+                    f"{METADATA_TOPIC} is the metadata log; no topic may take its name.",
                 )
             if spec.name in self.store.topics:
-                raise KafkaError(errors.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' already exists.")
+                raise KafkaError(
+                    errors.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' already exists."
+                )
             if self.forward_create is not None and not validate_only and not self.store.is_active():
                 self.forward_create(spec)
                 raise KafkaError(
@@ -157,12 +161,16 @@ class Admin:
     def _place(self, partitions: int, factor: int, first: int) -> list[list[int]]:
         return place_round_robin(self.broker_ids, partitions, factor, first)
 
-    def _check_assignments(self, assignments: Mapping[int, list[int]], first: int) -> list[list[int]]:
+    def _check_assignments(
+        self, assignments: Mapping[int, list[int]], first: int
+    ) -> list[list[int]]:
         return check_assignments(assignments, first, self.broker_ids)
 
     def delete_topic(self, name: str) -> TopicInfo:
         if not self._default_bool("delete.topic.enable"):
-            raise KafkaError(errors.BY_NAME["TOPIC_DELETION_DISABLED"].code, "Topic deletion is disabled.")
+            raise KafkaError(
+                errors.BY_NAME["TOPIC_DELETION_DISABLED"].code, "Topic deletion is disabled."
+            )
         return self.controller.delete_topic(name)
 
     def _default_bool(self, key: str) -> bool:
@@ -202,7 +210,9 @@ class Admin:
         """The replicas of the partitions `name` gains going to `count` partitions."""
         info = self.store.topics.get(name)
         if info is None:
-            raise KafkaError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+            raise KafkaError(
+                errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+            )
         current = info.partitions
         added = check_partition_increase(name, current, count, assignments)
         if added > budget:
@@ -267,7 +277,9 @@ class Admin:
     ) -> None:
         """Dynamic configs of BROKER `resource`: "" for the cluster default, else a node id."""
         if incremental_ops is not None:
-            new = apply_incremental(self.store.broker_configs_of(resource), incremental_ops, lambda k: [])
+            new = apply_incremental(
+                self.store.broker_configs_of(resource), incremental_ops, lambda k: []
+            )
         else:
             new = {k: v for k, v in configs.items() if v is not None}
         for key, value in new.items():
@@ -284,7 +296,9 @@ class Admin:
             except ConfigError as exc:
                 raise KafkaError(errors.INVALID_CONFIG, str(exc)) from None
         if not validate_only:
-            self.controller.set_broker_configs(resource, {k: v for k, v in new.items() if v is not None})
+            self.controller.set_broker_configs(
+                resource, {k: v for k, v in new.items() if v is not None}
+            )
 
 
 def _zero_uuid() -> uuid.UUID:

@@ -173,7 +173,9 @@ class LocalController:
         """(error code, broker epoch) and the records appended (wait for store.last_appended)."""
         quorum = self._planner()
         result = quorum.register_broker(registration, now_ms, self.store.next_offset)
-        if result.response.error_code == errors.NONE and self.store.needs_transaction(result.records):
+        if result.response.error_code == errors.NONE and self.store.needs_transaction(
+            result.records
+        ):
             # The records go as a transaction, its Begin first: the broker epoch is one more.
             result = quorum.register_broker(registration, now_ms, self.store.next_offset + 1)
         if result.response.error_code == errors.NONE:
@@ -205,7 +207,11 @@ class LocalController:
         result = quorum.tick(now_ms)
         if result.records:
             self._commit(result.records)
-            log.info("fenced broker(s) %s: no heartbeat for %d ms", result.response, self.config.broker_session_timeout_ms)
+            log.info(
+                "fenced broker(s) %s: no heartbeat for %d ms",
+                result.response,
+                self.config.broker_session_timeout_ms,
+            )
         return result.response
 
     def balance_leaders(self, now_ms: int) -> list[tuple[str, int]]:
@@ -213,7 +219,9 @@ class LocalController:
         result = self._planner().balance_leaders(now_ms)
         if result.records:
             self._commit(result.records, "preferred leader election")
-            log.info("leader imbalance: electing the preferred leaders of %s", _names(result.response))
+            log.info(
+                "leader imbalance: electing the preferred leaders of %s", _names(result.response)
+            )
         return result.response
 
     # -- start ----------------------------------------------------------------------------------
@@ -235,15 +243,25 @@ class LocalController:
         )
         if self.store.needs_transaction(plan.records):  # the Begin comes first: one offset on
             plan, migrated = self._plan_start(
-                self.store.next_offset + 1, listeners, log_dir_ids, rack, legacy, incarnation, now_ms
+                self.store.next_offset + 1,
+                listeners,
+                log_dir_ids,
+                rack,
+                legacy,
+                incarnation,
+                now_ms,
             )
-        self.store.commit(plan.records, "broker start" if legacy is None else "broker start and migration")
+        self.store.commit(
+            plan.records, "broker start" if legacy is None else "broker start and migration"
+        )
         if legacy is not None:
             _retire(legacy.path)
             log.info(
                 "migrated %s into the KRaft metadata log: %d topic(s) written, dynamic broker "
                 "configs and producer ids kept; the old file is now %s",
-                legacy.path, migrated, legacy.path + MIGRATED_SUFFIX,
+                legacy.path,
+                migrated,
+                legacy.path + MIGRATED_SUFFIX,
             )
 
     def _plan_start(
@@ -262,7 +280,9 @@ class LocalController:
         if METADATA_VERSION not in scratch.image.features:
             plan.add(bootstrap_records())
         reg = scratch.register_broker(
-            BrokerRegistration(self.node_id, incarnation, tuple(listeners), rack, tuple(log_dir_ids)),
+            BrokerRegistration(
+                self.node_id, incarnation, tuple(listeners), rack, tuple(log_dir_ids)
+            ),
             now_ms,
             plan.offset,
         )
@@ -305,26 +325,34 @@ class LocalController:
             plan.add(result.records)
             written += 1
         resources = [(BROKER_RESOURCE, "", legacy.broker_configs)]
-        resources += [(BROKER_RESOURCE, node, cfg) for node, cfg in sorted(legacy.node_configs.items())]
+        resources += [
+            (BROKER_RESOURCE, node, cfg) for node, cfg in sorted(legacy.node_configs.items())
+        ]
         configs = plan.quorum.alter_configs(resources)
         for _rtype, name, code, message in configs.response:
             if code != errors.NONE:
-                raise MigrationError(f"{legacy.path}: dynamic configs of broker {name!r}: {message}")
+                raise MigrationError(
+                    f"{legacy.path}: dynamic configs of broker {name!r}: {message}"
+                )
         plan.add(configs.records)
         if legacy.next_producer_id_block > plan.quorum.image.next_producer_id:
             reg = plan.quorum.image.brokers[self.node_id]
-            plan.add([
-                r.ProducerIdsRecord(
-                    broker_id=self.node_id,
-                    broker_epoch=reg.epoch,
-                    next_producer_id=legacy.next_producer_id_block,
-                )
-            ])
+            plan.add(
+                [
+                    r.ProducerIdsRecord(
+                        broker_id=self.node_id,
+                        broker_epoch=reg.epoch,
+                        next_producer_id=legacy.next_producer_id_block,
+                    )
+                ]
+            )
         return written
 
     # -- the writes Admin and ProducerIdManager make ------------------------------------------------
 
-    def create_topic(self, name: str, replicas: list[list[int]], configs: Mapping[str, str]) -> TopicInfo:
+    def create_topic(
+        self, name: str, replicas: list[list[int]], configs: Mapping[str, str]
+    ) -> TopicInfo:
         request = TopicRequest(name, assignments=dict(enumerate(replicas)), configs=dict(configs))
         result = self._planner().create_topics([request])
         outcome = result.response[0]
@@ -349,14 +377,21 @@ class LocalController:
     def add_partitions(self, name: str, new_replicas: list[list[int]]) -> TopicInfo:
         info = self.store.topics.get(name)
         if info is None:
-            raise KafkaError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+            raise KafkaError(
+                errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+            )
         count = info.partitions + len(new_replicas)
         result = self._planner().create_partitions(name, count, new_replicas)
         if result.response.error_code != errors.NONE:
             raise KafkaError(result.response.error_code, result.response.error_message or "")
         self._commit(result.records, f"add partitions to {name}")
         if self.store.networked:
-            return TopicInfo(name, info.topic_id, info.replicas + [list(x) for x in new_replicas], dict(info.configs))
+            return TopicInfo(
+                name,
+                info.topic_id,
+                info.replicas + [list(x) for x in new_replicas],
+                dict(info.configs),
+            )
         return self.store.topics[name]
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
@@ -397,7 +432,9 @@ class LocalController:
         result = self._planner().allocate_producer_ids(broker_id, broker_epoch, count)
         code, first, _count = result.response
         if code != errors.NONE:
-            raise KafkaError(code, f"broker {broker_id} (epoch {broker_epoch}) cannot allocate producer ids")
+            raise KafkaError(
+                code, f"broker {broker_id} (epoch {broker_epoch}) cannot allocate producer ids"
+            )
         self._commit(result.records)
         return first
 

@@ -219,7 +219,9 @@ class QuorumController:
 
     def _raw(self, key: str) -> str | None:
         dynamic = self.image.config(BROKER_RESOURCE, "")
-        return dynamic.get(key, self.config.static.get(key, config_defs.BROKER_CONFIGS[key].default))
+        return dynamic.get(
+            key, self.config.static.get(key, config_defs.BROKER_CONFIGS[key].default)
+        )
 
     def _broker_default(self, key: str) -> Any:
         return config_defs.BROKER_CONFIGS[key].parse(self._raw(key))
@@ -236,8 +238,10 @@ class QuorumController:
         """Partition changes taking `broker_id` out of every ISR (and so leadership); with
         `offline_dirs`, only of the partitions whose replica there is in one of them."""
         out = []
+
         def active(b: int) -> bool:
             return b != broker_id and self._active(b)
+
         for topic in self.image.topics_by_id.values():
             unclean = self._unclean(topic)
             for index, part in sorted(topic.partitions.items()):
@@ -246,7 +250,9 @@ class QuorumController:
                 if offline_dirs is not None and not self._in_dirs(broker_id, part, offline_dirs):
                     continue
                 isr = [b for b in part.isr if b != broker_id]
-                rec = change_record(topic.topic_id, index, part, isr, active, unclean and not shutting_down)
+                rec = change_record(
+                    topic.topic_id, index, part, isr, active, unclean and not shutting_down
+                )
                 if rec is not None:
                     out.append(rec)
         return out
@@ -272,12 +278,18 @@ class QuorumController:
         for topic in self.image.topics_by_id.values():
             for index, part in sorted(topic.partitions.items()):
                 if part.leader == NO_LEADER and broker_id in part.isr:
-                    out.append(r.PartitionChangeRecord(partition_id=index, topic_id=topic.topic_id, leader=broker_id))
+                    out.append(
+                        r.PartitionChangeRecord(
+                            partition_id=index, topic_id=topic.topic_id, leader=broker_id
+                        )
+                    )
         return out
 
     def _leads_any(self, broker_id: int) -> bool:
         return any(
-            p.leader == broker_id for t in self.image.topics_by_id.values() for p in t.partitions.values()
+            p.leader == broker_id
+            for t in self.image.topics_by_id.values()
+            for p in t.partitions.values()
         )
 
     # -- brokers ---------------------------------------------------------------------------
@@ -291,7 +303,9 @@ class QuorumController:
             last = self.last_contact_ms.get(req.broker_id)
             alive = last is not None and now_ms - last < self.config.broker_session_timeout_ms
             if alive and not existing.fenced:
-                return ControllerResult([], RegistrationResponse(_code("DUPLICATE_BROKER_REGISTRATION")))
+                return ControllerResult(
+                    [], RegistrationResponse(_code("DUPLICATE_BROKER_REGISTRATION"))
+                )
         if existing is not None:
             records += self._moves_off(req.broker_id, shutting_down=False)
         mv = self.image.features.get(METADATA_VERSION, DEFAULT_METADATA_VERSION)
@@ -301,10 +315,16 @@ class QuorumController:
                 incarnation_id=req.incarnation_id,
                 broker_epoch=next_offset + len(records),
                 end_points=[
-                    r.BrokerEndpoint(name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol)
+                    r.BrokerEndpoint(
+                        name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol
+                    )
                     for e in req.listeners
                 ],
-                features=[r.BrokerFeature(name=METADATA_VERSION, min_supported_version=mv, max_supported_version=mv)],
+                features=[
+                    r.BrokerFeature(
+                        name=METADATA_VERSION, min_supported_version=mv, max_supported_version=mv
+                    )
+                ],
                 rack=req.rack,
                 fenced=True,
                 log_dirs=list(req.log_dirs),
@@ -326,7 +346,9 @@ class QuorumController:
         change = r.BrokerRegistrationChangeRecord
         if req.want_shut_down and not reg.in_controlled_shutdown:
             records += self._moves_off(req.broker_id, shutting_down=True)
-            records.append(change(broker_id=req.broker_id, broker_epoch=reg.epoch, in_controlled_shutdown=1))
+            records.append(
+                change(broker_id=req.broker_id, broker_epoch=reg.epoch, in_controlled_shutdown=1)
+            )
         elif req.want_fence or req.want_shut_down:
             if not fenced:
                 records += self._moves_off(req.broker_id, shutting_down=False)
@@ -344,7 +366,9 @@ class QuorumController:
         should_shut_down = shutting_down and (
             fenced or not self._leads_any(req.broker_id) and reg.in_controlled_shutdown
         )
-        return ControllerResult(records, HeartbeatResponse(NONE, caught_up, fenced, should_shut_down))
+        return ControllerResult(
+            records, HeartbeatResponse(NONE, caught_up, fenced, should_shut_down)
+        )
 
     def _offline_dirs(self, broker_id: int, reg: Any, dirs: frozenset[uuid.UUID]) -> list[Any]:
         """A heartbeat naming failed log dirs (KIP-858): the broker leaves the ISR and the
@@ -372,9 +396,15 @@ class QuorumController:
             for broker_id in broker_ids:
                 reg = self.image.brokers[broker_id]
                 step = self._moves_off(broker_id, shutting_down=False)
-                step.append(r.BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=reg.epoch, fenced=1))
+                step.append(
+                    r.BrokerRegistrationChangeRecord(
+                        broker_id=broker_id, broker_epoch=reg.epoch, fenced=1
+                    )
+                )
                 records += step
-                self.image = self.image.replay((rec, offset + i + 1, image.epoch) for i, rec in enumerate(step))
+                self.image = self.image.replay(
+                    (rec, offset + i + 1, image.epoch) for i, rec in enumerate(step)
+                )
                 offset += len(step)
         finally:
             self.image = image
@@ -411,19 +441,27 @@ class QuorumController:
         return ControllerResult([] if validate_only else records, results)
 
     @staticmethod
-    def _refuse_topics(topics: Sequence[TopicRequest], error: KafkaError) -> ControllerResult[list[TopicResult]]:
-        return ControllerResult([], [TopicResult(t.name, error.code, error.message) for t in topics])
+    def _refuse_topics(
+        topics: Sequence[TopicRequest], error: KafkaError
+    ) -> ControllerResult[list[TopicResult]]:
+        return ControllerResult(
+            [], [TopicResult(t.name, error.code, error.message) for t in topics]
+        )
 
     def _create_topic(self, t: TopicRequest) -> tuple[list[Any], TopicResult]:
         validate_topic_name(t.name)
         if t.name == METADATA_TOPIC:
-            raise KafkaError(errors.INVALID_REQUEST, f"{METADATA_TOPIC} is the metadata log; no topic may take its name.")
+            raise KafkaError(
+                errors.INVALID_REQUEST,
+                f"{METADATA_TOPIC} is the metadata log; no topic may take its name.",
+            )
         if t.name in self.image.topics_by_name:
             raise KafkaError(errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
         for other in self.image.topics_by_name:
             if other.replace(".", "_") == t.name.replace(".", "_"):
                 raise KafkaError(
-                    errors.INVALID_TOPIC_EXCEPTION, f"Topic '{t.name}' collides with existing topic: {other}"
+                    errors.INVALID_TOPIC_EXCEPTION,
+                    f"Topic '{t.name}' collides with existing topic: {other}",
                 )
         configs = {k: v for k, v in (t.configs or {}).items() if v is not None}
         try:
@@ -455,7 +493,9 @@ class QuorumController:
     def _place(self, partitions: int, factor: int, first: int) -> list[list[int]]:
         return place_round_robin(self.image.unfenced_brokers(), partitions, factor, first)
 
-    def _partition_records(self, topic_id: uuid.UUID, first: int, replicas: list[list[int]]) -> list[Any]:
+    def _partition_records(
+        self, topic_id: uuid.UUID, first: int, replicas: list[list[int]]
+    ) -> list[Any]:
         out = []
         for i, reps in enumerate(replicas, first):
             isr = [b for b in reps if self._active(b)]
@@ -467,8 +507,14 @@ class QuorumController:
                 )
             out.append(
                 r.PartitionRecord(
-                    partition_id=i, topic_id=topic_id, replicas=reps, isr=isr, leader=isr[0],
-                    leader_epoch=0, partition_epoch=0, directories=[uuid.UUID(int=0)] * len(reps),
+                    partition_id=i,
+                    topic_id=topic_id,
+                    replicas=reps,
+                    isr=isr,
+                    leader=isr[0],
+                    leader_epoch=0,
+                    partition_epoch=0,
+                    directories=[uuid.UUID(int=0)] * len(reps),
                 )
             )
         return out
@@ -487,7 +533,11 @@ class QuorumController:
         return ControllerResult(records, result)
 
     def create_partitions(
-        self, name: str, count: int, assignments: list[list[int]] | None = None, validate_only: bool = False
+        self,
+        name: str,
+        count: int,
+        assignments: list[list[int]] | None = None,
+        validate_only: bool = False,
     ) -> ControllerResult[TopicResult]:
         try:
             records = self._create_partitions(name, count, assignments)
@@ -495,10 +545,14 @@ class QuorumController:
             return ControllerResult([], TopicResult(name, exc.code, exc.message))
         return ControllerResult([] if validate_only else records, TopicResult(name))
 
-    def _create_partitions(self, name: str, count: int, assignments: list[list[int]] | None) -> list[Any]:
+    def _create_partitions(
+        self, name: str, count: int, assignments: list[list[int]] | None
+    ) -> list[Any]:
         topic = self.image.topic(name)
         if topic is None:
-            raise KafkaError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+            raise KafkaError(
+                errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+            )
         current = len(topic.partitions)
         added = check_partition_increase(name, current, count, assignments)
         if added > MAX_RECORDS_PER_USER_OP:
@@ -506,7 +560,9 @@ class QuorumController:
         factor = len(topic.partitions[0].replicas)
         if assignments:
             new = check_assignments(
-                {current + i: a for i, a in enumerate(assignments)}, current, list(self.image.brokers)
+                {current + i: a for i, a in enumerate(assignments)},
+                current,
+                list(self.image.brokers),
             )
             if len(new[0]) != factor:
                 raise KafkaError(
@@ -521,24 +577,36 @@ class QuorumController:
     # -- configs ---------------------------------------------------------------------------
 
     def incremental_alter_configs(
-        self, resources: Sequence[tuple[int, str, Sequence[tuple[str, int, str | None]]]], validate_only: bool = False
+        self,
+        resources: Sequence[tuple[int, str, Sequence[tuple[str, int, str | None]]]],
+        validate_only: bool = False,
     ) -> ControllerResult[list[tuple[int, str, int, str | None]]]:
         """Each resource (type, name, [(key, op, value)]) -> (type, name, error, message)."""
+
         def new_configs(rtype: int, name: str, ops: Any) -> dict[str, str]:
             current = dict(self.image.config(rtype, name))
-            return apply_incremental(current, ops, _topic_list_default if rtype == TOPIC_RESOURCE else None)
+            return apply_incremental(
+                current, ops, _topic_list_default if rtype == TOPIC_RESOURCE else None
+            )
+
         return self._alter(resources, new_configs, validate_only)
 
     def alter_configs(
-        self, resources: Sequence[tuple[int, str, Mapping[str, str | None]]], validate_only: bool = False
+        self,
+        resources: Sequence[tuple[int, str, Mapping[str, str | None]]],
+        validate_only: bool = False,
     ) -> ControllerResult[list[tuple[int, str, int, str | None]]]:
         """Each resource's dynamic configs become exactly the given ones."""
+
         def new_configs(rtype: int, name: str, configs: Any) -> dict[str, str]:
             return {k: v for k, v in configs.items() if v is not None}
+
         return self._alter(resources, new_configs, validate_only)
 
     def _alter(
-        self, resources: Sequence[tuple[int, str, Any]], new_configs: Callable[[int, str, Any], dict[str, str]],
+        self,
+        resources: Sequence[tuple[int, str, Any]],
+        new_configs: Callable[[int, str, Any], dict[str, str]],
         validate_only: bool,
     ) -> ControllerResult[list[tuple[int, str, int, str | None]]]:
         records: list[Any] = []
@@ -555,13 +623,19 @@ class QuorumController:
             old = self.image.config(rtype, name)
             for key in sorted(set(old) | set(new)):
                 if old.get(key) != new.get(key) and not validate_only:
-                    records.append(r.ConfigRecord(resource_type=rtype, resource_name=name, name=key, value=new.get(key)))
+                    records.append(
+                        r.ConfigRecord(
+                            resource_type=rtype, resource_name=name, name=key, value=new.get(key)
+                        )
+                    )
         return ControllerResult(records, results)
 
     def _check_resource(self, rtype: int, name: str) -> None:
         if rtype == TOPIC_RESOURCE:
             if name not in self.image.topics_by_name:
-                raise KafkaError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist")
+                raise KafkaError(
+                    errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist"
+                )
         elif rtype == BROKER_RESOURCE:
             if name and not name.isdigit():
                 raise KafkaError(errors.INVALID_REQUEST, f"Invalid broker name {name}")
@@ -578,7 +652,9 @@ class QuorumController:
                 if d is None:
                     raise KafkaError(errors.INVALID_CONFIG, f"Unknown broker config name: {key}")
                 if d.read_only:
-                    raise KafkaError(errors.INVALID_CONFIG, f"Cannot update these configs dynamically: [{key}]")
+                    raise KafkaError(
+                        errors.INVALID_CONFIG, f"Cannot update these configs dynamically: [{key}]"
+                    )
                 d.parse(value)
         except ConfigError as exc:
             raise KafkaError(errors.INVALID_CONFIG, str(exc)) from None
@@ -625,13 +701,27 @@ class QuorumController:
                 continue
             new_isr = tuple(c.new_isr)
             if new_isr == part.isr:
-                results.append(IsrChangeResult(NONE, part.leader, part.leader_epoch, part.partition_epoch, part.isr))
+                results.append(
+                    IsrChangeResult(
+                        NONE, part.leader, part.leader_epoch, part.partition_epoch, part.isr
+                    )
+                )
                 continue
-            records.append(r.PartitionChangeRecord(
-                partition_id=c.partition, topic_id=c.topic_id, isr=list(new_isr),
-                leader_recovery_state=c.leader_recovery_state if c.leader_recovery_state != part.leader_recovery_state else -1,
-            ))
-            results.append(IsrChangeResult(NONE, part.leader, part.leader_epoch, part.partition_epoch + 1, new_isr))
+            records.append(
+                r.PartitionChangeRecord(
+                    partition_id=c.partition,
+                    topic_id=c.topic_id,
+                    isr=list(new_isr),
+                    leader_recovery_state=c.leader_recovery_state
+                    if c.leader_recovery_state != part.leader_recovery_state
+                    else -1,
+                )
+            )
+            results.append(
+                IsrChangeResult(
+                    NONE, part.leader, part.leader_epoch, part.partition_epoch + 1, new_isr
+                )
+            )
         return ControllerResult(records, results)
 
     def _check_isr_change(self, broker_id: int, part: PartitionRegistration, c: IsrChange) -> int:
@@ -643,7 +733,11 @@ class QuorumController:
             return errors.INVALID_REQUEST
         if c.partition_epoch < part.partition_epoch:
             return _code("INVALID_UPDATE_VERSION")
-        if not c.new_isr or len(set(c.new_isr)) != len(c.new_isr) or any(b not in part.replicas for b in c.new_isr):
+        if (
+            not c.new_isr
+            or len(set(c.new_isr)) != len(c.new_isr)
+            or any(b not in part.replicas for b in c.new_isr)
+        ):
             return errors.INVALID_REQUEST
         if part.leader not in c.new_isr:
             return errors.INVALID_REQUEST
@@ -652,7 +746,12 @@ class QuorumController:
         for b in c.new_isr:
             reg = self.image.brokers.get(b)
             epoch = c.broker_epochs.get(b, -1)
-            if reg is None or reg.fenced or reg.in_controlled_shutdown or (epoch != -1 and epoch != reg.epoch):
+            if (
+                reg is None
+                or reg.fenced
+                or reg.in_controlled_shutdown
+                or (epoch != -1 and epoch != reg.epoch)
+            ):
                 return _code("INELIGIBLE_REPLICA")
         return NONE
 
@@ -672,7 +771,8 @@ class QuorumController:
             raise KafkaError(errors.INVALID_REQUEST, f"Unknown election type {election_type}")
         if partitions is None:
             partitions = [
-                (t.name, i) for t in sorted(self.image.topics_by_id.values(), key=lambda t: t.name)
+                (t.name, i)
+                for t in sorted(self.image.topics_by_id.values(), key=lambda t: t.name)
                 for i in sorted(t.partitions)
             ]
         records: list[Any] = []
@@ -693,7 +793,11 @@ class QuorumController:
                 return _code("ELECTION_NOT_NEEDED")
             if preferred not in part.isr or not self._active(preferred):
                 return _code("PREFERRED_LEADER_NOT_AVAILABLE")
-            records.append(r.PartitionChangeRecord(partition_id=index, topic_id=topic.topic_id, leader=preferred))
+            records.append(
+                r.PartitionChangeRecord(
+                    partition_id=index, topic_id=topic.topic_id, leader=preferred
+                )
+            )
             return NONE
         if part.leader != NO_LEADER:
             return _code("ELECTION_NOT_NEEDED")
@@ -720,9 +824,11 @@ class QuorumController:
         percentage = int(self._broker_default("leader.imbalance.per.broker.percentage"))
         chosen = preferred_elections(self.image, self._active, percentage)
         records: list[Any] = [
-            r.PartitionChangeRecord(partition_id=c.partition, topic_id=c.topic_id, leader=c.leader) for c in chosen
+            r.PartitionChangeRecord(partition_id=c.partition, topic_id=c.topic_id, leader=c.leader)
+            for c in chosen
         ]
         return ControllerResult(records, [(c.topic, c.partition) for c in chosen])
+
 
 def _topic_list_default(key: str) -> list[str]:
     d = config_defs.TOPIC_CONFIGS.get(key)

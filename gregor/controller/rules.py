@@ -27,11 +27,15 @@ MAX_RECORDS_PER_USER_OP = 10_000
 
 
 def too_many_partitions() -> KafkaError:
-    return KafkaError(errors.POLICY_VIOLATION, "Excessively large number of partitions per request.")
+    return KafkaError(
+        errors.POLICY_VIOLATION, "Excessively large number of partitions per request."
+    )
 
 
 def too_many_records() -> KafkaError:
-    return KafkaError(errors.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+    return KafkaError(
+        errors.POLICY_VIOLATION, "Unable to perform excessively large batch operation."
+    )
 
 
 def requested_partitions(specs: Iterable[Any], default_partitions: int) -> int:
@@ -66,7 +70,8 @@ def check_counts(
         )
     if num_partitions < -1 or num_partitions == 0:
         raise KafkaError(
-            errors.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
+            errors.INVALID_PARTITIONS,
+            "Number of partitions was set to an invalid non-positive value.",
         )
     return (
         default_partitions if num_partitions == -1 else num_partitions,
@@ -109,7 +114,9 @@ def check_partition_increase(
     return added
 
 
-def place_round_robin(broker_ids: Sequence[int], partitions: int, factor: int, first: int) -> list[list[int]]:
+def place_round_robin(
+    broker_ids: Sequence[int], partitions: int, factor: int, first: int
+) -> list[list[int]]:
     """Replicas of partitions first..first+partitions-1: round-robin over the sorted brokers,
     partition p on brokers[p], brokers[p+1], ... (its leader first)."""
     brokers = sorted(broker_ids)
@@ -185,8 +192,10 @@ def apply_incremental(
                     f"Config value append/subtract is not allowed for config key: {key}",
                 )
             base = current.get(key)
-            items = [p.strip() for p in base.split(",") if p.strip()] if base is not None else (
-                list_default(key) if callable(list_default) else []
+            items = (
+                [p.strip() for p in base.split(",") if p.strip()]
+                if base is not None
+                else (list_default(key) if callable(list_default) else [])
             )
             given = [p.strip() for p in (value or "").split(",") if p.strip()]
             if op == APPEND:

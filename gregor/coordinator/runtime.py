@@ -78,11 +78,16 @@ class GroupShardAdapter:
         return decode(key, value)
 
     def after_step(
-        self, runtime: CoordinatorRuntime[GroupCoordinatorShard, Record], shard: GroupCoordinatorShard, now_ms: int
+        self,
+        runtime: CoordinatorRuntime[GroupCoordinatorShard, Record],
+        shard: GroupCoordinatorShard,
+        now_ms: int,
     ) -> bool:
         """Release the shard's completions, once what is written so far is replicated."""
         for pending, value in shard.take_completions():
-            runtime.answer(shard, _completer(pending, value), _completer_failed(pending, value), now_ms)
+            runtime.answer(
+                shard, _completer(pending, value), _completer_failed(pending, value), now_ms
+            )
         return False
 
     def on_unloaded(self, shard: GroupCoordinatorShard) -> None:
@@ -204,27 +209,53 @@ class GroupCoordinator:
     # -- operations -----------------------------------------------------------------------------
 
     def join_group(self, r: JoinRequest, now_ms: int) -> JoinResult | Pending:
-        return self.runtime.run(r.group_id, lambda s: s.join_group(r, now_ms), lambda e: JoinResult.failed(e, r.member_id), now_ms)
+        return self.runtime.run(
+            r.group_id,
+            lambda s: s.join_group(r, now_ms),
+            lambda e: JoinResult.failed(e, r.member_id),
+            now_ms,
+        )
 
     def sync_group(self, r: SyncRequest, now_ms: int) -> SyncResult | Pending:
-        return self.runtime.run(r.group_id, lambda s: s.sync_group(r, now_ms), SyncResult.failed, now_ms)
+        return self.runtime.run(
+            r.group_id, lambda s: s.sync_group(r, now_ms), SyncResult.failed, now_ms
+        )
 
-    def heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None, now_ms: int) -> int | Pending:
+    def heartbeat(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        instance_id: str | None,
+        now_ms: int,
+    ) -> int | Pending:
         return self.runtime.run(
             group_id, lambda s: s.heartbeat(group_id, generation_id, member_id, instance_id, now_ms), _same, now_ms,
             what="heartbeat",
         )  # fmt: skip
 
-    def leave_group(self, group_id: str, members: list[tuple[str, str | None]], now_ms: int) -> LeaveResult | Pending:
-        return self.runtime.run(group_id, lambda s: s.leave_group(group_id, members, now_ms), LeaveResult, now_ms, what="leave")
+    def leave_group(
+        self, group_id: str, members: list[tuple[str, str | None]], now_ms: int
+    ) -> LeaveResult | Pending:
+        return self.runtime.run(
+            group_id,
+            lambda s: s.leave_group(group_id, members, now_ms),
+            LeaveResult,
+            now_ms,
+            what="leave",
+        )
 
     def commit_offsets(self, r: OffsetCommitRequest, now_ms: int) -> PartitionErrors | Pending:
         def failed(e: int) -> PartitionErrors:
             return PartitionErrors(e, [(t, p, e) for t, p, *_ in r.offsets])
 
-        return self.runtime.run(r.group_id, lambda s: s.commit_offsets(r, now_ms), failed, now_ms, what="commit")
+        return self.runtime.run(
+            r.group_id, lambda s: s.commit_offsets(r, now_ms), failed, now_ms, what="commit"
+        )
 
-    def txn_offset_commit(self, r: TxnOffsetCommitRequest, now_ms: int) -> PartitionErrors | Pending:
+    def txn_offset_commit(
+        self, r: TxnOffsetCommitRequest, now_ms: int
+    ) -> PartitionErrors | Pending:
         """TxnOffsetCommit: the offsets, pending until the producer's marker (see the module
         docstring); per-partition errors in request order."""
 
@@ -234,9 +265,18 @@ class GroupCoordinator:
         if not r.group_id:
             return failed(codes.INVALID_GROUP_ID)
         producer = (r.producer_id, r.producer_epoch)
-        return self.runtime.run(r.group_id, lambda s: s.txn_offset_commit(r, now_ms), failed, now_ms, producer, "txn commit")
+        return self.runtime.run(
+            r.group_id,
+            lambda s: s.txn_offset_commit(r, now_ms),
+            failed,
+            now_ms,
+            producer,
+            "txn commit",
+        )
 
-    def complete_transaction(self, offsets_partition: int, producer_id: int, committed: bool) -> None:
+    def complete_transaction(
+        self, offsets_partition: int, producer_id: int, committed: bool
+    ) -> None:
         """The broker has just appended `producer_id`'s COMMIT (`committed`) or ABORT marker to
         `__consumer_offsets` partition `offsets_partition`: apply it, as loading applies a
         marker it reads. Nothing to do if this broker does not coordinate the partition, or is
@@ -261,17 +301,29 @@ class GroupCoordinator:
         result = shard.fetch_offsets(group_id, topics, require_stable)
 
         def failed(code: int) -> OffsetFetchResult:
-            return OffsetFetchResult(codes.NOT_COORDINATOR if code == codes.REQUEST_TIMED_OUT else code)
+            return OffsetFetchResult(
+                codes.NOT_COORDINATOR if code == codes.REQUEST_TIMED_OUT else code
+            )
 
         box = Pending(f"fetch offsets {group_id}")
-        if self.runtime.answer(shard, lambda: box.complete(result), lambda code: box.complete(failed(code)), now_ms):
+        if self.runtime.answer(
+            shard, lambda: box.complete(result), lambda code: box.complete(failed(code)), now_ms
+        ):
             return result
         return box
 
-    def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]], now_ms: int) -> PartitionErrors | Pending:
+    def delete_offsets(
+        self, group_id: str, topics: list[tuple[str, list[int]]], now_ms: int
+    ) -> PartitionErrors | Pending:
         if not group_id:  # as Kafka: OffsetDelete, unlike OffsetCommit, refuses the empty id
             return PartitionErrors(codes.INVALID_GROUP_ID)
-        return self.runtime.run(group_id, lambda s: s.delete_offsets(group_id, topics), PartitionErrors, now_ms, what="delete offsets")
+        return self.runtime.run(
+            group_id,
+            lambda s: s.delete_offsets(group_id, topics),
+            PartitionErrors,
+            now_ms,
+            what="delete offsets",
+        )
 
     def describe_group(self, group_id: str) -> DescribedGroup | int | None:
         """The group; None if unknown; an error code if this broker cannot say."""
@@ -280,7 +332,9 @@ class GroupCoordinator:
             return error
         return shard.describe_group(group_id)
 
-    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> tuple[int, list[ListedGroup]]:
+    def list_groups(
+        self, states: Iterable[str] = (), types: Iterable[str] = ()
+    ) -> tuple[int, list[ListedGroup]]:
         states, types = list(states), list(types)
         out: list[ListedGroup] = []
         for shard in self.runtime.shards():

@@ -23,7 +23,10 @@ def response(error_code: int = errors.NONE) -> Any:
     row = ApiVersionsResponse.ApiVersion
     return ApiVersionsResponse(
         error_code=error_code,
-        api_keys=[row(api_key=a.key, min_version=a.min_version, max_version=a.max_version) for a in served()],
+        api_keys=[
+            row(api_key=a.key, min_version=a.min_version, max_version=a.max_version)
+            for a in served()
+        ],
     )
 
 

@@ -46,21 +46,33 @@ def describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
     results = []
     for d in logs.log_dirs:
         if d in logs.offline_dirs:  # as Kafka: the dir, its error, nothing more
-            results.append(R.DescribeLogDirsResult(error_code=errors.KAFKA_STORAGE_ERROR, log_dir=d, topics=[]))
+            results.append(
+                R.DescribeLogDirsResult(error_code=errors.KAFKA_STORAGE_ERROR, log_dir=d, topics=[])
+            )
             continue
         by_topic: dict[str, list[Any]] = {}
         for (topic, index), lg in logs.partitions():
-            if logs.dir_of(topic, index) != d or (wanted is not None and (topic, index) not in wanted):
+            if logs.dir_of(topic, index) != d or (
+                wanted is not None and (topic, index) not in wanted
+            ):
                 continue
             by_topic.setdefault(topic, []).append(
-                R.DescribeLogDirsPartition(partition_index=index, partition_size=lg.size_in_bytes, offset_lag=0, is_future_key=False)
+                R.DescribeLogDirsPartition(
+                    partition_index=index,
+                    partition_size=lg.size_in_bytes,
+                    offset_lag=0,
+                    is_future_key=False,
+                )
             )
         st = os.statvfs(d)
         results.append(
             R.DescribeLogDirsResult(
                 error_code=errors.NONE,
                 log_dir=d,
-                topics=[R.DescribeLogDirsTopic(name=t, partitions=ps) for t, ps in sorted(by_topic.items())],
+                topics=[
+                    R.DescribeLogDirsTopic(name=t, partitions=ps)
+                    for t, ps in sorted(by_topic.items())
+                ],
                 total_bytes=st.f_blocks * st.f_frsize,
                 usable_bytes=st.f_bavail * st.f_frsize,
             )
@@ -83,7 +95,11 @@ def describe_topic_partitions(ctx: RequestContext, request: Any) -> Any:
     for name in names:
         info = store.topics.get(name)
         if info is None:
-            topics.append(R.DescribeTopicPartitionsResponseTopic(error_code=errors.UNKNOWN_TOPIC_OR_PARTITION, name=name, partitions=[]))
+            topics.append(
+                R.DescribeTopicPartitionsResponseTopic(
+                    error_code=errors.UNKNOWN_TOPIC_OR_PARTITION, name=name, partitions=[]
+                )
+            )
             continue
         meta = topic_response(ctx, info)
         start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
@@ -108,7 +124,11 @@ def describe_topic_partitions(ctx: RequestContext, request: Any) -> Any:
             limit -= 1
         topics.append(
             R.DescribeTopicPartitionsResponseTopic(
-                error_code=errors.NONE, name=name, topic_id=info.topic_id, is_internal=info.internal, partitions=parts
+                error_code=errors.NONE,
+                name=name,
+                topic_id=info.topic_id,
+                is_internal=info.internal,
+                partitions=parts,
             )
         )
         if next_cursor is not None:

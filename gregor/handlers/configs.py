@@ -30,7 +30,10 @@ TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 
 def _check_broker(ctx: RequestContext, name: str) -> None:
     if name not in ("", str(ctx.broker.node_id)):
-        raise KafkaError(errors.INVALID_REQUEST, f"Unexpected broker id, expected {ctx.broker.node_id} or empty string, but received {name}")
+        raise KafkaError(
+            errors.INVALID_REQUEST,
+            f"Unexpected broker id, expected {ctx.broker.node_id} or empty string, but received {name}",
+        )
 
 
 @handles(api_keys.DESCRIBE_CONFIGS)
@@ -40,13 +43,19 @@ def describe_configs(ctx: RequestContext, request: Any) -> Any:
     R = DescribeConfigsResponse
     for res in request.resources:
         out = R.DescribeConfigsResult(
-            error_code=errors.NONE, resource_type=res.resource_type, resource_name=res.resource_name, configs=[]
+            error_code=errors.NONE,
+            resource_type=res.resource_type,
+            resource_name=res.resource_name,
+            configs=[],
         )
         try:
             if res.resource_type == TOPIC:
                 info = broker.store.topics.get(res.resource_name)
                 if info is None:
-                    raise KafkaError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{res.resource_name}' does not exist")
+                    raise KafkaError(
+                        errors.UNKNOWN_TOPIC_OR_PARTITION,
+                        f"Topic '{res.resource_name}' does not exist",
+                    )
                 names = list(config_defs.TOPIC_CONFIGS)
                 resolve = functools.partial(
                     config_defs.resolve_topic_config,
@@ -63,7 +72,9 @@ def describe_configs(ctx: RequestContext, request: Any) -> Any:
                     dynamic=broker.store.dynamic(broker.node_id),
                 )
             else:
-                raise KafkaError(errors.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
+                raise KafkaError(
+                    errors.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
+                )
             if res.configuration_keys is not None:
                 names = [n for n in names if n in set(res.configuration_keys)]
             for n in names:
@@ -76,7 +87,8 @@ def describe_configs(ctx: RequestContext, request: Any) -> Any:
                         config_source=r.source,
                         is_sensitive=r.sensitive,
                         synonyms=[
-                            R.DescribeConfigsSynonym(name=sn, value=sv, source=ss) for sn, sv, ss in r.synonyms
+                            R.DescribeConfigsSynonym(name=sn, value=sv, source=ss)
+                            for sn, sv, ss in r.synonyms
                         ]
                         if request.include_synonyms
                         else [],
@@ -106,24 +118,34 @@ def _alter(ctx: RequestContext, request: Any, incremental: bool, response_cls: A
             if res.resource_type == TOPIC:
                 if incremental:
                     ops = [(c.name, c.config_operation, c.value) for c in res.configs]
-                    broker.admin.incremental_alter_topic_configs(res.resource_name, ops, request.validate_only)
+                    broker.admin.incremental_alter_topic_configs(
+                        res.resource_name, ops, request.validate_only
+                    )
                 else:
                     broker.admin.alter_topic_configs(
-                        res.resource_name, {c.name: c.value for c in res.configs}, request.validate_only
+                        res.resource_name,
+                        {c.name: c.value for c in res.configs},
+                        request.validate_only,
                     )
             elif res.resource_type == BROKER:
                 _check_broker(ctx, res.resource_name)
                 if incremental:
                     ops = [(c.name, c.config_operation, c.value) for c in res.configs]
-                    broker.admin.alter_broker_configs(res.resource_name, {}, request.validate_only, incremental_ops=ops)
+                    broker.admin.alter_broker_configs(
+                        res.resource_name, {}, request.validate_only, incremental_ops=ops
+                    )
                 else:
                     broker.admin.alter_broker_configs(
-                        res.resource_name, {c.name: c.value for c in res.configs}, request.validate_only
+                        res.resource_name,
+                        {c.name: c.value for c in res.configs},
+                        request.validate_only,
                     )
             elif res.resource_type == BROKER_LOGGER:
                 raise KafkaError(errors.INVALID_REQUEST, "Broker logger configs are not supported")
             else:
-                raise KafkaError(errors.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
+                raise KafkaError(
+                    errors.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
+                )
             changed = changed or not request.validate_only
         except KafkaError as exc:
             r.error_code, r.error_message = exc.code, exc.message

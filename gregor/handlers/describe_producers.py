@@ -43,7 +43,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 code, message = exc.code, exc.message
             parts.append(
                 R.PartitionResponse(
-                    partition_index=index, error_code=code, error_message=message, active_producers=active
+                    partition_index=index,
+                    error_code=code,
+                    error_message=message,
+                    active_producers=active,
                 )
             )
         topics.append(R.TopicResponse(name=t.name, partitions=parts))

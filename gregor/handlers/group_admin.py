@@ -33,7 +33,16 @@ def describe_groups(ctx: RequestContext, request: Any) -> Any:
     for gid in request.groups:
         d = ctx.broker.groups.describe_group(gid)
         if isinstance(d, int):
-            out.append(R.DescribedGroup(error_code=d, group_id=gid, group_state="", protocol_type="", protocol_data="", members=[]))
+            out.append(
+                R.DescribedGroup(
+                    error_code=d,
+                    group_id=gid,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                )
+            )
         elif d is None:
             unknown = ctx.version >= 6
             out.append(
@@ -81,7 +90,12 @@ def list_groups(ctx: RequestContext, request: Any) -> Any:
     return R(
         error_code=error,
         groups=[
-            R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type)
+            R.ListedGroup(
+                group_id=g.group_id,
+                protocol_type=g.protocol_type,
+                group_state=g.state,
+                group_type=g.group_type,
+            )
             for g in groups
         ],
     )
@@ -93,5 +107,8 @@ def delete_groups(ctx: RequestContext, request: Any) -> Any:
     results = ctx.broker.groups.delete_groups(list(dict.fromkeys(names)), ctx.broker.now_ms())
     R = DeleteGroupsResponse
     return respond(
-        results, lambda by_group: R(results=[R.DeletableGroupResult(group_id=g, error_code=by_group[g]) for g in names])
+        results,
+        lambda by_group: R(
+            results=[R.DeletableGroupResult(group_id=g, error_code=by_group[g]) for g in names]
+        ),
     )

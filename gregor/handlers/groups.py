@@ -86,7 +86,10 @@ def _coordinator(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str
         try:
             b.transactions.ensure_transaction_topic()
         except KafkaError as exc:
-            return codes.COORDINATOR_NOT_AVAILABLE, f"__transaction_state cannot be created: {exc.message}"
+            return (
+                codes.COORDINATOR_NOT_AVAILABLE,
+                f"__transaction_state cannot be created: {exc.message}",
+            )
         if not b.transactions.is_leader_for(key):
             return codes.COORDINATOR_NOT_AVAILABLE, "the coordinator is not available"
         return codes.NONE, None
@@ -95,7 +98,10 @@ def _coordinator(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str
     try:
         b.groups.ensure_offsets_topic()
     except KafkaError as exc:
-        return codes.COORDINATOR_NOT_AVAILABLE, f"__consumer_offsets cannot be created: {exc.message}"
+        return (
+            codes.COORDINATOR_NOT_AVAILABLE,
+            f"__consumer_offsets cannot be created: {exc.message}",
+        )
     if not b.groups.is_leader_for(key):
         return codes.COORDINATOR_NOT_AVAILABLE, "the coordinator is not available"
     return codes.NONE, None
@@ -138,7 +144,16 @@ def find_coordinator(ctx: RequestContext, request: Any) -> Any:
         out = []
         for key in request.coordinator_keys:
             error, message, node, host, port = _find(ctx, key_type, key)
-            out.append(R.Coordinator(key=key, node_id=node, host=host, port=port, error_code=error, error_message=message))
+            out.append(
+                R.Coordinator(
+                    key=key,
+                    node_id=node,
+                    host=host,
+                    port=port,
+                    error_code=error,
+                    error_message=message,
+                )
+            )
         return R(coordinators=out)
     error, message, node, host, port = _find(ctx, key_type, request.key)
     return R(error_code=error, error_message=message, node_id=node, host=host, port=port)
@@ -178,7 +193,10 @@ def _join_response(version: int, res: JoinResult) -> Any:
         leader=res.leader,
         skip_assignment=res.skip_assignment,
         member_id=res.member_id,
-        members=[R.JoinGroupResponseMember(member_id=m, group_instance_id=i, metadata=meta) for m, i, meta in res.members],
+        members=[
+            R.JoinGroupResponseMember(member_id=m, group_instance_id=i, metadata=meta)
+            for m, i, meta in res.members
+        ],
     )
 
 
@@ -241,7 +259,10 @@ def _leave_response(v: int, res: LeaveResult) -> Any:
     if v >= 3:
         return R(
             error_code=res.error,
-            members=[R.MemberResponse(member_id=m, group_instance_id=i, error_code=e) for m, i, e in res.members],
+            members=[
+                R.MemberResponse(member_id=m, group_instance_id=i, error_code=e)
+                for m, i, e in res.members
+            ],
         )
     error = res.error or (res.members[0][2] if res.members else codes.NONE)
     return R(error_code=error)

@@ -27,21 +27,33 @@ from gregor.protocol.messages import InitProducerIdResponse
 def handle(ctx: RequestContext, request: Any) -> Any:
     b = ctx.broker
     v = ctx.version
-    producer_id, producer_epoch = (request.producer_id, request.producer_epoch) if v >= 3 else (-1, -1)
+    producer_id, producer_epoch = (
+        (request.producer_id, request.producer_epoch) if v >= 3 else (-1, -1)
+    )
     if (producer_id == -1) != (producer_epoch == -1):
-        return InitProducerIdResponse(error_code=errors.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
+        return InitProducerIdResponse(
+            error_code=errors.INVALID_REQUEST, producer_id=-1, producer_epoch=-1
+        )
     if request.transactional_id is None:
         try:
             producer_id = b.producer_ids.next_id()
         except KafkaError as exc:  # a cluster node without a block from the controller yet
             return InitProducerIdResponse(error_code=exc.code, producer_id=-1, producer_epoch=-1)
-        return InitProducerIdResponse(error_code=errors.NONE, producer_id=producer_id, producer_epoch=0)
+        return InitProducerIdResponse(
+            error_code=errors.NONE, producer_id=producer_id, producer_epoch=0
+        )
     result = b.transactions.init_producer_id(
-        request.transactional_id, request.transaction_timeout_ms, producer_id, producer_epoch, b.now_ms()
+        request.transactional_id,
+        request.transaction_timeout_ms,
+        producer_id,
+        producer_epoch,
+        b.now_ms(),
     )
     return respond(
         result,
         lambda res: InitProducerIdResponse(
-            error_code=fenced_for(v, 4, res.error), producer_id=res.producer_id, producer_epoch=res.producer_epoch
+            error_code=fenced_for(v, 4, res.error),
+            producer_id=res.producer_id,
+            producer_epoch=res.producer_epoch,
         ),
     )

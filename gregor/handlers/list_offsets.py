@@ -49,7 +49,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             except KafkaError as exc:
                 code = exc.code
             parts.append(
-                PartResp(partition_index=rp.partition_index, error_code=code, timestamp=ts, offset=offset, leader_epoch=epoch)
+                PartResp(
+                    partition_index=rp.partition_index,
+                    error_code=code,
+                    timestamp=ts,
+                    offset=offset,
+                    leader_epoch=epoch,
+                )
             )
         topics.append(TopicResp(name=t.name, partitions=parts))
     return ListOffsetsResponse(topics=topics)

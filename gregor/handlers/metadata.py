@@ -78,7 +78,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             if name is None:
                 info = store.topic_by_id(t.topic_id)
                 if info is None:
-                    topics.append(Topic(error_code=errors.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id, partitions=[]))
+                    topics.append(
+                        Topic(
+                            error_code=errors.UNKNOWN_TOPIC_ID,
+                            name=None,
+                            topic_id=t.topic_id,
+                            partitions=[],
+                        )
+                    )
                 else:
                     topics.append(topic_response(ctx, info))
                 continue
@@ -87,17 +94,26 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 try:
                     validate_topic_name(name)
                 except KafkaError as exc:
-                    topics.append(Topic(error_code=exc.code, name=name, topic_id=ZERO_UUID, partitions=[]))
+                    topics.append(
+                        Topic(error_code=exc.code, name=name, topic_id=ZERO_UUID, partitions=[])
+                    )
                     continue
                 if auto:
                     try:
                         info = broker.maybe_auto_create(name)
                     except KafkaError as exc:  # e.g. LEADER_NOT_AVAILABLE: being created
-                        topics.append(Topic(error_code=exc.code, name=name, topic_id=ZERO_UUID, partitions=[]))
+                        topics.append(
+                            Topic(error_code=exc.code, name=name, topic_id=ZERO_UUID, partitions=[])
+                        )
                         continue
             if info is None:
                 topics.append(
-                    Topic(error_code=errors.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=ZERO_UUID, partitions=[])
+                    Topic(
+                        error_code=errors.UNKNOWN_TOPIC_OR_PARTITION,
+                        name=name,
+                        topic_id=ZERO_UUID,
+                        partitions=[],
+                    )
                 )
             else:
                 topics.append(topic_response(ctx, info))

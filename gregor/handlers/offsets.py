@@ -49,7 +49,9 @@ def offset_commit(ctx: RequestContext, request: Any) -> Any:
         for p in t.partitions:
             if _exists(ctx, t.name, p.partition_index):
                 epoch = p.committed_leader_epoch if v >= 6 else -1
-                wanted.append((t.name, p.partition_index, p.committed_offset, epoch, p.committed_metadata))
+                wanted.append(
+                    (t.name, p.partition_index, p.committed_offset, epoch, p.committed_metadata)
+                )
     r = OffsetCommitRequest(
         group_id=request.group_id,
         generation_id=request.generation_id_or_member_epoch,
@@ -73,7 +75,9 @@ def _commit_response(request: Any, res: PartitionErrors | None) -> Any:
                 partitions=[
                     R.OffsetCommitResponsePartition(
                         partition_index=p.partition_index,
-                        error_code=by_tp.get((t.name, p.partition_index), codes.UNKNOWN_TOPIC_OR_PARTITION),
+                        error_code=by_tp.get(
+                            (t.name, p.partition_index), codes.UNKNOWN_TOPIC_OR_PARTITION
+                        ),
                     )
                     for p in t.partitions
                 ],
@@ -104,7 +108,11 @@ def offset_fetch(ctx: RequestContext, request: Any) -> Any:
             for i, g in enumerate(request.groups)
         })  # fmt: skip
         return respond(fetched, lambda by_index: _fetch_groups_response(request, by_index))
-    topics = None if request.topics is None else [(t.name, list(t.partition_indexes)) for t in request.topics]
+    topics = (
+        None
+        if request.topics is None
+        else [(t.name, list(t.partition_indexes)) for t in request.topics]
+    )
     result = groups.fetch_offsets(request.group_id, topics, v >= 7 and request.require_stable, now)
     return respond(result, lambda res: _fetch_response(v, topics, res))
 
@@ -118,13 +126,17 @@ def _fetch_groups_response(request: Any, by_index: dict[str, OffsetFetchResult])
             R.OffsetFetchResponseGroup(
                 group_id=g.group_id,
                 error_code=res.error,
-                topics=_topics(res.offsets, R.OffsetFetchResponseTopics, R.OffsetFetchResponsePartitions),
+                topics=_topics(
+                    res.offsets, R.OffsetFetchResponseTopics, R.OffsetFetchResponsePartitions
+                ),
             )
         )
     return R(groups=out)
 
 
-def _fetch_response(v: int, topics: list[tuple[str, list[int]]] | None, res: OffsetFetchResult) -> Any:
+def _fetch_response(
+    v: int, topics: list[tuple[str, list[int]]] | None, res: OffsetFetchResult
+) -> Any:
     R = OffsetFetchResponse
     offsets = res.offsets
     if res.error and v < 2 and topics is not None:
@@ -159,7 +171,10 @@ def _topics(offsets: list[FetchedOffset], topic_cls: Any, partition_cls: Any) ->
 @handles(api_keys.OFFSET_DELETE)
 def offset_delete(ctx: RequestContext, request: Any) -> Any:
     wanted = [
-        (t.name, [p.partition_index for p in t.partitions if _exists(ctx, t.name, p.partition_index)])
+        (
+            t.name,
+            [p.partition_index for p in t.partitions if _exists(ctx, t.name, p.partition_index)],
+        )
         for t in request.topics
     ]
     result = ctx.broker.groups.delete_offsets(request.group_id, wanted, ctx.broker.now_ms())
@@ -179,7 +194,9 @@ def _delete_response(request: Any, res: PartitionErrors) -> Any:
                 partitions=[
                     R.OffsetDeleteResponsePartition(
                         partition_index=p.partition_index,
-                        error_code=by_tp.get((t.name, p.partition_index), codes.UNKNOWN_TOPIC_OR_PARTITION),
+                        error_code=by_tp.get(
+                            (t.name, p.partition_index), codes.UNKNOWN_TOPIC_OR_PARTITION
+                        ),
                     )
                     for p in t.partitions
                 ],

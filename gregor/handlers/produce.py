@@ -64,9 +64,15 @@ def _verify_transactional(
     """Raise if the batch may not be appended; None to append it now; an awaitable of the
     coordinator's answer (a Produce error code) to append it once that says so."""
     if not transactional_id:
-        raise KafkaError(errors.INVALID_RECORD, "a transactional batch needs the request's transactional id")
+        raise KafkaError(
+            errors.INVALID_RECORD, "a transactional batch needs the request's transactional id"
+        )
     entry = partition.log.producer_state.last_entry(header.producer_id)
-    if entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == header.producer_epoch:
+    if (
+        entry is not None
+        and entry.current_txn_first_offset >= 0
+        and entry.producer_epoch == header.producer_epoch
+    ):
         return None  # its transaction is already open here
     answer = ctx.broker.txn_verifier.verify(
         transactional_id,
@@ -83,7 +89,9 @@ def _verify_transactional(
     return None
 
 
-def _unverified(code: int, topic: str, index: int, header: rb.BatchHeader, transactional_id: str | None) -> KafkaError:
+def _unverified(
+    code: int, topic: str, index: int, header: rb.BatchHeader, transactional_id: str | None
+) -> KafkaError:
     return KafkaError(
         code,
         f"{topic}-{index} is not in an ongoing transaction of producer "
@@ -104,8 +112,17 @@ class _Waiting:
 
 
 def _produce_partition(
-    ctx: RequestContext, request: Any, topic: str, pd: Any, now: int, failed: list[str], waiting: list[_Waiting],
-    parts: list[Any], awaiting: list[AwaitingWrite], *, verified: bool = False
+    ctx: RequestContext,
+    request: Any,
+    topic: str,
+    pd: Any,
+    now: int,
+    failed: list[str],
+    waiting: list[_Waiting],
+    parts: list[Any],
+    awaiting: list[AwaitingWrite],
+    *,
+    verified: bool = False,
 ) -> Any:
     """Append one partition's batch; its response, or None when it waits for a coordinator
     (added to `waiting`). An acks=all write not yet replicated is added to `awaiting`."""
@@ -134,7 +151,11 @@ def _produce_partition(
         base, append_time, start = info.first_offset, info.log_append_time, info.log_start_offset
     except KafkaError as exc:
         code, message = exc.code, exc.message
-        if code not in (errors.UNKNOWN_TOPIC_OR_PARTITION, errors.NOT_LEADER_OR_FOLLOWER, errors.KAFKA_STORAGE_ERROR):
+        if code not in (
+            errors.UNKNOWN_TOPIC_OR_PARTITION,
+            errors.NOT_LEADER_OR_FOLLOWER,
+            errors.KAFKA_STORAGE_ERROR,
+        ):
             log.warning("produce to %s-%d from %s refused: %s", topic, pd.index, ctx.peer, exc)
         failed.append(f"{topic}-{pd.index}: {exc}")
     part = PartResp(
@@ -163,7 +184,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     for topic in request.topic_data:
         parts: list[Any] = []
         for pd in topic.partition_data:
-            parts.append(_produce_partition(ctx, request, topic.name, pd, now, failed, waiting, parts, awaiting))
+            parts.append(
+                _produce_partition(
+                    ctx, request, topic.name, pd, now, failed, waiting, parts, awaiting
+                )
+            )
         responses.append(TopicResp(name=topic.name, partition_responses=parts))
     if waiting:
         return _after_verification(ctx, request, responses, waiting, awaiting)
@@ -177,7 +202,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 async def _after_verification(
-    ctx: RequestContext, request: Any, responses: list[Any], waiting: list[_Waiting], awaiting: list[AwaitingWrite]
+    ctx: RequestContext,
+    request: Any,
+    responses: list[Any],
+    waiting: list[_Waiting],
+    awaiting: list[AwaitingWrite],
 ) -> Any:
     """Each waiting batch appended once its coordinator says so, in the order they came; then,
     for acks=all, the answer once every write is replicated."""
@@ -185,14 +214,29 @@ async def _after_verification(
         code = await w.answer
         if code:
             exc = _unverified(code, w.topic, w.data.index, w.header, request.transactional_id)
-            log.warning("produce to %s-%d from %s refused: %s", w.topic, w.data.index, ctx.peer, exc)
+            log.warning(
+                "produce to %s-%d from %s refused: %s", w.topic, w.data.index, ctx.peer, exc
+            )
             w.parts[w.slot] = PartResp(
-                index=w.data.index, error_code=code, base_offset=-1, log_append_time_ms=-1,
-                log_start_offset=-1, error_message=exc.message,
+                index=w.data.index,
+                error_code=code,
+                base_offset=-1,
+                log_append_time_ms=-1,
+                log_start_offset=-1,
+                error_message=exc.message,
             )
         else:
             w.parts[w.slot] = _produce_partition(
-                ctx, request, w.topic, w.data, ctx.broker.now_ms(), [], [], w.parts, awaiting, verified=True
+                ctx,
+                request,
+                w.topic,
+                w.data,
+                ctx.broker.now_ms(),
+                [],
+                [],
+                w.parts,
+                awaiting,
+                verified=True,
             )
     response = ProduceResponse(responses=responses)
     if awaiting:

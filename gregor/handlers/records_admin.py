@@ -34,7 +34,11 @@ def delete_records(ctx: RequestContext, request: Any) -> Any:
                 low = log.increment_log_start_offset(target)
             except KafkaError as exc:
                 code = exc.code
-            parts.append(R.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=low, error_code=code))
+            parts.append(
+                R.DeleteRecordsPartitionResult(
+                    partition_index=p.partition_index, low_watermark=low, error_code=code
+                )
+            )
         topics.append(R.DeleteRecordsTopicResult(name=t.name, partitions=parts))
     ctx.broker.logs.checkpoint()
     return R(topics=topics)
@@ -58,6 +62,10 @@ def offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
                 epoch, end = log.leader_epochs.end_offset_for(p.leader_epoch, log.log_end_offset)
             except KafkaError as exc:
                 code = exc.code
-            parts.append(R.EpochEndOffset(error_code=code, partition=p.partition, leader_epoch=epoch, end_offset=end))
+            parts.append(
+                R.EpochEndOffset(
+                    error_code=code, partition=p.partition, leader_epoch=epoch, end_offset=end
+                )
+            )
         topics.append(R.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
     return R(topics=topics)

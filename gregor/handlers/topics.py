@@ -44,20 +44,27 @@ def create_topics(ctx: RequestContext, request: Any) -> Any:
     counts = Counter(t.name for t in request.topics)
     specs = [_topic_spec(t) for t in request.topics if counts[t.name] == 1]
     outcomes: list[TopicInfo | KafkaError] = (
-        [refused] * len(specs) if refused is not None
+        [refused] * len(specs)
+        if refused is not None
         else broker.admin.create_topics(specs, validate_only=request.validate_only)
     )
     by_name = dict(zip((s.name for s in specs), outcomes, strict=True))
     results = []
     for t in request.topics:
-        outcome = by_name[t.name] if t.name in by_name else KafkaError(
-            errors.INVALID_REQUEST,
-            f"Create topics request from client `{ctx.header.client_id}` contains multiple "
-            f"entries for the following topics: {t.name}",
+        outcome = (
+            by_name[t.name]
+            if t.name in by_name
+            else KafkaError(
+                errors.INVALID_REQUEST,
+                f"Create topics request from client `{ctx.header.client_id}` contains multiple "
+                f"entries for the following topics: {t.name}",
+            )
         )
         results.append(_topic_result(ctx, t.name, outcome))
         if isinstance(outcome, TopicInfo) and not request.validate_only:
-            log.info("created topic %s (%d partitions) for %s", t.name, outcome.partitions, ctx.peer)
+            log.info(
+                "created topic %s (%d partitions) for %s", t.name, outcome.partitions, ctx.peer
+            )
     if not request.validate_only:
         broker.apply_metadata()
     ok = [r for r in results if r.error_code == errors.NONE]
@@ -77,16 +84,27 @@ def _topic_spec(t: Any) -> TopicSpec:
 def _topic_result(ctx: RequestContext, name: str, outcome: TopicInfo | KafkaError) -> Any:
     if isinstance(outcome, KafkaError):
         return CreateTopicsResponse.CreatableTopicResult(
-            name=name, topic_id=ZERO_UUID, error_code=outcome.code, error_message=outcome.message or None,
-            num_partitions=-1, replication_factor=-1, configs=None,
+            name=name,
+            topic_id=ZERO_UUID,
+            error_code=outcome.code,
+            error_message=outcome.message or None,
+            num_partitions=-1,
+            replication_factor=-1,
+            configs=None,
         )
     broker = ctx.broker
     configs = [
         CreateTopicsResponse.CreatableTopicConfigs(
-            name=r.name, value=r.value, read_only=r.read_only, config_source=r.source, is_sensitive=r.sensitive
+            name=r.name,
+            value=r.value,
+            read_only=r.read_only,
+            config_source=r.source,
+            is_sensitive=r.sensitive,
         )
         for r in (
-            config_defs.resolve_topic_config(n, outcome.configs, broker.static_config, broker.store.dynamic(broker.node_id))
+            config_defs.resolve_topic_config(
+                n, outcome.configs, broker.static_config, broker.store.dynamic(broker.node_id)
+            )
             for n in config_defs.TOPIC_CONFIGS
         )
     ]
@@ -113,7 +131,9 @@ def delete_topics(ctx: RequestContext, request: Any) -> Any:
     refused = not_controller(ctx)
     before = broker.store.last_appended
     for name, topic_id in wanted:
-        resp = DeleteTopicsResponse.DeletableTopicResult(name=name, topic_id=topic_id, error_code=errors.NONE)
+        resp = DeleteTopicsResponse.DeletableTopicResult(
+            name=name, topic_id=topic_id, error_code=errors.NONE
+        )
         try:
             if refused is not None:
                 raise refused
@@ -145,13 +165,18 @@ def create_partitions(ctx: RequestContext, request: Any) -> Any:
         if counts[t.name] == 1
     ]
     outcomes: list[KafkaError | None] = (
-        [refused] * len(wanted) if refused is not None
+        [refused] * len(wanted)
+        if refused is not None
         else broker.admin.create_partitions(wanted, request.validate_only)
     )
     by_name = dict(zip((w[0] for w in wanted), outcomes, strict=True))
     results = []
     for t in request.topics:
-        error = by_name[t.name] if t.name in by_name else KafkaError(errors.INVALID_REQUEST, "Duplicate topic name.")
+        error = (
+            by_name[t.name]
+            if t.name in by_name
+            else KafkaError(errors.INVALID_REQUEST, "Duplicate topic name.")
+        )
         results.append(
             CreatePartitionsResponse.CreatePartitionsTopicResult(
                 name=t.name,

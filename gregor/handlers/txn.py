@@ -53,10 +53,17 @@ def add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
     R = AddPartitionsToTxnResponse
     if v < 4:
         results = _add(
-            ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
-            request.v3_and_below_producer_epoch, request.v3_and_below_topics, verify_only=False, from_client=True,
+            ctx,
+            request.v3_and_below_transactional_id,
+            request.v3_and_below_producer_id,
+            request.v3_and_below_producer_epoch,
+            request.v3_and_below_topics,
+            verify_only=False,
+            from_client=True,
         )
-        return respond(results, lambda res: R(throttle_time_ms=0, results_by_topic_v3_and_below=res))
+        return respond(
+            results, lambda res: R(throttle_time_ms=0, results_by_topic_v3_and_below=res)
+        )
     by_txn = all_of({
         str(i): _add(
             ctx, t.transactional_id, t.producer_id, t.producer_epoch, t.topics,
@@ -67,7 +74,9 @@ def add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
 
     def response(results: dict[str, list[Any]]) -> Any:
         out = [
-            R.AddPartitionsToTxnResult(transactional_id=t.transactional_id, topic_results=results[str(i)])
+            R.AddPartitionsToTxnResult(
+                transactional_id=t.transactional_id, topic_results=results[str(i)]
+            )
             for i, t in enumerate(request.transactions)
         ]
         return R(throttle_time_ms=0, error_code=codes.NONE, results_by_transaction=out)
@@ -76,12 +85,20 @@ def add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
 
 
 def _add(
-    ctx: RequestContext, tid: str, producer_id: int, producer_epoch: int, topics: list[Any], *,
-    verify_only: bool, from_client: bool,
+    ctx: RequestContext,
+    tid: str,
+    producer_id: int,
+    producer_epoch: int,
+    topics: list[Any],
+    *,
+    verify_only: bool,
+    from_client: bool,
 ) -> list[Any] | Pending:
     """The topic results; a Pending of them while the coordinator's write is replicated."""
     b = ctx.broker
-    wanted: list[tuple[str, int]] = list(dict.fromkeys((t.name, p) for t in topics for p in t.partitions))
+    wanted: list[tuple[str, int]] = list(
+        dict.fromkeys((t.name, p) for t in topics for p in t.partitions)
+    )
     refused: dict[tuple[str, int], int] = {}
     for topic, index in wanted:
         info = b.store.topics.get(topic)
@@ -113,9 +130,14 @@ def _by_topic(wanted: list[tuple[str, int]], by_tp: dict[tuple[str, int], int]) 
     grouped: dict[str, list[Any]] = {}
     for topic, index in wanted:
         grouped.setdefault(topic, []).append(
-            R.AddPartitionsToTxnPartitionResult(partition_index=index, partition_error_code=by_tp[(topic, index)])
+            R.AddPartitionsToTxnPartitionResult(
+                partition_index=index, partition_error_code=by_tp[(topic, index)]
+            )
         )
-    return [R.AddPartitionsToTxnTopicResult(name=t, results_by_partition=ps) for t, ps in grouped.items()]
+    return [
+        R.AddPartitionsToTxnTopicResult(name=t, results_by_partition=ps)
+        for t, ps in grouped.items()
+    ]
 
 
 # -- AddOffsetsToTxn and EndTxn --------------------------------------------------------------------
@@ -125,18 +147,29 @@ def _by_topic(wanted: list[tuple[str, int]], by_tp: dict[tuple[str, int], int]) 
 def add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
     b = ctx.broker
     result = b.transactions.add_offsets(
-        request.transactional_id, request.producer_id, request.producer_epoch, request.group_id, b.now_ms()
+        request.transactional_id,
+        request.producer_id,
+        request.producer_epoch,
+        request.group_id,
+        b.now_ms(),
     )
     v = ctx.version
-    return respond(result, lambda code: AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=fenced_for(v, 2, code)))
+    return respond(
+        result,
+        lambda code: AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=fenced_for(v, 2, code)),
+    )
 
 
 @handles(api_keys.END_TXN)
 def end_txn(ctx: RequestContext, request: Any) -> Any:
     b = ctx.broker
     result = b.transactions.end_txn(
-        request.transactional_id, request.producer_id, request.producer_epoch, request.committed,
-        2 if ctx.version >= 5 else 0, b.now_ms(),
+        request.transactional_id,
+        request.producer_id,
+        request.producer_epoch,
+        request.committed,
+        2 if ctx.version >= 5 else 0,
+        b.now_ms(),
     )
     v = ctx.version
     return respond(
@@ -178,14 +211,20 @@ def describe_transactions(ctx: RequestContext, request: Any) -> Any:
 def list_transactions(ctx: RequestContext, request: Any) -> Any:
     b = ctx.broker
     duration = request.duration_filter if ctx.version >= 1 else -1
-    res = b.transactions.list_transactions(request.state_filters, request.producer_id_filters, duration, b.now_ms())
+    res = b.transactions.list_transactions(
+        request.state_filters, request.producer_id_filters, duration, b.now_ms()
+    )
     R = ListTransactionsResponse
     return R(
         throttle_time_ms=0,
         error_code=res.error,
         unknown_state_filters=res.unknown_state_filters,
         transaction_states=[
-            R.TransactionState(transactional_id=t.transactional_id, producer_id=t.producer_id, transaction_state=t.state)
+            R.TransactionState(
+                transactional_id=t.transactional_id,
+                producer_id=t.producer_id,
+                transaction_state=t.state,
+            )
             for t in res.transactions
         ],
     )

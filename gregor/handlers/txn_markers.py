@@ -65,7 +65,12 @@ def write_marker(
         try:
             groups.complete_transaction(partition, producer_id, committed)
         except Exception:
-            log.exception("settling the transactional offsets of producer %d in %s-%d failed", producer_id, topic, partition)
+            log.exception(
+                "settling the transactional offsets of producer %d in %s-%d failed",
+                producer_id,
+                topic,
+                partition,
+            )
     return errors.NONE
 
 

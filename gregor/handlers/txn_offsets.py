@@ -40,7 +40,9 @@ def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
         for p in t.partitions:
             if _exists(ctx, t.name, p.partition_index):
                 epoch = p.committed_leader_epoch if v >= 2 else -1
-                wanted.append((t.name, p.partition_index, p.committed_offset, epoch, p.committed_metadata))
+                wanted.append(
+                    (t.name, p.partition_index, p.committed_offset, epoch, p.committed_metadata)
+                )
     r = TxnOffsetCommitRequest(
         group_id=request.group_id,
         producer_id=request.producer_id,
@@ -71,7 +73,8 @@ def _response(v: int, request: Any, res: PartitionErrors | None) -> Any:
                 name=t.name,
                 partitions=[
                     R.TxnOffsetCommitResponsePartition(
-                        partition_index=p.partition_index, error_code=error(t.name, p.partition_index)
+                        partition_index=p.partition_index,
+                        error_code=error(t.name, p.partition_index),
                     )
                     for p in t.partitions
                 ],

@@ -155,32 +155,108 @@ COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"
 TOPIC_CONFIGS: dict[str, ConfigDef] = {
     d.name: d
     for d in [
-        ConfigDef("cleanup.policy", LIST, "delete", subset_of("delete", "compact"), ("log.cleanup.policy",)),
-        ConfigDef("compression.type", STRING, "producer", one_of(*COMPRESSION_TYPES), ("compression.type",)),
+        ConfigDef(
+            "cleanup.policy",
+            LIST,
+            "delete",
+            subset_of("delete", "compact"),
+            ("log.cleanup.policy",),
+        ),
+        ConfigDef(
+            "compression.type",
+            STRING,
+            "producer",
+            one_of(*COMPRESSION_TYPES),
+            ("compression.type",),
+        ),
         ConfigDef("compression.gzip.level", INT, "-1", None, ("compression.gzip.level",)),
         ConfigDef("compression.lz4.level", INT, "9", between(1, 17), ("compression.lz4.level",)),
-        ConfigDef("compression.zstd.level", INT, "3", between(-131072, 22), ("compression.zstd.level",)),
-        ConfigDef("delete.retention.ms", LONG, "86400000", at_least(0), ("log.cleaner.delete.retention.ms",)),
-        ConfigDef("file.delete.delay.ms", LONG, "60000", at_least(0), ("log.segment.delete.delay.ms",)),
-        ConfigDef("flush.messages", LONG, str(LONG_MAX), at_least(1), ("log.flush.interval.messages",)),
+        ConfigDef(
+            "compression.zstd.level", INT, "3", between(-131072, 22), ("compression.zstd.level",)
+        ),
+        ConfigDef(
+            "delete.retention.ms",
+            LONG,
+            "86400000",
+            at_least(0),
+            ("log.cleaner.delete.retention.ms",),
+        ),
+        ConfigDef(
+            "file.delete.delay.ms", LONG, "60000", at_least(0), ("log.segment.delete.delay.ms",)
+        ),
+        ConfigDef(
+            "flush.messages", LONG, str(LONG_MAX), at_least(1), ("log.flush.interval.messages",)
+        ),
         ConfigDef("flush.ms", LONG, str(LONG_MAX), at_least(0), ("log.flush.interval.ms",)),
         ConfigDef("index.interval.bytes", INT, "4096", at_least(0), ("log.index.interval.bytes",)),
-        ConfigDef("max.compaction.lag.ms", LONG, str(LONG_MAX), at_least(1), ("log.cleaner.max.compaction.lag.ms",)),
+        ConfigDef(
+            "max.compaction.lag.ms",
+            LONG,
+            str(LONG_MAX),
+            at_least(1),
+            ("log.cleaner.max.compaction.lag.ms",),
+        ),
         ConfigDef("max.message.bytes", INT, "1048588", at_least(0), ("message.max.bytes",)),
-        ConfigDef("message.timestamp.type", STRING, "CreateTime", one_of("CreateTime", "LogAppendTime"), ("log.message.timestamp.type",)),
-        ConfigDef("message.timestamp.before.max.ms", LONG, str(LONG_MAX), at_least(0), ("log.message.timestamp.before.max.ms",)),
-        ConfigDef("message.timestamp.after.max.ms", LONG, "3600000", at_least(0), ("log.message.timestamp.after.max.ms",)),
-        ConfigDef("min.cleanable.dirty.ratio", DOUBLE, "0.5", between(0, 1), ("log.cleaner.min.cleanable.ratio",)),
-        ConfigDef("min.compaction.lag.ms", LONG, "0", at_least(0), ("log.cleaner.min.compaction.lag.ms",)),
+        ConfigDef(
+            "message.timestamp.type",
+            STRING,
+            "CreateTime",
+            one_of("CreateTime", "LogAppendTime"),
+            ("log.message.timestamp.type",),
+        ),
+        ConfigDef(
+            "message.timestamp.before.max.ms",
+            LONG,
+            str(LONG_MAX),
+            at_least(0),
+            ("log.message.timestamp.before.max.ms",),
+        ),
+        ConfigDef(
+            "message.timestamp.after.max.ms",
+            LONG,
+            "3600000",
+            at_least(0),
+            ("log.message.timestamp.after.max.ms",),
+        ),
+        ConfigDef(
+            "min.cleanable.dirty.ratio",
+            DOUBLE,
+            "0.5",
+            between(0, 1),
+            ("log.cleaner.min.cleanable.ratio",),
+        ),
+        ConfigDef(
+            "min.compaction.lag.ms", LONG, "0", at_least(0), ("log.cleaner.min.compaction.lag.ms",)
+        ),
         ConfigDef("min.insync.replicas", INT, "1", at_least(1), ("min.insync.replicas",)),
         ConfigDef("preallocate", BOOLEAN, "false", None, ("log.preallocate",)),
         ConfigDef("retention.bytes", LONG, "-1", None, ("log.retention.bytes",)),
-        ConfigDef("retention.ms", LONG, "604800000", at_least(-1), ("log.retention.ms", "log.retention.minutes", "log.retention.hours")),
+        ConfigDef(
+            "retention.ms",
+            LONG,
+            "604800000",
+            at_least(-1),
+            ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+        ),
         ConfigDef("segment.bytes", INT, "1073741824", at_least(14), ("log.segment.bytes",)),
-        ConfigDef("segment.index.bytes", INT, "10485760", at_least(8), ("log.index.size.max.bytes",)),
-        ConfigDef("segment.jitter.ms", LONG, "0", at_least(0), ("log.roll.jitter.ms", "log.roll.jitter.hours")),
+        ConfigDef(
+            "segment.index.bytes", INT, "10485760", at_least(8), ("log.index.size.max.bytes",)
+        ),
+        ConfigDef(
+            "segment.jitter.ms",
+            LONG,
+            "0",
+            at_least(0),
+            ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+        ),
         ConfigDef("segment.ms", LONG, "604800000", at_least(1), ("log.roll.ms", "log.roll.hours")),
-        ConfigDef("unclean.leader.election.enable", BOOLEAN, "false", None, ("unclean.leader.election.enable",)),
+        ConfigDef(
+            "unclean.leader.election.enable",
+            BOOLEAN,
+            "false",
+            None,
+            ("unclean.leader.election.enable",),
+        ),
     ]
 }
 
@@ -195,7 +271,13 @@ _UNIT_SCALE = {
 _BROKER_ONLY: list[ConfigDef] = [
     ConfigDef("node.id", INT, "1", at_least(0), read_only=True),
     ConfigDef("broker.id", INT, "-1", None, read_only=True),
-    ConfigDef("process.roles", LIST, "broker,controller", subset_of("broker", "controller"), read_only=True),
+    ConfigDef(
+        "process.roles",
+        LIST,
+        "broker,controller",
+        subset_of("broker", "controller"),
+        read_only=True,
+    ),
     ConfigDef("listeners", STRING, "PLAINTEXT://127.0.0.1:9092", None, read_only=True),
     ConfigDef("advertised.listeners", STRING, None, None, read_only=True),
     ConfigDef("log.dirs", STRING, None, None, read_only=True),
@@ -231,10 +313,24 @@ _BROKER_ONLY: list[ConfigDef] = [
     ConfigDef("transaction.state.log.replication.factor", SHORT, "3", at_least(1), read_only=True),
     ConfigDef("transaction.state.log.min.isr", INT, "2", at_least(1), read_only=True),
     ConfigDef("transaction.state.log.segment.bytes", INT, "104857600", at_least(1), read_only=True),
-    ConfigDef("transaction.state.log.load.buffer.size", INT, "5242880", at_least(1), read_only=True),
+    ConfigDef(
+        "transaction.state.log.load.buffer.size", INT, "5242880", at_least(1), read_only=True
+    ),
     ConfigDef("transactional.id.expiration.ms", INT, "604800000", at_least(1), read_only=True),
-    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, "10000", at_least(1), read_only=True),
-    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", INT, "3600000", at_least(1), read_only=True),
+    ConfigDef(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        INT,
+        "10000",
+        at_least(1),
+        read_only=True,
+    ),
+    ConfigDef(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        INT,
+        "3600000",
+        at_least(1),
+        read_only=True,
+    ),
     ConfigDef("group.initial.rebalance.delay.ms", INT, "3000", at_least(0)),
     ConfigDef("group.max.size", INT, str(INT_MAX), at_least(1)),
     ConfigDef("group.min.session.timeout.ms", INT, "6000", None),
@@ -242,15 +338,25 @@ _BROKER_ONLY: list[ConfigDef] = [
     ConfigDef("transaction.max.timeout.ms", INT, "900000", at_least(1)),
     # Idempotent producers idle this long are forgotten by each partition (producer_state.py).
     ConfigDef("producer.id.expiration.ms", INT, "86400000", at_least(1)),
-    ConfigDef("producer.id.expiration.check.interval.ms", INT, "600000", at_least(1), read_only=True),
+    ConfigDef(
+        "producer.id.expiration.check.interval.ms", INT, "600000", at_least(1), read_only=True
+    ),
     ConfigDef("cluster.id", STRING, None, None, read_only=True),
     ConfigDef("broker.rack", STRING, None, None, read_only=True),
     ConfigDef("controller.quorum.voters", LIST, "", None, read_only=True),
     ConfigDef("controller.quorum.bootstrap.servers", LIST, "", None, read_only=True),
     ConfigDef("controller.listener.names", STRING, "CONTROLLER", None, read_only=True),
     # The metadata log's snapshots and segments (metadata/raft_store.py).
-    ConfigDef("metadata.log.max.record.bytes.between.snapshots", LONG, "20971520", at_least(1), read_only=True),
-    ConfigDef("metadata.log.max.snapshot.interval.ms", LONG, "3600000", at_least(0), read_only=True),
+    ConfigDef(
+        "metadata.log.max.record.bytes.between.snapshots",
+        LONG,
+        "20971520",
+        at_least(1),
+        read_only=True,
+    ),
+    ConfigDef(
+        "metadata.log.max.snapshot.interval.ms", LONG, "3600000", at_least(0), read_only=True
+    ),
     ConfigDef("metadata.log.segment.bytes", INT, "1073741824", at_least(12), read_only=True),
     # KRaft broker liveness (KIP-631): heartbeats to the active controller, fenced after the
     # session timeout without one.

@@ -145,7 +145,9 @@ class PartitionRegistration:
                 else tuple(change.removing_replicas)
             ),
             adding_replicas=(
-                self.adding_replicas if change.adding_replicas is None else tuple(change.adding_replicas)
+                self.adding_replicas
+                if change.adding_replicas is None
+                else tuple(change.adding_replicas)
             ),
             directories=_directories(directories, len(replicas)),
         )

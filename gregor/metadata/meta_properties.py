@@ -94,7 +94,9 @@ def _parse(text: str) -> dict[str, str]:
             continue
         for i, ch in enumerate(line):
             if ch in "=:":
-                out[line[:i].strip()] = line[i + 1 :].strip().replace("\\:", ":").replace("\\=", "=")
+                out[line[:i].strip()] = (
+                    line[i + 1 :].strip().replace("\\:", ":").replace("\\=", "=")
+                )
                 break
         else:
             out[line] = ""

@@ -193,7 +193,9 @@ class RaftMetadataStore:
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         # Topic names created, changed or removed since take_changes(); None: anything may have.
         self._changed: set[str] | None = None
-        self.wakeup: Callable[[], None] | None = None  # the broker's timer hook (unused: no work comes between polls)
+        self.wakeup: Callable[[], None] | None = (
+            None  # the broker's timer hook (unused: no work comes between polls)
+        )
         # Networked only: called after committed records were replayed (on every node).
         self.on_replayed: Callable[[], None] | None = None
         # The offset of the last committed entry replayed (control ones too) and visible: not
@@ -321,7 +323,9 @@ class RaftMetadataStore:
         if offset <= self.applied:
             fut.set_result(None)
         elif not self.is_active():
-            fut.set_exception(KafkaError(NOT_CONTROLLER, f"node {self.local_id} is not the active controller"))
+            fut.set_exception(
+                KafkaError(NOT_CONTROLLER, f"node {self.local_id} is not the active controller")
+            )
         else:
             self._waiters.append((offset, fut))
         return fut
@@ -348,10 +352,14 @@ class RaftMetadataStore:
         store = cls(node, cluster_id, clock, *_snapshot_settings(configs, log_config))
         store.poll(clock())
         if not node.is_leader:
-            raise MetadataLogError(f"node {node_id} did not become the leader of its own quorum: {node!r}")
+            raise MetadataLogError(
+                f"node {node_id} did not become the leader of its own quorum: {node!r}"
+            )
         log.info(
             "metadata log %s: leader in epoch %d, replayed up to offset %d",
-            raft_log.directory, node.epoch, store.high_watermark,
+            raft_log.directory,
+            node.epoch,
+            store.high_watermark,
         )
         return store
 
@@ -362,7 +370,9 @@ class RaftMetadataStore:
 
     def dynamic(self, node_id: int) -> DynamicConfigs:
         image = self.image
-        return DynamicConfigs(image.config(BROKER_RESOURCE, ""), image.config(BROKER_RESOURCE, str(node_id)))
+        return DynamicConfigs(
+            image.config(BROKER_RESOURCE, ""), image.config(BROKER_RESOURCE, str(node_id))
+        )
 
     def broker_configs_of(self, resource: str) -> dict[str, str]:
         """The dynamic configs of BROKER `resource` ("" for the cluster-wide default)."""
@@ -430,7 +440,9 @@ class RaftMetadataStore:
             if self.node.high_watermark is not None and self.node.high_watermark > last:
                 self._maybe_snapshot(self.clock())
                 return last
-        raise MetadataLogError(f"records up to offset {last} were appended but not committed: {self.node!r}")
+        raise MetadataLogError(
+            f"records up to offset {last} were appended but not committed: {self.node!r}"
+        )
 
     def _append_networked(self, records: Sequence[Any], name: str | None) -> int:
         """Append on the active controller without waiting; the offset of the last record."""
@@ -467,7 +479,9 @@ class RaftMetadataStore:
             self.records_offset += 1
             log.info(
                 "metadata log: %d records in %d batches, as a transaction from offset %d",
-                len(records), len(batches), self.next_offset,
+                len(records),
+                len(batches),
+                self.next_offset,
             )
         return batches
 
@@ -491,7 +505,8 @@ class RaftMetadataStore:
         log.warning(
             "metadata log: aborting the transaction begun at offset %d and never ended (%d "
             "record(s) held back): its writer stopped before its last batch",
-            start, self._txn.held,
+            start,
+            self._txn.held,
         )
         self.commit([r.AbortTransactionRecord(reason=FAILOVER_REASON)])
         return True
@@ -539,7 +554,9 @@ class RaftMetadataStore:
         self._last_snapshot_ms = now
         log.info(
             "metadata log: snapshot %s written (%d bytes); the log starts at %d",
-            snapshot_id, len(data), self.node.log.start_offset,
+            snapshot_id,
+            len(data),
+            self.node.log.start_offset,
         )
         return snapshot_id
 
@@ -557,7 +574,9 @@ class RaftMetadataStore:
         snapshot_id = self._next_snapshot_id()
         if snapshot_id is None:
             return None
-        data = metadata_snapshot.encode_snapshot(self.image, snapshot_id.epoch, self._last_commit_ms, now_ms)
+        data = metadata_snapshot.encode_snapshot(
+            self.image, snapshot_id.epoch, self._last_commit_ms, now_ms
+        )
         return snapshot_id, data
 
     def _next_snapshot_id(self) -> SnapshotId | None:
@@ -582,7 +601,11 @@ class RaftMetadataStore:
             and pending > 0
             and now_ms - self._last_snapshot_ms >= self.snapshot_interval_ms
         )
-        if not (self._snapshot_deferred or due_by_time or (pending > 0 and pending >= self.snapshot_bytes)):
+        if not (
+            self._snapshot_deferred
+            or due_by_time
+            or (pending > 0 and pending >= self.snapshot_bytes)
+        ):
             return
         if self._txn.open:
             self._defer_snapshot()
@@ -623,7 +646,9 @@ class RaftMetadataStore:
         image, last_commit_ms = self.image, self._last_commit_ms
 
         def encode_and_write() -> int:
-            data = metadata_snapshot.encode_snapshot(image, snapshot_id.epoch, last_commit_ms, now_ms)
+            data = metadata_snapshot.encode_snapshot(
+                image, snapshot_id.epoch, last_commit_ms, now_ms
+            )
             write(snapshot_id, data)
             return len(data)
 
@@ -632,7 +657,9 @@ class RaftMetadataStore:
         self._last_snapshot_ms = now_ms
         self._in_flight = snapshot_id
         written = asyncio.get_running_loop().run_in_executor(None, encode_and_write)
-        written.add_done_callback(lambda fut: self._snapshot_written(raft_log, snapshot_id, pending, fut))
+        written.add_done_callback(
+            lambda fut: self._snapshot_written(raft_log, snapshot_id, pending, fut)
+        )
 
     def _snapshot_written(
         self,
@@ -649,14 +676,22 @@ class RaftMetadataStore:
             return  # stopping: a whole file is used at the next start, a partial one deleted
         exc = fut.exception()
         if exc is not None:
-            log.error("metadata log: snapshot %s could not be written: %s; the log keeps every record", snapshot_id, exc)
+            log.error(
+                "metadata log: snapshot %s could not be written: %s; the log keeps every record",
+                snapshot_id,
+                exc,
+            )
             self._bytes_since_snapshot += pending
             return
         latest = raft_log.latest_snapshot()
         superseded = latest is not None and latest.end_offset >= snapshot_id.end_offset
         if superseded or not raft_log.start_offset <= snapshot_id.end_offset <= raft_log.end_offset:
             if latest != snapshot_id:
-                log.info("metadata log: snapshot %s is superseded by %s; its file is removed", snapshot_id, latest)
+                log.info(
+                    "metadata log: snapshot %s is superseded by %s; its file is removed",
+                    snapshot_id,
+                    latest,
+                )
                 with contextlib.suppress(OSError):
                     os.unlink(os.path.join(raft_log.directory, snapshot_file_name(snapshot_id)))
             return
@@ -664,11 +699,16 @@ class RaftMetadataStore:
             raft_log.add_snapshot(snapshot_id)
             raft_log.delete_before_snapshot()
         except (OSError, ValueError, KafkaError):
-            log.exception("metadata log: snapshot %s was written but the log could not move up to it", snapshot_id)
+            log.exception(
+                "metadata log: snapshot %s was written but the log could not move up to it",
+                snapshot_id,
+            )
             return
         log.info(
             "metadata log: snapshot %s written (%d bytes, off the event loop); the log starts at %d",
-            snapshot_id, fut.result(), raft_log.start_offset,
+            snapshot_id,
+            fut.result(),
+            raft_log.start_offset,
         )
         if not self._closed:
             self._maybe_snapshot(self.clock())  # more may have come while it was written
@@ -694,13 +734,20 @@ class RaftMetadataStore:
             self._load_snapshot(effects.snapshot.snapshot_id, effects.snapshot.data)
             self.applied = max(self.applied, effects.snapshot.snapshot_id.end_offset - 1)
         if effects.outbound:  # a sole voter has nobody to talk to
-            log.warning("metadata quorum of one: dropping %d message(s) to other nodes", len(effects.outbound))
+            log.warning(
+                "metadata quorum of one: dropping %d message(s) to other nodes",
+                len(effects.outbound),
+            )
         if effects.leader_change is not None:
             change = effects.leader_change
             log.info("metadata leader: node %s in epoch %d", change.leader_id, change.epoch)
-        entries = [(r.decode(e.data), e.offset, e.epoch) for e in effects.committed if not e.control]
+        entries = [
+            (r.decode(e.data), e.offset, e.epoch) for e in effects.committed if not e.control
+        ]
         if effects.committed:
-            self._bytes_since_snapshot += sum(len(e.data) for e in effects.committed if not e.control)
+            self._bytes_since_snapshot += sum(
+                len(e.data) for e in effects.committed if not e.control
+            )
             self._last_commit_ms = self.clock()
         if entries:
             self._replay(entries)
@@ -712,7 +759,9 @@ class RaftMetadataStore:
         try:
             image = metadata_snapshot.from_snapshot(data, snapshot_id)
         except ValueError as exc:
-            raise MetadataLogError(f"metadata snapshot {snapshot_id} cannot be loaded: {exc}") from None
+            raise MetadataLogError(
+                f"metadata snapshot {snapshot_id} cannot be loaded: {exc}"
+            ) from None
         self.image = image
         for info in list(self._by_id.values()):
             if info.topic_id not in image.topics_by_id:
@@ -722,8 +771,12 @@ class RaftMetadataStore:
         self._txn.reset()  # a snapshot is never inside a transaction
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = self.clock()
-        self._update_topics(r.TopicRecord(name=t.name, topic_id=t.topic_id) for t in image.topics_by_id.values())
-        log.info("metadata log: loaded snapshot %s (%d topics)", snapshot_id, len(image.topics_by_id))
+        self._update_topics(
+            r.TopicRecord(name=t.name, topic_id=t.topic_id) for t in image.topics_by_id.values()
+        )
+        log.info(
+            "metadata log: loaded snapshot %s (%d topics)", snapshot_id, len(image.topics_by_id)
+        )
 
     def _replay(self, entries: list[tuple[Any, int, int]]) -> None:
         """Committed records onto the image; those of a metadata transaction once its End
@@ -790,7 +843,9 @@ def _open_log(
     try:
         raft_log = StorageRaftLog.open(log_dir, log_config, clock, check_snapshot=check)
     except SnapshotUnavailableError as exc:
-        raise MetadataLogError(_unusable_snapshot(directory, problems, networked) or str(exc)) from None
+        raise MetadataLogError(
+            _unusable_snapshot(directory, problems, networked) or str(exc)
+        ) from None
     snap = raft_log.latest_snapshot()
     if raft_log.start_offset > (0 if snap is None else snap.end_offset):
         # A hole: the snapshot that covered the start was set aside at an earlier start (the

@@ -50,7 +50,12 @@ def _record(api_key: int, name: str, versions: str, write: int, text: str) -> Re
     return RecordSchema(api_key, name, write, message)
 
 
-REGISTER_BROKER = _record(0, "RegisterBrokerRecord", "0-3", 3, """
+REGISTER_BROKER = _record(
+    0,
+    "RegisterBrokerRecord",
+    "0-3",
+    3,
+    """
 broker_id: int32
 is_migrating_zk_broker: bool versions 2+ default false
 incarnation_id: uuid   # the broker process's incarnation
@@ -68,19 +73,37 @@ rack: string nullable
 fenced: bool default true
 in_controlled_shutdown: bool versions 1+ default false
 log_dirs: []uuid versions 3+ tag 0
-""")
+""",
+)
 
-UNREGISTER_BROKER = _record(1, "UnregisterBrokerRecord", "0", 0, """
+UNREGISTER_BROKER = _record(
+    1,
+    "UnregisterBrokerRecord",
+    "0",
+    0,
+    """
 broker_id: int32
 broker_epoch: int64
-""")
+""",
+)
 
-TOPIC = _record(2, "TopicRecord", "0", 0, """
+TOPIC = _record(
+    2,
+    "TopicRecord",
+    "0",
+    0,
+    """
 name: string
 topic_id: uuid
-""")
+""",
+)
 
-PARTITION = _record(3, "PartitionRecord", "0-2", 1, """
+PARTITION = _record(
+    3,
+    "PartitionRecord",
+    "0-2",
+    1,
+    """
 partition_id: int32 default -1
 topic_id: uuid
 replicas: []int32           # preferred order: the first is the preferred leader
@@ -94,16 +117,28 @@ partition_epoch: int32 default -1
 directories: []uuid versions 1+   # the log directory of each replica, as replicas
 eligible_leader_replicas: []int32 versions 2+ nullable tag 1 default null
 last_known_elr: []int32 versions 2+ nullable tag 2 default null
-""")
+""",
+)
 
-CONFIG = _record(4, "ConfigRecord", "0", 0, """
+CONFIG = _record(
+    4,
+    "ConfigRecord",
+    "0",
+    0,
+    """
 resource_type: int8    # 2 TOPIC, 4 BROKER (name "" for the cluster default)
 resource_name: string
 name: string
 value: string nullable  # null: the config is deleted
-""")
+""",
+)
 
-PARTITION_CHANGE = _record(5, "PartitionChangeRecord", "0-2", 1, """
+PARTITION_CHANGE = _record(
+    5,
+    "PartitionChangeRecord",
+    "0-2",
+    1,
+    """
 partition_id: int32 default -1
 topic_id: uuid
 isr: []int32 nullable tag 0 default null                # null: unchanged
@@ -115,52 +150,101 @@ leader_recovery_state: int8 tag 5 default -1            # -1: unchanged
 directories: []uuid versions 1+ nullable tag 8 default null
 eligible_leader_replicas: []int32 versions 2+ nullable tag 6 default null
 last_known_elr: []int32 versions 2+ nullable tag 7 default null
-""")
+""",
+)
 
-FENCE_BROKER = _record(7, "FenceBrokerRecord", "0", 0, """
+FENCE_BROKER = _record(
+    7,
+    "FenceBrokerRecord",
+    "0",
+    0,
+    """
 id: int32
 epoch: int64
-""")
+""",
+)
 
-UNFENCE_BROKER = _record(8, "UnfenceBrokerRecord", "0", 0, """
+UNFENCE_BROKER = _record(
+    8,
+    "UnfenceBrokerRecord",
+    "0",
+    0,
+    """
 id: int32
 epoch: int64
-""")
+""",
+)
 
-REMOVE_TOPIC = _record(9, "RemoveTopicRecord", "0", 0, """
+REMOVE_TOPIC = _record(
+    9,
+    "RemoveTopicRecord",
+    "0",
+    0,
+    """
 topic_id: uuid
-""")
+""",
+)
 
-FEATURE_LEVEL = _record(12, "FeatureLevelRecord", "0", 0, """
+FEATURE_LEVEL = _record(
+    12,
+    "FeatureLevelRecord",
+    "0",
+    0,
+    """
 name: string
 feature_level: int16
-""")
+""",
+)
 
-PRODUCER_IDS = _record(15, "ProducerIdsRecord", "0", 0, """
+PRODUCER_IDS = _record(
+    15,
+    "ProducerIdsRecord",
+    "0",
+    0,
+    """
 broker_id: int32
 broker_epoch: int64 default -1
 next_producer_id: int64   # the first id of the next block
-""")
+""",
+)
 
-BROKER_REGISTRATION_CHANGE = _record(17, "BrokerRegistrationChangeRecord", "0-2", 2, """
+BROKER_REGISTRATION_CHANGE = _record(
+    17,
+    "BrokerRegistrationChangeRecord",
+    "0-2",
+    2,
+    """
 broker_id: int32
 broker_epoch: int64
 fenced: int8 tag 0                          # -1 unfenced, 0 no change, 1 fenced
 in_controlled_shutdown: int8 versions 1+ tag 1   # 0 no change, 1 in controlled shutdown
 log_dirs: []uuid versions 2+ tag 2
-""")
+""",
+)
 
 NO_OP = _record(20, "NoOpRecord", "0", 0, "")
 
-BEGIN_TRANSACTION = _record(23, "BeginTransactionRecord", "0", 0, """
+BEGIN_TRANSACTION = _record(
+    23,
+    "BeginTransactionRecord",
+    "0",
+    0,
+    """
 name: string nullable tag 0 default null     # what the transaction does, for people
-""")
+""",
+)
 
 END_TRANSACTION = _record(24, "EndTransactionRecord", "0", 0, "")
 
-ABORT_TRANSACTION = _record(25, "AbortTransactionRecord", "0", 0, """
+ABORT_TRANSACTION = _record(
+    25,
+    "AbortTransactionRecord",
+    "0",
+    0,
+    """
 reason: string nullable tag 0 default null   # why it was aborted, for people
-""")
+""",
+)
 
 ALL: tuple[RecordSchema, ...] = (
     REGISTER_BROKER,

@@ -150,7 +150,9 @@ def decode_with_version(data: bytes | bytearray | memoryview) -> tuple[Data, int
     except CorruptFrameError as exc:
         raise MetadataRecordError(f"{t.schema.name} v{version}: {exc}") from None
     except Exception as exc:
-        raise MetadataRecordError(f"{t.schema.name} v{version}: {type(exc).__name__}: {exc}") from None
+        raise MetadataRecordError(
+            f"{t.schema.name} v{version}: {type(exc).__name__}: {exc}"
+        ) from None
     if end != len(mv):
         raise MetadataRecordError(
             f"{len(mv) - end} byte(s) of garbage after {t.schema.name} v{version}"

@@ -42,7 +42,9 @@ def image_records(image: MetadataImage) -> list[Any]:
                 incarnation_id=reg.incarnation_id,
                 broker_epoch=reg.epoch,
                 end_points=[
-                    r.BrokerEndpoint(name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol)
+                    r.BrokerEndpoint(
+                        name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol
+                    )
                     for e in reg.listeners
                 ],
                 features=[
@@ -80,11 +82,18 @@ def image_records(image: MetadataImage) -> list[Any]:
         for key in sorted(configs):
             out.append(
                 r.ConfigRecord(
-                    resource_type=resource_type, resource_name=resource_name, name=key, value=configs[key]
+                    resource_type=resource_type,
+                    resource_name=resource_name,
+                    name=key,
+                    value=configs[key],
                 )
             )
     if image.next_producer_id > 0:
-        out.append(r.ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id))
+        out.append(
+            r.ProducerIdsRecord(
+                broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id
+            )
+        )
     return out
 
 

@@ -29,7 +29,7 @@ def validate_topic_name(name: str) -> None:
     if not name:
         raise KafkaError(errors.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
     if name in (".", ".."):
-        raise KafkaError(errors.INVALID_TOPIC_EXCEPTION, "Topic name cannot be \".\" or \"..\"")
+        raise KafkaError(errors.INVALID_TOPIC_EXCEPTION, 'Topic name cannot be "." or ".."')
     if len(name) > MAX_NAME_LENGTH:
         raise KafkaError(
             errors.INVALID_TOPIC_EXCEPTION,
@@ -38,7 +38,7 @@ def validate_topic_name(name: str) -> None:
     if not _LEGAL.match(name):
         raise KafkaError(
             errors.INVALID_TOPIC_EXCEPTION,
-            f"Topic name \"{name}\" is illegal, it contains a character other than ASCII "
+            f'Topic name "{name}" is illegal, it contains a character other than ASCII '
             "alphanumerics, '.', '_' and '-'",
         )
 
@@ -97,7 +97,10 @@ class MetadataStore:
         self.next_producer_id_block = int(doc.get("next_producer_id_block", 0))
         for t in doc.get("topics", []):
             self.topics[t["name"]] = TopicInfo(
-                t["name"], uuid.UUID(t["topic_id"]), [list(r) for r in t["replicas"]], dict(t["configs"])
+                t["name"],
+                uuid.UUID(t["topic_id"]),
+                [list(r) for r in t["replicas"]],
+                dict(t["configs"]),
             )
 
     def _save(self) -> None:
@@ -131,7 +134,9 @@ class MetadataStore:
 
     # -- changes ------------------------------------------------------------------------------
 
-    def create_topic(self, name: str, replicas: list[list[int]], configs: dict[str, str]) -> TopicInfo:
+    def create_topic(
+        self, name: str, replicas: list[list[int]], configs: dict[str, str]
+    ) -> TopicInfo:
         validate_topic_name(name)
         if name in self.topics:
             raise KafkaError(errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")

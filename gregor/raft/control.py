@@ -93,9 +93,15 @@ SNAPSHOT_HEADER = 3
 SNAPSHOT_FOOTER = 4
 SNAPSHOT_HEADER_KEY = struct.pack(">hh", 0, SNAPSHOT_HEADER)
 SNAPSHOT_FOOTER_KEY = struct.pack(">hh", 0, SNAPSHOT_FOOTER)
-CONTROL_TYPE_NAMES = {0: "ABORT", 1: "COMMIT", LEADER_CHANGE: "LeaderChange",
-                      SNAPSHOT_HEADER: "SnapshotHeader", SNAPSHOT_FOOTER: "SnapshotFooter",
-                      5: "KRaftVersion", 6: "KRaftVoters"}
+CONTROL_TYPE_NAMES = {
+    0: "ABORT",
+    1: "COMMIT",
+    LEADER_CHANGE: "LeaderChange",
+    SNAPSHOT_HEADER: "SnapshotHeader",
+    SNAPSHOT_FOOTER: "SnapshotFooter",
+    5: "KRaftVersion",
+    6: "KRaftVoters",
+}
 
 _INT64 = struct.Struct(">q")
 

@@ -101,7 +101,9 @@ def decode(data: bytes | bytearray | memoryview) -> SnapshotContents:
         try:
             header = rb.check_batch(buf, pos, len(buf))
         except KafkaError as exc:
-            raise SnapshotFormatError(f"batch at position {pos}: {exc.name}: {exc.message}") from None
+            raise SnapshotFormatError(
+                f"batch at position {pos}: {exc.name}: {exc.message}"
+            ) from None
         _, recs = read_batch_records(buf, pos)
         if header.base_offset != expected_offset:
             raise SnapshotFormatError(
@@ -110,7 +112,9 @@ def decode(data: bytes | bytearray | memoryview) -> SnapshotContents:
         expected_offset += len(recs)
         if header.is_control:
             if len(recs) != 1:
-                raise SnapshotFormatError(f"control batch at position {pos} has {len(recs)} records")
+                raise SnapshotFormatError(
+                    f"control batch at position {pos} has {len(recs)} records"
+                )
             kind = control_type(recs[0].key)
             value = recs[0].value or b""
             try:
@@ -120,7 +124,9 @@ def decode(data: bytes | bytearray | memoryview) -> SnapshotContents:
                     decode_snapshot_footer(value)
                     footer = True
                 else:
-                    raise SnapshotFormatError(f"unexpected control record type {kind} at position {pos}")
+                    raise SnapshotFormatError(
+                        f"unexpected control record type {kind} at position {pos}"
+                    )
             except ValueError as exc:
                 raise SnapshotFormatError(str(exc)) from None
         else:

@@ -98,7 +98,9 @@ class StorageRaftLog:
                 break
             bad = snapshots.pop()
             rejected.append(bad)
-            logger.warning("%s: ignoring snapshot %s, which is damaged: %s", directory, bad, problem)
+            logger.warning(
+                "%s: ignoring snapshot %s, which is damaged: %s", directory, bad, problem
+            )
             os.replace(path, path + CORRUPT_SUFFIX)
         start = snapshots[-1].end_offset if snapshots else 0
         clock = clock or (lambda: 0)

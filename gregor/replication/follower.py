@@ -242,7 +242,9 @@ class FollowerFetcher:
                     self._handle_partition(state, s, pd, now_ms, outcome)
                 except KafkaError as exc:
                     # A failed log dir has said so already, in one line for the whole dir.
-                    level = logging.DEBUG if exc.code == errors.KAFKA_STORAGE_ERROR else logging.WARNING
+                    level = (
+                        logging.DEBUG if exc.code == errors.KAFKA_STORAGE_ERROR else logging.WARNING
+                    )
                     log.log(level, "%s: replicating from broker %d at offset %d failed: %s",
                             state.partition.name, self.leader_id, s.fetch_offset, exc)  # fmt: skip
                     outcome.errors[(s.topic, s.index)] = exc.code

@@ -55,7 +55,9 @@ Output = list[Any]  # bytes-like buffers and file slices, in wire order
 
 
 class Dispatcher(Protocol):
-    def __call__(self, conn: Connection, frame: memoryview) -> Output | Awaitable[Output | None] | None:
+    def __call__(
+        self, conn: Connection, frame: memoryview
+    ) -> Output | Awaitable[Output | None] | None:
         """Handle one request frame (a writable view, without its size prefix); None means
         "no response"."""
 
@@ -449,7 +451,9 @@ class Connection:
                     self._out_offset = 0
                 else:
                     remaining = head.length - self._out_offset
-                    sent = os.sendfile(self.fd, head.fd, head.position + self._out_offset, remaining)
+                    sent = os.sendfile(
+                        self.fd, head.fd, head.position + self._out_offset, remaining
+                    )
                     if sent == 0:
                         raise FrameError(
                             f"segment file was truncated while sending ({remaining} bytes short)"
@@ -511,7 +515,9 @@ class Connection:
                 return
         self.closed = True
         if reason:
-            (log.warning if error else log.info)("closing connection from %s: %s", self.peer, reason)
+            (log.warning if error else log.info)(
+                "closing connection from %s: %s", self.peer, reason
+            )
         self._pause_reading()
         self._release()
         if self.pool is not None:

@@ -46,7 +46,9 @@ def write_ready_file(path: str, host: str, port: int) -> None:
     os.replace(tmp, path)
 
 
-async def serve_until_signalled(start: Callable[[], Awaitable[None]], stop: Callable[[], Awaitable[None]]) -> None:
+async def serve_until_signalled(
+    start: Callable[[], Awaitable[None]], stop: Callable[[], Awaitable[None]]
+) -> None:
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -65,7 +67,9 @@ def halt_on_metadata_log_failure(directory: str) -> Callable[[str, OSError], Non
         log.critical(
             "the metadata log in %s failed (%s: %s); this node cannot go on without it and "
             "stops now; free the disk or fix the error, then start it again",
-            directory, doing, exc.strerror or exc,
+            directory,
+            doing,
+            exc.strerror or exc,
         )
         logging.shutdown()
         os._exit(1)

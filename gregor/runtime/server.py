@@ -177,7 +177,9 @@ class Server:
         self._ip_limits = resolve_overrides(limits.per_ip_overrides)
         excess = len(self.connections) - limits.max_connections
         if excess > 0:
-            log.info("max.connections is %d: closing %d connection(s)", limits.max_connections, excess)
+            log.info(
+                "max.connections is %d: closing %d connection(s)", limits.max_connections, excess
+            )
             for conn in sorted(self.connections, key=lambda c: c.last_active_ms)[:excess]:
                 conn.close("max.connections was lowered")
         self._update_accepting()
@@ -254,7 +256,9 @@ class Server:
             lambda n: log.info(
                 "Rejected connection from %s, address already has the configured maximum of %d "
                 "connections (%d rejected since the last such line)",
-                ip, limit, n,
+                ip,
+                limit,
+                n,
             )
         )
 
@@ -263,7 +267,10 @@ class Server:
             lambda n: log.info(
                 "max.connections (%d) reached on %s:%d: not accepting until a connection closes "
                 "(%d time(s) since the last such line)",
-                self.limits.max_connections, self.host, self.port, n,
+                self.limits.max_connections,
+                self.host,
+                self.port,
+                n,
             )
         )
         self._update_accepting()
@@ -277,7 +284,9 @@ class Server:
             lambda n: log.warning(
                 "accept failed: %s (%d time(s) since the last such line); "
                 "not accepting for %d ms at each failure",
-                exc, n, int(ACCEPT_BACKOFF_S * 1000),
+                exc,
+                n,
+                int(ACCEPT_BACKOFF_S * 1000),
             )
         )
         self._backoff = self._loop.call_later(ACCEPT_BACKOFF_S, self._end_backoff)

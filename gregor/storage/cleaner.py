@@ -306,7 +306,10 @@ def log_to_clean(tp: TopicPartition, log_: Log, checkpoint: int | None, now_ms: 
     following = _non_active_from(log_, uncleanable)
     first_uncleanable = following[0].base_offset if following else log_.active_segment.base_offset
     clean = sum(s.size for s in log_.segments if s.base_offset < first_dirty)
-    cleanable = sum(s.size for s in _segments_between(log_, min(first_dirty, first_uncleanable), first_uncleanable))
+    cleanable = sum(
+        s.size
+        for s in _segments_between(log_, min(first_dirty, first_uncleanable), first_uncleanable)
+    )
     need_now = max_compaction_delay(log_, first_dirty, now_ms) > 0
     return LogToClean(tp, log_, first_dirty, first_uncleanable, clean, cleanable, need_now)
 
@@ -411,11 +414,17 @@ def group_segments(
     i = 0
     while i < len(sources):
         group = [sources[i]]
-        size, index, time_index = sources[i].size, sources[i].index_bytes, sources[i].time_index_bytes
+        size, index, time_index = (
+            sources[i].size,
+            sources[i].index_bytes,
+            sources[i].time_index_bytes,
+        )
         i += 1
         while i < len(sources):
             nxt = sources[i]
-            last_offset = sources[i + 1].base_offset - 1 if i + 1 < len(sources) else first_uncleanable - 1
+            last_offset = (
+                sources[i + 1].base_offset - 1 if i + 1 < len(sources) else first_uncleanable - 1
+            )
             if not (
                 size + nxt.size <= max_size
                 and index + nxt.index_bytes <= max_index_size
@@ -503,7 +512,9 @@ class CleaningTask:
         stats = self.stats
         cfg = self.cleaner_config
         # Each cleaner thread has its share of the dedupe buffer, as in Kafka.
-        offset_map = OffsetMap(cfg.dedupe_buffer_size // max(cfg.threads, 1), cfg.io_buffer_load_factor)
+        offset_map = OffsetMap(
+            cfg.dedupe_buffer_size // max(cfg.threads, 1), cfg.io_buffer_load_factor
+        )
         self._build_offset_map(offset_map)
         end_offset = offset_map.latest_offset + 1
         stats.map_done_s = time.monotonic()
@@ -512,7 +523,10 @@ class CleaningTask:
         to_clean = [s for s in self.sources if s.base_offset < end_offset and not s.active]
         self._txns = CleanedTransactions(self.aborted_txns)
         groups = group_segments(
-            to_clean, self.config.segment_bytes, self.config.segment_index_bytes, self.first_uncleanable_offset
+            to_clean,
+            self.config.segment_bytes,
+            self.config.segment_index_bytes,
+            self.first_uncleanable_offset,
         )
         for group in groups:
             self._check()
@@ -531,7 +545,11 @@ class CleaningTask:
         start = self.first_dirty_offset
         end = self.first_uncleanable_offset
         offset_map.latest_offset = start - 1
-        dirty = [i for i, s in enumerate(self.sources) if s.base_offset < end and s.next_offset > start and not s.active]
+        dirty = [
+            i
+            for i, s in enumerate(self.sources)
+            if s.base_offset < end and s.next_offset > start and not s.active
+        ]
         if not dirty:
             return
         io_size = self.cleaner_config.io_buffer_size
@@ -553,7 +571,9 @@ class CleaningTask:
                             try:
                                 txns.on_control_batch(pid, last, control_type(batch, fields))
                             except Exception as exc:  # BadRecords, or a codec's error
-                                raise CorruptSegment(f"{src.path} at position {pos}: {exc}") from exc
+                                raise CorruptSegment(
+                                    f"{src.path} at position {pos}: {exc}"
+                                ) from exc
                             skip = True
                         else:
                             skip = txns.on_batch(pid, last)
@@ -643,7 +663,9 @@ class CleaningTask:
                 if kept is None:
                     continue
                 base = fields[BASE_OFFSET]
-                infos.append(BatchInfo(len(out), base, base + fields[LAST_OFFSET_DELTA], max_ts, len(kept)))
+                infos.append(
+                    BatchInfo(len(out), base, base + fields[LAST_OFFSET_DELTA], max_ts, len(kept))
+                )
                 out += kept
                 stats.records_written += records_kept
                 if len(out) >= io_size:
@@ -694,7 +716,9 @@ class CleaningTask:
             # Its transaction has no data left: it goes at the horizon, as a tombstone would.
             data = records_data(batch, fields)
             spans = record_spans(data, count)
-            rebuilt, max_ts = rebuild_batch(fields, data, spans, self.now_ms + self.config.delete_retention_ms)
+            rebuilt, max_ts = rebuild_batch(
+                fields, data, spans, self.now_ms + self.config.delete_retention_ms
+            )
             return rebuilt, max_ts, count
         data = records_data(batch, fields)
         spans = record_spans(data, count)
@@ -725,7 +749,11 @@ class CleaningTask:
         if len(rebuilt) > len(batch) and len(rebuilt) > self.config.max_message_bytes:
             # Recompressed fewer records into more bytes than the topic allows: keep the
             # original rather than write a batch recovery would refuse.
-            log.warning("%s: batch at offset %d kept whole: cleaned it is above max.message.bytes", self.name, base)
+            log.warning(
+                "%s: batch at offset %d kept whole: cleaned it is above max.message.bytes",
+                self.name,
+                base,
+            )
             return batch, fields[MAX_TIMESTAMP], count
         return rebuilt, max_ts, len(kept)
 
@@ -811,7 +839,13 @@ class LogCleaner:
         """Every compacted log that may be cleaned, with its figures."""
         out = []
         for tp, log_ in self.logs.partitions():
-            if not log_.config.compact or log_.closed or log_.offline or tp in self.in_progress or tp in self.uncleanable:
+            if (
+                not log_.config.compact
+                or log_.closed
+                or log_.offline
+                or tp in self.in_progress
+                or tp in self.uncleanable
+            ):
                 continue
             owner = self._owners.setdefault(tp, log_)
             if owner is not log_:
@@ -821,7 +855,12 @@ class LogCleaner:
             checkpoint = self._checkpoints.get(tp)
             first_dirty, _, reset = cleanable_offsets(log_, checkpoint, now_ms)
             if reset:
-                log.warning("%s-%d: cleaner checkpoint %s is outside the log; starting from %d", *tp, checkpoint, first_dirty)
+                log.warning(
+                    "%s-%d: cleaner checkpoint %s is outside the log; starting from %d",
+                    *tp,
+                    checkpoint,
+                    first_dirty,
+                )
                 self._update_checkpoint(tp, first_dirty)
             ltc = log_to_clean(tp, log_, self._checkpoints.get(tp), now_ms)
             if ltc.total_bytes > 0:
@@ -890,7 +929,11 @@ class LogCleaner:
                 and all(s.size == src.size for s, src in zip(old, group.sources, strict=True))
             )
         if not ok:
-            log.info("%s: log changed during cleaning; dropping the cleaned segment %d", task.name, group.cleaned.base_offset)
+            log.info(
+                "%s: log changed during cleaning; dropping the cleaned segment %d",
+                task.name,
+                group.cleaned.base_offset,
+            )
             group.cleaned.delete()
             task.abort()
             return False

@@ -138,7 +138,9 @@ def record_spans(data: bytes, count: int) -> list[Span]:
 
 def empty_batch(fields: tuple[int, ...]) -> bytes:
     """The header-only batch Kafka keeps when every record went but the batch must stay."""
-    attributes = fields[ATTRIBUTES] & (rb.TIMESTAMP_TYPE_MASK | rb.TRANSACTIONAL_FLAG | rb.CONTROL_FLAG)
+    attributes = fields[ATTRIBUTES] & (
+        rb.TIMESTAMP_TYPE_MASK | rb.TRANSACTIONAL_FLAG | rb.CONTROL_FLAG
+    )
     out = bytearray(rb.HEADER_SIZE)
     HEADER.pack_into(
         out,

@@ -61,7 +61,14 @@ def run_in_process(task: CleaningTask, swap: SwapFn, rate: float) -> CleanerStat
     thread, which blocks meanwhile). Raises CleaningAborted, or CleanerProcessError."""
     ours, theirs = socket.socketpair()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gregor.storage.cleaner_worker", str(theirs.fileno()), str(os.getpid()), repr(rate)],
+        [
+            sys.executable,
+            "-m",
+            "gregor.storage.cleaner_worker",
+            str(theirs.fileno()),
+            str(os.getpid()),
+            repr(rate),
+        ],
         pass_fds=(theirs.fileno(),),
         stdin=subprocess.DEVNULL,
     )
@@ -74,7 +81,9 @@ def run_in_process(task: CleaningTask, swap: SwapFn, rate: float) -> CleanerStat
                 if task.aborted:
                     raise CleaningAborted(f"cleaning of {task.name} aborted")
                 if proc.poll() is not None:
-                    raise CleanerProcessError(f"the cleaner process of {task.name} exited with {proc.returncode}")
+                    raise CleanerProcessError(
+                        f"the cleaner process of {task.name} exited with {proc.returncode}"
+                    )
             try:
                 kind, *rest = conn.recv()
             except EOFError:
@@ -108,7 +117,9 @@ def _die_with_parent(parent_pid: int) -> None:
 def main() -> None:
     fd, parent_pid, rate = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
     _die_with_parent(parent_pid)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     conn = Connection(fd)
     task: CleaningTask = conn.recv()
     index = {id(s): i for i, s in enumerate(task.sources)}

@@ -63,7 +63,9 @@ class LogConfig:
     delete_retention_ms: int = 24 * 3600 * 1000
 
     @classmethod
-    def from_topic_configs(cls, configs: dict[str, str], base: LogConfig | None = None) -> LogConfig:
+    def from_topic_configs(
+        cls, configs: dict[str, str], base: LogConfig | None = None
+    ) -> LogConfig:
         base = base or cls()
         changes: dict[str, Any] = {}
         types = {f.name: f.type for f in fields(cls)}

@@ -64,7 +64,9 @@ class Loaded:
     txn_index_from: int | None = None
 
 
-def _new_segment(directory: str, base: int, config: LogConfig, active: bool, now_ms: int) -> LogSegment:
+def _new_segment(
+    directory: str, base: int, config: LogConfig, active: bool, now_ms: int
+) -> LogSegment:
     return LogSegment(
         directory,
         base,
@@ -78,8 +80,14 @@ def _new_segment(directory: str, base: int, config: LogConfig, active: bool, now
 def _finish_swaps(directory: str, config: LogConfig) -> None:
     """Undo or complete an interrupted cleaner swap (see the module docstring)."""
     names = os.listdir(directory)
-    cleaned = [n for n in names if n.endswith(CLEANED_SUFFIX) and _SEGMENT_FILE.match(n[: -len(CLEANED_SUFFIX)])]
-    swaps = [n for n in names if n.endswith(SWAP_SUFFIX) and _SEGMENT_FILE.match(n[: -len(SWAP_SUFFIX)])]
+    cleaned = [
+        n
+        for n in names
+        if n.endswith(CLEANED_SUFFIX) and _SEGMENT_FILE.match(n[: -len(CLEANED_SUFFIX)])
+    ]
+    swaps = [
+        n for n in names if n.endswith(SWAP_SUFFIX) and _SEGMENT_FILE.match(n[: -len(SWAP_SUFFIX)])
+    ]
     if not cleaned and not swaps:
         return
     lowest_cleaned = min((int(n[:20]) for n in cleaned), default=None)
@@ -116,8 +124,12 @@ def _finish_swaps(directory: str, config: LogConfig) -> None:
         replaced.add(base)
     for name in os.listdir(directory):
         m = _SEGMENT_FILE.match(name)
-        if m and (int(m.group(1)) in replaced or any(lo <= int(m.group(1)) < hi for lo, hi in ranges)):
-            log.info("%s: removing %s, replaced by a cleaned segment before a crash", directory, name)
+        if m and (
+            int(m.group(1)) in replaced or any(lo <= int(m.group(1)) < hi for lo, hi in ranges)
+        ):
+            log.info(
+                "%s: removing %s, replaced by a cleaned segment before a crash", directory, name
+            )
             os.unlink(os.path.join(directory, name))
     for name in valid:
         log.info("%s: completing the swap of %s", directory, name)
@@ -184,7 +196,9 @@ def load_segments(
         end = active.read_next_offset()
         recovery_point = end
     else:
-        segments, end, txn_index_from = _recover_unclean(directory, segments, config, recovery_point, indexed)
+        segments, end, txn_index_from = _recover_unclean(
+            directory, segments, config, recovery_point, indexed
+        )
         recovery_point = end
         active = segments[-1]
     start = max(log_start_offset, segments[0].base_offset)
@@ -298,14 +312,18 @@ def _indexes_sound(seg: LogSegment) -> bool:
             offset, position = seg.offset_index.entry(i)
             # The index rule puts entries more than index.interval.bytes apart.
             if position - prev_position <= interval:
-                raise CorruptIndexError(f"entry {i} at position {position} is too close to the last")
+                raise CorruptIndexError(
+                    f"entry {i} at position {position} is too close to the last"
+                )
             head = os.pread(seg.fd, 27, position)
             if len(head) < 27 or head[16] != rb.MAGIC:
                 raise CorruptIndexError(f"entry {i} points at no batch")
             base, _ = rb.peek_offset_and_size(head)
             delta = int.from_bytes(head[23:27], "big", signed=True)
             if base + delta != offset:
-                raise CorruptIndexError(f"entry {i} names offset {offset}, the batch ends at {base + delta}")
+                raise CorruptIndexError(
+                    f"entry {i} names offset {offset}, the batch ends at {base + delta}"
+                )
             prev_position = position
         # The tail after the last entry: find the last offset, and make sure no entry is missing
         # there (an index cut at an entry boundary passes every check above). Unless the index
@@ -326,7 +344,10 @@ def _indexes_sound(seg: LogSegment) -> bool:
                 raise CorruptIndexError(f"time entry {i} names offset {offset}, not a batch end")
         final = seg.time_index.last_entry()
         scanned = max(
-            (b.max_timestamp for b in seg.iter_batches(seg.offset_index.lookup(final.offset).position)),
+            (
+                b.max_timestamp
+                for b in seg.iter_batches(seg.offset_index.lookup(final.offset).position)
+            ),
             default=-1,
         )
         if scanned > final.timestamp:

@@ -384,7 +384,9 @@ class Log:
             producer_updates = checked
         if assign_offsets and leader_epoch >= 0:
             epochs = [(leader_epoch, first_offset)]
-        self._write(view, infos, first_offset, next_offset, max_ts, now_ms, producer_updates, epochs)
+        self._write(
+            view, infos, first_offset, next_offset, max_ts, now_ms, producer_updates, epochs
+        )
         return AppendInfo(
             first_offset,
             last_offset,
@@ -414,7 +416,13 @@ class Log:
         if self.offline:
             raise self._offline_error()
         segment = self.guarded(
-            "rolling a segment", self._maybe_roll, len(view), first_offset, next_offset - 1, max_ts, now_ms
+            "rolling a segment",
+            self._maybe_roll,
+            len(view),
+            first_offset,
+            next_offset - 1,
+            max_ts,
+            now_ms,
         )
         mark, log_end_offset = segment.mark(), self.log_end_offset
         try:

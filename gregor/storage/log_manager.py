@@ -148,7 +148,9 @@ class LogManager:
                 log_.close()
             except OSError as exc:
                 log_.close_handles()
-                self.fail_dir(self._dir_of.get((log_.topic, log_.partition), ""), exc, f"closing {log_}")
+                self.fail_dir(
+                    self._dir_of.get((log_.topic, log_.partition), ""), exc, f"closing {log_}"
+                )
         self.checkpoint()
         self.purge_deleted(force=True)
         for d in self.log_dirs:
@@ -185,7 +187,8 @@ class LogManager:
         except OSError as exc:
             self.fail_dir(d, exc, f"creating {topic}-{partition}")
             raise KafkaError(
-                errors.KAFKA_STORAGE_ERROR, f"cannot create {topic}-{partition} in {d}: {exc.strerror or exc}"
+                errors.KAFKA_STORAGE_ERROR,
+                f"cannot create {topic}-{partition} in {d}: {exc.strerror or exc}",
             ) from None
         self._place(tp, d, log_)
         return log_
@@ -193,7 +196,9 @@ class LogManager:
     def _least_loaded_dir(self) -> str:
         online = [d for d in self.log_dirs if d not in self.offline_dirs]
         if not online:
-            raise KafkaError(errors.KAFKA_STORAGE_ERROR, f"every log dir is offline: {', '.join(self.log_dirs)}")
+            raise KafkaError(
+                errors.KAFKA_STORAGE_ERROR, f"every log dir is offline: {', '.join(self.log_dirs)}"
+            )
         return min(online, key=lambda d: self._dir_counts[d])
 
     # -- failed dirs --------------------------------------------------------------------------
@@ -209,7 +214,10 @@ class LogManager:
         log.error(
             "log dir %s failed (%s: %s); its %d partitions are offline on this broker until it "
             "restarts; free the disk or fix the error, then restart",
-            d, doing, exc.strerror or exc, len(mine),
+            d,
+            doing,
+            exc.strerror or exc,
+            len(mine),
         )
         for listener in self.dir_failure_listeners:
             listener(d)
@@ -247,7 +255,9 @@ class LogManager:
             return
         self._dir_counts[d] -= 1
         log_.close_handles()
-        target = os.path.join(d, f"{dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        target = os.path.join(
+            d, f"{dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        )
         os.rename(log_.directory, target)
         checkpoints.fsync_dir(d)
         shutil.rmtree(target, ignore_errors=True)
@@ -264,7 +274,10 @@ class LogManager:
         """fsync logs whose `flush.ms` has passed since their last flush; how many were."""
         count = 0
         for log_ in self.online_logs():
-            if log_.recovery_point < log_.log_end_offset and now_ms - log_.last_flush_ms >= log_.config.flush_ms:
+            if (
+                log_.recovery_point < log_.log_end_offset
+                and now_ms - log_.last_flush_ms >= log_.config.flush_ms
+            ):
                 try:
                     log_.guarded("flushing", log_.flush)
                 except KafkaError:
@@ -296,7 +309,9 @@ class LogManager:
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
         """Forget idempotent producers idle for `producer.id.expiration.ms` in every log."""
-        return sum(lg.producer_state.remove_expired(now_ms, expiration_ms) for lg in self.online_logs())
+        return sum(
+            lg.producer_state.remove_expired(now_ms, expiration_ms) for lg in self.online_logs()
+        )
 
     def checkpoint(self) -> None:
         """Write the three per-dir offset checkpoints."""
@@ -311,9 +326,24 @@ class LogManager:
             if d in self.offline_dirs:
                 continue
             mine = {tp: lg for tp, lg in self.logs.items() if self._dir_of.get(tp) == d}
-            files.append((os.path.join(d, RECOVERY_POINT_CHECKPOINT), {tp: lg.recovery_point for tp, lg in mine.items()}))
-            files.append((os.path.join(d, LOG_START_OFFSET_CHECKPOINT), {tp: lg.log_start_offset for tp, lg in mine.items()}))
-            files.append((os.path.join(d, REPLICATION_OFFSET_CHECKPOINT), {tp: lg.high_watermark for tp, lg in mine.items()}))
+            files.append(
+                (
+                    os.path.join(d, RECOVERY_POINT_CHECKPOINT),
+                    {tp: lg.recovery_point for tp, lg in mine.items()},
+                )
+            )
+            files.append(
+                (
+                    os.path.join(d, LOG_START_OFFSET_CHECKPOINT),
+                    {tp: lg.log_start_offset for tp, lg in mine.items()},
+                )
+            )
+            files.append(
+                (
+                    os.path.join(d, REPLICATION_OFFSET_CHECKPOINT),
+                    {tp: lg.high_watermark for tp, lg in mine.items()},
+                )
+            )
         return self._checkpoint_seq, files
 
     def write_checkpoints(self, snapshot: CheckpointSnapshot) -> None:
@@ -342,7 +372,9 @@ class LogManager:
             call(self.fail_dir, d, exc, doing)
 
     def _schedule_delete(self, segments: list[LogSegment]) -> None:
-        delay = min((self.config_for(self._topic_of(s)).file_delete_delay_ms for s in segments), default=0)
+        delay = min(
+            (self.config_for(self._topic_of(s)).file_delete_delay_ms for s in segments), default=0
+        )
         self._pending_deletes.append((self._now_ms() + delay, segments))
 
     @staticmethod
@@ -354,7 +386,9 @@ class LogManager:
         """Remove `.deleted` segment files whose `file.delete.delay.ms` has passed."""
         now = self._now_ms() if now_ms is None else now_ms
         due = [(t, segs) for t, segs in self._pending_deletes if force or t <= now]
-        self._pending_deletes = [(t, segs) for t, segs in self._pending_deletes if not (force or t <= now)]
+        self._pending_deletes = [
+            (t, segs) for t, segs in self._pending_deletes if not (force or t <= now)
+        ]
         n = 0
         for _t, segs in due:
             for seg in segs:

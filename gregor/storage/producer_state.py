@@ -333,7 +333,11 @@ class ProducerStateManager:
                     return NextBatch(
                         current,
                         BatchMetadata(
-                            first_seq, header.last_sequence, batch.base_offset + delta, delta, batch.timestamp
+                            first_seq,
+                            header.last_sequence,
+                            batch.base_offset + delta,
+                            delta,
+                            batch.timestamp,
                         ),
                         now_ms,
                     )
@@ -364,14 +368,18 @@ class ProducerStateManager:
                     )
                     if found is not None:
                         if duplicate is None:
-                            duplicate = Duplicate(found.first_offset, found.last_offset, found.timestamp)
+                            duplicate = Duplicate(
+                                found.first_offset, found.last_offset, found.timestamp
+                            )
                         else:
                             duplicate = duplicate._replace(last_offset=found.last_offset)
                         continue
             fresh += 1
             entry = updates.get(pid)
             if entry is None:
-                entry = updates[pid] = current.copy() if current is not None else ProducerStateEntry(pid)
+                entry = updates[pid] = (
+                    current.copy() if current is not None else ProducerStateEntry(pid)
+                )
                 if now_ms > entry.last_seen_ms:
                     entry.last_seen_ms = now_ms
             if header.attributes & rb.CONTROL_FLAG:
@@ -387,7 +395,9 @@ class ProducerStateManager:
             return duplicate
         return StateUpdate(updates, events)
 
-    def apply(self, updates: StateUpdate | NextBatch, txn_index: TransactionIndex | None = None) -> None:
+    def apply(
+        self, updates: StateUpdate | NextBatch, txn_index: TransactionIndex | None = None
+    ) -> None:
         """Install what `validate` returned, once the batches are in the segment whose
         `txn_index` takes the aborted transactions their markers end."""
         if isinstance(updates, NextBatch):
@@ -406,7 +416,9 @@ class ProducerStateManager:
 
     # -- transactions -------------------------------------------------------------------------
 
-    def _apply_txn_events(self, events: Sequence[TxnEvent], txn_index: TransactionIndex | None) -> None:
+    def _apply_txn_events(
+        self, events: Sequence[TxnEvent], txn_index: TransactionIndex | None
+    ) -> None:
         """Begin and end transactions, in batch order; an aborted one goes into `txn_index`
         (unless None: a replay that only rebuilds the state) before it leaves the open set,
         with the last stable offset it leaves behind (Kafka's lastStableOffset(completedTxn))."""
@@ -426,7 +438,9 @@ class ProducerStateManager:
                     if pid != event.producer_id:
                         lso = first
                         break
-                txn_index.append(TxnIndexEntry(event.producer_id, event.first_offset, event.last_offset, lso))
+                txn_index.append(
+                    TxnIndexEntry(event.producer_id, event.first_offset, event.last_offset, lso)
+                )
             if self.ongoing.pop(event.first_offset, None) is None:
                 log.warning(
                     "%s: a marker at %d ends transaction %s, not an open one",
@@ -515,7 +529,8 @@ class ProducerStateManager:
         delta = header.last_offset_delta
         last_offset = batch.base_offset + delta
         entry.add_batch(
-            epoch, BatchMetadata(first_seq, header.last_sequence, last_offset, delta, batch.timestamp)
+            epoch,
+            BatchMetadata(first_seq, header.last_sequence, last_offset, delta, batch.timestamp),
         )
         transactional = header.attributes & rb.TRANSACTIONAL_FLAG
         if entry.current_txn_first_offset >= 0 and not transactional:
@@ -555,14 +570,18 @@ class ProducerStateManager:
             )
         if entry.current_txn_first_offset >= 0 and events is not None:
             events.append(
-                CompletedTxn(entry.producer_id, entry.current_txn_first_offset, batch.base_offset, not commit)
+                CompletedTxn(
+                    entry.producer_id, entry.current_txn_first_offset, batch.base_offset, not commit
+                )
             )
         entry.maybe_update_epoch(header.producer_epoch)
         entry.coordinator_epoch = coordinator_epoch
         entry.current_txn_first_offset = -1
         entry.last_timestamp = batch.timestamp
 
-    def _check_epoch(self, entry: ProducerStateEntry, header: rb.BatchHeader, origin: AppendOrigin) -> None:
+    def _check_epoch(
+        self, entry: ProducerStateEntry, header: rb.BatchHeader, origin: AppendOrigin
+    ) -> None:
         if header.producer_epoch >= entry.producer_epoch:
             return
         message = (
@@ -619,7 +638,9 @@ class ProducerStateManager:
                     e.coordinator_epoch, e.current_txn_first_offset,
                 )  # fmt: skip
 
-    def take_snapshot(self, offset: int, *, keep_from: int | None = None, sync: bool = True) -> bool:
+    def take_snapshot(
+        self, offset: int, *, keep_from: int | None = None, sync: bool = True
+    ) -> bool:
         """Write the state as of `offset` (every batch below it applied) unless a snapshot is
         there already; then prune snapshots no recovery needs (see the module docstring).
 
@@ -728,7 +749,13 @@ class ProducerStateManager:
         first_base = segments[0].base_offset if segments else log_start_offset
         stale = [o for o in self.snapshots if o > log_end_offset or o < first_base]
         if stale:
-            log.info("%s: deleting producer snapshots %s outside [%d, %d]", self.name, stale, first_base, log_end_offset)
+            log.info(
+                "%s: deleting producer snapshots %s outside [%d, %d]",
+                self.name,
+                stale,
+                first_base,
+                log_end_offset,
+            )
             self._delete_snapshots(stale)
         if not self.snapshots and clean_shutdown and txn_index_from is None:
             # A log written before producer snapshots existed (Kafka's upgrade case): no scan;
@@ -738,7 +765,9 @@ class ProducerStateManager:
             return
         self._reload(segments, log_start_offset, log_end_offset, txn_index_from)
         if log_end_offset > log_start_offset:
-            self.take_snapshot(log_end_offset)  # unless one is there: recovery starts here next time
+            self.take_snapshot(
+                log_end_offset
+            )  # unless one is there: recovery starts here next time
 
     def truncate_and_reload(
         self, segments: Sequence[LogSegment], log_start_offset: int, log_end_offset: int
@@ -816,7 +845,9 @@ class ProducerStateManager:
                 self._apply_txn_events(events, index)
                 events.clear()
         self._update_first_unstable()
-        log.debug("%s: rebuilt producer state from %d batches in [%d, %d)", self.name, count, start, end)
+        log.debug(
+            "%s: rebuilt producer state from %d batches in [%d, %d)", self.name, count, start, end
+        )
         return count
 
 
@@ -829,9 +860,16 @@ def entries_to_state(entries: Sequence[snap.SnapshotEntry]) -> dict[int, Produce
         if entry is None:
             entry = producers[e.producer_id] = ProducerStateEntry(e.producer_id, e.epoch)
         if e.last_offset >= 0:
-            first_seq = decrement_sequence(e.last_sequence, e.offset_delta) if e.last_sequence >= 0 else NO_SEQUENCE
+            first_seq = (
+                decrement_sequence(e.last_sequence, e.offset_delta)
+                if e.last_sequence >= 0
+                else NO_SEQUENCE
+            )
             entry.add_batch(
-                e.epoch, BatchMetadata(first_seq, e.last_sequence, e.last_offset, e.offset_delta, e.timestamp)
+                e.epoch,
+                BatchMetadata(
+                    first_seq, e.last_sequence, e.last_offset, e.offset_delta, e.timestamp
+                ),
             )
         else:
             entry.maybe_update_epoch(e.epoch)
@@ -875,7 +913,9 @@ def scan_headers(
                 seg.close_handles()
 
 
-def _scan_segment(seg: LogSegment, position: int, end: int) -> Iterator[tuple[rb.BatchHeader, bytes]]:
+def _scan_segment(
+    seg: LogSegment, position: int, end: int
+) -> Iterator[tuple[rb.BatchHeader, bytes]]:
     fd = seg.fd
     size = seg.size
     pos = position

@@ -201,13 +201,19 @@ class LogSegment:
         try:
             os.ftruncate(self.fd, size)
         except OSError as exc:
-            log.error("%s: could not cut a failed write back to %d bytes: %s", self.log_path, size, exc)
+            log.error(
+                "%s: could not cut a failed write back to %d bytes: %s", self.log_path, size, exc
+            )
 
     def mark(self) -> AppendMark:
         """Where the segment stands, for `rollback` after a later step of an append failed."""
         return AppendMark(
-            self.size, self.offset_index.entries, self.time_index.entries,
-            self._bytes_since_index, self._max_ts, self._first_batch_ts,
+            self.size,
+            self.offset_index.entries,
+            self.time_index.entries,
+            self._bytes_since_index,
+            self._max_ts,
+            self._first_batch_ts,
         )
 
     def rollback(self, mark: AppendMark, first_offset: int) -> None:
@@ -379,7 +385,11 @@ class LogSegment:
         return boundary
 
     def read(
-        self, start_offset: int, max_size: int, max_position: int | None = None, min_one_batch: bool = True
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None = None,
+        min_one_batch: bool = True,
     ) -> tuple[FileSlice, BatchInfo] | None:
         """Whole batches from the one holding `start_offset`, up to `max_size` bytes and
         `max_position` (at least one whole batch if `min_one_batch`); None if nothing is there."""
@@ -444,7 +454,9 @@ class LogSegment:
             if header.base_offset < prev_next or not self.can_convert_to_relative_offset(
                 header.last_offset
             ):
-                reason = f"batch at position {pos} has base offset {header.base_offset} out of order"
+                reason = (
+                    f"batch at position {pos} has base offset {header.base_offset} out of order"
+                )
                 break
             self._maybe_index(
                 pos,
@@ -511,7 +523,9 @@ class LogSegment:
     def load_running_state(self) -> None:
         """After opening an existing active segment: where the next index entry falls."""
         last = self.offset_index.last_entry()
-        self._bytes_since_index = self.size - last.position if self.offset_index.entries else self.size
+        self._bytes_since_index = (
+            self.size - last.position if self.offset_index.entries else self.size
+        )
         max_ts = self.time_index.last_entry()
         for info in self.iter_batches(self.offset_index.lookup(max_ts.offset).position):
             if info.max_timestamp > max_ts.timestamp:
@@ -588,6 +602,9 @@ def _check_stored_batch(data: bytes, size: int, max_message_bytes: int | None) -
         if exc.code != errors.INVALID_RECORD:
             raise
         header = rb.read_header(data)
-        if header.last_offset_delta >= 0 and 0 <= header.records_count <= header.last_offset_delta + 1:
+        if (
+            header.last_offset_delta >= 0
+            and 0 <= header.records_count <= header.last_offset_delta + 1
+        ):
             return header
         raise

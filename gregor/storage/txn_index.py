@@ -249,7 +249,9 @@ class TransactionIndex:
             return []
         return parse_entries(_pread_all(fd, self.entries_count * ENTRY_SIZE, 0), self.path)
 
-    def collect(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[TxnIndexEntry], bool]:
+    def collect(
+        self, fetch_offset: int, upper_bound_offset: int
+    ) -> tuple[list[TxnIndexEntry], bool]:
         """The entries of transactions overlapping [fetch_offset, upper_bound_offset) (lastOffset
         >= fetch_offset and firstOffset < upper_bound_offset), and whether the search is complete
         (an entry's lastStableOffset reached the upper bound: later segments hold none that
@@ -272,7 +274,9 @@ class TransactionIndex:
             for pos in range(0, n * ENTRY_SIZE, ENTRY_SIZE):
                 version, pid, first, last, lso = unpack(data, pos)
                 if version != VERSION:
-                    raise CorruptIndexError(f"{self.path}: entry {i + pos // ENTRY_SIZE} has version {version}")
+                    raise CorruptIndexError(
+                        f"{self.path}: entry {i + pos // ENTRY_SIZE} has version {version}"
+                    )
                 if last >= fetch_offset and first < upper_bound_offset:
                     found.append(TxnIndexEntry(pid, first, last, lso))
                 if lso >= upper_bound_offset:
@@ -305,7 +309,9 @@ class TransactionIndex:
                     f"{self.path}: aborted transaction ending at {e.last_offset}, below the base "
                     f"offset {self.base_offset}"
                 )
-            if e.first_offset > e.last_offset or (previous is not None and e.last_offset <= previous):
+            if e.first_offset > e.last_offset or (
+                previous is not None and e.last_offset <= previous
+            ):
                 raise CorruptIndexError(f"{self.path}: entries out of order at {e}")
             previous = e.last_offset
 

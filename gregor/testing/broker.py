@@ -80,10 +80,14 @@ class Broker:
         deadline = time.monotonic() + self.start_timeout_s
         while not os.path.exists(ready):
             if self.process.poll() is not None:
-                raise BrokerStartError(f"broker exited with {self.process.returncode}:\n{self.read_log()}")
+                raise BrokerStartError(
+                    f"broker exited with {self.process.returncode}:\n{self.read_log()}"
+                )
             if time.monotonic() > deadline:
                 self.kill()
-                raise BrokerStartError(f"broker did not start in {self.start_timeout_s}s:\n{self.read_log()}")
+                raise BrokerStartError(
+                    f"broker did not start in {self.start_timeout_s}s:\n{self.read_log()}"
+                )
             time.sleep(0.02)
         with open(ready) as f:
             self.port = int(f.read().strip().rpartition(":")[2])

@@ -68,8 +68,12 @@ class LocalCluster:
         ports = iter(free_ports(len(self.controller_ids) + len(self.broker_ids), host))
         self.broker_ports = {i: next(ports) for i in self.broker_ids}
         self.controller_ports = {i: next(ports) for i in self.controller_ids}
-        self.voters = ",".join(f"{i}@{host}:{self.controller_ports[i]}" for i in self.controller_ids)
-        quorum_bootstrap = ",".join(f"{host}:{self.controller_ports[i]}" for i in self.controller_ids)
+        self.voters = ",".join(
+            f"{i}@{host}:{self.controller_ports[i]}" for i in self.controller_ids
+        )
+        quorum_bootstrap = ",".join(
+            f"{host}:{self.controller_ports[i]}" for i in self.controller_ids
+        )
         self.nodes: dict[int, Broker] = {}
         for i in self.ids:
             os.makedirs(f"{self.base_dir}/node-{i}", exist_ok=True)
@@ -140,7 +144,11 @@ class LocalCluster:
 
         partition = DescribeQuorumRequest.PartitionData(partition_index=0)
         request = DescribeQuorumRequest(
-            topics=[DescribeQuorumRequest.TopicData(topic_name="__cluster_metadata", partitions=[partition])]
+            topics=[
+                DescribeQuorumRequest.TopicData(
+                    topic_name="__cluster_metadata", partitions=[partition]
+                )
+            ]
         )
         with RawClient(f"{self.host}:{self.controller_ports[node_id]}", timeout_s=timeout_s) as raw:
             answer = raw.call(api_keys.DESCRIBE_QUORUM, 1, request)
@@ -152,7 +160,9 @@ class LocalCluster:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:
-                seen = {self.leader_known_to(i) for i in self.running() if i in self.controller_ports}
+                seen = {
+                    self.leader_known_to(i) for i in self.running() if i in self.controller_ports
+                }
             except OSError:
                 seen = set()
             if len(seen) == 1 and -1 not in seen:
@@ -161,7 +171,9 @@ class LocalCluster:
         raise TimeoutError(f"no leader all running nodes agree on within {timeout_s} s")
 
     def running(self) -> list[int]:
-        return [i for i, b in self.nodes.items() if b.process is not None and b.process.poll() is None]
+        return [
+            i for i, b in self.nodes.items() if b.process is not None and b.process.poll() is None
+        ]
 
     def stop(self) -> None:
         """Brokers first, so that they can still ask a controller to fence them."""

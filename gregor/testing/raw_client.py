@@ -20,9 +20,13 @@ from gregor.protocol import codec
 
 
 class RawClient:
-    def __init__(self, bootstrap: str, *, client_id: str = "gregor-raw", timeout_s: float = 20.0) -> None:
+    def __init__(
+        self, bootstrap: str, *, client_id: str = "gregor-raw", timeout_s: float = 20.0
+    ) -> None:
         host, _, port = bootstrap.rpartition(":")
-        self.sock = socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout_s)
+        self.sock = socket.create_connection(
+            (host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout_s
+        )
         self.client_id = client_id
         self.correlation = 0
         self._pending: deque[tuple[int, int, int]] = deque()  # (key, version, correlation id)
@@ -30,7 +34,10 @@ class RawClient:
     def encode(self, key: int, version: int, body: Any) -> bytes:
         """A whole request frame with the next correlation id (to send with `send_raw`)."""
         self.correlation += 1
-        return b"".join(bytes(b) for b in codec.encode_request(key, version, self.correlation, self.client_id, body))
+        return b"".join(
+            bytes(b)
+            for b in codec.encode_request(key, version, self.correlation, self.client_id, body)
+        )
 
     def send_raw(self, frame: bytes, key: int, version: int) -> None:
         """Send `frame` as it is; its response is read as `key` at `version`."""
@@ -54,7 +61,9 @@ class RawClient:
         self.send(key, version, body)
         return self.recv()
 
-    def produce(self, topic: str, records: bytes, partition: int = 0, *, acks: int = -1, version: int = 9) -> Any:
+    def produce(
+        self, topic: str, records: bytes, partition: int = 0, *, acks: int = -1, version: int = 9
+    ) -> Any:
         """The partition's answer to a Produce of exactly these record bytes."""
         from gregor.protocol.messages import ProduceRequest
 
@@ -65,7 +74,9 @@ class RawClient:
             topic_data=[
                 ProduceRequest.TopicProduceData(
                     name=topic,
-                    partition_data=[ProduceRequest.PartitionProduceData(index=partition, records=records)],
+                    partition_data=[
+                        ProduceRequest.PartitionProduceData(index=partition, records=records)
+                    ],
                 )
             ],
         )

@@ -18,17 +18,27 @@ def broker():
 def gregor(broker, *args, stdin=None):
     return subprocess.run(
         [sys.executable, "-m", "gregor", *args, "-b", broker.bootstrap],
-        input=stdin, capture_output=True, text=True, timeout=60,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
 def test_topics_create_list_describe_alter_delete(broker):
-    out = gregor(broker, "topics", "create", "cli-a", "--partitions", "3", "--config", "retention.ms=5000")
+    out = gregor(
+        broker, "topics", "create", "cli-a", "--partitions", "3", "--config", "retention.ms=5000"
+    )
     assert out.returncode == 0, out.stderr
     assert "cli-a" in gregor(broker, "topics", "list").stdout.split()
     again = gregor(broker, "topics", "create", "cli-a", "--partitions", "3")
     assert again.returncode == 1 and "TOPIC_ALREADY_EXISTS" in again.stderr
-    assert gregor(broker, "topics", "alter-config", "cli-a", "--set", "cleanup.policy=compact").returncode == 0
+    assert (
+        gregor(
+            broker, "topics", "alter-config", "cli-a", "--set", "cleanup.policy=compact"
+        ).returncode
+        == 0
+    )
     desc = gregor(broker, "topics", "describe", "cli-a")
     assert desc.returncode == 0, desc.stderr
     text = " ".join(desc.stdout.split())
@@ -43,11 +53,24 @@ def test_topics_create_list_describe_alter_delete(broker):
 def test_produce_lines_then_consume_json(broker):
     assert gregor(broker, "topics", "create", "cli-b", "--partitions", "1").returncode == 0
     lines = "".join(f"key{i}:value {i}\n" for i in range(50))
-    out = gregor(broker, "produce", "cli-b", "--key-separator", ":", "--headers", "source=cli,n=1", stdin=lines)
+    out = gregor(
+        broker,
+        "produce",
+        "cli-b",
+        "--key-separator",
+        ":",
+        "--headers",
+        "source=cli,n=1",
+        stdin=lines,
+    )
     assert out.returncode == 0, out.stderr
-    got = gregor(broker, "consume", "cli-b", "--from-beginning", "--max-messages", "50", "--format", "json")
+    got = gregor(
+        broker, "consume", "cli-b", "--from-beginning", "--max-messages", "50", "--format", "json"
+    )
     assert got.returncode == 0, got.stderr
     records = [json.loads(line) for line in got.stdout.splitlines()]
     assert [r["offset"] for r in records] == list(range(50))
-    assert [(r["key"], r["value"]) for r in records] == [(f"key{i}", f"value {i}") for i in range(50)]
+    assert [(r["key"], r["value"]) for r in records] == [
+        (f"key{i}", f"value {i}") for i in range(50)
+    ]
     assert records[0]["headers"] == {"source": "cli", "n": "1"}

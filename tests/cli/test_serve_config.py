@@ -11,9 +11,21 @@ from gregor.metadata.config_defs import ConfigError
 
 def test_bad_value_for_known_key_names_the_key(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "gregor", "serve", "--data-dir", str(tmp_path), "--listen", "127.0.0.1:0",
-         "--set", "log.segment.bytes=lots"],
-        capture_output=True, text=True, timeout=30,
+        [
+            sys.executable,
+            "-m",
+            "gregor",
+            "serve",
+            "--data-dir",
+            str(tmp_path),
+            "--listen",
+            "127.0.0.1:0",
+            "--set",
+            "log.segment.bytes=lots",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert proc.returncode == 2
     assert "log.segment.bytes" in proc.stderr

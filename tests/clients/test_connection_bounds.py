@@ -160,7 +160,9 @@ def test_idle_connections_cost_little_and_their_memory_comes_back(many_files: in
             s.close()
         wait_until(lambda: answers(warm), 10, "the broker after the crowd left")
         after = settle(pid, 1.5) - before
-        print(f"\n{IDLE_CONNECTIONS} idle connections: +{held:.1f} MiB held, +{after:.1f} MiB after close")
+        print(
+            f"\n{IDLE_CONNECTIONS} idle connections: +{held:.1f} MiB held, +{after:.1f} MiB after close"
+        )
         assert held < 100, f"{IDLE_CONNECTIONS} idle connections cost {held:.0f} MiB"
         assert after < max(25.0, held / 2), f"+{after:.0f} MiB still held after they closed"
         warm.close()
@@ -174,7 +176,9 @@ def test_half_sent_frames_cost_what_arrived_not_what_they_declare() -> None:
         before = settle(pid, 0.5)
         liars = [connect(broker) for _ in range(12)]
         for i, s in enumerate(liars):
-            s.sendall(struct.pack(">i", 100_000_000) + request_header(18, 0, i, b"bounds") + b"x" * 6)
+            s.sendall(
+                struct.pack(">i", 100_000_000) + request_header(18, 0, i, b"bounds") + b"x" * 6
+            )
         grown = settle(pid, 2.0) - before
         fresh = connect(broker)
         assert answers(fresh), "a new client is answered meanwhile"
@@ -187,14 +191,18 @@ def test_half_sent_frames_cost_what_arrived_not_what_they_declare() -> None:
 def test_produce_requests_of_several_mib_are_stored_whole() -> None:
     """Requests above 2 MiB are received into memory backed as their bytes arrive: produced,
     patched in place and stored like any other, they read back byte for byte."""
-    with Broker({"message.max.bytes": str(16 * MIB), "socket.request.max.bytes": str(64 * MIB)}) as broker:
+    with Broker(
+        {"message.max.bytes": str(16 * MIB), "socket.request.max.bytes": str(64 * MIB)}
+    ) as broker:
         values = [os.urandom(3 * MIB + i) for i in range(3)]
         producer = ck.Producer(
             {"bootstrap.servers": broker.bootstrap, "message.max.bytes": 16 * MIB, "linger.ms": 50}
         )
         produce_all(producer, "big", [{"value": v, "partition": 0} for v in values])
         assert producer.flush(30) == 0
-        got = consume_confluent(broker.bootstrap, "big", [0], len(values), **{"fetch.max.bytes": 64 * MIB})
+        got = consume_confluent(
+            broker.bootstrap, "big", [0], len(values), **{"fetch.max.bytes": 64 * MIB}
+        )
         assert [r.value for r in got] == values
         assert [r.offset for r in got] == [0, 1, 2]
 
@@ -245,7 +253,9 @@ def test_queued_max_request_bytes_must_hold_the_largest_request() -> None:
         BrokerConfig.load(None, {"max.connections.per.ip.overrides": "127.0.0.1"})
     with pytest.raises(ConfigError, match="can be set to zero only"):
         BrokerConfig.load(None, {"max.connections.per.ip": "0"})
-    BrokerConfig.load(None, {"max.connections.per.ip": "0", "max.connections.per.ip.overrides": "::1:5"})
+    BrokerConfig.load(
+        None, {"max.connections.per.ip": "0", "max.connections.per.ip.overrides": "::1:5"}
+    )
 
 
 # -- connection counts ----------------------------------------------------------------------
@@ -291,7 +301,9 @@ def test_max_connections_waits_for_a_free_slot() -> None:
 def test_max_connections_per_ip_is_a_dynamic_broker_config() -> None:
     with Broker() as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        entry = ConfigEntry("max.connections.per.ip", "2", incremental_operation=AlterConfigOpType.SET)
+        entry = ConfigEntry(
+            "max.connections.per.ip", "2", incremental_operation=AlterConfigOpType.SET
+        )
         resource_ = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[entry])
         admin.incremental_alter_configs([resource_], request_timeout=15)[resource_].result()
         del admin  # its connections close
@@ -299,7 +311,9 @@ def test_max_connections_per_ip_is_a_dynamic_broker_config() -> None:
         def two_and_no_more() -> bool:
             held = [connect(broker) for _ in range(2)]
             try:
-                return all(answers(s, timeout=2) for s in held) and closed_by_broker(connect(broker))
+                return all(answers(s, timeout=2) for s in held) and closed_by_broker(
+                    connect(broker)
+                )
             finally:
                 for s in held:
                     s.close()
@@ -327,7 +341,9 @@ def test_running_out_of_descriptors_rests_the_listener_and_recovers(many_files: 
         cpu, wall = cpu_s(pid) - cpu0, time.monotonic() - t0
         assert all(answers(s) for s in kept), "connections already open are still served"
         accept_lines = [line for line in broker.read_log().splitlines() if "accept" in line]
-        print(f"\nout of descriptors for {wall:.1f} s: {cpu:.2f} s of CPU, {len(accept_lines)} accept log lines")
+        print(
+            f"\nout of descriptors for {wall:.1f} s: {cpu:.2f} s of CPU, {len(accept_lines)} accept log lines"
+        )
         assert any("Too many open files" in line for line in accept_lines)
         assert len(accept_lines) < 50, f"{len(accept_lines)} log lines about accept"
         assert cpu < 0.5 * wall, f"{cpu:.1f} s of CPU in {wall:.1f} s"

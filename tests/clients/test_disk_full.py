@@ -32,7 +32,9 @@ def small_disk():
     os.makedirs(logs)
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs needs root (CI runs as root)")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", logs], capture_output=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", logs], capture_output=True
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
     ballast = os.path.join(logs, "ballast")
@@ -45,7 +47,9 @@ def small_disk():
         subprocess.run(["rm", "-rf", base], check=False)
 
 
-def _produce(bootstrap: str, keys: list[bytes], timeout_ms: int = 8000) -> tuple[dict[bytes, int], list[str]]:
+def _produce(
+    bootstrap: str, keys: list[bytes], timeout_ms: int = 8000
+) -> tuple[dict[bytes, int], list[str]]:
     """acks=all idempotent produce of one 16 KiB record per key: {key: acknowledged offset}
     and the names of the errors the others failed with."""
     p = ck.Producer(
@@ -84,7 +88,12 @@ def _raw_produce(raw: RawClient) -> int:
 
 def _read_all(bootstrap: str, end: int) -> dict[int, bytes]:
     c = ck.Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "check", "enable.auto.commit": False, "fetch.max.bytes": 4 << 20}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "check",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 4 << 20,
+        }
     )
     c.assign([ck.TopicPartition(TOPIC, 0, 0)])
     seen: dict[int, bytes] = {}
@@ -114,7 +123,9 @@ def test_a_full_disk_loses_no_acknowledged_record(small_disk):
             # Answered with the error, on a connection that stays open, and the broker still
             # answers other requests on it.
             assert _raw_produce(raw) == errors.KAFKA_STORAGE_ERROR
-            meta = raw.call(api_keys.METADATA, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False))
+            meta = raw.call(
+                api_keys.METADATA, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False)
+            )
             assert [t.name for t in meta.topics if t.name == TOPIC] == [TOPIC]
             dirs = raw.call(api_keys.DESCRIBE_LOG_DIRS, 4, DescribeLogDirsRequest(topics=None))
             assert [(r.log_dir, r.error_code) for r in dirs.results] == [
@@ -123,19 +134,27 @@ def test_a_full_disk_loses_no_acknowledged_record(small_disk):
             os.unlink(ballast)  # the operator frees space
             # Still offline: nothing may land after the failed write until a restart.
             assert _raw_produce(raw) == errors.KAFKA_STORAGE_ERROR
-        lines = [line for line in broker.read_log().splitlines() if "failed (" in line and "log dir" in line]
+        lines = [
+            line
+            for line in broker.read_log().splitlines()
+            if "failed (" in line and "log dir" in line
+        ]
         assert len(lines) == 1, lines
         assert os.path.join(base, "logs") in lines[0] and "No space left on device" in lines[0]
         broker.kill()
         broker.start()
-        more, failed_after = _produce(broker.bootstrap, [b"b%d" % i for i in range(200)], timeout_ms=30000)
+        more, failed_after = _produce(
+            broker.bootstrap, [b"b%d" % i for i in range(200)], timeout_ms=30000
+        )
         assert failed_after == [] and len(more) == 200
         everything = {**acked, **more}
         end = max(everything.values()) + 1
         seen = _read_all(broker.bootstrap, end)
         assert len(seen) == end, f"read {len(seen)} of {end} records"
         for key, offset in everything.items():
-            assert seen.get(offset) == key, f"{key!r} acknowledged at {offset}, read {seen.get(offset)!r}"
+            assert seen.get(offset) == key, (
+                f"{key!r} acknowledged at {offset}, read {seen.get(offset)!r}"
+            )
     finally:
         broker.kill()
 
@@ -167,7 +186,9 @@ def test_a_full_metadata_log_halts_the_node_and_loses_nothing(small_disk):
         for i in range(200):
             if broker.process.poll() is not None:
                 break
-            for f in admin.create_topics([NewTopic(f"another-{i}-" + "x" * 200, 1, 1)], request_timeout=5).values():
+            for f in admin.create_topics(
+                [NewTopic(f"another-{i}-" + "x" * 200, 1, 1)], request_timeout=5
+            ).values():
                 try:
                     f.result(10)
                 except Exception:

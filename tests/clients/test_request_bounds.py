@@ -57,23 +57,36 @@ def topic_request(*topics: tuple[str, int, int], validate_only: bool = False) ->
 
 def partitions_request(name: str, count: int, validate_only: bool = False) -> Any:
     return CreatePartitionsRequest(
-        topics=[CreatePartitionsRequest.CreatePartitionsTopic(name=name, count=count, assignments=None)],
+        topics=[
+            CreatePartitionsRequest.CreatePartitionsTopic(name=name, count=count, assignments=None)
+        ],
         timeout_ms=30_000,
         validate_only=validate_only,
     )
 
 
-def call_while_probing(broker: Broker, key: int, version: int, request: Any) -> tuple[Any, float, float]:
+def call_while_probing(
+    broker: Broker, key: int, version: int, request: Any
+) -> tuple[Any, float, float]:
     """Send `request`, and right after it an ApiVersions on a connection already open: the
     response, the seconds it took, and the ApiVersions round trip in ms."""
-    with RawClient(broker.bootstrap, timeout_s=ANSWER_S * 4) as probe, RawClient(
-        broker.bootstrap, timeout_s=ANSWER_S * 4
-    ) as raw:
-        probe.call(api_keys.API_VERSIONS, 3, ApiVersionsRequest(client_software_name="probe", client_software_version="1"))
+    with (
+        RawClient(broker.bootstrap, timeout_s=ANSWER_S * 4) as probe,
+        RawClient(broker.bootstrap, timeout_s=ANSWER_S * 4) as raw,
+    ):
+        probe.call(
+            api_keys.API_VERSIONS,
+            3,
+            ApiVersionsRequest(client_software_name="probe", client_software_version="1"),
+        )
         start = time.monotonic()
         raw.send(key, version, request)
         sent = time.monotonic()
-        probe.call(api_keys.API_VERSIONS, 3, ApiVersionsRequest(client_software_name="probe", client_software_version="1"))
+        probe.call(
+            api_keys.API_VERSIONS,
+            3,
+            ApiVersionsRequest(client_software_name="probe", client_software_version="1"),
+        )
         probe_ms = (time.monotonic() - sent) * 1000
         response = raw.recv()
         return response, time.monotonic() - start, probe_ms
@@ -94,10 +107,15 @@ def results(response: Any) -> list[tuple[str, int, str | None]]:
     return [(r.name, r.error_code, r.error_message) for r in items]
 
 
-def test_validate_only_create_topics_of_int32_max_partitions_is_refused_at_once(broker: Broker) -> None:
+def test_validate_only_create_topics_of_int32_max_partitions_is_refused_at_once(
+    broker: Broker,
+) -> None:
     before = listed_topics(broker)
     response, took_s, probe_ms = call_while_probing(
-        broker, api_keys.CREATE_TOPICS, 7, topic_request(("huge-vo", INT32_MAX, 1), validate_only=True)
+        broker,
+        api_keys.CREATE_TOPICS,
+        7,
+        topic_request(("huge-vo", INT32_MAX, 1), validate_only=True),
     )
     assert results(response) == [("huge-vo", errors.POLICY_VIOLATION, TOO_MANY_PARTITIONS)]
     assert response.topics[0].num_partitions == -1
@@ -121,7 +139,9 @@ def test_create_topics_of_100000_partitions_creates_nothing(broker: Broker) -> N
 def test_the_limit_is_on_the_whole_request_and_refuses_every_topic(broker: Broker) -> None:
     with RawClient(broker.bootstrap, timeout_s=ANSWER_S * 4) as raw:
         # 6,000 + 4,001 > 10,000: both refused, though each alone would pass.
-        response = raw.call(api_keys.CREATE_TOPICS, 7, topic_request(("split-a", 6000, 1), ("split-b", 4001, 1)))
+        response = raw.call(
+            api_keys.CREATE_TOPICS, 7, topic_request(("split-a", 6000, 1), ("split-b", 4001, 1))
+        )
         assert results(response) == [
             ("split-a", errors.POLICY_VIOLATION, TOO_MANY_PARTITIONS),
             ("split-b", errors.POLICY_VIOLATION, TOO_MANY_PARTITIONS),
@@ -131,10 +151,14 @@ def test_the_limit_is_on_the_whole_request_and_refuses_every_topic(broker: Broke
         response = raw.call(api_keys.CREATE_TOPICS, 7, topic_request(*many, validate_only=True))
         assert {code for _, code, _ in results(response)} == {errors.POLICY_VIOLATION}
         # 10,000 partitions pass that count, but with the TopicRecord make 10,001 records.
-        response = raw.call(api_keys.CREATE_TOPICS, 7, topic_request(("edge", 10_000, 1), validate_only=True))
+        response = raw.call(
+            api_keys.CREATE_TOPICS, 7, topic_request(("edge", 10_000, 1), validate_only=True)
+        )
         assert results(response) == [("edge", errors.POLICY_VIOLATION, TOO_MANY_RECORDS)]
         # 9,999 partitions are 10,000 records: within Kafka's bounds.
-        response = raw.call(api_keys.CREATE_TOPICS, 7, topic_request(("edge", 9_999, 1), validate_only=True))
+        response = raw.call(
+            api_keys.CREATE_TOPICS, 7, topic_request(("edge", 9_999, 1), validate_only=True)
+        )
         assert results(response) == [("edge", errors.NONE, None)]  # null message, as Kafka's
         assert response.topics[0].num_partitions == 9_999
     assert not [t for t in listed_topics(broker) if t.startswith(("split-", "many-", "edge"))]
@@ -147,7 +171,10 @@ def test_create_partitions_to_int32_max_is_refused_and_adds_nothing(broker: Brok
         assert created.topics[0].error_code == errors.NONE
     for validate_only in (True, False):
         response, took_s, probe_ms = call_while_probing(
-            broker, api_keys.CREATE_PARTITIONS, 3, partitions_request("grow", INT32_MAX, validate_only)
+            broker,
+            api_keys.CREATE_PARTITIONS,
+            3,
+            partitions_request("grow", INT32_MAX, validate_only),
         )
         assert results(response) == [("grow", errors.POLICY_VIOLATION, TOO_MANY_RECORDS)]
         assert took_s < ANSWER_S, f"answered after {took_s:.2f} s"
@@ -162,7 +189,9 @@ def test_create_partitions_to_int32_max_is_refused_and_adds_nothing(broker: Brok
             response = raw.call(api_keys.CREATE_PARTITIONS, 3, partitions_request("grow", count))
             assert results(response) == [("grow", errors.INVALID_PARTITIONS, message)]
         # 10,000 new partitions are 10,000 records: checked and accepted (validate-only).
-        response = raw.call(api_keys.CREATE_PARTITIONS, 3, partitions_request("grow", 10_001, validate_only=True))
+        response = raw.call(
+            api_keys.CREATE_PARTITIONS, 3, partitions_request("grow", 10_001, validate_only=True)
+        )
         assert results(response) == [("grow", errors.NONE, None)]
 
 
@@ -180,7 +209,9 @@ def test_invalid_counts_are_refused_in_kafkas_order(broker: Broker) -> None:
     with RawClient(broker.bootstrap) as raw:
         for validate_only in (True, False):
             response = raw.call(
-                api_keys.CREATE_TOPICS, 7, topic_request(*(t for t, _, _ in cases), validate_only=validate_only)
+                api_keys.CREATE_TOPICS,
+                7,
+                topic_request(*(t for t, _, _ in cases), validate_only=validate_only),
             )
             assert results(response) == [(t[0], code, msg) for t, code, msg in cases]
         # A replication factor no cluster of one broker reaches, with the most partitions allowed.
@@ -222,11 +253,20 @@ def test_a_large_topic_is_hosted_in_steps_and_every_partition_serves(broker: Bro
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic("wide", 1000, 1)])["wide"].result(30)
     with RawClient(broker.bootstrap) as raw:
-        raw.call(api_keys.API_VERSIONS, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+        raw.call(
+            api_keys.API_VERSIONS,
+            3,
+            ApiVersionsRequest(client_software_name="t", client_software_version="1"),
+        )
     p = ck.Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
     delivered: list[int] = []
     for i in range(1000):
-        p.produce("wide", b"v", partition=i, on_delivery=lambda err, msg: err is None and delivered.append(msg.partition()))
+        p.produce(
+            "wide",
+            b"v",
+            partition=i,
+            on_delivery=lambda err, msg: err is None and delivered.append(msg.partition()),
+        )
     assert p.flush(60) == 0
     assert sorted(delivered) == list(range(1000))
     dirs = [d for d in os.listdir(os.path.join(broker.data_dir, "logs")) if d.startswith("wide-")]

@@ -47,7 +47,8 @@ def records(start: int, n: int) -> list[dict]:
             "key": b"key-%d" % i,
             # Hex of a hash: lz4 halves it at best, so 15,000 records fill several segments
             # whatever batch sizes the producer happens to form.
-            "value": b"value-%d-" % i + hashlib.blake2b(b"%d" % i).hexdigest().encode() * (1 + i % 3),
+            "value": b"value-%d-" % i
+            + hashlib.blake2b(b"%d" % i).hexdigest().encode() * (1 + i % 3),
             "headers": [("i", b"%d" % i)],
             "partition": i % PARTITIONS,
             "timestamp": BASE_TS + i,

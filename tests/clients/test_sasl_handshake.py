@@ -60,9 +60,15 @@ def test_sasl_handshake_answers_illegal_state_and_keeps_the_connection(broker: B
 def test_sasl_authenticate_answers_illegal_state(broker: Broker) -> None:
     with RawClient(broker.bootstrap) as raw:
         for version in (0, 1, 2):
-            r = raw.call(api_keys.SASL_AUTHENTICATE, version, messages.SaslAuthenticateRequest(auth_bytes=b"\x00u\x00p"))
+            r = raw.call(
+                api_keys.SASL_AUTHENTICATE,
+                version,
+                messages.SaslAuthenticateRequest(auth_bytes=b"\x00u\x00p"),
+            )
             assert (r.error_code, r.error_message, bytes(r.auth_bytes)) == (
-                errors.BY_NAME["ILLEGAL_SASL_STATE"].code, AFTER_AUTHENTICATION, b""
+                errors.BY_NAME["ILLEGAL_SASL_STATE"].code,
+                AFTER_AUTHENTICATION,
+                b"",
             ), version
 
 
@@ -93,7 +99,9 @@ def test_librdkafka_with_sasl_against_plaintext_fails_clearly(broker: Broker, ki
         err = reported[0]
         assert err.code() == ck.KafkaError._AUTHENTICATION, err
         assert "SASL PLAIN mechanism handshake failed" in err.str(), err.str()
-        assert "Request not valid in current SASL state" in err.str(), err.str()  # ILLEGAL_SASL_STATE
+        assert "Request not valid in current SASL state" in err.str(), (
+            err.str()
+        )  # ILLEGAL_SASL_STATE
         assert took < 5, f"the error took {took:.2f} s"
         with pytest.raises(ck.KafkaException) as ei:
             client.list_topics(timeout=2)

@@ -14,8 +14,14 @@ from gregor.storage.config import LogConfig
 from gregor.storage.log import Log
 from gregor.storage.log_manager import LogManager
 
-CODECS = [rb.COMPRESSION_NONE, rb.COMPRESSION_NONE, rb.COMPRESSION_GZIP, rb.COMPRESSION_SNAPPY,
-          rb.COMPRESSION_LZ4, rb.COMPRESSION_ZSTD]
+CODECS = [
+    rb.COMPRESSION_NONE,
+    rb.COMPRESSION_NONE,
+    rb.COMPRESSION_GZIP,
+    rb.COMPRESSION_SNAPPY,
+    rb.COMPRESSION_LZ4,
+    rb.COMPRESSION_ZSTD,
+]
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,9 @@ class Model:
         return out
 
 
-def new_manager(path: str, config: LogConfig, cleaner: CleanerConfig | None = None) -> tuple[LogManager, Log, LogCleaner]:
+def new_manager(
+    path: str, config: LogConfig, cleaner: CleanerConfig | None = None
+) -> tuple[LogManager, Log, LogCleaner]:
     mgr = LogManager([path], config)
     mgr.startup()
     log = mgr.get_or_create("t", 0)
@@ -103,7 +111,10 @@ def read_batches(log: Log) -> list[tuple[rb.BatchHeader, list]]:
         last = None
         while pos < len(data):
             header = rb.read_header(data, pos)
-            assert pos + header.size <= len(data) and rb.compute_crc(data, pos, header.size) == header.crc
+            assert (
+                pos + header.size <= len(data)
+                and rb.compute_crc(data, pos, header.size) == header.crc
+            )
             assert 0 <= header.records_count <= header.last_offset_delta + 1
             out.append(read_batch_records(data, pos))
             last = header
@@ -154,7 +165,10 @@ def check_deduplicated(log: Log, model: Model, end_offset: int) -> None:
 
 
 def index_entries(log: Log) -> list[tuple[int, list, list]]:
-    return [(s.base_offset, s.offset_index.all_entries(), s.time_index.all_entries()) for s in log.segments]
+    return [
+        (s.base_offset, s.offset_index.all_entries(), s.time_index.all_entries())
+        for s in log.segments
+    ]
 
 
 def reopen_unclean(log: Log, mgr: LogManager | None = None, recovery_point: int = 0) -> Log:
@@ -163,7 +177,9 @@ def reopen_unclean(log: Log, mgr: LogManager | None = None, recovery_point: int 
     log.close_handles()
     if mgr is not None:
         mgr.purge_deleted(force=True)
-    reopened = Log.open(log.directory, log.config, recovery_point=recovery_point, clean_shutdown=False)
+    reopened = Log.open(
+        log.directory, log.config, recovery_point=recovery_point, clean_shutdown=False
+    )
     reopened.update_high_watermark(reopened.log_end_offset)
     return reopened
 

@@ -36,14 +36,18 @@ def records_for(seed: int, i: int) -> list[tuple[bytes, bytes | None]]:
     out = []
     for j in range(rng.randint(1, 4)):
         key = b"k%d" % rng.randrange(KEYS)
-        value = None if rng.random() < 0.1 else b"%d:%d:" % (i, j) + rng.randbytes(rng.randint(0, 60))
+        value = (
+            None if rng.random() < 0.1 else b"%d:%d:" % (i, j) + rng.randbytes(rng.randint(0, 60))
+        )
         out.append((key, value))
     return out
 
 
 def batch_for(seed: int, i: int) -> bytearray:
     rng = random.Random(seed * 7 + i)
-    return build_batch(records_for(seed, i), base_timestamp=T0 + i, compression_type=rng.choice([0, 0, 1, 3]))
+    return build_batch(
+        records_for(seed, i), base_timestamp=T0 + i, compression_type=rng.choice([0, 0, 1, 3])
+    )
 
 
 def main() -> None:

@@ -11,4 +11,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("filterwarnings", "ignore:read_text is deprecated:DeprecationWarning")
     config.addinivalue_line("filterwarnings", "ignore:open_text is deprecated:DeprecationWarning")
     # AlterConfigs (the legacy, whole-set API) is deprecated in clients but still Kafka's API.
-    config.addinivalue_line("filterwarnings", "ignore:alter_configs has been deprecated:DeprecationWarning")
+    config.addinivalue_line(
+        "filterwarnings", "ignore:alter_configs has been deprecated:DeprecationWarning"
+    )

@@ -44,7 +44,11 @@ def _produce(producer: Producer, topic: str, items: list[tuple[bytes, bytes | No
 
 def _consume_all(bootstrap: str, topic: str, end: int) -> list[tuple[int, bytes, bytes | None]]:
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"g-{time.monotonic_ns()}", "enable.auto.commit": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{time.monotonic_ns()}",
+            "enable.auto.commit": False,
+        }
     )
     consumer.assign([TopicPartition(topic, 0, 0)])
     out = []
@@ -77,13 +81,18 @@ def _roll(producer: Producer, topic: str) -> int:
 def _wait_cleaned_to(broker: Broker, topic: str, offset: int) -> None:
     deadline = time.monotonic() + 60
     while _checkpoint(broker, topic) < offset:
-        assert time.monotonic() < deadline, f"not cleaned to {offset}: at {_checkpoint(broker, topic)}\n{broker.read_log()[-3000:]}"
+        assert time.monotonic() < deadline, (
+            f"not cleaned to {offset}: at {_checkpoint(broker, topic)}\n{broker.read_log()[-3000:]}"
+        )
         time.sleep(0.05)
 
 
 @pytest.mark.parametrize("worker", ["process", "thread"])
 def test_a_compacted_topic_keeps_the_latest_value_of_every_key(worker):
-    config = {"log.cleaner.backoff.ms": "50", "log.cleaner.worker.process": str(worker == "process").lower()}
+    config = {
+        "log.cleaner.backoff.ms": "50",
+        "log.cleaner.worker.process": str(worker == "process").lower(),
+    }
     with Broker(config, log_level="INFO") as broker:
         topic = "compacted"
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -97,9 +106,17 @@ def test_a_compacted_topic_keeps_the_latest_value_of_every_key(worker):
         }
         admin.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(15)
         producer = Producer(
-            {"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "batch.size": 16384, "enable.idempotence": True, "compression.type": "lz4"}
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "linger.ms": 5,
+                "batch.size": 16384,
+                "enable.idempotence": True,
+                "compression.type": "lz4",
+            }
         )
-        items = [(b"key-%d" % (i % KEYS), b"value-%d-" % i + b"x" * 80) for i in range(KEYS * UPDATES)]
+        items = [
+            (b"key-%d" % (i % KEYS), b"value-%d-" % i + b"x" * 80) for i in range(KEYS * UPDATES)
+        ]
         deleted = [(b"key-%d" % k, None) for k in range(0, KEYS, 10)]
         offsets = _produce(producer, topic, items + deleted)
         latest: dict[bytes, tuple[int, bytes | None]] = {}
@@ -138,11 +155,19 @@ def test_the_cleaner_follows_dynamic_log_cleaner_configs():
     and cleans."""
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
-    config = {"log.cleaner.threads": "0", "log.cleaner.backoff.ms": "50", "log.cleaner.worker.process": "false"}
+    config = {
+        "log.cleaner.threads": "0",
+        "log.cleaner.backoff.ms": "50",
+        "log.cleaner.worker.process": "false",
+    }
     with Broker(config, log_level="INFO") as broker:
         topic = "dyn-compacted"
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        configs = {"cleanup.policy": "compact", "segment.ms": str(SEGMENT_MS), "min.cleanable.dirty.ratio": "0.01"}
+        configs = {
+            "cleanup.policy": "compact",
+            "segment.ms": str(SEGMENT_MS),
+            "min.cleanable.dirty.ratio": "0.01",
+        }
         admin.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(15)
         producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
         _produce(producer, topic, [(b"k%d" % (i % 10), b"v%d" % i) for i in range(500)])

@@ -60,7 +60,9 @@ def dirty_log(path: str, seed: int = 1):
 def crash_and_reopen(log: Log, recovery_point: int) -> Log:
     """Drop everything as a SIGKILL would, then open the directory again, uncleanly."""
     log.close_handles()
-    reopened = Log.open(log.directory, log.config, recovery_point=recovery_point, clean_shutdown=False)
+    reopened = Log.open(
+        log.directory, log.config, recovery_point=recovery_point, clean_shutdown=False
+    )
     reopened.update_high_watermark(reopened.log_end_offset)
     return reopened
 
@@ -192,7 +194,9 @@ def test_a_leftover_swap_from_an_unfinished_split_of_renames_is_dropped(tmp_path
         cleaner.clean_once(T0)
     monkeypatch.setattr(os, "rename", real)
     names = os.listdir(log.directory)
-    assert any(n.endswith(".log.swap") for n in names) and any(n.endswith(".index.cleaned") for n in names)
+    assert any(n.endswith(".log.swap") for n in names) and any(
+        n.endswith(".index.cleaned") for n in names
+    )
     before = read_records(log)
     reopened = crash_and_reopen(log, log.recovery_point)
     assert read_records(reopened) == before  # nothing swapped: the old segments stay

@@ -74,7 +74,9 @@ def test_random_traffic_keeps_the_latest_value_of_every_key(tmp_path, seed):
     now = T0
     cleanings: list[int] = []
     for _ in range(8):
-        append_random(log, model, rng, batches=rng.randint(10, 60), keys=rng.choice([5, 30, 100]), now_ms=now)
+        append_random(
+            log, model, rng, batches=rng.randint(10, 60), keys=rng.choice([5, 30, 100]), now_ms=now
+        )
         now += rng.choice([1000, 20_000, 50_000])
         stats = cleaner.clean_once(now)
         if stats is not None:
@@ -110,7 +112,9 @@ def test_random_traffic_keeps_the_latest_value_of_every_key(tmp_path, seed):
     now += RETENTION + 1
     stats = cleaner.clean_once(now, TP, force=True)
     assert stats is not None
-    assert [r for r in read_records(log) if r.offset < active] == [r for r in latest if r.value is not None]
+    assert [r for r in read_records(log) if r.offset < active] == [
+        r for r in latest if r.value is not None
+    ]
     check_log(log, model)
 
     # The cleaned segments are what recovery rebuilds: same records, same index entries.
@@ -150,7 +154,9 @@ def test_min_compaction_lag_keeps_young_records(tmp_path):
 
 def test_max_compaction_lag_cleans_below_the_dirty_ratio(tmp_path):
     max_lag = 3_600_000
-    mgr, log, cleaner = new_manager(str(tmp_path), config(min_cleanable_dirty_ratio=0.99, max_compaction_lag_ms=max_lag))
+    mgr, log, cleaner = new_manager(
+        str(tmp_path), config(min_cleanable_dirty_ratio=0.99, max_compaction_lag_ms=max_lag)
+    )
     model = Model()
     rng = random.Random(3)
     append_random(log, model, rng, batches=100, keys=20, now_ms=T0)
@@ -200,14 +206,24 @@ def test_batches_keep_offsets_codec_producer_fields_and_log_append_time(tmp_path
     )
     log.append(first, now_ms=T0 + 5)
     log.append(build_batch([(b"a", b"5"), (b"c", b"6")], base_timestamp=T0), now_ms=T0 + 6)
-    log.append(build_batch([(b"z", b"producer 7 goes on")], producer_id=7, producer_epoch=3, base_sequence=14), now_ms=T0 + 7)
+    log.append(
+        build_batch(
+            [(b"z", b"producer 7 goes on")], producer_id=7, producer_epoch=3, base_sequence=14
+        ),
+        now_ms=T0 + 7,
+    )
     log.roll(now_ms=T0 + 7)
     log.append(build_batch([(b"x", b"y")]), now_ms=T0 + 8)
     log.update_high_watermark(log.log_end_offset)
     assert cleaner.clean_once(T0 + 10) is not None
     (h1, r1), (h2, r2), (h3, _), _ = read_batches(log)
     assert (h1.base_offset, h1.last_offset_delta, h1.records_count) == (0, 3, 2)
-    assert (h1.compression, h1.producer_id, h1.producer_epoch, h1.base_sequence) == (rb.COMPRESSION_GZIP, 7, 3, 10)
+    assert (h1.compression, h1.producer_id, h1.producer_epoch, h1.base_sequence) == (
+        rb.COMPRESSION_GZIP,
+        7,
+        3,
+        10,
+    )
     assert h1.is_log_append_time and h1.max_timestamp == T0 + 5
     assert [(r.offset, r.key, r.value) for r in r1] == [(1, b"b", b"2"), (3, b"d", b"4")]
     assert (h2.base_offset, h2.records_count, [r.key for r in r2]) == (4, 2, [b"a", b"c"])
@@ -218,7 +234,16 @@ def test_batches_keep_offsets_codec_producer_fields_and_log_append_time(tmp_path
 def test_the_last_batch_of_a_producer_stays_until_the_producer_expires(tmp_path):
     expiry = 1000 * 3600
     mgr, log, cleaner = new_manager(str(tmp_path), config())
-    log.append(build_batch([(b"a", b"1"), (b"b", b"2")], base_timestamp=T0, producer_id=5, producer_epoch=1, base_sequence=40), now_ms=T0)
+    log.append(
+        build_batch(
+            [(b"a", b"1"), (b"b", b"2")],
+            base_timestamp=T0,
+            producer_id=5,
+            producer_epoch=1,
+            base_sequence=40,
+        ),
+        now_ms=T0,
+    )
     log.append(build_batch([(b"a", b"3"), (b"b", b"4")], base_timestamp=T0), now_ms=T0)
     log.append(build_batch([(b"a", b"5"), (b"b", b"6")], base_timestamp=T0), now_ms=T0)
     log.roll(now_ms=T0)
@@ -254,20 +279,38 @@ def test_tombstones_get_a_delete_horizon_and_go_after_it(tmp_path):
     assert tomb_header.attributes & rb.DELETE_HORIZON_FLAG
     assert tomb_header.base_timestamp == t1 + RETENTION
     # The records keep their timestamps (now deltas from the horizon) and offsets.
-    assert [(r.offset, r.key, r.value, r.timestamp) for r in tomb_records] == [(2, b"k", None, T0 + 10), (3, b"i", b"x", T0 + 20)]
+    assert [(r.offset, r.key, r.value, r.timestamp) for r in tomb_records] == [
+        (2, b"k", None, T0 + 10),
+        (3, b"i", b"x", T0 + 20),
+    ]
     assert tomb_header.max_timestamp == T0 + 20
     assert [r.key for r in batches[0][1]] == [b"j"]
 
     assert cleaner.clean_once(t1 + RETENTION - 1, TP, force=True) is not None
     assert any(r.key == b"k" for r in read_records(log))
     assert cleaner.clean_once(t1 + RETENTION, TP, force=True) is not None
-    assert [(r.key, r.value) for r in read_records(log)] == [(b"j", b"keep"), (b"i", b"x"), (b"x", b"y")]
+    assert [(r.key, r.value) for r in read_records(log)] == [
+        (b"j", b"keep"),
+        (b"i", b"x"),
+        (b"x", b"y"),
+    ]
 
 
 def test_control_batches_are_kept_as_they_are(tmp_path):
     mgr, log, cleaner = new_manager(str(tmp_path), config())
-    log.append(build_batch([(b"k", b"1")], producer_id=9, producer_epoch=0, base_sequence=0, transactional=True), now_ms=T0)
-    marker = build_batch([(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00")], producer_id=9, producer_epoch=0, transactional=True, control=True)
+    log.append(
+        build_batch(
+            [(b"k", b"1")], producer_id=9, producer_epoch=0, base_sequence=0, transactional=True
+        ),
+        now_ms=T0,
+    )
+    marker = build_batch(
+        [(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00")],
+        producer_id=9,
+        producer_epoch=0,
+        transactional=True,
+        control=True,
+    )
     log.append(marker, now_ms=T0, origin=AppendOrigin.COORDINATOR)
     log.append(build_batch([(b"k", b"2")]), now_ms=T0)
     log.roll(now_ms=T0)
@@ -278,7 +321,9 @@ def test_control_batches_are_kept_as_they_are(tmp_path):
     headers = [h for h, _ in read_batches(log)]
     # Producer 9's data batch lost its record and stays empty (its sequence); the marker stays.
     assert (headers[0].base_offset, headers[0].records_count, headers[0].producer_id) == (0, 0, 9)
-    assert headers[1].is_control and bytes(log.read_bytes(1, 1 << 20)[: len(marker)]) == bytes(stored_marker)
+    assert headers[1].is_control and bytes(log.read_bytes(1, 1 << 20)[: len(marker)]) == bytes(
+        stored_marker
+    )
     assert [r.value for r in read_records(log) if r.key == b"k"] == [b"2"]
 
 
@@ -462,7 +507,9 @@ def test_a_dedupe_buffer_smaller_than_one_batch_makes_the_log_uncleanable(tmp_pa
 
 def test_the_throttle_holds_the_cleaner_to_its_rate(tmp_path):
     rate = 80_000.0
-    mgr, log, cleaner = new_manager(str(tmp_path), config(), CleanerConfig(io_max_bytes_per_second=rate))
+    mgr, log, cleaner = new_manager(
+        str(tmp_path), config(), CleanerConfig(io_max_bytes_per_second=rate)
+    )
     model = Model()
     append_random(log, model, random.Random(6), batches=150, keys=20, now_ms=T0, value_size=400)
     log.roll(now_ms=T0)

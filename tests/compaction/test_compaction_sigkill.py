@@ -24,10 +24,17 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SEED = 4242
 
 
-def _run_child(log_dir: str, first: int, out_path: str, rng: random.Random) -> list[tuple[int, int]]:
+def _run_child(
+    log_dir: str, first: int, out_path: str, rng: random.Random
+) -> list[tuple[int, int]]:
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with open(out_path, "w") as out:
-        proc = subprocess.Popen([sys.executable, CHILD, log_dir, str(SEED), str(first)], stdout=out, stderr=subprocess.PIPE, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, CHILD, log_dir, str(SEED), str(first)],
+            stdout=out,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
     try:
         deadline = time.monotonic() + 60
         while _count_acks(out_path) < 30:
@@ -107,7 +114,9 @@ def test_sigkill_while_appending_and_cleaning(tmp_path):
         offsets = [o for o, _, _ in got]
         assert offsets == sorted(set(offsets)), "offsets repeat or go backwards"
         for offset, key, value in got:
-            assert model[offset] == (key, value), f"offset {offset} holds something never appended there"
+            assert model[offset] == (key, value), (
+                f"offset {offset} holds something never appended there"
+            )
         present = set(offsets)
         latest: dict[bytes, int] = {}
         for offset in sorted(model):

@@ -43,7 +43,9 @@ def test_cleaning_on_a_worker_while_the_loop_appends_and_reads(tmp_path, in_proc
 
     async def main() -> CleanerThreads:
         loop_thread.append(threading.current_thread())
-        threads = CleanerThreads(mgr, CleanerConfig(backoff_ms=5, in_process=in_process), lambda: T0)
+        threads = CleanerThreads(
+            mgr, CleanerConfig(backoff_ms=5, in_process=in_process), lambda: T0
+        )
         swap = threads.cleaner.swap
 
         def swap_and_note(task, group):
@@ -78,7 +80,12 @@ def test_cleaning_on_a_worker_while_the_loop_appends_and_reads(tmp_path, in_proc
 
 @pytest.mark.parametrize("in_process", [False, True], ids=["thread", "process"])
 def test_stop_aborts_a_cleaning_in_progress(tmp_path, in_process):
-    cfg = LogConfig(segment_bytes=4000, cleanup_policy="compact", min_cleanable_dirty_ratio=0.0, file_delete_delay_ms=0)
+    cfg = LogConfig(
+        segment_bytes=4000,
+        cleanup_policy="compact",
+        min_cleanable_dirty_ratio=0.0,
+        file_delete_delay_ms=0,
+    )
     mgr, log, _ = new_manager(str(tmp_path), cfg)
     model = Model()
     append_random(log, model, random.Random(2), batches=400, keys=50, now_ms=T0)

@@ -35,19 +35,49 @@ CONFIGS: dict[str, tuple[str, str, str, str, str]] = {
     "segment.index.bytes": ("65536", "131072", "4", "10485760", "log.index.size.max.bytes"),
     "index.interval.bytes": ("1024", "2048", "-1", "4096", "log.index.interval.bytes"),
     "max.message.bytes": ("500000", "600000", "-5", "1048588", "message.max.bytes"),
-    "message.timestamp.type": ("LogAppendTime", "CreateTime", "WallClock", "CreateTime", "log.message.timestamp.type"),
-    "message.timestamp.before.max.ms": ("86400000", "3600000", "-1", "9223372036854775807", "log.message.timestamp.before.max.ms"),
-    "message.timestamp.after.max.ms": ("60000", "120000", "-1", "3600000", "log.message.timestamp.after.max.ms"),
+    "message.timestamp.type": (
+        "LogAppendTime",
+        "CreateTime",
+        "WallClock",
+        "CreateTime",
+        "log.message.timestamp.type",
+    ),
+    "message.timestamp.before.max.ms": (
+        "86400000",
+        "3600000",
+        "-1",
+        "9223372036854775807",
+        "log.message.timestamp.before.max.ms",
+    ),
+    "message.timestamp.after.max.ms": (
+        "60000",
+        "120000",
+        "-1",
+        "3600000",
+        "log.message.timestamp.after.max.ms",
+    ),
     "compression.type": ("zstd", "lz4", "brotli", "producer", "compression.type"),
     "min.compaction.lag.ms": ("1000", "2000", "-1", "0", "log.cleaner.min.compaction.lag.ms"),
-    "max.compaction.lag.ms": ("86400000", "172800000", "0", "9223372036854775807", "log.cleaner.max.compaction.lag.ms"),
+    "max.compaction.lag.ms": (
+        "86400000",
+        "172800000",
+        "0",
+        "9223372036854775807",
+        "log.cleaner.max.compaction.lag.ms",
+    ),
     "delete.retention.ms": ("1000", "2000", "-1", "86400000", "log.cleaner.delete.retention.ms"),
     "min.cleanable.dirty.ratio": ("0.25", "0.75", "1.5", "0.5", "log.cleaner.min.cleanable.ratio"),
     "file.delete.delay.ms": ("1000", "2000", "-1", "60000", "log.segment.delete.delay.ms"),
     "flush.messages": ("1000", "2000", "0", "9223372036854775807", "log.flush.interval.messages"),
     "flush.ms": ("1000", "2000", "-1", "9223372036854775807", "log.flush.interval.ms"),
     "min.insync.replicas": ("1", "2", "0", "1", "min.insync.replicas"),
-    "unclean.leader.election.enable": ("true", "false", "maybe", "false", "unclean.leader.election.enable"),
+    "unclean.leader.election.enable": (
+        "true",
+        "false",
+        "maybe",
+        "false",
+        "unclean.leader.election.enable",
+    ),
 }
 CREATED = {k: v[0] for k, v in CONFIGS.items()}
 ALTERED = {k: v[1] for k, v in CONFIGS.items()}
@@ -88,7 +118,9 @@ def _describe(admin: AdminClient, topic: str) -> dict[str, ConfigEntry]:
     return admin.describe_configs([res], request_timeout=15)[res].result()
 
 
-def _incremental(admin: AdminClient, topic: str, ops: list[tuple[str, AlterConfigOpType, str | None]]) -> None:
+def _incremental(
+    admin: AdminClient, topic: str, ops: list[tuple[str, AlterConfigOpType, str | None]]
+) -> None:
     entries = [ConfigEntry(name, value, incremental_operation=op) for name, op, value in ops]
     res = ConfigResource("topic", topic, incremental_configs=entries)
     admin.incremental_alter_configs([res], request_timeout=15)[res].result()
@@ -119,7 +151,10 @@ def test_a_static_broker_config_is_the_source_of_topics_without_their_own(admin,
     entry = _describe(admin, topic)["delete.retention.ms"]
     assert (entry.value, entry.source) == ("12345", ConfigSource.STATIC_BROKER_CONFIG.value)
     # Both synonyms share a name (librdkafka keeps one of them): read them with kafka-python.
-    synonyms = [(s["name"], s["value"], s["source"]) for s in _kp_describe(kp_admin, topic)["delete.retention.ms"]["synonyms"]]
+    synonyms = [
+        (s["name"], s["value"], s["source"])
+        for s in _kp_describe(kp_admin, topic)["delete.retention.ms"]["synonyms"]
+    ]
     assert synonyms == [
         ("log.cleaner.delete.retention.ms", "12345", "STATIC_BROKER_CONFIG"),
         ("log.cleaner.delete.retention.ms", "86400000", "DEFAULT_CONFIG"),
@@ -137,9 +172,16 @@ def test_incremental_set_then_delete_every_config(admin):
     _incremental(admin, topic, [(k, AlterConfigOpType.DELETE, None) for k in CONFIGS])
     described = _describe(admin, topic)
     for name, (*_rest, default, _synonym) in CONFIGS.items():
-        expected = STATIC.get("log.cleaner.delete.retention.ms") if name == "delete.retention.ms" else default
+        expected = (
+            STATIC.get("log.cleaner.delete.retention.ms")
+            if name == "delete.retention.ms"
+            else default
+        )
         assert described[name].value == expected, name
-        assert described[name].source in (ConfigSource.DEFAULT_CONFIG.value, ConfigSource.STATIC_BROKER_CONFIG.value)
+        assert described[name].source in (
+            ConfigSource.DEFAULT_CONFIG.value,
+            ConfigSource.STATIC_BROKER_CONFIG.value,
+        )
 
 
 def test_incremental_append_and_subtract_on_the_list_config(admin):
@@ -155,7 +197,9 @@ def test_incremental_append_and_subtract_on_the_list_config(admin):
     # Only list configs take APPEND / SUBTRACT.
     entries = [ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.APPEND)]
     res = ConfigResource("topic", topic, incremental_configs=entries)
-    err = _error_of(lambda: admin.incremental_alter_configs([res], request_timeout=15)[res].result())
+    err = _error_of(
+        lambda: admin.incremental_alter_configs([res], request_timeout=15)[res].result()
+    )
     assert err.code() == KafkaError.INVALID_CONFIG and "retention.ms" in err.str()
 
 
@@ -186,7 +230,9 @@ def test_an_invalid_value_is_refused_naming_the_key(admin, name):
     topic = _create(admin, {})
     entries = [ConfigEntry(name, bad, incremental_operation=AlterConfigOpType.SET)]
     res = ConfigResource("topic", topic, incremental_configs=entries)
-    err = _error_of(lambda: admin.incremental_alter_configs([res], request_timeout=15)[res].result())
+    err = _error_of(
+        lambda: admin.incremental_alter_configs([res], request_timeout=15)[res].result()
+    )
     assert err.code() == KafkaError.INVALID_CONFIG and name in err.str()
 
     res = ConfigResource("topic", topic, set_config={name: bad})
@@ -210,10 +256,17 @@ def test_kafka_python_admin_sets_alters_and_describes_every_config(kp_admin):
     assert kp_admin.alter_configs([res]) == {"topic": {topic: "OK"}}
     described = _kp_describe(kp_admin, topic)
     assert {k: described[k]["value"] for k in CONFIGS} == ALTERED
-    res = KpResource(ConfigResourceType.TOPIC, topic, {"segment.ms": ("DELETE", None), "cleanup.policy": ("SUBTRACT", "delete")})
+    res = KpResource(
+        ConfigResourceType.TOPIC,
+        topic,
+        {"segment.ms": ("DELETE", None), "cleanup.policy": ("SUBTRACT", "delete")},
+    )
     assert kp_admin.alter_configs([res]) == {"topic": {topic: "OK"}}
     described = _kp_describe(kp_admin, topic)
-    assert (described["segment.ms"]["value"], described["segment.ms"]["config_source"]) == ("604800000", "DEFAULT_CONFIG")
+    assert (described["segment.ms"]["value"], described["segment.ms"]["config_source"]) == (
+        "604800000",
+        "DEFAULT_CONFIG",
+    )
     assert described["cleanup.policy"]["value"] == "compact"
     # The legacy AlterConfigs.
     res = KpResource(ConfigResourceType.TOPIC, topic, {"retention.ms": "1234567"})
@@ -222,7 +275,11 @@ def test_kafka_python_admin_sets_alters_and_describes_every_config(kp_admin):
     # An invalid value: INVALID_CONFIG, naming the key.
     res = KpResource(ConfigResourceType.TOPIC, topic, {"min.cleanable.dirty.ratio": "2"})
     result = kp_admin.alter_configs([res])["topic"][topic]
-    assert "InvalidConfiguration" in type(result).__name__ or "INVALID_CONFIG" in str(result).upper() or "Invalid" in str(result)
+    assert (
+        "InvalidConfiguration" in type(result).__name__
+        or "INVALID_CONFIG" in str(result).upper()
+        or "Invalid" in str(result)
+    )
     assert "min.cleanable.dirty.ratio" in str(result)
 
 
@@ -233,7 +290,9 @@ def _kp_new_topic(name: str, configs: dict[str, str]):
 
 
 def _kp_describe(kp_admin: KafkaAdminClient, topic: str) -> dict:
-    res = kp_admin.describe_configs([KpResource(ConfigResourceType.TOPIC, topic)], include_synonyms=True, config_filter="all")
+    res = kp_admin.describe_configs(
+        [KpResource(ConfigResourceType.TOPIC, topic)], include_synonyms=True, config_filter="all"
+    )
     return res["topic"][topic]
 
 
@@ -244,14 +303,24 @@ def _produce_one(bootstrap: str, topic: str, key: bytes | None, timestamp: int |
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "retries": 0})
     result = []
     kwargs = {"timestamp": timestamp} if timestamp is not None else {}
-    producer.produce(topic, key=key, value=b"v", partition=0, on_delivery=lambda err, msg: result.append((err, msg)), **kwargs)
+    producer.produce(
+        topic,
+        key=key,
+        value=b"v",
+        partition=0,
+        on_delivery=lambda err, msg: result.append((err, msg)),
+        **kwargs,
+    )
     producer.flush(15)
     [(err, msg)] = result
     return err, msg
 
 
 def test_timestamp_bounds_are_enforced_on_produce_and_follow_alters(admin, broker):
-    topic = _create(admin, {"message.timestamp.after.max.ms": "60000", "message.timestamp.before.max.ms": "3600000"})
+    topic = _create(
+        admin,
+        {"message.timestamp.after.max.ms": "60000", "message.timestamp.before.max.ms": "3600000"},
+    )
     now = int(time.time() * 1000)
     err, _ = _produce_one(broker.bootstrap, topic, b"k", now + 3_600_000)
     assert err is not None and err.code() == KafkaError.INVALID_TIMESTAMP
@@ -260,7 +329,9 @@ def test_timestamp_bounds_are_enforced_on_produce_and_follow_alters(admin, broke
     err, msg = _produce_one(broker.bootstrap, topic, b"k", now - 1000)
     assert err is None and msg.offset() == 0
     # Widened live, without a restart.
-    _incremental(admin, topic, [("message.timestamp.after.max.ms", AlterConfigOpType.SET, "86400000")])
+    _incremental(
+        admin, topic, [("message.timestamp.after.max.ms", AlterConfigOpType.SET, "86400000")]
+    )
     err, _ = _produce_one(broker.bootstrap, topic, b"k", now + 3_600_000)
     assert err is None
     # LogAppendTime topics stamp the broker's time: the producer's timestamp is not checked.
@@ -283,10 +354,18 @@ def test_switching_to_compact_requires_keys(admin, broker):
 def test_the_broker_describes_the_cleaner_configs(admin):
     res = ConfigResource("broker", "1")
     described = admin.describe_configs([res], request_timeout=15)[res].result()
-    assert (described["log.cleaner.backoff.ms"].value, described["log.cleaner.backoff.ms"].source) == (
+    assert (
+        described["log.cleaner.backoff.ms"].value,
+        described["log.cleaner.backoff.ms"].source,
+    ) == (
         "100",
         ConfigSource.STATIC_BROKER_CONFIG.value,
     )
-    for name in ("log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.max.bytes.per.second",
-                 "log.cleaner.enable", "log.cleaner.io.buffer.load.factor"):
+    for name in (
+        "log.cleaner.threads",
+        "log.cleaner.dedupe.buffer.size",
+        "log.cleaner.io.max.bytes.per.second",
+        "log.cleaner.enable",
+        "log.cleaner.io.buffer.load.factor",
+    ):
         assert described[name].source == ConfigSource.DEFAULT_CONFIG.value, name

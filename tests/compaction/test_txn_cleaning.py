@@ -53,7 +53,14 @@ class Writer:
     def txn(self, pid: int, *records: tuple[bytes, bytes | None]) -> int:
         seq = self.seqs.get(pid, 0)
         self.seqs[pid] = seq + len(records)
-        batch = build_batch(list(records), base_timestamp=T0, producer_id=pid, producer_epoch=0, base_sequence=seq, transactional=True)
+        batch = build_batch(
+            list(records),
+            base_timestamp=T0,
+            producer_id=pid,
+            producer_epoch=0,
+            base_sequence=seq,
+            transactional=True,
+        )
         return self.log.append(batch, now_ms=T0).first_offset
 
     def end(self, pid: int, commit: bool) -> int:
@@ -61,7 +68,9 @@ class Writer:
         return self.log.append(batch, now_ms=T0, origin=AppendOrigin.COORDINATOR).first_offset
 
     def plain(self, *records: tuple[bytes, bytes | None]) -> int:
-        return self.log.append(build_batch(list(records), base_timestamp=T0), now_ms=T0).first_offset
+        return self.log.append(
+            build_batch(list(records), base_timestamp=T0), now_ms=T0
+        ).first_offset
 
     def roll(self) -> None:
         self.log.roll(now_ms=T0)
@@ -75,7 +84,9 @@ def txn_entries(log: Log) -> dict[int, list[tuple[int, int, int, int]]]:
         if os.path.exists(seg.txn_index.path):
             with open(seg.txn_index.path, "rb") as f:
                 data = f.read()
-            out[seg.base_offset] = [ENTRY.unpack_from(data, p)[1:] for p in range(0, len(data), ENTRY.size)]
+            out[seg.base_offset] = [
+                ENTRY.unpack_from(data, p)[1:] for p in range(0, len(data), ENTRY.size)
+            ]
     return out
 
 
@@ -84,14 +95,18 @@ def markers(log: Log) -> dict[int, rb.BatchHeader]:
 
 
 def kv(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
-    return [(r.offset, r.key, r.value) for r in read_records(log) if not r.key or not r.key.startswith(b"\x00\x00")]
+    return [
+        (r.offset, r.key, r.value)
+        for r in read_records(log)
+        if not r.key or not r.key.startswith(b"\x00\x00")
+    ]
 
 
 def _scenario(tmp_path):
     """Two cleanable segments of transactions and an active one:
 
-        0 plain k2=old | 1-2 A: k1=a1 k2=a2 | 3 B: k1=b1 | 4 ABORT A | 5 COMMIT B | 6 plain k1=p1
-        roll | 7 A: k4=a4 | 8 COMMIT A | 9 B: k5=b5 | 10 COMMIT B | roll | 11 plain x
+    0 plain k2=old | 1-2 A: k1=a1 k2=a2 | 3 B: k1=b1 | 4 ABORT A | 5 COMMIT B | 6 plain k1=p1
+    roll | 7 A: k4=a4 | 8 COMMIT A | 9 B: k5=b5 | 10 COMMIT B | roll | 11 plain x
     """
     mgr, log, cleaner = new_manager(str(tmp_path), config())
     w = Writer(log)
@@ -119,7 +134,13 @@ def test_aborted_records_go_and_markers_stay_while_their_data_is_there(tmp_path)
     assert cleaner.clean_once(t1) is not None
     # A's aborted k2=a2 did not hide k2=old (the offset map skips aborted records); A's batch
     # went whole; B's k1=b1 lost to k1=p1 and its batch went (not B's last).
-    assert kv(log) == [(0, b"k2", b"old"), (6, b"k1", b"p1"), (7, b"k4", b"a4"), (9, b"k5", b"b5"), (11, b"x", b"y")]
+    assert kv(log) == [
+        (0, b"k2", b"old"),
+        (6, b"k1", b"p1"),
+        (7, b"k4", b"a4"),
+        (9, b"k5", b"b5"),
+        (11, b"x", b"y"),
+    ]
     found = markers(log)
     assert sorted(found) == [4, 5, 8, 10]
     # Both markers of the first segment had data of their transaction in this cleaning: kept
@@ -150,12 +171,21 @@ def test_markers_get_a_horizon_once_their_data_is_gone_and_go_after_it(tmp_path)
     assert txn_entries(log) == {}
     assert log.collect_aborted_transactions(0, 12) == []
     # Later markers, whose transactions' data stays, keep no horizon.
-    assert not found[8].attributes & rb.DELETE_HORIZON_FLAG and not found[10].attributes & rb.DELETE_HORIZON_FLAG
+    assert (
+        not found[8].attributes & rb.DELETE_HORIZON_FLAG
+        and not found[10].attributes & rb.DELETE_HORIZON_FLAG
+    )
     assert cleaner.clean_once(t2 + RETENTION - 1, TP, force=True) is not None
     assert sorted(markers(log)) == [4, 5, 8, 10]
     assert cleaner.clean_once(t2 + RETENTION, TP, force=True) is not None
     assert sorted(markers(log)) == [8, 10]
-    assert kv(log) == [(0, b"k2", b"old"), (6, b"k1", b"p1"), (7, b"k4", b"a4"), (9, b"k5", b"b5"), (11, b"x", b"y")]
+    assert kv(log) == [
+        (0, b"k2", b"old"),
+        (6, b"k1", b"p1"),
+        (7, b"k4", b"a4"),
+        (9, b"k5", b"b5"),
+        (11, b"x", b"y"),
+    ]
     mgr.shutdown()
 
 
@@ -174,7 +204,12 @@ def test_the_last_batch_of_a_producer_stays_with_its_abort(tmp_path):
         assert cleaner.clean_once(t, TP, force=True) is not None
         headers = [h for h, _ in read_batches(log)]
         empty = next(h for h in headers if h.base_offset == first)
-        assert (empty.records_count, empty.last_offset_delta, empty.producer_id, empty.base_sequence) == (0, 1, C, 0)
+        assert (
+            empty.records_count,
+            empty.last_offset_delta,
+            empty.producer_id,
+            empty.base_sequence,
+        ) == (0, 1, C, 0)
         assert empty.is_transactional and not empty.is_control
         assert any(h.base_offset == m and h.is_control for h in headers)
         assert txn_entries(log) == {0: [(C, first, m, m + 1)]}
@@ -211,7 +246,9 @@ def test_open_transactions_are_not_cleaned(tmp_path):
     # Decided, the transaction and everything after it can be cleaned.
     m = w.end(A, commit=False)
     log.update_high_watermark(log.log_end_offset)
-    assert cleanable_offsets(log, cleaner.checkpoint_of(*TP), T0)[1] == log.active_segment.base_offset
+    assert (
+        cleanable_offsets(log, cleaner.checkpoint_of(*TP), T0)[1] == log.active_segment.base_offset
+    )
     assert cleaner.clean_once(T0 + 2) is not None
     assert [r.value for r in read_records(log) if r.key == b"k"] == [b"more 3"]
     # The aborted record is gone; its entry stays with its marker, in the active segment.
@@ -310,7 +347,9 @@ def test_a_crash_at_every_rename_of_a_swap_leaves_sound_txn_indexes(tmp_path, mo
             finished = False
         monkeypatch.setattr(os, "rename", real)
         log.close_handles()
-        reopened = Log.open(log.directory, log.config, recovery_point=log.recovery_point, clean_shutdown=False)
+        reopened = Log.open(
+            log.directory, log.config, recovery_point=log.recovery_point, clean_shutdown=False
+        )
         reopened.update_high_watermark(reopened.log_end_offset)
         assert not leftovers(reopened.directory)
         _sound_txn_indexes(reopened)
@@ -330,7 +369,10 @@ def read_committed(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
     offset, dropping those of the aborted transactions the fetch names, as Kafka's clients do
     (a producer's batches from an aborted transaction's first offset up to its ABORT)."""
     lso = log.last_stable_offset
-    aborted = sorted((a.first_offset, a.producer_id) for a in log.collect_aborted_transactions(log.log_start_offset, lso))
+    aborted = sorted(
+        (a.first_offset, a.producer_id)
+        for a in log.collect_aborted_transactions(log.log_start_offset, lso)
+    )
     dropping: set[int] = set()
     out = []
     for header, recs in read_batches(log):
@@ -351,7 +393,9 @@ def read_committed(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
 @pytest.mark.parametrize("seed", range(6))
 def test_random_transactions_read_committed_before_and_after_cleanings(tmp_path, seed):
     rng = random.Random(seed)
-    mgr, log, cleaner = new_manager(str(tmp_path), config(segment_bytes=700, delete_retention_ms=1 << 40))
+    mgr, log, cleaner = new_manager(
+        str(tmp_path), config(segment_bytes=700, delete_retention_ms=1 << 40)
+    )
     w = Writer(log)
     # offset -> (key, value, producer id or -1); and each producer's open records
     records: dict[int, tuple[bytes, bytes]] = {}
@@ -362,7 +406,9 @@ def test_random_transactions_read_committed_before_and_after_cleanings(tmp_path,
         r = rng.random()
         pid = rng.choice([A, B, C])
         if r < 0.45:
-            recs = [(b"k%d" % rng.randrange(8), b"%d.%d" % (step, i)) for i in range(rng.randint(1, 3))]
+            recs = [
+                (b"k%d" % rng.randrange(8), b"%d.%d" % (step, i)) for i in range(rng.randint(1, 3))
+            ]
             first = w.txn(pid, *recs)
             for i, rec in enumerate(recs):
                 records[first + i] = rec
@@ -374,7 +420,9 @@ def test_random_transactions_read_committed_before_and_after_cleanings(tmp_path,
                 committed.update(pending.get(pid, []))
             pending.pop(pid, None)
         else:
-            recs = [(b"k%d" % rng.randrange(8), b"%d.p%d" % (step, i)) for i in range(rng.randint(1, 3))]
+            recs = [
+                (b"k%d" % rng.randrange(8), b"%d.p%d" % (step, i)) for i in range(rng.randint(1, 3))
+            ]
             first = w.plain(*recs)
             for i, rec in enumerate(recs):
                 records[first + i] = rec
@@ -409,7 +457,9 @@ def test_random_transactions_read_committed_before_and_after_cleanings(tmp_path,
     w.roll()
     log.update_high_watermark(log.log_end_offset)
     cleaner.clean_once(now + 1000, TP, force=True)
-    raw = [(r.offset, r.key, r.value) for r in read_records(log) if not r.key.startswith(b"\x00\x00")]
+    raw = [
+        (r.offset, r.key, r.value) for r in read_records(log) if not r.key.startswith(b"\x00\x00")
+    ]
     assert all(o in committed for o, _k, _v in raw[:-1])
     latest = {}
     for offset in sorted(committed):

@@ -23,11 +23,15 @@ from gregor.coordinator.group.results import (
 )
 from gregor.coordinator.group.shard import GroupConfig, GroupCoordinatorShard
 
-PROTOCOLS = [("range", b"\x00\x00\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff")]  # consumer v0: topics ["t"]
+PROTOCOLS = [
+    ("range", b"\x00\x00\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff")
+]  # consumer v0: topics ["t"]
 
 
 class Harness:
-    def __init__(self, config: GroupConfig | None = None, seed: int = 1, now_ms: int = 1_000_000) -> None:
+    def __init__(
+        self, config: GroupConfig | None = None, seed: int = 1, now_ms: int = 1_000_000
+    ) -> None:
         self.config = config or GroupConfig(initial_rebalance_delay_ms=0)
         self.now = now_ms
         self.seed = seed
@@ -93,9 +97,17 @@ class Harness:
         protocol_type: str = "consumer",
     ) -> JoinResult | Pending:
         r = JoinRequest(
-            group, member_id, instance, client_id, "/127.0.0.1", session_ms, rebalance_ms,
-            protocol_type, protocols if protocols is not None else PROTOCOLS,
-            require_known_member_id=version >= 4, supports_skip_assignment=version >= 9,
+            group,
+            member_id,
+            instance,
+            client_id,
+            "/127.0.0.1",
+            session_ms,
+            rebalance_ms,
+            protocol_type,
+            protocols if protocols is not None else PROTOCOLS,
+            require_known_member_id=version >= 4,
+            supports_skip_assignment=version >= 9,
         )
         return self.run(self.shard.join_group(r, self.now))
 
@@ -116,7 +128,9 @@ class Harness:
         r = SyncRequest(group, generation, member_id, instance, "consumer", None, assignments or {})
         return self.run(self.shard.sync_group(r, self.now))
 
-    def heartbeat(self, group: str, generation: int, member_id: str, instance: str | None = None) -> int:
+    def heartbeat(
+        self, group: str, generation: int, member_id: str, instance: str | None = None
+    ) -> int:
         return self.run(self.shard.heartbeat(group, generation, member_id, instance, self.now))
 
     def leave(self, group: str, *members: tuple[str, str | None]) -> Any:
@@ -134,8 +148,13 @@ class Harness:
         metadata: str | None = "",
     ) -> Any:
         r = OffsetCommitRequest(
-            group, generation, member_id, instance, retention_ms,
-            [(t, p, o, -1, metadata) for (t, p), o in offsets.items()], version,
+            group,
+            generation,
+            member_id,
+            instance,
+            retention_ms,
+            [(t, p, o, -1, metadata) for (t, p), o in offsets.items()],
+            version,
         )
         return self.run(self.shard.commit_offsets(r, self.now))
 

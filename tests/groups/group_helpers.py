@@ -37,7 +37,13 @@ FAST = {
 }
 
 
-def wait_until(pred: Callable[[], T], timeout: float, what: str, pump: Callable[[], Any] | None = None, interval: float = 0.05) -> T:
+def wait_until(
+    pred: Callable[[], T],
+    timeout: float,
+    what: str,
+    pump: Callable[[], Any] | None = None,
+    interval: float = 0.05,
+) -> T:
     """Call `pump` (e.g. poll the consumers) and `pred` until `pred` is truthy; fail after
     `timeout` s naming `what`."""
     deadline = time.monotonic() + timeout
@@ -55,7 +61,9 @@ def wait_until(pred: Callable[[], T], timeout: float, what: str, pump: Callable[
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(15)
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[
+        topic
+    ].result(15)
 
 
 def produce(bootstrap: str, topic: str, start: int, count: int, partitions: int) -> None:
@@ -70,7 +78,9 @@ def produce(bootstrap: str, topic: str, start: int, count: int, partitions: int)
     for i in range(start, start + count):
         while True:
             try:
-                p.produce(topic, value=str(i).encode(), partition=i % partitions, on_delivery=report)
+                p.produce(
+                    topic, value=str(i).encode(), partition=i % partitions, on_delivery=report
+                )
                 break
             except BufferError:
                 p.poll(0.05)
@@ -128,7 +138,9 @@ class Member:
         self.errors: list[str] = []
         self.closed = False
         self.close_hangs = 0
-        self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke)
+        self.consumer.subscribe(
+            [topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke
+        )
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         self.assigns += 1
@@ -194,7 +206,9 @@ def numbers(records: Iterable[tuple[int, int, int]]) -> list[int]:
 class ProcessMember:
     """`member_process.py` in a child process: its latest reported assignment, and SIGKILL."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, session_ms: int, instance: str | None = None) -> None:
+    def __init__(
+        self, bootstrap: str, group: str, topic: str, session_ms: int, instance: str | None = None
+    ) -> None:
         import os
         import subprocess
         import sys
@@ -204,7 +218,9 @@ class ProcessMember:
         args = [sys.executable, script, bootstrap, group, topic, str(session_ms)]
         if instance is not None:
             args.append(instance)
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.proc = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
         self.assignments: list[set[int]] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -36,7 +36,12 @@ class Producer(threading.Thread):
     def run(self) -> None:
         i = 0
         while not self.stop.is_set():
-            self.p.produce(self.topic, value=str(i).encode(), partition=i % PARTITIONS, on_delivery=self._report)
+            self.p.produce(
+                self.topic,
+                value=str(i).encode(),
+                partition=i % PARTITIONS,
+                on_delivery=self._report,
+            )
             i += 1
             self.p.poll(0.002)
         self.p.flush(30)
@@ -58,7 +63,9 @@ def test_twenty_rounds_of_churn_while_producing(bootstrap: str, name: str, assig
     gone: list[Member] = []
     settle_times = []
     try:
-        wait_until(lambda: balanced(live, PARTITIONS), SETTLE_S, "the first two members", pump(live))
+        wait_until(
+            lambda: balanced(live, PARTITIONS), SETTLE_S, "the first two members", pump(live)
+        )
         for r in range(ROUNDS):
             if len(live) <= 1 or (len(live) < 4 and rng.random() < 0.5):
                 live.append(Member(bootstrap, name, name, **conf))
@@ -67,7 +74,12 @@ def test_twenty_rounds_of_churn_while_producing(bootstrap: str, name: str, assig
                 leaving.close()
                 gone.append(leaving)
             t0 = time.monotonic()
-            wait_until(lambda: balanced(live, PARTITIONS), SETTLE_S, f"round {r} to settle ({len(live)} members)", pump(live))
+            wait_until(
+                lambda: balanced(live, PARTITIONS),
+                SETTLE_S,
+                f"round {r} to settle ({len(live)} members)",
+                pump(live),
+            )
             settle_times.append(time.monotonic() - t0)
         producer.stop.set()
         producer.join(30)
@@ -87,8 +99,15 @@ def test_twenty_rounds_of_churn_while_producing(bootstrap: str, name: str, assig
             # protocol working); a loop would be many.
             assert m.logs.counts["UNKNOWN_MEMBER_ID"] <= 2, m.logs.counts
             assert m.logs.counts["ILLEGAL_GENERATION"] <= 2, m.logs.counts
-        print({k: max(m.logs.counts[k] for m in everyone if m.logs) for k in ("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION")})
-        print(f"{assignor}: rounds settled in max {max(settle_times):.2f}s, mean {sum(settle_times) / len(settle_times):.2f}s")
+        print(
+            {
+                k: max(m.logs.counts[k] for m in everyone if m.logs)
+                for k in ("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION")
+            }
+        )
+        print(
+            f"{assignor}: rounds settled in max {max(settle_times):.2f}s, mean {sum(settle_times) / len(settle_times):.2f}s"
+        )
     finally:
         producer.stop.set()
         for m in live:

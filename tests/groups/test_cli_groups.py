@@ -21,12 +21,19 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:
     c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     try:
-        return [tp.offset for tp in c.committed([ck.TopicPartition(topic, p) for p in range(partitions)], timeout=10)]
+        return [
+            tp.offset
+            for tp in c.committed(
+                [ck.TopicPartition(topic, p) for p in range(partitions)], timeout=10
+            )
+        ]
     finally:
         c.close()
 
 
-def test_groups_cli(bootstrap: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_groups_cli(
+    bootstrap: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COLUMNS", "250")
     g = f"cli-{uuid.uuid4().hex[:6]}"
     topic = g
@@ -35,31 +42,71 @@ def test_groups_cli(bootstrap: str, capsys: pytest.CaptureFixture[str], monkeypa
     m = Member(bootstrap, g, topic, **{"client.id": "cli-client"})
     try:
         wait_until(lambda: len(m.records) >= 20, 20, "20 records", pump([m]))
-        m.consumer.commit(offsets=[ck.TopicPartition(topic, 0, 4), ck.TopicPartition(topic, 1, 10)], asynchronous=False)
+        m.consumer.commit(
+            offsets=[ck.TopicPartition(topic, 0, 4), ck.TopicPartition(topic, 1, 10)],
+            asynchronous=False,
+        )
         code, out, _ = run(capsys, "list", "-b", bootstrap)
         assert code == 0 and g in out and "Stable" in out
         code, out, _ = run(capsys, "describe", g, "-b", bootstrap)
-        assert code == 0 and "state Stable" in out and "assignor range" in out and "1 members" in out
+        assert (
+            code == 0 and "state Stable" in out and "assignor range" in out and "1 members" in out
+        )
         rows = [line.split("│") for line in out.splitlines() if line.startswith("│")]
         cells = [[c.strip() for c in r[1:-1]] for r in rows]
-        assert [c[:5] for c in cells] == [[topic, "0", "4", "10", "6"], [topic, "1", "10", "10", "0"]]
+        assert [c[:5] for c in cells] == [
+            [topic, "0", "4", "10", "6"],
+            [topic, "1", "10", "10", "0"],
+        ]
         assert all(c[6] == "cli-client" and c[7] == "/127.0.0.1" for c in cells)
-        code, _, err = run(capsys, "reset-offsets", g, "--topic", topic, "--to-earliest", "-b", bootstrap)
+        code, _, err = run(
+            capsys, "reset-offsets", g, "--topic", topic, "--to-earliest", "-b", bootstrap
+        )
         assert code == 1 and "inactive" in err and "Stable" in err
     finally:
         m.close()
-    code, out, _ = run(capsys, "reset-offsets", g, "--topic", topic, "--to-earliest", "-b", bootstrap)
+    code, out, _ = run(
+        capsys, "reset-offsets", g, "--topic", topic, "--to-earliest", "-b", bootstrap
+    )
     assert code == 0 and "dry run" in out
     assert committed(bootstrap, g, topic, 2) == [4, 10], "a dry run changes nothing"
-    code, _, _ = run(capsys, "reset-offsets", g, "--topic", topic, "--to-earliest", "--execute", "-b", bootstrap)
+    code, _, _ = run(
+        capsys, "reset-offsets", g, "--topic", topic, "--to-earliest", "--execute", "-b", bootstrap
+    )
     assert code == 0 and committed(bootstrap, g, topic, 2) == [0, 0]
-    code, _, _ = run(capsys, "reset-offsets", g, "--topic", f"{topic}:1", "--to-offset", "99", "--execute", "-b", bootstrap)
+    code, _, _ = run(
+        capsys,
+        "reset-offsets",
+        g,
+        "--topic",
+        f"{topic}:1",
+        "--to-offset",
+        "99",
+        "--execute",
+        "-b",
+        bootstrap,
+    )
     assert code == 0 and committed(bootstrap, g, topic, 2) == [0, 10], "clamped to the log end"
-    code, _, _ = run(capsys, "reset-offsets", g, "--topic", topic, "--to-latest", "--execute", "-b", bootstrap)
+    code, _, _ = run(
+        capsys, "reset-offsets", g, "--topic", topic, "--to-latest", "--execute", "-b", bootstrap
+    )
     assert code == 0 and committed(bootstrap, g, topic, 2) == [10, 10]
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 3600))
-    code, _, _ = run(capsys, "reset-offsets", g, "--topic", topic, "--to-datetime", stamp, "--execute", "-b", bootstrap)
-    assert code == 0 and committed(bootstrap, g, topic, 2) == [0, 0], "records are newer than an hour ago"
+    code, _, _ = run(
+        capsys,
+        "reset-offsets",
+        g,
+        "--topic",
+        topic,
+        "--to-datetime",
+        stamp,
+        "--execute",
+        "-b",
+        bootstrap,
+    )
+    assert code == 0 and committed(bootstrap, g, topic, 2) == [0, 0], (
+        "records are newer than an hour ago"
+    )
     code, out, _ = run(capsys, "describe", g, "-b", bootstrap)
     assert "state Empty" in out and "0 members" in out
     code, out, err = run(capsys, "delete", g, "no-such-group", "-b", bootstrap)

@@ -31,7 +31,9 @@ def consume_exactly(members: list[Member], expected: list[int], timeout: float =
     def got() -> list[int]:
         return numbers(r for m, b in zip(members, base, strict=True) for r in m.records[b:])
 
-    wait_until(lambda: len(got()) >= len(expected), timeout, f"{len(expected)} records", pump(members))
+    wait_until(
+        lambda: len(got()) >= len(expected), timeout, f"{len(expected)} records", pump(members)
+    )
     end = time.monotonic() + 0.5
     while time.monotonic() < end:
         pump(members)()
@@ -39,22 +41,39 @@ def consume_exactly(members: list[Member], expected: list[int], timeout: float =
 
 
 @pytest.mark.parametrize("assignor", ASSIGNORS)
-def test_members_share_partitions_and_take_over_from_one_that_leaves(bootstrap: str, name: str, assignor: str) -> None:
+def test_members_share_partitions_and_take_over_from_one_that_leaves(
+    bootstrap: str, name: str, assignor: str
+) -> None:
     create_topic(bootstrap, name, 6)
-    members = [Member(bootstrap, name, name, **{"partition.assignment.strategy": assignor}) for _ in range(3)]
+    members = [
+        Member(bootstrap, name, name, **{"partition.assignment.strategy": assignor})
+        for _ in range(3)
+    ]
     try:
-        wait_until(lambda: balanced(members, 6), 30, "3 disjoint assignments covering 6 partitions", pump(members))
+        wait_until(
+            lambda: balanced(members, 6),
+            30,
+            "3 disjoint assignments covering 6 partitions",
+            pump(members),
+        )
         owned = [m.partitions() for m in members]
         produce(bootstrap, name, 0, 600, 6)
         consume_exactly(members, list(range(600)))
         for m, ps in zip(members, owned, strict=True):
-            assert m.records and {p for p, _, _ in m.records} <= ps, "a member reads only its partitions"
+            assert m.records and {p for p, _, _ in m.records} <= ps, (
+                "a member reads only its partitions"
+            )
             m.commit()
         # A member leaves (LeaveGroup on close): the others take its partitions over from the
         # committed offsets.
         leaving = members.pop()
         leaving.close()
-        wait_until(lambda: balanced(members, 6), 30, "the 2 remaining members to cover 6 partitions", pump(members))
+        wait_until(
+            lambda: balanced(members, 6),
+            30,
+            "the 2 remaining members to cover 6 partitions",
+            pump(members),
+        )
         produce(bootstrap, name, 600, 300, 6)
         consume_exactly(members, list(range(600, 900)))
         assert not any(m.errors for m in members), [m.errors for m in members]
@@ -71,11 +90,18 @@ def test_sigkilled_member_is_evicted_after_its_session_timeout(bootstrap: str, n
     try:
         wait_until(
             lambda: len(crashing.partitions()) == 3 and len(survivor.partitions()) == 3,
-            30, "both members to get 3 partitions", pump([survivor]),
+            30,
+            "both members to get 3 partitions",
+            pump([survivor]),
         )
         crashing.kill()
         killed = time.monotonic()
-        wait_until(lambda: survivor.partitions() == set(range(6)), 20, "the survivor to get every partition", pump([survivor]))
+        wait_until(
+            lambda: survivor.partitions() == set(range(6)),
+            20,
+            "the survivor to get every partition",
+            pump([survivor]),
+        )
         took = time.monotonic() - killed
         # The coordinator cannot know before the session runs out; then one heartbeat interval.
         assert session / 1000 - 0.5 <= took <= session / 1000 + 4, took
@@ -84,29 +110,42 @@ def test_sigkilled_member_is_evicted_after_its_session_timeout(bootstrap: str, n
         survivor.close()
 
 
-def test_static_member_restarts_within_its_session_and_keeps_its_partitions(bootstrap: str, name: str) -> None:
+def test_static_member_restarts_within_its_session_and_keeps_its_partitions(
+    bootstrap: str, name: str
+) -> None:
     session = 3000
     create_topic(bootstrap, name, 6)
-    steady = Member(bootstrap, name, name, **{"group.instance.id": f"{name}-a", "session.timeout.ms": session})
+    steady = Member(
+        bootstrap, name, name, **{"group.instance.id": f"{name}-a", "session.timeout.ms": session}
+    )
     first = ProcessMember(bootstrap, name, name, session, instance=f"{name}-b")
     second = None
     try:
         wait_until(
             lambda: len(first.partitions()) == 3 and len(steady.partitions()) == 3,
-            30, "both static members to get 3 partitions", pump([steady]),
+            30,
+            "both static members to get 3 partitions",
+            pump([steady]),
         )
         theirs, mine = first.partitions(), steady.partitions()
         assigns, revokes = steady.assigns, steady.revokes
         first.kill()  # a crash: no LeaveGroup (a static member would not send one anyway)
         second = ProcessMember(bootstrap, name, name, session, instance=f"{name}-b")
-        wait_until(lambda: second.assignments, 20, "the restarted static member's assignment", pump([steady]))
+        wait_until(
+            lambda: second.assignments,
+            20,
+            "the restarted static member's assignment",
+            pump([steady]),
+        )
         assert second.partitions() == theirs, "its old partitions, without a rebalance"
         # Past the old incarnation's session timeout: still nobody was evicted or rebalanced.
         end = time.monotonic() + session / 1000 + 1
         while time.monotonic() < end:
             steady.poll(0.1)
         assert steady.partitions() == mine
-        assert (steady.assigns, steady.revokes) == (assigns, revokes), "the other member saw no rebalance"
+        assert (steady.assigns, steady.revokes) == (assigns, revokes), (
+            "the other member saw no rebalance"
+        )
         assert second.partitions() == theirs and len(second.assignments) == 1
     finally:
         first.kill()
@@ -120,7 +159,9 @@ def _consume_some(member: Member, at_least: int) -> None:
 
 
 @pytest.mark.parametrize("clean", [True, False], ids=["sigterm", "sigkill"])
-def test_committed_offsets_survive_a_broker_restart(make_broker: object, name: str, clean: bool) -> None:
+def test_committed_offsets_survive_a_broker_restart(
+    make_broker: object, name: str, clean: bool
+) -> None:
     broker: Broker = make_broker()  # type: ignore[operator]
     create_topic(broker.bootstrap, name, 3)
     produce(broker.bootstrap, name, 0, 300, 3)
@@ -183,7 +224,10 @@ def test_standalone_consumer_commits_and_fetches_offsets(bootstrap: str, name: s
         while len(got) < 20 and time.monotonic() < deadline:
             got += [m for m in c.consume(100, 0.2) if not m.error()]
         assert len(got) == 20
-        c.commit(offsets=[ck.TopicPartition(name, 0, 4), ck.TopicPartition(name, 1, 7)], asynchronous=False)
+        c.commit(
+            offsets=[ck.TopicPartition(name, 0, 4), ck.TopicPartition(name, 1, 7)],
+            asynchronous=False,
+        )
         offsets = c.committed([ck.TopicPartition(name, 0), ck.TopicPartition(name, 1)], timeout=10)
         assert [tp.offset for tp in offsets] == [4, 7]
     finally:

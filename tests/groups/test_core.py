@@ -50,7 +50,10 @@ def form_group(h: Harness, n: int, group: str = G, **kw: object) -> list[JoinRes
             if isinstance(p, Pending) and p.done:
                 ans = p.value
                 assert ans.error == codes.NONE, ans
-                if group_state.state is PREPARING_REBALANCE and group_state.members[mid].join is None:
+                if (
+                    group_state.state is PREPARING_REBALANCE
+                    and group_state.members[mid].join is None
+                ):
                     pendings[i] = (mid, h.join(group, mid, **kw))  # type: ignore[arg-type]
                     progressed = True
         if not progressed:
@@ -66,7 +69,9 @@ def assign_all(h: Harness, answers: list[JoinResult], group: str = G) -> dict[st
     assert leader.members, "the leader is told the members"
     assignments = {mid: f"a-{i}".encode() for i, (mid, _, _) in enumerate(leader.members)}
     followers = [h.sync(group, a.generation_id, a.member_id) for a in answers[1:]]
-    assert all(isinstance(f, Pending) and not f.done for f in followers), "followers wait for the leader"
+    assert all(isinstance(f, Pending) and not f.done for f in followers), (
+        "followers wait for the leader"
+    )
     mine = value(h.sync(group, leader.generation_id, leader.member_id, assignments))
     assert mine.error == codes.NONE and mine.assignment == assignments[leader.member_id]
     for a, f in zip(answers[1:], followers, strict=True):
@@ -103,12 +108,19 @@ def test_lone_member_join_sync_with_no_initial_delay() -> None:
     assert h.log == [], "handing out a member id writes nothing"
     joined = value(h.join(G, first.member_id))  # delay 0: the timer is due at once
     assert (joined.error, joined.generation_id, joined.leader, joined.protocol_name) == (
-        codes.NONE, 1, first.member_id, "range",
+        codes.NONE,
+        1,
+        first.member_id,
+        "range",
     )
     assert joined.members == [(first.member_id, None, PROTOCOLS[0][1])]
     assert h.shard.group_state(G) is COMPLETING_REBALANCE
     synced = value(h.sync(G, 1, joined.member_id, {joined.member_id: b"all"}))
-    assert (synced.error, synced.assignment, synced.protocol_type) == (codes.NONE, b"all", "consumer")
+    assert (synced.error, synced.assignment, synced.protocol_type) == (
+        codes.NONE,
+        b"all",
+        "consumer",
+    )
     assert h.shard.group_state(G) is STABLE
     [record] = h.log
     assert isinstance(record, GroupMetadataRecord) and record.value is not None
@@ -133,7 +145,9 @@ def test_initial_rebalance_delay_gathers_members() -> None:
     h.advance(2600)
     ja, jb = value(a), value(b)
     assert ja.generation_id == jb.generation_id == 1
-    assert {ja.leader} == {jb.leader} and len(value(a if ja.leader == ja.member_id else b).members) == 2
+    assert {ja.leader} == {jb.leader} and len(
+        value(a if ja.leader == ja.member_id else b).members
+    ) == 2
 
 
 def test_three_members_then_one_leaves_and_the_rest_rebalance() -> None:
@@ -188,7 +202,9 @@ def test_session_timeout_evicts_a_silent_member() -> None:
     assert dead.member_id not in h.shard.groups[G].members
     assert h.heartbeat(G, live.generation_id, live.member_id) == codes.REBALANCE_IN_PROGRESS
     j = value(h.join(G, live.member_id, session_ms=6000))
-    assert j.generation_id == live.generation_id + 1 and [m[0] for m in j.members] == [live.member_id]
+    assert j.generation_id == live.generation_id + 1 and [m[0] for m in j.members] == [
+        live.member_id
+    ]
 
 
 def test_pending_member_id_expires_after_its_session() -> None:
@@ -205,7 +221,9 @@ def test_member_that_never_syncs_is_removed_after_the_rebalance_timeout() -> Non
     h = Harness()
     answers = form_group(h, 2, rebalance_ms=8000, session_ms=30_000)
     leader, lazy = answers
-    lead_sync = h.sync(G, leader.generation_id, leader.member_id, {leader.member_id: b"x", lazy.member_id: b"y"})
+    lead_sync = h.sync(
+        G, leader.generation_id, leader.member_id, {leader.member_id: b"x", lazy.member_id: b"y"}
+    )
     assert value(lead_sync).assignment == b"x"
     h.advance(8001)
     assert lazy.member_id not in h.shard.groups[G].members
@@ -218,7 +236,10 @@ def test_inconsistent_protocols_and_bad_session_timeouts() -> None:
     assign_all(h, answers)
     other = h.join(G, protocols=[("roundrobin", b"x")], version=3)
     assert isinstance(other, JoinResult) and other.error == codes.INCONSISTENT_GROUP_PROTOCOL
-    assert value(h.join(G, protocol_type="connect", version=3)).error == codes.INCONSISTENT_GROUP_PROTOCOL
+    assert (
+        value(h.join(G, protocol_type="connect", version=3)).error
+        == codes.INCONSISTENT_GROUP_PROTOCOL
+    )
     assert value(h.join("fresh", protocols=[])).error == codes.INCONSISTENT_GROUP_PROTOCOL
     assert value(h.join(G, session_ms=10)).error == codes.INVALID_SESSION_TIMEOUT
     assert value(h.join(G, session_ms=10**8)).error == codes.INVALID_SESSION_TIMEOUT
@@ -241,7 +262,11 @@ def test_sync_errors() -> None:
     assert value(h.sync(G, a.generation_id + 1, a.member_id)).error == codes.ILLEGAL_GENERATION
     assert value(h.sync(G, a.generation_id, "who")).error == codes.UNKNOWN_MEMBER_ID
     assert value(h.sync("unknown-group", 1, a.member_id)).error == codes.UNKNOWN_MEMBER_ID
-    r = h.run(h.shard.sync_group(SyncRequest(G, a.generation_id, a.member_id, None, "connect", None, {}), h.now))
+    r = h.run(
+        h.shard.sync_group(
+            SyncRequest(G, a.generation_id, a.member_id, None, "connect", None, {}), h.now
+        )
+    )
     assert value(r).error == codes.INCONSISTENT_GROUP_PROTOCOL
 
 
@@ -318,9 +343,14 @@ def test_member_commits_within_its_generation() -> None:
     ok = h.commit(G, {("t", 0): 10, ("t", 1): 20}, a.generation_id, a.member_id)
     assert ok.error == codes.NONE and [e for *_, e in ok.partitions] == [0, 0]
     assert h.committed(G) == {("t", 0): 10, ("t", 1): 20}
-    assert h.commit(G, {("t", 0): 1}, a.generation_id - 1, a.member_id).error == codes.ILLEGAL_GENERATION
+    assert (
+        h.commit(G, {("t", 0): 1}, a.generation_id - 1, a.member_id).error
+        == codes.ILLEGAL_GENERATION
+    )
     assert h.commit(G, {("t", 0): 1}, a.generation_id, "x").error == codes.UNKNOWN_MEMBER_ID
-    assert h.commit(G, {("t", 0): 1}).error == codes.UNKNOWN_MEMBER_ID, "generation -1 needs an empty group"
+    assert h.commit(G, {("t", 0): 1}).error == codes.UNKNOWN_MEMBER_ID, (
+        "generation -1 needs an empty group"
+    )
     assert h.commit("nogroup", {("t", 0): 1}, 3, "m", version=8).error == codes.ILLEGAL_GENERATION
     assert h.commit("nogroup", {("t", 0): 1}, 3, "m", version=9).error == codes.GROUP_ID_NOT_FOUND
     big = h.commit(G, {("t", 2): 1}, a.generation_id, a.member_id, metadata="m" * 5000)
@@ -362,7 +392,11 @@ def test_offsets_and_groups_survive_a_reload() -> None:
 
 
 def test_offset_expiry_and_empty_group_deletion() -> None:
-    cfg = GroupConfig(initial_rebalance_delay_ms=0, offsets_retention_ms=60_000, offsets_retention_check_interval_ms=10_000)
+    cfg = GroupConfig(
+        initial_rebalance_delay_ms=0,
+        offsets_retention_ms=60_000,
+        offsets_retention_check_interval_ms=10_000,
+    )
     h = Harness(cfg)
     [a] = form_group(h, 1)
     assign_all(h, [a])
@@ -374,7 +408,9 @@ def test_offset_expiry_and_empty_group_deletion() -> None:
         h.advance(9_000)
         h.heartbeat(G, a.generation_id, a.member_id)
     assert h.committed(G) == {("t", 0): 1}
-    assert "solo" not in h.shard.groups and h.committed("solo") == {}, "simple group: 60 s after its commit"
+    assert "solo" not in h.shard.groups and h.committed("solo") == {}, (
+        "simple group: 60 s after its commit"
+    )
     assert "explicit" not in h.shard.groups
     h.leave(G, (a.member_id, None))
     assert h.shard.group_state(G) is EMPTY
@@ -397,7 +433,10 @@ def test_delete_groups_and_offsets() -> None:
     assert res == {G: codes.NON_EMPTY_GROUP, "missing": codes.GROUP_ID_NOT_FOUND} and records == []
     # Deleting offsets of a topic the live group consumes is refused; of another, allowed.
     deleted = h.run(h.shard.delete_offsets(G, [("t", [0]), ("other", [0])]))
-    assert deleted.partitions == [("t", 0, codes.GROUP_SUBSCRIBED_TO_TOPIC), ("other", 0, codes.NONE)]
+    assert deleted.partitions == [
+        ("t", 0, codes.GROUP_SUBSCRIBED_TO_TOPIC),
+        ("other", 0, codes.NONE),
+    ]
     assert h.committed(G) == {("t", 0): 1}
     h.leave(G, (a.member_id, None))
     res = h.run(h.shard.delete_groups([G]))
@@ -431,7 +470,11 @@ def test_describe_and_list() -> None:
     assert all(m.assignment == b"" for m in d.members)
     assignments = assign_all(h, answers)
     d = h.shard.describe_group(G)
-    assert d is not None and (d.state, d.protocol_type, d.protocol_data) == ("Stable", "consumer", "range")
+    assert d is not None and (d.state, d.protocol_type, d.protocol_data) == (
+        "Stable",
+        "consumer",
+        "range",
+    )
     assert {m.member_id: m.assignment for m in d.members} == assignments
     assert all(m.client_host == "/127.0.0.1" for m in d.members)
     h.commit("solo", {("t", 0): 1})

@@ -97,7 +97,9 @@ def test_kafka_python_group_shares_partitions_and_reassigns(bootstrap: str, name
     create_topic(bootstrap, name, 6)
     members = [KPMember(bootstrap, name, name) for _ in range(3)]
     try:
-        wait_until(lambda: _kp_balanced(members, 6), 40, "3 kafka-python members to split 6 partitions")
+        wait_until(
+            lambda: _kp_balanced(members, 6), 40, "3 kafka-python members to split 6 partitions"
+        )
         produce(bootstrap, name, 0, 600, 6)
         wait_until(lambda: len(_all(members)) >= 600, 30, "600 records")
         time.sleep(0.5)
@@ -109,7 +111,11 @@ def test_kafka_python_group_shares_partitions_and_reassigns(bootstrap: str, name
         wait_until(lambda: _kp_balanced(members, 6), 40, "2 members to take over 6 partitions")
         before = [len(m.records) for m in members]
         produce(bootstrap, name, 600, 300, 6)
-        wait_until(lambda: sum(len(m.records) for m in members) - sum(before) >= 300, 30, "300 more records")
+        wait_until(
+            lambda: sum(len(m.records) for m in members) - sum(before) >= 300,
+            30,
+            "300 more records",
+        )
         time.sleep(0.5)
         later = sorted(n for m, b in zip(members, before, strict=True) for n in m.records[b:])
         assert later == list(range(600, 900))
@@ -120,7 +126,9 @@ def test_kafka_python_group_shares_partitions_and_reassigns(bootstrap: str, name
 
 
 @pytest.mark.parametrize("clean", [True, False], ids=["sigterm", "sigkill"])
-def test_kafka_python_resumes_from_committed_offsets_after_restart(make_broker: Any, name: str, clean: bool) -> None:
+def test_kafka_python_resumes_from_committed_offsets_after_restart(
+    make_broker: Any, name: str, clean: bool
+) -> None:
     broker: Broker = make_broker()
     create_topic(broker.bootstrap, name, 3)
     produce(broker.bootstrap, name, 0, 300, 3)
@@ -211,7 +219,9 @@ def test_aiokafka_group_shares_partitions_and_reassigns(bootstrap: str, name: st
                 return all(ps) and sorted(p for s in ps for p in s) == list(range(6))
 
             await _aio_wait(balanced, 40, "3 aiokafka members to split 6 partitions")
-            await asyncio.get_running_loop().run_in_executor(None, produce, bootstrap, name, 0, 600, 6)
+            await asyncio.get_running_loop().run_in_executor(
+                None, produce, bootstrap, name, 0, 600, 6
+            )
             await _aio_wait(lambda: len(_all(members)) >= 600, 30, "600 records")
             await asyncio.sleep(0.5)
             assert _all(members) == list(range(600))
@@ -221,8 +231,12 @@ def test_aiokafka_group_shares_partitions_and_reassigns(bootstrap: str, name: st
             await leaving.stop()
             await _aio_wait(balanced, 40, "2 members to take over 6 partitions")
             before = [len(m.records) for m in members]
-            await asyncio.get_running_loop().run_in_executor(None, produce, bootstrap, name, 600, 300, 6)
-            await _aio_wait(lambda: sum(len(m.records) for m in members) - sum(before) >= 300, 30, "300 more")
+            await asyncio.get_running_loop().run_in_executor(
+                None, produce, bootstrap, name, 600, 300, 6
+            )
+            await _aio_wait(
+                lambda: sum(len(m.records) for m in members) - sum(before) >= 300, 30, "300 more"
+            )
             await asyncio.sleep(0.5)
             later = sorted(n for m, b in zip(members, before, strict=True) for n in m.records[b:])
             assert later == list(range(600, 900))
@@ -234,7 +248,9 @@ def test_aiokafka_group_shares_partitions_and_reassigns(bootstrap: str, name: st
 
 
 @pytest.mark.parametrize("clean", [True, False], ids=["sigterm", "sigkill"])
-def test_aiokafka_resumes_from_committed_offsets_after_restart(make_broker: Any, name: str, clean: bool) -> None:
+def test_aiokafka_resumes_from_committed_offsets_after_restart(
+    make_broker: Any, name: str, clean: bool
+) -> None:
     broker: Broker = make_broker()
     create_topic(broker.bootstrap, name, 3)
     produce(broker.bootstrap, name, 0, 300, 3)

@@ -53,27 +53,46 @@ def raw(bootstrap: str) -> Any:
 
 
 def join(
-    raw: Raw, version: int, group: str, member_id: str = "", instance: str | None = None, session: int = 10000, topic: str = "t"
+    raw: Raw,
+    version: int,
+    group: str,
+    member_id: str = "",
+    instance: str | None = None,
+    session: int = 10000,
+    topic: str = "t",
 ) -> Any:
     return raw.call(
         api_keys.JOIN_GROUP,
         version,
         JoinGroupRequest(
-            group_id=group, session_timeout_ms=session, rebalance_timeout_ms=10000, member_id=member_id,
-            group_instance_id=instance, protocol_type="consumer",
-            protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=subscription(topic))],
+            group_id=group,
+            session_timeout_ms=session,
+            rebalance_timeout_ms=10000,
+            member_id=member_id,
+            group_instance_id=instance,
+            protocol_type="consumer",
+            protocols=[
+                JoinGroupRequest.JoinGroupRequestProtocol(
+                    name="range", metadata=subscription(topic)
+                )
+            ],
         ),
     )
 
 
-def sync(raw: Raw, version: int, group: str, generation: int, member: str, assignments: dict[str, bytes]) -> Any:
+def sync(
+    raw: Raw, version: int, group: str, generation: int, member: str, assignments: dict[str, bytes]
+) -> Any:
     A = SyncGroupRequest.SyncGroupRequestAssignment
     return raw.call(
         api_keys.SYNC_GROUP,
         version,
         SyncGroupRequest(
-            group_id=group, generation_id=generation, member_id=member,
-            protocol_type="consumer" if version >= 5 else None, protocol_name="range" if version >= 5 else None,
+            group_id=group,
+            generation_id=generation,
+            member_id=member,
+            protocol_type="consumer" if version >= 5 else None,
+            protocol_name="range" if version >= 5 else None,
             assignments=[A(member_id=m, assignment=a) for m, a in assignments.items()],
         ),
     )
@@ -82,11 +101,20 @@ def sync(raw: Raw, version: int, group: str, generation: int, member: str, assig
 def test_find_coordinator_every_version(bootstrap: str, raw: Raw) -> None:
     host, port = bootstrap.rsplit(":", 1)
     for v in range(0, 4):
-        r = raw.call(api_keys.FIND_COORDINATOR, v, FindCoordinatorRequest(key="some-group", key_type=0))
+        r = raw.call(
+            api_keys.FIND_COORDINATOR, v, FindCoordinatorRequest(key="some-group", key_type=0)
+        )
         assert (r.error_code, r.node_id, r.host, r.port) == (0, 1, host, int(port)), v
     for v in (4, 5, 6):
-        r = raw.call(api_keys.FIND_COORDINATOR, v, FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"]))
-        assert [(c.key, c.error_code, c.node_id) for c in r.coordinators] == [("a", 0, 1), ("b", 0, 1)]
+        r = raw.call(
+            api_keys.FIND_COORDINATOR,
+            v,
+            FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"]),
+        )
+        assert [(c.key, c.error_code, c.node_id) for c in r.coordinators] == [
+            ("a", 0, 1),
+            ("b", 0, 1),
+        ]
     r = raw.call(api_keys.FIND_COORDINATOR, 3, FindCoordinatorRequest(key="txn", key_type=1))
     assert (r.error_code, r.node_id, r.host, r.port) == (0, 1, host, int(port))
 
@@ -98,7 +126,9 @@ def test_join_sync_heartbeat_leave_by_version(raw: Raw, name: str, version: int)
         assert r.error_code == codes.MEMBER_ID_REQUIRED and r.member_id
         r = join(raw, version, name, r.member_id)
     assert r.error_code == 0 and r.generation_id == 1 and r.leader == r.member_id
-    assert [m.member_id for m in r.members] == [r.member_id] and bytes(r.members[0].metadata) == SUBSCRIPTION
+    assert [m.member_id for m in r.members] == [r.member_id] and bytes(
+        r.members[0].metadata
+    ) == SUBSCRIPTION
     assert r.protocol_name == "range"
     if version >= 7:
         assert r.protocol_type == "consumer"
@@ -107,16 +137,27 @@ def test_join_sync_heartbeat_leave_by_version(raw: Raw, name: str, version: int)
     s = sync(raw, sv, name, gen, me, {me: b"mine"})
     assert (s.error_code, bytes(s.assignment)) == (0, b"mine")
     hv = min(version, 4)
-    hb = raw.call(api_keys.HEARTBEAT, hv, HeartbeatRequest(group_id=name, generation_id=gen, member_id=me))
+    hb = raw.call(
+        api_keys.HEARTBEAT, hv, HeartbeatRequest(group_id=name, generation_id=gen, member_id=me)
+    )
     assert hb.error_code == 0
-    hb = raw.call(api_keys.HEARTBEAT, hv, HeartbeatRequest(group_id=name, generation_id=gen + 5, member_id=me))
+    hb = raw.call(
+        api_keys.HEARTBEAT, hv, HeartbeatRequest(group_id=name, generation_id=gen + 5, member_id=me)
+    )
     assert hb.error_code == codes.ILLEGAL_GENERATION
     lv = min(version, 5)
     if lv >= 3:
         M = LeaveGroupRequest.MemberIdentity
-        left = raw.call(api_keys.LEAVE_GROUP, lv, LeaveGroupRequest(group_id=name, members=[M(member_id=me), M(member_id="ghost")]))
+        left = raw.call(
+            api_keys.LEAVE_GROUP,
+            lv,
+            LeaveGroupRequest(group_id=name, members=[M(member_id=me), M(member_id="ghost")]),
+        )
         assert left.error_code == 0
-        assert [(m.member_id, m.error_code) for m in left.members] == [(me, 0), ("ghost", codes.UNKNOWN_MEMBER_ID)]
+        assert [(m.member_id, m.error_code) for m in left.members] == [
+            (me, 0),
+            ("ghost", codes.UNKNOWN_MEMBER_ID),
+        ]
     else:
         left = raw.call(api_keys.LEAVE_GROUP, lv, LeaveGroupRequest(group_id=name, member_id=me))
         assert left.error_code == 0
@@ -132,12 +173,26 @@ def test_second_member_parks_until_the_first_rejoins(bootstrap: str, raw: Raw, n
     other = Raw(bootstrap)
     try:
         b = join(other, 9, name)
-        other.send(api_keys.JOIN_GROUP, 9, JoinGroupRequest(
-            group_id=name, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id=b.member_id,
-            protocol_type="consumer", protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=SUBSCRIPTION)],
-        ))
+        other.send(
+            api_keys.JOIN_GROUP,
+            9,
+            JoinGroupRequest(
+                group_id=name,
+                session_timeout_ms=10000,
+                rebalance_timeout_ms=10000,
+                member_id=b.member_id,
+                protocol_type="consumer",
+                protocols=[
+                    JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=SUBSCRIPTION)
+                ],
+            ),
+        )
         # The first member learns of the rebalance, and rejoins; then both get generation 2.
-        hb = raw.call(api_keys.HEARTBEAT, 4, HeartbeatRequest(group_id=name, generation_id=1, member_id=a.member_id))
+        hb = raw.call(
+            api_keys.HEARTBEAT,
+            4,
+            HeartbeatRequest(group_id=name, generation_id=1, member_id=a.member_id),
+        )
         assert hb.error_code == codes.REBALANCE_IN_PROGRESS
         a2 = join(raw, 9, name, a.member_id)
         b2 = other.recv()
@@ -145,10 +200,18 @@ def test_second_member_parks_until_the_first_rejoins(bootstrap: str, raw: Raw, n
         leader, follower = (raw, other) if a2.leader == a2.member_id else (other, raw)
         lead_join = a2 if leader is raw else b2
         assert len(lead_join.members) == 2
-        follower.send(api_keys.SYNC_GROUP, 5, SyncGroupRequest(
-            group_id=name, generation_id=2, member_id=(b2 if follower is other else a2).member_id,
-            protocol_type="consumer", protocol_name="range", assignments=[],
-        ))
+        follower.send(
+            api_keys.SYNC_GROUP,
+            5,
+            SyncGroupRequest(
+                group_id=name,
+                generation_id=2,
+                member_id=(b2 if follower is other else a2).member_id,
+                protocol_type="consumer",
+                protocol_name="range",
+                assignments=[],
+            ),
+        )
         time.sleep(0.2)  # the follower's SyncGroup is parked until the leader's arrives
         assignments = {m.member_id: m.member_id.encode() for m in lead_join.members}
         s = sync(leader, 5, name, 2, lead_join.member_id, assignments)
@@ -161,21 +224,49 @@ def test_second_member_parks_until_the_first_rejoins(bootstrap: str, raw: Raw, n
 
 def test_offset_commit_and_fetch_every_version(bootstrap: str, raw: Raw, name: str) -> None:
     create_topic(bootstrap, name, 2)
-    T, P = OffsetCommitRequest.OffsetCommitRequestTopic, OffsetCommitRequest.OffsetCommitRequestPartition
+    T, P = (
+        OffsetCommitRequest.OffsetCommitRequestTopic,
+        OffsetCommitRequest.OffsetCommitRequestPartition,
+    )
     for v in range(2, 10):
         body = OffsetCommitRequest(
-            group_id=name, generation_id_or_member_epoch=-1, member_id="",
+            group_id=name,
+            generation_id_or_member_epoch=-1,
+            member_id="",
             topics=[
-                T(name=name, partitions=[P(partition_index=0, committed_offset=10 * v, committed_leader_epoch=3, committed_metadata=f"v{v}")]),
-                T(name="no-such-topic", partitions=[P(partition_index=0, committed_offset=1, committed_metadata=None)]),
+                T(
+                    name=name,
+                    partitions=[
+                        P(
+                            partition_index=0,
+                            committed_offset=10 * v,
+                            committed_leader_epoch=3,
+                            committed_metadata=f"v{v}",
+                        )
+                    ],
+                ),
+                T(
+                    name="no-such-topic",
+                    partitions=[P(partition_index=0, committed_offset=1, committed_metadata=None)],
+                ),
             ],
         )
         r = raw.call(api_keys.OFFSET_COMMIT, v, body)
-        assert [[p.error_code for p in t.partitions] for t in r.topics] == [[0], [codes.UNKNOWN_TOPIC_OR_PARTITION]], v
+        assert [[p.error_code for p in t.partitions] for t in r.topics] == [
+            [0],
+            [codes.UNKNOWN_TOPIC_OR_PARTITION],
+        ], v
         FT = OffsetFetchRequest.OffsetFetchRequestTopic
         for fv in (1, 2, 5, 7):
-            f = raw.call(api_keys.OFFSET_FETCH, fv, OffsetFetchRequest(group_id=name, topics=[FT(name=name, partition_indexes=[0, 1])]))
-            parts = [(p.partition_index, p.committed_offset, p.metadata, p.error_code) for p in f.topics[0].partitions]
+            f = raw.call(
+                api_keys.OFFSET_FETCH,
+                fv,
+                OffsetFetchRequest(group_id=name, topics=[FT(name=name, partition_indexes=[0, 1])]),
+            )
+            parts = [
+                (p.partition_index, p.committed_offset, p.metadata, p.error_code)
+                for p in f.topics[0].partitions
+            ]
             assert parts == [(0, 10 * v, f"v{v}", 0), (1, -1, "", 0)], (v, fv)
             if fv >= 5:
                 expect = 3 if v >= 6 else -1
@@ -184,8 +275,18 @@ def test_offset_commit_and_fetch_every_version(bootstrap: str, raw: Raw, name: s
     f = raw.call(api_keys.OFFSET_FETCH, 2, OffsetFetchRequest(group_id=name, topics=None))
     assert [(t.name, [p.partition_index for p in t.partitions]) for t in f.topics] == [(name, [0])]
     G = OffsetFetchRequest.OffsetFetchRequestGroup
-    f = raw.call(api_keys.OFFSET_FETCH, 8, OffsetFetchRequest(groups=[G(group_id=name, topics=None), G(group_id="nobody", topics=None)], require_stable=True))
-    assert [(g.group_id, g.error_code, len(g.topics)) for g in f.groups] == [(name, 0, 1), ("nobody", 0, 0)]
+    f = raw.call(
+        api_keys.OFFSET_FETCH,
+        8,
+        OffsetFetchRequest(
+            groups=[G(group_id=name, topics=None), G(group_id="nobody", topics=None)],
+            require_stable=True,
+        ),
+    )
+    assert [(g.group_id, g.error_code, len(g.topics)) for g in f.groups] == [
+        (name, 0, 1),
+        ("nobody", 0, 0),
+    ]
     assert f.groups[0].topics[0].partitions[0].committed_offset == 90
 
 
@@ -193,11 +294,23 @@ def test_offset_commit_errors_for_members(raw: Raw, bootstrap: str, name: str) -
     create_topic(bootstrap, name, 1)
     r = join(raw, 9, name)
     r = join(raw, 9, name, r.member_id)
-    T, P = OffsetCommitRequest.OffsetCommitRequestTopic, OffsetCommitRequest.OffsetCommitRequestPartition
+    T, P = (
+        OffsetCommitRequest.OffsetCommitRequestTopic,
+        OffsetCommitRequest.OffsetCommitRequestPartition,
+    )
 
     def commit(generation: int, member: str, version: int = 8) -> int:
-        body = OffsetCommitRequest(group_id=name, generation_id_or_member_epoch=generation, member_id=member,
-                                   topics=[T(name=name, partitions=[P(partition_index=0, committed_offset=5, committed_metadata="")])])
+        body = OffsetCommitRequest(
+            group_id=name,
+            generation_id_or_member_epoch=generation,
+            member_id=member,
+            topics=[
+                T(
+                    name=name,
+                    partitions=[P(partition_index=0, committed_offset=5, committed_metadata="")],
+                )
+            ],
+        )
         return raw.call(api_keys.OFFSET_COMMIT, version, body).topics[0].partitions[0].error_code
 
     assert commit(1, r.member_id) == codes.REBALANCE_IN_PROGRESS  # no assignment yet
@@ -207,10 +320,25 @@ def test_offset_commit_errors_for_members(raw: Raw, bootstrap: str, name: str) -
     assert commit(1, "stranger") == codes.UNKNOWN_MEMBER_ID
     assert commit(-1, "") == codes.UNKNOWN_MEMBER_ID  # the group has members
     # A group nobody knows, with a generation: ILLEGAL_GENERATION before v9, GROUP_ID_NOT_FOUND on.
-    body = OffsetCommitRequest(group_id=name + "-x", generation_id_or_member_epoch=3, member_id="m",
-                               topics=[T(name=name, partitions=[P(partition_index=0, committed_offset=5, committed_metadata="")])])
-    assert raw.call(api_keys.OFFSET_COMMIT, 8, body).topics[0].partitions[0].error_code == codes.ILLEGAL_GENERATION
-    assert raw.call(api_keys.OFFSET_COMMIT, 9, body).topics[0].partitions[0].error_code == codes.GROUP_ID_NOT_FOUND
+    body = OffsetCommitRequest(
+        group_id=name + "-x",
+        generation_id_or_member_epoch=3,
+        member_id="m",
+        topics=[
+            T(
+                name=name,
+                partitions=[P(partition_index=0, committed_offset=5, committed_metadata="")],
+            )
+        ],
+    )
+    assert (
+        raw.call(api_keys.OFFSET_COMMIT, 8, body).topics[0].partitions[0].error_code
+        == codes.ILLEGAL_GENERATION
+    )
+    assert (
+        raw.call(api_keys.OFFSET_COMMIT, 9, body).topics[0].partitions[0].error_code
+        == codes.GROUP_ID_NOT_FOUND
+    )
 
 
 def test_describe_list_delete_and_offset_delete(bootstrap: str, raw: Raw, name: str) -> None:
@@ -220,41 +348,105 @@ def test_describe_list_delete_and_offset_delete(bootstrap: str, raw: Raw, name: 
     sync(raw, 5, name, r.generation_id, r.member_id, {r.member_id: b"A"})
     d = raw.call(api_keys.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(groups=[name, "no-such-group"]))
     g, unknown = d.groups
-    assert (g.error_code, g.group_state, g.protocol_type, g.protocol_data) == (0, "Stable", "consumer", "range")
+    assert (g.error_code, g.group_state, g.protocol_type, g.protocol_data) == (
+        0,
+        "Stable",
+        "consumer",
+        "range",
+    )
     [m] = g.members
-    assert (m.member_id, m.group_instance_id, m.client_id, m.client_host) == (r.member_id, "inst-1", "raw-test", "/127.0.0.1")
+    assert (m.member_id, m.group_instance_id, m.client_id, m.client_host) == (
+        r.member_id,
+        "inst-1",
+        "raw-test",
+        "/127.0.0.1",
+    )
     assert bytes(m.member_assignment) == b"A" and bytes(m.member_metadata) == subscription(name)
     assert (unknown.error_code, unknown.group_state) == (0, "Dead")
     d6 = raw.call(api_keys.DESCRIBE_GROUPS, 6, DescribeGroupsRequest(groups=["no-such-group"]))
     assert d6.groups[0].error_code == codes.GROUP_ID_NOT_FOUND and d6.groups[0].error_message
     for v in range(0, 6):
-        body = ListGroupsRequest(states_filter=["stable"] if v >= 4 else [], types_filter=["classic"] if v >= 5 else [])
+        body = ListGroupsRequest(
+            states_filter=["stable"] if v >= 4 else [], types_filter=["classic"] if v >= 5 else []
+        )
         listed = raw.call(api_keys.LIST_GROUPS, v, body)
         mine = [x for x in listed.groups if x.group_id == name]
         assert listed.error_code == 0 and len(mine) == 1 and mine[0].protocol_type == "consumer", v
         if v >= 4:
             assert {x.group_state for x in listed.groups} == {"Stable"}
-    assert raw.call(api_keys.LIST_GROUPS, 5, ListGroupsRequest(types_filter=["consumer"])).groups == []
+    assert (
+        raw.call(api_keys.LIST_GROUPS, 5, ListGroupsRequest(types_filter=["consumer"])).groups == []
+    )
     # Commit, then try deletions while the member is there.
-    T, P = OffsetCommitRequest.OffsetCommitRequestTopic, OffsetCommitRequest.OffsetCommitRequestPartition
-    raw.call(api_keys.OFFSET_COMMIT, 8, OffsetCommitRequest(group_id=name, generation_id_or_member_epoch=r.generation_id,
-             member_id=r.member_id, group_instance_id="inst-1", topics=[T(name=name, partitions=[P(partition_index=0, committed_offset=3, committed_metadata="")])]))
-    dg = raw.call(api_keys.DELETE_GROUPS, 2, DeleteGroupsRequest(groups_names=[name, "no-such-group"]))
-    assert [(x.group_id, x.error_code) for x in dg.results] == [(name, codes.NON_EMPTY_GROUP), ("no-such-group", codes.GROUP_ID_NOT_FOUND)]
-    DT, DP = OffsetDeleteRequest.OffsetDeleteRequestTopic, OffsetDeleteRequest.OffsetDeleteRequestPartition
-    od = raw.call(api_keys.OFFSET_DELETE, 0, OffsetDeleteRequest(group_id=name, topics=[
-        DT(name=name, partitions=[DP(partition_index=0)]),
-        DT(name=name + "-other", partitions=[DP(partition_index=0)]),
-        DT(name="no-such-topic", partitions=[DP(partition_index=0)]),
-    ]))
+    T, P = (
+        OffsetCommitRequest.OffsetCommitRequestTopic,
+        OffsetCommitRequest.OffsetCommitRequestPartition,
+    )
+    raw.call(
+        api_keys.OFFSET_COMMIT,
+        8,
+        OffsetCommitRequest(
+            group_id=name,
+            generation_id_or_member_epoch=r.generation_id,
+            member_id=r.member_id,
+            group_instance_id="inst-1",
+            topics=[
+                T(
+                    name=name,
+                    partitions=[P(partition_index=0, committed_offset=3, committed_metadata="")],
+                )
+            ],
+        ),
+    )
+    dg = raw.call(
+        api_keys.DELETE_GROUPS, 2, DeleteGroupsRequest(groups_names=[name, "no-such-group"])
+    )
+    assert [(x.group_id, x.error_code) for x in dg.results] == [
+        (name, codes.NON_EMPTY_GROUP),
+        ("no-such-group", codes.GROUP_ID_NOT_FOUND),
+    ]
+    DT, DP = (
+        OffsetDeleteRequest.OffsetDeleteRequestTopic,
+        OffsetDeleteRequest.OffsetDeleteRequestPartition,
+    )
+    od = raw.call(
+        api_keys.OFFSET_DELETE,
+        0,
+        OffsetDeleteRequest(
+            group_id=name,
+            topics=[
+                DT(name=name, partitions=[DP(partition_index=0)]),
+                DT(name=name + "-other", partitions=[DP(partition_index=0)]),
+                DT(name="no-such-topic", partitions=[DP(partition_index=0)]),
+            ],
+        ),
+    )
     assert od.error_code == 0
-    assert [t.partitions[0].error_code for t in od.topics] == [codes.GROUP_SUBSCRIBED_TO_TOPIC, 0, codes.UNKNOWN_TOPIC_OR_PARTITION]
+    assert [t.partitions[0].error_code for t in od.topics] == [
+        codes.GROUP_SUBSCRIBED_TO_TOPIC,
+        0,
+        codes.UNKNOWN_TOPIC_OR_PARTITION,
+    ]
     M = LeaveGroupRequest.MemberIdentity
-    raw.call(api_keys.LEAVE_GROUP, 5, LeaveGroupRequest(group_id=name, members=[M(member_id="", group_instance_id="inst-1")]))
-    od = raw.call(api_keys.OFFSET_DELETE, 0, OffsetDeleteRequest(group_id=name, topics=[DT(name=name, partitions=[DP(partition_index=0)])]))
+    raw.call(
+        api_keys.LEAVE_GROUP,
+        5,
+        LeaveGroupRequest(group_id=name, members=[M(member_id="", group_instance_id="inst-1")]),
+    )
+    od = raw.call(
+        api_keys.OFFSET_DELETE,
+        0,
+        OffsetDeleteRequest(
+            group_id=name, topics=[DT(name=name, partitions=[DP(partition_index=0)])]
+        ),
+    )
     assert od.topics[0].partitions[0].error_code == 0, "the group is empty now"
     F = OffsetFetchRequest.OffsetFetchRequestTopic
-    f = raw.call(api_keys.OFFSET_FETCH, 7, OffsetFetchRequest(group_id=name, topics=[F(name=name, partition_indexes=[0])]))
+    f = raw.call(
+        api_keys.OFFSET_FETCH,
+        7,
+        OffsetFetchRequest(group_id=name, topics=[F(name=name, partition_indexes=[0])]),
+    )
     assert f.topics[0].partitions[0].committed_offset == -1
     dg = raw.call(api_keys.DELETE_GROUPS, 1, DeleteGroupsRequest(groups_names=[name]))
     assert dg.results[0].error_code == 0
@@ -262,21 +454,39 @@ def test_describe_list_delete_and_offset_delete(bootstrap: str, raw: Raw, name: 
     assert d.groups[0].error_code == codes.GROUP_ID_NOT_FOUND
 
 
-def test_member_removed_by_someone_else_sees_unknown_member_id_and_rejoins(bootstrap: str, raw: Raw, name: str) -> None:
+def test_member_removed_by_someone_else_sees_unknown_member_id_and_rejoins(
+    bootstrap: str, raw: Raw, name: str
+) -> None:
     """Also proves the churn test's log counter sees librdkafka's UNKNOWN_MEMBER_ID."""
     create_topic(bootstrap, name, 3)
     m = Member(bootstrap, name, name, debug="cgrp")
     try:
         wait_until(lambda: m.partitions() == {0, 1, 2}, 20, "the assignment", pump([m]))
         M = LeaveGroupRequest.MemberIdentity
-        left = raw.call(api_keys.LEAVE_GROUP, 5, LeaveGroupRequest(group_id=name, members=[M(member_id=m.consumer.memberid())]))
+        left = raw.call(
+            api_keys.LEAVE_GROUP,
+            5,
+            LeaveGroupRequest(group_id=name, members=[M(member_id=m.consumer.memberid())]),
+        )
         assert left.members[0].error_code == 0
         assert m.logs is not None
-        wait_until(lambda: m.logs.counts["UNKNOWN_MEMBER_ID"] >= 1, 10, "the member to hear UNKNOWN_MEMBER_ID", pump([m]))
+        wait_until(
+            lambda: m.logs.counts["UNKNOWN_MEMBER_ID"] >= 1,
+            10,
+            "the member to hear UNKNOWN_MEMBER_ID",
+            pump([m]),
+        )
         d = raw.call(api_keys.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(groups=[name]))
         wait_until(
-            lambda: raw.call(api_keys.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(groups=[name])).groups[0].group_state == "Stable",
-            10, "the member to rejoin", pump([m]),
+            lambda: (
+                raw.call(api_keys.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(groups=[name]))
+                .groups[0]
+                .group_state
+                == "Stable"
+            ),
+            10,
+            "the member to rejoin",
+            pump([m]),
         )
         d = raw.call(api_keys.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(groups=[name]))
         assert len(d.groups[0].members) == 1 and m.partitions() == {0, 1, 2}

@@ -66,14 +66,20 @@ def test_group_metadata_bytes() -> None:
     r = GroupMetadataRecord("g", GroupMetadataValue("consumer", 4, "range", "m-1", 777, [m]))
     key, value = encode(r)
     assert key == struct.pack(">h", 2) + s16("g")
-    member = s16("m-1") + s16("inst") + s16("cid") + s16("/127.0.0.1") + struct.pack(">ii", 30000, 10000)
+    member = (
+        s16("m-1") + s16("inst") + s16("cid") + s16("/127.0.0.1") + struct.pack(">ii", 30000, 10000)
+    )
     member += struct.pack(">i", 3) + b"sub" + struct.pack(">i", 3) + b"asg"
-    expected = struct.pack(">h", 3) + s16("consumer") + struct.pack(">i", 4) + s16("range") + s16("m-1")
+    expected = (
+        struct.pack(">h", 3) + s16("consumer") + struct.pack(">i", 4) + s16("range") + s16("m-1")
+    )
     expected += struct.pack(">qi", 777, 1) + member
     assert value == expected
     assert decode(key, value) == r
     empty = GroupMetadataRecord("g", GroupMetadataValue("consumer", 5, None, None, 800, []))
-    assert encode(empty)[1] == struct.pack(">h", 3) + s16("consumer") + struct.pack(">i", 5) + b"\xff\xff\xff\xff" + struct.pack(">qi", 800, 0)
+    assert encode(empty)[1] == struct.pack(">h", 3) + s16("consumer") + struct.pack(
+        ">i", 5
+    ) + b"\xff\xff\xff\xff" + struct.pack(">qi", 800, 0)
     assert decode(*encode(empty)) == empty
     assert decode(key, None) == GroupMetadataRecord("g", None)
 
@@ -89,11 +95,25 @@ def test_group_metadata_v0_and_v4() -> None:
     assert got.value.current_state_timestamp_ms == -1
     v4 = struct.pack(">h", 4) + cs("consumer") + struct.pack(">i", 1) + cs("range") + cs(None)
     v4 += struct.pack(">q", 5) + b"\x02"  # one member
-    v4 += cs("m") + cs(None) + cs("c") + cs("h") + struct.pack(">ii", 100, 6000) + b"\x02s" + b"\x02a" + b"\x00"
+    v4 += (
+        cs("m")
+        + cs(None)
+        + cs("c")
+        + cs("h")
+        + struct.pack(">ii", 100, 6000)
+        + b"\x02s"
+        + b"\x02a"
+        + b"\x00"
+    )
     v4 += b"\x00"
     got = decode(key, v4)
     assert isinstance(got, GroupMetadataRecord) and got.value == GroupMetadataValue(
-        "consumer", 1, "range", None, 5, [MemberMetadata("m", None, "c", "h", 100, 6000, b"s", b"a")]
+        "consumer",
+        1,
+        "range",
+        None,
+        5,
+        [MemberMetadata("m", None, "c", "h", 100, 6000, b"s", b"a")],
     )
 
 
@@ -110,18 +130,34 @@ names = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
 
 
 @given(
-    names, st.integers(0, 2**31 - 1), st.integers(-1, 2**63 - 1), st.integers(-1, 2**31 - 1), names,
+    names,
+    st.integers(0, 2**31 - 1),
+    st.integers(-1, 2**63 - 1),
+    st.integers(-1, 2**31 - 1),
+    names,
     st.integers(0, 2**62),
 )
-def test_offset_commit_roundtrip(group: str, partition: int, offset: int, epoch: int, meta: str, ts: int) -> None:
+def test_offset_commit_roundtrip(
+    group: str, partition: int, offset: int, epoch: int, meta: str, ts: int
+) -> None:
     r = OffsetCommitRecord(group, "topic", partition, OffsetAndMetadata(offset, epoch, meta, ts))
     assert decode(*encode(r)) == r
 
 
-@given(st.lists(st.tuples(names, st.none() | names, st.binary(max_size=30), st.binary(max_size=30)), max_size=5))
+@given(
+    st.lists(
+        st.tuples(names, st.none() | names, st.binary(max_size=30), st.binary(max_size=30)),
+        max_size=5,
+    )
+)
 def test_group_metadata_roundtrip(members: list[tuple[str, str | None, bytes, bytes]]) -> None:
     ms = [MemberMetadata(m, i, "c", "/h", 1, 2, s, a) for m, i, s, a in members]
-    r = GroupMetadataRecord("grp", GroupMetadataValue("consumer", 3, "range" if ms else None, ms[0].member_id if ms else None, 1, ms))
+    r = GroupMetadataRecord(
+        "grp",
+        GroupMetadataValue(
+            "consumer", 3, "range" if ms else None, ms[0].member_id if ms else None, 1, ms
+        ),
+    )
     assert decode(*encode(r)) == r
 
 
@@ -137,6 +173,12 @@ def test_java_hashcode_and_partitioning() -> None:
 
 
 def test_subscribed_topics() -> None:
-    v1 = struct.pack(">hi", 1, 2) + s16("a") + s16("b") + struct.pack(">i", -1) + struct.pack(">i", 0)
+    v1 = (
+        struct.pack(">hi", 1, 2)
+        + s16("a")
+        + s16("b")
+        + struct.pack(">i", -1)
+        + struct.pack(">i", 0)
+    )
     assert subscribed_topics(v1) == {"a", "b"}
     assert subscribed_topics(b"\x00") is None

@@ -27,13 +27,16 @@ NOW = 1_700_000_000_000
 
 
 def broker(tmp_path: Path, **extra: str) -> BrokerServer:
-    config = BrokerConfig.load(None, {
-        "log.dirs": str(tmp_path / "logs"),
-        "offsets.topic.num.partitions": "3",
-        "offsets.load.buffer.size": "2000",
-        "group.initial.rebalance.delay.ms": "3000",
-        **extra,
-    })
+    config = BrokerConfig.load(
+        None,
+        {
+            "log.dirs": str(tmp_path / "logs"),
+            "offsets.topic.num.partitions": "3",
+            "offsets.load.buffer.size": "2000",
+            "group.initial.rebalance.delay.ms": "3000",
+            **extra,
+        },
+    )
     b = BrokerServer(config)
     b.logs.startup()
     b.apply_metadata()
@@ -41,7 +44,9 @@ def broker(tmp_path: Path, **extra: str) -> BrokerServer:
 
 
 def join(member_id: str = "", group: str = "g") -> JoinRequest:
-    return JoinRequest(group, member_id, None, "client", "/127.0.0.1", 10_000, 20_000, "consumer", PROTOCOLS)
+    return JoinRequest(
+        group, member_id, None, "client", "/127.0.0.1", 10_000, 20_000, "consumer", PROTOCOLS
+    )
 
 
 def test_write_load_and_timers_over_real_storage(tmp_path: Path) -> None:
@@ -63,12 +68,18 @@ def test_write_load_and_timers_over_real_storage(tmp_path: Path) -> None:
     groups.poll(NOW + 3000)
     assert parked.done and parked.value.generation_id == 1
     me = parked.value.member_id
-    synced = groups.sync_group(SyncRequest("g", 1, me, None, None, None, {me: b"assigned"}), NOW + 3001)
+    synced = groups.sync_group(
+        SyncRequest("g", 1, me, None, None, None, {me: b"assigned"}), NOW + 3001
+    )
     assert isinstance(synced, Pending) and synced.done and synced.value.assignment == b"assigned"
     for i in range(100):
-        res = groups.commit_offsets(OffsetCommitRequest("g", 1, me, None, -1, [("t", i % 4, i, 0, f"m{i}")]), NOW + 4000 + i)
+        res = groups.commit_offsets(
+            OffsetCommitRequest("g", 1, me, None, -1, [("t", i % 4, i, 0, f"m{i}")]), NOW + 4000 + i
+        )
         assert res.error == codes.NONE
-    groups.commit_offsets(OffsetCommitRequest("solo", -1, "", None, -1, [("t", 0, 7, -1, None)]), NOW + 5000)
+    groups.commit_offsets(
+        OffsetCommitRequest("solo", -1, "", None, -1, [("t", 0, 7, -1, None)]), NOW + 5000
+    )
 
     # On disk: Kafka's records, in the group's partition.
     p = b.replicas.get(OFFSETS_TOPIC, partition_for("g", 3))
@@ -93,7 +104,9 @@ def test_write_load_and_timers_over_real_storage(tmp_path: Path) -> None:
         if g2.runtime.loading:
             assert deadline == NOW + 6000, "more to do: poll again at once"
     assert polls > 2, "loaded in steps"
-    fetched = {(o.topic, o.partition): (o.offset, o.metadata) for o in g2.fetch_offsets("g", None).offsets}
+    fetched = {
+        (o.topic, o.partition): (o.offset, o.metadata) for o in g2.fetch_offsets("g", None).offsets
+    }
     assert fetched == {("t", q): (96 + q, f"m{96 + q}") for q in range(4)}
     assert [o.offset for o in g2.fetch_offsets("solo", None).offsets] == [7]
     described = g2.describe_group("g")
@@ -122,7 +135,10 @@ def test_offsets_of_a_deleted_topic_are_removed(tmp_path: Path) -> None:
         b.admin.create_topic(TopicSpec(topic, 2, 1))
     b.apply_metadata()
     offsets = [("gone", 0, 5, -1, ""), ("gone", 1, 6, -1, ""), ("kept", 0, 7, -1, "")]
-    assert b.groups.commit_offsets(OffsetCommitRequest("g", -1, "", None, -1, offsets), NOW).error == codes.NONE
+    assert (
+        b.groups.commit_offsets(OffsetCommitRequest("g", -1, "", None, -1, offsets), NOW).error
+        == codes.NONE
+    )
     b.admin.delete_topic("gone")
     b.apply_metadata()
     assert [(o.topic, o.offset) for o in b.groups.fetch_offsets("g", None).offsets] == [("kept", 7)]
@@ -130,7 +146,9 @@ def test_offsets_of_a_deleted_topic_are_removed(tmp_path: Path) -> None:
     b2 = broker(tmp_path)
     while b2.groups.runtime.loading:
         b2.groups.poll(NOW)
-    assert [(o.topic, o.offset) for o in b2.groups.fetch_offsets("g", None).offsets] == [("kept", 7)]
+    assert [(o.topic, o.offset) for o in b2.groups.fetch_offsets("g", None).offsets] == [
+        ("kept", 7)
+    ]
     b2.logs.shutdown()
 
 
@@ -144,7 +162,10 @@ def test_a_new_leader_epoch_reloads_the_partition(tmp_path: Path) -> None:
     p = b.replicas.get(OFFSETS_TOPIC, index)
     assert p is not None
     offsets = [("t", 0, 42, -1, "m")]
-    assert groups.commit_offsets(OffsetCommitRequest("g", -1, "", None, -1, offsets), NOW).error == codes.NONE
+    assert (
+        groups.commit_offsets(OffsetCommitRequest("g", -1, "", None, -1, offsets), NOW).error
+        == codes.NONE
+    )
     first = groups.join_group(join(), NOW)
     parked = groups.join_group(join(first.member_id), NOW)  # type: ignore[union-attr]
     assert isinstance(parked, Pending) and not parked.done
@@ -156,7 +177,9 @@ def test_a_new_leader_epoch_reloads_the_partition(tmp_path: Path) -> None:
     assert groups.coordinator_error("g") == codes.COORDINATOR_LOAD_IN_PROGRESS
     while groups.runtime.loading:
         groups.poll(NOW + 2)
-    assert groups.runtime.active(index) is not shard and groups.runtime.epoch(index) == p.leader_epoch
+    assert (
+        groups.runtime.active(index) is not shard and groups.runtime.epoch(index) == p.leader_epoch
+    )
     assert [(o.topic, o.offset) for o in groups.fetch_offsets("g", None).offsets] == [("t", 42)]
     groups.on_metadata(NOW + 3)
     assert groups.coordinator_error("g") == codes.NONE, "the same epoch again: nothing reloads"
@@ -169,7 +192,10 @@ def test_a_write_larger_than_max_message_bytes_goes_in_several_batches(tmp_path:
     from gregor.controller.admin import TopicSpec
 
     limit = 2000
-    b = broker(tmp_path, **{"offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "1000"})
+    b = broker(
+        tmp_path,
+        **{"offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "1000"},
+    )
     b.now_ms = lambda: NOW  # type: ignore[method-assign]  # the partitions load, and the expiry starts, at NOW
     configs: dict[str, str | None] = {"cleanup.policy": "compact", "max.message.bytes": str(limit)}
     b.admin.create_topic(TopicSpec(OFFSETS_TOPIC, 3, 1, configs=configs))
@@ -177,7 +203,10 @@ def test_a_write_larger_than_max_message_bytes_goes_in_several_batches(tmp_path:
     groups = b.groups
     for i in range(10):  # 100 offsets, ten per commit (each commit is one batch)
         offsets = [("t", 10 * i + q, 7, -1, "") for q in range(10)]
-        assert groups.commit_offsets(OffsetCommitRequest("solo", -1, "", None, -1, offsets), NOW).error == codes.NONE
+        assert (
+            groups.commit_offsets(OffsetCommitRequest("solo", -1, "", None, -1, offsets), NOW).error
+            == codes.NONE
+        )
     p = b.replicas.get(OFFSETS_TOPIC, partition_for("solo", 3))
     assert p is not None
     before = p.log.log_end_offset

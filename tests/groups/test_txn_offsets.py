@@ -88,7 +88,9 @@ class TxnHarness(Harness):
         self.shard = shard
         return shard
 
-    def fetch(self, group: str, *partitions: tuple[str, int], stable: bool = True) -> list[tuple[int, int]]:
+    def fetch(
+        self, group: str, *partitions: tuple[str, int], stable: bool = True
+    ) -> list[tuple[int, int]]:
         """(offset, error) per partition, asked with require_stable."""
         topics: dict[str, list[int]] = {}
         for t, p in partitions:
@@ -120,13 +122,19 @@ def test_offsets_are_pending_until_the_commit_marker() -> None:
     h.commit(G, {("t", 0): 5})
     res = h.txn_commit(G, {("t", 0): 10, ("t", 1): 11})
     assert res.error == codes.NONE and errors_of(res) == [0, 0]
-    assert all(pid == PID for _, pid, e in h.entries[1:] if not isinstance(e, bool)), "written in the txn batch"
+    assert all(pid == PID for _, pid, e in h.entries[1:] if not isinstance(e, bool)), (
+        "written in the txn batch"
+    )
     assert h.committed(G) == {("t", 0): 5}, "nothing committed yet"
     assert h.fetch(G, ("t", 0), ("t", 1), ("t", 2)) == [(-1, UNSTABLE), (-1, UNSTABLE), (-1, 0)]
-    assert h.fetch(G, ("t", 0), ("t", 1), stable=False) == [(5, 0), (-1, 0)], "the last committed without require_stable"
+    assert h.fetch(G, ("t", 0), ("t", 1), stable=False) == [(5, 0), (-1, 0)], (
+        "the last committed without require_stable"
+    )
     # All partitions (null topics): the committed ones only, unstable where a txn holds one.
     res_all = h.shard.fetch_offsets(G, None, True)
-    assert [(o.topic, o.partition, o.offset, o.error) for o in res_all.offsets] == [("t", 0, -1, UNSTABLE)]
+    assert [(o.topic, o.partition, o.offset, o.error) for o in res_all.offsets] == [
+        ("t", 0, -1, UNSTABLE)
+    ]
     assert h.shard.has_pending_offsets(G, "t", 1) and not h.shard.has_pending_offsets(G, "t", 2)
 
     h.marker(PID, committed=True)
@@ -217,8 +225,12 @@ def test_member_fields_are_checked_against_the_group() -> None:
     assert errors_of(h.txn_commit(G, {("t", 0): 1}, generation=gen, member_id=me)) == [0]
     assign_all(h, answers, group=G)
     assert errors_of(h.txn_commit(G, {("t", 0): 2}, generation=gen, member_id=me)) == [0]
-    assert errors_of(h.txn_commit(G, {("t", 0): 3}, generation=gen + 1, member_id=me)) == [codes.ILLEGAL_GENERATION]
-    assert errors_of(h.txn_commit(G, {("t", 0): 3}, generation=gen, member_id="stranger")) == [codes.UNKNOWN_MEMBER_ID]
+    assert errors_of(h.txn_commit(G, {("t", 0): 3}, generation=gen + 1, member_id=me)) == [
+        codes.ILLEGAL_GENERATION
+    ]
+    assert errors_of(h.txn_commit(G, {("t", 0): 3}, generation=gen, member_id="stranger")) == [
+        codes.UNKNOWN_MEMBER_ID
+    ]
     # v0-2 carry no member fields: accepted whatever the group's state.
     assert errors_of(h.txn_commit(G, {("t", 0): 4})) == [0]
     # A group nobody knows, with a generation.
@@ -234,9 +246,15 @@ def test_static_member_fencing() -> None:
     [answer] = form_group(h, 1, group=G, instance="i-1")
     assign_all(h, [answer], group=G)
     gen, me = answer.generation_id, answer.member_id
-    assert errors_of(h.txn_commit(G, {("t", 0): 1}, generation=gen, member_id=me, instance="i-1")) == [0]
-    assert errors_of(h.txn_commit(G, {("t", 0): 1}, generation=gen, member_id="old-id", instance="i-1")) == [codes.FENCED_INSTANCE_ID]
-    assert errors_of(h.txn_commit(G, {("t", 0): 1}, generation=gen, member_id=me, instance="i-2")) == [codes.UNKNOWN_MEMBER_ID]
+    assert errors_of(
+        h.txn_commit(G, {("t", 0): 1}, generation=gen, member_id=me, instance="i-1")
+    ) == [0]
+    assert errors_of(
+        h.txn_commit(G, {("t", 0): 1}, generation=gen, member_id="old-id", instance="i-1")
+    ) == [codes.FENCED_INSTANCE_ID]
+    assert errors_of(
+        h.txn_commit(G, {("t", 0): 1}, generation=gen, member_id=me, instance="i-2")
+    ) == [codes.UNKNOWN_MEMBER_ID]
 
 
 def test_request_errors() -> None:
@@ -244,7 +262,9 @@ def test_request_errors() -> None:
     res = h.txn_commit(G, {("t", 0): 1, ("t", 1): 2}, metadata="x" * 11)
     assert errors_of(res) == [codes.OFFSET_METADATA_TOO_LARGE] * 2 and not h.entries
     assert errors_of(h.txn_commit("", {("t", 0): 1})) == [codes.INVALID_GROUP_ID]
-    assert errors_of(h.txn_commit(G, {("t", 0): 1}, producer_id=-1)) == [codes.INVALID_PRODUCER_ID_MAPPING]
+    assert errors_of(h.txn_commit(G, {("t", 0): 1}, producer_id=-1)) == [
+        codes.INVALID_PRODUCER_ID_MAPPING
+    ]
     assert not h.entries
     assert errors_of(h.txn_commit(G, {("t", 0): 1}, metadata=None)) == [0]
 
@@ -280,13 +300,21 @@ def test_delete_groups_removes_pending_offsets() -> None:
 
 
 def test_expiry_spares_pending_offsets_and_their_group() -> None:
-    h = TxnHarness(GroupConfig(initial_rebalance_delay_ms=0, offsets_retention_ms=DAY, offsets_retention_check_interval_ms=60_000))
+    h = TxnHarness(
+        GroupConfig(
+            initial_rebalance_delay_ms=0,
+            offsets_retention_ms=DAY,
+            offsets_retention_check_interval_ms=60_000,
+        )
+    )
     h.commit(G, {("t", 0): 5, ("t", 1): 6})
     h.txn_commit(G, {("t", 0): 10})
     h.txn_commit("only-pending", {("t", 0): 1}, producer_id=OTHER)
     h.advance(DAY + 120_000)
     assert h.committed(G) == {("t", 0): 5}, "t-1 expired; t-0 waits for its transaction"
-    assert G in h.shard.groups and "only-pending" in h.shard.groups, "groups with an open transaction stay"
+    assert G in h.shard.groups and "only-pending" in h.shard.groups, (
+        "groups with an open transaction stay"
+    )
     h.marker(PID, committed=False)
     h.advance(120_000)
     assert h.committed(G) == {} and G not in h.shard.groups, "expired once the transaction ended"
@@ -300,7 +328,13 @@ def test_expiry_spares_pending_offsets_and_their_group() -> None:
 
 
 def test_a_tombstone_empties_a_transaction_and_its_marker_still_closes_it() -> None:
-    h = TxnHarness(GroupConfig(initial_rebalance_delay_ms=0, offsets_retention_ms=DAY, offsets_retention_check_interval_ms=60_000))
+    h = TxnHarness(
+        GroupConfig(
+            initial_rebalance_delay_ms=0,
+            offsets_retention_ms=DAY,
+            offsets_retention_check_interval_ms=60_000,
+        )
+    )
     h.txn_commit(G, {("t", 0): 10})
     value(h.run(h.shard.delete_offsets(G, [("t", [0])])))
     assert G in h.shard.open_txns and not h.shard.has_pending_offsets(G, "t", 0)
@@ -325,4 +359,3 @@ def test_unload_forgets_pending_offsets() -> None:
     h.txn_commit(G, {("t", 0): 10})
     h.shard.unload()
     assert h.shard.pending_txn_offsets == {} and h.shard.open_txns == {}
-

@@ -25,7 +25,9 @@ GROUP = "g"
 INDEX = partition_for(GROUP, 3)  # test_runtime's broker has 3 __consumer_offsets partitions
 
 
-def txn_request(offsets: list[tuple[str, int, int, int, str | None]], epoch: int = EPOCH, group: str = GROUP) -> TxnOffsetCommitRequest:
+def txn_request(
+    offsets: list[tuple[str, int, int, int, str | None]], epoch: int = EPOCH, group: str = GROUP
+) -> TxnOffsetCommitRequest:
     return TxnOffsetCommitRequest(group, PID, epoch, -1, "", None, offsets, "my-txn")
 
 
@@ -63,7 +65,9 @@ def start_with_pending_commit(tmp_path: Path) -> BrokerServer:
     b.groups.ensure_offsets_topic()
     plain = OffsetCommitRequest(GROUP, -1, "", None, -1, [("t", 0, 5, -1, "")])
     assert b.groups.commit_offsets(plain, NOW).error == codes.NONE
-    res = b.groups.txn_offset_commit(txn_request([("t", 0, 10, 2, "m"), ("t", 1, 11, -1, None)]), NOW + 1)
+    res = b.groups.txn_offset_commit(
+        txn_request([("t", 0, 10, 2, "m"), ("t", 1, 11, -1, None)]), NOW + 1
+    )
     assert res.error == codes.NONE and [e for *_, e in res.partitions] == [0, 0]
     return b
 
@@ -77,7 +81,9 @@ def test_the_transactional_batch_on_disk(tmp_path: Path) -> None:
     plain, txn = headers
     assert (plain.producer_id, plain.is_transactional) == (-1, False)
     assert (txn.producer_id, txn.producer_epoch, txn.base_sequence) == (PID, EPOCH, 0)
-    assert txn.is_transactional and not txn.is_control and txn.records_count == 2, "ONE transactional batch"
+    assert txn.is_transactional and not txn.is_control and txn.records_count == 2, (
+        "ONE transactional batch"
+    )
     pos = next(pos for pos, h in iter_headers(data) if h.is_transactional)
     _, recs = read_batch_records(data, pos)
     decoded = [decode(r.key, r.value) for r in recs if r.key is not None]
@@ -122,7 +128,9 @@ def test_abort_and_a_plain_commit_after_the_transactional_one(tmp_path: Path) ->
     b.groups.complete_transaction(INDEX, PID, committed=True)
     assert fetch(b, stable=True) == [(10, 0), (50, 0)], "t-1's plain commit is later in the log"
     # A second transaction, aborted.
-    assert b.groups.txn_offset_commit(txn_request([("t", 0, 99, -1, "")]), NOW + 4).error == codes.NONE
+    assert (
+        b.groups.txn_offset_commit(txn_request([("t", 0, 99, -1, "")]), NOW + 4).error == codes.NONE
+    )
     append_marker(b, committed=False, now_ms=NOW + 5)
     b.groups.complete_transaction(INDEX, PID, committed=False)
     assert fetch(b, stable=True) == [(10, 0), (50, 0)]
@@ -157,7 +165,9 @@ def test_an_older_producer_epoch_is_fenced(tmp_path: Path) -> None:
     assert [e for *_, e in res.partitions] == [codes.INVALID_PRODUCER_EPOCH]
     assert offsets_partition(b).log.log_end_offset == end, "nothing written"
     # The same producer and epoch may commit again in its transaction (no sequence checks).
-    assert b.groups.txn_offset_commit(txn_request([("t", 0, 13, -1, "")]), NOW + 3).error == codes.NONE
+    assert (
+        b.groups.txn_offset_commit(txn_request([("t", 0, 13, -1, "")]), NOW + 3).error == codes.NONE
+    )
     append_marker(b, committed=True, now_ms=NOW + 4)
     b.groups.complete_transaction(INDEX, PID, committed=True)
     assert fetch(b, stable=True) == [(13, 0), (11, 0)]
@@ -170,5 +180,8 @@ def test_other_partitions_and_unknown_producers_are_left_alone(tmp_path: Path) -
     b.groups.complete_transaction(INDEX, PID + 1, committed=True)  # another producer
     b.groups.complete_transaction(99, PID, committed=True)  # not ours at all
     assert fetch(b, stable=True) == [(-1, UNSTABLE), (-1, UNSTABLE)]
-    assert b.groups.txn_offset_commit(txn_request([("t", 0, 1, -1, "")], group=""), NOW).error == codes.INVALID_GROUP_ID
+    assert (
+        b.groups.txn_offset_commit(txn_request([("t", 0, 1, -1, "")], group=""), NOW).error
+        == codes.INVALID_GROUP_ID
+    )
     b.logs.shutdown()

@@ -68,7 +68,11 @@ def expected_state(headers: Iterable[rb.BatchHeader]) -> dict[int, ProducerState
         e.batches = [
             *e.batches[-4:],
             BatchMetadata(
-                h.base_sequence, h.last_sequence, h.last_offset, h.last_offset_delta, h.max_timestamp
+                h.base_sequence,
+                h.last_sequence,
+                h.last_offset,
+                h.last_offset_delta,
+                h.max_timestamp,
             ),
         ]
         e.last_timestamp = h.max_timestamp

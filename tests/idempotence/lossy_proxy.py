@@ -61,10 +61,16 @@ class LossyProxy:
                 continue
             self._sockets += [client, upstream]
             produce_ids: set[int] = set()
-            threading.Thread(target=self._requests, args=(client, upstream, produce_ids), daemon=True).start()
-            threading.Thread(target=self._responses, args=(upstream, client, produce_ids), daemon=True).start()
+            threading.Thread(
+                target=self._requests, args=(client, upstream, produce_ids), daemon=True
+            ).start()
+            threading.Thread(
+                target=self._responses, args=(upstream, client, produce_ids), daemon=True
+            ).start()
 
-    def _requests(self, client: socket.socket, upstream: socket.socket, produce_ids: set[int]) -> None:
+    def _requests(
+        self, client: socket.socket, upstream: socket.socket, produce_ids: set[int]
+    ) -> None:
         try:
             while True:
                 frame = _read_frame(client)
@@ -77,7 +83,9 @@ class LossyProxy:
         _close(client)
         _close(upstream)
 
-    def _responses(self, upstream: socket.socket, client: socket.socket, produce_ids: set[int]) -> None:
+    def _responses(
+        self, upstream: socket.socket, client: socket.socket, produce_ids: set[int]
+    ) -> None:
         try:
             while True:
                 frame = _read_frame(upstream)

@@ -42,7 +42,12 @@ class Raw(RawClient):
         r = self.call(
             api_keys.INIT_PRODUCER_ID,
             INIT_V,
-            InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000, producer_id=pid, producer_epoch=epoch),
+            InitProducerIdRequest(
+                transactional_id=None,
+                transaction_timeout_ms=60000,
+                producer_id=pid,
+                producer_epoch=epoch,
+            ),
         )
         assert r.error_code == 0, r
         return r.producer_id, r.producer_epoch
@@ -56,7 +61,9 @@ class Raw(RawClient):
             topic_data=[
                 ProduceRequest.TopicProduceData(
                     name=topic,
-                    partition_data=[ProduceRequest.PartitionProduceData(index=partition, records=bytes(records))],
+                    partition_data=[
+                        ProduceRequest.PartitionProduceData(index=partition, records=bytes(records))
+                    ],
                 )
             ],
         )
@@ -77,7 +84,9 @@ class Raw(RawClient):
             api_keys.DESCRIBE_PRODUCERS,
             0,
             DescribeProducersRequest(
-                topics=[DescribeProducersRequest.TopicRequest(name=topic, partition_indexes=partitions)]
+                topics=[
+                    DescribeProducersRequest.TopicRequest(name=topic, partition_indexes=partitions)
+                ]
             ),
         )
         return r.topics[0].partitions
@@ -109,7 +118,9 @@ def raw(broker: Broker) -> Iterator[Raw]:
 
 def stored(bootstrap: str, topic: str, partition: int) -> list[bytes]:
     """Every record value of the partition, read back with confluent-kafka."""
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "idem-reader", "enable.auto.commit": False})
+    c = ck.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "idem-reader", "enable.auto.commit": False}
+    )
     try:
         lo, hi = c.get_watermark_offsets(ck.TopicPartition(topic, partition), timeout=10)
         c.assign([ck.TopicPartition(topic, partition, lo)])
@@ -124,7 +135,9 @@ def stored(bootstrap: str, topic: str, partition: int) -> list[bytes]:
         c.close()
 
 
-def test_replayed_produce_request_gets_the_original_offsets(broker: Broker, topic: str, raw: Raw) -> None:
+def test_replayed_produce_request_gets_the_original_offsets(
+    broker: Broker, topic: str, raw: Raw
+) -> None:
     pid, epoch = raw.init_producer_id()
     raw.produce(topic, 0, plain_batch(2))  # offsets 0-1, no producer
     first = raw.produce_request(topic, 0, idem_batch(pid, epoch, 0, 3, ts=TS, payload=b"a"))
@@ -142,12 +155,24 @@ def test_replayed_produce_request_gets_the_original_offsets(broker: Broker, topi
         try:
             assert again.produce_frame(first) == (0, 2)
             assert again.produce_frame(second) == (0, 5)
-            more = again.produce_request(topic, 0, idem_batch(pid, epoch, 5 + i, 1, ts=TS, payload=b"cd"[i : i + 1]))
+            more = again.produce_request(
+                topic, 0, idem_batch(pid, epoch, 5 + i, 1, ts=TS, payload=b"cd"[i : i + 1])
+            )
             assert again.produce_frame(more) == (0, 7 + i)
             assert again.produce_frame(more) == (0, 7 + i)
         finally:
             again.close()
-    assert stored(broker.bootstrap, topic, 0) == [b"v0", b"v1", b"a0", b"a1", b"a2", b"b0", b"b1", b"c0", b"d0"]
+    assert stored(broker.bootstrap, topic, 0) == [
+        b"v0",
+        b"v1",
+        b"a0",
+        b"a1",
+        b"a2",
+        b"b0",
+        b"b1",
+        b"c0",
+        b"d0",
+    ]
 
 
 def test_out_of_order_sequence(broker: Broker, topic: str, raw: Raw) -> None:
@@ -183,7 +208,9 @@ def test_old_epoch_is_refused_after_a_bump(broker: Broker, topic: str, raw: Raw)
     assert len(stored(broker.bootstrap, topic, 0)) == 5
 
 
-def test_transactional_batch_without_transactional_id_is_refused(broker: Broker, topic: str, raw: Raw) -> None:
+def test_transactional_batch_without_transactional_id_is_refused(
+    broker: Broker, topic: str, raw: Raw
+) -> None:
     # Fencing of transactional batches by epoch is tested with transactions (tests/txn,
     # tests/transactions); here: such a batch needs the request's transactional id.
     other, e0 = raw.init_producer_id()
@@ -200,7 +227,12 @@ def test_describe_producers(broker: Broker, topic: str, raw: Raw) -> None:
     assert (p0.error_code, p0.active_producers) == (0, [])
     assert p1.error_code == 0
     [state] = p1.active_producers
-    assert (state.producer_id, state.producer_epoch, state.last_sequence, state.last_timestamp) == (pid, epoch, 6, TS + 9)
+    assert (state.producer_id, state.producer_epoch, state.last_sequence, state.last_timestamp) == (
+        pid,
+        epoch,
+        6,
+        TS + 9,
+    )
     assert (state.coordinator_epoch, state.current_txn_start_offset) == (-1, -1)
     assert p9.error_code == errors.UNKNOWN_TOPIC_OR_PARTITION
 
@@ -208,7 +240,10 @@ def test_describe_producers(broker: Broker, topic: str, raw: Raw) -> None:
 def test_idle_producers_expire(tmp_path) -> None:
     """producer.id.expiration.ms and its check interval, as broker configs: an idle producer
     disappears from DescribeProducers and may then start at any sequence."""
-    config = {"producer.id.expiration.ms": "1500", "producer.id.expiration.check.interval.ms": "200"}
+    config = {
+        "producer.id.expiration.ms": "1500",
+        "producer.id.expiration.check.interval.ms": "200",
+    }
     with Broker(config=config, log_level="INFO") as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
         admin.create_topics([NewTopic("expiring", 1, 1)], request_timeout=15)["expiring"].result()

@@ -66,7 +66,9 @@ def value(i: int) -> bytes:
 
 
 def read_all(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "idem-check", "enable.auto.commit": False})
+    c = ck.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "idem-check", "enable.auto.commit": False}
+    )
     out: dict[int, list[bytes]] = {}
     try:
         for p in range(PARTITIONS):
@@ -123,7 +125,9 @@ RESTART_IDS = ["steady", "sigterm", "sigkill"]
 
 
 @pytest.mark.parametrize("restart", RESTARTS, ids=RESTART_IDS)
-def test_confluent_idempotent_producer(broker: Broker, proxy: LossyProxy, restart: bool | None) -> None:
+def test_confluent_idempotent_producer(
+    broker: Broker, proxy: LossyProxy, restart: bool | None
+) -> None:
     topic = "confluent-idem"
     create_topic(broker.bootstrap, topic)
     p = ck.Producer(
@@ -153,7 +157,9 @@ def test_confluent_idempotent_producer(broker: Broker, proxy: LossyProxy, restar
         for i in range(TOTAL):
             while True:
                 try:
-                    p.produce(topic, value=value(i), partition=i % PARTITIONS, on_delivery=on_delivery)
+                    p.produce(
+                        topic, value=value(i), partition=i % PARTITIONS, on_delivery=on_delivery
+                    )
                     break
                 except BufferError:
                     p.poll(0.01)
@@ -177,7 +183,9 @@ def test_confluent_idempotent_producer(broker: Broker, proxy: LossyProxy, restar
 
 
 @pytest.mark.parametrize("restart", RESTARTS, ids=RESTART_IDS)
-def test_kafka_python_default_producer(broker: Broker, proxy: LossyProxy, restart: bool | None) -> None:
+def test_kafka_python_default_producer(
+    broker: Broker, proxy: LossyProxy, restart: bool | None
+) -> None:
     from kafka import KafkaProducer
 
     topic = "kafka-python-idem"

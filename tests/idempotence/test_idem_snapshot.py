@@ -30,7 +30,7 @@ E = snap.SnapshotEntry
 ENTRIES = [
     E(1000, 3, 41, 977, 4, 1_700_000_000_123, -1, -1),
     E(1001, 0, -1, -1, 0, 55, 7, -1),  # an epoch with no batch remembered
-    E(-2**63, -2**15, 2**31 - 1, 2**63 - 1, 2**31 - 1, -1, 2**31 - 1, 2**62),  # extremes
+    E(-(2**63), -(2**15), 2**31 - 1, 2**63 - 1, 2**31 - 1, -1, 2**31 - 1, 2**62),  # extremes
 ]
 
 
@@ -41,13 +41,19 @@ def kafka_layout(entries: list[E]) -> bytes:
         body += struct.pack(">q", e.producer_id) + struct.pack(">h", e.epoch)
         body += struct.pack(">i", e.last_sequence) + struct.pack(">q", e.last_offset)
         body += struct.pack(">i", e.offset_delta) + struct.pack(">q", e.timestamp)
-        body += struct.pack(">i", e.coordinator_epoch) + struct.pack(">q", e.current_txn_first_offset)
+        body += struct.pack(">i", e.coordinator_epoch) + struct.pack(
+            ">q", e.current_txn_first_offset
+        )
     return struct.pack(">hI", 1, crc32c(body)) + body
 
 
 def test_bytes_are_kafkas_layout() -> None:
     assert snap.encode(ENTRIES) == kafka_layout(ENTRIES)
-    assert snap.encode([]) == kafka_layout([]) == b"\x00\x01" + struct.pack(">I", crc32c(b"\0\0\0\0")) + b"\0\0\0\0"
+    assert (
+        snap.encode([])
+        == kafka_layout([])
+        == b"\x00\x01" + struct.pack(">I", crc32c(b"\0\0\0\0")) + b"\0\0\0\0"
+    )
     assert len(snap.encode(ENTRIES)) == 10 + 46 * len(ENTRIES)
 
 

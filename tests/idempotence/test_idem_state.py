@@ -49,7 +49,9 @@ def test_sequence_continues_and_state_follows_the_log(log: Log) -> None:
 
 
 @pytest.mark.parametrize("which", range(5))
-def test_duplicate_of_each_of_the_last_5_batches_gets_its_original_offsets(log: Log, which: int) -> None:
+def test_duplicate_of_each_of_the_last_5_batches_gets_its_original_offsets(
+    log: Log, which: int
+) -> None:
     log.append(plain_batch(3))  # offsets 0-2: producer offsets are not sequences
     sent, seq = [], 0
     for n in (2, 1, 4, 3, 2, 1):  # 6 batches: the first is no longer remembered
@@ -88,7 +90,9 @@ def test_epoch_bump_starts_at_zero_and_fences_the_old_epoch(log: Log) -> None:
     refused(log, idem_batch(PID, 1, 5), OUT_OF_ORDER)  # a new epoch must start at 0
     log.append(idem_batch(PID, 1, 0, 2))
     entry = log.producer_state.producers[PID]
-    assert entry.producer_epoch == 1 and [(b.first_seq, b.last_seq) for b in entry.batches] == [(0, 1)]
+    assert entry.producer_epoch == 1 and [(b.first_seq, b.last_seq) for b in entry.batches] == [
+        (0, 1)
+    ]
     refused(log, idem_batch(PID, 0, 5), INVALID_EPOCH)  # the old epoch carries on: fenced
     refused(log, idem_batch(PID, 0, 0, 5), INVALID_EPOCH)  # even its duplicates
     log.append(idem_batch(PID, 1, 2))
@@ -124,7 +128,9 @@ def test_unknown_producer_is_accepted_at_any_sequence(log: Log) -> None:
     assert log.producer_state.producers[PID].last_seq == 123_457
     refused(log, idem_batch(PID, 7, 0), OUT_OF_ORDER)  # known from here on
     # Expired (idle for producer.id.expiration.ms): unknown again, any sequence goes.
-    assert log.producer_state.remove_expired(now_ms=1_000 + 86_400_000, expiration_ms=86_400_000) == 1
+    assert (
+        log.producer_state.remove_expired(now_ms=1_000 + 86_400_000, expiration_ms=86_400_000) == 1
+    )
     log.append(idem_batch(PID, 7, 999))
     assert log.producer_state.producers[PID].last_seq == 999
 
@@ -171,7 +177,9 @@ def test_retried_request_of_several_batches(log: Log) -> None:
     request = idem_batch(PID, 0, 0, 2) + idem_batch(PID, 0, 2, 3) + idem_batch(PID + 1, 0, 0)
     first = log.append(bytearray(request))
     again = log.append(bytearray(request))
-    assert (again.first_offset, again.last_offset) == (first.first_offset, first.last_offset) == (0, 5)
+    assert (
+        (again.first_offset, again.last_offset) == (first.first_offset, first.last_offset) == (0, 5)
+    )
     assert log.log_end_offset == 6
     # A retry mixing written batches with new ones is refused, not half written.
     refused(log, idem_batch(PID, 0, 2, 3) + idem_batch(PID, 0, 5, 1), OUT_OF_ORDER)

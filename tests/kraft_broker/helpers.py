@@ -16,7 +16,9 @@ from gregor.testing.raw_client import RawClient
 
 
 def _read(log_dir: str) -> bytes:
-    log = Log.open(os.path.join(log_dir, DIR_NAME), LogConfig(max_message_bytes=8 << 20), clean_shutdown=False)
+    log = Log.open(
+        os.path.join(log_dir, DIR_NAME), LogConfig(max_message_bytes=8 << 20), clean_shutdown=False
+    )
     try:
         return log.read_bytes(0, 1 << 30)
     finally:
@@ -27,9 +29,7 @@ def metadata_batches(log_dir: str) -> list[tuple[int, int]]:
     """(base offset, record count) of every data batch of the metadata log."""
     data = _read(log_dir)
     return [
-        (h.base_offset, h.last_offset_delta + 1)
-        for _, h in iter_headers(data)
-        if not h.is_control
+        (h.base_offset, h.last_offset_delta + 1) for _, h in iter_headers(data) if not h.is_control
     ]
 
 
@@ -53,5 +53,3 @@ def names(recs: list[tuple[int, Any]]) -> list[str]:
 class Raw(RawClient):
     def __init__(self, bootstrap: str) -> None:
         super().__init__(bootstrap, client_id="kraft-test", timeout_s=15)
-
-

@@ -63,13 +63,17 @@ def create(admin: AdminClient, *topics: NewTopic) -> None:
 
 def topic_ids(bootstrap: str) -> dict[str, uuid.UUID]:
     with Raw(bootstrap) as raw:
-        md = raw.call(api_keys.METADATA, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False))
+        md = raw.call(
+            api_keys.METADATA, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False)
+        )
     return {t.name: t.topic_id for t in md.topics}
 
 
 def init_producer_id(bootstrap: str) -> int:
     with Raw(bootstrap) as raw:
-        body = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1)
+        body = InitProducerIdRequest(
+            transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1
+        )
         resp = raw.call(api_keys.INIT_PRODUCER_ID, 4, body)
     assert resp.error_code == errors.NONE
     return int(resp.producer_id)
@@ -83,11 +87,16 @@ def topic_configs(admin: AdminClient, topic: str, keys: tuple[str, ...]) -> dict
 
 def test_topics_configs_and_producer_ids_survive_restarts_via_the_log(broker: Broker) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    create(admin, NewTopic("orders", 3, 1, config={"cleanup.policy": "compact", "retention.ms": "3600000"}))
+    create(
+        admin,
+        NewTopic("orders", 3, 1, config={"cleanup.policy": "compact", "retention.ms": "3600000"}),
+    )
     res = ConfigResource(
         ResourceType.BROKER,
         "1",
-        incremental_configs=[ConfigEntry("log.retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET)],
+        incremental_configs=[
+            ConfigEntry("log.retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET)
+        ],
     )
     admin.incremental_alter_configs([res], request_timeout=TIMEOUT)[res].result()
     ids = topic_ids(broker.bootstrap)
@@ -115,9 +124,17 @@ def test_topics_configs_and_producer_ids_survive_restarts_via_the_log(broker: Br
     assert kinds[0] == "FeatureLevelRecord" and kinds.count("RegisterBrokerRecord") == 3
     [topic] = [rec for rec in recs if type(rec).__name__ == "TopicRecord" and rec.name == "orders"]
     assert topic.topic_id == ids["orders"]
-    parts = [rec for rec in recs if type(rec).__name__ == "PartitionRecord" and rec.topic_id == topic.topic_id]
+    parts = [
+        rec
+        for rec in recs
+        if type(rec).__name__ == "PartitionRecord" and rec.topic_id == topic.topic_id
+    ]
     assert [p.partition_id for p in parts] == [0, 1, 2] and all(p.replicas == [1] for p in parts)
-    configs = {(rec.resource_name, rec.name): rec.value for rec in recs if type(rec).__name__ == "ConfigRecord"}
+    configs = {
+        (rec.resource_name, rec.name): rec.value
+        for rec in recs
+        if type(rec).__name__ == "ConfigRecord"
+    }
     assert configs[("orders", "retention.ms")] == "3600000"
     assert configs[("1", "log.retention.ms")] == "7200000"
     assert kinds.count("ProducerIdsRecord") == 3
@@ -128,9 +145,17 @@ def test_a_sigkill_right_after_an_acknowledged_create_topics_loses_nothing(broke
     ids = {}
     with Raw(broker.bootstrap) as raw:
         for i in range(5):
-            made = raw.call(api_keys.CREATE_TOPICS, 7, CreateTopicsRequest(
-                topics=[CreateTopicsRequest.CreatableTopic(name=f"t{i}", num_partitions=2, replication_factor=1)],
-            ))
+            made = raw.call(
+                api_keys.CREATE_TOPICS,
+                7,
+                CreateTopicsRequest(
+                    topics=[
+                        CreateTopicsRequest.CreatableTopic(
+                            name=f"t{i}", num_partitions=2, replication_factor=1
+                        )
+                    ],
+                ),
+            )
             [result] = made.topics
             assert result.error_code == errors.NONE
             ids[result.name] = result.topic_id
@@ -145,20 +170,34 @@ def test_the_metadata_log_is_no_topic_to_clients(broker: Broker) -> None:
     create(admin, NewTopic("visible", 1, 1))
     assert "__cluster_metadata" not in admin.list_topics(timeout=TIMEOUT).topics
     with Raw(broker.bootstrap) as raw:
-        md = raw.call(api_keys.METADATA, 12, MetadataRequest(
-            topics=[MetadataRequest.MetadataRequestTopic(name="__cluster_metadata")],
-            allow_auto_topic_creation=True,
-        ))
+        md = raw.call(
+            api_keys.METADATA,
+            12,
+            MetadataRequest(
+                topics=[MetadataRequest.MetadataRequestTopic(name="__cluster_metadata")],
+                allow_auto_topic_creation=True,
+            ),
+        )
         assert [t.error_code for t in md.topics] == [errors.UNKNOWN_TOPIC_OR_PARTITION]
         dirs = raw.call(api_keys.DESCRIBE_LOG_DIRS, 4, DescribeLogDirsRequest(topics=None))
         listed = {t.name for result in dirs.results for t in result.topics}
         assert "visible" in listed and "__cluster_metadata" not in listed
-        made = raw.call(api_keys.CREATE_TOPICS, 7, CreateTopicsRequest(
-            topics=[CreateTopicsRequest.CreatableTopic(name="__cluster_metadata", num_partitions=1, replication_factor=1)],
-        ))
+        made = raw.call(
+            api_keys.CREATE_TOPICS,
+            7,
+            CreateTopicsRequest(
+                topics=[
+                    CreateTopicsRequest.CreatableTopic(
+                        name="__cluster_metadata", num_partitions=1, replication_factor=1
+                    )
+                ],
+            ),
+        )
         assert [t.error_code for t in made.topics] == [errors.INVALID_REQUEST]
     broker.restart(clean=False)
-    assert os.path.isdir(os.path.join(logs_dir(broker), DIR_NAME)), "not deleted as an unknown partition"
+    assert os.path.isdir(os.path.join(logs_dir(broker), DIR_NAME)), (
+        "not deleted as an unknown partition"
+    )
     assert "visible" in topic_ids(broker.bootstrap)
 
 
@@ -172,7 +211,9 @@ def test_a_pre_kraft_data_dir_is_migrated_with_its_topic_ids(tmp_path: Path) -> 
     old.allocate_producer_ids(1000)
     with Broker(data_dir=str(tmp_path), log_level="INFO") as b:
         ids = topic_ids(b.bootstrap)
-        assert {n: ids[n] for n in ("orders", "events")} == {n: t.topic_id for n, t in old.topics.items()}
+        assert {n: ids[n] for n in ("orders", "events")} == {
+            n: t.topic_id for n, t in old.topics.items()
+        }
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
         assert admin.list_topics(timeout=TIMEOUT).cluster_id == "Yp6Kc2WfQ3m9o6sXb0XnZg"
         assert topic_configs(admin, "orders", ("retention.ms",)) == {"retention.ms": "3600000"}
@@ -186,7 +227,9 @@ def test_a_pre_kraft_data_dir_is_migrated_with_its_topic_ids(tmp_path: Path) -> 
     assert not os.path.exists(data / FILE_NAME)
     assert os.path.exists(data / (FILE_NAME + MIGRATED_SUFFIX))
     assert meta_properties.read(str(data)) == meta_properties.MetaProperties(
-        "Yp6Kc2WfQ3m9o6sXb0XnZg", 1, meta_properties.read(str(data)).directory_id  # type: ignore[union-attr]
+        "Yp6Kc2WfQ3m9o6sXb0XnZg",
+        1,
+        meta_properties.read(str(data)).directory_id,  # type: ignore[union-attr]
     )
 
 
@@ -204,16 +247,33 @@ def test_meta_properties_of_another_node_or_cluster_is_refused(tmp_path: Path) -
 
 def test_storage_format_then_serve_uses_the_formatted_cluster_id(tmp_path: Path) -> None:
     cluster_id = subprocess.run(
-        [sys.executable, "-m", "gregor", "storage", "random-uuid"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "gregor", "storage", "random-uuid"],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     data = str(tmp_path / "logs")
     out = subprocess.run(
-        [sys.executable, "-m", "gregor", "storage", "format", "--data-dir", data, "--cluster-id", cluster_id],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "gregor",
+            "storage",
+            "format",
+            "--data-dir",
+            data,
+            "--cluster-id",
+            cluster_id,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     assert cluster_id in out and data in out
     again = subprocess.run(
-        [sys.executable, "-m", "gregor", "storage", "format", "--data-dir", data], capture_output=True, text=True
+        [sys.executable, "-m", "gregor", "storage", "format", "--data-dir", data],
+        capture_output=True,
+        text=True,
     )
     assert again.returncode == 1 and "already formatted" in again.stderr
     with Broker(data_dir=str(tmp_path)) as b:
@@ -222,16 +282,21 @@ def test_storage_format_then_serve_uses_the_formatted_cluster_id(tmp_path: Path)
 
 
 def describe_quorum(bootstrap: str, version: int) -> Any:
-    request = DescribeQuorumRequest(topics=[
-        DescribeQuorumRequest.TopicData(
-            topic_name="__cluster_metadata", partitions=[DescribeQuorumRequest.PartitionData(partition_index=0)]
-        )
-    ])
+    request = DescribeQuorumRequest(
+        topics=[
+            DescribeQuorumRequest.TopicData(
+                topic_name="__cluster_metadata",
+                partitions=[DescribeQuorumRequest.PartitionData(partition_index=0)],
+            )
+        ]
+    )
     with Raw(bootstrap) as raw:
         return raw.call(api_keys.DESCRIBE_QUORUM, version, request)
 
 
-def test_describe_quorum_and_gregor_quorum_describe(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_describe_quorum_and_gregor_quorum_describe(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with Broker(config={"node.id": "3"}, data_dir=str(tmp_path)) as b:
         create(AdminClient({"bootstrap.servers": b.bootstrap}), NewTopic("t", 1, 1))
         for version in (0, 1, 2):
@@ -239,15 +304,32 @@ def test_describe_quorum_and_gregor_quorum_describe(tmp_path: Path, capsys: pyte
             assert resp.error_code == errors.NONE
             [topic] = resp.topics
             [part] = topic.partitions
-            assert (topic.topic_name, part.partition_index, part.error_code) == ("__cluster_metadata", 0, 0)
+            assert (topic.topic_name, part.partition_index, part.error_code) == (
+                "__cluster_metadata",
+                0,
+                0,
+            )
             assert part.leader_id == 3 and part.leader_epoch == 1 and part.high_watermark > 0
-            assert [(v.replica_id, v.log_end_offset) for v in part.current_voters] == [(3, part.high_watermark)]
+            assert [(v.replica_id, v.log_end_offset) for v in part.current_voters] == [
+                (3, part.high_watermark)
+            ]
             assert part.observers == []
         with Raw(b.bootstrap) as raw:
-            wrong = raw.call(api_keys.DESCRIBE_QUORUM, 2, DescribeQuorumRequest(topics=[
-                DescribeQuorumRequest.TopicData(topic_name="t", partitions=[DescribeQuorumRequest.PartitionData(partition_index=0)])
-            ]))
-        assert [p.error_code for p in wrong.topics[0].partitions] == [errors.UNKNOWN_TOPIC_OR_PARTITION]
+            wrong = raw.call(
+                api_keys.DESCRIBE_QUORUM,
+                2,
+                DescribeQuorumRequest(
+                    topics=[
+                        DescribeQuorumRequest.TopicData(
+                            topic_name="t",
+                            partitions=[DescribeQuorumRequest.PartitionData(partition_index=0)],
+                        )
+                    ]
+                ),
+            )
+        assert [p.error_code for p in wrong.topics[0].partitions] == [
+            errors.UNKNOWN_TOPIC_OR_PARTITION
+        ]
 
         assert cli_main(["quorum", "describe", "-b", b.bootstrap]) == 0
         out = capsys.readouterr().out
@@ -271,7 +353,10 @@ def test_restarts_after_a_snapshot_keep_topics_configs_and_producer_ids(tmp_path
     }
     with Broker(config=config, data_dir=str(tmp_path)) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
-        create(admin, *[NewTopic(f"s{i}", 2, 1, config={"retention.ms": str(1000 + i)}) for i in range(30)])
+        create(
+            admin,
+            *[NewTopic(f"s{i}", 2, 1, config={"retention.ms": str(1000 + i)}) for i in range(30)],
+        )
         first_pid = init_producer_id(b.bootstrap)
         meta_dir = os.path.join(logs_dir(b), DIR_NAME)
         assert any(n.endswith(".checkpoint") for n in os.listdir(meta_dir))
@@ -286,7 +371,9 @@ def test_restarts_after_a_snapshot_keep_topics_configs_and_producer_ids(tmp_path
             admin = AdminClient({"bootstrap.servers": b.bootstrap})
             assert topic_ids(b.bootstrap) == ids
             assert topic_configs(admin, "s7", ("retention.ms",)) == {"retention.ms": "1007"}
-            assert topic_configs(admin, "after-snapshot", ("cleanup.policy",)) == {"cleanup.policy": "compact"}
+            assert topic_configs(admin, "after-snapshot", ("cleanup.policy",)) == {
+                "cleanup.policy": "compact"
+            }
             assert len(admin.list_topics(timeout=TIMEOUT).topics["after-snapshot"].partitions) == 3
             pid = init_producer_id(b.bootstrap)
             assert pid >= first_pid + 1000, "the producer id high water mark survived"

@@ -31,12 +31,14 @@ def test_first_start_writes_every_dir_then_reads_them_back(tmp_path: Path) -> No
     assert len({m.directory_id for m in written.values()}) == 2
     text = (tmp_path / "a" / "meta.properties").read_text()
     lines = [line for line in text.splitlines() if not line.startswith("#")]
-    assert sorted(lines) == sorted([
-        "version=1",
-        "cluster.id=Yp6Kc2WfQ3m9o6sXb0XnZg",
-        "node.id=4",
-        f"directory.id={mp.uuid_to_str(written[dirs[0]].directory_id)}",  # type: ignore[arg-type]
-    ])
+    assert sorted(lines) == sorted(
+        [
+            "version=1",
+            "cluster.id=Yp6Kc2WfQ3m9o6sXb0XnZg",
+            "node.id=4",
+            f"directory.id={mp.uuid_to_str(written[dirs[0]].directory_id)}",  # type: ignore[arg-type]
+        ]
+    )
     assert mp.ensure(dirs, 4) == written, "the second start reads what the first wrote"
     # A dir added to log.dirs later joins the same cluster.
     more = mp.ensure([*dirs, str(tmp_path / "c")], 4)

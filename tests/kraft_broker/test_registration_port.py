@@ -12,7 +12,9 @@ from gregor.broker.config import BrokerConfig
 
 
 def test_port_zero_is_bound_before_the_broker_registers(tmp_path: Path) -> None:
-    config = BrokerConfig.load(None, {"log.dirs": str(tmp_path / "logs"), "listeners": "PLAINTEXT://127.0.0.1:0"})
+    config = BrokerConfig.load(
+        None, {"log.dirs": str(tmp_path / "logs"), "listeners": "PLAINTEXT://127.0.0.1:0"}
+    )
     broker = BrokerServer(config)
     registered = broker.store.image.brokers[broker.node_id].listeners[0]
     assert registered.port != 0

@@ -51,23 +51,36 @@ def test_a_sole_voter_leads_at_once_and_bootstraps_a_new_log(tmp_path: Path) -> 
     assert not reg.fenced and reg.log_dirs == (DIR_ID,)
     assert [(e.name, e.host, e.port) for e in reg.listeners] == [("PLAINTEXT", "127.0.0.1", 9092)]
     recs = metadata_records(str(tmp_path))
-    assert names(recs) == ["FeatureLevelRecord", "RegisterBrokerRecord", "BrokerRegistrationChangeRecord"]
+    assert names(recs) == [
+        "FeatureLevelRecord",
+        "RegisterBrokerRecord",
+        "BrokerRegistrationChangeRecord",
+    ]
     assert reg.epoch == recs[1][0], "the broker epoch is its RegisterBrokerRecord's offset"
     deadline = store.poll(NOW)  # the broker's timer drives the node; nothing is due now
     assert deadline is not None and NOW < deadline <= NOW + 1000
     assert store.node.state is Kind.LEADER and store.image is image
     with open(tmp_path / DIR_NAME / "quorum-state") as f:
         state = json.load(f)
-    assert (state["leaderId"], state["leaderEpoch"], state["currentVoters"]) == (1, 1, [{"voterId": 1}])
+    assert (state["leaderId"], state["leaderEpoch"], state["currentVoters"]) == (
+        1,
+        1,
+        [{"voterId": 1}],
+    )
     store.close()
 
 
 def test_every_write_is_committed_records_replayed_into_the_views(tmp_path: Path) -> None:
     store, ctl = start(tmp_path)
     first = len(metadata_records(str(tmp_path)))
-    info = ctl.create_topic("orders", [[1], [1]], {"cleanup.policy": "compact", "retention.ms": "1000"})
+    info = ctl.create_topic(
+        "orders", [[1], [1]], {"cleanup.policy": "compact", "retention.ms": "1000"}
+    )
     assert store.topics["orders"] is info and store.topic_by_id(info.topic_id) is info
-    assert (info.replicas, info.configs) == ([[1], [1]], {"cleanup.policy": "compact", "retention.ms": "1000"})
+    assert (info.replicas, info.configs) == (
+        [[1], [1]],
+        {"cleanup.policy": "compact", "retention.ms": "1000"},
+    )
     assert ctl.add_partitions("orders", [[1]]) is info and info.replicas == [[1], [1], [1]]
     ctl.set_topic_configs("orders", {"cleanup.policy": "compact", "segment.ms": "5000"})
     assert store.topics["orders"] is info
@@ -86,26 +99,61 @@ def test_every_write_is_committed_records_replayed_into_the_views(tmp_path: Path
     t = info.topic_id
     expected = [
         r.TopicRecord(name="orders", topic_id=t),
-        r.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="orders", name="cleanup.policy", value="compact"),
-        r.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="orders", name="retention.ms", value="1000"),
+        r.ConfigRecord(
+            resource_type=TOPIC_RESOURCE,
+            resource_name="orders",
+            name="cleanup.policy",
+            value="compact",
+        ),
+        r.ConfigRecord(
+            resource_type=TOPIC_RESOURCE, resource_name="orders", name="retention.ms", value="1000"
+        ),
     ]
     expected += [
-        r.PartitionRecord(partition_id=i, topic_id=t, replicas=[1], isr=[1], leader=1, leader_epoch=0, partition_epoch=0, directories=[uuid.UUID(int=0)])
+        r.PartitionRecord(
+            partition_id=i,
+            topic_id=t,
+            replicas=[1],
+            isr=[1],
+            leader=1,
+            leader_epoch=0,
+            partition_epoch=0,
+            directories=[uuid.UUID(int=0)],
+        )
         for i in range(3)
     ]
     expected += [
-        r.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="orders", name="retention.ms", value=None),
-        r.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="orders", name="segment.ms", value="5000"),
-        r.ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="", name="log.retention.ms", value="7000"),
-        r.ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="1", name="log.retention.ms", value="8000"),
-        r.ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="1", name="num.partitions", value="3"),
+        r.ConfigRecord(
+            resource_type=TOPIC_RESOURCE, resource_name="orders", name="retention.ms", value=None
+        ),
+        r.ConfigRecord(
+            resource_type=TOPIC_RESOURCE, resource_name="orders", name="segment.ms", value="5000"
+        ),
+        r.ConfigRecord(
+            resource_type=BROKER_RESOURCE, resource_name="", name="log.retention.ms", value="7000"
+        ),
+        r.ConfigRecord(
+            resource_type=BROKER_RESOURCE, resource_name="1", name="log.retention.ms", value="8000"
+        ),
+        r.ConfigRecord(
+            resource_type=BROKER_RESOURCE, resource_name="1", name="num.partitions", value="3"
+        ),
     ]
     epoch = store.image.brokers[1].epoch
     expected += [
         r.ProducerIdsRecord(broker_id=1, broker_epoch=epoch, next_producer_id=1000),
         r.ProducerIdsRecord(broker_id=1, broker_epoch=epoch, next_producer_id=2000),
         r.TopicRecord(name="doomed", topic_id=doomed.topic_id),
-        r.PartitionRecord(partition_id=0, topic_id=doomed.topic_id, replicas=[1], isr=[1], leader=1, leader_epoch=0, partition_epoch=0, directories=[uuid.UUID(int=0)]),
+        r.PartitionRecord(
+            partition_id=0,
+            topic_id=doomed.topic_id,
+            replicas=[1],
+            isr=[1],
+            leader=1,
+            leader_epoch=0,
+            partition_epoch=0,
+            directories=[uuid.UUID(int=0)],
+        ),
         r.RemoveTopicRecord(topic_id=doomed.topic_id),
     ]
     assert recs == expected
@@ -121,7 +169,11 @@ def test_a_restart_replays_the_log(tmp_path: Path) -> None:
     again, ctl2 = start(tmp_path)
     assert again.epoch == 2, "a new epoch: the leader of epoch 1 restarts Resigned"
     back = again.topics["orders"]
-    assert (back.topic_id, back.replicas, back.configs) == (info.topic_id, [[1], [1]], {"retention.ms": "1000"})
+    assert (back.topic_id, back.replicas, back.configs) == (
+        info.topic_id,
+        [[1], [1]],
+        {"retention.ms": "1000"},
+    )
     assert dict(again.dynamic(1)) == {"num.partitions": "3"}
     assert again.next_producer_id == 1000 and ctl2.allocate_producer_ids(1000) == 1000
     reg = again.image.brokers[1]
@@ -170,7 +222,9 @@ def test_a_large_commit_is_split_into_batches_and_stays_whole(tmp_path: Path) ->
     assert sum(count for base, count in metadata_batches(str(tmp_path)) if base >= before) == 20_003
     framed = [rec for offset, rec in metadata_records(str(tmp_path)) if offset >= before]
     kinds = [type(rec).__name__ for rec in framed[1:-1]]
-    assert framed[0] == r.BeginTransactionRecord(name="create topic wide"), "a transaction: Begin first"
+    assert framed[0] == r.BeginTransactionRecord(name="create topic wide"), (
+        "a transaction: Begin first"
+    )
     assert framed[-1] == r.EndTransactionRecord(), "End last"
     assert kinds == ["TopicRecord"] + ["PartitionRecord"] * 20_000
     store.close()
@@ -198,7 +252,9 @@ def test_the_log_manager_leaves_the_metadata_log_alone(tmp_path: Path) -> None:
 
 def legacy_store(d: Path) -> MetadataStore:
     old = MetadataStore(str(d), "Yp6Kc2WfQ3m9o6sXb0XnZg")
-    old.create_topic("orders", [[1], [1], [1]], {"cleanup.policy": "compact", "min.insync.replicas": "1"})
+    old.create_topic(
+        "orders", [[1], [1], [1]], {"cleanup.policy": "compact", "min.insync.replicas": "1"}
+    )
     old.create_topic("logs.v1", [[1]], {})
     old.set_broker_configs("", {"log.retention.ms": "60000"})
     old.set_broker_configs("1", {"num.partitions": "4"})
@@ -207,13 +263,19 @@ def legacy_store(d: Path) -> MetadataStore:
     return old
 
 
-def test_migration_keeps_topic_ids_configs_and_producer_ids(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_migration_keeps_topic_ids_configs_and_producer_ids(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     old = legacy_store(tmp_path)
     caplog.set_level(logging.INFO, logger="gregor.controller")
     store, ctl = start(tmp_path, legacy=MetadataStore.load(str(tmp_path)))
     for name, info in old.topics.items():
         new = store.topics[name]
-        assert (new.topic_id, new.replicas, new.configs) == (info.topic_id, info.replicas, info.configs)
+        assert (new.topic_id, new.replicas, new.configs) == (
+            info.topic_id,
+            info.replicas,
+            info.configs,
+        )
     assert store.broker_configs_of("") == {"log.retention.ms": "60000"}
     assert dict(store.dynamic(1)) == {"log.retention.ms": "60000", "num.partitions": "4"}
     assert store.next_producer_id == 2000 and ctl.allocate_producer_ids(1000) == 2000
@@ -222,7 +284,11 @@ def test_migration_keeps_topic_ids_configs_and_producer_ids(tmp_path: Path, capl
     assert any("migrated" in m and FILE_NAME in m for m in caplog.messages)
     recs = metadata_records(str(tmp_path))
     # One batch: bootstrap, registration and the migrated store together.
-    assert names(recs)[:3] == ["FeatureLevelRecord", "RegisterBrokerRecord", "BrokerRegistrationChangeRecord"]
+    assert names(recs)[:3] == [
+        "FeatureLevelRecord",
+        "RegisterBrokerRecord",
+        "BrokerRegistrationChangeRecord",
+    ]
     assert names(recs).count("TopicRecord") == 2
     store.close()
 

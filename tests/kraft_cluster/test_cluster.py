@@ -54,7 +54,9 @@ def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 20.0) -> An
 def metadata_of(cluster: LocalCluster, node_id: int) -> Any:
     """The Metadata answer of one node itself (all topics)."""
     with Raw(cluster.bootstrap_of(node_id)) as raw:
-        return raw.call(api_keys.METADATA, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False))
+        return raw.call(
+            api_keys.METADATA, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False)
+        )
 
 
 def topics_on(cluster: LocalCluster, node_id: int) -> set[str]:
@@ -83,7 +85,11 @@ def raw_create(cluster: LocalCluster, node_id: int, name: str, timeout_ms: int =
     """CreateTopics sent to one node itself; its error code."""
     with Raw(cluster.bootstrap_of(node_id)) as raw:
         request = CreateTopicsRequest(
-            topics=[CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1, replication_factor=1)],
+            topics=[
+                CreateTopicsRequest.CreatableTopic(
+                    name=name, num_partitions=1, replication_factor=1
+                )
+            ],
             timeout_ms=timeout_ms,
         )
         return int(raw.call(api_keys.CREATE_TOPICS, 7, request).topics[0].error_code)
@@ -94,13 +100,19 @@ def admin(bootstrap: str) -> Any:
     # topics, does not refresh metadata when that node dies: a short refresh interval (or a new
     # client, as the creation loop below makes after an error) finds the new controller.
     return AdminClient(
-        {"bootstrap.servers": bootstrap, "socket.timeout.ms": 3000, "topic.metadata.refresh.interval.ms": 1000}
+        {
+            "bootstrap.servers": bootstrap,
+            "socket.timeout.ms": 3000,
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
     )
 
 
 def create(client: Any, name: str, partitions: int = 1, timeout_s: float = 5.0, **kw: Any) -> None:
     futures = client.create_topics(
-        [NewTopic(name, partitions, 1, **kw)], operation_timeout=timeout_s, request_timeout=timeout_s
+        [NewTopic(name, partitions, 1, **kw)],
+        operation_timeout=timeout_s,
+        request_timeout=timeout_s,
     )
     futures[name].result(timeout_s + 1)
 
@@ -120,10 +132,15 @@ def all_brokers_seen(cluster: LocalCluster) -> None:
     does not list a broker yet makes librdkafka drop that broker's connection, failing what is
     in flight on it (_DESTROY_BROKER)."""
     for node in cluster.ids:
-        wait_for(f"three unfenced brokers seen by {node}", lambda n=node: len(metadata_of(cluster, n).brokers) == 3)
+        wait_for(
+            f"three unfenced brokers seen by {node}",
+            lambda n=node: len(metadata_of(cluster, n).brokers) == 3,
+        )
 
 
-def test_a_topic_made_through_one_node_is_seen_by_all_and_served_by_its_leader(cluster: LocalCluster) -> None:
+def test_a_topic_made_through_one_node_is_seen_by_all_and_served_by_its_leader(
+    cluster: LocalCluster,
+) -> None:
     active_controller(cluster)
     all_brokers_seen(cluster)
     create(admin(cluster.bootstrap_of(1)), "orders", partitions=3)
@@ -137,10 +154,14 @@ def test_a_topic_made_through_one_node_is_seen_by_all_and_served_by_its_leader(c
 
     # produce and consume through a node that does not lead the partition
     client = admin(cluster.bootstrap_of(1))
-    futures = client.create_topics([NewTopic("on-three", 1, replica_assignment=[[3]])], operation_timeout=5)
+    futures = client.create_topics(
+        [NewTopic("on-three", 1, replica_assignment=[[3]])], operation_timeout=5
+    )
     futures["on-three"].result(10)
     wait_for("on-three on node 1", lambda: "on-three" in topics_on(cluster, 1))
-    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_of(1), "acks": "all"})
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": cluster.bootstrap_of(1), "acks": "all"}
+    )
     for i in range(20):
         producer.produce("on-three", key=str(i).encode(), value=f"v{i}".encode())
     assert producer.flush(15) == 0
@@ -161,12 +182,17 @@ def test_a_topic_made_through_one_node_is_seen_by_all_and_served_by_its_leader(c
     ctrl = active_controller(cluster)
     other = next(i for i in cluster.ids if i != ctrl)
     assert raw_create(cluster, other, "forwarded") == 0
-    wait_for("the forwarded topic on every node", lambda: all("forwarded" in topics_on(cluster, n) for n in cluster.ids))
+    wait_for(
+        "the forwarded topic on every node",
+        lambda: all("forwarded" in topics_on(cluster, n) for n in cluster.ids),
+    )
     # Metadata names a live broker as the controller (the one asked, when listed): any forwards
     assert controller_of_metadata(cluster, other) == other
 
 
-def test_killing_the_active_controller_loses_no_acknowledged_topic_and_it_catches_up(cluster: LocalCluster) -> None:
+def test_killing_the_active_controller_loses_no_acknowledged_topic_and_it_catches_up(
+    cluster: LocalCluster,
+) -> None:
     first = active_controller(cluster)
     acknowledged: list[str] = []
     successes: list[float] = []
@@ -191,7 +217,9 @@ def test_killing_the_active_controller_loses_no_acknowledged_topic_and_it_catche
     wait_for("some topics created", lambda: len(acknowledged) >= 5)
     killed_at = time.monotonic()
     cluster.kill(first)
-    wait_for("a creation acknowledged after the kill", lambda: any(t > killed_at for t in successes), 30)
+    wait_for(
+        "a creation acknowledged after the kill", lambda: any(t > killed_at for t in successes), 30
+    )
     failover_s = min(t for t in successes if t > killed_at) - killed_at
     time.sleep(1.0)
     stop.set()
@@ -231,17 +259,29 @@ def test_two_of_three_down_stops_metadata_writes_until_one_returns(cluster: Loca
     assert raw_create(cluster, survivor, "refused", timeout_ms=1500) == NOT_CONTROLLER
 
     cluster.start_node(down[0])
-    wait_for("an active controller again", lambda: controller_of(cluster, survivor) in (survivor, down[0]), 30)
-    wait_for("a write after quorum is back", lambda: create_acknowledged(admin(cluster.bootstrap_of(survivor)), "after"), 30)
+    wait_for(
+        "an active controller again",
+        lambda: controller_of(cluster, survivor) in (survivor, down[0]),
+        30,
+    )
+    wait_for(
+        "a write after quorum is back",
+        lambda: create_acknowledged(admin(cluster.bootstrap_of(survivor)), "after"),
+        30,
+    )
     assert {"before", "after"} <= topics_on(cluster, survivor)
 
 
-def test_a_consumer_group_finds_its_coordinator_on_whichever_node_leads_its_partition(cluster: LocalCluster) -> None:
+def test_a_consumer_group_finds_its_coordinator_on_whichever_node_leads_its_partition(
+    cluster: LocalCluster,
+) -> None:
     active_controller(cluster)
     all_brokers_seen(cluster)
     create(admin(cluster.bootstrap), "events", partitions=3)
     # idempotent: every node has producer ids from the active controller (AllocateProducerIds)
-    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True})
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True}
+    )
     for i in range(30):
         producer.produce("events", key=str(i).encode(), value=f"e{i}".encode())
     assert producer.flush(15) == 0
@@ -263,7 +303,9 @@ def test_a_consumer_group_finds_its_coordinator_on_whichever_node_leads_its_part
             if msg is not None and msg.error() is None:
                 values.append(msg.value().decode())
         consumer.commit(asynchronous=False)
-        committed = consumer.committed([confluent_kafka.TopicPartition("events", p) for p in range(3)], timeout=10)
+        committed = consumer.committed(
+            [confluent_kafka.TopicPartition("events", p) for p in range(3)], timeout=10
+        )
         consumer.close()
         assert sorted(values) == sorted(f"e{i}" for i in range(30)), group
         assert sum(tp.offset for tp in committed) == 30
@@ -293,7 +335,9 @@ def test_every_node_hands_out_producer_ids_from_its_own_block(cluster: LocalClus
     assert len({i // 1000 for i in flat}) == 3  # one block per node
 
 
-def test_a_cleanly_stopped_node_is_fenced_at_once_and_comes_back_at_once(cluster: LocalCluster) -> None:
+def test_a_cleanly_stopped_node_is_fenced_at_once_and_comes_back_at_once(
+    cluster: LocalCluster,
+) -> None:
     ctrl = active_controller(cluster)
     wait_for("three unfenced brokers", lambda: len(metadata_of(cluster, ctrl).brokers) == 3)
     other = next(i for i in cluster.ids if i != ctrl)
@@ -302,5 +346,9 @@ def test_a_cleanly_stopped_node_is_fenced_at_once_and_comes_back_at_once(cluster
     assert other not in brokers
     cluster.start_node(other)
     took = time.monotonic()
-    wait_for("the node registered again", lambda: other in {b.node_id for b in metadata_of(cluster, ctrl).brokers}, 5)
+    wait_for(
+        "the node registered again",
+        lambda: other in {b.node_id for b in metadata_of(cluster, ctrl).brokers},
+        5,
+    )
     assert time.monotonic() - took < 5  # well within the 6 s session of its old incarnation

@@ -21,14 +21,20 @@ LISTENERS = "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"
 def test_listeners_split_into_the_client_and_the_controller_listener() -> None:
     config = BrokerConfig.load(
         None,
-        {"listeners": LISTENERS, "controller.quorum.voters": "1@127.0.0.1:9093,2@h2:9093", "node.id": "1"},
+        {
+            "listeners": LISTENERS,
+            "controller.quorum.voters": "1@127.0.0.1:9093,2@h2:9093",
+            "node.id": "1",
+        },
     )
     assert config.listener() == ("127.0.0.1", 9092)
     assert config.advertised() == ("127.0.0.1", 9092)
     assert config.controller_listener() == ("127.0.0.1", 9093)
     assert config.quorum_voters() == {1: ("127.0.0.1", 9093), 2: ("h2", 9093)}
     assert config.process_roles == {"broker", "controller"}
-    config = BrokerConfig.load(None, {"advertised.listeners": "CONTROLLER://x:1,PLAINTEXT://public:19092"})
+    config = BrokerConfig.load(
+        None, {"advertised.listeners": "CONTROLLER://x:1,PLAINTEXT://public:19092"}
+    )
     assert config.advertised() == ("public", 19092)
 
 
@@ -46,9 +52,23 @@ def test_bad_voters_name_the_key() -> None:
 
 def test_serve_refuses_voters_without_a_controller_listener(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "gregor", "serve", "--data-dir", str(tmp_path), "--listen", "127.0.0.1:0",
-         "--set", "controller.quorum.voters=1@127.0.0.1:1", "--log-level", "ERROR"],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "gregor",
+            "serve",
+            "--data-dir",
+            str(tmp_path),
+            "--listen",
+            "127.0.0.1:0",
+            "--set",
+            "controller.quorum.voters=1@127.0.0.1:1",
+            "--log-level",
+            "ERROR",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 1
     assert "controller.listener.names" in proc.stderr
@@ -57,9 +77,22 @@ def test_serve_refuses_voters_without_a_controller_listener(tmp_path: Path) -> N
 
 def test_cluster_up_prints_the_nodes_and_ctrl_c_stops_them(tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gregor", "cluster", "up", "--nodes", "3", "--base-dir", str(tmp_path),
-         "--log-level", "WARNING"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "gregor",
+            "cluster",
+            "up",
+            "--nodes",
+            "3",
+            "--base-dir",
+            str(tmp_path),
+            "--log-level",
+            "WARNING",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     assert proc.stdout is not None
     lines = []

@@ -33,7 +33,9 @@ def cluster(tmp_path: Any) -> Iterator[tuple[LocalCluster, str]]:
         pytest.skip("mounting a small tmpfs needs root (CI runs as root)")
     logs = tmp_path / f"node-{FULL}" / "logs"
     logs.mkdir(parents=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(logs)], capture_output=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(logs)], capture_output=True
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
     ballast = str(logs / "ballast")
@@ -59,11 +61,18 @@ def test_a_full_disk_moves_leadership_and_loses_nothing(cluster: tuple[LocalClus
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
     spec = NewTopic(TOPIC, 3, 3, config={"min.insync.replicas": "2"})
     admin.create_topics([spec], operation_timeout=10)[TOPIC].result(20)
-    wait_for("the topic on every broker", lambda: all(len(_partitions(c, n)) == 3 for n in c.broker_ids))
+    wait_for(
+        "the topic on every broker", lambda: all(len(_partitions(c, n)) == 3 for n in c.broker_ids)
+    )
     acked: dict[bytes, tuple[int, int]] = {}
     failed: list[str] = []
     p = confluent_kafka.Producer(
-        {"bootstrap.servers": c.bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5}
+        {
+            "bootstrap.servers": c.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+        }
     )
 
     def done(err: Any, msg: Any) -> None:
@@ -92,9 +101,15 @@ def test_a_full_disk_moves_leadership_and_loses_nothing(cluster: tuple[LocalClus
             os.unlink(ballast)
             freed = True
     assert p.flush(10) == 0
-    assert freed, "the disk of broker 4 never filled up:\n" + "\n".join(log_of_full.read_log().splitlines()[-30:])
+    assert freed, "the disk of broker 4 never filled up:\n" + "\n".join(
+        log_of_full.read_log().splitlines()[-30:]
+    )
     assert failed == [] and len(acked) == RECORDS
-    lines = [line for line in log_of_full.read_log().splitlines() if "log dir" in line and "failed (" in line]
+    lines = [
+        line
+        for line in log_of_full.read_log().splitlines()
+        if "log dir" in line and "failed (" in line
+    ]
     assert len(lines) == 1, lines
     # The controller moved everything off broker 4: no leadership, no ISR membership.
     for part in _partitions(c, 2):

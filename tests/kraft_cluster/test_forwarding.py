@@ -67,7 +67,10 @@ def envelope(inner: bytes) -> EnvelopeRequest:
 
 def all_brokers_seen(cluster: LocalCluster) -> None:
     for node in cluster.ids:
-        wait_for(f"three unfenced brokers seen by {node}", lambda n=node: len(metadata_of(cluster, n).brokers) == 3)
+        wait_for(
+            f"three unfenced brokers seen by {node}",
+            lambda n=node: len(metadata_of(cluster, n).brokers) == 3,
+        )
 
 
 def test_admin_writes_through_a_node_that_is_not_the_controller(cluster: LocalCluster) -> None:

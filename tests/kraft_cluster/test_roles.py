@@ -109,7 +109,9 @@ def test_one_controller_two_brokers_one_found_through_bootstrap_servers(
     assert sorted((b.node_id, b.port) for b in md.brokers) == sorted(c.broker_ports.items())
     orders = next(t for t in md.topics if t.name == "orders")
     assert sorted(p.leader_id for p in orders.partitions) == [2, 3]
-    assert md.controller_id == 2  # the broker asked (a live broker; any of them forwards admin writes)
+    assert (
+        md.controller_id == 2
+    )  # the broker asked (a live broker; any of them forwards admin writes)
 
     # produce through each broker, consume through each: both brokers serve
     sent = [f"a{i}" for i in range(20)] + [f"b{i}" for i in range(20)]
@@ -145,7 +147,8 @@ def test_one_controller_two_brokers_one_found_through_bootstrap_servers(
 
     # auto-creation through a broker-only node: forwarded to the controller
     asked = MetadataRequest(
-        topics=[MetadataRequest.MetadataRequestTopic(name="auto-roles")], allow_auto_topic_creation=True
+        topics=[MetadataRequest.MetadataRequestTopic(name="auto-roles")],
+        allow_auto_topic_creation=True,
     )
 
     def auto_created() -> bool:

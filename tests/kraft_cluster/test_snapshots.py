@@ -35,15 +35,22 @@ def cluster(tmp_path: Any) -> Iterator[LocalCluster]:
 
 
 def checkpoints(cluster: LocalCluster, node_id: int) -> list[str]:
-    return glob.glob(os.path.join(cluster.data_dir(node_id), "logs", "__cluster_metadata-0", "*.checkpoint"))
+    return glob.glob(
+        os.path.join(cluster.data_dir(node_id), "logs", "__cluster_metadata-0", "*.checkpoint")
+    )
 
 
 def create_all(cluster: LocalCluster, names: list[str]) -> None:
     for name in names:
-        wait_for(f"{name} created", lambda n=name: raw_create(cluster, active_controller(cluster), n) == 0)
+        wait_for(
+            f"{name} created",
+            lambda n=name: raw_create(cluster, active_controller(cluster), n) == 0,
+        )
 
 
-def test_nodes_snapshot_a_returning_node_catches_up_and_a_full_restart_loads_them(cluster: LocalCluster) -> None:
+def test_nodes_snapshot_a_returning_node_catches_up_and_a_full_restart_loads_them(
+    cluster: LocalCluster,
+) -> None:
     active_controller(cluster)
     create_all(cluster, [f"before-{i}" for i in range(15)])
     for node in cluster.ids:
@@ -61,4 +68,8 @@ def test_nodes_snapshot_a_returning_node_catches_up_and_a_full_restart_loads_the
     cluster.start()
     active_controller(cluster)
     for node in cluster.ids:
-        wait_for(f"every topic on node {node} after a restart", lambda n=node: expected <= topics_on(cluster, n), 40)
+        wait_for(
+            f"every topic on node {node} after a restart",
+            lambda n=node: expected <= topics_on(cluster, n),
+            40,
+        )

@@ -28,7 +28,9 @@ class Ctx:
 
     def __init__(self, brokers: int = 3, **static: str) -> None:
         ids = iter(range(1, 10_000))
-        self.c = QuorumController(ControllerConfig(SESSION, static), new_uuid=lambda: uuid.UUID(int=next(ids)))
+        self.c = QuorumController(
+            ControllerConfig(SESSION, static), new_uuid=lambda: uuid.UUID(int=next(ids))
+        )
         self.now = 0
         self.commit(qc.bootstrap_records())
         for b in range(1, brokers + 1):
@@ -46,7 +48,9 @@ class Ctx:
         return result.response
 
     def register(self, b: int, incarnation: int = 0) -> int:
-        req = BrokerRegistration(b, uuid.UUID(int=1000 * b + incarnation), [Listener("PLAINTEXT", f"h{b}", 9092)])
+        req = BrokerRegistration(
+            b, uuid.UUID(int=1000 * b + incarnation), [Listener("PLAINTEXT", f"h{b}", 9092)]
+        )
         res = self.c.register_broker(req, self.now, self.c.image.offset + 1)
         assert res.response.error_code == 0
         self.commit(res.records)
@@ -76,22 +80,33 @@ def test_bootstrap_and_registration() -> None:
     res = ctx.c.heartbeat(BrokerHeartbeat(1, epoch, 0), 0)
     assert res.records == [] and res.response.is_fenced and not res.response.is_caught_up
     res = ctx.heartbeat(1)
-    assert res.records == [r.BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=epoch, fenced=-1)]
+    assert res.records == [
+        r.BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=epoch, fenced=-1)
+    ]
     ctx.commit(res.records)
     assert ctx.c.image.unfenced_brokers() == [1]
 
 
 def test_heartbeat_errors() -> None:
     ctx = Ctx(brokers=1)
-    assert ctx.c.heartbeat(BrokerHeartbeat(9, 1, 0), 0).response.error_code == errors.BY_NAME["BROKER_ID_NOT_REGISTERED"].code
-    assert ctx.c.heartbeat(BrokerHeartbeat(1, 99, 0), 0).response.error_code == errors.BY_NAME["STALE_BROKER_EPOCH"].code
+    assert (
+        ctx.c.heartbeat(BrokerHeartbeat(9, 1, 0), 0).response.error_code
+        == errors.BY_NAME["BROKER_ID_NOT_REGISTERED"].code
+    )
+    assert (
+        ctx.c.heartbeat(BrokerHeartbeat(1, 99, 0), 0).response.error_code
+        == errors.BY_NAME["STALE_BROKER_EPOCH"].code
+    )
 
 
 def test_duplicate_registration_while_alive_then_new_incarnation_replaces() -> None:
     ctx = Ctx(brokers=1)
     req = BrokerRegistration(1, uuid.UUID(int=77))
     res = ctx.c.register_broker(req, ctx.now + 1, ctx.c.image.offset + 1)
-    assert res.response.error_code == errors.BY_NAME["DUPLICATE_BROKER_REGISTRATION"].code and res.records == []
+    assert (
+        res.response.error_code == errors.BY_NAME["DUPLICATE_BROKER_REGISTRATION"].code
+        and res.records == []
+    )
     ctx.now += SESSION
     ctx.run(ctx.c.tick(ctx.now))
     new_epoch = ctx.register(1, incarnation=5)
@@ -102,7 +117,9 @@ def test_duplicate_registration_while_alive_then_new_incarnation_replaces() -> N
 def test_create_topics_places_round_robin() -> None:
     ctx = Ctx()
     res = ctx.c.create_topics([TopicRequest("t", 3, 2, configs={"retention.ms": "100"})])
-    assert [type(x).__name__ for x in res.records] == ["TopicRecord", "ConfigRecord"] + ["PartitionRecord"] * 3
+    assert [type(x).__name__ for x in res.records] == ["TopicRecord", "ConfigRecord"] + [
+        "PartitionRecord"
+    ] * 3
     assert res.response[0].error_code == 0 and res.response[0].num_partitions == 3
     ctx.commit(res.records)
     assert [ctx.part("t", i).replicas for i in range(3)] == [(1, 2), (2, 3), (3, 1)]
@@ -115,22 +132,30 @@ def test_create_topics_validation() -> None:
     ctx = Ctx(brokers=2, **{"num.partitions": "2"})
     ctx.run(ctx.c.create_topics([TopicRequest("a.b")]))
     assert len(ctx.c.image.topic("a.b").partitions) == 2  # type: ignore[union-attr]
-    res = ctx.c.create_topics([
-        TopicRequest("a.b"),
-        TopicRequest("a_b"),
-        TopicRequest("bad/name"),
-        TopicRequest("big", 1, 3),
-        TopicRequest("cfg", configs={"retention.ms": "x"}),
-        TopicRequest("dup"), TopicRequest("dup"),
-        TopicRequest("manual", assignments={0: [2, 9]}),
-        TopicRequest("ok", assignments={0: [2, 1], 1: [1, 2]}),
-    ])
+    res = ctx.c.create_topics(
+        [
+            TopicRequest("a.b"),
+            TopicRequest("a_b"),
+            TopicRequest("bad/name"),
+            TopicRequest("big", 1, 3),
+            TopicRequest("cfg", configs={"retention.ms": "x"}),
+            TopicRequest("dup"),
+            TopicRequest("dup"),
+            TopicRequest("manual", assignments={0: [2, 9]}),
+            TopicRequest("ok", assignments={0: [2, 1], 1: [1, 2]}),
+        ]
+    )
     codes = [(x.name, x.error_code) for x in res.response]
     assert codes == [
-        ("a.b", errors.TOPIC_ALREADY_EXISTS), ("a_b", errors.INVALID_TOPIC_EXCEPTION),
-        ("bad/name", errors.INVALID_TOPIC_EXCEPTION), ("big", errors.INVALID_REPLICATION_FACTOR),
-        ("cfg", errors.INVALID_CONFIG), ("dup", errors.INVALID_REQUEST), ("dup", errors.INVALID_REQUEST),
-        ("manual", errors.INVALID_REPLICA_ASSIGNMENT), ("ok", 0),
+        ("a.b", errors.TOPIC_ALREADY_EXISTS),
+        ("a_b", errors.INVALID_TOPIC_EXCEPTION),
+        ("bad/name", errors.INVALID_TOPIC_EXCEPTION),
+        ("big", errors.INVALID_REPLICATION_FACTOR),
+        ("cfg", errors.INVALID_CONFIG),
+        ("dup", errors.INVALID_REQUEST),
+        ("dup", errors.INVALID_REQUEST),
+        ("manual", errors.INVALID_REPLICA_ASSIGNMENT),
+        ("ok", 0),
     ]
     ctx.commit(res.records)
     assert set(ctx.c.image.topics_by_name) == {"a.b", "ok"}
@@ -158,7 +183,9 @@ def test_session_expiry_fences_and_reelects() -> None:
     ctx.now = SESSION
     res = ctx.c.tick(ctx.now)
     assert res.response == [1]
-    assert res.records[-1] == r.BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=ctx.c.image.brokers[1].epoch, fenced=1)
+    assert res.records[-1] == r.BrokerRegistrationChangeRecord(
+        broker_id=1, broker_epoch=ctx.c.image.brokers[1].epoch, fenced=1
+    )
     ctx.commit(res.records)
     p0 = ctx.part("t", 0)  # replicas 1,2,3: led by 1
     assert (p0.leader, p0.isr, p0.leader_epoch, p0.partition_epoch) == (2, (2, 3), 1, 1)
@@ -180,7 +207,15 @@ def test_last_isr_member_fenced_leaves_partition_leaderless_then_back() -> None:
 
 def test_unclean_leader_election_when_enabled() -> None:
     ctx = Ctx(brokers=2)
-    ctx.run(ctx.c.create_topics([TopicRequest("t", assignments={0: [1, 2]}, configs={"unclean.leader.election.enable": "true"})]))
+    ctx.run(
+        ctx.c.create_topics(
+            [
+                TopicRequest(
+                    "t", assignments={0: [1, 2]}, configs={"unclean.leader.election.enable": "true"}
+                )
+            ]
+        )
+    )
     t_id = ctx.c.image.topic("t").topic_id  # type: ignore[union-attr]
     ctx.run(ctx.c.alter_partition(1, ctx.c.image.brokers[1].epoch, [IsrChange(t_id, 0, 0, 0, [1])]))
     ctx.now = SESSION
@@ -212,18 +247,27 @@ def test_requests_too_large_are_refused_before_any_placement() -> None:
     batch = "Unable to perform excessively large batch operation."
     res = ctx.c.create_topics([TopicRequest("huge", 2**31 - 1, 1), TopicRequest("ok", 1, 1)])
     assert [(t.name, t.error_code, t.error_message) for t in res.response] == [
-        ("huge", errors.POLICY_VIOLATION, many), ("ok", errors.POLICY_VIOLATION, many),
+        ("huge", errors.POLICY_VIOLATION, many),
+        ("ok", errors.POLICY_VIOLATION, many),
     ] and res.records == []
-    res = ctx.c.create_topics([TopicRequest("a", 5000, 1), TopicRequest("b", assignments={i: [1] for i in range(5001)})])
+    res = ctx.c.create_topics(
+        [TopicRequest("a", 5000, 1), TopicRequest("b", assignments={i: [1] for i in range(5001)})]
+    )
     assert {t.error_message for t in res.response} == {many}
     # 10,000 partitions: the TopicRecord makes 10,001 records, one too many.
     res = ctx.c.create_topics([TopicRequest("edge", 10_000, 1)], validate_only=True)
-    assert [(t.error_code, t.error_message) for t in res.response] == [(errors.POLICY_VIOLATION, batch)]
+    assert [(t.error_code, t.error_message) for t in res.response] == [
+        (errors.POLICY_VIOLATION, batch)
+    ]
     res = ctx.c.create_topics([TopicRequest("edge", 9_999, 1)])
     assert res.response[0].error_code == 0 and len(res.records) == 10_000
     ctx.commit(res.records)
     res = ctx.c.create_partitions("edge", 2**31 - 1)
-    assert (res.response.error_code, res.response.error_message, res.records) == (errors.POLICY_VIOLATION, batch, [])
+    assert (res.response.error_code, res.response.error_message, res.records) == (
+        errors.POLICY_VIOLATION,
+        batch,
+        [],
+    )
     assert len(ctx.c.create_partitions("edge", 19_999).records) == 10_000
 
 
@@ -235,7 +279,10 @@ def test_delete_topics_and_create_partitions() -> None:
     ctx.commit(res.records)
     assert [ctx.part("t", i).replicas for i in range(3)] == [(1, 2), (2, 3), (3, 1)]
     assert ctx.c.create_partitions("t", 3).response.error_code == errors.INVALID_PARTITIONS
-    assert ctx.c.create_partitions("t", 4, [[1, 2, 3]]).response.error_code == errors.INVALID_REPLICA_ASSIGNMENT
+    assert (
+        ctx.c.create_partitions("t", 4, [[1, 2, 3]]).response.error_code
+        == errors.INVALID_REPLICA_ASSIGNMENT
+    )
     assert ctx.c.create_partitions("x", 4).response.error_code == errors.UNKNOWN_TOPIC_OR_PARTITION
     res = ctx.c.delete_topics(["t", "x"])
     assert res.response == {"t": 0, "x": errors.UNKNOWN_TOPIC_OR_PARTITION}
@@ -246,22 +293,37 @@ def test_delete_topics_and_create_partitions() -> None:
 def test_configs() -> None:
     ctx = Ctx()
     ctx.run(ctx.c.create_topics([TopicRequest("t", 1, 1, configs={"cleanup.policy": "delete"})]))
-    res = ctx.c.incremental_alter_configs([
-        (TOPIC_RESOURCE, "t", [("retention.ms", 0, "5"), ("cleanup.policy", 2, "compact")]),
-        (TOPIC_RESOURCE, "nope", [("retention.ms", 0, "5")]),
-        (BROKER_RESOURCE, "", [("log.retention.ms", 0, "7")]),
-    ])
+    res = ctx.c.incremental_alter_configs(
+        [
+            (TOPIC_RESOURCE, "t", [("retention.ms", 0, "5"), ("cleanup.policy", 2, "compact")]),
+            (TOPIC_RESOURCE, "nope", [("retention.ms", 0, "5")]),
+            (BROKER_RESOURCE, "", [("log.retention.ms", 0, "7")]),
+        ]
+    )
     assert [x[2] for x in res.response] == [0, errors.UNKNOWN_TOPIC_OR_PARTITION, 0]
     ctx.commit(res.records)
-    assert ctx.c.image.config(TOPIC_RESOURCE, "t") == {"cleanup.policy": "delete,compact", "retention.ms": "5"}
+    assert ctx.c.image.config(TOPIC_RESOURCE, "t") == {
+        "cleanup.policy": "delete,compact",
+        "retention.ms": "5",
+    }
     assert ctx.c.image.config(BROKER_RESOURCE, "") == {"log.retention.ms": "7"}
     # AlterConfigs replaces the whole set: the keys left out are deleted (null values).
     res = ctx.c.alter_configs([(TOPIC_RESOURCE, "t", {"retention.ms": "6"})])
-    assert r.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="t", name="cleanup.policy", value=None) in res.records
+    assert (
+        r.ConfigRecord(
+            resource_type=TOPIC_RESOURCE, resource_name="t", name="cleanup.policy", value=None
+        )
+        in res.records
+    )
     ctx.commit(res.records)
     assert ctx.c.image.config(TOPIC_RESOURCE, "t") == {"retention.ms": "6"}
-    bad = ctx.c.alter_configs([(TOPIC_RESOURCE, "t", {"retention.ms": "x"}), (BROKER_RESOURCE, "1", {"nope": "1"})])
-    assert [x[2] for x in bad.response] == [errors.INVALID_CONFIG, errors.INVALID_CONFIG] and bad.records == []
+    bad = ctx.c.alter_configs(
+        [(TOPIC_RESOURCE, "t", {"retention.ms": "x"}), (BROKER_RESOURCE, "1", {"nope": "1"})]
+    )
+    assert [x[2] for x in bad.response] == [
+        errors.INVALID_CONFIG,
+        errors.INVALID_CONFIG,
+    ] and bad.records == []
 
 
 def test_allocate_producer_ids() -> None:
@@ -270,7 +332,10 @@ def test_allocate_producer_ids() -> None:
     assert ctx.run(ctx.c.allocate_producer_ids(1, epoch)) == (0, 0, 1000)
     assert ctx.run(ctx.c.allocate_producer_ids(1, epoch)) == (0, 1000, 1000)
     assert ctx.c.image.next_producer_id == 2000
-    assert ctx.c.allocate_producer_ids(1, epoch + 1).response[0] == errors.BY_NAME["STALE_BROKER_EPOCH"].code
+    assert (
+        ctx.c.allocate_producer_ids(1, epoch + 1).response[0]
+        == errors.BY_NAME["STALE_BROKER_EPOCH"].code
+    )
 
 
 def test_alter_partition_epoch_checks() -> None:
@@ -326,7 +391,13 @@ def test_elect_preferred_leaders() -> None:
     ctx.run(ctx.heartbeat(1))
     t_id = ctx.c.image.topic("t").topic_id  # type: ignore[union-attr]
     p = ctx.part("t", 0)
-    ctx.run(ctx.c.alter_partition(2, ctx.c.image.brokers[2].epoch, [IsrChange(t_id, 0, p.leader_epoch, p.partition_epoch, [2, 1])]))
+    ctx.run(
+        ctx.c.alter_partition(
+            2,
+            ctx.c.image.brokers[2].epoch,
+            [IsrChange(t_id, 0, p.leader_epoch, p.partition_epoch, [2, 1])],
+        )
+    )
     res = ctx.c.elect_leaders(qc.PREFERRED, [("t", 0), ("x", 0)])
     assert res.response == {("t", 0): 0, ("x", 0): errors.UNKNOWN_TOPIC_OR_PARTITION}
     ctx.commit(res.records)
@@ -341,6 +412,7 @@ def test_same_requests_give_the_same_image() -> None:
         ctx.run(ctx.heartbeat(1))
         ctx.run(ctx.c.tick(ctx.now))
         return ctx.c.image
+
     assert build() == build()
 
 
@@ -352,10 +424,14 @@ def test_offline_log_dirs_move_leadership_and_keep_the_broker_out_of_elections()
     ctx = Ctx(brokers=0)
     dirs = {b: uuid.UUID(int=500 + b) for b in (1, 2, 3)}
     for b in (1, 2, 3):
-        req = BrokerRegistration(b, uuid.UUID(int=1000 * b), [Listener("PLAINTEXT", f"h{b}", 9092)], log_dirs=[dirs[b]])
+        req = BrokerRegistration(
+            b, uuid.UUID(int=1000 * b), [Listener("PLAINTEXT", f"h{b}", 9092)], log_dirs=[dirs[b]]
+        )
         ctx.commit(ctx.c.register_broker(req, ctx.now, ctx.c.image.offset + 1).records)
         ctx.unfence(b)
-    ctx.run(ctx.c.create_topics([TopicRequest("t", 3, 2), TopicRequest("solo", assignments={0: [1]})]))
+    ctx.run(
+        ctx.c.create_topics([TopicRequest("t", 3, 2), TopicRequest("solo", assignments={0: [1]})])
+    )
     led_by_1 = [i for i in range(3) if ctx.part("t", i).leader == 1]
     assert led_by_1 and ctx.part("solo").leader == 1
     res = ctx.heartbeat(1, offline_log_dirs=[dirs[1]])
@@ -382,7 +458,9 @@ def test_a_partly_failed_broker_keeps_partitions_in_other_dirs() -> None:
     ctx = Ctx(brokers=0)
     for b in (1, 2):
         dirs = [uuid.UUID(int=600 + 10 * b), uuid.UUID(int=601 + 10 * b)]
-        req = BrokerRegistration(b, uuid.UUID(int=1000 * b), [Listener("PLAINTEXT", f"h{b}", 9092)], log_dirs=dirs)
+        req = BrokerRegistration(
+            b, uuid.UUID(int=1000 * b), [Listener("PLAINTEXT", f"h{b}", 9092)], log_dirs=dirs
+        )
         ctx.commit(ctx.c.register_broker(req, ctx.now, ctx.c.image.offset + 1).records)
         ctx.unfence(b)
     ctx.run(ctx.c.create_topics([TopicRequest("t", assignments={0: [1, 2]})]))

@@ -30,17 +30,31 @@ def replay(image: MetadataImage, *records: Any, epoch: int = 1) -> MetadataImage
 
 def register(broker_id: int, epoch: int, fenced: bool = True) -> Any:
     return r.RegisterBrokerRecord(
-        broker_id=broker_id, incarnation_id=uuid.UUID(int=broker_id * 1000 + epoch), broker_epoch=epoch,
-        end_points=[r.BrokerEndpoint(name="PLAINTEXT", host=f"h{broker_id}", port=9092, security_protocol=0)],
-        rack=None, fenced=fenced, log_dirs=[uuid.UUID(int=9)],
+        broker_id=broker_id,
+        incarnation_id=uuid.UUID(int=broker_id * 1000 + epoch),
+        broker_epoch=epoch,
+        end_points=[
+            r.BrokerEndpoint(name="PLAINTEXT", host=f"h{broker_id}", port=9092, security_protocol=0)
+        ],
+        rack=None,
+        fenced=fenced,
+        log_dirs=[uuid.UUID(int=9)],
     )
 
 
 def topic_with_partition(name: str = "t", topic_id: uuid.UUID = T1) -> list[Any]:
     return [
         r.TopicRecord(name=name, topic_id=topic_id),
-        r.PartitionRecord(partition_id=0, topic_id=topic_id, replicas=[1, 2, 3], isr=[1, 2, 3],
-                          leader=1, leader_epoch=0, partition_epoch=0, directories=DIRS),
+        r.PartitionRecord(
+            partition_id=0,
+            topic_id=topic_id,
+            replicas=[1, 2, 3],
+            isr=[1, 2, 3],
+            leader=1,
+            leader_epoch=0,
+            partition_epoch=0,
+            directories=DIRS,
+        ),
     ]
 
 
@@ -48,8 +62,11 @@ def cluster() -> MetadataImage:
     return replay(
         EMPTY_IMAGE,
         r.FeatureLevelRecord(name="metadata.version", feature_level=25),
-        register(1, 1), register(2, 2), register(3, 3),
-        r.UnfenceBrokerRecord(id=1, epoch=1), r.UnfenceBrokerRecord(id=2, epoch=2),
+        register(1, 1),
+        register(2, 2),
+        register(3, 3),
+        r.UnfenceBrokerRecord(id=1, epoch=1),
+        r.UnfenceBrokerRecord(id=2, epoch=2),
         r.UnfenceBrokerRecord(id=3, epoch=3),
         *topic_with_partition(),
     )
@@ -61,10 +78,21 @@ def test_replay_builds_brokers_topics_and_offsets() -> None:
     assert image.features == {"metadata.version": 25}
     assert image.unfenced_brokers() == [1, 2, 3]
     b1 = image.brokers[1]
-    assert (b1.epoch, b1.listeners[0].host, b1.listeners[0].port, b1.fenced) == (1, "h1", 9092, False)
+    assert (b1.epoch, b1.listeners[0].host, b1.listeners[0].port, b1.fenced) == (
+        1,
+        "h1",
+        9092,
+        False,
+    )
     p = image.partition("t", 0)
     assert p is not None
-    assert (p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch) == ((1, 2, 3), (1, 2, 3), 1, 0, 0)
+    assert (p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch) == (
+        (1, 2, 3),
+        (1, 2, 3),
+        1,
+        0,
+        0,
+    )
     assert image.topic("t").topic_id == T1  # type: ignore[union-attr]
 
 
@@ -80,10 +108,16 @@ def test_replay_is_deterministic_and_leaves_the_old_image_alone() -> None:
 
 def test_replay_copies_only_what_the_records_touch() -> None:
     a = cluster()
-    config = r.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="t", name="retention.ms", value="5")
+    config = r.ConfigRecord(
+        resource_type=TOPIC_RESOURCE, resource_name="t", name="retention.ms", value="5"
+    )
     b = replay(a, config)
     assert b.brokers is a.brokers and b.topics_by_id is a.topics_by_id, "untouched: shared"
-    assert b.configs is not a.configs and a.configs == {} and b.config(TOPIC_RESOURCE, "t") == {"retention.ms": "5"}
+    assert (
+        b.configs is not a.configs
+        and a.configs == {}
+        and b.config(TOPIC_RESOURCE, "t") == {"retention.ms": "5"}
+    )
     c = replay(b, *topic_with_partition("u", T2))
     assert c.configs is b.configs and c.topics_by_id is not b.topics_by_id
     assert set(b.topics_by_name) == {"t"} and set(c.topics_by_name) == {"t", "u"}
@@ -110,9 +144,14 @@ def test_a_new_incarnation_replaces_the_registration() -> None:
 
 
 def test_broker_registration_change_record() -> None:
-    image = replay(cluster(), r.BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=1, fenced=1))
+    image = replay(
+        cluster(), r.BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=1, fenced=1)
+    )
     assert image.brokers[1].fenced
-    image = replay(image, r.BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=1, in_controlled_shutdown=1))
+    image = replay(
+        image,
+        r.BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=1, in_controlled_shutdown=1),
+    )
     assert image.brokers[1].fenced and image.brokers[1].in_controlled_shutdown
     image = replay(image, r.BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=1, fenced=-1))
     assert not image.brokers[1].fenced
@@ -123,17 +162,35 @@ def test_partition_change_absent_fields_keep_their_values() -> None:
     p = image.partition("t", 0)
     assert p is not None
     # ISR shrink: leader and leader epoch unchanged, partition epoch bumped.
-    assert (p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch) == ((1, 2, 3), (1, 2), 1, 0, 1)
+    assert (p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch) == (
+        (1, 2, 3),
+        (1, 2),
+        1,
+        0,
+        1,
+    )
 
 
 def test_partition_change_leader_change_bumps_the_leader_epoch() -> None:
-    image = replay(cluster(), r.PartitionChangeRecord(partition_id=0, topic_id=T1, leader=2, isr=[2, 3]))
+    image = replay(
+        cluster(), r.PartitionChangeRecord(partition_id=0, topic_id=T1, leader=2, isr=[2, 3])
+    )
     p = image.partition("t", 0)
-    assert p is not None and (p.leader, p.isr, p.leader_epoch, p.partition_epoch) == (2, (2, 3), 1, 1)
+    assert p is not None and (p.leader, p.isr, p.leader_epoch, p.partition_epoch) == (
+        2,
+        (2, 3),
+        1,
+        1,
+    )
     # -1: no leader, still a leader change.
     image = replay(image, r.PartitionChangeRecord(partition_id=0, topic_id=T1, leader=-1))
     p = image.partition("t", 0)
-    assert p is not None and (p.leader, p.has_leader(), p.leader_epoch, p.partition_epoch) == (-1, False, 2, 2)
+    assert p is not None and (p.leader, p.has_leader(), p.leader_epoch, p.partition_epoch) == (
+        -1,
+        False,
+        2,
+        2,
+    )
     # The same leader written again also bumps the epoch (how the controller asks for a bump).
     image = replay(image, r.PartitionChangeRecord(partition_id=0, topic_id=T1, leader=-1))
     p = image.partition("t", 0)
@@ -141,9 +198,17 @@ def test_partition_change_leader_change_bumps_the_leader_epoch() -> None:
 
 
 def test_partition_change_replicas_and_recovery_state() -> None:
-    image = replay(cluster(), r.PartitionChangeRecord(
-        partition_id=0, topic_id=T1, replicas=[3, 1], isr=[3], leader=3, leader_recovery_state=1,
-    ))
+    image = replay(
+        cluster(),
+        r.PartitionChangeRecord(
+            partition_id=0,
+            topic_id=T1,
+            replicas=[3, 1],
+            isr=[3],
+            leader=3,
+            leader_recovery_state=1,
+        ),
+    )
     p = image.partition("t", 0)
     assert p is not None
     assert (p.replicas, p.isr, p.leader, p.leader_recovery_state) == ((3, 1), (3,), 3, 1)
@@ -156,8 +221,12 @@ def test_remove_topic_removes_partitions_and_configs() -> None:
     image = replay(
         cluster(),
         *topic_with_partition("u", T2),
-        r.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="t", name="retention.ms", value="5"),
-        r.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="u", name="retention.ms", value="6"),
+        r.ConfigRecord(
+            resource_type=TOPIC_RESOURCE, resource_name="t", name="retention.ms", value="5"
+        ),
+        r.ConfigRecord(
+            resource_type=TOPIC_RESOURCE, resource_name="u", name="retention.ms", value="6"
+        ),
         r.RemoveTopicRecord(topic_id=T1),
     )
     assert image.topic("t") is None and T1 not in image.topics_by_id
@@ -173,9 +242,15 @@ def test_remove_topic_removes_partitions_and_configs() -> None:
 def test_configs_set_and_delete() -> None:
     image = replay(
         EMPTY_IMAGE,
-        r.ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="", name="log.retention.ms", value="1"),
-        r.ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="1", name="log.retention.ms", value="2"),
-        r.ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="", name="log.retention.ms", value=None),
+        r.ConfigRecord(
+            resource_type=BROKER_RESOURCE, resource_name="", name="log.retention.ms", value="1"
+        ),
+        r.ConfigRecord(
+            resource_type=BROKER_RESOURCE, resource_name="1", name="log.retention.ms", value="2"
+        ),
+        r.ConfigRecord(
+            resource_type=BROKER_RESOURCE, resource_name="", name="log.retention.ms", value=None
+        ),
     )
     assert image.config(BROKER_RESOURCE, "") == {}
     assert (BROKER_RESOURCE, "") not in image.configs

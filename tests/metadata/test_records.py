@@ -56,12 +56,20 @@ def test_partition_record_v1_bytes() -> None:
         + int32s([])  # removing
         + int32s([])  # adding
         + struct.pack(">iii", 1, 5, 9)  # leader, leader epoch, partition epoch
-        + uv(3) + d1.bytes + d2.bytes  # directories
+        + uv(3)
+        + d1.bytes
+        + d2.bytes  # directories
         + b"\x00"  # no tagged fields: LeaderRecoveryState 0 is the default
     )
     rec = r.PartitionRecord(
-        partition_id=4, topic_id=TID, replicas=[1, 2], isr=[2], leader=1, leader_epoch=5,
-        partition_epoch=9, directories=[d1, d2],
+        partition_id=4,
+        topic_id=TID,
+        replicas=[1, 2],
+        isr=[2],
+        leader=1,
+        leader_epoch=5,
+        partition_epoch=9,
+        directories=[d1, d2],
     )
     assert r.encode(rec) == want
     assert r.decode(want) == rec
@@ -74,9 +82,15 @@ def test_partition_change_record_tags_bytes() -> None:
         + struct.pack(">i", 0)
         + TID.bytes
         + uv(3)  # three tagged fields, in tag order
-        + uv(0) + uv(9) + int32s([3, 1])
-        + uv(1) + uv(4) + struct.pack(">i", 3)
-        + uv(5) + uv(1) + struct.pack(">b", 0)
+        + uv(0)
+        + uv(9)
+        + int32s([3, 1])
+        + uv(1)
+        + uv(4)
+        + struct.pack(">i", 3)
+        + uv(5)
+        + uv(1)
+        + struct.pack(">b", 0)
     )
     rec = r.PartitionChangeRecord(
         partition_id=0, topic_id=TID, isr=[3, 1], leader=3, leader_recovery_state=0
@@ -105,18 +119,37 @@ def test_register_broker_record_v3_bytes() -> None:
         + b"\x00"  # IsMigratingZkBroker (v2+)
         + inc.bytes
         + struct.pack(">q", 42)
-        + uv(2) + cstr("PLAINTEXT") + cstr("h1") + struct.pack(">Hh", 9092, 0) + b"\x00"
-        + uv(2) + cstr("metadata.version") + struct.pack(">hh", 7, 27) + b"\x00"
+        + uv(2)
+        + cstr("PLAINTEXT")
+        + cstr("h1")
+        + struct.pack(">Hh", 9092, 0)
+        + b"\x00"
+        + uv(2)
+        + cstr("metadata.version")
+        + struct.pack(">hh", 7, 27)
+        + b"\x00"
         + cstr("r1")
         + b"\x01"  # Fenced
         + b"\x00"  # InControlledShutdown (v1+)
-        + uv(1) + uv(0) + uv(17) + uv(2) + dir1.bytes  # LogDirs, tag 0
+        + uv(1)
+        + uv(0)
+        + uv(17)
+        + uv(2)
+        + dir1.bytes  # LogDirs, tag 0
     )
     rec = r.RegisterBrokerRecord(
-        broker_id=3, incarnation_id=inc, broker_epoch=42,
+        broker_id=3,
+        incarnation_id=inc,
+        broker_epoch=42,
         end_points=[r.BrokerEndpoint(name="PLAINTEXT", host="h1", port=9092, security_protocol=0)],
-        features=[r.BrokerFeature(name="metadata.version", min_supported_version=7, max_supported_version=27)],
-        rack="r1", fenced=True, log_dirs=[dir1],
+        features=[
+            r.BrokerFeature(
+                name="metadata.version", min_supported_version=7, max_supported_version=27
+            )
+        ],
+        rack="r1",
+        fenced=True,
+        log_dirs=[dir1],
     )
     assert r.encode(rec) == want
     assert r.decode(want) == rec
@@ -132,8 +165,14 @@ def test_register_broker_record_v0_has_no_later_fields() -> None:
 
 
 def test_fence_and_feature_and_producer_ids_bytes() -> None:
-    assert r.encode(r.FenceBrokerRecord(id=2, epoch=10)) == b"\x01\x07\x00" + struct.pack(">iq", 2, 10) + b"\x00"
-    assert r.encode(r.UnfenceBrokerRecord(id=2, epoch=10)) == b"\x01\x08\x00" + struct.pack(">iq", 2, 10) + b"\x00"
+    assert (
+        r.encode(r.FenceBrokerRecord(id=2, epoch=10))
+        == b"\x01\x07\x00" + struct.pack(">iq", 2, 10) + b"\x00"
+    )
+    assert (
+        r.encode(r.UnfenceBrokerRecord(id=2, epoch=10))
+        == b"\x01\x08\x00" + struct.pack(">iq", 2, 10) + b"\x00"
+    )
     assert r.encode(r.FeatureLevelRecord(name="metadata.version", feature_level=27)) == (
         b"\x01\x0c\x00" + cstr("metadata.version") + struct.pack(">h", 27) + b"\x00"
     )
@@ -188,7 +227,11 @@ def test_transaction_records_bytes() -> None:
         (r.BeginTransactionRecord(), b"\x01\x17\x00" + b"\x00"),
         (
             r.BeginTransactionRecord(name="create topic t"),
-            b"\x01\x17\x00" + uv(1) + uv(0) + uv(len(cstr("create topic t"))) + cstr("create topic t"),
+            b"\x01\x17\x00"
+            + uv(1)
+            + uv(0)
+            + uv(len(cstr("create topic t")))
+            + cstr("create topic t"),
         ),
         (r.EndTransactionRecord(), b"\x01\x18\x00" + b"\x00"),
         (r.AbortTransactionRecord(), b"\x01\x19\x00" + b"\x00"),
@@ -228,7 +271,13 @@ def _struct(s: Struct, cls: Any, version: int) -> st.SearchStrategy[Any]:
     for f in s.fields:
         if version not in f.versions:
             continue
-        element = _struct(f.struct, getattr(cls, f.struct.name, None) or cls._structs[f.struct.name], version) if f.struct else _scalar(f)
+        element = (
+            _struct(
+                f.struct, getattr(cls, f.struct.name, None) or cls._structs[f.struct.name], version
+            )
+            if f.struct
+            else _scalar(f)
+        )
         value = st.lists(element, max_size=3) if f.array else element
         if version in f.nullable:
             value = st.one_of(st.none(), value)
@@ -244,8 +293,27 @@ _CASES = [
 
 
 def test_every_record_type_is_declared_once() -> None:
-    assert sorted(s.api_key for s in record_schema.ALL) == [0, 1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 17, 20, 23, 24, 25]
-    assert len(_CASES) == 25  # RegisterBroker 0-3, PartitionRecord, PartitionChange, BrokerRegistrationChange 0-2
+    assert sorted(s.api_key for s in record_schema.ALL) == [
+        0,
+        1,
+        2,
+        3,
+        4,
+        5,
+        7,
+        8,
+        9,
+        12,
+        15,
+        17,
+        20,
+        23,
+        24,
+        25,
+    ]
+    assert (
+        len(_CASES) == 25
+    )  # RegisterBroker 0-3, PartitionRecord, PartitionChange, BrokerRegistrationChange 0-2
 
 
 @pytest.mark.parametrize(("schema", "version"), _CASES, ids=lambda c: getattr(c, "name", str(c)))

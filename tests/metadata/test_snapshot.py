@@ -46,7 +46,9 @@ def open_store(d: Path, clock: Clock, **configs: str) -> RaftMetadataStore:
 def start(d: Path, clock: Clock, **configs: str) -> tuple[RaftMetadataStore, LocalController]:
     store = open_store(d, clock, **configs)
     ctl = LocalController(store, 1, {})
-    ctl.start([Listener("PLAINTEXT", "127.0.0.1", 9092)], [uuid.UUID(int=4321)], "rack-a", None, clock())
+    ctl.start(
+        [Listener("PLAINTEXT", "127.0.0.1", 9092)], [uuid.UUID(int=4321)], "rack-a", None, clock()
+    )
     return store, ctl
 
 
@@ -62,16 +64,22 @@ def random_operations(ctl: LocalController, rng: random.Random, n: int) -> None:
         if op <= 1 or not topics:
             name = f"t{rng.randrange(1000)}"
             if name not in ctl.store.topics:
-                configs = {"retention.ms": str(rng.randrange(1, 10**6))} if rng.random() < 0.5 else {}
+                configs = (
+                    {"retention.ms": str(rng.randrange(1, 10**6))} if rng.random() < 0.5 else {}
+                )
                 ctl.create_topic(name, [[1]] * rng.randint(1, 4), configs)
         elif op == 2:
             ctl.delete_topic(rng.choice(topics))
         elif op == 3:
             ctl.add_partitions(rng.choice(topics), [[1]] * rng.randint(1, 2))
         elif op == 4:
-            ctl.set_topic_configs(rng.choice(topics), {"cleanup.policy": rng.choice(["compact", "delete"])})
+            ctl.set_topic_configs(
+                rng.choice(topics), {"cleanup.policy": rng.choice(["compact", "delete"])}
+            )
         elif op == 5:
-            ctl.set_broker_configs(rng.choice(["", "1"]), {"log.retention.ms": str(rng.randrange(1, 10**7))})
+            ctl.set_broker_configs(
+                rng.choice(["", "1"]), {"log.retention.ms": str(rng.randrange(1, 10**7))}
+            )
         else:
             ctl.allocate_producer_ids(1000)
 
@@ -96,15 +104,26 @@ def test_the_file_is_kafkas_layout(tmp_path: Path) -> None:
     data = (tmp_path / DIR_NAME / name).read_bytes()
     batches = [read_batch_records(data, pos) for pos, _ in rb.iter_headers(data)]
     head, *middle, foot = batches
-    assert head[0].is_control and head[0].base_offset == 0 and head[0].partition_leader_epoch == sid.epoch
+    assert (
+        head[0].is_control
+        and head[0].base_offset == 0
+        and head[0].partition_leader_epoch == sid.epoch
+    )
     assert control.control_type(head[1][0].key) == control.SNAPSHOT_HEADER
     assert control.decode_snapshot_header(head[1][0].value) == (0, NOW)
     assert foot[0].is_control and control.control_type(foot[1][0].key) == control.SNAPSHOT_FOOTER
     recs = [r.decode(rec.value) for _, rs in middle for rec in rs]
     assert [rec.offset for _, rs in batches for rec in rs] == list(range(len(recs) + 2))
     kinds = [type(rec).__name__ for rec in recs]
-    assert kinds == ["FeatureLevelRecord", "RegisterBrokerRecord", "TopicRecord", "PartitionRecord",
-                     "PartitionRecord", "ConfigRecord", "ProducerIdsRecord"]
+    assert kinds == [
+        "FeatureLevelRecord",
+        "RegisterBrokerRecord",
+        "TopicRecord",
+        "PartitionRecord",
+        "PartitionRecord",
+        "ConfigRecord",
+        "ProducerIdsRecord",
+    ]
     assert recs[1].rack == "rack-a" and not recs[1].fenced
     assert store.snapshot() is None, "nothing new since the last snapshot"
     store.close()
@@ -125,7 +144,10 @@ def test_a_snapshot_rebuilds_the_image_it_was_taken_from(tmp_path: Path, seed: i
         assert same(ms.from_snapshot(store.node.log.read_snapshot(sid) or b"", sid), image)
         assert store.node.log.start_offset == sid.end_offset
     random_operations(ctl, rng, 20)  # more after the last snapshot: replayed from the log
-    image, topics = store.image, {n: (t.topic_id, t.replicas, t.configs) for n, t in store.topics.items()}
+    image, topics = (
+        store.image,
+        {n: (t.topic_id, t.replicas, t.configs) for n, t in store.topics.items()},
+    )
     store.close()
     again = open_store(tmp_path, clock)
     assert same(again.image, image)
@@ -137,7 +159,10 @@ def test_a_snapshot_rebuilds_the_image_it_was_taken_from(tmp_path: Path, seed: i
 def test_snapshots_by_bytes_move_the_log_start_and_delete_segments(tmp_path: Path) -> None:
     clock = Clock()
     store, ctl = start(
-        tmp_path, clock, metadata_log_max_record_bytes_between_snapshots="3000", metadata_log_segment_bytes="1500"
+        tmp_path,
+        clock,
+        metadata_log_max_record_bytes_between_snapshots="3000",
+        metadata_log_segment_bytes="1500",
     )
     for i in range(60):
         ctl.create_topic(f"t{i}", [[1]], {"retention.ms": "1000"})
@@ -211,14 +236,18 @@ def test_a_damaged_snapshot_with_the_log_below_it_deleted_is_a_clear_error(tmp_p
     with pytest.raises(MetadataLogError) as exc:
         open_store(tmp_path, Clock())
     message = str(exc.value)
-    assert f"the metadata snapshot {tmp_path / DIR_NAME / name} is damaged (" in message, "which file"
+    assert f"the metadata snapshot {tmp_path / DIR_NAME / name} is damaged (" in message, (
+        "which file"
+    )
     assert "CORRUPT_MESSAGE" in message or "CRC" in message.upper(), "why"
     assert f"the log's segments start at offset {int(segments(tmp_path)[0][:20])}" in message
     assert "only voter" in message and f"Restore {name} from a backup" in message, "what to do"
     with pytest.raises(MetadataLogError) as again:  # the damaged file is set aside by now
         open_store(tmp_path, Clock())
     assert f"{name} is damaged (set aside as damaged at an earlier start)" in str(again.value)
-    assert f"Restore {name} from a backup" in str(again.value), "a restart does not come up with a hole"
+    assert f"Restore {name} from a backup" in str(again.value), (
+        "a restart does not come up with a hole"
+    )
 
 
 def test_the_same_in_a_quorum_says_to_fetch_the_leaders_snapshot(tmp_path: Path) -> None:
@@ -227,7 +256,10 @@ def test_the_same_in_a_quorum_says_to_fetch_the_leaders_snapshot(tmp_path: Path)
         RaftMetadataStore.open_networked(str(tmp_path), 1, CLUSTER, [1, 2, 3])
     message = str(exc.value)
     assert f"{name} is damaged (" in message
-    assert f"move {tmp_path / DIR_NAME} aside" in message and "fetches the leader's snapshot" in message
+    assert (
+        f"move {tmp_path / DIR_NAME} aside" in message
+        and "fetches the leader's snapshot" in message
+    )
     assert "only if the other voters hold the metadata log" in message
     with pytest.raises(MetadataLogError, match="set aside as damaged at an earlier start"):
         RaftMetadataStore.open_networked(str(tmp_path), 1, CLUSTER, [1, 2, 3])

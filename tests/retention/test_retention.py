@@ -26,8 +26,11 @@ def fill(log, batches, ts0, step_ms, size=1000):
 
 def test_time_retention_deletes_whole_old_segments_and_moves_the_start(tmp_path):
     clock = [10 * DAY]
-    mgr = LogManager([str(tmp_path)], LogConfig(segment_bytes=5000, retention_ms=DAY, file_delete_delay_ms=1000),
-                     now_ms=lambda: clock[0])
+    mgr = LogManager(
+        [str(tmp_path)],
+        LogConfig(segment_bytes=5000, retention_ms=DAY, file_delete_delay_ms=1000),
+        now_ms=lambda: clock[0],
+    )
     mgr.startup()
     log = mgr.get_or_create("t", 0)
     fill(log, 40, ts0=7 * DAY, step_ms=DAY // 10)  # 4 days of records, a few per segment
@@ -58,7 +61,10 @@ def test_time_retention_deletes_whole_old_segments_and_moves_the_start(tmp_path)
 
 
 def test_size_retention_keeps_at_least_retention_bytes(tmp_path):
-    mgr = LogManager([str(tmp_path)], LogConfig(segment_bytes=5000, retention_bytes=12000, file_delete_delay_ms=0))
+    mgr = LogManager(
+        [str(tmp_path)],
+        LogConfig(segment_bytes=5000, retention_bytes=12000, file_delete_delay_ms=0),
+    )
     mgr.startup()
     log = mgr.get_or_create("t", 0)
     fill(log, 50, ts0=int(time.time() * 1000), step_ms=1)
@@ -73,7 +79,9 @@ def test_size_retention_keeps_at_least_retention_bytes(tmp_path):
 
 
 def test_nothing_above_the_high_watermark_and_no_empty_active_segment_is_deleted(tmp_path):
-    mgr = LogManager([str(tmp_path)], LogConfig(segment_bytes=5000, retention_ms=0, file_delete_delay_ms=0))
+    mgr = LogManager(
+        [str(tmp_path)], LogConfig(segment_bytes=5000, retention_ms=0, file_delete_delay_ms=0)
+    )
     mgr.startup()
     log = mgr.get_or_create("t", 0)
     fill(log, 20, ts0=1000, step_ms=1)
@@ -90,7 +98,9 @@ def test_nothing_above_the_high_watermark_and_no_empty_active_segment_is_deleted
 
 
 def test_compact_only_topics_are_not_deleted_by_time(tmp_path):
-    mgr = LogManager([str(tmp_path)], LogConfig(segment_bytes=5000, retention_ms=0, cleanup_policy="compact"))
+    mgr = LogManager(
+        [str(tmp_path)], LogConfig(segment_bytes=5000, retention_ms=0, cleanup_policy="compact")
+    )
     mgr.startup()
     log = mgr.get_or_create("t", 0)
     fill(log, 20, ts0=1000, step_ms=1)
@@ -100,9 +110,13 @@ def test_compact_only_topics_are_not_deleted_by_time(tmp_path):
 
 
 def test_broker_applies_retention_and_consumers_reset(tmp_path):
-    with Broker({"log.retention.check.interval.ms": "200", "log.segment.delete.delay.ms": "0"}) as broker:
+    with Broker(
+        {"log.retention.check.interval.ms": "200", "log.segment.delete.delay.ms": "0"}
+    ) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        admin.create_topics([NewTopic("old", 1, 1, config={"segment.bytes": "4096", "retention.ms": "60000"})])["old"].result(10)
+        admin.create_topics(
+            [NewTopic("old", 1, 1, config={"segment.bytes": "4096", "retention.ms": "60000"})]
+        )["old"].result(10)
         p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
         old = int(time.time() * 1000) - 3_600_000
         for i in range(30):
@@ -112,8 +126,14 @@ def test_broker_applies_retention_and_consumers_reset(tmp_path):
         for i in range(5):
             p.produce("old", value=b"fresh-%d" % i, timestamp=now)
         assert p.flush(10) == 0
-        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "r", "enable.auto.commit": False,
-                      "auto.offset.reset": "earliest"})
+        c = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": "r",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+            }
+        )
         deadline = time.monotonic() + 20
         low = 0
         while time.monotonic() < deadline:

@@ -62,7 +62,11 @@ def test_a_torn_write_is_cut_back_and_the_log_goes_offline(tmp_path, monkeypatch
     log_ = Log.open(str(tmp_path / "t-0"), CONFIG)
     for _ in range(20):
         log_.append(_batch(), leader_epoch=0)
-    before = (log_.log_end_offset, log_.active_segment.size, log_.active_segment.offset_index.entries)
+    before = (
+        log_.log_end_offset,
+        log_.active_segment.size,
+        log_.active_segment.offset_index.entries,
+    )
     size_on_disk = os.path.getsize(log_.active_segment.log_path)
     FailingWrite(monkeypatch, partial=100)
     with pytest.raises(KafkaError) as info:
@@ -70,7 +74,11 @@ def test_a_torn_write_is_cut_back_and_the_log_goes_offline(tmp_path, monkeypatch
     assert info.value.code == errors.KAFKA_STORAGE_ERROR
     assert "No space left on device" in info.value.message
     assert log_.offline
-    assert (log_.log_end_offset, log_.active_segment.size, log_.active_segment.offset_index.entries) == before
+    assert (
+        log_.log_end_offset,
+        log_.active_segment.size,
+        log_.active_segment.offset_index.entries,
+    ) == before
     assert os.path.getsize(log_.active_segment.log_path) == size_on_disk
     # No later append lands after the failure, even once the disk has room again.
     with pytest.raises(KafkaError) as again:
@@ -228,12 +236,17 @@ def test_a_full_disk_is_an_error_not_sigbus(tmp_path):
     mount.mkdir()
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs needs root (CI runs as root)")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
     try:
         child = subprocess.run(
-            [sys.executable, "-c", SIGBUS_CHILD, str(mount)], capture_output=True, text=True, timeout=120
+            [sys.executable, "-c", SIGBUS_CHILD, str(mount)],
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
     finally:
         subprocess.run(["umount", str(mount)], check=False)

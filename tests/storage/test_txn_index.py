@@ -78,7 +78,9 @@ def test_markers_must_increase(index: TransactionIndex) -> None:
     ("offset", "kept"),
     [(0, 0), (105, 0), (106, 1), (120, 1), (121, 2), (130, 2), (131, 3), (10_000, 3)],
 )
-def test_truncate_to_drops_entries_with_a_marker_at_or_above(index: TransactionIndex, offset: int, kept: int) -> None:
+def test_truncate_to_drops_entries_with_a_marker_at_or_above(
+    index: TransactionIndex, offset: int, kept: int
+) -> None:
     entries = [(1, 100, 105, 106), (2, 101, 120, 121), (3, 125, 130, 131)]
     for e in entries:
         index.append(TxnIndexEntry(*e))
@@ -124,7 +126,9 @@ def _random_entries(rng: random.Random, n: int) -> list[tuple[int, int, int, int
     fetch=st.integers(0, 30_000),
     width=st.integers(1, 2000),
 )
-def test_collect_finds_what_kafkas_scan_finds(tmp_path_factory, seed: int, n: int, fetch: int, width: int) -> None:
+def test_collect_finds_what_kafkas_scan_finds(
+    tmp_path_factory, seed: int, n: int, fetch: int, width: int
+) -> None:
     # Up to 2500 entries: more than one read chunk, and a binary search with many steps.
     rng = random.Random(seed)
     entries = _random_entries(rng, n)
@@ -185,7 +189,10 @@ def test_reads_a_file_kafka_wrote(tmp_path) -> None:
     ))  # fmt: skip
     idx = TransactionIndex(str(path), 1000)
     idx.sanity_check()
-    assert idx.all_entries() == [TxnIndexEntry(10, 1000, 1010, 1011), TxnIndexEntry(12, 1002, 1016, 1013)]
+    assert idx.all_entries() == [
+        TxnIndexEntry(10, 1000, 1010, 1011),
+        TxnIndexEntry(12, 1002, 1016, 1013),
+    ]
     assert idx.collect(1011, 1012) == ([TxnIndexEntry(12, 1002, 1016, 1013)], True)
     assert idx.collect(1000, 1011) == ([TxnIndexEntry(10, 1000, 1010, 1011)], True)
     idx.close()
@@ -193,7 +200,14 @@ def test_reads_a_file_kafka_wrote(tmp_path) -> None:
 
 def test_the_segment_renames_and_deletes_it_with_its_other_files(tmp_path) -> None:
     d = str(tmp_path)
-    seg = LogSegment(d, 100, index_interval_bytes=4096, max_index_size=1 << 16, active=True, file_suffix=".cleaned")
+    seg = LogSegment(
+        d,
+        100,
+        index_interval_bytes=4096,
+        max_index_size=1 << 16,
+        active=True,
+        file_suffix=".cleaned",
+    )
     seg.ensure_created()
     seg.txn_index.append(TxnIndexEntry(1, 100, 105, 106))
     seg.change_file_suffixes(".cleaned", ".swap")
@@ -211,7 +225,9 @@ def test_the_segment_renames_and_deletes_it_with_its_other_files(tmp_path) -> No
 
 
 def test_a_segment_without_aborts_has_no_txnindex_and_costs_no_read(tmp_path, monkeypatch) -> None:
-    seg = LogSegment(str(tmp_path), 0, index_interval_bytes=4096, max_index_size=1 << 16, active=True)
+    seg = LogSegment(
+        str(tmp_path), 0, index_interval_bytes=4096, max_index_size=1 << 16, active=True
+    )
     seg.ensure_created()
     seg.flush()
     seg.truncate_to(0)

@@ -82,7 +82,11 @@ def test_build_control_batch_is_kafkas_end_transaction_marker(committed: bool, k
     body = b"\x00" + _zigzag(0) + _zigzag(0) + _zigzag(4) + key + _zigzag(6) + value + _zigzag(0)
     record = _zigzag(len(body)) + body
     tail = struct.pack(">hiqqqhii", 0x30, 0, 1_234, 1_234, 9_000_000_001, 5, -1, 1) + record
-    expected = struct.pack(">qiib", 0, 4 + 1 + 4 + len(tail), -1, 2) + struct.pack(">I", crc32c(tail)) + tail
+    expected = (
+        struct.pack(">qiib", 0, 4 + 1 + 4 + len(tail), -1, 2)
+        + struct.pack(">I", crc32c(tail))
+        + tail
+    )
     got = build_control_batch(9_000_000_001, 5, 77, committed, 1_234)
     assert bytes(got) == expected
     header = rb.check_batch(got, 0, len(got))
@@ -161,7 +165,9 @@ def test_a_commit_writes_no_entry_and_a_marker_without_a_transaction_ends_nothin
     marker(log, A, commit=True)
     m = marker(log, B, commit=False)  # B never wrote here: allowed, as Kafka writes it
     assert m == 2 and log.log_end_offset == 3
-    assert index_files(log) == {} and not any(n.endswith(".txnindex") for n in os.listdir(log.directory))
+    assert index_files(log) == {} and not any(
+        n.endswith(".txnindex") for n in os.listdir(log.directory)
+    )
     assert log.producer_state.producers[B].current_txn_first_offset == -1
     assert (log.first_unstable_offset, log.last_stable_offset) == (None, 3)
     assert log.collect_aborted_transactions(0, 3) == []
@@ -185,7 +191,11 @@ def test_marker_epochs(log: Log) -> None:
     # becomes the producer's: its old epoch is fenced from then on.
     marker(log, A, commit=False, epoch=4, coordinator_epoch=4)  # 3
     entry = log.producer_state.producers[A]
-    assert (entry.producer_epoch, entry.coordinator_epoch, entry.current_txn_first_offset) == (4, 4, -1)
+    assert (entry.producer_epoch, entry.coordinator_epoch, entry.current_txn_first_offset) == (
+        4,
+        4,
+        -1,
+    )
     with pytest.raises(KafkaError) as exc:
         log.append(txn_batch(A, 2, 1, epoch=3))
     assert exc.value.code == FENCED
@@ -197,7 +207,9 @@ def test_marker_epochs(log: Log) -> None:
 
 
 def _control(key: bytes | None, value: bytes | None, n: int = 1) -> bytearray:
-    return build_batch([(key, value)] * n, producer_id=A, producer_epoch=0, transactional=True, control=True)
+    return build_batch(
+        [(key, value)] * n, producer_id=A, producer_epoch=0, transactional=True, control=True
+    )
 
 
 def _resigned(batch: bytearray, at: int, data: bytes) -> bytearray:
@@ -210,19 +222,49 @@ def _resigned(batch: bytearray, at: int, data: bytes) -> bytearray:
 @pytest.mark.parametrize(
     ("name", "bad", "code"),
     [
-        ("a 3-byte key", _control(b"\x00\x00\x00", struct.pack(">hi", 0, 0)), errors.INVALID_RECORD),
+        (
+            "a 3-byte key",
+            _control(b"\x00\x00\x00", struct.pack(">hi", 0, 0)),
+            errors.INVALID_RECORD,
+        ),
         ("no key", _control(None, struct.pack(">hi", 0, 0)), errors.INVALID_RECORD),
-        ("a KRaft control type", _control(struct.pack(">hh", 0, 2), struct.pack(">hi", 0, 0)), errors.INVALID_RECORD),
-        ("an unknown type", _control(struct.pack(">hh", 0, 9), struct.pack(">hi", 0, 0)), errors.INVALID_RECORD),
-        ("a negative key version", _control(struct.pack(">hh", -1, 0), struct.pack(">hi", 0, 0)), errors.INVALID_RECORD),
+        (
+            "a KRaft control type",
+            _control(struct.pack(">hh", 0, 2), struct.pack(">hi", 0, 0)),
+            errors.INVALID_RECORD,
+        ),
+        (
+            "an unknown type",
+            _control(struct.pack(">hh", 0, 9), struct.pack(">hi", 0, 0)),
+            errors.INVALID_RECORD,
+        ),
+        (
+            "a negative key version",
+            _control(struct.pack(">hh", -1, 0), struct.pack(">hi", 0, 0)),
+            errors.INVALID_RECORD,
+        ),
         ("a 5-byte value", _control(struct.pack(">hh", 0, 0), b"\x00" * 5), errors.INVALID_RECORD),
-        ("a negative value version", _control(struct.pack(">hh", 0, 1), struct.pack(">hi", -2, 0)), errors.INVALID_RECORD),
+        (
+            "a negative value version",
+            _control(struct.pack(">hh", 0, 1), struct.pack(">hi", -2, 0)),
+            errors.INVALID_RECORD,
+        ),
         # Records that do not decode, with a CRC that matches them: a key length past the end.
-        ("garbage records", _resigned(build_control_batch(A, 0, 0, False, 0), rb.HEADER_SIZE + 4, b"\x7e"), errors.CORRUPT_MESSAGE),
-        ("a bad CRC", _resigned(build_control_batch(A, 0, 0, False, 0), 0, b"")[:-1] + b"\x99", errors.CORRUPT_MESSAGE),
+        (
+            "garbage records",
+            _resigned(build_control_batch(A, 0, 0, False, 0), rb.HEADER_SIZE + 4, b"\x7e"),
+            errors.CORRUPT_MESSAGE,
+        ),
+        (
+            "a bad CRC",
+            _resigned(build_control_batch(A, 0, 0, False, 0), 0, b"")[:-1] + b"\x99",
+            errors.CORRUPT_MESSAGE,
+        ),
     ],
 )
-def test_a_corrupt_control_batch_is_refused_whole(log: Log, name: str, bad: bytearray, code: int) -> None:
+def test_a_corrupt_control_batch_is_refused_whole(
+    log: Log, name: str, bad: bytearray, code: int
+) -> None:
     step(log, txn_batch(A, 0, 2))
     end, size = log.log_end_offset, log.size_in_bytes
     state = {p: e.copy() for p, e in log.producer_state.producers.items()}
@@ -290,7 +332,9 @@ def test_collect_aborted_transactions_across_segments_and_rolls(tmp_path) -> Non
     end = log.log_end_offset
     for start in range(end + 1):
         for upper in range(start, end + 2):
-            assert log.collect_aborted_transactions(start, upper) == _brute_force(log, start, upper), (start, upper)
+            assert log.collect_aborted_transactions(start, upper) == _brute_force(
+                log, start, upper
+            ), (start, upper)
     log.close()
 
 
@@ -302,7 +346,9 @@ def test_collect_reads_no_file_of_a_segment_without_aborts(tmp_path, monkeypatch
     assert len(log.segments) > 5 and index_files(log) == {}
     opened = []
     real_open = os.open
-    monkeypatch.setattr(os, "open", lambda path, *a, **k: opened.append(path) or real_open(path, *a, **k))
+    monkeypatch.setattr(
+        os, "open", lambda path, *a, **k: opened.append(path) or real_open(path, *a, **k)
+    )
     assert log.collect_aborted_transactions(0, log.log_end_offset) == []
     assert not [p for p in opened if str(p).endswith(".txnindex")]
     log.close()
@@ -323,7 +369,9 @@ def test_truncation_in_the_middle_of_a_transaction(tmp_path) -> None:
         assert_txn_state(log)
         first = min(log.producer_state.ongoing, default=None)
         assert log.first_unstable_offset == first
-        assert log.last_stable_offset == (log.high_watermark if first is None else min(first, log.high_watermark))
+        assert log.last_stable_offset == (
+            log.high_watermark if first is None else min(first, log.high_watermark)
+        )
         # Put the rest back as a follower copies its leader's batches, and the same rolls
         # come back with them.
         for batch in _batches_from(history, log.log_end_offset):
@@ -458,7 +506,11 @@ def test_retention_deletes_txn_indexes_with_their_segments(tmp_path) -> None:
     assert index_files(log) == kept
     # What a fetch from the new start gets: every abort still overlapping it (its first offset
     # may be in a segment gone: the client drops from there, which is below the fetch).
-    entries = [KAFKA_ENTRY.unpack_from(data, p)[1:] for _b, data in sorted(kept.items()) for p in range(0, len(data), 34)]
+    entries = [
+        KAFKA_ENTRY.unpack_from(data, p)[1:]
+        for _b, data in sorted(kept.items())
+        for p in range(0, len(data), 34)
+    ]
     start, end = log.log_start_offset, log.log_end_offset
     for upper in range(start, end + 1):
         expected = [AbortedTxn(p, f) for p, f, last, _ in entries if last >= start and f < upper]

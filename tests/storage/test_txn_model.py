@@ -108,7 +108,9 @@ class TxnMachine(RuleBasedStateMachine):
         assert self.log is not None
         if idempotent:
             seq = self._next_seq(IDEMPOTENT)
-            batch = build_batch([(b"i", b"v")] * n, producer_id=IDEMPOTENT, producer_epoch=0, base_sequence=seq)
+            batch = build_batch(
+                [(b"i", b"v")] * n, producer_id=IDEMPOTENT, producer_epoch=0, base_sequence=seq
+            )
             info = self.log.append(batch)
             self.history.append((info.first_offset, info.last_offset, IDEMPOTENT, "idem"))
             self.last_seqs[info.last_offset] = seq + n - 1
@@ -145,7 +147,9 @@ class TxnMachine(RuleBasedStateMachine):
         assert self.log is not None
         recovery_point = data.draw(st.integers(0, self.log.recovery_point), label="recovery_point")
         self.log.close_handles()  # a crash: no snapshot at the end, nothing trimmed
-        self.log = Log.open(self.dir, self.config, recovery_point=recovery_point, clean_shutdown=False, now_ms=0)
+        self.log = Log.open(
+            self.dir, self.config, recovery_point=recovery_point, clean_shutdown=False, now_ms=0
+        )
         self._sync_hw()
 
     @rule()

@@ -27,7 +27,9 @@ WRITER = os.path.join(os.path.dirname(__file__), "txn_sigkill_writer.py")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _run_and_kill(log_dir: str, out_path: str, seed: int, segment_bytes: int, after_acks: int, delay: float) -> None:
+def _run_and_kill(
+    log_dir: str, out_path: str, seed: int, segment_bytes: int, after_acks: int, delay: float
+) -> None:
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with open(out_path, "w") as out:
         proc = subprocess.Popen(
@@ -53,7 +55,11 @@ def _run_and_kill(log_dir: str, out_path: str, seed: int, segment_bytes: int, af
 
 def _acks(out_path: str) -> list[tuple[int, int]]:
     with open(out_path) as f:
-        return [(int(p[1]), int(p[2])) for p in (line.split() for line in f) if len(p) == 3 and p[0] == "ack"]
+        return [
+            (int(p[1]), int(p[2]))
+            for p in (line.split() for line in f)
+            if len(p) == 3 and p[0] == "ack"
+        ]
 
 
 @pytest.mark.parametrize("round_", range(4))
@@ -63,7 +69,14 @@ def test_sigkill_mid_transaction(tmp_path, round_: int) -> None:
     segment_bytes = rng.choice([2048, 4096, 8192])
     log_dir = str(tmp_path / "data")
     out_path = str(tmp_path / "out.txt")
-    _run_and_kill(log_dir, out_path, seed, segment_bytes, after_acks=rng.randint(60, 400), delay=rng.uniform(0, 0.05))
+    _run_and_kill(
+        log_dir,
+        out_path,
+        seed,
+        segment_bytes,
+        after_acks=rng.randint(60, 400),
+        delay=rng.uniform(0, 0.05),
+    )
     acks = _acks(out_path)
     assert [i for i, _ in acks] == list(range(len(acks)))
     assert not os.path.exists(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE))

@@ -17,7 +17,9 @@ from gregor.storage.producer_state import AppendOrigin
 KAFKA_ENTRY = struct.Struct(">hqqqq")  # version, producerId, firstOffset, lastOffset, LSO
 
 
-def txn_batch(pid: int, seq: int, n: int = 1, *, epoch: int = 0, ts: int = 1_000, key: bytes = b"k") -> bytearray:
+def txn_batch(
+    pid: int, seq: int, n: int = 1, *, epoch: int = 0, ts: int = 1_000, key: bytes = b"k"
+) -> bytearray:
     return build_batch(
         [(key + b"%d" % i, b"v%d" % (seq + i)) for i in range(n)],
         base_timestamp=ts,
@@ -32,10 +34,14 @@ def plain(n: int = 1, ts: int = 1_000) -> bytearray:
     return build_batch([(b"p%d" % i, b"x") for i in range(n)], base_timestamp=ts)
 
 
-def end_txn(log: Log, pid: int, commit: bool, *, epoch: int = 0, coordinator_epoch: int = 0, ts: int = 1_000) -> int:
+def end_txn(
+    log: Log, pid: int, commit: bool, *, epoch: int = 0, coordinator_epoch: int = 0, ts: int = 1_000
+) -> int:
     """Append a marker as a coordinator does; its offset."""
     info = log.append(
-        build_control_batch(pid, epoch, coordinator_epoch, commit, ts), origin=AppendOrigin.COORDINATOR, now_ms=ts
+        build_control_batch(pid, epoch, coordinator_epoch, commit, ts),
+        origin=AppendOrigin.COORDINATOR,
+        now_ms=ts,
     )
     return info.first_offset
 
@@ -54,7 +60,9 @@ def segment_file_batches(log: Log) -> list[tuple[int, list[tuple[rb.BatchHeader,
     return out
 
 
-def oracle(log: Log, start: int = 0) -> tuple[dict[int, list[tuple[int, int, int, int]]], dict[int, int]]:
+def oracle(
+    log: Log, start: int = 0
+) -> tuple[dict[int, list[tuple[int, int, int, int]]], dict[int, int]]:
     """(segment base -> its .txnindex entries, producer id -> first offset of its open
     transaction), from the batches at or above `start` (below it, the log's start)."""
     open_txns: dict[int, int] = {}

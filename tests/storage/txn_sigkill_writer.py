@@ -23,7 +23,9 @@ PRODUCERS = [501, 502, 503, 504]
 
 
 def config(segment_bytes: int) -> LogConfig:
-    return LogConfig(segment_bytes=segment_bytes, index_interval_bytes=256, segment_index_bytes=65536)
+    return LogConfig(
+        segment_bytes=segment_bytes, index_interval_bytes=256, segment_index_bytes=65536
+    )
 
 
 def script(seed: int) -> Iterator[tuple[bytearray, AppendOrigin]]:
@@ -39,9 +41,18 @@ def script(seed: int) -> Iterator[tuple[bytearray, AppendOrigin]]:
         pid = rng.choice(PRODUCERS)
         if roll < 0.5:
             n = rng.randint(1, 4)
-            recs = [(b"k%d" % rng.randrange(50), rng.randbytes(rng.randint(10, 200))) for _ in range(n)]
+            recs = [
+                (b"k%d" % rng.randrange(50), rng.randbytes(rng.randint(10, 200))) for _ in range(n)
+            ]
             yield (
-                build_batch(recs, base_timestamp=ts, producer_id=pid, producer_epoch=0, base_sequence=seqs[pid], transactional=True),
+                build_batch(
+                    recs,
+                    base_timestamp=ts,
+                    producer_id=pid,
+                    producer_epoch=0,
+                    base_sequence=seqs[pid],
+                    transactional=True,
+                ),
                 AppendOrigin.CLIENT,
             )
             seqs[pid] += n

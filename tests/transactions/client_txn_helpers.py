@@ -30,11 +30,21 @@ FAST = {
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 3) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(15)
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[
+        topic
+    ].result(15)
 
 
 def txn_producer(bootstrap: str, transactional_id: str, **extra: Any) -> ck.Producer:
-    p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "linger.ms": 5, **FAST, **extra})
+    p = ck.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": transactional_id,
+            "linger.ms": 5,
+            **FAST,
+            **extra,
+        }
+    )
     p.init_transactions(30)
     return p
 
@@ -65,7 +75,9 @@ class Reader:
                 **FAST,
             }
         )
-        self.consumer.assign([ck.TopicPartition(topic, i, ck.OFFSET_BEGINNING) for i in range(partitions)])
+        self.consumer.assign(
+            [ck.TopicPartition(topic, i, ck.OFFSET_BEGINNING) for i in range(partitions)]
+        )
         self.values: list[str] = []
 
     def poll_for(self, seconds: float) -> list[str]:
@@ -88,7 +100,16 @@ class Reader:
         self.consumer.close()
 
 
-def read_all(bootstrap: str, topic: str, partitions: int, *, read_committed: bool, count: int, timeout: float = 20, settle: float = 1.0) -> list[str]:
+def read_all(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    *,
+    read_committed: bool,
+    count: int,
+    timeout: float = 20,
+    settle: float = 1.0,
+) -> list[str]:
     """The values a fresh consumer reads: waits for `count`, then `settle` s more for extras."""
     r = Reader(bootstrap, topic, partitions, read_committed)
     try:

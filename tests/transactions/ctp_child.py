@@ -29,7 +29,9 @@ consumer = ck.Consumer(
         **fast,
     }
 )
-producer = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5, **fast})
+producer = ck.Producer(
+    {"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5, **fast}
+)
 producer.init_transactions(30)
 consumer.subscribe([source])
 while True:

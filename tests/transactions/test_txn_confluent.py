@@ -90,7 +90,9 @@ def test_two_producers_interleave_on_the_same_partitions(bootstrap: str, name: s
             two.commit_transaction(15)
             one.abort_transaction(15)
             kept += [f"two-{round_}-{i}-{part}" for i in range(5) for part in (0, 1)]
-    assert sorted(read_all(bootstrap, name, 2, read_committed=True, count=len(kept))) == sorted(kept)
+    assert sorted(read_all(bootstrap, name, 2, read_committed=True, count=len(kept))) == sorted(
+        kept
+    )
     assert len(read_all(bootstrap, name, 2, read_committed=False, count=80)) == 80
 
 
@@ -108,9 +110,17 @@ def test_a_second_producer_with_the_same_id_fences_the_first(bootstrap: str, nam
         zombie.produce(name, value=b"zombie2")
         zombie.commit_transaction(10)
     err: Any = raised.value.args[0]
-    assert err.fatal() or err.code() in (ck.KafkaError._FENCED, ck.KafkaError.PRODUCER_FENCED, ck.KafkaError.INVALID_PRODUCER_EPOCH)
+    assert err.fatal() or err.code() in (
+        ck.KafkaError._FENCED,
+        ck.KafkaError.PRODUCER_FENCED,
+        ck.KafkaError.INVALID_PRODUCER_EPOCH,
+    )
     assert read_all(bootstrap, name, 1, read_committed=True, count=1) == ["fresh0"]
-    assert sorted(read_all(bootstrap, name, 1, read_committed=False, count=3)) == ["fresh0", "zombie0", "zombie1"]
+    assert sorted(read_all(bootstrap, name, 1, read_committed=False, count=3)) == [
+        "fresh0",
+        "zombie0",
+        "zombie1",
+    ]
 
 
 def test_the_coordinator_aborts_a_transaction_past_its_timeout(bootstrap: str, name: str) -> None:
@@ -136,7 +146,9 @@ def test_the_coordinator_aborts_a_transaction_past_its_timeout(bootstrap: str, n
         hung.commit_transaction(10)
 
 
-def test_a_broker_killed_mid_transaction_recovers_markers_and_lso(make_broker: Any, name: str) -> None:
+def test_a_broker_killed_mid_transaction_recovers_markers_and_lso(
+    make_broker: Any, name: str
+) -> None:
     broker: Broker = make_broker()
     create_topic(broker.bootstrap, name, 1)
     p = txn_producer(broker.bootstrap, name)
@@ -147,16 +159,34 @@ def test_a_broker_killed_mid_transaction_recovers_markers_and_lso(make_broker: A
     _send(p, name, ["open0", "open1"])
     broker.restart(clean=False)  # SIGKILL with the second transaction open
 
-    assert read_all(broker.bootstrap, name, 1, read_committed=True, count=2, settle=1.5) == ["done0", "done1"]
-    assert sorted(read_all(broker.bootstrap, name, 1, read_committed=False, count=4)) == ["done0", "done1", "open0", "open1"]
+    assert read_all(broker.bootstrap, name, 1, read_committed=True, count=2, settle=1.5) == [
+        "done0",
+        "done1",
+    ]
+    assert sorted(read_all(broker.bootstrap, name, 1, read_committed=False, count=4)) == [
+        "done0",
+        "done1",
+        "open0",
+        "open1",
+    ]
     # A new producer with the same id aborts the open transaction; then its own commits show.
-    again = wait_until(lambda: _try_producer(broker.bootstrap, name), 30, "a producer after the restart")
+    again = wait_until(
+        lambda: _try_producer(broker.bootstrap, name), 30, "a producer after the restart"
+    )
     again.begin_transaction()
     _send(again, name, ["after0"])
     again.commit_transaction(15)
-    assert read_all(broker.bootstrap, name, 1, read_committed=True, count=3) == ["done0", "done1", "after0"]
+    assert read_all(broker.bootstrap, name, 1, read_committed=True, count=3) == [
+        "done0",
+        "done1",
+        "after0",
+    ]
     broker.restart(clean=True)
-    assert read_all(broker.bootstrap, name, 1, read_committed=True, count=3) == ["done0", "done1", "after0"]
+    assert read_all(broker.bootstrap, name, 1, read_committed=True, count=3) == [
+        "done0",
+        "done1",
+        "after0",
+    ]
 
 
 def _try_producer(bootstrap: str, txn_id: str) -> ck.Producer | None:

@@ -20,7 +20,15 @@ RECORDS = 1000
 
 def _start(bootstrap: str, name: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "ctp_child.py"), bootstrap, name + "-in", name + "-out", name, name + "-txn"],
+        [
+            sys.executable,
+            os.path.join(HERE, "ctp_child.py"),
+            bootstrap,
+            name + "-in",
+            name + "-out",
+            name,
+            name + "-txn",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -64,4 +72,6 @@ def test_killed_and_restarted_loop_writes_each_record_once(bootstrap: str, name:
     values = sorted(int(v) for v in out.values)
     missing = sorted(set(range(RECORDS)) - set(values))
     dupes = len(values) - len(set(values))
-    assert not missing and not dupes, f"{len(missing)} missing (e.g. {missing[:5]}), {dupes} duplicated"
+    assert not missing and not dupes, (
+        f"{len(missing)} missing (e.g. {missing[:5]}), {dupes} duplicated"
+    )

@@ -60,7 +60,12 @@ def test_kafka_python_commits_and_aborts(bootstrap: str, name: str) -> None:
 
 
 async def _aio_read(bootstrap: str, topic: str, isolation: str, count: int) -> list[str]:
-    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, auto_offset_reset="earliest", enable_auto_commit=False)
+    c = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        isolation_level=isolation,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
     await c.start()
     try:
         tps = [TopicPartition(topic, i) for i in range(2)]

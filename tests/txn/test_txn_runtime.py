@@ -33,7 +33,16 @@ class FakeWriter:
         self.hold = False
         self.errors: list[dict[tuple[str, int], int]] = []
 
-    def __call__(self, tid: str, pid: int, epoch: int, coordinator_epoch: int, committed: bool, partitions: list[tuple[str, int]], done: Done) -> None:
+    def __call__(
+        self,
+        tid: str,
+        pid: int,
+        epoch: int,
+        coordinator_epoch: int,
+        committed: bool,
+        partitions: list[tuple[str, int]],
+        done: Done,
+    ) -> None:
         self.calls.append((tid, pid, epoch, coordinator_epoch, committed, list(partitions)))
         if self.hold:
             self.held.append((partitions, done))
@@ -47,18 +56,30 @@ class FakeWriter:
             done(dict.fromkeys(partitions, codes.NONE))
 
 
-def broker(tmp_path: Path, writer: FakeWriter, **extra: str) -> tuple[BrokerServer, TransactionCoordinator]:
-    config = BrokerConfig.load(None, {
-        "log.dirs": str(tmp_path / "logs"),
-        "transaction.state.log.num.partitions": "3",
-        "transaction.state.log.load.buffer.size": "2000",
-        "offsets.topic.num.partitions": "7",
-        **extra,
-    })
+def broker(
+    tmp_path: Path, writer: FakeWriter, **extra: str
+) -> tuple[BrokerServer, TransactionCoordinator]:
+    config = BrokerConfig.load(
+        None,
+        {
+            "log.dirs": str(tmp_path / "logs"),
+            "transaction.state.log.num.partitions": "3",
+            "transaction.state.log.load.buffer.size": "2000",
+            "offsets.topic.num.partitions": "7",
+            **extra,
+        },
+    )
     b = BrokerServer(config)
     b.now_ms = lambda: NOW  # type: ignore[method-assign]  # loading starts the timers at NOW
     b.transactions = TransactionCoordinator(
-        b.node_id, b.store, b.replicas, b.admin, b.config_value, b.apply_metadata, b.producer_ids.next_id, writer
+        b.node_id,
+        b.store,
+        b.replicas,
+        b.admin,
+        b.config_value,
+        b.apply_metadata,
+        b.producer_ids.next_id,
+        writer,
     )
     b.logs.startup()
     b.apply_metadata()
@@ -100,10 +121,15 @@ def test_the_topic_is_created_on_first_use(tmp_path: Path) -> None:
     assert txns.init_producer_id("tx", 60_000, -1, -1, NOW).error == codes.NOT_COORDINATOR
     txns.ensure_transaction_topic()
     info = b.store.topics[TRANSACTION_TOPIC]
-    assert info.partitions == 3 and all(len(r) == 1 for r in info.replicas)  # factor 3 capped to 1 broker
+    assert info.partitions == 3 and all(
+        len(r) == 1 for r in info.replicas
+    )  # factor 3 capped to 1 broker
     assert info.configs == {
-        "cleanup.policy": "compact", "compression.type": "uncompressed", "unclean.leader.election.enable": "false",
-        "min.insync.replicas": "1", "segment.bytes": "1048576",
+        "cleanup.policy": "compact",
+        "compression.type": "uncompressed",
+        "unclean.leader.election.enable": "false",
+        "min.insync.replicas": "1",
+        "segment.bytes": "1048576",
     }
     assert txns.coordinator_error("tx") == codes.NONE and txns.is_leader_for("tx")
     b.logs.shutdown()
@@ -125,10 +151,15 @@ def test_a_transaction_over_real_storage_with_markers_answered_at_once(tmp_path:
     assert writer.calls == [("tx", pid, 0, 0, True, sorted([("a", 0), ("b", 1), offsets_tp]))]
     records = written(b, "tx")
     assert states(records) == ["Empty", "Ongoing", "Ongoing", "PrepareCommit", "CompleteCommit"]
-    assert records[3].value is not None and records[3].value.partitions == frozenset({("a", 0), ("b", 1), offsets_tp})
+    assert records[3].value is not None and records[3].value.partitions == frozenset(
+        {("a", 0), ("b", 1), offsets_tp}
+    )
     assert txns.describe("tx").state == "CompleteCommit"
     assert txns.verify_partition("tx", pid, 0, "a", 0) == codes.INVALID_TXN_STATE
-    assert txns.verify_partition("tx", pid, 0, "a", 0, abortable_supported=True) == codes.TRANSACTION_ABORTABLE
+    assert (
+        txns.verify_partition("tx", pid, 0, "a", 0, abortable_supported=True)
+        == codes.TRANSACTION_ABORTABLE
+    )
     assert txns.verify_partition("tx", pid, 1, "a", 0) == codes.INVALID_PRODUCER_EPOCH
     assert txns.verify_partition("nobody", pid, 0, "a", 0) == codes.INVALID_PRODUCER_ID_MAPPING
     b.logs.shutdown()
@@ -173,7 +204,9 @@ def test_late_marker_answers_restart_and_load_by_replay(tmp_path: Path) -> None:
     assert load(t2, NOW + 10) > 2, "loaded in steps"
     after = {tid: m for s in t2.runtime.shards() for tid, m in s.txns.items()}
     assert after.keys() == before.keys()
-    assert {k: v for k, v in after.items() if k != "left"} == {k: v for k, v in before.items() if k != "left"}
+    assert {k: v for k, v in after.items() if k != "left"} == {
+        k: v for k, v in before.items() if k != "left"
+    }
     # The markers of the transaction left preparing are written again, then it completes; the
     # coordinator epoch is the partition's leader epoch, which the restart bumped.
     leader_epoch = b2.replicas.leader(TRANSACTION_TOPIC, t2.partition_for("left")).leader_epoch
@@ -188,7 +221,9 @@ def test_late_marker_answers_restart_and_load_by_replay(tmp_path: Path) -> None:
 
 def test_timed_out_transactions_are_aborted_by_the_timer(tmp_path: Path) -> None:
     writer = FakeWriter()
-    b, txns = broker(tmp_path, writer, **{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"})
+    b, txns = broker(
+        tmp_path, writer, **{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"}
+    )
     txns.ensure_transaction_topic()
     pid = txns.init_producer_id("tx", 2000, -1, -1, NOW).producer_id
     txns.add_partitions("tx", pid, 0, [("a", 0)], NOW)
@@ -232,7 +267,9 @@ def test_marker_errors_are_retried_and_deleted_topics_skipped(tmp_path: Path) ->
     txns.ensure_transaction_topic()
     pid = txns.init_producer_id("tx", 60_000, -1, -1, NOW).producer_id
     txns.add_partitions("tx", pid, 0, [("a", 0), ("a", 1), ("b", 0)], NOW)
-    writer.errors = [{("a", 1): codes.NOT_LEADER_OR_FOLLOWER, ("b", 0): codes.UNKNOWN_TOPIC_OR_PARTITION}]
+    writer.errors = [
+        {("a", 1): codes.NOT_LEADER_OR_FOLLOWER, ("b", 0): codes.UNKNOWN_TOPIC_OR_PARTITION}
+    ]
     txns.end_txn("tx", pid, 0, True, 0, NOW)
     assert txns.describe("tx").state == "PrepareCommit"
     assert txns.describe("tx").partitions == [("a", [1])]

@@ -48,7 +48,11 @@ def test_transition_table_is_kafkas() -> None:
         "PrepareEpochFence": {"Ongoing"},
     }
     assert [s.id for s in ALL_STATES] == [0, 1, 2, 3, 4, 5, 6, 7]
-    assert {s.name for s in ALL_STATES if s.expiration_allowed} == {"Empty", "CompleteCommit", "CompleteAbort"}
+    assert {s.name for s in ALL_STATES if s.expiration_allowed} == {
+        "Empty",
+        "CompleteCommit",
+        "CompleteAbort",
+    }
     with pytest.raises(IllegalTransition):
         check_transition(EMPTY, PREPARE_COMMIT)
     with pytest.raises(IllegalTransition):
@@ -62,13 +66,17 @@ def test_replay_of_an_illegal_transition_is_refused_but_loading_takes_the_last_r
     with pytest.raises(IllegalTransition):
         h.shard.replay(bad)  # Empty -> CompleteCommit
     with pytest.raises(IllegalTransition):
-        h.shard.replay(TxnRecord("new", TransactionMetadata(5, 0, 60_000, ONGOING, frozenset({A0}))))
+        h.shard.replay(
+            TxnRecord("new", TransactionMetadata(5, 0, 60_000, ONGOING, frozenset({A0})))
+        )
     # While loading, compaction may have removed any record: the last one of an id wins.
     h.log = [TxnRecord("x", TransactionMetadata(7, 3, 1000, ONGOING, frozenset({A0}), 5, 5)), bad]
     shard = h.reload()
     assert shard.txns[T].state is COMPLETE_COMMIT and shard.txns["x"].state is ONGOING
     # A PrepareEpochFence (never written, by Kafka or us) loads as the abort it stands for.
-    h.log = [TxnRecord(T, TransactionMetadata(pid, 4, 1000, PREPARE_EPOCH_FENCE, frozenset({A0}), 5, 5))]
+    h.log = [
+        TxnRecord(T, TransactionMetadata(pid, 4, 1000, PREPARE_EPOCH_FENCE, frozenset({A0}), 5, 5))
+    ]
     h.reload()
     assert h.state(T) is PREPARE_ABORT
     assert [(m.partitions, m.committed, m.producer_epoch) for m in h.markers] == [((A0,), False, 4)]
@@ -82,7 +90,12 @@ def test_new_id_then_epoch_bumps() -> None:
     assert h.init(T) == (FIRST_PID, 0)
     [record] = h.log
     assert record.value is not None
-    assert (record.value.state, record.value.partitions, record.value.start_ms, record.value.timeout_ms) == (EMPTY, frozenset(), -1, 60_000)
+    assert (
+        record.value.state,
+        record.value.partitions,
+        record.value.start_ms,
+        record.value.timeout_ms,
+    ) == (EMPTY, frozenset(), -1, 60_000)
     assert h.init(T, timeout_ms=30_000) == (FIRST_PID, 1)
     assert h.shard.txns[T].timeout_ms == 30_000
     assert h.init("other") == (FIRST_PID + 1, 0)
@@ -115,7 +128,11 @@ def test_kip360_producer_named_in_the_request() -> None:
 
 def load_at_epoch(h: Harness, epoch: int, state=EMPTY) -> int:  # type: ignore[no-untyped-def]
     """Make T's producer sit at `epoch` (through the log, as a restart would see it)."""
-    h.log = [TxnRecord(T, TransactionMetadata(FIRST_PID + 50, epoch, 60_000, state, last_update_ms=h.now))]
+    h.log = [
+        TxnRecord(
+            T, TransactionMetadata(FIRST_PID + 50, epoch, 60_000, state, last_update_ms=h.now)
+        )
+    ]
     h.reload()
     return FIRST_PID + 50
 
@@ -150,9 +167,18 @@ def test_a_new_producer_fences_an_ongoing_transaction() -> None:
     assert h.add(T, pid, e0, A0, B0) == codes.NONE
     assert h.init_result(T).error == codes.CONCURRENT_TRANSACTIONS
     fence = h.log[-1].value
-    assert fence is not None and (fence.state, fence.producer_epoch, fence.partitions) == (PREPARE_ABORT, e0 + 1, frozenset({A0, B0}))
+    assert fence is not None and (fence.state, fence.producer_epoch, fence.partitions) == (
+        PREPARE_ABORT,
+        e0 + 1,
+        frozenset({A0, B0}),
+    )
     [req] = h.markers
-    assert (req.committed, req.producer_id, req.producer_epoch, req.partitions) == (False, pid, e0 + 1, (A0, B0))
+    assert (req.committed, req.producer_id, req.producer_epoch, req.partitions) == (
+        False,
+        pid,
+        e0 + 1,
+        (A0, B0),
+    )
     # The zombie is fenced at once; the new producer retries until the abort is complete.
     assert h.add(T, pid, e0, A1) == codes.PRODUCER_FENCED
     assert h.end(T, pid, e0, commit=True).error == codes.PRODUCER_FENCED
@@ -177,7 +203,12 @@ def test_commit_cycle_and_retries() -> None:
     h.now += 10
     assert h.add(T, pid, epoch, A1, B0) == codes.NONE
     m = h.shard.txns[T]
-    assert (m.state, m.partitions, m.start_ms, m.last_update_ms) == (ONGOING, frozenset({A0, A1, B0}), started, h.now)
+    assert (m.state, m.partitions, m.start_ms, m.last_update_ms) == (
+        ONGOING,
+        frozenset({A0, A1, B0}),
+        started,
+        h.now,
+    )
     assert h.end(T, pid, epoch, commit=True) == ProducerIdAndEpoch(codes.NONE, pid, epoch)
     [req] = h.markers
     assert (req.committed, req.producer_epoch, req.partitions) == (True, epoch, (A0, A1, B0))
@@ -265,10 +296,14 @@ def test_marker_errors_retry_skip_and_give_up() -> None:
     pid, epoch = h.init(T)
     h.add(T, pid, epoch, A0, A1, B0)
     h.end(T, pid, epoch)
-    first = h.answer_markers({A1: codes.NOT_LEADER_OR_FOLLOWER, B0: codes.UNKNOWN_TOPIC_OR_PARTITION})
+    first = h.answer_markers(
+        {A1: codes.NOT_LEADER_OR_FOLLOWER, B0: codes.UNKNOWN_TOPIC_OR_PARTITION}
+    )
     assert h.state(T) is PREPARE_COMMIT and h.markers == []
     described = h.shard.describe(T)
-    assert described.partitions == [("a", [1])], "while preparing: only partitions still owed a marker"
+    assert described.partitions == [("a", [1])], (
+        "while preparing: only partitions still owed a marker"
+    )
     # A late answer to the first request changes nothing.
     assert h.shard.markers_written(first, {tp: codes.NONE for tp in first.partitions}, h.now) == []
     h.advance(99)
@@ -340,7 +375,11 @@ def test_timed_out_transactions_are_aborted_and_the_producer_fenced() -> None:
 
 
 def test_idle_ids_expire_with_a_tombstone() -> None:
-    cfg = TxnConfig(transactional_id_expiration_ms=60_000, remove_expired_interval_ms=10_000, abort_timed_out_interval_ms=10**9)
+    cfg = TxnConfig(
+        transactional_id_expiration_ms=60_000,
+        remove_expired_interval_ms=10_000,
+        abort_timed_out_interval_ms=10**9,
+    )
     h = Harness(cfg, auto_markers=True)
     pid, epoch = h.init(T)
     h.init("busy", timeout_ms=900_000)
@@ -394,7 +433,12 @@ def test_v2_epoch_overflow_moves_to_the_next_producer_id() -> None:
     assert (req.producer_id, req.producer_epoch) == (old, MAX_EPOCH)
     h.answer_markers()
     m = h.shard.txns[T]
-    assert (m.producer_id, m.producer_epoch, m.previous_producer_id, m.next_producer_id) == (FIRST_PID, 0, old, -1)
+    assert (m.producer_id, m.producer_epoch, m.previous_producer_id, m.next_producer_id) == (
+        FIRST_PID,
+        0,
+        old,
+        -1,
+    )
     # The client retrying with the old id and epoch is told it is done.
     retry = h.end(T, old, MAX_EPOCH - 1, client_version=2)
     assert (retry.error, retry.producer_id, retry.producer_epoch) == (codes.NONE, FIRST_PID, 0)
@@ -420,21 +464,36 @@ def test_describe_and_list() -> None:
     h.add(T, pid, epoch, B0, A1, A0)
     d = h.shard.describe(T)
     assert (d.error, d.state, d.timeout_ms, d.start_ms, d.producer_id, d.producer_epoch) == (
-        codes.NONE, "Ongoing", 30_000, h.now, pid, epoch,
+        codes.NONE,
+        "Ongoing",
+        30_000,
+        h.now,
+        pid,
+        epoch,
     )
     assert d.partitions == [("a", [0, 1]), ("b", [0])]
     assert h.shard.describe("nobody").error == codes.TRANSACTIONAL_ID_NOT_FOUND
     other, _ = h.init("idle")
 
-    def listed(states: list[str] = [], pids: list[int] = [], duration: int = -1) -> list[tuple[str, str]]:  # noqa: B006
-        return sorted((t.transactional_id, t.state) for t in h.shard.list_transactions(states, pids, duration, h.now).transactions)
+    def listed(
+        states: tuple[str, ...] = (), pids: tuple[int, ...] = (), duration: int = -1
+    ) -> list[tuple[str, str]]:
+        return sorted(
+            (t.transactional_id, t.state)
+            for t in h.shard.list_transactions(states, pids, duration, h.now).transactions
+        )
 
     assert listed() == [("idle", "Empty"), (T, "Ongoing")]
     assert listed(["Ongoing"]) == [(T, "Ongoing")]
     assert listed(pids=[other]) == [("idle", "Empty")]
-    assert h.shard.list_transactions(["Ongoing", "Bogus"], [], -1, h.now).unknown_state_filters == ["Bogus"]
+    assert h.shard.list_transactions(["Ongoing", "Bogus"], [], -1, h.now).unknown_state_filters == [
+        "Bogus"
+    ]
     h.now += 1000
-    assert listed(duration=999) == [("idle", "Empty"), (T, "Ongoing")]  # Empty: start -1, as in Kafka
+    assert listed(duration=999) == [
+        ("idle", "Empty"),
+        (T, "Ongoing"),
+    ]  # Empty: start -1, as in Kafka
     assert listed(["Ongoing"], duration=1000) == []
 
 

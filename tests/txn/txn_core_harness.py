@@ -26,7 +26,9 @@ FIRST_PID = 1000
 
 
 class Harness:
-    def __init__(self, config: TxnConfig | None = None, now_ms: int = 1_000_000, auto_markers: bool = False) -> None:
+    def __init__(
+        self, config: TxnConfig | None = None, now_ms: int = 1_000_000, auto_markers: bool = False
+    ) -> None:
         self.config = config or TxnConfig()
         self.now = now_ms
         self.pids = itertools.count(FIRST_PID)
@@ -77,7 +79,9 @@ class Harness:
             self._commit(self.shard.poll(self.now))
         self.now = end
 
-    def answer_markers(self, errors: dict[tuple[str, int], int] | None = None, request: MarkerRequest | None = None) -> MarkerRequest:
+    def answer_markers(
+        self, errors: dict[tuple[str, int], int] | None = None, request: MarkerRequest | None = None
+    ) -> MarkerRequest:
         """Answer the oldest marker request (or `request`): NONE for every partition unless
         `errors` says otherwise."""
         req = request or self.markers[0]
@@ -102,11 +106,17 @@ class Harness:
 
     # -- requests -------------------------------------------------------------------------------
 
-    def init_result(self, tid: str, timeout_ms: int = 60_000, expected: tuple[int, int] | None = None) -> ProducerIdAndEpoch:
-        result: ProducerIdAndEpoch = self.run(self.shard.init_producer_id(tid, timeout_ms, expected, self.now))
+    def init_result(
+        self, tid: str, timeout_ms: int = 60_000, expected: tuple[int, int] | None = None
+    ) -> ProducerIdAndEpoch:
+        result: ProducerIdAndEpoch = self.run(
+            self.shard.init_producer_id(tid, timeout_ms, expected, self.now)
+        )
         return result
 
-    def init(self, tid: str, timeout_ms: int = 60_000, expected: tuple[int, int] | None = None) -> tuple[int, int]:
+    def init(
+        self, tid: str, timeout_ms: int = 60_000, expected: tuple[int, int] | None = None
+    ) -> tuple[int, int]:
         r = self.init_result(tid, timeout_ms, expected)
         assert r.error == codes.NONE, r
         return r.producer_id, r.producer_epoch
@@ -115,8 +125,12 @@ class Harness:
         code: int = self.run(self.shard.add_partitions(tid, pid, epoch, partitions, self.now))
         return code
 
-    def end(self, tid: str, pid: int, epoch: int, commit: bool = True, client_version: int = 0) -> ProducerIdAndEpoch:
-        result: ProducerIdAndEpoch = self.run(self.shard.end_txn(tid, pid, epoch, commit, client_version, self.now))
+    def end(
+        self, tid: str, pid: int, epoch: int, commit: bool = True, client_version: int = 0
+    ) -> ProducerIdAndEpoch:
+        result: ProducerIdAndEpoch = self.run(
+            self.shard.end_txn(tid, pid, epoch, commit, client_version, self.now)
+        )
         return result
 
     def state(self, tid: str) -> TxnState | None:
@@ -124,7 +138,13 @@ class Harness:
         return m.state if m is not None else None
 
     def states_written(self, tid: str) -> list[str]:
-        return [r.value.state.name if r.value is not None else "tombstone" for r in self.log if r.transactional_id == tid]
+        return [
+            r.value.state.name if r.value is not None else "tombstone"
+            for r in self.log
+            if r.transactional_id == tid
+        ]
 
-    def verify(self, tid: str, pid: int, epoch: int, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    def verify(
+        self, tid: str, pid: int, epoch: int, partitions: Iterable[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
         return self.shard.verify(tid, pid, epoch, partitions)

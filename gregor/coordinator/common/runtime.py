@@ -56,7 +56,9 @@ NONE = 0
 NOT_COORDINATOR = BY_NAME["NOT_COORDINATOR"].code
 COORDINATOR_LOAD_IN_PROGRESS = BY_NAME["COORDINATOR_LOAD_IN_PROGRESS"].code
 REQUEST_TIMED_OUT = BY_NAME["REQUEST_TIMED_OUT"].code
-_PRODUCER_ERRORS = frozenset({BY_NAME["PRODUCER_FENCED"].code, BY_NAME["INVALID_PRODUCER_EPOCH"].code})
+_PRODUCER_ERRORS = frozenset(
+    {BY_NAME["PRODUCER_FENCED"].code, BY_NAME["INVALID_PRODUCER_EPOCH"].code}
+)
 
 MAX_SETTLE_ROUNDS = 100
 R = TypeVar("R")
@@ -292,7 +294,9 @@ class CoordinatorRuntime(Generic[S, R]):
             ctx.next_offset = header.next_offset
         return ctx.next_offset >= end
 
-    def _replay_batch(self, ctx: _Context[S], producer_id: int, data: bytes | memoryview, pos: int) -> None:
+    def _replay_batch(
+        self, ctx: _Context[S], producer_id: int, data: bytes | memoryview, pos: int
+    ) -> None:
         _, recs = read_batch_records(data, pos)
         for rec in recs:
             if rec.offset < ctx.next_offset or rec.key is None:
@@ -301,14 +305,20 @@ class CoordinatorRuntime(Generic[S, R]):
                 record = self.adapter.decode(rec.key, rec.value)
             except RecordFormatError as exc:
                 self.log.warning(
-                    "%s-%d offset %d: skipping a damaged record: %s", self.topic.name, ctx.index, rec.offset, exc
+                    "%s-%d offset %d: skipping a damaged record: %s",
+                    self.topic.name,
+                    ctx.index,
+                    rec.offset,
+                    exc,
                 )
                 continue
             if record is not None:
                 ctx.shard.replay(record, rec.offset, producer_id)
                 ctx.records += 1
 
-    def _replay_marker(self, ctx: _Context[S], producer_id: int, data: bytes | memoryview, pos: int) -> None:
+    def _replay_marker(
+        self, ctx: _Context[S], producer_id: int, data: bytes | memoryview, pos: int
+    ) -> None:
         """A control batch: a COMMIT/ABORT marker ends its producer's transaction (an emptied
         one, or another kind of control record, changes nothing)."""
         try:
@@ -331,7 +341,12 @@ class CoordinatorRuntime(Generic[S, R]):
     # -- writing and answering ------------------------------------------------------------------
 
     def write(
-        self, shard: S, records: list[R], now_ms: int, producer: tuple[int, int] | None = None, atomic: bool = True
+        self,
+        shard: S,
+        records: list[R],
+        now_ms: int,
+        producer: tuple[int, int] | None = None,
+        atomic: bool = True,
     ) -> None:
         """Append `records` (one transactional batch of `producer` = (id, epoch), if given) and
         replay each batch's records with their offsets once it is appended. Not `atomic`: in as
@@ -341,9 +356,15 @@ class CoordinatorRuntime(Generic[S, R]):
             return
         p = self.replicas.get(self.topic.name, shard.partition)
         if p is None or self.active(shard.partition) is not shard:
-            raise CoordinatorWriteError(NOT_COORDINATOR, f"{self.topic.name}-{shard.partition} is not coordinated here")
+            raise CoordinatorWriteError(
+                NOT_COORDINATOR, f"{self.topic.name}-{shard.partition} is not coordinated here"
+            )
         encoded = [self.adapter.encode(r) for r in records]
-        chunks = [encoded] if atomic or producer is not None else _split(encoded, p.log.config.max_message_bytes)
+        chunks = (
+            [encoded]
+            if atomic or producer is not None
+            else _split(encoded, p.log.config.max_message_bytes)
+        )
         producer_id = producer[0] if producer is not None else NO_PRODUCER_ID
         done = 0
         for chunk in chunks:
@@ -353,18 +374,34 @@ class CoordinatorRuntime(Generic[S, R]):
             done += len(chunk)
 
     def _append(
-        self, p: Partition, encoded: list[tuple[bytes, bytes | None]], producer: tuple[int, int] | None, now_ms: int
+        self,
+        p: Partition,
+        encoded: list[tuple[bytes, bytes | None]],
+        producer: tuple[int, int] | None,
+        now_ms: int,
     ) -> AppendInfo:
         try:
             if producer is None:
                 return p.append_as_leader(build_batch(encoded, base_timestamp=now_ms), -1, now_ms)
             return _append_transactional(p, encoded, producer, now_ms)
         except KafkaError as exc:
-            level = logging.INFO if producer is not None and exc.code in _PRODUCER_ERRORS else logging.ERROR
+            level = (
+                logging.INFO
+                if producer is not None and exc.code in _PRODUCER_ERRORS
+                else logging.ERROR
+            )
             self.log.log(level, "%s: writing %d records failed: %s", p.name, len(encoded), exc)
-            raise CoordinatorWriteError(append_error_to_response_error(exc.code), str(exc)) from None
+            raise CoordinatorWriteError(
+                append_error_to_response_error(exc.code), str(exc)
+            ) from None
 
-    def answer(self, shard: S, release: Callable[[], object], fail: Callable[[int], object], now_ms: int | None) -> bool:
+    def answer(
+        self,
+        shard: S,
+        release: Callable[[], object],
+        fail: Callable[[int], object],
+        now_ms: int | None,
+    ) -> bool:
         """Run `release` now if the partition's high watermark is at its log end (True), else
         once it is (`HeldAnswers`): `fail` gets NOT_COORDINATOR if the leadership goes first,
         REQUEST_TIMED_OUT after the write timeout (from `now_ms`; None: no limit)."""
@@ -378,7 +415,9 @@ class CoordinatorRuntime(Generic[S, R]):
             self.maybe_wake(self.held.next_deadline_ms())
         return answered
 
-    def result(self, shard: S, result: Any, failed: Callable[[int], Any], now_ms: int, what: str) -> Any:
+    def result(
+        self, shard: S, result: Any, failed: Callable[[int], Any], now_ms: int, what: str
+    ) -> Any:
         """`result` now, or a Pending of it (of `failed(code)`, the code as a client hears it)
         if it must wait for replication."""
         box = Pending(what)
@@ -471,7 +510,9 @@ class CoordinatorRuntime(Generic[S, R]):
 
     def maybe_wake(self, deadline: int | None) -> None:
         """Bring the next poll forward to `deadline` if it is earlier than the one planned."""
-        if deadline is not None and (self._polled_deadline is None or deadline < self._polled_deadline):
+        if deadline is not None and (
+            self._polled_deadline is None or deadline < self._polled_deadline
+        ):
             self._polled_deadline = deadline
             self.wake()
 
@@ -486,7 +527,9 @@ def _earliest(a: int | None, b: int | None) -> int | None:
     return a if b is None else min(a, b)
 
 
-def _split(encoded: list[tuple[bytes, bytes | None]], max_bytes: int) -> list[list[tuple[bytes, bytes | None]]]:
+def _split(
+    encoded: list[tuple[bytes, bytes | None]], max_bytes: int
+) -> list[list[tuple[bytes, bytes | None]]]:
     """`encoded` in order, in chunks whose batches are at most `max_bytes` (a record too large
     alone is a chunk alone, which the append refuses)."""
     chunks: list[list[tuple[bytes, bytes | None]]] = []
@@ -525,6 +568,8 @@ def _append_transactional(
         encoded, base_timestamp=now_ms, producer_id=producer_id, producer_epoch=producer_epoch,
         base_sequence=0, transactional=True,
     )  # fmt: skip
-    info = p.log.append(batch, leader_epoch=p.leader_epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR)
+    info = p.log.append(
+        batch, leader_epoch=p.leader_epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR
+    )
     p.after_leader_append(now_ms)
     return info

@@ -146,7 +146,9 @@ class ClassicGroup:
 
     def transition_to(self, state: GroupState, now_ms: int) -> None:
         if self.state not in VALID_PREVIOUS[state]:
-            raise IllegalTransition(f"group {self.group_id}: {self.state} -> {state} is not allowed")
+            raise IllegalTransition(
+                f"group {self.group_id}: {self.state} -> {state} is not allowed"
+            )
         self.previous_state = self.state
         self.state = state
         self.current_state_timestamp_ms = now_ms
@@ -162,7 +164,9 @@ class ClassicGroup:
     def add(self, member: Member, join: Pending | None = None) -> None:
         if member.group_instance_id is not None:
             if member.group_instance_id in self.static_members:
-                raise ValueError(f"static member {member.group_instance_id} is already in {self.group_id}")
+                raise ValueError(
+                    f"static member {member.group_instance_id} is already in {self.group_id}"
+                )
             self.static_members[member.group_instance_id] = member.member_id
         if not self.members:
             self.protocol_type = member.protocol_type
@@ -223,15 +227,24 @@ class ClassicGroup:
         pending, member.sync = member.sync, None
         return pending
 
-    def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> tuple[Member, Member]:
+    def replace_static_member(
+        self, instance_id: str, old_id: str, new_id: str
+    ) -> tuple[Member, Member]:
         """A static member restarted: the same member (protocols, assignment) under a new id.
         Returns (old, new); the caller fences what the old one had parked."""
         old = self.members.pop(old_id)
         if old.awaiting_join:
             self.awaiting_join_count -= 1
         new = Member(
-            new_id, old.group_instance_id, old.client_id, old.client_host, old.rebalance_timeout_ms,
-            old.session_timeout_ms, old.protocol_type, list(old.protocols), old.assignment,
+            new_id,
+            old.group_instance_id,
+            old.client_id,
+            old.client_host,
+            old.rebalance_timeout_ms,
+            old.session_timeout_ms,
+            old.protocol_type,
+            list(old.protocols),
+            old.assignment,
         )
         self.members[new_id] = new
         if self.leader_id == old_id:
@@ -335,7 +348,8 @@ class ClassicGroup:
         """What the leader's JoinGroup response lists: every member and its metadata for the
         selected protocol."""
         return [
-            (m.member_id, m.group_instance_id, m.metadata(self.protocol_name)) for m in self.members.values()
+            (m.member_id, m.group_instance_id, m.metadata(self.protocol_name))
+            for m in self.members.values()
         ]
 
     def assignments(self) -> dict[str, bytes]:
@@ -355,12 +369,20 @@ class ClassicGroup:
         for m in value.members:
             group.add(
                 Member(
-                    m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                    m.rebalance_timeout_ms, m.session_timeout_ms, value.protocol_type,
-                    [(value.protocol or "", m.subscription)], m.assignment,
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout_ms,
+                    m.session_timeout_ms,
+                    value.protocol_type,
+                    [(value.protocol or "", m.subscription)],
+                    m.assignment,
                 )
             )
         group.protocol_type = value.protocol_type or None
-        group.leader_id = value.leader if value.leader in group.members else next(iter(group.members), None)
+        group.leader_id = (
+            value.leader if value.leader in group.members else next(iter(group.members), None)
+        )
         group.subscribed = group.compute_subscribed_topics()
         return group

@@ -57,7 +57,9 @@ def all_of(results: Mapping[str, Any]) -> dict[str, Any] | Pending:
         nonlocal left
         left -= 1
         if left == 0:
-            combined.complete({k: v.value if isinstance(v, Pending) else v for k, v in results.items()})
+            combined.complete(
+                {k: v.value if isinstance(v, Pending) else v for k, v in results.items()}
+            )
 
     for p in waiting:
         p.add_done_callback(one_done)

@@ -187,7 +187,9 @@ def decode(key: bytes, value: bytes | None) -> Record | None:
     key_version = k.int16()
     if key_version in (0, 1):
         group, topic, partition = k.string(), k.string(), k.int32()
-        return OffsetCommitRecord(group, topic, partition, None if value is None else _offset_value(value))
+        return OffsetCommitRecord(
+            group, topic, partition, None if value is None else _offset_value(value)
+        )
     if key_version == 2:
         group = k.string()
         return GroupMetadataRecord(group, None if value is None else _group_value(value))
@@ -233,8 +235,14 @@ def _group_value(value: bytes) -> GroupMetadataValue:
             rebalance_timeout = session_timeout
         members.append(
             MemberMetadata(
-                member_id, instance_id, client_id, client_host, rebalance_timeout, session_timeout,
-                subscription, assignment,
+                member_id,
+                instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout,
+                session_timeout,
+                subscription,
+                assignment,
             )
         )
     r.skip_tags()

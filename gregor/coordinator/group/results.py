@@ -71,7 +71,9 @@ class SyncResult:
 @dataclass(slots=True)
 class LeaveResult:
     error: int
-    members: list[tuple[str, str | None, int]] = field(default_factory=list)  # (member, instance, error)
+    members: list[tuple[str, str | None, int]] = field(
+        default_factory=list
+    )  # (member, instance, error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +109,9 @@ class PartitionErrors:
     """Per-partition error codes in request order, or one error for the whole request."""
 
     error: int = codes.NONE
-    partitions: list[tuple[str, int, int]] = field(default_factory=list)  # (topic, partition, error)
+    partitions: list[tuple[str, int, int]] = field(
+        default_factory=list
+    )  # (topic, partition, error)
 
 
 @dataclass(slots=True)

@@ -143,7 +143,9 @@ class GroupCoordinatorShard:
         # Transactional offsets waiting for their transaction's marker: producer id -> group ->
         # partition. A group stays listed under its producer (maybe with no partition left, after
         # tombstones) until the marker, and `open_txns` is the same relation by group.
-        self.pending_txn_offsets: dict[int, dict[str, dict[TopicPartitionKey, OffsetAndMetadata]]] = {}
+        self.pending_txn_offsets: dict[
+            int, dict[str, dict[TopicPartitionKey, OffsetAndMetadata]]
+        ] = {}
         self.open_txns: dict[str, set[int]] = {}
         self.timers = Timers()
         self.loaded = False
@@ -232,13 +234,19 @@ class GroupCoordinatorShard:
             self._ensure_group(gid, max(v.commit_timestamp_ms for v in pending.values()))
         log.debug(
             "partition %d: transaction of producer %d %s (%d offsets committed)",
-            self.partition, producer_id, "committed" if committed else "aborted", moved,
+            self.partition,
+            producer_id,
+            "committed" if committed else "aborted",
+            moved,
         )
 
     def has_pending_offsets(self, group_id: str, topic: str, partition: int) -> bool:
         """Whether an open transaction holds an offset of this group for this partition."""
         key = (topic, partition)
-        return any(key in self.pending_txn_offsets[pid][group_id] for pid in self.open_txns.get(group_id, ()))
+        return any(
+            key in self.pending_txn_offsets[pid][group_id]
+            for pid in self.open_txns.get(group_id, ())
+        )
 
     def _replay_group(self, r: GroupMetadataRecord) -> None:
         group = self.groups.get(r.group_id)
@@ -249,7 +257,11 @@ class GroupCoordinatorShard:
         if group is None or not self.loaded:
             self.groups[r.group_id] = ClassicGroup.from_record(r.group_id, r.value)
             return
-        if group.is_(COMPLETING_REBALANCE) and r.value.generation == group.generation_id and r.value.members:
+        if (
+            group.is_(COMPLETING_REBALANCE)
+            and r.value.generation == group.generation_id
+            and r.value.members
+        ):
             # The leader's assignment is durable: the generation is complete.
             by_member = {m.member_id: m.assignment for m in r.value.members}
             for member in group.members.values():
@@ -258,7 +270,9 @@ class GroupCoordinatorShard:
             group.transition_to(STABLE, now_ms)
             log.info(
                 "group %s: generation %d is stable with %d members",
-                group.group_id, group.generation_id, len(group.members),
+                group.group_id,
+                group.generation_id,
+                len(group.members),
             )
             self._propagate_assignment(group, codes.NONE, now_ms)
 
@@ -267,8 +281,13 @@ class GroupCoordinatorShard:
         if group.state is not DEAD:
             group.transition_to(DEAD, group.current_state_timestamp_ms or 0)
         for member in group.members.values():
-            self._complete(group.take_join(member), JoinResult.failed(codes.COORDINATOR_NOT_AVAILABLE, member.member_id))
-            self._complete(group.take_sync(member), SyncResult.failed(codes.COORDINATOR_NOT_AVAILABLE))
+            self._complete(
+                group.take_join(member),
+                JoinResult.failed(codes.COORDINATOR_NOT_AVAILABLE, member.member_id),
+            )
+            self._complete(
+                group.take_sync(member), SyncResult.failed(codes.COORDINATOR_NOT_AVAILABLE)
+            )
             self.timers.cancel(_hb_key(gid, member.member_id))
         for mid in group.pending_members:
             self.timers.cancel(_hb_key(gid, mid))
@@ -283,13 +302,18 @@ class GroupCoordinatorShard:
         for group in self.groups.values():
             for member in group.members.values():
                 self._reschedule_heartbeat(group, member, now_ms)
-        self.timers.schedule(EXPIRATION_KEY, now_ms + self.config.offsets_retention_check_interval_ms, self._expire)
+        self.timers.schedule(
+            EXPIRATION_KEY, now_ms + self.config.offsets_retention_check_interval_ms, self._expire
+        )
 
     def unload(self) -> None:
         """This broker no longer coordinates the partition: answer everything parked."""
         for group in list(self.groups.values()):
             for member in group.members.values():
-                self._complete(group.take_join(member), JoinResult.failed(codes.NOT_COORDINATOR, member.member_id))
+                self._complete(
+                    group.take_join(member),
+                    JoinResult.failed(codes.NOT_COORDINATOR, member.member_id),
+                )
                 self._complete(group.take_sync(member), SyncResult.failed(codes.NOT_COORDINATOR))
         self.groups.clear()
         self.offsets.clear()
@@ -309,17 +333,25 @@ class GroupCoordinatorShard:
         records, self._records = self._records, []
         return records
 
-    def _reschedule_heartbeat(self, group: ClassicGroup, member: Member, now_ms: int, timeout_ms: int | None = None) -> None:
+    def _reschedule_heartbeat(
+        self, group: ClassicGroup, member: Member, now_ms: int, timeout_ms: int | None = None
+    ) -> None:
         gid, mid = group.group_id, member.member_id
         timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
-        self.timers.schedule(_hb_key(gid, mid), now_ms + timeout, lambda t: self._expire_heartbeat(gid, mid, t))
+        self.timers.schedule(
+            _hb_key(gid, mid), now_ms + timeout, lambda t: self._expire_heartbeat(gid, mid, t)
+        )
 
     def _expire_heartbeat(self, group_id: str, member_id: str, now_ms: int) -> None:
         group = self.groups.get(group_id)
         if group is None or group.is_(DEAD):
             return
         if member_id in group.pending_members:
-            log.info("group %s: pending member %s did not rejoin within its session; removed", group_id, member_id)
+            log.info(
+                "group %s: pending member %s did not rejoin within its session; removed",
+                group_id,
+                member_id,
+            )
             group.remove(member_id)
             if group.is_(PREPARING_REBALANCE) and group.has_all_members_joined():
                 self._complete_join(group, now_ms)
@@ -352,7 +384,9 @@ class GroupCoordinatorShard:
             member = group.remove(r.member_id)
             if member is not None:
                 self.timers.cancel(_hb_key(group.group_id, r.member_id))
-                self._complete(group.take_join(member), JoinResult.failed(codes.GROUP_MAX_SIZE_REACHED))
+                self._complete(
+                    group.take_join(member), JoinResult.failed(codes.GROUP_MAX_SIZE_REACHED)
+                )
             return JoinResult.failed(codes.GROUP_MAX_SIZE_REACHED)
         if unknown:
             return self._join_new_member(group, r, now_ms)
@@ -366,10 +400,14 @@ class GroupCoordinatorShard:
             # Members already rejoining count, so the last to rejoin of a group over the limit
             # (group.max.size lowered) are the ones turned away.
             member = group.members.get(member_id)
-            return (member is not None and member.awaiting_join) or group.awaiting_join_count < max_size
+            return (
+                member is not None and member.awaiting_join
+            ) or group.awaiting_join_count < max_size
         return member_id in group.members or len(group.members) < max_size
 
-    def _join_new_member(self, group: ClassicGroup, r: JoinRequest, now_ms: int) -> JoinResult | Pending:
+    def _join_new_member(
+        self, group: ClassicGroup, r: JoinRequest, now_ms: int
+    ) -> JoinResult | Pending:
         if group.is_(DEAD):
             return JoinResult.failed(codes.COORDINATOR_NOT_AVAILABLE)
         if not group.supports_protocols(r.protocol_type, {name for name, _ in r.protocols}):
@@ -380,7 +418,10 @@ class GroupCoordinatorShard:
             if existing is not None:
                 log.info(
                     "group %s: static member %s rejoins; %s replaces %s",
-                    group.group_id, r.group_instance_id, new_id, existing,
+                    group.group_id,
+                    r.group_instance_id,
+                    new_id,
+                    existing,
                 )
                 return self._update_static_member(group, r, existing, new_id, now_ms)
             return self._add_member_and_rebalance(group, r, new_id, now_ms)
@@ -391,12 +432,16 @@ class GroupCoordinatorShard:
             group.pending_members.add(new_id)
             gid = group.group_id
             self.timers.schedule(
-                _hb_key(gid, new_id), now_ms + r.session_timeout_ms, lambda t: self._expire_heartbeat(gid, new_id, t)
+                _hb_key(gid, new_id),
+                now_ms + r.session_timeout_ms,
+                lambda t: self._expire_heartbeat(gid, new_id, t),
             )
             return JoinResult.failed(codes.MEMBER_ID_REQUIRED, new_id)
         return self._add_member_and_rebalance(group, r, new_id, now_ms)
 
-    def _join_existing_member(self, group: ClassicGroup, r: JoinRequest, now_ms: int) -> JoinResult | Pending:
+    def _join_existing_member(
+        self, group: ClassicGroup, r: JoinRequest, now_ms: int
+    ) -> JoinResult | Pending:
         mid = r.member_id
         if group.is_(DEAD):
             return JoinResult.failed(codes.COORDINATOR_NOT_AVAILABLE, mid)
@@ -414,16 +459,27 @@ class GroupCoordinatorShard:
             if member.matches(r.protocols):
                 # A retry of a JoinGroup whose answer was lost: the same answer again.
                 return self._join_answer(group, member, members=group.leader_id == mid)
-            return self._update_member_and_rebalance(group, member, r, "member changed its protocols", now_ms)
+            return self._update_member_and_rebalance(
+                group, member, r, "member changed its protocols", now_ms
+            )
         if group.is_(STABLE):
             if group.leader_id == mid or not member.matches(r.protocols):
                 # The leader rejoining asks for a rebalance (e.g. it saw new partitions).
-                return self._update_member_and_rebalance(group, member, r, "leader or changed member rejoins", now_ms)
+                return self._update_member_and_rebalance(
+                    group, member, r, "leader or changed member rejoins", now_ms
+                )
             return self._join_answer(group, member, members=False)
         log.warning("group %s: member %s rejoins an %s group", group.group_id, mid, group.state)
         return JoinResult.failed(codes.UNKNOWN_MEMBER_ID, mid)
 
-    def _join_answer(self, group: ClassicGroup, member: Member, members: bool, leader: str | None = None, skip: bool = False) -> JoinResult:
+    def _join_answer(
+        self,
+        group: ClassicGroup,
+        member: Member,
+        members: bool,
+        leader: str | None = None,
+        skip: bool = False,
+    ) -> JoinResult:
         return JoinResult(
             codes.NONE,
             member.member_id,
@@ -435,10 +491,19 @@ class GroupCoordinatorShard:
             group.joined_members() if members else [],
         )
 
-    def _add_member_and_rebalance(self, group: ClassicGroup, r: JoinRequest, member_id: str, now_ms: int) -> Pending:
+    def _add_member_and_rebalance(
+        self, group: ClassicGroup, r: JoinRequest, member_id: str, now_ms: int
+    ) -> Pending:
         member = Member(
-            member_id, r.group_instance_id, r.client_id, r.client_host, r.rebalance_timeout_ms,
-            r.session_timeout_ms, r.protocol_type, list(r.protocols), is_new=True,
+            member_id,
+            r.group_instance_id,
+            r.client_id,
+            r.client_host,
+            r.rebalance_timeout_ms,
+            r.session_timeout_ms,
+            r.protocol_type,
+            list(r.protocols),
+            is_new=True,
         )
         if group.is_(PREPARING_REBALANCE) and group.previous_state is EMPTY:
             group.new_member_added = True
@@ -450,16 +515,24 @@ class GroupCoordinatorShard:
         self._maybe_prepare_rebalance_or_complete_join(group, f"member {member_id} joins", now_ms)
         return pending
 
-    def _update_member_and_rebalance(self, group: ClassicGroup, member: Member, r: JoinRequest, reason: str, now_ms: int) -> Pending:
+    def _update_member_and_rebalance(
+        self, group: ClassicGroup, member: Member, r: JoinRequest, reason: str, now_ms: int
+    ) -> Pending:
         pending = Pending(f"join {group.group_id}/{member.member_id}")
-        previous = group.update_member(member, list(r.protocols), r.rebalance_timeout_ms, r.session_timeout_ms, pending)
+        previous = group.update_member(
+            member, list(r.protocols), r.rebalance_timeout_ms, r.session_timeout_ms, pending
+        )
         # A second JoinGroup while the first is parked: the first is answered, so a client that
         # gave up on it never blocks its connection behind it.
         self._complete(previous, JoinResult.failed(codes.REBALANCE_IN_PROGRESS, member.member_id))
-        self._maybe_prepare_rebalance_or_complete_join(group, f"{reason} ({member.member_id})", now_ms)
+        self._maybe_prepare_rebalance_or_complete_join(
+            group, f"{reason} ({member.member_id})", now_ms
+        )
         return pending
 
-    def _update_static_member(self, group: ClassicGroup, r: JoinRequest, old_id: str, new_id: str, now_ms: int) -> JoinResult | Pending:
+    def _update_static_member(
+        self, group: ClassicGroup, r: JoinRequest, old_id: str, new_id: str, now_ms: int
+    ) -> JoinResult | Pending:
         assert r.group_instance_id is not None
         current_leader = group.leader_id or ""
         old, member = group.replace_static_member(r.group_instance_id, old_id, new_id)
@@ -469,12 +542,16 @@ class GroupCoordinatorShard:
         self.timers.cancel(_hb_key(group.group_id, old_id))
         self._reschedule_heartbeat(group, member, now_ms)
         pending = Pending(f"join {group.group_id}/{new_id}")
-        group.update_member(member, list(r.protocols), r.rebalance_timeout_ms, r.session_timeout_ms, pending)
+        group.update_member(
+            member, list(r.protocols), r.rebalance_timeout_ms, r.session_timeout_ms, pending
+        )
         if group.is_(STABLE):
             if group.protocol_name == group.select_protocol():
                 # KIP-345: same protocols, so no rebalance. Persist the new member id; the member
                 # gets the current generation and, by SyncGroup, its old assignment.
-                self._records.append(self._group_record(group, group.assignments(), group.current_state_timestamp_ms))
+                self._records.append(
+                    self._group_record(group, group.assignments(), group.current_state_timestamp_ms)
+                )
                 if r.supports_skip_assignment:
                     is_leader = group.leader_id == new_id
                     answer = self._join_answer(group, member, members=is_leader, skip=is_leader)
@@ -484,17 +561,23 @@ class GroupCoordinatorShard:
                     answer = self._join_answer(group, member, members=False, leader=current_leader)
                 self._complete(group.take_join(member), answer)
                 return pending
-            self._maybe_prepare_rebalance_or_complete_join(group, f"static member {new_id} changed protocols", now_ms)
+            self._maybe_prepare_rebalance_or_complete_join(
+                group, f"static member {new_id} changed protocols", now_ms
+            )
         elif group.is_(COMPLETING_REBALANCE):
             # The leader may be assigning to the old id: start over.
-            self._prepare_rebalance(group, f"static member {new_id} rejoined during CompletingRebalance", now_ms)
+            self._prepare_rebalance(
+                group, f"static member {new_id} rejoined during CompletingRebalance", now_ms
+            )
         else:
             self._maybe_complete_join_phase(group, now_ms)
         return pending
 
     # -- rebalancing ----------------------------------------------------------------------------
 
-    def _maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup, reason: str, now_ms: int) -> None:
+    def _maybe_prepare_rebalance_or_complete_join(
+        self, group: ClassicGroup, reason: str, now_ms: int
+    ) -> None:
         if group.can_rebalance():
             self._prepare_rebalance(group, reason, now_ms)
         else:
@@ -514,22 +597,31 @@ class GroupCoordinatorShard:
             delay = self.config.initial_rebalance_delay_ms
             remaining = max(group.rebalance_timeout_ms() - delay, 0)
             self.timers.schedule(
-                _join_key(gid), now_ms + delay, lambda t: self._try_complete_initial_rebalance(gid, delay, remaining, t)
+                _join_key(gid),
+                now_ms + delay,
+                lambda t: self._try_complete_initial_rebalance(gid, delay, remaining, t),
             )
         group.transition_to(PREPARING_REBALANCE, now_ms)
         log.info(
             "group %s: preparing to rebalance (was %s, generation %d): %s",
-            gid, group.previous_state, group.generation_id, reason,
+            gid,
+            group.previous_state,
+            group.generation_id,
+            reason,
         )
         if not initial:
             if group.has_all_members_joined():
                 self._complete_join(group, now_ms)
             else:
                 self.timers.schedule(
-                    _join_key(gid), now_ms + group.rebalance_timeout_ms(), lambda t: self._complete_join_of(gid, t)
+                    _join_key(gid),
+                    now_ms + group.rebalance_timeout_ms(),
+                    lambda t: self._complete_join_of(gid, t),
                 )
 
-    def _try_complete_initial_rebalance(self, group_id: str, delay: int, remaining: int, now_ms: int) -> None:
+    def _try_complete_initial_rebalance(
+        self, group_id: str, delay: int, remaining: int, now_ms: int
+    ) -> None:
         group = self.groups.get(group_id)
         if group is None:
             return
@@ -540,7 +632,9 @@ class GroupCoordinatorShard:
             self.timers.schedule(
                 _join_key(group_id),
                 now_ms + new_delay,
-                lambda t: self._try_complete_initial_rebalance(group_id, new_delay, new_remaining, t),
+                lambda t: self._try_complete_initial_rebalance(
+                    group_id, new_delay, new_remaining, t
+                ),
             )
         else:
             self._complete_join(group, now_ms)
@@ -568,12 +662,20 @@ class GroupCoordinatorShard:
             group.remove(m.member_id)
             self.timers.cancel(_hb_key(gid, m.member_id))
         if gone:
-            log.info("group %s: removed members that did not rejoin: %s", gid, [m.member_id for m in gone])
+            log.info(
+                "group %s: removed members that did not rejoin: %s",
+                gid,
+                [m.member_id for m in gone],
+            )
         if not group.maybe_elect_new_joined_leader() and group.members:
             # Only static members that have not rejoined are left: wait on, until their
             # sessions expire.
             log.warning("group %s: no member rejoined; waiting another rebalance timeout", gid)
-            self.timers.schedule(_join_key(gid), now_ms + group.rebalance_timeout_ms(), lambda t: self._complete_join_of(gid, t))
+            self.timers.schedule(
+                _join_key(gid),
+                now_ms + group.rebalance_timeout_ms(),
+                lambda t: self._complete_join_of(gid, t),
+            )
             return
         group.init_next_generation(now_ms)
         if group.is_(EMPTY):
@@ -582,7 +684,11 @@ class GroupCoordinatorShard:
             return
         log.info(
             "group %s: generation %d formed with %d members, protocol %s, leader %s",
-            gid, group.generation_id, len(group.members), group.protocol_name, group.leader_id,
+            gid,
+            group.generation_id,
+            len(group.members),
+            group.protocol_name,
+            group.leader_id,
         )
         for member in group.members.values():
             answer = self._join_answer(group, member, members=member.member_id == group.leader_id)
@@ -593,12 +699,18 @@ class GroupCoordinatorShard:
         # Members that never send SyncGroup are removed after the rebalance timeout.
         generation = group.generation_id
         self.timers.schedule(
-            _sync_key(gid), now_ms + group.rebalance_timeout_ms(), lambda t: self._expire_pending_sync(gid, generation, t)
+            _sync_key(gid),
+            now_ms + group.rebalance_timeout_ms(),
+            lambda t: self._expire_pending_sync(gid, generation, t),
         )
 
     def _expire_pending_sync(self, group_id: str, generation: int, now_ms: int) -> None:
         group = self.groups.get(group_id)
-        if group is None or group.generation_id != generation or not group.is_(COMPLETING_REBALANCE, STABLE):
+        if (
+            group is None
+            or group.generation_id != generation
+            or not group.is_(COMPLETING_REBALANCE, STABLE)
+        ):
             return
         if not group.pending_sync:
             return
@@ -631,17 +743,23 @@ class GroupCoordinatorShard:
                 # Its session restarts now: it could not heartbeat while parked.
                 self._reschedule_heartbeat(group, member, now_ms)
 
-    def _remove_member_and_update(self, group: ClassicGroup, member: Member, reason: str, now_ms: int) -> None:
+    def _remove_member_and_update(
+        self, group: ClassicGroup, member: Member, reason: str, now_ms: int
+    ) -> None:
         self._complete(group.take_join(member), JoinResult.failed(codes.UNKNOWN_MEMBER_ID))
         self._complete(group.take_sync(member), SyncResult.failed(codes.UNKNOWN_MEMBER_ID))
         group.remove(member.member_id)
         self.timers.cancel(_hb_key(group.group_id, member.member_id))
         if group.is_(STABLE, COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance_or_complete_join(group, f"{reason} ({member.member_id})", now_ms)
+            self._maybe_prepare_rebalance_or_complete_join(
+                group, f"{reason} ({member.member_id})", now_ms
+            )
         elif group.is_(PREPARING_REBALANCE) and group.has_all_members_joined():
             self._complete_join(group, now_ms)
 
-    def _group_record(self, group: ClassicGroup, assignment: dict[str, bytes], state_ts: int | None) -> GroupMetadataRecord:
+    def _group_record(
+        self, group: ClassicGroup, assignment: dict[str, bytes], state_ts: int | None
+    ) -> GroupMetadataRecord:
         return GroupMetadataRecord(
             group.group_id,
             GroupMetadataValue(
@@ -652,9 +770,14 @@ class GroupCoordinatorShard:
                 current_state_timestamp_ms=state_ts if state_ts is not None else -1,
                 members=[
                     MemberMetadata(
-                        m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                        m.rebalance_timeout_ms, m.session_timeout_ms,
-                        m.metadata(group.protocol_name), assignment.get(m.member_id, b""),
+                        m.member_id,
+                        m.group_instance_id,
+                        m.client_id,
+                        m.client_host,
+                        m.rebalance_timeout_ms,
+                        m.session_timeout_ms,
+                        m.metadata(group.protocol_name),
+                        assignment.get(m.member_id, b""),
                     )
                     for m in group.members.values()
                 ],
@@ -679,14 +802,18 @@ class GroupCoordinatorShard:
             return SyncResult.failed(error)
         if r.generation_id != group.generation_id:
             return SyncResult.failed(codes.ILLEGAL_GENERATION)
-        if _inconsistent(r.protocol_type, group.protocol_type) or _inconsistent(r.protocol_name, group.protocol_name):
+        if _inconsistent(r.protocol_type, group.protocol_type) or _inconsistent(
+            r.protocol_name, group.protocol_name
+        ):
             return SyncResult.failed(codes.INCONSISTENT_GROUP_PROTOCOL)
         if group.is_(PREPARING_REBALANCE):
             return SyncResult.failed(codes.REBALANCE_IN_PROGRESS)
         member = group.members[r.member_id]
         if group.is_(STABLE):
             self._synced(group, r.member_id)
-            return SyncResult(codes.NONE, group.protocol_type, group.protocol_name, member.assignment)
+            return SyncResult(
+                codes.NONE, group.protocol_type, group.protocol_name, member.assignment
+            )
         # CompletingRebalance: park until the leader's assignment is written.
         pending = Pending(f"sync {group.group_id}/{r.member_id}")
         self._complete(member.sync, SyncResult.failed(codes.REBALANCE_IN_PROGRESS))
@@ -697,7 +824,12 @@ class GroupCoordinatorShard:
             if missing:
                 log.warning("group %s: the leader assigned nothing to %s", group.group_id, missing)
             assignment = {mid: r.assignments.get(mid, b"") for mid in group.members}
-            log.info("group %s: assignment for generation %d received from leader %s", group.group_id, group.generation_id, r.member_id)
+            log.info(
+                "group %s: assignment for generation %d received from leader %s",
+                group.group_id,
+                group.generation_id,
+                r.member_id,
+            )
             # The group becomes Stable when this record is replayed.
             self._records.append(self._group_record(group, assignment, now_ms))
         return pending
@@ -709,10 +841,24 @@ class GroupCoordinatorShard:
 
     # -- Heartbeat ------------------------------------------------------------------------------
 
-    def heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None, now_ms: int) -> tuple[list[Record], int]:
+    def heartbeat(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        instance_id: str | None,
+        now_ms: int,
+    ) -> tuple[list[Record], int]:
         return self._done(self._heartbeat(group_id, generation_id, member_id, instance_id, now_ms))
 
-    def _heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None, now_ms: int) -> int:
+    def _heartbeat(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        instance_id: str | None,
+        now_ms: int,
+    ) -> int:
         if not group_id:
             return codes.INVALID_GROUP_ID
         group = self.groups.get(group_id)
@@ -734,10 +880,14 @@ class GroupCoordinatorShard:
 
     # -- LeaveGroup -----------------------------------------------------------------------------
 
-    def leave_group(self, group_id: str, members: list[tuple[str, str | None]], now_ms: int) -> tuple[list[Record], LeaveResult]:
+    def leave_group(
+        self, group_id: str, members: list[tuple[str, str | None]], now_ms: int
+    ) -> tuple[list[Record], LeaveResult]:
         return self._done(self._leave(group_id, members, now_ms))
 
-    def _leave(self, group_id: str, members: list[tuple[str, str | None]], now_ms: int) -> LeaveResult:
+    def _leave(
+        self, group_id: str, members: list[tuple[str, str | None]], now_ms: int
+    ) -> LeaveResult:
         if not group_id:
             return LeaveResult(codes.INVALID_GROUP_ID)
         group = self.groups.get(group_id)
@@ -750,7 +900,9 @@ class GroupCoordinatorShard:
         for member_id, instance_id in members:
             if member_id == "":
                 # An admin removes a static member by its instance id alone.
-                existing = group.static_members.get(instance_id) if instance_id is not None else None
+                existing = (
+                    group.static_members.get(instance_id) if instance_id is not None else None
+                )
                 if existing is None:
                     out.append((member_id, instance_id, codes.UNKNOWN_MEMBER_ID))
                     continue
@@ -769,7 +921,9 @@ class GroupCoordinatorShard:
         if left:
             log.info("group %s: members left: %s", group_id, left)
             if group.is_(STABLE, COMPLETING_REBALANCE):
-                self._maybe_prepare_rebalance_or_complete_join(group, f"members left: {left}", now_ms)
+                self._maybe_prepare_rebalance_or_complete_join(
+                    group, f"members left: {left}", now_ms
+                )
             elif group.is_(PREPARING_REBALANCE):
                 self._maybe_complete_join_phase(group, now_ms)
         return LeaveResult(codes.NONE, out)
@@ -783,7 +937,9 @@ class GroupCoordinatorShard:
 
     # -- offsets --------------------------------------------------------------------------------
 
-    def commit_offsets(self, r: OffsetCommitRequest, now_ms: int) -> tuple[list[Record], PartitionErrors]:
+    def commit_offsets(
+        self, r: OffsetCommitRequest, now_ms: int
+    ) -> tuple[list[Record], PartitionErrors]:
         return self._done(self._commit(r, now_ms))
 
     def _commit(self, r: OffsetCommitRequest, now_ms: int) -> PartitionErrors:
@@ -829,7 +985,9 @@ class GroupCoordinatorShard:
             self._reschedule_heartbeat(group, group.members[r.member_id], now_ms)
         return codes.NONE
 
-    def txn_offset_commit(self, r: TxnOffsetCommitRequest, now_ms: int) -> tuple[list[Record], PartitionErrors]:
+    def txn_offset_commit(
+        self, r: TxnOffsetCommitRequest, now_ms: int
+    ) -> tuple[list[Record], PartitionErrors]:
         """TxnOffsetCommit: the records to append in ONE transactional batch of `r.producer_id`
         (the runtime does that), and the answer. Replayed, they are pending offsets."""
         return self._done(self._txn_commit(r, now_ms))
@@ -876,7 +1034,10 @@ class GroupCoordinatorShard:
         return codes.NONE
 
     def fetch_offsets(
-        self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool = False
+        self,
+        group_id: str,
+        topics: list[tuple[str, list[int]]] | None,
+        require_stable: bool = False,
     ) -> OffsetFetchResult:
         """Committed offsets (-1 where none is); every committed one when `topics` is None. With
         `require_stable`, a partition an open transaction has an offset for answers
@@ -891,23 +1052,35 @@ class GroupCoordinatorShard:
             # not listed).
             wanted = sorted(committed)
         else:
-            wanted = [(topic, partition) for topic, partitions in topics for partition in partitions]
+            wanted = [
+                (topic, partition) for topic, partitions in topics for partition in partitions
+            ]
         out = []
         for topic, partition in wanted:
             if unstable and self.has_pending_offsets(group_id, topic, partition):
-                out.append(FetchedOffset(topic, partition, -1, -1, "", codes.UNSTABLE_OFFSET_COMMIT))
+                out.append(
+                    FetchedOffset(topic, partition, -1, -1, "", codes.UNSTABLE_OFFSET_COMMIT)
+                )
                 continue
             found = committed.get((topic, partition))
             if found is None:
                 out.append(FetchedOffset(topic, partition, -1, -1, ""))
             else:
-                out.append(FetchedOffset(topic, partition, found.offset, found.leader_epoch, found.metadata))
+                out.append(
+                    FetchedOffset(
+                        topic, partition, found.offset, found.leader_epoch, found.metadata
+                    )
+                )
         return OffsetFetchResult(codes.NONE, out)
 
-    def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]]) -> tuple[list[Record], PartitionErrors]:
+    def delete_offsets(
+        self, group_id: str, topics: list[tuple[str, list[int]]]
+    ) -> tuple[list[Record], PartitionErrors]:
         return self._done(self._delete_offsets(group_id, topics))
 
-    def _delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]]) -> PartitionErrors:
+    def _delete_offsets(
+        self, group_id: str, topics: list[tuple[str, list[int]]]
+    ) -> PartitionErrors:
         if not group_id:
             return PartitionErrors(codes.INVALID_GROUP_ID)
         group = self.groups.get(group_id)
@@ -923,7 +1096,9 @@ class GroupCoordinatorShard:
                 if subscribed:
                     out.append((topic, partition, codes.GROUP_SUBSCRIBED_TO_TOPIC))
                     continue
-                if (topic, partition) in committed or self.has_pending_offsets(group_id, topic, partition):
+                if (topic, partition) in committed or self.has_pending_offsets(
+                    group_id, topic, partition
+                ):
                     # The tombstone drops the pending transactional offsets too.
                     self._records.append(OffsetCommitRecord(group_id, topic, partition, None))
                 out.append((topic, partition, codes.NONE))
@@ -953,13 +1128,20 @@ class GroupCoordinatorShard:
                         expired += 1
                     else:
                         all_expired = False
-            if all_expired and group.is_(EMPTY) and not group.pending_members and gid not in self.open_txns:
+            if (
+                all_expired
+                and group.is_(EMPTY)
+                and not group.pending_members
+                and gid not in self.open_txns
+            ):
                 # (A group with an open transaction stays, for the offsets its marker may commit.)
                 log.info("group %s: empty with no offsets left; deleting it", gid)
                 self._records.append(GroupMetadataRecord(gid, None))
         if expired:
             log.info("partition %d: %d committed offsets expired", self.partition, expired)
-        self.timers.schedule(EXPIRATION_KEY, now_ms + self.config.offsets_retention_check_interval_ms, self._expire)
+        self.timers.schedule(
+            EXPIRATION_KEY, now_ms + self.config.offsets_retention_check_interval_ms, self._expire
+        )
 
     def delete_topic_offsets(self, topics: set[str]) -> list[Record]:
         """Tombstones for every committed offset of topics that were deleted (Kafka's
@@ -989,7 +1171,10 @@ class GroupCoordinatorShard:
             (group.protocol_name or "") if stable else "",
             [
                 DescribedMember(
-                    m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
                     m.metadata(group.protocol_name) if stable else b"",
                     m.assignment if stable else b"",
                 )
@@ -997,7 +1182,9 @@ class GroupCoordinatorShard:
             ],
         )
 
-    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[ListedGroup]:
+    def list_groups(
+        self, states: Iterable[str] = (), types: Iterable[str] = ()
+    ) -> list[ListedGroup]:
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
         if wanted_types and "classic" not in wanted_types:
@@ -1021,7 +1208,9 @@ class GroupCoordinatorShard:
                 pending: set[TopicPartitionKey] = set()
                 for pid in self.open_txns.get(gid, ()):
                     # Pending transactional offsets go too (one tombstone per partition).
-                    pending.update(k for k in self.pending_txn_offsets[pid][gid] if k not in committed)
+                    pending.update(
+                        k for k in self.pending_txn_offsets[pid][gid] if k not in committed
+                    )
                 for topic, partition in [*committed, *sorted(pending)]:
                     self._records.append(OffsetCommitRecord(gid, topic, partition, None))
                 self._records.append(GroupMetadataRecord(gid, None))

@@ -103,7 +103,11 @@ def _grouped(partitions: frozenset[TopicPartition]) -> list[tuple[str, list[int]
 
 
 def encode_value(m: TransactionMetadata) -> bytes:
-    out = bytearray(struct.pack(">hqhib", VALUE_VERSION, m.producer_id, m.producer_epoch, m.timeout_ms, m.state.id))
+    out = bytearray(
+        struct.pack(
+            ">hqhib", VALUE_VERSION, m.producer_id, m.producer_epoch, m.timeout_ms, m.state.id
+        )
+    )
     if m.state is EMPTY:
         out.append(0)  # null: an Empty id has no partitions
     else:

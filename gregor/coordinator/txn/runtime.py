@@ -90,8 +90,11 @@ def produce_error(code: int, abortable_supported: bool = False) -> int:
     if code == codes.TRANSACTION_ABORTABLE and not abortable_supported:
         return codes.INVALID_TXN_STATE
     if code in (
-        codes.CONCURRENT_TRANSACTIONS, codes.NETWORK_EXCEPTION, codes.COORDINATOR_LOAD_IN_PROGRESS,
-        codes.COORDINATOR_NOT_AVAILABLE, codes.NOT_COORDINATOR,
+        codes.CONCURRENT_TRANSACTIONS,
+        codes.NETWORK_EXCEPTION,
+        codes.COORDINATOR_LOAD_IN_PROGRESS,
+        codes.COORDINATOR_NOT_AVAILABLE,
+        codes.NOT_COORDINATOR,
     ):
         return codes.NOT_ENOUGH_REPLICAS
     return code
@@ -108,7 +111,9 @@ class TxnShardAdapter:
     """The transaction coordinator's part of the runtime (`ShardAdapter`): its record format,
     and the markers its shards ask for, from the request to the answer (module docstring)."""
 
-    def __init__(self, config: TxnConfig, new_producer_id: Callable[[], int], write_markers: MarkerWriter) -> None:
+    def __init__(
+        self, config: TxnConfig, new_producer_id: Callable[[], int], write_markers: MarkerWriter
+    ) -> None:
         self.config = config
         self.new_producer_id = new_producer_id
         self.write_markers = write_markers
@@ -129,7 +134,11 @@ class TxnShardAdapter:
         return record
 
     def after_step(self, runtime: Runtime, shard: TransactionCoordinatorShard, now_ms: int) -> bool:
-        progressed = self._send_markers(runtime, shard) if runtime.active(shard.partition) is shard else False
+        progressed = (
+            self._send_markers(runtime, shard)
+            if runtime.active(shard.partition) is shard
+            else False
+        )
         return self.take_answers(runtime, now_ms) or progressed
 
     def on_unloaded(self, shard: TransactionCoordinatorShard) -> None:
@@ -170,7 +179,9 @@ class TxnShardAdapter:
             )  # fmt: skip
         return True
 
-    def _release(self, runtime: Runtime, shard: TransactionCoordinatorShard, request: MarkerRequest) -> None:
+    def _release(
+        self, runtime: Runtime, shard: TransactionCoordinatorShard, request: MarkerRequest
+    ) -> None:
         self._released.append((shard, request))
         if not runtime.stepping:
             runtime.wake()  # released by a high watermark move: the next poll sends them
@@ -240,8 +251,12 @@ class TransactionCoordinator:
         return TxnConfig(
             max_timeout_ms=int(c("transaction.max.timeout.ms")),
             transactional_id_expiration_ms=int(c("transactional.id.expiration.ms")),
-            abort_timed_out_interval_ms=int(c("transaction.abort.timed.out.transaction.cleanup.interval.ms")),
-            remove_expired_interval_ms=int(c("transaction.remove.expired.transaction.cleanup.interval.ms")),
+            abort_timed_out_interval_ms=int(
+                c("transaction.abort.timed.out.transaction.cleanup.interval.ms")
+            ),
+            remove_expired_interval_ms=int(
+                c("transaction.remove.expired.transaction.cleanup.interval.ms")
+            ),
         )
 
     @property
@@ -265,7 +280,11 @@ class TransactionCoordinator:
     def offsets_partition_for(self, group_id: str) -> int:
         """The `__consumer_offsets` partition of a group, as the group coordinator places it."""
         info = self.store.topics.get(OFFSETS_TOPIC)
-        n = info.partitions if info is not None else int(self.config_value("offsets.topic.num.partitions"))
+        n = (
+            info.partitions
+            if info is not None
+            else int(self.config_value("offsets.topic.num.partitions"))
+        )
         return partition_for(group_id, n)
 
     def ensure_transaction_topic(self) -> None:
@@ -277,7 +296,9 @@ class TransactionCoordinator:
                 "cleanup.policy": "compact",
                 "compression.type": "uncompressed",
                 "unclean.leader.election.enable": "false",
-                "min.insync.replicas": str(min(int(self.config_value("transaction.state.log.min.isr")), factor)),
+                "min.insync.replicas": str(
+                    min(int(self.config_value("transaction.state.log.min.isr")), factor)
+                ),
                 "segment.bytes": str(self.config_value("transaction.state.log.segment.bytes")),
             }
 
@@ -306,30 +327,63 @@ class TransactionCoordinator:
 
     # -- operations -----------------------------------------------------------------------------
 
-    def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int, producer_epoch: int, now_ms: int) -> ProducerIdAndEpoch | Pending:
+    def init_producer_id(
+        self,
+        transactional_id: str,
+        timeout_ms: int,
+        producer_id: int,
+        producer_epoch: int,
+        now_ms: int,
+    ) -> ProducerIdAndEpoch | Pending:
         """InitProducerId with a transactional id; `producer_id`/`producer_epoch` -1 unless the
         client names them (v3+, KIP-360)."""
         if (producer_id == -1) != (producer_epoch == -1):
             return ProducerIdAndEpoch(codes.INVALID_REQUEST)
         expected = None if producer_id == -1 else (producer_id, producer_epoch)
         return self.runtime.run(
-            transactional_id, lambda s: s.init_producer_id(transactional_id, timeout_ms, expected, now_ms),
-            ProducerIdAndEpoch, now_ms, what="init producer id",
+            transactional_id,
+            lambda s: s.init_producer_id(transactional_id, timeout_ms, expected, now_ms),
+            ProducerIdAndEpoch,
+            now_ms,
+            what="init producer id",
         )
 
-    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition], now_ms: int) -> int | Pending:
+    def add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+        now_ms: int,
+    ) -> int | Pending:
         tps = list(partitions)
         return self.runtime.run(
-            transactional_id, lambda s: s.add_partitions(transactional_id, producer_id, producer_epoch, tps, now_ms),
-            _same, now_ms, what="add partitions",
+            transactional_id,
+            lambda s: s.add_partitions(transactional_id, producer_id, producer_epoch, tps, now_ms),
+            _same,
+            now_ms,
+            what="add partitions",
         )
 
-    def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str, now_ms: int) -> int | Pending:
+    def add_offsets(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        group_id: str,
+        now_ms: int,
+    ) -> int | Pending:
         """AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the transaction."""
         tp = (OFFSETS_TOPIC, self.offsets_partition_for(group_id))
         return self.add_partitions(transactional_id, producer_id, producer_epoch, [tp], now_ms)
 
-    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+    def verify_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> dict[TopicPartition, int]:
         """AddPartitionsToTxn v4+ verify_only: Kafka's coordinator answers, per partition."""
         tps = list(partitions)
         error, shard = self.runtime.locate(transactional_id)
@@ -338,21 +392,41 @@ class TransactionCoordinator:
         return shard.verify(transactional_id, producer_id, producer_epoch, tps)
 
     def verify_partition(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str, partition: int,
-        *, abortable_supported: bool = False,
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        topic: str,
+        partition: int,
+        *,
+        abortable_supported: bool = False,
     ) -> int:
         """For the produce path (KIP-890 part 1): NONE when the partition is in the open
         transaction of this producer and epoch; otherwise the error the Produce response
         carries (`produce_error`). `abortable_supported`: the Produce request is v11+."""
-        code = self.verify_partitions(transactional_id, producer_id, producer_epoch, [(topic, partition)])[(topic, partition)]
+        code = self.verify_partitions(
+            transactional_id, producer_id, producer_epoch, [(topic, partition)]
+        )[(topic, partition)]
         return produce_error(code, abortable_supported)
 
-    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool, client_version: int, now_ms: int) -> ProducerIdAndEpoch | Pending:
+    def end_txn(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        client_version: int,
+        now_ms: int,
+    ) -> ProducerIdAndEpoch | Pending:
         """EndTxn; `client_version` 2 for EndTxn v5 (KIP-890 part 2), else 0."""
         return self.runtime.run(
             transactional_id,
-            lambda s: s.end_txn(transactional_id, producer_id, producer_epoch, committed, client_version, now_ms),
-            ProducerIdAndEpoch, now_ms, what="end txn",
+            lambda s: s.end_txn(
+                transactional_id, producer_id, producer_epoch, committed, client_version, now_ms
+            ),
+            ProducerIdAndEpoch,
+            now_ms,
+            what="end txn",
         )
 
     def describe(self, transactional_id: str) -> DescribedTransaction:
@@ -363,13 +437,17 @@ class TransactionCoordinator:
             return DescribedTransaction(error, transactional_id)
         return shard.describe(transactional_id)
 
-    def list_transactions(self, states: Iterable[str], producer_ids: Iterable[int], duration_ms: int, now_ms: int) -> ListedTransactions:
+    def list_transactions(
+        self, states: Iterable[str], producer_ids: Iterable[int], duration_ms: int, now_ms: int
+    ) -> ListedTransactions:
         if self.runtime.loading:
             return ListedTransactions(codes.COORDINATOR_LOAD_IN_PROGRESS)
         states, producer_ids = list(states), list(producer_ids)
         out = ListedTransactions(codes.NONE, [s for s in states if s not in STATE_BY_NAME])
         for shard in self.runtime.shards():
-            out.transactions += shard.list_transactions(states, producer_ids, duration_ms, now_ms).transactions
+            out.transactions += shard.list_transactions(
+                states, producer_ids, duration_ms, now_ms
+            ).transactions
         return out
 
 

@@ -90,13 +90,33 @@ PREPARE_STATES = (PREPARE_COMMIT, PREPARE_ABORT)
 
 # Marker errors (Kafka's TransactionMarkerRequestCompletionHandler): the marker is done, the
 # transaction is given up (a newer producer epoch or coordinator took over), or it is retried.
-MARKER_DONE = frozenset({codes.NONE, codes.UNKNOWN_TOPIC_OR_PARTITION, codes.UNSUPPORTED_FOR_MESSAGE_FORMAT, codes.UNSUPPORTED_VERSION})
+MARKER_DONE = frozenset(
+    {
+        codes.NONE,
+        codes.UNKNOWN_TOPIC_OR_PARTITION,
+        codes.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+        codes.UNSUPPORTED_VERSION,
+    }
+)
 MARKER_GIVE_UP = frozenset({codes.INVALID_PRODUCER_EPOCH, codes.TRANSACTION_COORDINATOR_FENCED})
-MARKER_FATAL = frozenset({codes.CORRUPT_MESSAGE, codes.MESSAGE_TOO_LARGE, codes.RECORD_LIST_TOO_LARGE, codes.INVALID_REQUIRED_ACKS})
-MARKER_RETRIABLE = frozenset({
-    codes.NOT_LEADER_OR_FOLLOWER, codes.NOT_ENOUGH_REPLICAS, codes.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    codes.REQUEST_TIMED_OUT, codes.KAFKA_STORAGE_ERROR, codes.NETWORK_EXCEPTION,
-})
+MARKER_FATAL = frozenset(
+    {
+        codes.CORRUPT_MESSAGE,
+        codes.MESSAGE_TOO_LARGE,
+        codes.RECORD_LIST_TOO_LARGE,
+        codes.INVALID_REQUIRED_ACKS,
+    }
+)
+MARKER_RETRIABLE = frozenset(
+    {
+        codes.NOT_LEADER_OR_FOLLOWER,
+        codes.NOT_ENOUGH_REPLICAS,
+        codes.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        codes.REQUEST_TIMED_OUT,
+        codes.KAFKA_STORAGE_ERROR,
+        codes.NETWORK_EXCEPTION,
+    }
+)
 UNEXPECTED_MARKER_ERROR_BACKOFF_FACTOR = 50  # an unknown marker error is retried, 50x slower
 
 
@@ -111,8 +131,12 @@ class TxnConfig:
 
     max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
     transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
-    abort_timed_out_interval_ms: int = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms
-    remove_expired_interval_ms: int = 3_600_000  # transaction.remove.expired.transaction.cleanup.interval.ms
+    abort_timed_out_interval_ms: int = (
+        10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms
+    )
+    remove_expired_interval_ms: int = (
+        3_600_000  # transaction.remove.expired.transaction.cleanup.interval.ms
+    )
     marker_retry_backoff_ms: int = 100  # Kafka's inter-broker retry.backoff.ms
 
 
@@ -128,7 +152,9 @@ class _Markers:
 
 
 class TransactionCoordinatorShard:
-    def __init__(self, partition: int, config: TxnConfig, new_producer_id: Callable[[], int]) -> None:
+    def __init__(
+        self, partition: int, config: TxnConfig, new_producer_id: Callable[[], int]
+    ) -> None:
         self.partition = partition
         self.config = config
         self.new_producer_id = new_producer_id
@@ -188,7 +214,9 @@ class TransactionCoordinatorShard:
             return
         if current is None:
             if new.state is not EMPTY:
-                raise IllegalTransition(f"transactional id {tid!r}: a new id must start Empty, not {new.state}")
+                raise IllegalTransition(
+                    f"transactional id {tid!r}: a new id must start Empty, not {new.state}"
+                )
         else:
             check_transition(current.state, new.state, tid)
         self.txns[tid] = new
@@ -206,8 +234,12 @@ class TransactionCoordinatorShard:
         """Every record is replayed: start the timers, and finish every transaction a previous
         coordinator left preparing (its markers are written again: writing one twice is safe)."""
         self.loaded = True
-        self.timers.schedule(ABORT_KEY, now_ms + self.config.abort_timed_out_interval_ms, self._abort_timed_out)
-        self.timers.schedule(EXPIRE_KEY, now_ms + self.config.remove_expired_interval_ms, self._remove_expired)
+        self.timers.schedule(
+            ABORT_KEY, now_ms + self.config.abort_timed_out_interval_ms, self._abort_timed_out
+        )
+        self.timers.schedule(
+            EXPIRE_KEY, now_ms + self.config.remove_expired_interval_ms, self._remove_expired
+        )
         for tid, m in self.txns.items():
             if m.state in PREPARE_STATES:
                 log.info("transactional id %s was left in %s: writing its markers", tid, m.state)
@@ -241,25 +273,46 @@ class TransactionCoordinatorShard:
         for tid, m in self.txns.items():
             if m.state is ONGOING and m.start_ms + m.timeout_ms < now_ms:
                 if m.producer_epoch >= MAX_EPOCH:
-                    log.error("transactional id %s timed out at epoch %d, which cannot be bumped", tid, m.producer_epoch)
+                    log.error(
+                        "transactional id %s timed out at epoch %d, which cannot be bumped",
+                        tid,
+                        m.producer_epoch,
+                    )
                     continue
                 log.info(
                     "transactional id %s: transaction of producer %d epoch %d open for %d ms (timeout %d ms): aborting it",
-                    tid, m.producer_id, m.producer_epoch, now_ms - m.start_ms, m.timeout_ms,
+                    tid,
+                    m.producer_id,
+                    m.producer_epoch,
+                    now_ms - m.start_ms,
+                    m.timeout_ms,
                 )
                 self._records.append(self._fence(tid, m, now_ms))
-        self.timers.schedule(ABORT_KEY, now_ms + self.config.abort_timed_out_interval_ms, self._abort_timed_out)
+        self.timers.schedule(
+            ABORT_KEY, now_ms + self.config.abort_timed_out_interval_ms, self._abort_timed_out
+        )
 
     def _remove_expired(self, now_ms: int) -> None:
         """transactional.id.expiration.ms: ids idle that long with no open transaction are removed
         (a tombstone each)."""
         horizon = now_ms - self.config.transactional_id_expiration_ms
-        expired = [tid for tid, m in self.txns.items() if m.state.expiration_allowed and m.last_update_ms <= horizon]
+        expired = [
+            tid
+            for tid, m in self.txns.items()
+            if m.state.expiration_allowed and m.last_update_ms <= horizon
+        ]
         for tid in expired:
             self._records.append(TxnRecord(tid, None))
         if expired:
-            log.info("partition %d: %d transactional ids idle since before %d expire", self.partition, len(expired), horizon)
-        self.timers.schedule(EXPIRE_KEY, now_ms + self.config.remove_expired_interval_ms, self._remove_expired)
+            log.info(
+                "partition %d: %d transactional ids idle since before %d expire",
+                self.partition,
+                len(expired),
+                horizon,
+            )
+        self.timers.schedule(
+            EXPIRE_KEY, now_ms + self.config.remove_expired_interval_ms, self._remove_expired
+        )
 
     def _fence(self, tid: str, m: TransactionMetadata, now_ms: int) -> TxnRecord:
         """Ongoing -> PrepareEpochFence -> PrepareAbort with the epoch bumped, in one step: only
@@ -270,20 +323,33 @@ class TransactionCoordinatorShard:
         return TxnRecord(
             tid,
             replace(
-                m, state=PREPARE_ABORT, producer_epoch=m.producer_epoch + 1, last_producer_epoch=NO_PRODUCER_EPOCH,
-                last_update_ms=now_ms, client_version=0, next_producer_id=NO_PRODUCER_ID,
+                m,
+                state=PREPARE_ABORT,
+                producer_epoch=m.producer_epoch + 1,
+                last_producer_epoch=NO_PRODUCER_EPOCH,
+                last_update_ms=now_ms,
+                client_version=0,
+                next_producer_id=NO_PRODUCER_ID,
             ),
         )
 
     # -- markers --------------------------------------------------------------------------------
 
     def _start_markers(self, tid: str, m: TransactionMetadata) -> None:
-        markers = _Markers(m.producer_id, m.producer_epoch, m.state is PREPARE_COMMIT, set(m.partitions))
+        markers = _Markers(
+            m.producer_id, m.producer_epoch, m.state is PREPARE_COMMIT, set(m.partitions)
+        )
         self._markers[tid] = markers
         self._send_markers(tid, markers)
 
     def _send_markers(self, tid: str, markers: _Markers) -> None:
-        request = MarkerRequest(tid, markers.producer_id, markers.producer_epoch, markers.committed, tuple(sorted(markers.remaining)))
+        request = MarkerRequest(
+            tid,
+            markers.producer_id,
+            markers.producer_epoch,
+            markers.committed,
+            tuple(sorted(markers.remaining)),
+        )
         markers.in_flight = request
         self._marker_requests.append(request)
 
@@ -292,7 +358,9 @@ class TransactionCoordinatorShard:
         if markers is not None and markers.in_flight is None:
             self._send_markers(tid, markers)
 
-    def markers_written(self, request: MarkerRequest, errors: dict[TopicPartition, int], now_ms: int) -> list[TxnRecord]:
+    def markers_written(
+        self, request: MarkerRequest, errors: dict[TopicPartition, int], now_ms: int
+    ) -> list[TxnRecord]:
         """The writer's answer to `request` (an error code per partition); the Complete* record
         once every partition has its marker. A stale answer (the transaction moved on, or this
         shard was reloaded) is ignored."""
@@ -310,18 +378,29 @@ class TransactionCoordinatorShard:
                 # Kafka stops here: another coordinator (or producer epoch) owns the transaction.
                 log.error(
                     "transactional id %s: the marker for %s-%d failed with error %d; no more markers are sent",
-                    tid, tp[0], tp[1], error,
+                    tid,
+                    tp[0],
+                    tp[1],
+                    error,
                 )
                 del self._markers[tid]
                 return []
             elif error not in MARKER_RETRIABLE:
-                log.warning("transactional id %s: the marker for %s-%d failed with error %d; retrying", tid, tp[0], tp[1], error)
+                log.warning(
+                    "transactional id %s: the marker for %s-%d failed with error %d; retrying",
+                    tid,
+                    tp[0],
+                    tp[1],
+                    error,
+                )
                 unexpected = True
         if markers.remaining:
             backoff = self.config.marker_retry_backoff_ms
             if unexpected:
                 backoff *= UNEXPECTED_MARKER_ERROR_BACKOFF_FACTOR
-            self.timers.schedule(("markers", tid), now_ms + backoff, lambda _t: self._resend_markers(tid))
+            self.timers.schedule(
+                ("markers", tid), now_ms + backoff, lambda _t: self._resend_markers(tid)
+            )
             return []
         return self._complete(tid, now_ms)
 
@@ -334,16 +413,32 @@ class TransactionCoordinatorShard:
         if m.client_version >= 2 and m.next_producer_id != NO_PRODUCER_ID:
             # KIP-890: the epoch ran out at this EndTxn; the producer continues with the new id.
             new = replace(
-                m, state=target, producer_id=m.next_producer_id, producer_epoch=0,
-                previous_producer_id=m.producer_id, next_producer_id=NO_PRODUCER_ID,
-                last_producer_epoch=m.producer_epoch, partitions=frozenset(), last_update_ms=now_ms,
+                m,
+                state=target,
+                producer_id=m.next_producer_id,
+                producer_epoch=0,
+                previous_producer_id=m.producer_id,
+                next_producer_id=NO_PRODUCER_ID,
+                last_producer_epoch=m.producer_epoch,
+                partitions=frozenset(),
+                last_update_ms=now_ms,
             )
         elif m.client_version >= 2:
-            new = replace(m, state=target, partitions=frozenset(), last_update_ms=now_ms, last_producer_epoch=m.producer_epoch)
+            new = replace(
+                m,
+                state=target,
+                partitions=frozenset(),
+                last_update_ms=now_ms,
+                last_producer_epoch=m.producer_epoch,
+            )
         else:
             new = replace(m, state=target, partitions=frozenset(), last_update_ms=now_ms)
         # Should the append fail, the timer offers the record again.
-        self.timers.schedule(("complete", tid), now_ms + self.config.marker_retry_backoff_ms, lambda t: self._retry_complete(tid, t))
+        self.timers.schedule(
+            ("complete", tid),
+            now_ms + self.config.marker_retry_backoff_ms,
+            lambda t: self._retry_complete(tid, t),
+        )
         return [TxnRecord(tid, new)]
 
     def _retry_complete(self, tid: str, now_ms: int) -> None:
@@ -361,7 +456,9 @@ class TransactionCoordinatorShard:
         """`expected`: the (producer id, epoch) of a KIP-360 request, None otherwise."""
         return self._done(self._init(tid, timeout_ms, expected, now_ms))
 
-    def _init(self, tid: str, timeout_ms: int, expected: tuple[int, int] | None, now_ms: int) -> ProducerIdAndEpoch:
+    def _init(
+        self, tid: str, timeout_ms: int, expected: tuple[int, int] | None, now_ms: int
+    ) -> ProducerIdAndEpoch:
         if not tid:
             return ProducerIdAndEpoch(codes.INVALID_REQUEST)
         if not 0 < timeout_ms <= self.config.max_timeout_ms:
@@ -372,35 +469,67 @@ class TransactionCoordinatorShard:
             if error:
                 return ProducerIdAndEpoch(error)
             # Not kept until its Empty record is replayed.
-            m = TransactionMetadata(pid, NO_PRODUCER_EPOCH, timeout_ms, EMPTY, last_update_ms=now_ms)
+            m = TransactionMetadata(
+                pid, NO_PRODUCER_EPOCH, timeout_ms, EMPTY, last_update_ms=now_ms
+            )
         if expected is not None and not _valid_expected_producer(m, expected):
             return ProducerIdAndEpoch(codes.PRODUCER_FENCED)
         if m.state in PREPARE_STATES:
             return ProducerIdAndEpoch(codes.CONCURRENT_TRANSACTIONS)
         if m.state is ONGOING:
-            log.info("transactional id %s: a new producer fences epoch %d of producer %d; aborting its transaction", tid, m.producer_epoch, m.producer_id)
+            log.info(
+                "transactional id %s: a new producer fences epoch %d of producer %d; aborting its transaction",
+                tid,
+                m.producer_epoch,
+                m.producer_id,
+            )
             self._records.append(self._fence(tid, m, now_ms))
             return ProducerIdAndEpoch(codes.CONCURRENT_TRANSACTIONS)
         if m.state not in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT):
             raise IllegalTransition(f"transactional id {tid!r} found in {m.state}")
-        if is_epoch_exhausted(m.producer_epoch) and (expected is None or expected[1] == m.producer_epoch):
+        if is_epoch_exhausted(m.producer_epoch) and (
+            expected is None or expected[1] == m.producer_epoch
+        ):
             pid, error = self._allocate_producer_id()
             if error:
                 return ProducerIdAndEpoch(error)
-            log.info("transactional id %s: epochs of producer %d are exhausted; new producer id %d", tid, m.producer_id, pid)
+            log.info(
+                "transactional id %s: epochs of producer %d are exhausted; new producer id %d",
+                tid,
+                m.producer_id,
+                pid,
+            )
             new = TransactionMetadata(
-                pid, 0, timeout_ms, EMPTY, last_update_ms=now_ms, previous_producer_id=m.producer_id,
+                pid,
+                0,
+                timeout_ms,
+                EMPTY,
+                last_update_ms=now_ms,
+                previous_producer_id=m.producer_id,
                 last_producer_epoch=m.producer_epoch if expected is not None else NO_PRODUCER_EPOCH,
             )
         else:
             bumped = _bump_epoch(m, None if expected is None else expected[1])
             if bumped is None:
-                log.info("transactional id %s: epoch %s is neither the current %d nor the last %d: fenced", tid, expected, m.producer_epoch, m.last_producer_epoch)
+                log.info(
+                    "transactional id %s: epoch %s is neither the current %d nor the last %d: fenced",
+                    tid,
+                    expected,
+                    m.producer_epoch,
+                    m.last_producer_epoch,
+                )
                 return ProducerIdAndEpoch(codes.PRODUCER_FENCED)
             epoch, last_epoch = bumped
             new = replace(
-                m, producer_epoch=epoch, last_producer_epoch=last_epoch, timeout_ms=timeout_ms, state=EMPTY,
-                partitions=frozenset(), start_ms=-1, last_update_ms=now_ms, next_producer_id=NO_PRODUCER_ID,
+                m,
+                producer_epoch=epoch,
+                last_producer_epoch=last_epoch,
+                timeout_ms=timeout_ms,
+                state=EMPTY,
+                partitions=frozenset(),
+                start_ms=-1,
+                last_update_ms=now_ms,
+                next_producer_id=NO_PRODUCER_ID,
                 client_version=0,
             )
         check_transition(m.state, EMPTY, tid)
@@ -410,11 +539,25 @@ class TransactionCoordinatorShard:
     # -- AddPartitionsToTxn, AddOffsetsToTxn and their verification -------------------------------
 
     def add_partitions(
-        self, tid: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition], now_ms: int
+        self,
+        tid: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+        now_ms: int,
     ) -> tuple[list[TxnRecord], int]:
-        return self._done(self._add(tid, producer_id, producer_epoch, frozenset(partitions), now_ms))
+        return self._done(
+            self._add(tid, producer_id, producer_epoch, frozenset(partitions), now_ms)
+        )
 
-    def _add(self, tid: str, producer_id: int, producer_epoch: int, partitions: frozenset[TopicPartition], now_ms: int) -> int:
+    def _add(
+        self,
+        tid: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: frozenset[TopicPartition],
+        now_ms: int,
+    ) -> int:
         if not tid:
             return codes.INVALID_REQUEST
         m = self.txns.get(tid)
@@ -428,11 +571,20 @@ class TransactionCoordinatorShard:
             return codes.NONE  # already in: nothing to write
         check_transition(m.state, ONGOING, tid)
         start = now_ms if m.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) else m.start_ms
-        new = replace(m, state=ONGOING, partitions=m.partitions | partitions, start_ms=start, last_update_ms=now_ms, client_version=0)
+        new = replace(
+            m,
+            state=ONGOING,
+            partitions=m.partitions | partitions,
+            start_ms=start,
+            last_update_ms=now_ms,
+            client_version=0,
+        )
         self._records.append(TxnRecord(tid, new))
         return codes.NONE
 
-    def verify(self, tid: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+    def verify(
+        self, tid: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
         """KIP-890 part 1: is each partition in the producer's open transaction? Kafka's answers
         (AddPartitionsToTxn v4+ verify_only): NONE, or TRANSACTION_ABORTABLE if not added; for
         all of them INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED or CONCURRENT_TRANSACTIONS."""
@@ -447,18 +599,30 @@ class TransactionCoordinatorShard:
         elif m.state in PREPARE_STATES:
             error = codes.CONCURRENT_TRANSACTIONS
         else:
-            return {tp: codes.NONE if tp in m.partitions else codes.TRANSACTION_ABORTABLE for tp in tps}
+            return {
+                tp: codes.NONE if tp in m.partitions else codes.TRANSACTION_ABORTABLE for tp in tps
+            }
         return dict.fromkeys(tps, error)
 
     # -- EndTxn ---------------------------------------------------------------------------------
 
     def end_txn(
-        self, tid: str, producer_id: int, producer_epoch: int, commit: bool, client_version: int, now_ms: int
+        self,
+        tid: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        client_version: int,
+        now_ms: int,
     ) -> tuple[list[TxnRecord], ProducerIdAndEpoch]:
         """`client_version`: 2 for EndTxn v5 (KIP-890 part 2: an epoch bump per transaction)."""
-        return self._done(self._end(tid, producer_id, producer_epoch, commit, client_version, now_ms))
+        return self._done(
+            self._end(tid, producer_id, producer_epoch, commit, client_version, now_ms)
+        )
 
-    def _end(self, tid: str, producer_id: int, epoch: int, commit: bool, client_version: int, now_ms: int) -> ProducerIdAndEpoch:
+    def _end(
+        self, tid: str, producer_id: int, epoch: int, commit: bool, client_version: int, now_ms: int
+    ) -> ProducerIdAndEpoch:
         if not tid:
             return ProducerIdAndEpoch(codes.INVALID_REQUEST)
         m = self.txns.get(tid)
@@ -466,7 +630,12 @@ class TransactionCoordinatorShard:
             return ProducerIdAndEpoch(codes.INVALID_PRODUCER_ID_MAPPING)
         v2 = m.client_version >= 2
         # A v2 client retrying an EndTxn whose epoch bump (or new producer id) it never heard of.
-        retry_on_overflow = v2 and m.previous_producer_id == producer_id and epoch == MAX_EPOCH - 1 and m.producer_epoch == 0
+        retry_on_overflow = (
+            v2
+            and m.previous_producer_id == producer_id
+            and epoch == MAX_EPOCH - 1
+            and m.producer_epoch == 0
+        )
         retry_on_bump = v2 and m.producer_epoch == epoch + 1
         if v2 and m.state in PREPARE_STATES:
             valid_epoch = retry_on_bump
@@ -481,17 +650,28 @@ class TransactionCoordinatorShard:
         state = m.state
         if state is ONGOING:
             return self._prepare_end(tid, m, commit, client_version, now_ms)
-        wanted_complete, wanted_prepare = (COMPLETE_COMMIT, PREPARE_COMMIT) if commit else (COMPLETE_ABORT, PREPARE_ABORT)
+        wanted_complete, wanted_prepare = (
+            (COMPLETE_COMMIT, PREPARE_COMMIT) if commit else (COMPLETE_ABORT, PREPARE_ABORT)
+        )
         if state is wanted_complete:
-            return ProducerIdAndEpoch(codes.NONE, m.producer_id, m.producer_epoch)  # a retry: done already
+            return ProducerIdAndEpoch(
+                codes.NONE, m.producer_id, m.producer_epoch
+            )  # a retry: done already
         if state is wanted_prepare:
             return ProducerIdAndEpoch(codes.CONCURRENT_TRANSACTIONS)
         if state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT, PREPARE_COMMIT, PREPARE_ABORT):
-            log.debug("transactional id %s is %s: EndTxn(%s) is refused", tid, state, "commit" if commit else "abort")
+            log.debug(
+                "transactional id %s is %s: EndTxn(%s) is refused",
+                tid,
+                state,
+                "commit" if commit else "abort",
+            )
             return ProducerIdAndEpoch(codes.INVALID_TXN_STATE)
         raise IllegalTransition(f"transactional id {tid!r} found in {state}")
 
-    def _prepare_end(self, tid: str, m: TransactionMetadata, commit: bool, client_version: int, now_ms: int) -> ProducerIdAndEpoch:
+    def _prepare_end(
+        self, tid: str, m: TransactionMetadata, commit: bool, client_version: int, now_ms: int
+    ) -> ProducerIdAndEpoch:
         target = PREPARE_COMMIT if commit else PREPARE_ABORT
         check_transition(m.state, target, tid)
         if client_version >= 2:
@@ -501,8 +681,13 @@ class TransactionCoordinatorShard:
                 if error:
                     return ProducerIdAndEpoch(error)
             new = replace(
-                m, state=target, producer_epoch=m.producer_epoch + 1, last_producer_epoch=m.producer_epoch,
-                next_producer_id=next_pid, client_version=client_version, last_update_ms=now_ms,
+                m,
+                state=target,
+                producer_epoch=m.producer_epoch + 1,
+                last_producer_epoch=m.producer_epoch,
+                next_producer_id=next_pid,
+                client_version=client_version,
+                last_update_ms=now_ms,
             )
         else:
             new = replace(m, state=target, client_version=client_version, last_update_ms=now_ms)
@@ -527,7 +712,14 @@ class TransactionCoordinatorShard:
         for topic, index in sorted(partitions):
             by_topic.setdefault(topic, []).append(index)
         return DescribedTransaction(
-            codes.NONE, tid, m.state.name, m.timeout_ms, m.start_ms, m.producer_id, m.producer_epoch, list(by_topic.items())
+            codes.NONE,
+            tid,
+            m.state.name,
+            m.timeout_ms,
+            m.start_ms,
+            m.producer_id,
+            m.producer_epoch,
+            list(by_topic.items()),
         )
 
     def list_transactions(

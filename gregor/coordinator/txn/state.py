@@ -49,7 +49,16 @@ COMPLETE_ABORT = TxnState(5, "CompleteAbort", expiration_allowed=True)
 DEAD = TxnState(6, "Dead")
 PREPARE_EPOCH_FENCE = TxnState(7, "PrepareEpochFence")
 
-ALL_STATES = (EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD, PREPARE_EPOCH_FENCE)
+ALL_STATES = (
+    EMPTY,
+    ONGOING,
+    PREPARE_COMMIT,
+    PREPARE_ABORT,
+    COMPLETE_COMMIT,
+    COMPLETE_ABORT,
+    DEAD,
+    PREPARE_EPOCH_FENCE,
+)
 BY_ID: dict[int, TxnState] = {s.id: s for s in ALL_STATES}
 BY_NAME: dict[str, TxnState] = {s.name: s for s in ALL_STATES}
 
@@ -75,4 +84,6 @@ class IllegalTransition(Exception):
 
 def check_transition(current: TxnState, target: TxnState, transactional_id: str = "") -> None:
     if current not in VALID_PREVIOUS[target]:
-        raise IllegalTransition(f"transactional id {transactional_id!r}: {current} -> {target} is not a legal transition")
+        raise IllegalTransition(
+            f"transactional id {transactional_id!r}: {current} -> {target} is not a legal transition"
+        )

@@ -214,7 +214,11 @@ _END_TXN_VALUE = struct.Struct(">hi")
 
 
 def build_control_batch(
-    producer_id: int, producer_epoch: int, coordinator_epoch: int, committed: bool, timestamp_ms: int
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int,
+    committed: bool,
+    timestamp_ms: int,
 ) -> bytearray:
     """The COMMIT or ABORT marker a transaction coordinator writes to a partition: a transactional
     control batch of one record, no sequence (-1), base offset 0 until the log assigns one."""
@@ -235,12 +239,16 @@ def parse_end_txn_marker(key: bytes | None, value: bytes | None) -> tuple[bool, 
     """(is_commit, coordinator_epoch) of a control record; INVALID_RECORD unless it is a well
     formed COMMIT or ABORT marker (as Kafka's ControlRecordType and EndTransactionMarker parse)."""
     if key is None or len(key) < _CONTROL_KEY.size:
-        raise KafkaError(errors.INVALID_RECORD, f"a control record key of {len(key or b'')} bytes, not 4")
+        raise KafkaError(
+            errors.INVALID_RECORD, f"a control record key of {len(key or b'')} bytes, not 4"
+        )
     version, kind = _CONTROL_KEY.unpack_from(key)
     if version < 0:
         raise KafkaError(errors.INVALID_RECORD, f"control record key version {version}")
     if kind not in (CONTROL_ABORT, CONTROL_COMMIT):
-        raise KafkaError(errors.INVALID_RECORD, f"control record type {kind} is not a transaction marker")
+        raise KafkaError(
+            errors.INVALID_RECORD, f"control record type {kind} is not a transaction marker"
+        )
     if value is None or len(value) < _END_TXN_VALUE.size:
         raise KafkaError(
             errors.INVALID_RECORD, f"a transaction marker value of {len(value or b'')} bytes, not 6"
@@ -251,7 +259,9 @@ def parse_end_txn_marker(key: bytes | None, value: bytes | None) -> tuple[bool, 
     return kind == CONTROL_COMMIT, coordinator_epoch
 
 
-def read_end_txn_marker(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[bool, int] | None:
+def read_end_txn_marker(
+    buf: bytes | bytearray | memoryview, pos: int = 0
+) -> tuple[bool, int] | None:
     """(is_commit, coordinator_epoch) of the control batch at `pos`, from its first record; None
     for a batch with no records (the log cleaner empties markers it keeps only for their
     producer). CORRUPT_MESSAGE if its records do not decode, INVALID_RECORD if the first is no
@@ -264,7 +274,9 @@ def read_end_txn_marker(buf: bytes | bytearray | memoryview, pos: int = 0) -> tu
     except KafkaError:
         raise
     except Exception as exc:  # a codec's own error: the bytes are damaged
-        raise KafkaError(errors.CORRUPT_MESSAGE, f"a control batch that does not decompress: {exc}") from exc
+        raise KafkaError(
+            errors.CORRUPT_MESSAGE, f"a control batch that does not decompress: {exc}"
+        ) from exc
     rec = records[0]
     return parse_end_txn_marker(rec.key, rec.value)
 
@@ -278,7 +290,9 @@ def read_batch_records(
     data = memoryview(buf)[pos + b.HEADER_SIZE : pos + size]
     if header.compression != b.COMPRESSION_NONE:
         data = memoryview(compression.decompress(header.compression, bytes(data)))
-    return header, decode_records(data, header.base_offset, header.base_timestamp, header.records_count)
+    return header, decode_records(
+        data, header.base_offset, header.base_timestamp, header.records_count
+    )
 
 
 def iter_records(buf: bytes | bytearray | memoryview) -> Iterator[tuple[b.BatchHeader, Record]]:
