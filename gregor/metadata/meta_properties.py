@@ -34,6 +34,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.storage.checkpoints import fsync_dir
 
 FILE_NAME = "meta.properties"
@@ -136,8 +137,13 @@ def read(log_dir: str) -> MetaProperties | None:
     return MetaProperties(cluster_id, node_id, directory_id)
 
 
-def write(log_dir: str, meta: MetaProperties) -> None:
-    lines = ["#", "#" + time.strftime("%a %b %d %H:%M:%S %Z %Y"), f"version={meta.version}"]
+def write(log_dir: str, meta: MetaProperties, clock: Clock = SYSTEM_CLOCK) -> None:
+    written = time.localtime(clock.now_ms() / 1000)
+    lines = [
+        "#",
+        "#" + time.strftime("%a %b %d %H:%M:%S %Z %Y", written),
+        f"version={meta.version}",
+    ]
     lines += [f"cluster.id={meta.cluster_id}", f"node.id={meta.node_id}"]
     if meta.directory_id is not None:
         lines.append(f"directory.id={uuid_to_str(meta.directory_id)}")

@@ -95,12 +95,12 @@ import contextlib
 import logging
 import os
 import random
-import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from gregor.clock import SYSTEM_CLOCK
 from gregor.metadata import records as r
 from gregor.metadata import snapshot as metadata_snapshot
 from gregor.metadata.config_defs import DynamicConfigs
@@ -152,10 +152,6 @@ class MetadataLogError(RuntimeError):
     commit that does not come."""
 
 
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class QuorumDriver(Protocol):
     """What the store needs of the runtime's RaftDriver (it cannot import the runtime)."""
 
@@ -169,7 +165,7 @@ class RaftMetadataStore:
         self,
         node: RaftNode | None,
         cluster_id: str,
-        clock: Callable[[], int] = wall_clock_ms,
+        clock: Callable[[], int] = SYSTEM_CLOCK.now_ms,
         snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES,
         snapshot_interval_ms: int = DEFAULT_SNAPSHOT_INTERVAL_MS,
         max_batch_bytes: int = MAX_BATCH_BYTES,
@@ -231,7 +227,7 @@ class RaftMetadataStore:
         cluster_id: str,
         voters: Sequence[int],
         *,
-        clock: Callable[[], int] = wall_clock_ms,
+        clock: Callable[[], int] = SYSTEM_CLOCK.now_ms,
         configs: Mapping[str, str] | None = None,
     ) -> tuple[RaftMetadataStore, RaftLog, FileQuorumStateStore, RaftConfig]:
         """The store of a node among `voters`, with the log, quorum-state and Raft settings a
@@ -337,7 +333,7 @@ class RaftMetadataStore:
         node_id: int,
         cluster_id: str,
         *,
-        clock: Callable[[], int] = wall_clock_ms,
+        clock: Callable[[], int] = SYSTEM_CLOCK.now_ms,
         configs: Mapping[str, str] | None = None,
     ) -> RaftMetadataStore:
         """Open `<log_dir>/__cluster_metadata-0`, lead the one-voter quorum, replay the log.

@@ -80,12 +80,12 @@ import logging
 import math
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from crc32c import crc32c
 
+from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.protocol.records import batch as rb
 from gregor.storage import checkpoints
 from gregor.storage.cleaner_records import (
@@ -155,13 +155,14 @@ class CorruptSegment(UncleanableLog):
 
 class Throttler:
     """Keeps the bytes passed to `delay` under `rate` per second, on average over windows of a
-    second: `delay` says how long to sleep; shared by every cleaner thread (as Kafka's)."""
+    second (of the clock's monotonic time): `delay` says how long to sleep; shared by every
+    cleaner thread (as Kafka's)."""
 
-    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, rate: float, clock: Clock = SYSTEM_CLOCK) -> None:
         self.rate = rate
         self._clock = clock
         self._lock = threading.Lock()
-        self._start = clock()
+        self._start = clock.monotonic_s()
         self._bytes = 0
 
     def delay(self, n: int) -> float:
@@ -169,7 +170,7 @@ class Throttler:
         if self.rate == math.inf or self.rate <= 0:
             return 0.0
         with self._lock:
-            now = self._clock()
+            now = self._clock.monotonic_s()
             if now - self._start >= 1.0:
                 self._start, self._bytes = now, 0
             self._bytes += n
@@ -224,7 +225,7 @@ class CleanerStats:
     groups: int = 0
     map_keys: int = 0
     map_utilization: float = 0.0
-    start_s: float = field(default_factory=time.monotonic)
+    start_s: float = 0.0  # monotonic seconds, as the two below
     map_done_s: float = 0.0
     end_s: float = 0.0
 
@@ -455,6 +456,7 @@ class CleaningTask:
         config: LogConfig,
         cleaner_config: CleanerConfig,
         now_ms: int,
+        clock: Clock,
     ) -> None:
         self.topic_partition = to_clean.topic_partition
         self.log = to_clean.log  # for the swap check on the log's thread only
@@ -468,8 +470,11 @@ class CleaningTask:
         self.config = config
         self.cleaner_config = cleaner_config
         self.now_ms = now_ms
+        # Measures the cleaning and paces the throttle's sleeps; SYSTEM_CLOCK pickles as itself,
+        # so a worker process reads its own real clock.
+        self.clock = clock
         self.aborted = False
-        self.stats = CleanerStats()
+        self.stats = CleanerStats(start_s=clock.monotonic_s())
         self._throttle: Callable[[int], None] = lambda n: None
         # producer id -> (the last offset of its last data batch or -1, its epoch): Kafka's
         # lastRecordsOfActiveProducers
@@ -496,9 +501,10 @@ class CleaningTask:
 
     def _sleep(self, seconds: float) -> None:
         """Sleep for the throttle, in slices, so that `abort` is seen within 0.1 s."""
-        until = time.monotonic() + seconds
-        while not self.aborted and (left := until - time.monotonic()) > 0:
-            time.sleep(min(left, 0.1))
+        clock = self.clock
+        until = clock.monotonic_s() + seconds
+        while not self.aborted and (left := until - clock.monotonic_s()) > 0:
+            clock.sleep(min(left, 0.1))
 
     def _check(self) -> None:
         if self.aborted:
@@ -517,7 +523,7 @@ class CleaningTask:
         )
         self._build_offset_map(offset_map)
         end_offset = offset_map.latest_offset + 1
-        stats.map_done_s = time.monotonic()
+        stats.map_done_s = self.clock.monotonic_s()
         stats.map_keys = len(offset_map)
         stats.map_utilization = offset_map.utilization
         to_clean = [s for s in self.sources if s.base_offset < end_offset and not s.active]
@@ -535,7 +541,7 @@ class CleaningTask:
                 raise CleaningAborted(f"{self.name} changed during cleaning; the swap was refused")
             stats.groups += 1
         stats.end_offset = end_offset
-        stats.end_s = time.monotonic()
+        stats.end_s = self.clock.monotonic_s()
         return stats
 
     # -- the offset map --
@@ -784,12 +790,14 @@ def _fsync_path(path: str) -> None:
 class LogCleaner:
     """Chooses logs, makes tasks, swaps their groups in and keeps the checkpoints; every method
     runs on the logs' thread. Who runs `CleaningTask.run` (a worker thread, or this thread in
-    `clean_once`) is the caller's choice: see broker.py for the broker's."""
+    `clean_once`) is the caller's choice: see broker.py for the broker's. Its clock is the log
+    manager's."""
 
     def __init__(self, logs: LogManager, config: CleanerConfig | None = None) -> None:
         self.logs = logs
+        self.clock = logs.clock
         self.config = config or CleanerConfig()
-        self.throttler = Throttler(self.config.io_max_bytes_per_second)
+        self.throttler = Throttler(self.config.io_max_bytes_per_second, self.clock)
         self.in_progress: dict[TopicPartition, CleaningTask] = {}
         self.uncleanable: set[TopicPartition] = set()
         self.last_stats: CleanerStats | None = None
@@ -893,6 +901,7 @@ class LogCleaner:
             config=best.log.config,
             cleaner_config=self.config,
             now_ms=now_ms,
+            clock=self.clock,
         )
         self.in_progress[best.topic_partition] = task
         log.info(

@@ -129,7 +129,7 @@ def main() -> None:
         return bool(conn.recv())
 
     try:
-        stats = task.run(swap, Throttler(rate))
+        stats = task.run(swap, Throttler(rate, task.clock))
     except CleaningAborted as exc:
         conn.send(("aborted", str(exc)))
     except BaseException as exc:  # reported to the broker, which logs it and marks the log

@@ -77,7 +77,7 @@ def _new_segment(
     )
 
 
-def _finish_swaps(directory: str, config: LogConfig) -> None:
+def _finish_swaps(directory: str, config: LogConfig, now_ms: int) -> None:
     """Undo or complete an interrupted cleaner swap (see the module docstring)."""
     names = os.listdir(directory)
     cleaned = [
@@ -114,6 +114,7 @@ def _finish_swaps(directory: str, config: LogConfig) -> None:
             index_interval_bytes=config.index_interval_bytes,
             max_index_size=config.segment_index_bytes,
             active=False,
+            now_ms=now_ms,
             file_suffix=SWAP_SUFFIX,
         )
         next_offset = base
@@ -137,7 +138,7 @@ def _finish_swaps(directory: str, config: LogConfig) -> None:
     fsync_dir(directory)
 
 
-def _remove_leftovers(directory: str, config: LogConfig) -> tuple[set[int], set[int]]:
+def _remove_leftovers(directory: str, config: LogConfig, now_ms: int) -> tuple[set[int], set[int]]:
     """Delete unfinished deletes and temp files and settle an interrupted cleaner swap; return
     (bases with a .log, bases with an index)."""
     logs: set[int] = set()
@@ -145,7 +146,7 @@ def _remove_leftovers(directory: str, config: LogConfig) -> tuple[set[int], set[
     for name in os.listdir(directory):
         if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp"):
             os.unlink(os.path.join(directory, name))
-    _finish_swaps(directory, config)
+    _finish_swaps(directory, config, now_ms)
     names = os.listdir(directory)
     for name in names:
         m = _SEGMENT_FILE.match(name)
@@ -173,7 +174,7 @@ def load_segments(
     clean_shutdown: bool,
     now_ms: int,
 ) -> Loaded:
-    logs, indexed = _remove_leftovers(directory, config)
+    logs, indexed = _remove_leftovers(directory, config, now_ms)
     bases = sorted(logs)
     segments = [_new_segment(directory, b, config, active=False, now_ms=now_ms) for b in bases]
     if not segments:

@@ -32,11 +32,11 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.records import batch as rb
@@ -48,8 +48,10 @@ from gregor.storage.leader_epoch import LeaderEpochCache
 from gregor.storage.producer_state import (
     AppendOrigin,
     Duplicate,
+    NextBatch,
     ProducerBatch,
     ProducerStateManager,
+    StateUpdate,
 )
 from gregor.storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, BatchInfo, FileSlice, LogSegment
 from gregor.storage.txn_index import AbortedTxn, TxnIndexEntry
@@ -78,6 +80,21 @@ class AppendInfo:
     log_start_offset: int
 
 
+@dataclass(slots=True)
+class _Walked:
+    """What a walk over an append's batches found, before anything is written."""
+
+    first_offset: int
+    next_offset: int  # the log end offset after the append
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    records: int
+    infos: list[BatchInfo]
+    producer_batches: list[ProducerBatch]
+    epochs: list[tuple[int, int]]  # (leader epoch, first offset) to put in the epoch cache
+    stamped: bool  # timestamps set to the append time (LogAppendTime)
+
+
 def parse_dir_name(name: str) -> tuple[str, int] | None:
     """`my-topic-3` -> ("my-topic", 3); None for anything else (deleted/future dirs)."""
     topic, sep, part = name.rpartition("-")
@@ -88,10 +105,6 @@ def parse_dir_name(name: str) -> tuple[str, int] | None:
 
 def dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 FileDeleter = Callable[[list[LogSegment]], None]
@@ -113,8 +126,10 @@ class Log:
         recovery_point: int,
         log_end_offset: int,
         file_deleter: FileDeleter = delete_now,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.directory = directory
+        self.clock = clock
         name = parse_dir_name(os.path.basename(directory.rstrip("/")))
         self.topic, self.partition = name if name else (os.path.basename(directory), 0)
         self.config = config
@@ -129,7 +144,7 @@ class Log:
         # Idempotent producers' epochs and sequences; loaded by `open` (producer_state.py).
         self.producer_state = ProducerStateManager(directory, f"{self.topic}-{self.partition}")
         self.file_deleter = file_deleter
-        self.last_flush_ms = _now_ms()
+        self.last_flush_ms = clock.now_ms()
         self.closed = False
         self.truncations = 0
         # How a roll flushes the old segment; the broker swaps in one that runs off the loop.
@@ -156,11 +171,15 @@ class Log:
         clean_shutdown: bool = True,
         now_ms: int | None = None,
         file_deleter: FileDeleter = delete_now,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> Log:
-        """Open (or create) the log in `directory`, recovering it if the shutdown was unclean."""
+        """Open (or create) the log in `directory`, recovering it if the shutdown was unclean.
+        `now_ms` (default: the clock's) is when segments found without a batch were made."""
         from gregor.storage import loader
 
         config = config or LogConfig()
+        if now_ms is None:
+            now_ms = clock.now_ms()
         os.makedirs(directory, exist_ok=True)
         loaded = loader.load_segments(
             directory,
@@ -168,7 +187,7 @@ class Log:
             log_start_offset=log_start_offset,
             recovery_point=recovery_point,
             clean_shutdown=clean_shutdown,
-            now_ms=now_ms if now_ms is not None else _now_ms(),
+            now_ms=now_ms,
         )
         log_ = cls(
             directory,
@@ -178,6 +197,7 @@ class Log:
             recovery_point=loaded.recovery_point,
             log_end_offset=loaded.log_end_offset,
             file_deleter=file_deleter,
+            clock=clock,
         )
         if not clean_shutdown:
             # As Kafka's segment recovery does: the epochs of the recovered batches go back into
@@ -193,7 +213,7 @@ class Log:
             log_.log_start_offset,
             log_.log_end_offset,
             clean_shutdown,
-            now_ms if now_ms is not None else _now_ms(),
+            now_ms,
             txn_index_from=loaded.txn_index_from,
         )
         if loaded.txn_index_from is not None:
@@ -298,139 +318,206 @@ class Log:
     ) -> AppendInfo:
         """Validate, assign offsets (patching headers in `records`) and append.
 
-        With `assign_offsets=False` the offsets already in the batches are kept; they must
-        continue the log. `as_follower` (`append_as_follower`) also keeps every other byte.
+        Three modes, each one walk over the batches before anything is written:
+          - a leader's append of a client's batches (`origin` CLIENT, the default): offsets and
+            the leader epoch patched in, every batch's records walked (`_walk_as_leader`);
+          - a coordinator's (origin COORDINATOR: transaction markers): the same, its records
+            trusted;
+          - `assign_offsets=False` (a follower, the Raft log): the offsets already in the
+            batches are kept; they must continue the log (`_walk_keeping_offsets`).
+            `as_follower` (`append_as_follower`) also keeps every other byte.
 
         Batches with a producer id are checked against the producer state first (`origin`:
         CLIENT by default for a leader, REPLICATION for a follower; see producer_state.py). A
         retried request is answered with the offsets it was first written at, writing nothing.
         """
+        assert not (as_follower and assign_offsets), "a follower keeps its leader's offsets"
+        view = self._append_view(records, assign_offsets, as_follower)
+        if now_ms is None:
+            now_ms = self.clock.now_ms()
+        if assign_offsets:
+            client = origin is None or origin is AppendOrigin.CLIENT
+            walked = self._walk_as_leader(view, leader_epoch, now_ms, client)
+        else:
+            walked = self._walk_keeping_offsets(view, now_ms, as_follower)
+        producer_updates = None
+        if walked.producer_batches:
+            if origin is None:
+                origin = AppendOrigin.CLIENT if assign_offsets else AppendOrigin.REPLICATION
+            checked = self.producer_state.validate(view, walked.producer_batches, origin, now_ms)
+            if isinstance(checked, Duplicate):
+                return self._duplicate_info(checked, walked.stamped)
+            producer_updates = checked
+        self._write(view, walked, now_ms, producer_updates)
+        return AppendInfo(
+            walked.first_offset,
+            walked.next_offset - 1,
+            walked.max_timestamp,
+            walked.offset_of_max_timestamp,
+            now_ms if walked.stamped else -1,
+            len(walked.infos),
+            walked.records,
+            len(view),
+            self.log_start_offset,
+        )
+
+    def _append_view(
+        self, records: memoryview | bytearray, assign_offsets: bool, as_follower: bool
+    ) -> memoryview:
+        """`records` as a view to patch (copied if read-only and offsets are to be assigned);
+        refused if empty, or above segment.bytes (a follower takes what its leader took)."""
         view = memoryview(records)
         if view.readonly and assign_offsets:
             view = memoryview(bytearray(view))
         end = len(view)
         if end == 0:
             raise KafkaError(errors.INVALID_RECORD, f"{self.topic}-{self.partition}: no batches")
-        config = self.config
-        if end > config.segment_bytes and not as_follower:
+        if end > self.config.segment_bytes and not as_follower:
             raise KafkaError(
                 errors.RECORD_LIST_TOO_LARGE,
-                f"{end} bytes is above segment.bytes {config.segment_bytes}",
+                f"{end} bytes is above segment.bytes {self.config.segment_bytes}",
             )
-        if now_ms is None:
-            now_ms = _now_ms()
-        stamp = config.log_append_time and not as_follower
-        next_offset = self.log_end_offset
-        first_offset = next_offset if assign_offsets else -1
+        return view
+
+    def _walk_as_leader(
+        self, view: memoryview, leader_epoch: int, now_ms: int, client: bool
+    ) -> _Walked:
+        """A leader's walk: each batch checked (a `client`'s records too, as Kafka's LogValidator
+        walks them: codec, control flag, record framing and count, offset deltas, keys if
+        compacted), then its base offset, leader epoch and, if the topic stamps LogAppendTime,
+        its timestamp patched in. The batches start at the log end offset."""
+        config = self.config
+        end = len(view)
+        max_size = config.max_message_bytes
+        where = f"{self.topic}-{self.partition}" if client else ""
+        max_uncompressed = uncompressed_limit(max_size)
+        compacted = config.compact
+        stamp = config.log_append_time
+        first_offset = next_offset = self.log_end_offset
         max_ts, offset_of_max_ts = -1, -1
         infos: list[BatchInfo] = []
         producer_batches: list[ProducerBatch] = []
         records_count = 0
         pos = 0
-        # A follower takes what its leader took: its own max.message.bytes does not apply.
-        max_size = config.max_message_bytes if not as_follower else end
-        epochs: list[tuple[int, int]] = []  # a follower's (leader epoch, base offset) per batch
         while pos < end:
             header = rb.check_batch(view, pos, end, max_size)
-            if assign_offsets and (origin is None or origin is AppendOrigin.CLIENT):
-                # A client's batch: its records are walked as Kafka's LogValidator does (codec,
-                # control flag, record framing and count, offset deltas, keys if compacted).
+            if client:
                 check_client_batch(
-                    view,
-                    pos,
-                    header,
-                    f"{self.topic}-{self.partition}",
-                    compacted=config.compact,
-                    max_uncompressed=uncompressed_limit(config.max_message_bytes),
+                    view, pos, header, where, compacted=compacted, max_uncompressed=max_uncompressed
                 )
             size = header.batch_length + rb.LOG_OVERHEAD
-            delta = header.last_offset_delta
-            if assign_offsets:
-                rb.patch_base_offset(view, pos, next_offset)
-                if leader_epoch != header.partition_leader_epoch:
-                    rb.patch_partition_leader_epoch(view, pos, leader_epoch)
-                base = next_offset
-            else:
-                base = header.base_offset
-                if base < next_offset:
-                    raise KafkaError(
-                        errors.INVALID_RECORD,
-                        f"batch base offset {base} is below the log end offset {next_offset}",
-                    )
-                if first_offset < 0:
-                    first_offset = base
-                if as_follower:
-                    epochs.append((header.partition_leader_epoch, base))
+            last = next_offset + header.last_offset_delta
+            rb.patch_base_offset(view, pos, next_offset)
+            if leader_epoch != header.partition_leader_epoch:
+                rb.patch_partition_leader_epoch(view, pos, leader_epoch)
             batch_ts = header.max_timestamp
             if stamp:
                 rb.patch_log_append_time(view, pos, size, now_ms)
                 batch_ts = now_ms
             if batch_ts > max_ts:
-                max_ts, offset_of_max_ts = batch_ts, base + delta
-            infos.append(BatchInfo(pos, base, base + delta, batch_ts, size))
+                max_ts, offset_of_max_ts = batch_ts, last
+            infos.append(BatchInfo(pos, next_offset, last, batch_ts, size))
+            if header.producer_id >= 0:
+                producer_batches.append(ProducerBatch(header, next_offset, batch_ts, pos))
+            records_count += header.records_count
+            next_offset = last + 1
+            pos += size
+        epochs = [(leader_epoch, first_offset)] if leader_epoch >= 0 else []
+        return _Walked(
+            first_offset,
+            next_offset,
+            max_ts,
+            offset_of_max_ts,
+            records_count,
+            infos,
+            producer_batches,
+            epochs,
+            stamp,
+        )
+
+    def _walk_keeping_offsets(self, view: memoryview, now_ms: int, as_follower: bool) -> _Walked:
+        """A walk that keeps each batch's offsets (above the log end offset, increasing). A
+        follower (`as_follower`) keeps every byte and takes what its leader took, whatever its
+        own max.message.bytes; it notes each batch's leader epoch for its epoch cache."""
+        config = self.config
+        end = len(view)
+        max_size = end if as_follower else config.max_message_bytes
+        stamp = config.log_append_time and not as_follower
+        next_offset = self.log_end_offset
+        first_offset = -1
+        max_ts, offset_of_max_ts = -1, -1
+        infos: list[BatchInfo] = []
+        producer_batches: list[ProducerBatch] = []
+        epochs: list[tuple[int, int]] = []  # a follower's (leader epoch, base offset) per batch
+        records_count = 0
+        pos = 0
+        while pos < end:
+            header = rb.check_batch(view, pos, end, max_size)
+            size = header.batch_length + rb.LOG_OVERHEAD
+            base = header.base_offset
+            if base < next_offset:
+                raise KafkaError(
+                    errors.INVALID_RECORD,
+                    f"batch base offset {base} is below the log end offset {next_offset}",
+                )
+            if first_offset < 0:
+                first_offset = base
+            if as_follower:
+                epochs.append((header.partition_leader_epoch, base))
+            last = base + header.last_offset_delta
+            batch_ts = header.max_timestamp
+            if stamp:
+                rb.patch_log_append_time(view, pos, size, now_ms)
+                batch_ts = now_ms
+            if batch_ts > max_ts:
+                max_ts, offset_of_max_ts = batch_ts, last
+            infos.append(BatchInfo(pos, base, last, batch_ts, size))
             if header.producer_id >= 0:
                 producer_batches.append(ProducerBatch(header, base, batch_ts, pos))
             records_count += header.records_count
-            next_offset = base + delta + 1
+            next_offset = last + 1
             pos += size
-        last_offset = next_offset - 1
-        producer_updates = None
-        if producer_batches:
-            if origin is None:
-                origin = AppendOrigin.CLIENT if assign_offsets else AppendOrigin.REPLICATION
-            checked = self.producer_state.validate(view, producer_batches, origin, now_ms)
-            if isinstance(checked, Duplicate):
-                return self._duplicate_info(checked, stamp)
-            producer_updates = checked
-        if assign_offsets and leader_epoch >= 0:
-            epochs = [(leader_epoch, first_offset)]
-        self._write(
-            view, infos, first_offset, next_offset, max_ts, now_ms, producer_updates, epochs
-        )
-        return AppendInfo(
+        return _Walked(
             first_offset,
-            last_offset,
+            next_offset,
             max_ts,
             offset_of_max_ts,
-            now_ms if stamp else -1,
-            len(infos),
             records_count,
-            end,
-            self.log_start_offset,
+            infos,
+            producer_batches,
+            epochs,
+            stamp,
         )
 
     def _write(
         self,
         view: memoryview,
-        infos: list[BatchInfo],
-        first_offset: int,
-        next_offset: int,
-        max_ts: int,
+        walked: _Walked,
         now_ms: int,
-        producer_updates: Any,
-        epochs: list[tuple[int, int]],
+        producer_updates: StateUpdate | NextBatch | None,
     ) -> None:
         """The I/O of an append, all or nothing: on any OSError (a full disk, EIO) the active
         segment is cut back to before the append, the log goes offline and KAFKA_STORAGE_ERROR
         is raised, so no later append can land after damage."""
         if self.offline:
             raise self._offline_error()
+        first_offset, next_offset = walked.first_offset, walked.next_offset
         segment = self.guarded(
             "rolling a segment",
             self._maybe_roll,
             len(view),
             first_offset,
             next_offset - 1,
-            max_ts,
+            walked.max_timestamp,
             now_ms,
         )
         mark, log_end_offset = segment.mark(), self.log_end_offset
         try:
-            segment.append(view, infos)
+            segment.append(view, walked.infos)
             self.log_end_offset = next_offset
             if producer_updates:
                 self.producer_state.apply(producer_updates, segment.txn_index)
-            for epoch, base in epochs:  # a follower learns its leaders' epochs from the batches
+            for epoch, base in walked.epochs:  # a follower learns its leaders' epochs
                 if epoch > self.leader_epochs.latest_epoch:
                     self.leader_epochs.assign(epoch, base)
             if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
@@ -558,7 +645,7 @@ class Log:
             index_interval_bytes=self.config.index_interval_bytes,
             max_index_size=self.config.segment_index_bytes,
             active=True,
-            now_ms=now_ms,
+            now_ms=self.clock.now_ms() if now_ms is None else now_ms,
         )
         seg.ensure_created()
         self.segments.append(seg)
@@ -744,6 +831,7 @@ class Log:
             index_interval_bytes=self.config.index_interval_bytes,
             max_index_size=self.config.segment_index_bytes,
             active=True,
+            now_ms=self.clock.now_ms(),
         )
         seg.ensure_created()
         self.segments.append(seg)
@@ -868,7 +956,7 @@ class Log:
                 break
             seg.flush()
         self.recovery_point = target
-        self.last_flush_ms = _now_ms()
+        self.last_flush_ms = self.clock.now_ms()
 
     def segments_to_flush(self, up_to_offset: int) -> list[LogSegment]:
         """The segments `flush(up_to_offset)` would fsync: for a flush on another thread, which
@@ -882,7 +970,7 @@ class Log:
         truncated since it began (`truncations` then differs), as those bytes may be new."""
         if truncations == self.truncations and not self.closed:
             self.recovery_point = max(self.recovery_point, min(up_to_offset, self.log_end_offset))
-            self.last_flush_ms = _now_ms()
+            self.last_flush_ms = self.clock.now_ms()
 
     def close(self) -> None:
         """Clean close: flush, stamp the active segment's final time-index entry, trim indexes."""

@@ -34,6 +34,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 
+from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
 from gregor.storage import checkpoints
@@ -61,16 +62,14 @@ class LogManager:
         default_config: LogConfig | None = None,
         *,
         config_for: Callable[[str], LogConfig] | None = None,
-        now_ms: Callable[[], int] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if not log_dirs:
             raise ValueError("log.dirs names no directory")
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.default_config = default_config or LogConfig()
         self.config_for = config_for or (lambda topic: self.default_config)
-        import time
-
-        self._now_ms = now_ms or (lambda: int(time.time() * 1000))
+        self.clock = clock  # every log's, and the cleaner's
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}
         self._dir_counts: dict[str, int] = dict.fromkeys(self.log_dirs, 0)
@@ -121,8 +120,8 @@ class LogManager:
                     log_start_offset=starts.get(tp, 0),
                     recovery_point=recovery.get(tp, 0),
                     clean_shutdown=clean,
-                    now_ms=self._now_ms(),
                     file_deleter=self._schedule_delete,
+                    clock=self.clock,
                 )
                 if tp in hws:
                     log_.update_high_watermark(hws[tp])
@@ -180,8 +179,8 @@ class LogManager:
             log_ = Log.open(
                 os.path.join(d, dir_name(topic, partition)),
                 config or self.config_for(topic),
-                now_ms=self._now_ms(),
                 file_deleter=self._schedule_delete,
+                clock=self.clock,
             )
             checkpoints.fsync_dir(d)
         except OSError as exc:
@@ -375,7 +374,7 @@ class LogManager:
         delay = min(
             (self.config_for(self._topic_of(s)).file_delete_delay_ms for s in segments), default=0
         )
-        self._pending_deletes.append((self._now_ms() + delay, segments))
+        self._pending_deletes.append((self.clock.now_ms() + delay, segments))
 
     @staticmethod
     def _topic_of(seg: LogSegment) -> str:
@@ -384,7 +383,7 @@ class LogManager:
 
     def purge_deleted(self, now_ms: int | None = None, force: bool = False) -> int:
         """Remove `.deleted` segment files whose `file.delete.delay.ms` has passed."""
-        now = self._now_ms() if now_ms is None else now_ms
+        now = self.clock.now_ms() if now_ms is None else now_ms
         due = [(t, segs) for t, segs in self._pending_deletes if force or t <= now]
         self._pending_deletes = [
             (t, segs) for t, segs in self._pending_deletes if not (force or t <= now)

@@ -314,33 +314,9 @@ class ProducerStateManager:
         """Check `batches` (see the module docstring); what to `apply` after the write, or the
         `Duplicate` to answer with. Raises KafkaError and changes nothing."""
         if len(batches) == 1 and origin == AppendOrigin.CLIENT:
-            # The common case first: one plain batch that continues its producer's sequence in
-            # the same epoch (it can be no duplicate: those are at or below the last sequence).
-            batch = batches[0]
-            header = batch.header
-            current = self.producers.get(header.producer_id)
-            if (
-                current is not None
-                and current.batches
-                and not header.attributes & _NOT_PLAIN
-                and header.producer_epoch == current.producer_epoch
-                and current.current_txn_first_offset < 0
-            ):
-                first_seq = header.base_sequence
-                last_seq = current.batches[-1].last_seq
-                if first_seq == last_seq + 1 or (first_seq == 0 and last_seq == INT32_MAX):
-                    delta = header.last_offset_delta
-                    return NextBatch(
-                        current,
-                        BatchMetadata(
-                            first_seq,
-                            header.last_sequence,
-                            batch.base_offset + delta,
-                            delta,
-                            batch.timestamp,
-                        ),
-                        now_ms,
-                    )
+            next_batch = self._next_batch(batches[0], now_ms)
+            if next_batch is not None:
+                return next_batch
         updates: dict[int, ProducerStateEntry] = {}
         events: list[TxnEvent] = []
         duplicate: Duplicate | None = None
@@ -351,29 +327,15 @@ class ProducerStateManager:
             pid = header.producer_id
             current = self.producers.get(pid)
             if client:
-                if header.attributes & rb.CONTROL_FLAG:
-                    raise KafkaError(
-                        errors.INVALID_RECORD,
-                        f"clients may not write control batches ({self.name})",
-                    )
-                if header.base_sequence < 0:
-                    raise KafkaError(
-                        errors.INVALID_RECORD,
-                        f"invalid sequence number {header.base_sequence} in a batch of producer "
-                        f"{pid} ({self.name})",
-                    )
-                if current is not None:
-                    found = current.find_duplicate(
-                        header.producer_epoch, header.base_sequence, header.last_sequence
-                    )
-                    if found is not None:
-                        if duplicate is None:
-                            duplicate = Duplicate(
-                                found.first_offset, found.last_offset, found.timestamp
-                            )
-                        else:
-                            duplicate = duplicate._replace(last_offset=found.last_offset)
-                        continue
+                found = self._check_client_batch(header, current)
+                if found is not None:
+                    if duplicate is None:
+                        duplicate = Duplicate(
+                            found.first_offset, found.last_offset, found.timestamp
+                        )
+                    else:
+                        duplicate = duplicate._replace(last_offset=found.last_offset)
+                    continue
             fresh += 1
             entry = updates.get(pid)
             if entry is None:
@@ -394,6 +356,60 @@ class ProducerStateManager:
                 )
             return duplicate
         return StateUpdate(updates, events)
+
+    def _next_batch(self, batch: ProducerBatch, now_ms: int) -> NextBatch | None:
+        """The common case, checked first: one plain client batch that continues its
+        producer's sequence in the same epoch, outside a transaction (it can be no duplicate:
+        those are at or below the last sequence). None for anything else."""
+        header = batch.header
+        current = self.producers.get(header.producer_id)
+        if (
+            current is None
+            or not current.batches
+            or header.attributes & _NOT_PLAIN
+            or header.producer_epoch != current.producer_epoch
+            or current.current_txn_first_offset >= 0
+        ):
+            return None
+        first_seq = header.base_sequence
+        last_seq = current.batches[-1].last_seq
+        if first_seq != last_seq + 1 and not (first_seq == 0 and last_seq == INT32_MAX):
+            return None
+        delta = header.last_offset_delta
+        return NextBatch(
+            current,
+            BatchMetadata(
+                first_seq,
+                header.last_sequence,
+                batch.base_offset + delta,
+                delta,
+                batch.timestamp,
+            ),
+            now_ms,
+        )
+
+    def _check_client_batch(
+        self, header: rb.BatchHeader, current: ProducerStateEntry | None
+    ) -> BatchMetadata | None:
+        """What a client's batch must be before its epoch and sequence are looked at: not a
+        control batch, with a sequence. The batch it repeats, if it is a duplicate of one of
+        its producer's last batches; else None."""
+        if header.attributes & rb.CONTROL_FLAG:
+            raise KafkaError(
+                errors.INVALID_RECORD,
+                f"clients may not write control batches ({self.name})",
+            )
+        if header.base_sequence < 0:
+            raise KafkaError(
+                errors.INVALID_RECORD,
+                f"invalid sequence number {header.base_sequence} in a batch of producer "
+                f"{header.producer_id} ({self.name})",
+            )
+        if current is None:
+            return None
+        return current.find_duplicate(
+            header.producer_epoch, header.base_sequence, header.last_sequence
+        )
 
     def apply(
         self, updates: StateUpdate | NextBatch, txn_index: TransactionIndex | None = None

@@ -33,7 +33,6 @@ from __future__ import annotations
 import logging
 import os
 import struct
-import time
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -116,7 +115,7 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_size: int,
         active: bool,
-        now_ms: int | None = None,
+        now_ms: int,
         file_suffix: str = "",
     ) -> None:
         self.directory = directory
@@ -141,7 +140,7 @@ class LogSegment:
         )
         self._fd: int | None = None
         self.size = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
-        self.created_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+        self.created_ms = now_ms  # when this broker made or first opened it (segment.ms)
         self._bytes_since_index = 0
         # Largest timestamp so far and the last offset of the batch that holds it; None until
         # known (read from the time index or by a scan).

@@ -17,8 +17,9 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from types import TracebackType
+
+from gregor.clock import SYSTEM_CLOCK
 
 
 class BrokerStartError(RuntimeError):
@@ -77,18 +78,18 @@ class Broker:
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         log.close()
-        deadline = time.monotonic() + self.start_timeout_s
+        deadline = SYSTEM_CLOCK.monotonic_s() + self.start_timeout_s
         while not os.path.exists(ready):
             if self.process.poll() is not None:
                 raise BrokerStartError(
                     f"broker exited with {self.process.returncode}:\n{self.read_log()}"
                 )
-            if time.monotonic() > deadline:
+            if SYSTEM_CLOCK.monotonic_s() > deadline:
                 self.kill()
                 raise BrokerStartError(
                     f"broker did not start in {self.start_timeout_s}s:\n{self.read_log()}"
                 )
-            time.sleep(0.02)
+            SYSTEM_CLOCK.sleep(0.02)
         with open(ready) as f:
             self.port = int(f.read().strip().rpartition(":")[2])
         return self

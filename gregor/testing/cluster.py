@@ -21,10 +21,10 @@ import os
 import shutil
 import socket
 import tempfile
-import time
 from collections.abc import Collection
 from types import TracebackType
 
+from gregor.clock import SYSTEM_CLOCK
 from gregor.metadata.meta_properties import random_id
 from gregor.testing.broker import Broker
 
@@ -157,8 +157,8 @@ class LocalCluster:
     def active_controller(self, timeout_s: float = 30.0) -> int:
         """The leader every running controller agrees on, once they do (TimeoutError
         otherwise)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        deadline = SYSTEM_CLOCK.monotonic_s() + timeout_s
+        while SYSTEM_CLOCK.monotonic_s() < deadline:
             try:
                 seen = {
                     self.leader_known_to(i) for i in self.running() if i in self.controller_ports
@@ -167,7 +167,7 @@ class LocalCluster:
                 seen = set()
             if len(seen) == 1 and -1 not in seen:
                 return seen.pop()
-            time.sleep(0.1)
+            SYSTEM_CLOCK.sleep(0.1)
         raise TimeoutError(f"no leader all running nodes agree on within {timeout_s} s")
 
     def running(self) -> list[int]:

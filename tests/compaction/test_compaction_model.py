@@ -24,6 +24,7 @@ from compaction_helpers import (
     reopen_unclean,
 )
 
+from gregor.clock import ManualClock
 from gregor.protocol.records import batch as rb
 from gregor.protocol.records.records import build_batch
 from gregor.storage import checkpoints
@@ -524,13 +525,13 @@ def test_the_throttle_holds_the_cleaner_to_its_rate(tmp_path):
 
 
 def test_throttler_arithmetic():
-    now = [100.0]
-    t = Throttler(1000.0, clock=lambda: now[0])
+    clock = ManualClock(monotonic_ms=100_000)
+    t = Throttler(1000.0, clock)
     assert t.delay(500) == pytest.approx(0.5)  # 500 bytes at 1000/s take half a second
-    now[0] += 0.5
+    clock.advance(500)
     assert t.delay(1000) == pytest.approx(1.0)  # 1500 bytes by 1.5 s from the window's start
-    now[0] += 1.0  # past a second: a new window
+    clock.advance(1000)  # past a second: a new window
     assert t.delay(100) == pytest.approx(0.1)
-    now[0] += 0.2
+    clock.advance(200)
     assert t.delay(50) == 0.0  # under the rate
     assert Throttler(math.inf).delay(10**12) == 0.0

@@ -7,6 +7,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from gregor.clock import ManualClock
 from gregor.protocol.errors import OFFSET_OUT_OF_RANGE
 from gregor.protocol.errors import KafkaError as GregorError
 from gregor.protocol.records.records import build_batch
@@ -25,25 +26,25 @@ def fill(log, batches, ts0, step_ms, size=1000):
 
 
 def test_time_retention_deletes_whole_old_segments_and_moves_the_start(tmp_path):
-    clock = [10 * DAY]
+    clock = ManualClock(10 * DAY)
     mgr = LogManager(
         [str(tmp_path)],
         LogConfig(segment_bytes=5000, retention_ms=DAY, file_delete_delay_ms=1000),
-        now_ms=lambda: clock[0],
+        clock=clock,
     )
     mgr.startup()
     log = mgr.get_or_create("t", 0)
     fill(log, 40, ts0=7 * DAY, step_ms=DAY // 10)  # 4 days of records, a few per segment
     before = [(s.base_offset, s.largest_timestamp) for s in log.segments]
     assert len(before) > 4
-    cutoff = clock[0] - DAY
+    cutoff = clock.now_ms() - DAY
     expected_gone = 0
     for _base, ts in before:
         if ts >= cutoff:
             break
         expected_gone += 1
     assert 0 < expected_gone < len(before)
-    assert mgr.enforce_retention(clock[0]) == expected_gone
+    assert mgr.enforce_retention(clock.now_ms()) == expected_gone
     assert log.log_start_offset == before[expected_gone][0]
     assert all(s.largest_timestamp >= cutoff for s in log.segments)
     # Readers below the new start are refused; at the start they get its first batch.
@@ -54,8 +55,8 @@ def test_time_retention_deletes_whole_old_segments_and_moves_the_start(tmp_path)
     # The files are renamed first and removed only after file.delete.delay.ms.
     deleted = [n for n in os.listdir(log.directory) if n.endswith(".deleted")]
     assert len(deleted) == 3 * expected_gone
-    assert mgr.purge_deleted(clock[0] + 999) == 0
-    assert mgr.purge_deleted(clock[0] + 1000) == expected_gone
+    assert mgr.purge_deleted(clock.now_ms() + 999) == 0
+    assert mgr.purge_deleted(clock.now_ms() + 1000) == expected_gone
     assert not [n for n in os.listdir(log.directory) if n.endswith(".deleted")]
     mgr.shutdown()
 

@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from gregor.clock import ManualClock
 from gregor.protocol.records import batch as rb
 from gregor.protocol.records.records import build_batch
 from gregor.storage import checkpoints
@@ -33,14 +34,6 @@ CONFIG = LogConfig(
 
 def _batch(n: int = 1, size: int = 100) -> bytearray:
     return build_batch([(b"k", b"v" * size)] * n, base_timestamp=1000)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def test_checkpoint_files_are_kafkas_text_format(tmp_path):
@@ -79,8 +72,8 @@ def test_checkpoint_files_are_kafkas_text_format(tmp_path):
 
 def test_clean_shutdown_marker_and_restart(tmp_path):
     d = str(tmp_path / "data")
-    clock = Clock()
-    lm = LogManager([d], CONFIG, now_ms=clock)
+    clock = ManualClock(1_000_000)
+    lm = LogManager([d], CONFIG, clock=clock)
     lm.startup()
     assert lm.had_clean_shutdown[d] is False  # a new dir has no marker
     log = lm.get_or_create("t", 0)
@@ -92,7 +85,7 @@ def test_clean_shutdown_marker_and_restart(tmp_path):
     lm.shutdown()
     marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
     assert os.path.exists(marker)
-    again = LogManager([d], CONFIG, now_ms=clock)
+    again = LogManager([d], CONFIG, clock=clock)
     again.startup()
     assert again.had_clean_shutdown[d] is True
     assert not os.path.exists(marker)  # removed at start: a crash from now on is unclean
@@ -104,7 +97,7 @@ def test_clean_shutdown_marker_and_restart(tmp_path):
     log.append(_batch(), now_ms=0)
     again.checkpoint()
     log.close_handles()
-    third = LogManager([d], CONFIG, now_ms=clock)
+    third = LogManager([d], CONFIG, clock=clock)
     third.startup()
     assert third.had_clean_shutdown[d] is False
     log = third.get("t", 0)
@@ -167,8 +160,8 @@ def test_delete_removes_the_partition(tmp_path):
 
 def test_retention_deletes_after_file_delete_delay(tmp_path):
     d = str(tmp_path / "data")
-    clock = Clock()
-    lm = LogManager([d], CONFIG, now_ms=clock)
+    clock = ManualClock(1_000_000)
+    lm = LogManager([d], CONFIG, clock=clock)
     lm.startup()
     log = lm.get_or_create("t", 0)
     for _ in range(100):
@@ -179,7 +172,7 @@ def test_retention_deletes_after_file_delete_delay(tmp_path):
     deleted = [n for n in os.listdir(log.directory) if n.endswith(".deleted")]
     assert f"{first.base_offset:020d}.log.deleted" in deleted
     assert lm.purge_deleted() == 0  # file.delete.delay.ms has not passed
-    clock.now += 1000
+    clock.advance(1000)
     assert lm.purge_deleted() == 2
     assert not any(n.endswith(".deleted") for n in os.listdir(log.directory))
 

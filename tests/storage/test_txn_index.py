@@ -206,6 +206,7 @@ def test_the_segment_renames_and_deletes_it_with_its_other_files(tmp_path) -> No
         index_interval_bytes=4096,
         max_index_size=1 << 16,
         active=True,
+        now_ms=0,
         file_suffix=".cleaned",
     )
     seg.ensure_created()
@@ -226,7 +227,7 @@ def test_the_segment_renames_and_deletes_it_with_its_other_files(tmp_path) -> No
 
 def test_a_segment_without_aborts_has_no_txnindex_and_costs_no_read(tmp_path, monkeypatch) -> None:
     seg = LogSegment(
-        str(tmp_path), 0, index_interval_bytes=4096, max_index_size=1 << 16, active=True
+        str(tmp_path), 0, index_interval_bytes=4096, max_index_size=1 << 16, active=True, now_ms=0
     )
     seg.ensure_created()
     seg.flush()
