@@ -726,6 +726,17 @@ class CleaningTask:
                 fields, data, spans, self.now_ms + self.config.delete_retention_ms
             )
             return rebuilt, max_ts, count
+        return self._filter_records(fields, batch, offset_map, retain_empty)
+
+    def _filter_records(
+        self, fields: tuple[int, ...], batch: bytes, offset_map: OffsetMap, retain_empty: bool
+    ) -> tuple[bytes | None, int, int]:
+        """`_filter_batch` for a data batch to keep: each record stays if it is its key's latest
+        (or lies past the map), a tombstone only until its horizon; the batch is rebuilt if a
+        record went or a kept tombstone needs a delete horizon."""
+        attributes = fields[ATTRIBUTES]
+        count = fields[RECORDS_COUNT]
+        base = fields[BASE_OFFSET]
         data = records_data(batch, fields)
         spans = record_spans(data, count)
         has_horizon = bool(attributes & rb.DELETE_HORIZON_FLAG)

@@ -38,6 +38,7 @@ from gregor.storage.cleaner import (
     UncleanableLog,
 )
 from gregor.storage.config import LogConfig
+from gregor.storage.log_manager import LogManager
 from gregor.storage.producer_state import AppendOrigin
 
 T0 = 1_700_000_000_000
@@ -522,6 +523,33 @@ def test_the_throttle_holds_the_cleaner_to_its_rate(tmp_path):
     moved = stats.bytes_read + stats.map_bytes_read + stats.bytes_written
     assert moved > 2 * rate  # enough to need more than a one-second window
     assert elapsed >= 0.8 * (moved / rate - 1.0)
+
+
+def test_the_throttle_sleeps_on_the_log_managers_clock(tmp_path):
+    # The rate of the test above, divided by 20: held on the wall clock, this cleaning would
+    # take a minute. On a ManualClock its sleeps advance that clock instead, to the same sum.
+    rate = 4_000.0
+    clock = ManualClock(T0)
+    mgr = LogManager([str(tmp_path)], config(), clock=clock)
+    mgr.startup()
+    log = mgr.get_or_create("t", 0)
+    cleaner = LogCleaner(mgr, CleanerConfig(io_max_bytes_per_second=rate))
+    model = Model()
+    append_random(log, model, random.Random(6), batches=150, keys=20, now_ms=T0, value_size=400)
+    log.roll(now_ms=T0)
+    append_random(log, model, random.Random(7), batches=1, keys=1, now_ms=T0)
+    started = time.monotonic()
+    stats = cleaner.clean_once(T0)
+    elapsed = time.monotonic() - started
+    assert stats is not None
+    moved = stats.bytes_read + stats.map_bytes_read + stats.bytes_written
+    waited = moved / rate - 1.0
+    assert waited > 30
+    assert elapsed < waited / 3  # it did not sleep on the wall clock
+    assert clock.monotonic_s() >= 0.8 * waited
+    assert stats.elapsed_s == clock.monotonic_s() - stats.start_s >= 0.8 * waited
+    check_deduplicated(log, model, stats.end_offset)
+    mgr.shutdown()
 
 
 def test_throttler_arithmetic():

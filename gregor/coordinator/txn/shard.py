@@ -487,6 +487,23 @@ class TransactionCoordinatorShard:
             return ProducerIdAndEpoch(codes.CONCURRENT_TRANSACTIONS)
         if m.state not in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT):
             raise IllegalTransition(f"transactional id {tid!r} found in {m.state}")
+        new = self._next_producer(tid, m, timeout_ms, expected, now_ms)
+        if isinstance(new, ProducerIdAndEpoch):
+            return new
+        check_transition(m.state, EMPTY, tid)
+        self._records.append(TxnRecord(tid, new))
+        return ProducerIdAndEpoch(codes.NONE, new.producer_id, new.producer_epoch)
+
+    def _next_producer(
+        self,
+        tid: str,
+        m: TransactionMetadata,
+        timeout_ms: int,
+        expected: tuple[int, int] | None,
+        now_ms: int,
+    ) -> TransactionMetadata | ProducerIdAndEpoch:
+        """The Empty metadata InitProducerId leaves: the epoch bumped, or a new producer id
+        once the epochs are exhausted; the error to answer if neither can be."""
         if is_epoch_exhausted(m.producer_epoch) and (
             expected is None or expected[1] == m.producer_epoch
         ):
@@ -499,7 +516,7 @@ class TransactionCoordinatorShard:
                 m.producer_id,
                 pid,
             )
-            new = TransactionMetadata(
+            return TransactionMetadata(
                 pid,
                 0,
                 timeout_ms,
@@ -508,33 +525,29 @@ class TransactionCoordinatorShard:
                 previous_producer_id=m.producer_id,
                 last_producer_epoch=m.producer_epoch if expected is not None else NO_PRODUCER_EPOCH,
             )
-        else:
-            bumped = _bump_epoch(m, None if expected is None else expected[1])
-            if bumped is None:
-                log.info(
-                    "transactional id %s: epoch %s is neither the current %d nor the last %d: fenced",
-                    tid,
-                    expected,
-                    m.producer_epoch,
-                    m.last_producer_epoch,
-                )
-                return ProducerIdAndEpoch(codes.PRODUCER_FENCED)
-            epoch, last_epoch = bumped
-            new = replace(
-                m,
-                producer_epoch=epoch,
-                last_producer_epoch=last_epoch,
-                timeout_ms=timeout_ms,
-                state=EMPTY,
-                partitions=frozenset(),
-                start_ms=-1,
-                last_update_ms=now_ms,
-                next_producer_id=NO_PRODUCER_ID,
-                client_version=0,
+        bumped = _bump_epoch(m, None if expected is None else expected[1])
+        if bumped is None:
+            log.info(
+                "transactional id %s: epoch %s is neither the current %d nor the last %d: fenced",
+                tid,
+                expected,
+                m.producer_epoch,
+                m.last_producer_epoch,
             )
-        check_transition(m.state, EMPTY, tid)
-        self._records.append(TxnRecord(tid, new))
-        return ProducerIdAndEpoch(codes.NONE, new.producer_id, new.producer_epoch)
+            return ProducerIdAndEpoch(codes.PRODUCER_FENCED)
+        epoch, last_epoch = bumped
+        return replace(
+            m,
+            producer_epoch=epoch,
+            last_producer_epoch=last_epoch,
+            timeout_ms=timeout_ms,
+            state=EMPTY,
+            partitions=frozenset(),
+            start_ms=-1,
+            last_update_ms=now_ms,
+            next_producer_id=NO_PRODUCER_ID,
+            client_version=0,
+        )
 
     # -- AddPartitionsToTxn, AddOffsetsToTxn and their verification -------------------------------
 
