@@ -16,10 +16,11 @@ at their deadlines, and so is the metadata log's Raft node. Stop: stop accepting
 the clean-shutdown marker.
 
 In a cluster (`controller.quorum.voters`, cluster_member.py) partition data is replicated: the
-replica fetchers (replication/fetcher_session.py) keep follower partitions copying their leaders, the
-AlterPartition sender (replication/isr_sender.py) takes the leaders' ISR changes to the active
-controller, a timer checks for ISR shrinks every replica.lag.time.max.ms / 2, and `stop`
-first hands this broker's leaderships over (controlled shutdown) while it still serves.
+replica fetchers (replication/fetcher_session.py) keep follower partitions copying their
+leaders, the AlterPartition sender (replication/isr_sender.py) takes the leaders' ISR changes to
+the active controller (their drivers: broker/cores.py), a timer checks for ISR shrinks every
+replica.lag.time.max.ms / 2, and `stop` first hands this broker's leaderships over (controlled
+shutdown) while it still serves.
 """
 
 from __future__ import annotations
@@ -427,8 +428,8 @@ class BrokerServer:
         if not self.config_value("auto.create.topics.enable") or topic == METADATA_TOPIC:
             return None
         # Off the active controller of a quorum this raises LEADER_NOT_AVAILABLE once the
-        # creation is sent to the controller (node/forwarding.py); on it, the commit is not awaited:
-        # the client asks again and finds the topic.
+        # creation is sent to the controller (node/forwarding.py); on it, the commit is not
+        # awaited: the client asks again and finds the topic.
         info = self.admin.create_topic(TopicSpec(topic))
         log.info("auto-created topic %s with %d partitions", topic, info.partitions)
         self.apply_metadata()
@@ -652,8 +653,8 @@ class BrokerServer:
         done: Callable[[dict[tuple[str, int], int]], None],
     ) -> None:
         """The transaction coordinator's marker writer: partitions led here are written in
-        place, the others sent to their leaders as WriteTxnMarkers (coordinator/txn/markers.py); `done`
-        gets an error code per partition, at once when all were written here."""
+        place, the others sent to their leaders as WriteTxnMarkers (coordinator/txn/markers.py);
+        `done` gets an error code per partition, at once when all were written here."""
         self.markers.write_markers(
             transactional_id,
             producer_id,

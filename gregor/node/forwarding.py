@@ -211,5 +211,5 @@ def _log_creation(name: str, response: list[Any] | None) -> None:
     if result.error_code in (errors.NONE, errors.TOPIC_ALREADY_EXISTS):
         log.info("auto-created topic %s through the active controller", name)
     else:
-        log.warning("auto-creation of topic %s refused by the controller: %s %s",
-                    name, errors.name_of(result.error_code), result.error_message or "")  # fmt: skip
+        why = f"{errors.name_of(result.error_code)} {result.error_message or ''}"
+        log.warning("auto-creation of topic %s refused by the controller: %s", name, why)

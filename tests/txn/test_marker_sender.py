@@ -1,9 +1,9 @@
-"""The marker sender (gregor/coordinator/txn/markers.py driven as broker/cores.py wires it) over a fake network: partitions led here
-are written in place, the others go to their leader as one WriteTxnMarkers per broker (several
-transactions in one request), `done` gets one code per partition once every broker answered,
-and the codes say what the shard must do. Retries are the shard's: driven by a real
-`TransactionCoordinatorShard`, a marker refused by the old leader goes, after the backoff, to
-the partition's new leader."""
+"""The marker sender (coordinator/txn/markers.py, driven as broker/cores.py wires it) over a
+fake network: partitions led here are written in place, the others go to their leader as one
+WriteTxnMarkers per broker (several transactions in one request), `done` gets one code per
+partition once every broker answered, and the codes say what the shard must do. Retries are the
+shard's: driven by a real `TransactionCoordinatorShard`, a marker refused by the old leader goes,
+after the backoff, to the partition's new leader."""
 
 from __future__ import annotations
 
