@@ -25,9 +25,6 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from gregor.metadata.image import MetadataImage
-from gregor.protocol.outbound import unique_batches
-
-__all__ = ["InterBroker", "Transport", "unique_batches"]
 
 LISTENER = "PLAINTEXT"
 REQUEST_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms default, which its send threads use
