@@ -16,10 +16,11 @@ at their deadlines, and so is the metadata log's Raft node. Stop: stop accepting
 the clean-shutdown marker.
 
 In a cluster (`controller.quorum.voters`, cluster_member.py) partition data is replicated: the
-replica fetchers (replica_fetcher.py) keep follower partitions copying their leaders, the
-AlterPartition sender (alter_partition.py) takes the leaders' ISR changes to the active
-controller, a timer checks for ISR shrinks every replica.lag.time.max.ms / 2, and `stop`
-first hands this broker's leaderships over (controlled shutdown) while it still serves.
+replica fetchers (replication/fetcher_session.py) keep follower partitions copying their
+leaders, the AlterPartition sender (replication/isr_sender.py) takes the leaders' ISR changes to
+the active controller (their drivers: broker/cores.py), a timer checks for ISR shrinks every
+replica.lag.time.max.ms / 2, and `stop` first hands this broker's leaderships over (controlled
+shutdown) while it still serves.
 """
 
 from __future__ import annotations
@@ -33,14 +34,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import gregor.handlers  # noqa: F401  (registers every handler)
-from gregor.broker.alter_partition import AlterPartitionSender
+from gregor.broker import cores
 from gregor.broker.cleaner_thread import CleanerThreads
 from gregor.broker.cluster_member import ClusterMember, networked_controller
 from gregor.broker.config import BrokerConfig, Membership
-from gregor.broker.forwarding import Forwarder
 from gregor.broker.inter_broker import InterBroker
-from gregor.broker.marker_sender import MarkerSender
-from gregor.broker.replica_fetcher import ReplicaFetcherManager
 from gregor.broker.txn_verifier import TxnVerifier
 from gregor.controller.admin import Admin, TopicSpec
 from gregor.controller.local import LocalController
@@ -65,6 +63,7 @@ from gregor.raft.storage_log import TOPIC as METADATA_TOPIC
 from gregor.replication.partition import BrokerLiveness, ReplicaManager
 from gregor.runtime.client import NetworkClient
 from gregor.runtime.connection import Connection, FrameError, Output
+from gregor.runtime.drivers import CoreDriver
 from gregor.runtime.process import (
     halt_on_metadata_log_failure,
     serve_until_signalled,
@@ -155,13 +154,20 @@ class BrokerServer:
             replica_lag_time_max_ms=int(self.config_value("replica.lag.time.max.ms")),
         )
         # A cluster node replicates: follower partitions fetch from their leaders, leaders send
-        # their ISR changes to the active controller (replication/, replica_fetcher.py).
-        self.fetchers: ReplicaFetcherManager | None = None
-        self.isr_sender: AlterPartitionSender | None = None
+        # their ISR changes to the active controller (replication/, broker/cores.py).
+        self.fetchers: CoreDriver | None = None
+        self.isr_sender: CoreDriver | None = None
         if self.member is not None:
-            self.fetchers = ReplicaFetcherManager(self)
-            self.isr_sender = AlterPartitionSender(self, self.member)
-            self.replicas.on_isr_update = self.isr_sender.submit
+            self.member.lifecycle = cores.broker_lifecycle(
+                self.member, config, self.config_value, self.meta_properties, self.logs,
+                lambda: (self.host, self.port), self.now_ms,
+            )  # fmt: skip
+            self.fetchers = cores.replica_fetchers(
+                self.node_id, self.config_value, self.replicas, self._broker_epoch,
+                self.broker_endpoint, self.now_ms,
+            )  # fmt: skip
+            self.isr_sender = cores.isr_sender(self.member, self.now_ms)
+            self.replicas.on_isr_update = self.isr_sender.core.submit
         self.admin = Admin(
             self.store,
             self.controller,
@@ -169,7 +175,7 @@ class BrokerServer:
             self.static_config,
             self.node_id,
         )
-        self.forwarder = Forwarder(self)
+        self.forwarder = cores.forwarder(self.member, self.host, self.now_ms)
         if self.member is not None:  # topics made off the controller: a CreateTopics sent there
             self.admin.forward_create = self.forwarder.create_topic_later
         # a cluster node gets its producer-id blocks from the active controller
@@ -196,8 +202,8 @@ class BrokerServer:
                 NetworkClient(client_id=f"broker-{self.node_id}"),
             )
         )
-        self.markers = MarkerSender(
-            self.node_id, lambda: self.store.image, self._write_marker_here, self.links
+        self.markers = cores.marker_sender(
+            self.node_id, lambda: self.store.image, self._write_marker_here, self.links, self.now_ms
         )
         self.transactions = TransactionCoordinator(
             self.node_id,
@@ -237,7 +243,7 @@ class BrokerServer:
             quorum_state,
             raft_config,
             clock=self.now_ms,
-            broker=self,
+            services=self,
         )
         return store, controller, member
 
@@ -387,7 +393,7 @@ class BrokerServer:
                 self.logs.delete(*tp)
         changes = self.replicas.take_follower_changes()
         if self.fetchers is not None and changes:
-            self.fetchers.apply(changes)
+            self.fetchers.core.apply(changes)
         self.groups.on_metadata(self.now_ms())
         self.transactions.on_metadata(self.now_ms())
         if changed is None and self.server is not None:  # dynamic broker configs may have changed
@@ -422,8 +428,8 @@ class BrokerServer:
         if not self.config_value("auto.create.topics.enable") or topic == METADATA_TOPIC:
             return None
         # Off the active controller of a quorum this raises LEADER_NOT_AVAILABLE once the
-        # creation is sent to the controller (forwarding.py); on it, the commit is not awaited:
-        # the client asks again and finds the topic.
+        # creation is sent to the controller (node/forwarding.py); on it, the commit is not
+        # awaited: the client asks again and finds the topic.
         info = self.admin.create_topic(TopicSpec(topic))
         log.info("auto-created topic %s with %d partitions", topic, info.partitions)
         self.apply_metadata()
@@ -647,8 +653,8 @@ class BrokerServer:
         done: Callable[[dict[tuple[str, int], int]], None],
     ) -> None:
         """The transaction coordinator's marker writer: partitions led here are written in
-        place, the others sent to their leaders as WriteTxnMarkers (marker_sender.py); `done`
-        gets an error code per partition, at once when all were written here."""
+        place, the others sent to their leaders as WriteTxnMarkers (coordinator/txn/markers.py);
+        `done` gets an error code per partition, at once when all were written here."""
         self.markers.write_markers(
             transactional_id,
             producer_id,

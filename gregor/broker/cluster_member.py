@@ -4,7 +4,8 @@
 BrokerLifecycleManager).
 
     member = ClusterMember(1, store, controller, config.membership(), raft_log, quorum_state,
-                           raft_config, clock=now_ms, broker=broker)
+                           raft_config, clock=now_ms, services=services)
+    member.lifecycle = ...    # a broker's (runtime/lifecycle.py), over member.controller_channel()
     await member.start()      # listen (controllers), join the quorum, register (brokers)
     await member.stop()       # a broker asks to be fenced, a leader resigns (EndQuorumEpoch)
 
@@ -23,10 +24,10 @@ listener, which serves, besides the Raft RPCs:
                       ProducerIdsRecord committed before the answer).
   AlterPartition      on the active controller: a partition leader's ISR changes
                       (QuorumController.alter_partition), answered once committed; the
-                      leaders send them through a ControllerChannel (alter_partition.py).
+                      leaders send them through a ControllerChannel (replication/isr_sender.py).
   admin writes        CreateTopics, DeleteTopics, CreatePartitions, (Incremental)AlterConfigs,
                       and the Envelope in which brokers forward them and DescribeQuorum
-                      (controller_apis.py; forwarding.py is the brokers' side).
+                      (controller_apis.py; node/forwarding.py is the brokers' side).
 
 and its controller timer (every CONTROLLER_TICK_S) runs on the active controller: after a new
 leadership starts it writes the bootstrap records of a new log (metadata.version), and it fences
@@ -36,8 +37,8 @@ A broker-only node (`process.roles=broker`) is an observer: no listener, it fetc
 from the leader it finds through the voters or the bootstrap servers (raft_driver.py).
 
 A broker (a combined node, or a broker-only one) registers and heartbeats with the active
-controller and fetches producer-id blocks ahead (broker_lifecycle.py), through a
-ControllerChannel that finds the leader and where it listens.
+controller and fetches producer-id blocks ahead (its `lifecycle`: node/lifecycle.py, driven by
+runtime/lifecycle.py), through a ControllerChannel that finds the leader and where it listens.
 """
 
 from __future__ import annotations
@@ -48,12 +49,10 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from gregor.broker.broker_lifecycle import BrokerLifecycle
 from gregor.broker.config import BrokerConfig, Membership
 from gregor.broker.controller_apis import admin_handlers
-from gregor.broker.controller_channel import ControllerChannel
 from gregor.controller.local import LocalController
 from gregor.controller.quorum_controller import (
     PRODUCER_ID_BLOCK_SIZE,
@@ -75,10 +74,9 @@ from gregor.raft.config import RaftConfig
 from gregor.raft.log import RaftLog
 from gregor.raft.node import LeaderAndEpoch
 from gregor.raft.store import QuorumStateStore
+from gregor.runtime.controller_channel import ControllerChannel
+from gregor.runtime.lifecycle import BrokerLifecycle
 from gregor.runtime.raft_driver import RaftDriver
-
-if TYPE_CHECKING:
-    from gregor.broker.broker import BrokerServer
 
 log = logging.getLogger("gregor.cluster")
 
@@ -111,12 +109,10 @@ class ClusterMember:
         raft_config: RaftConfig,
         *,
         clock: Callable[[], int],
-        broker: BrokerServer | None = None,
         services: Any = None,
     ) -> None:
-        """`broker`: this node's broker (None on a controller-only node); `services`: what the
-        admin handlers on the controller listener run with (the broker when None)."""
-        self.broker = broker
+        """`services`: what the admin handlers on the controller listener run with (needed on
+        a controller). A broker's `lifecycle` is set before `start`."""
         self.node_id = node_id
         self.store = store
         self.controller = controller
@@ -141,14 +137,23 @@ class ClusterMember:
             },
         )
         if membership.is_controller:
-            self.driver.handlers.update(admin_handlers(broker if services is None else services))
+            assert services is not None, "a controller serves admin writes"
+            self.driver.handlers.update(admin_handlers(services))
         self.store.attach(self.driver)
-        self.lifecycle: BrokerLifecycle | None = None
-        if broker is not None:
-            channel = ControllerChannel(store, self.driver.endpoint, client_id=f"broker-{node_id}")
-            self.lifecycle = BrokerLifecycle(broker, store, channel)
+        self.lifecycle: BrokerLifecycle | None = None  # a broker's, set before start
         self._tasks: list[asyncio.Task[None]] = []
         self._activated_epoch = -1
+
+    def controller_channel(
+        self, client_id: str, request_timeout_ms: int = 5000
+    ) -> ControllerChannel:
+        """A channel of its own to the active controller, found through this node's quorum."""
+        return ControllerChannel(
+            self.store,
+            self.driver.endpoint,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+        )
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -173,7 +178,7 @@ class ClusterMember:
         await self.driver.stop(resign=True)
 
     async def leave(self) -> None:
-        """A stopping broker's controlled shutdown, then fencing (broker_lifecycle.py)."""
+        """A stopping broker's controlled shutdown, then fencing (node/lifecycle.py)."""
         if self.lifecycle is not None:
             await self.lifecycle.leave()
 
@@ -188,7 +193,7 @@ class ClusterMember:
             self.lifecycle.on_leader_change()
 
     def allocate_producer_ids(self, count: int) -> int:
-        """A producer-id block fetched ahead from the active controller (broker_lifecycle.py)."""
+        """A producer-id block fetched ahead from the active controller (node/lifecycle.py)."""
         if self.lifecycle is None:
             raise ValueError(f"node {self.node_id} is no broker: it hands out no producer ids")
         return self.lifecycle.allocate_producer_ids(count)

@@ -2,7 +2,7 @@
 CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs and
 ElectLeaders, and the
 Envelope (API 58) in which brokers forward their clients' requests of those kinds and
-DescribeQuorum (forwarding.py, KIP-590).
+DescribeQuorum (node/forwarding.py, KIP-590).
 
     driver.handlers.update(admin_handlers(services))
 

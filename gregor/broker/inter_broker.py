@@ -1,6 +1,7 @@
 """Requests from this broker to the other brokers of a networked cluster, on their client
 (PLAINTEXT) listener, by broker id: what Kafka's inter-broker send threads share. The marker
-sender (marker_sender.py) and the produce path's transaction verifier (txn_verifier.py) use it.
+sender (coordinator/txn/markers.py, broker/cores.py) and the produce path's transaction verifier
+(txn_verifier.py) use it.
 
     links = InterBroker(node_id, lambda: store.image, NetworkClient(client_id="broker-1"))
     links.leader("orders", 2)          # the partition's leader by the image; None: no such partition
@@ -20,12 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine, Hashable, Iterable
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
 from gregor.metadata.image import MetadataImage
 
-T = TypeVar("T")
 LISTENER = "PLAINTEXT"
 REQUEST_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms default, which its send threads use
 
@@ -88,22 +88,3 @@ class InterBroker:
                 await asyncio.wait_for(
                     asyncio.gather(*self._tasks, return_exceptions=True), timeout=1.0
                 )
-
-
-def unique_batches(items: Iterable[T], key: Callable[[T], Hashable]) -> list[list[T]]:
-    """Split `items` (in order) into as few lists as possible with no key twice in one: a
-    response names its entries by that key (WriteTxnMarkers by producer id, AddPartitionsToTxn
-    by transactional id), so one request must not hold two entries of one key."""
-    batches: list[list[T]] = []
-    seen: list[set[Hashable]] = []
-    for item in items:
-        k = key(item)
-        for batch, keys in zip(batches, seen, strict=True):
-            if k not in keys:
-                batch.append(item)
-                keys.add(k)
-                break
-        else:
-            batches.append([item])
-            seen.append({k})
-    return batches

@@ -7,7 +7,7 @@ gets TRANSACTION_COORDINATOR_FENCED, an older producer epoch INVALID_PRODUCER_EP
 a `__consumer_offsets` partition also settles the transaction's offset commits there, whichever
 broker's coordinator sent it. A partition we do not lead answers UNKNOWN_TOPIC_OR_PARTITION /
 NOT_LEADER_OR_FOLLOWER; the sending coordinator retries it unless its metadata no longer has the
-partition (gregor/broker/marker_sender.py). `write_marker` is also what this broker's own
+partition (gregor/coordinator/txn/markers.py). `write_marker` is also what this broker's own
 transaction coordinator calls for the partitions it leads, without a round trip.
 """
 

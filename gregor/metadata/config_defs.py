@@ -362,7 +362,7 @@ _BROKER_ONLY: list[ConfigDef] = [
     # session timeout without one.
     ConfigDef("broker.heartbeat.interval.ms", INT, "2000", at_least(1), read_only=True),
     ConfigDef("broker.session.timeout.ms", INT, "9000", at_least(1), read_only=True),
-    # Partition data replication (replication/, broker/replica_fetcher.py): followers fetch
+    # Partition data replication (replication/fetcher_session.py): followers fetch
     # from leaders; a follower not caught up for replica.lag.time.max.ms leaves the ISR.
     ConfigDef("replica.lag.time.max.ms", LONG, "30000", at_least(1), read_only=True),
     ConfigDef("replica.fetch.max.bytes", INT, "1048576", at_least(0), read_only=True),

@@ -1,9 +1,9 @@
-"""The marker sender (gregor/broker/marker_sender.py) over a fake network: partitions led here
-are written in place, the others go to their leader as one WriteTxnMarkers per broker (several
-transactions in one request), `done` gets one code per partition once every broker answered,
-and the codes say what the shard must do. Retries are the shard's: driven by a real
-`TransactionCoordinatorShard`, a marker refused by the old leader goes, after the backoff, to
-the partition's new leader."""
+"""The marker sender (coordinator/txn/markers.py, driven as broker/cores.py wires it) over a
+fake network: partitions led here are written in place, the others go to their leader as one
+WriteTxnMarkers per broker (several transactions in one request), `done` gets one code per
+partition once every broker answered, and the codes say what the shard must do. Retries are the
+shard's: driven by a real `TransactionCoordinatorShard`, a marker refused by the old leader goes,
+after the backoff, to the partition's new leader."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from gregor.broker.cores import marker_sender
 from gregor.broker.inter_broker import InterBroker
-from gregor.broker.marker_sender import MarkerSender
 from gregor.coordinator.txn import codes
 from gregor.coordinator.txn.records import TxnRecord
 from gregor.coordinator.txn.shard import TransactionCoordinatorShard, TxnConfig
@@ -147,7 +147,9 @@ class Setup:
         self.local: list[tuple[str, int, int, int, int, bool]] = []
         self.local_code = local_code
         self.links = InterBroker(HERE, lambda: self.image, self.net)
-        self.sender = MarkerSender(HERE, lambda: self.image, self.write_local, self.links)
+        self.sender = marker_sender(
+            HERE, lambda: self.image, self.write_local, self.links, lambda: 0
+        )
         self.answers: list[dict[tuple[str, int], int]] = []
 
     def write_local(

@@ -22,7 +22,7 @@ loses would commit half a transaction) the runtime calls the injected writer
 and `done(errors)` (an error code per partition) hands the answer back to the shard, whose
 Complete* record is then appended. `done` may be called at once (one node writes the markers in
 place) or later: then the next `poll` takes it up, which `wakeup` brings forward. An answer for
-a shard since unloaded or reloaded is dropped. The writer (`gregor/broker/marker_sender.py`)
+a shard since unloaded or reloaded is dropped. The writer (`gregor/coordinator/txn/markers.py`)
 never retries: the shard retries the partitions whose answer is retriable (`markers_written`).
 Loading finishes by writing again the markers of transactions the log leaves preparing.
 """

@@ -1,8 +1,11 @@
-"""The transaction coordinator's marker writer in a cluster (what Kafka's
-TransactionMarkerChannelManager does): COMMIT/ABORT markers go to each partition's leader.
+"""Transaction markers on their way to partition leaders, sans I/O (what Kafka's
+TransactionMarkerChannelManager decides; the driver sends).
 
-    sender = MarkerSender(node_id, lambda: store.image, write_local, links)   # links: InterBroker
-    sender.write_markers(tid, pid, epoch, coordinator_epoch, committed, partitions, done)
+    markers = MarkerChannel(node_id, image=lambda: store.image, write_local=write_here,
+                            reachable=links.reachable)    # None: no network (one node)
+    markers.write_markers(tid, pid, epoch, coordinator_epoch, committed, partitions, done)
+    result = markers.poll(now_ms)           # one WriteTxnMarkers per destination broker
+    markers.on_response(out, answer, now_ms)        # or on_error(out, exc, now_ms)
 
 It is the `MarkerWriter` of `gregor.coordinator.txn.runtime`. Each partition is routed by the
 metadata image at the time of the call:
@@ -14,11 +17,11 @@ metadata image at the time of the call:
       registered endpoint
     led by another broker                     queued for that broker
 
-Queued markers leave on the next turn of the event loop, one WriteTxnMarkers request per
-destination broker carrying every transaction queued for it by then (Kafka batches per broker
-the same way; a request never holds one producer id twice, since the answer is keyed by it).
-`done` is called once per call, with an error code for every partition: at once when nothing
-went out, otherwise when the last destination has answered.
+Queued markers leave at the next poll (the driver's next turn of the event loop), one
+WriteTxnMarkers request per destination broker carrying every transaction queued for it by
+then (Kafka batches per broker the same way; a request never holds one producer id twice,
+since the answer is keyed by it). `done` is called once per call, with an error code for every
+partition: at once when nothing went out, otherwise when the last destination has answered.
 
 Nothing is retried here. The shard retries what it deems retriable after its backoff
 (`marker_retry_backoff_ms`), and each retry is routed afresh, so it goes to the partition's
@@ -35,22 +38,22 @@ current leader. What this module does is make the codes say what happened:
     anything else                          as answered (INVALID_PRODUCER_EPOCH and
                                            TRANSACTION_COORDINATOR_FENCED make the shard stop)
 
-A broker without a network (`links` None: one node, its own quorum) writes every partition the
-image names in place, and answers before returning.
+A broker without a network (`reachable` None: one node, its own quorum) writes every partition
+the image names in place, and answers before returning.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from gregor.broker.inter_broker import InterBroker, unique_batches
 from gregor.coordinator.txn import codes
 from gregor.metadata.image import MetadataImage
 from gregor.protocol import api_keys
 from gregor.protocol.messages import WriteTxnMarkersRequest
+from gregor.protocol.outbound import Outbound, Poll, unique_batches
 
 log = logging.getLogger("gregor.txn.markers")
 
@@ -76,6 +79,7 @@ class _Call:
     def answer(self, errors: dict[TopicPartition, int]) -> None:
         self.errors.update(errors)
         self.waiting -= 1
+        assert self.waiting >= 0, "a destination answered twice"
         if self.waiting == 0:
             self.done(self.errors)
 
@@ -92,21 +96,26 @@ class _Marker:
     call: _Call
 
 
-class MarkerSender:
+def _noop() -> None:
+    pass
+
+
+class MarkerChannel:
     def __init__(
         self,
         node_id: int,
         image: Callable[[], MetadataImage],
         write_local: LocalWriter,
-        links: InterBroker | None,
+        reachable: Callable[[int], bool] | None,
     ) -> None:
+        """`reachable(broker)`: registered with an endpoint; None: no network (one node)."""
         self.node_id = node_id
         self.image = image
         self.write_local = write_local
-        self.links = links
-        self._queued: dict[int, list[_Marker]] = {}
-        self._flush_scheduled = False
-        self._unreachable: set[int] = set()  # brokers whose last request failed (for the log)
+        self.reachable = reachable
+        self.queued: dict[int, list[_Marker]] = {}
+        self.unreachable: set[int] = set()  # brokers whose last request failed (for the log)
+        self.wakeup: Callable[[], None] = _noop  # set by the driver
 
     def write_markers(
         self,
@@ -124,27 +133,24 @@ class MarkerSender:
         for tp in partitions:
             part = image.partition(*tp)
             if part is None:
-                log.info(
-                    "transactional id %s: %s-%d no longer exists; its marker is skipped",
-                    transactional_id,
-                    *tp,
-                )
+                log.info("transactional id %s: %s-%d no longer exists; its marker is skipped",
+                         transactional_id, *tp)  # fmt: skip
                 call.errors[tp] = codes.UNKNOWN_TOPIC_OR_PARTITION
-            elif self.links is None or part.leader == self.node_id:
+            elif self.reachable is None or part.leader == self.node_id:
                 code = self.write_local(
                     tp[0], tp[1], producer_id, producer_epoch, coordinator_epoch, committed
                 )
                 call.errors[tp] = self._outcome(tp, code)
-            elif part.leader < 0 or not self.links.reachable(part.leader):
+            elif part.leader < 0 or not self.reachable(part.leader):
                 call.errors[tp] = codes.NOT_LEADER_OR_FOLLOWER
             else:
                 remote.setdefault(part.leader, []).append(tp)
         for broker_id, tps in remote.items():
             marker = _Marker(producer_id, producer_epoch, coordinator_epoch, committed, tps, call)
-            self._queued.setdefault(broker_id, []).append(marker)
+            self.queued.setdefault(broker_id, []).append(marker)
             call.waiting += 1
         if remote:
-            self._schedule_flush()
+            self.wakeup()
         call.answer({})
 
     def _outcome(self, tp: TopicPartition, code: int) -> int:
@@ -155,48 +161,46 @@ class MarkerSender:
             return codes.NOT_LEADER_OR_FOLLOWER
         return code
 
-    # -- sending --------------------------------------------------------------------------------
-
-    def _schedule_flush(self) -> None:
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self.flush)
-
-    def flush(self) -> None:
-        """Send everything queued: one request per destination broker (more only when one
-        producer id is queued twice for it)."""
-        self._flush_scheduled = False
-        queued, self._queued = self._queued, {}
-        assert self.links is not None or not queued
+    def poll(self, now_ms: int) -> Poll:
+        """Everything queued: one request per destination broker (more only when one producer
+        id is queued twice for it)."""
+        queued, self.queued = self.queued, {}
+        out = []
         for broker_id, markers in queued.items():
             for batch in unique_batches(markers, lambda m: m.producer_id):
-                assert self.links is not None
-                self.links.spawn(self._send(broker_id, batch))
+                request = WriteTxnMarkersRequest(markers=[_wire(m) for m in batch])
+                out.append(
+                    Outbound(
+                        api_keys.WRITE_TXN_MARKERS,
+                        WRITE_TXN_MARKERS_VERSION,
+                        request,
+                        destination=broker_id,
+                        context=batch,
+                    )
+                )
+        return Poll(out, None)
 
-    async def _send(self, broker_id: int, markers: list[_Marker]) -> None:
-        assert self.links is not None
-        request = WriteTxnMarkersRequest(markers=[_wire(m) for m in markers])
-        try:
-            response = await self.links.send(
-                broker_id, api_keys.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, request
-            )
-        except Exception as exc:  # noqa: BLE001 - ClientError mostly; any failure is retried
-            if broker_id not in self._unreachable:
-                self._unreachable.add(broker_id)
-                log.info("transaction markers to broker %d failed (%s); retrying", broker_id, exc)
-            for m in markers:
-                m.call.answer(dict.fromkeys(m.partitions, codes.NETWORK_EXCEPTION))
-            return
-        if broker_id in self._unreachable:
-            self._unreachable.discard(broker_id)
+    def on_error(self, out: Outbound, error: Exception, now_ms: int) -> None:
+        broker_id = out.destination
+        assert broker_id is not None
+        if broker_id not in self.unreachable:
+            self.unreachable.add(broker_id)
+            log.info("transaction markers to broker %d failed (%s); retrying", broker_id, error)
+        for m in out.context:
+            m.call.answer(dict.fromkeys(m.partitions, codes.NETWORK_EXCEPTION))
+
+    def on_response(self, out: Outbound, answer: Any, now_ms: int) -> None:
+        broker_id = out.destination
+        if broker_id in self.unreachable:
+            self.unreachable.discard(broker_id)
             log.info("transaction markers reach broker %d again", broker_id)
         answered: dict[int, dict[TopicPartition, int]] = {}
-        for result in response.markers:
+        for result in answer.markers:
             by_tp = answered.setdefault(result.producer_id, {})
             for t in result.topics:
                 for p in t.partitions:
                     by_tp[(t.name, p.partition_index)] = p.error_code
-        for m in markers:
+        for m in out.context:
             got = answered.get(m.producer_id, {})
             m.call.answer(
                 {

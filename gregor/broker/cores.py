@@ -1,0 +1,162 @@
+"""Builds a broker's sans-I/O cores toward the controller and the other brokers, each with the
+driver that runs it, from the few pieces each needs (never the broker itself):
+
+    core (what it decides)                    driver (what it owns)
+    replication/isr_sender.IsrChangeSender    CoreDriver over a controller channel
+    replication/fetcher_session.ReplicaFetchers  CoreDriver over a client to the leaders
+    node/lifecycle.BrokerLifecycleCore        runtime/lifecycle.BrokerLifecycle (a channel)
+    node/forwarding.ForwardingCore            runtime/forwarding.Forwarder (a channel)
+    coordinator/txn/markers.MarkerChannel     CoreDriver over the inter-broker links
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gregor.broker.cluster_member import ClusterMember
+from gregor.broker.config import BrokerConfig
+from gregor.broker.controller_apis import FORWARDED
+from gregor.broker.inter_broker import InterBroker
+from gregor.coordinator.txn.markers import LocalWriter, MarkerChannel
+from gregor.metadata.image import MetadataImage
+from gregor.metadata.meta_properties import MetaProperties
+from gregor.node.forwarding import ForwardingCore
+from gregor.node.lifecycle import BrokerLifecycleCore, LifecycleConfig
+from gregor.protocol.outbound import Outbound
+from gregor.replication.fetcher_session import ReplicaFetchers
+from gregor.replication.follower import FetcherConfig
+from gregor.replication.isr_sender import IsrChangeSender
+from gregor.replication.partition import ReplicaManager
+from gregor.runtime.client import NetworkClient
+from gregor.runtime.drivers import CoreDriver, controller_send, node_send
+from gregor.runtime.forwarding import CHANNEL_TIMEOUT_MS, Forwarder
+from gregor.runtime.lifecycle import BrokerLifecycle, shut_down_this_process
+from gregor.storage.log_manager import LogManager
+
+Clock = Callable[[], int]
+ConfigValue = Callable[[str], Any]
+
+
+def isr_sender(member: ClusterMember, clock: Clock) -> CoreDriver:
+    """The AlterPartition sender (started once the node has joined its quorum)."""
+    node_id = member.node_id
+    core = IsrChangeSender(node_id, lambda: member.broker_epoch)
+    channel = member.controller_channel(f"broker-{node_id}-alter-partition")
+    return CoreDriver(
+        core, controller_send(channel), clock, name="alter-partition", close=channel.close
+    )
+
+
+def replica_fetchers(
+    node_id: int,
+    value: ConfigValue,
+    replicas: ReplicaManager,
+    broker_epoch: Callable[[], int],
+    endpoint_of: Callable[[int], tuple[str, int] | None],
+    clock: Clock,
+) -> CoreDriver:
+    """The replica fetchers, running: they fetch once partitions are applied to them."""
+    config = FetcherConfig(
+        replica_id=node_id,
+        max_wait_ms=int(value("replica.fetch.wait.max.ms")),
+        min_bytes=int(value("replica.fetch.min.bytes")),
+        max_bytes=int(value("replica.fetch.response.max.bytes")),
+        partition_max_bytes=int(value("replica.fetch.max.bytes")),
+        backoff_ms=int(value("replica.fetch.backoff.ms")),
+    )
+    core = ReplicaFetchers(
+        config,
+        partition_of=replicas.get,
+        broker_epoch=broker_epoch,
+        endpoint_of=endpoint_of,
+        socket_timeout_ms=int(value("replica.socket.timeout.ms")),
+    )
+    client = NetworkClient(
+        client_id=f"replica-fetcher-{node_id}",
+        connect_timeout_ms=2000,
+        reconnect_backoff_ms=50,
+        reconnect_backoff_max_ms=1000,
+    )
+    driver = CoreDriver(core, node_send(client), clock, name="replica-fetchers", close=client.close)
+    driver.start()
+    return driver
+
+
+def broker_lifecycle(
+    member: ClusterMember,
+    config: BrokerConfig,
+    value: ConfigValue,
+    meta: Mapping[str, MetaProperties],
+    logs: LogManager,
+    advertised: Callable[[], tuple[str, int]],
+    clock: Clock,
+) -> BrokerLifecycle:
+    """Registration, heartbeats, leaving and producer-id blocks toward the active controller."""
+    dir_ids = {os.path.abspath(d): m.directory_id for d, m in meta.items()}
+
+    def offline_dirs() -> dict[str, uuid.UUID | None]:
+        return {d: dir_ids.get(os.path.abspath(d)) for d in sorted(logs.offline_dirs)}
+
+    channel = member.controller_channel(f"broker-{member.node_id}")
+    lifecycle_config = LifecycleConfig(
+        node_id=member.node_id,
+        heartbeat_interval_ms=config.get_int("broker.heartbeat.interval.ms"),
+        dir_failure_timeout_ms=int(value("log.dir.failure.timeout.ms")),
+        rack=config.get_str("broker.rack"),
+        log_dir_ids=tuple(m.directory_id for m in meta.values() if m.directory_id is not None),
+        incarnation_id=uuid.uuid4(),
+    )
+    core = BrokerLifecycleCore(
+        lifecycle_config,
+        member.store,
+        controller_id=channel.controller_id,
+        advertised=advertised,
+        offline_dirs=offline_dirs,
+        on_fatal=shut_down_this_process,
+    )
+    lifecycle = BrokerLifecycle(
+        core,
+        channel,
+        clock,
+        controlled_shutdown=lambda: bool(value("controlled.shutdown.enable")),
+    )
+    logs.dir_failure_listeners.append(lifecycle.on_dir_failure)
+    return lifecycle
+
+
+def forwarder(member: ClusterMember | None, host: str, clock: Clock) -> Forwarder:
+    """Forwarding to the active controller (none on a node of its own quorum)."""
+    if member is None:
+        return Forwarder(None, None, clock)
+    store = member.store
+    core = ForwardingCore(
+        FORWARDED, is_active=store.is_active, node_name=f"broker-{member.node_id}", host=host
+    )
+    channel = member.controller_channel(
+        f"broker-{member.node_id}-forwarding", request_timeout_ms=CHANNEL_TIMEOUT_MS
+    )
+    return Forwarder(core, channel, clock)
+
+
+def marker_sender(
+    node_id: int,
+    image: Callable[[], MetadataImage],
+    write_local: LocalWriter,
+    links: InterBroker | None,
+    clock: Clock,
+) -> MarkerChannel:
+    """The transaction coordinator's marker writer; its sends run on `links` (closing them
+    ends the sends in flight: their markers answer NETWORK_EXCEPTION)."""
+    if links is None:
+        return MarkerChannel(node_id, image, write_local, None)
+    core = MarkerChannel(node_id, image, write_local, links.reachable)
+
+    def send(out: Outbound) -> Any:
+        assert out.destination is not None
+        return links.send(out.destination, out.api_key, out.version, out.body)
+
+    CoreDriver(core, send, clock, name="txn-markers", spawn=links.spawn).start()
+    return core

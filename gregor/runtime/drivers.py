@@ -1,0 +1,164 @@
+"""The driver of one sans-I/O core: a timer and the sends, nothing decided here.
+
+    driver = CoreDriver(core, send=controller_send(channel), clock=now_ms, name="alter-partition")
+    driver.start()            # polls now; core.wakeup polls again on the next turn of the loop
+    await driver.stop()       # no more polls; the sends in flight are cancelled
+
+A core has `poll(now_ms) -> Poll`, `on_response(out, answer, now_ms)`,
+`on_error(out, exc, now_ms)` and a `wakeup` attribute the driver sets (gregor/protocol/outbound.py).
+The driver polls when woken and at the core's deadline, sends each request it returns as its own
+task (over `send`, which the composition gives: a controller channel, a client to other nodes),
+and hands the answer, or the failure, back with the time. What was sent, how many at once, when
+to retry: all the core's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Protocol
+
+from gregor.protocol.outbound import Outbound, Poll
+from gregor.runtime.client import ClientError, NetworkClient
+from gregor.runtime.controller_channel import ControllerChannel
+
+log = logging.getLogger("gregor.drivers")
+
+Send = Callable[[Outbound], Awaitable[Any]]
+POLL_FAILED_RETRY_MS = 1000
+
+
+class Core(Protocol):
+    wakeup: Callable[[], None]
+
+    def poll(self, now_ms: int) -> Poll: ...
+
+    def on_response(self, out: Outbound, answer: Any, now_ms: int) -> None: ...
+
+    def on_error(self, out: Outbound, error: Exception, now_ms: int) -> None: ...
+
+
+def controller_send(channel: ControllerChannel) -> Send:
+    """Send to the active controller (NoControllerError, a ClientError, when none is known)."""
+
+    def send(out: Outbound) -> Awaitable[Any]:
+        return channel.send(out.api_key, out.version, out.body, out.timeout_ms)
+
+    return send
+
+
+def node_send(client: NetworkClient) -> Send:
+    """Send to `out.destination` at `out.address` (the core read it from the metadata)."""
+
+    def send(out: Outbound) -> Awaitable[Any]:
+        assert out.destination is not None and out.address is not None
+        client.set_endpoint(out.destination, *out.address)
+        return client.send(out.destination, out.api_key, out.version, out.body, out.timeout_ms)
+
+    return send
+
+
+class CoreDriver:
+    def __init__(
+        self,
+        core: Any,
+        send: Send,
+        clock: Callable[[], int],
+        *,
+        name: str,
+        spawn: Callable[[Coroutine[Any, Any, None]], None] | None = None,
+        close: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """`spawn`: who runs the sends (InterBroker.spawn, so closing it ends them); the
+        driver's own tasks when None. `close`: what `stop` closes last (the channel)."""
+        self.core = core
+        self._close = close
+        self.send = send
+        self.clock = clock
+        self.name = name
+        self._spawn = spawn
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._started = False
+        self._stopped = False
+        core.wakeup = self.wakeup
+
+    def start(self) -> None:
+        self._started = True
+        self.wakeup()
+
+    def wakeup(self) -> None:
+        """Poll the core on the next turn of the event loop (once, however often woken).
+        Before `start` nothing is polled: the start polls. With no event loop running (a
+        core used outside serving) nothing is either."""
+        if not self._started or self._stopped or self._scheduled:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._scheduled = True
+        loop.call_soon(self._poll)
+
+    def _poll(self) -> None:
+        self._scheduled = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._stopped:
+            return
+        now = self.clock()
+        try:
+            result = self.core.poll(now)
+        except Exception:
+            log.exception("%s: poll failed", self.name)
+            result = Poll([], now + POLL_FAILED_RETRY_MS)
+        for out in result.outbound:
+            self._run(self._exchange(out))
+        if result.next_deadline_ms is not None and not self._scheduled:
+            delay_s = max(0, result.next_deadline_ms - self.clock()) / 1000.0
+            self._timer = asyncio.get_running_loop().call_later(delay_s, self._poll)
+
+    def _run(self, coro: Coroutine[Any, Any, None]) -> None:
+        if self._spawn is not None:
+            self._spawn(coro)
+            return
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _exchange(self, out: Outbound) -> None:
+        try:
+            answer = await self.send(out)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a ClientError mostly; the core decides
+            if not isinstance(exc, ClientError):
+                log.exception("%s: sending failed", self.name)
+            self._feed(self.core.on_error, out, exc)
+        else:
+            self._feed(self.core.on_response, out, answer)
+        self.wakeup()
+
+    def _feed(self, handler: Callable[[Outbound, Any, int], None], out: Outbound, arg: Any) -> None:
+        try:
+            handler(out, arg, self.clock())
+        except Exception:
+            log.exception("%s: handling an answer failed", self.name)
+
+    async def stop(self) -> None:
+        """No more polls; the sends still in flight are cancelled; the channel is closed."""
+        self._stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        if self._close is not None:
+            await self._close()
