@@ -62,6 +62,7 @@ from gregor.controller.quorum_controller import (
     IsrChange,
     Listener,
 )
+from gregor.handlers.context import Services
 from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
@@ -112,10 +113,8 @@ class ClusterMember:
         *,
         clock: Callable[[], int],
         broker: BrokerServer | None = None,
-        services: Any = None,
     ) -> None:
-        """`broker`: this node's broker (None on a controller-only node); `services`: what the
-        admin handlers on the controller listener run with (the broker when None)."""
+        """`broker`: this node's broker (None on a controller-only node)."""
         self.broker = broker
         self.node_id = node_id
         self.store = store
@@ -140,8 +139,6 @@ class ClusterMember:
                 api_keys.ALTER_PARTITION: self._on_alter_partition,
             },
         )
-        if membership.is_controller:
-            self.driver.handlers.update(admin_handlers(broker if services is None else services))
         self.store.attach(self.driver)
         self.lifecycle: BrokerLifecycle | None = None
         if broker is not None:
@@ -149,6 +146,12 @@ class ClusterMember:
             self.lifecycle = BrokerLifecycle(broker, store, channel)
         self._tasks: list[asyncio.Task[None]] = []
         self._activated_epoch = -1
+
+    def serve_admin(self, services: Services) -> None:
+        """On a controller, serve the admin writes (and the Envelopes brokers forward them in)
+        on the controller listener, with the node's services."""
+        if self.membership.is_controller:
+            self.driver.handlers.update(admin_handlers(services))
 
     # -- lifecycle ----------------------------------------------------------------------------
 

@@ -26,7 +26,9 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
+from gregor.metadata.config_defs import parse_connections_per_ip_overrides
 from gregor.runtime.connection import Connection, Dispatcher, MemoryPool
 
 log = logging.getLogger("gregor.server")
@@ -72,6 +74,16 @@ class ConnectionLimits:
     max_connections: int = INT_MAX
     max_connections_per_ip: int = INT_MAX
     per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
+
+
+def connection_limits(value: Callable[[str], Any]) -> ConnectionLimits:
+    """The limits as the broker's configs say now (`value`: a config key -> its typed value)."""
+    overrides = str(value("max.connections.per.ip.overrides") or "")
+    return ConnectionLimits(
+        int(value("max.connections")),
+        int(value("max.connections.per.ip")),
+        parse_connections_per_ip_overrides(overrides),
+    )
 
 
 def address_key(host: str) -> str:
