@@ -4,7 +4,8 @@
 BrokerLifecycleManager).
 
     member = ClusterMember(1, store, controller, config.membership(), raft_log, quorum_state,
-                           raft_config, clock=now_ms, services=services)
+                           raft_config, clock=now_ms)
+    member.serve_admin(services)   # a controller's admin writes, with the node's services
     member.lifecycle = ...    # a broker's (runtime/lifecycle.py), over member.controller_channel()
     await member.start()      # listen (controllers), join the quorum, register (brokers)
     await member.stop()       # a broker asks to be fenced, a leader resigns (EndQuorumEpoch)
@@ -61,6 +62,7 @@ from gregor.controller.quorum_controller import (
     IsrChange,
     Listener,
 )
+from gregor.handlers.context import Services
 from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
@@ -109,10 +111,9 @@ class ClusterMember:
         raft_config: RaftConfig,
         *,
         clock: Callable[[], int],
-        services: Any = None,
     ) -> None:
-        """`services`: what the admin handlers on the controller listener run with (needed on
-        a controller). A broker's `lifecycle` is set before `start`."""
+        """A controller's admin handlers come with `serve_admin`, a broker's `lifecycle` is
+        set; both before `start`."""
         self.node_id = node_id
         self.store = store
         self.controller = controller
@@ -136,9 +137,6 @@ class ClusterMember:
                 api_keys.ALTER_PARTITION: self._on_alter_partition,
             },
         )
-        if membership.is_controller:
-            assert services is not None, "a controller serves admin writes"
-            self.driver.handlers.update(admin_handlers(services))
         self.store.attach(self.driver)
         self.lifecycle: BrokerLifecycle | None = None  # a broker's, set before start
         self._tasks: list[asyncio.Task[None]] = []
@@ -154,6 +152,12 @@ class ClusterMember:
             client_id=client_id,
             request_timeout_ms=request_timeout_ms,
         )
+
+    def serve_admin(self, services: Services) -> None:
+        """On a controller, serve the admin writes (and the Envelopes brokers forward them in)
+        on the controller listener, with the node's services."""
+        if self.membership.is_controller:
+            self.driver.handlers.update(admin_handlers(services))
 
     # -- lifecycle ----------------------------------------------------------------------------
 

@@ -11,21 +11,25 @@ client listener (a listener that is not a controller listener is a config error)
 partitions, runs no group or transaction coordinator, and never registers as a broker: Metadata
 responses never name it, and partitions are never placed on it.
 
-For the admin handlers it serves, it offers what they use of a broker (`store`, `admin`,
-`static_config`, `node_id`, `now_ms`, `cluster_id`; `apply_metadata` does nothing: there are no
-partitions here). The ready file, when asked for, gets the controller listener's host:port.
+The admin handlers it serves get a `Services` with the metadata parts only (store, admin,
+config, clock; `apply_metadata` does nothing: there are no partitions here). The ready file,
+when asked for, gets the controller listener's host:port.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import time
+from typing import Any, cast
 
 from gregor.broker.cluster_member import ClusterMember, networked_controller
 from gregor.broker.config import BrokerConfig
+from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.controller.admin import Admin
+from gregor.handlers.context import Services
 from gregor.metadata import meta_properties
+from gregor.metadata.cluster import ClusterView
+from gregor.metadata.config_view import BrokerConfigView
 from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.protocol import codec
 from gregor.runtime.process import (
@@ -38,7 +42,9 @@ log = logging.getLogger("gregor.controller")
 
 
 class ControllerServer:
-    def __init__(self, config: BrokerConfig, ready_file: str | None = None) -> None:
+    def __init__(
+        self, config: BrokerConfig, ready_file: str | None = None, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         membership = config.membership()
         if membership.roles != {"controller"}:
             raise ValueError(f"a controller-only node, not {sorted(membership.roles)}")
@@ -46,6 +52,7 @@ class ControllerServer:
         self.static_config = config.values
         self.node_id = config.node_id
         self.ready_file = ready_file
+        self.clock = clock
         data_dirs = config.log_dirs
         for d in data_dirs:
             os.makedirs(d, exist_ok=True)
@@ -59,8 +66,9 @@ class ControllerServer:
         )
         self.store.on_log_failure(halt_on_metadata_log_failure(data_dirs[0]))
         self.controller = networked_controller(self.store, self.node_id, config)
+        cluster = ClusterView(self.store, self.node_id, quorum=True, host="", port=0)
         self.admin = Admin(
-            self.store, self.controller, self._active_broker_ids, config.values, self.node_id
+            self.store, self.controller, cluster.active_broker_ids, config.values, self.node_id
         )
         self.member = ClusterMember(
             self.node_id,
@@ -70,26 +78,13 @@ class ControllerServer:
             raft_log,
             quorum_state,
             raft_config,
-            clock=self.now_ms,
-            services=self,
+            clock=clock.now_ms,
         )
-
-    # -- what the admin handlers use ------------------------------------------------------------
+        self.member.serve_admin(_metadata_services(self, cluster))
 
     @property
     def cluster_id(self) -> str:
         return self.store.cluster_id
-
-    @staticmethod
-    def now_ms() -> int:
-        return int(time.time() * 1000)
-
-    def apply_metadata(self) -> None:
-        """Nothing to bring in line: a controller hosts no partitions."""
-
-    def _active_broker_ids(self) -> list[int]:
-        """The brokers new partitions may be placed on: registered and unfenced."""
-        return sorted(b for b, reg in self.store.image.brokers.items() if not reg.fenced)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -118,3 +113,14 @@ class ControllerServer:
     async def run(self) -> None:
         """Start, serve until SIGTERM or SIGINT, then stop cleanly."""
         await serve_until_signalled(self.start, self.stop)
+
+
+def _metadata_services(server: ControllerServer, cluster: ClusterView) -> Services:
+    """What the admin handlers of a controller-only node run with: no partitions, coordinators
+    or producer ids here (they never use them)."""
+    absent = cast(Any, None)
+    return Services(
+        server.node_id, server.clock, BrokerConfigView(server.store, server.node_id,
+        server.config.values), server.store, cluster, server.admin, absent, absent, absent,
+        absent, absent, absent, lambda: None, lambda _topic: None,
+    )  # fmt: skip

@@ -1,20 +1,22 @@
 """What a handler gets: the request's context and the broker's services.
 
 Handlers only translate between the wire and the domain packages; everything they call is
-reachable from `RequestContext.broker`, whose shape `BrokerServices` states (the broker package
-provides the implementation).
+reachable from `RequestContext.broker`: the node's `Services`, never the broker itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from gregor.clock import Clock
 from gregor.controller.admin import Admin
 from gregor.controller.producer_ids import ProducerIdManager
 from gregor.coordinator.runtime import GroupCoordinator
 from gregor.coordinator.txn.runtime import TransactionCoordinator
+from gregor.metadata.cluster import BrokerNode, ClusterView
+from gregor.metadata.config_view import BrokerConfigView
 from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.metadata.store import TopicInfo
 from gregor.protocol.headers import RequestHeader
@@ -37,12 +39,18 @@ class TransactionVerifier(Protocol):
         Produce error code (0: yes), or an awaitable of it when the coordinator is elsewhere."""
 
 
-class BrokerServices(Protocol):
+@dataclass(frozen=True)
+class Services:
+    """Everything a handler (and a driver) may use of its node, built once by the composition
+    root (broker/broker.py). A controller-only node builds one too, for the admin requests its
+    controller listener serves; there the partition services are absent (None), and those
+    handlers never use them."""
+
     node_id: int
-    host: str
-    port: int
-    static_config: Mapping[str, str]
+    clock: Clock
+    config: BrokerConfigView
     store: RaftMetadataStore
+    cluster: ClusterView
     admin: Admin
     replicas: ReplicaManager
     logs: LogManager
@@ -50,34 +58,47 @@ class BrokerServices(Protocol):
     groups: GroupCoordinator
     transactions: TransactionCoordinator
     txn_verifier: TransactionVerifier
+    # Bring hosted partitions in line with the metadata store after a change.
+    apply_metadata: Callable[[], None]
+    # Create a topic with the defaults if auto.create.topics.enable allows; else None.
+    maybe_auto_create: Callable[[str], TopicInfo | None]
 
     @property
-    def cluster_id(self) -> str: ...
+    def cluster_id(self) -> str:
+        return self.store.cluster_id
 
-    def now_ms(self) -> int: ...
+    @property
+    def static_config(self) -> Mapping[str, str]:
+        return self.config.static
+
+    @property
+    def host(self) -> str:
+        return self.cluster.host
+
+    @property
+    def port(self) -> int:
+        return self.cluster.port
+
+    def now_ms(self) -> int:
+        return self.clock.now_ms()
 
     def config_value(self, key: str) -> Any:
         """A broker config, typed, after dynamic and static overrides."""
+        return self.config.value(key)
 
-    def apply_metadata(self) -> None:
-        """Bring hosted partitions in line with the metadata store after a change."""
-
-    def maybe_auto_create(self, topic: str) -> TopicInfo | None:
-        """Create `topic` with the defaults if auto.create.topics.enable allows; else None."""
-
-    def describe_topic_config(self, topic: str) -> list[Any]: ...
-
-    def cluster_brokers(self) -> list[tuple[int, str, int, str | None]]:
-        """(node id, host, port, rack) of every broker clients may use: this one with one
-        voter; every registered unfenced broker's advertised endpoint in a networked quorum."""
+    def cluster_brokers(self) -> list[BrokerNode]:
+        """Every broker clients may use: this one alone with one voter; every registered
+        unfenced broker's advertised endpoint in a networked quorum."""
+        return self.cluster.brokers()
 
     def controller_id(self) -> int:
-        """The node id of the active controller (-1 when there is none)."""
+        """The node id Metadata names as the controller (-1 when there is none)."""
+        return self.cluster.controller_id()
 
 
 @dataclass
 class RequestContext:
-    broker: BrokerServices
+    broker: Services
     header: RequestHeader
     peer: str
     connection: dict[str, Any] = field(default_factory=dict)

@@ -64,6 +64,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gregor.metadata.cluster import BrokerLiveness
 from gregor.metadata.image import NO_LEADER, PartitionRegistration
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
@@ -102,14 +103,6 @@ _AWAIT_METADATA = frozenset(
         _code["NEW_LEADER_ELECTED"].code,
     }
 )
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerLiveness:
-    """What the metadata says of a broker, for ISR decisions."""
-
-    epoch: int  # its registration's broker epoch; -1 when not known
-    eligible: bool  # registered, unfenced and not in controlled shutdown
 
 
 def _always_eligible(broker_id: int) -> BrokerLiveness:

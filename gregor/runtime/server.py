@@ -26,7 +26,9 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
+from gregor.metadata.config_defs import parse_connections_per_ip_overrides
 from gregor.runtime.connection import Connection, Dispatcher, MemoryPool
 
 log = logging.getLogger("gregor.server")
@@ -72,6 +74,37 @@ class ConnectionLimits:
     max_connections: int = INT_MAX
     max_connections_per_ip: int = INT_MAX
     per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
+
+
+def connection_limits(value: Callable[[str], Any]) -> ConnectionLimits:
+    """The limits as the broker's configs say now (`value`: a config key -> its typed value)."""
+    overrides = str(value("max.connections.per.ip.overrides") or "")
+    return ConnectionLimits(
+        int(value("max.connections")),
+        int(value("max.connections.per.ip")),
+        parse_connections_per_ip_overrides(overrides),
+    )
+
+
+def configured_server(
+    dispatch: Dispatcher,
+    host: str,
+    port: int,
+    value: Callable[[str], Any],
+    sock: socket.socket | None = None,
+) -> Server:
+    """A client listener with the limits the broker's configs set (`value`: key -> typed)."""
+    return Server(
+        dispatch,
+        host=host,
+        port=port,
+        sock=sock,
+        max_request_bytes=int(value("socket.request.max.bytes")),
+        max_queued_requests=int(value("queued.max.requests")),
+        max_queued_request_bytes=int(value("queued.max.request.bytes")),
+        max_idle_ms=int(value("connections.max.idle.ms")),
+        limits=connection_limits(value),
+    )
 
 
 def address_key(host: str) -> str:

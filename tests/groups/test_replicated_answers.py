@@ -28,15 +28,15 @@ def broker(tmp_path: Path) -> BrokerServer:
     )
     b = BrokerServer(config)
     b.logs.startup()
-    b.apply_metadata()
-    b.groups.ensure_offsets_topic()
+    b.services.apply_metadata()
+    b.services.groups.ensure_offsets_topic()
     return b
 
 
 def commit(
     b: BrokerServer, offset: int, now: int = NOW, group: str = "g"
 ) -> PartitionErrors | Pending:
-    return b.groups.commit_offsets(
+    return b.services.groups.commit_offsets(
         OffsetCommitRequest(group, -1, "", None, -1, [("t", 0, offset, -1, None)]), now
     )
 
@@ -56,7 +56,7 @@ def follower_fetches(p: Partition, offset: int) -> None:
 
 
 def committed(b: BrokerServer, group: str = "g") -> int:
-    res = b.groups.fetch_offsets(group, [("t", [0])])
+    res = b.services.groups.fetch_offsets(group, [("t", [0])])
     assert not isinstance(res, Pending)
     return res.offsets[0].offset
 
@@ -80,7 +80,7 @@ def test_an_offset_commit_is_answered_once_replicated_in_offset_order(tmp_path: 
     a.add_done_callback(lambda v: answered.append(("a", v)))
     c.add_done_callback(lambda v: answered.append(("c", v)))
     # A read made meanwhile waits too: what it would tell may not survive a failover yet.
-    read = b.groups.fetch_offsets("g", [("t", [0])], now_ms=NOW + 3)
+    read = b.services.groups.fetch_offsets("g", [("t", [0])], now_ms=NOW + 3)
     assert isinstance(read, Pending) and not read.done
     read.add_done_callback(lambda v: answered.append(("read", v)))
 
@@ -103,7 +103,9 @@ def test_leadership_lost_before_replication_answers_not_coordinator(tmp_path: Pa
     b = broker(tmp_path)
     p = hold_back(b)
     held = commit(b, 7)
-    heartbeat = b.groups.heartbeat("g", -1, "m", None, NOW)  # no records, but after the commit
+    heartbeat = b.services.groups.heartbeat(
+        "g", -1, "m", None, NOW
+    )  # no records, but after the commit
     assert isinstance(held, Pending) and isinstance(heartbeat, Pending)
     reg = p.registration
     assert reg is not None
@@ -118,8 +120,8 @@ def test_leadership_lost_before_replication_answers_not_coordinator(tmp_path: Pa
     assert held.done and held.value.error == codes.NOT_COORDINATOR
     assert held.value.partitions == [("t", 0, codes.NOT_COORDINATOR)]
     assert heartbeat.done and heartbeat.value == codes.NOT_COORDINATOR
-    b.groups.on_metadata(NOW + 1)  # the coordinator unloads the partition
-    assert b.groups.coordinator_error("g") == codes.NOT_COORDINATOR
+    b.services.groups.on_metadata(NOW + 1)  # the coordinator unloads the partition
+    assert b.services.groups.coordinator_error("g") == codes.NOT_COORDINATOR
     b.logs.shutdown()
 
 
@@ -129,15 +131,15 @@ def test_unloading_fails_held_answers_and_the_timeout_is_coordinator_not_availab
     b = broker(tmp_path)
     p = hold_back(b)
     woken: list[int] = []
-    b.groups.wakeup = lambda: woken.append(1)
-    b.groups.poll(NOW)
+    b.services.groups.wakeup = lambda: woken.append(1)
+    b.services.groups.poll(NOW)
     held = commit(b, 7, NOW)
     assert isinstance(held, Pending)
-    timeout = int(b.config_value("offsets.commit.timeout.ms"))
+    timeout = int(b.services.config_value("offsets.commit.timeout.ms"))
     assert timeout == 5000 and woken, "the held answer's deadline brings the next poll forward"
-    assert b.groups.poll(NOW + 1) == NOW + timeout
+    assert b.services.groups.poll(NOW + 1) == NOW + timeout
     assert not held.done
-    b.groups.poll(NOW + timeout)
+    b.services.groups.poll(NOW + timeout)
     assert held.done and held.value.error == codes.COORDINATOR_NOT_AVAILABLE
     # The record stays in the log: once replicated, it is the committed offset, as in Kafka.
     follower_fetches(p, p.log.log_end_offset)
@@ -145,6 +147,6 @@ def test_unloading_fails_held_answers_and_the_timeout_is_coordinator_not_availab
 
     late = commit(b, 9, NOW + timeout)
     assert isinstance(late, Pending)
-    b.groups.runtime.unload(partition_for("g", 3))
+    b.services.groups.runtime.unload(partition_for("g", 3))
     assert late.done and late.value.error == codes.NOT_COORDINATOR
     b.logs.shutdown()

@@ -10,6 +10,7 @@ from core_harness import PROTOCOLS
 
 from gregor.broker.broker import BrokerServer
 from gregor.broker.config import BrokerConfig
+from gregor.clock import SYSTEM_CLOCK, Clock, ManualClock
 from gregor.coordinator.group import codes
 from gregor.coordinator.group.pending import Pending
 from gregor.coordinator.group.records import (
@@ -26,7 +27,7 @@ from gregor.protocol.records.records import iter_records
 NOW = 1_700_000_000_000
 
 
-def broker(tmp_path: Path, **extra: str) -> BrokerServer:
+def broker(tmp_path: Path, clock: Clock = SYSTEM_CLOCK, **extra: str) -> BrokerServer:
     config = BrokerConfig.load(
         None,
         {
@@ -37,9 +38,9 @@ def broker(tmp_path: Path, **extra: str) -> BrokerServer:
             **extra,
         },
     )
-    b = BrokerServer(config)
+    b = BrokerServer(config, clock=clock)
     b.logs.startup()
-    b.apply_metadata()
+    b.services.apply_metadata()
     return b
 
 
@@ -51,7 +52,7 @@ def join(member_id: str = "", group: str = "g") -> JoinRequest:
 
 def test_write_load_and_timers_over_real_storage(tmp_path: Path) -> None:
     b = broker(tmp_path)
-    groups = b.groups
+    groups = b.services.groups
     assert groups.coordinator_error("g") == codes.NOT_COORDINATOR, "no __consumer_offsets yet"
     groups.ensure_offsets_topic()
     info = b.store.topics[OFFSETS_TOPIC]
@@ -92,7 +93,7 @@ def test_write_load_and_timers_over_real_storage(tmp_path: Path) -> None:
 
     # A restart: loading is a replay, a few KB per poll, refusing requests meanwhile.
     b2 = broker(tmp_path)
-    g2 = b2.groups
+    g2 = b2.services.groups
     assert g2.coordinator_error("g") == codes.COORDINATOR_LOAD_IN_PROGRESS
     assert g2.fetch_offsets("g", None).error == codes.COORDINATOR_LOAD_IN_PROGRESS
     assert g2.heartbeat("g", 1, me, None, NOW + 6000) == codes.COORDINATOR_LOAD_IN_PROGRESS
@@ -121,7 +122,7 @@ def test_write_load_and_timers_over_real_storage(tmp_path: Path) -> None:
 
 def test_offsets_topic_replication_factor_is_capped_with_one_broker(tmp_path: Path) -> None:
     b = broker(tmp_path, **{"offsets.topic.replication.factor": "3"})
-    b.groups.ensure_offsets_topic()
+    b.services.groups.ensure_offsets_topic()
     assert all(len(r) == 1 for r in b.store.topics[OFFSETS_TOPIC].replicas)
     b.logs.shutdown()
 
@@ -130,23 +131,27 @@ def test_offsets_of_a_deleted_topic_are_removed(tmp_path: Path) -> None:
     from gregor.controller.admin import TopicSpec
 
     b = broker(tmp_path)
-    b.groups.ensure_offsets_topic()
+    b.services.groups.ensure_offsets_topic()
     for topic in ("gone", "kept"):
-        b.admin.create_topic(TopicSpec(topic, 2, 1))
-    b.apply_metadata()
+        b.services.admin.create_topic(TopicSpec(topic, 2, 1))
+    b.services.apply_metadata()
     offsets = [("gone", 0, 5, -1, ""), ("gone", 1, 6, -1, ""), ("kept", 0, 7, -1, "")]
     assert (
-        b.groups.commit_offsets(OffsetCommitRequest("g", -1, "", None, -1, offsets), NOW).error
+        b.services.groups.commit_offsets(
+            OffsetCommitRequest("g", -1, "", None, -1, offsets), NOW
+        ).error
         == codes.NONE
     )
-    b.admin.delete_topic("gone")
-    b.apply_metadata()
-    assert [(o.topic, o.offset) for o in b.groups.fetch_offsets("g", None).offsets] == [("kept", 7)]
+    b.services.admin.delete_topic("gone")
+    b.services.apply_metadata()
+    assert [(o.topic, o.offset) for o in b.services.groups.fetch_offsets("g", None).offsets] == [
+        ("kept", 7)
+    ]
     b.logs.shutdown()
     b2 = broker(tmp_path)
-    while b2.groups.runtime.loading:
-        b2.groups.poll(NOW)
-    assert [(o.topic, o.offset) for o in b2.groups.fetch_offsets("g", None).offsets] == [
+    while b2.services.groups.runtime.loading:
+        b2.services.groups.poll(NOW)
+    assert [(o.topic, o.offset) for o in b2.services.groups.fetch_offsets("g", None).offsets] == [
         ("kept", 7)
     ]
     b2.logs.shutdown()
@@ -156,7 +161,7 @@ def test_a_new_leader_epoch_reloads_the_partition(tmp_path: Path) -> None:
     """Leadership that comes back in a later leader epoch is a new coordinator: the shard is
     unloaded (a parked JoinGroup hears NOT_COORDINATOR) and loaded again from the log."""
     b = broker(tmp_path)
-    groups = b.groups
+    groups = b.services.groups
     groups.ensure_offsets_topic()
     index = partition_for("g", 3)
     p = b.replicas.get(OFFSETS_TOPIC, index)
@@ -192,15 +197,15 @@ def test_a_write_larger_than_max_message_bytes_goes_in_several_batches(tmp_path:
     from gregor.controller.admin import TopicSpec
 
     limit = 2000
-    b = broker(
+    b = broker(  # the partitions load, and the expiry starts, at NOW
         tmp_path,
+        ManualClock(NOW),
         **{"offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "1000"},
     )
-    b.now_ms = lambda: NOW  # type: ignore[method-assign]  # the partitions load, and the expiry starts, at NOW
     configs: dict[str, str | None] = {"cleanup.policy": "compact", "max.message.bytes": str(limit)}
-    b.admin.create_topic(TopicSpec(OFFSETS_TOPIC, 3, 1, configs=configs))
-    b.apply_metadata()
-    groups = b.groups
+    b.services.admin.create_topic(TopicSpec(OFFSETS_TOPIC, 3, 1, configs=configs))
+    b.services.apply_metadata()
+    groups = b.services.groups
     for i in range(10):  # 100 offsets, ten per commit (each commit is one batch)
         offsets = [("t", 10 * i + q, 7, -1, "") for q in range(10)]
         assert (
@@ -219,7 +224,7 @@ def test_a_write_larger_than_max_message_bytes_goes_in_several_batches(tmp_path:
     b.logs.shutdown()
 
     b2 = broker(tmp_path)
-    while b2.groups.runtime.loading:
-        b2.groups.poll(NOW + 62_000)
-    assert b2.groups.fetch_offsets("solo", None).offsets == []
+    while b2.services.groups.runtime.loading:
+        b2.services.groups.poll(NOW + 62_000)
+    assert b2.services.groups.fetch_offsets("solo", None).offsets == []
     b2.logs.shutdown()

@@ -32,14 +32,14 @@ def txn_request(
 
 
 def fetch(b: BrokerServer, stable: bool) -> list[tuple[int, int]]:
-    res = b.groups.fetch_offsets(GROUP, [("t", [0, 1])], stable)
+    res = b.services.groups.fetch_offsets(GROUP, [("t", [0, 1])], stable)
     assert res.error == codes.NONE
     return [(o.offset, o.error) for o in res.offsets]
 
 
 def load(b: BrokerServer) -> None:
-    while b.groups.runtime.loading:
-        b.groups.poll(NOW)
+    while b.services.groups.runtime.loading:
+        b.services.groups.poll(NOW)
 
 
 def offsets_partition(b: BrokerServer) -> Partition:
@@ -62,10 +62,10 @@ def append_marker(b: BrokerServer, committed: bool, now_ms: int) -> None:
 def start_with_pending_commit(tmp_path: Path) -> BrokerServer:
     """A plain commit of t-0 at 5, then a transaction commits t-0 at 10 and t-1 at 11."""
     b = broker(tmp_path)
-    b.groups.ensure_offsets_topic()
+    b.services.groups.ensure_offsets_topic()
     plain = OffsetCommitRequest(GROUP, -1, "", None, -1, [("t", 0, 5, -1, "")])
-    assert b.groups.commit_offsets(plain, NOW).error == codes.NONE
-    res = b.groups.txn_offset_commit(
+    assert b.services.groups.commit_offsets(plain, NOW).error == codes.NONE
+    res = b.services.groups.txn_offset_commit(
         txn_request([("t", 0, 10, 2, "m"), ("t", 1, 11, -1, None)]), NOW + 1
     )
     assert res.error == codes.NONE and [e for *_, e in res.partitions] == [0, 0]
@@ -108,9 +108,9 @@ def test_pending_across_a_crash_then_committed_by_the_marker(tmp_path: Path) -> 
     # The transaction coordinator re-sends its marker; the broker appends it, then tells us.
     append_marker(b2, committed=True, now_ms=NOW + 2)
     assert fetch(b2, stable=True) == [(-1, UNSTABLE), (-1, UNSTABLE)], "applied only when told"
-    b2.groups.complete_transaction(INDEX, PID, committed=True)
+    b2.services.groups.complete_transaction(INDEX, PID, committed=True)
     assert fetch(b2, stable=True) == [(10, 0), (11, 0)]
-    found = b2.groups.fetch_offsets(GROUP, [("t", [0])]).offsets[0]
+    found = b2.services.groups.fetch_offsets(GROUP, [("t", [0])]).offsets[0]
     assert (found.leader_epoch, found.metadata) == (2, "m")
     b2.logs.shutdown()
     # Loading meets the marker in the log: the same outcome.
@@ -123,16 +123,17 @@ def test_pending_across_a_crash_then_committed_by_the_marker(tmp_path: Path) -> 
 def test_abort_and_a_plain_commit_after_the_transactional_one(tmp_path: Path) -> None:
     b = start_with_pending_commit(tmp_path)
     later = OffsetCommitRequest(GROUP, -1, "", None, -1, [("t", 1, 50, -1, "")])
-    assert b.groups.commit_offsets(later, NOW + 2).error == codes.NONE
+    assert b.services.groups.commit_offsets(later, NOW + 2).error == codes.NONE
     append_marker(b, committed=True, now_ms=NOW + 3)
-    b.groups.complete_transaction(INDEX, PID, committed=True)
+    b.services.groups.complete_transaction(INDEX, PID, committed=True)
     assert fetch(b, stable=True) == [(10, 0), (50, 0)], "t-1's plain commit is later in the log"
     # A second transaction, aborted.
     assert (
-        b.groups.txn_offset_commit(txn_request([("t", 0, 99, -1, "")]), NOW + 4).error == codes.NONE
+        b.services.groups.txn_offset_commit(txn_request([("t", 0, 99, -1, "")]), NOW + 4).error
+        == codes.NONE
     )
     append_marker(b, committed=False, now_ms=NOW + 5)
-    b.groups.complete_transaction(INDEX, PID, committed=False)
+    b.services.groups.complete_transaction(INDEX, PID, committed=False)
     assert fetch(b, stable=True) == [(10, 0), (50, 0)]
     b.logs.shutdown()
     b2 = broker(tmp_path)
@@ -145,11 +146,13 @@ def test_a_marker_during_loading_is_read_from_the_log(tmp_path: Path) -> None:
     b = start_with_pending_commit(tmp_path)
     b.logs.shutdown()
     b2 = broker(tmp_path)
-    assert b2.groups.coordinator_error(GROUP) == codes.COORDINATOR_LOAD_IN_PROGRESS
-    res = b2.groups.txn_offset_commit(txn_request([("t", 0, 12, -1, "")]), NOW + 2)
+    assert b2.services.groups.coordinator_error(GROUP) == codes.COORDINATOR_LOAD_IN_PROGRESS
+    res = b2.services.groups.txn_offset_commit(txn_request([("t", 0, 12, -1, "")]), NOW + 2)
     assert [e for *_, e in res.partitions] == [codes.COORDINATOR_LOAD_IN_PROGRESS]
     append_marker(b2, committed=False, now_ms=NOW + 2)
-    b2.groups.complete_transaction(INDEX, PID, committed=False)  # loading: the log will say it
+    b2.services.groups.complete_transaction(
+        INDEX, PID, committed=False
+    )  # loading: the log will say it
     load(b2)
     assert fetch(b2, stable=True) == [(5, 0), (-1, 0)], "aborted, once"
     b2.logs.shutdown()
@@ -158,7 +161,9 @@ def test_a_marker_during_loading_is_read_from_the_log(tmp_path: Path) -> None:
 def test_an_older_producer_epoch_is_fenced(tmp_path: Path) -> None:
     b = start_with_pending_commit(tmp_path)
     end = offsets_partition(b).log.log_end_offset
-    res = b.groups.txn_offset_commit(txn_request([("t", 0, 7, -1, "")], epoch=EPOCH - 1), NOW + 2)
+    res = b.services.groups.txn_offset_commit(
+        txn_request([("t", 0, 7, -1, "")], epoch=EPOCH - 1), NOW + 2
+    )
     # Kafka's log refuses a coordinator's write of an old epoch with INVALID_PRODUCER_EPOCH, and
     # TxnOffsetCommit passes that on.
     assert res.error == codes.INVALID_PRODUCER_EPOCH
@@ -166,22 +171,25 @@ def test_an_older_producer_epoch_is_fenced(tmp_path: Path) -> None:
     assert offsets_partition(b).log.log_end_offset == end, "nothing written"
     # The same producer and epoch may commit again in its transaction (no sequence checks).
     assert (
-        b.groups.txn_offset_commit(txn_request([("t", 0, 13, -1, "")]), NOW + 3).error == codes.NONE
+        b.services.groups.txn_offset_commit(txn_request([("t", 0, 13, -1, "")]), NOW + 3).error
+        == codes.NONE
     )
     append_marker(b, committed=True, now_ms=NOW + 4)
-    b.groups.complete_transaction(INDEX, PID, committed=True)
+    b.services.groups.complete_transaction(INDEX, PID, committed=True)
     assert fetch(b, stable=True) == [(13, 0), (11, 0)]
     b.logs.shutdown()
 
 
 def test_other_partitions_and_unknown_producers_are_left_alone(tmp_path: Path) -> None:
     b = start_with_pending_commit(tmp_path)
-    b.groups.complete_transaction((INDEX + 1) % 3, PID, committed=True)  # another partition
-    b.groups.complete_transaction(INDEX, PID + 1, committed=True)  # another producer
-    b.groups.complete_transaction(99, PID, committed=True)  # not ours at all
+    b.services.groups.complete_transaction(
+        (INDEX + 1) % 3, PID, committed=True
+    )  # another partition
+    b.services.groups.complete_transaction(INDEX, PID + 1, committed=True)  # another producer
+    b.services.groups.complete_transaction(99, PID, committed=True)  # not ours at all
     assert fetch(b, stable=True) == [(-1, UNSTABLE), (-1, UNSTABLE)]
     assert (
-        b.groups.txn_offset_commit(txn_request([("t", 0, 1, -1, "")], group=""), NOW).error
+        b.services.groups.txn_offset_commit(txn_request([("t", 0, 1, -1, "")], group=""), NOW).error
         == codes.INVALID_GROUP_ID
     )
     b.logs.shutdown()

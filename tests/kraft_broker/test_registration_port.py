@@ -18,7 +18,7 @@ def test_port_zero_is_bound_before_the_broker_registers(tmp_path: Path) -> None:
     broker = BrokerServer(config)
     registered = broker.store.image.brokers[broker.node_id].listeners[0]
     assert registered.port != 0
-    assert (registered.host, registered.port) == ("127.0.0.1", broker.port)
+    assert (registered.host, registered.port) == ("127.0.0.1", broker.cluster.port)
 
     async def serve() -> None:
         await broker.start()

@@ -48,7 +48,7 @@ class Node:
 
 
 async def drive(store: RaftMetadataStore) -> None:
-    """What the broker's timer does with the store (BrokerServer._drive)."""
+    """What the broker's timer does with the store (runtime/timers.py `drive`)."""
     while True:
         deadline = store.poll(int(time.time() * 1000))
         delay_ms = (

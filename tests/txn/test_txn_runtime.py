@@ -12,6 +12,7 @@ from pathlib import Path
 
 from gregor.broker.broker import BrokerServer
 from gregor.broker.config import BrokerConfig
+from gregor.clock import ManualClock
 from gregor.controller.admin import TopicSpec
 from gregor.coordinator.group.records import partition_for
 from gregor.coordinator.txn import codes
@@ -69,25 +70,26 @@ def broker(
             **extra,
         },
     )
-    b = BrokerServer(config)
-    b.now_ms = lambda: NOW  # type: ignore[method-assign]  # loading starts the timers at NOW
-    b.transactions = TransactionCoordinator(
+    b = BrokerServer(config, clock=ManualClock(NOW))  # loading starts the timers at NOW
+    txns = TransactionCoordinator(
         b.node_id,
         b.store,
         b.replicas,
-        b.admin,
-        b.config_value,
-        b.apply_metadata,
-        b.producer_ids.next_id,
+        b.services.admin,
+        b.services.config_value,
+        b.services.apply_metadata,
+        b.services.producer_ids.next_id,
         writer,
     )
+    # this coordinator (with its fake marker writer) instead of the broker's own
+    b.hosting.on_applied = [b.services.groups.on_metadata, txns.on_metadata]
     b.logs.startup()
-    b.apply_metadata()
+    b.services.apply_metadata()
     for topic in ("a", "b"):
         if topic not in b.store.topics:
-            b.admin.create_topic(TopicSpec(topic, 2, 1))
-    b.apply_metadata()
-    return b, b.transactions
+            b.services.admin.create_topic(TopicSpec(topic, 2, 1))
+    b.services.apply_metadata()
+    return b, txns
 
 
 def load(txns: TransactionCoordinator, now: int = NOW) -> int:
@@ -316,12 +318,12 @@ def test_a_new_leader_epoch_reloads_and_is_the_coordinator_epoch(tmp_path: Path)
 
 
 def test_the_brokers_marker_writer(tmp_path: Path) -> None:
-    """`BrokerServer._write_txn_markers` appends a control batch to each partition it leads and
+    """The broker's marker writer (`MarkerSender.write_markers`) appends a control batch to each partition it leads and
     answers at once; a partition it does not host is UNKNOWN_TOPIC_OR_PARTITION."""
     b, _ = broker(tmp_path, FakeWriter())
     answers: list[dict[tuple[str, int], int]] = []
     before = b.replicas.leader("a", 0).log.log_end_offset
-    b._write_txn_markers("tx", 5, 0, 0, True, [("a", 0), ("gone", 0)], answers.append)
+    b.markers.write_markers("tx", 5, 0, 0, True, [("a", 0), ("gone", 0)], answers.append)
     assert answers == [{("a", 0): codes.NONE, ("gone", 0): codes.UNKNOWN_TOPIC_OR_PARTITION}]
     p = b.replicas.leader("a", 0)
     assert p.log.log_end_offset == before + 1

@@ -1,0 +1,93 @@
+"""Every request frame of the client listener: peek the header, refuse what we do not serve,
+decode, forward a metadata write off the active controller (forwarding.py), else call the
+registered handler and encode its answer (the handler may return an awaitable for requests
+that wait)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any
+
+from gregor.handlers import api_versions
+from gregor.handlers.context import RequestContext, Services
+from gregor.handlers.produce import AcksZeroError
+from gregor.handlers.registry import HANDLERS, NO_RESPONSE
+from gregor.protocol import api_keys, codec
+from gregor.protocol.codegen import Data
+from gregor.protocol.exceptions import CorruptFrameError
+from gregor.protocol.headers import peek_request
+from gregor.runtime.connection import Connection, FrameError, Output
+from gregor.runtime.forwarding import Forwarder
+
+FORWARD_TIMEOUT_MS = 30_000
+FORWARD_DEFAULT_TIMEOUT_MS = {api_keys.DESCRIBE_QUORUM: 5_000}  # requests with no timeout_ms
+
+
+class Dispatcher:
+    def __init__(self, services: Services, forwarder: Forwarder) -> None:
+        self.services = services
+        self.forwarder = forwarder
+
+    def __call__(
+        self, conn: Connection, frame: memoryview
+    ) -> Output | Awaitable[Output | None] | None:
+        try:
+            key, version, correlation_id = peek_request(frame)
+        except CorruptFrameError as exc:
+            raise FrameError(f"malformed request: {exc}") from None
+        entry = api_keys.BY_KEY.get(key)
+        if key not in HANDLERS or entry is None:
+            raise FrameError(f"request for API key {key}, which this broker does not serve")
+        if not entry.supports(version):
+            if key == api_keys.API_VERSIONS:
+                return codec.encode_response(key, 0, correlation_id, api_versions.response(35))
+            raise FrameError(
+                f"{entry.name} v{version} is not supported (versions {entry.min_version}-"
+                f"{entry.max_version}): UNSUPPORTED_VERSION"
+            )
+        try:
+            header, request = codec.decode_request(frame)
+        except CorruptFrameError as exc:
+            raise FrameError(f"malformed {entry.name} v{version} request: {exc}") from None
+        ctx = RequestContext(self.services, header, conn.peer, conn.attributes)
+        if self.forwarder.wanted(key):
+            return self._forward(key, version, correlation_id, bytes(frame), ctx, request)
+        try:
+            result = HANDLERS[key](ctx, request)
+        except AcksZeroError as exc:
+            raise FrameError(f"acks=0 produce failed: {exc}") from None
+        if result is NO_RESPONSE:
+            return None
+        if isinstance(result, Data):
+            return codec.encode_response(key, version, correlation_id, result)
+        return self._finish(key, version, correlation_id, result)  # a request that waits
+
+    async def _finish(
+        self, key: int, version: int, correlation_id: int, pending: Awaitable[Any]
+    ) -> Output:
+        body = await pending
+        return codec.encode_response(key, version, correlation_id, body)
+
+    async def _forward(
+        self,
+        key: int,
+        version: int,
+        correlation_id: int,
+        frame: bytes,
+        ctx: RequestContext,
+        request: Any,
+    ) -> Output:
+        """A metadata write off the active controller: the controller's answer, forwarded; if
+        none comes in time, this node's own (NOT_CONTROLLER for each item)."""
+        timeout_ms = int(
+            getattr(request, "timeout_ms", 0)
+            or FORWARD_DEFAULT_TIMEOUT_MS.get(key, FORWARD_TIMEOUT_MS)
+        )
+        answer = await self.forwarder.forward(
+            frame, ctx.peer, min(max(timeout_ms, 1000), FORWARD_TIMEOUT_MS)
+        )
+        if answer is not None:
+            return answer
+        result = HANDLERS[key](ctx, request)
+        body = result if isinstance(result, Data) else await result
+        return codec.encode_response(key, version, correlation_id, body)

@@ -1,0 +1,149 @@
+"""Which partitions this broker hosts: exactly those the metadata names it a replica of, each
+with its topic's current configs, as leader or follower (ReplicaManager.apply), and nothing
+else (a partition no topic names is removed, its files deleted).
+
+    hosting = PartitionHosting(node_id, store, replicas, logs, config_view, clock)
+    hosting.apply()         # after every metadata change; cheap when little changed
+
+Configs are resolved again only for the topics changed since the last call (every topic the
+first time, and after a dynamic broker config changed): resolving them is what costs. While
+serving, at most `step` partitions are created per call (about 1 ms each: their files, then
+becoming leader) and the rest are left to a call `schedule`d for the next turn of the loop, so
+a topic of 10,000 partitions never holds every other request for seconds.
+
+The effects of a change go to callbacks the owner sets: follower changes to the replica
+fetchers, `on_applied(now_ms)` to the coordinators, `on_broker_config()` after a dynamic broker
+config changed. No I/O of its own beyond the log manager's, no event loop, no clock reads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Protocol
+
+from gregor.clock import Clock
+from gregor.metadata.config_view import BrokerConfigView
+from gregor.metadata.image import MetadataImage
+from gregor.metadata.store import TopicInfo
+from gregor.protocol.errors import KafkaError
+from gregor.replication.partition import FollowerChange, ReplicaManager
+from gregor.storage.log_manager import LogManager
+
+log = logging.getLogger("gregor.replication")
+
+NEW_PARTITIONS_PER_STEP = 100
+
+
+class TopicSource(Protocol):
+    @property
+    def caught_up(self) -> bool: ...
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def topics(self) -> dict[str, TopicInfo]: ...
+
+    def take_changes(self) -> set[str] | None: ...
+
+
+class PartitionHosting:
+    def __init__(
+        self,
+        node_id: int,
+        store: TopicSource,
+        replicas: ReplicaManager,
+        logs: LogManager,
+        config: BrokerConfigView,
+        clock: Clock,
+        *,
+        step: int = NEW_PARTITIONS_PER_STEP,
+    ) -> None:
+        self.node_id = node_id
+        self.store = store
+        self.replicas = replicas
+        self.logs = logs
+        self.config = config
+        self.clock = clock
+        self.step = step
+        # Set by the owner: `ready` false holds every apply (a quorum member before its logs
+        # are open); `schedule` set means serving: partitions are created in steps.
+        self.ready = True
+        self.schedule: Callable[[Callable[[], None]], object] | None = None
+        self.on_followers: Callable[[list[FollowerChange]], None] | None = None
+        self.on_applied: list[Callable[[int], None]] = []
+        self.on_broker_config: Callable[[], None] | None = None
+        self._unhosted: set[str] = set()  # topics a previous call had no budget left for
+        self._scheduled = False
+
+    def apply(self) -> None:
+        if not self.store.caught_up or not self.ready:
+            return
+        topics = self.store.topics
+        changed = self.store.take_changes()
+        if changed is not None:
+            changed |= self._unhosted
+        self._unhosted = set()
+        self._scheduled = False
+        todo = topics.values() if changed is None else [topics[n] for n in changed if n in topics]
+        now = self.clock.now_ms()
+        budget = self.step if self.schedule is not None else None
+        for info in todo:
+            if budget is not None and budget <= 0:
+                self._unhosted.add(info.name)
+                continue
+            left = self._host_topic(info, self.store.image, now, budget)
+            if left is not None and left < 0:
+                self._unhosted.add(info.name)
+            budget = left
+        if self._unhosted and not self._scheduled and self.schedule is not None:
+            self._scheduled = True
+            self.schedule(self.apply)
+        self._remove_unwanted(topics)
+        changes = self.replicas.take_follower_changes()
+        if changes and self.on_followers is not None:
+            self.on_followers(changes)
+        for applied in self.on_applied:
+            applied(now)
+        if changed is None and self.schedule is not None and self.on_broker_config is not None:
+            self.on_broker_config()  # dynamic broker configs may have changed
+
+    def _remove_unwanted(self, topics: dict[str, TopicInfo]) -> None:
+        wanted = {
+            (info.name, index)
+            for info in topics.values()
+            for index, replicas in enumerate(info.replicas)
+            if self.node_id in replicas
+        }
+        for tp in list(self.replicas.partitions):
+            if tp not in wanted:
+                self.replicas.remove(*tp)
+        for tp, _log in self.logs.partitions():
+            if tp not in wanted:
+                log.warning("deleting %s-%d: no topic in the metadata names it", *tp)
+                self.logs.delete(*tp)
+
+    def _host_topic(
+        self, info: TopicInfo, image: MetadataImage, now: int, budget: int | None
+    ) -> int | None:
+        """Apply one topic's partitions hosted here; the budget of new partitions left (None:
+        no limit), negative when it ran out before the last of them."""
+        topic_image = image.topic(info.name)
+        if topic_image is None:
+            return budget
+        cfg = self.config.log_config_for(info.name)
+        min_isr = self.config.min_insync_replicas(info)
+        for index, replicas in enumerate(info.replicas):
+            reg = topic_image.partitions.get(index)
+            if self.node_id not in replicas or reg is None:
+                continue
+            if self.replicas.get(info.name, index) is None and budget is not None:
+                if budget <= 0:
+                    return -1
+                budget -= 1
+            try:
+                self.replicas.apply(info.name, index, info.topic_id, reg, cfg, min_isr, now)
+            except KafkaError as exc:  # its log dir failed (said once, by the log manager)
+                log.debug("cannot host %s-%d: %s", info.name, index, exc)
+        return budget

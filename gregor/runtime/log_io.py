@@ -1,0 +1,95 @@
+"""The log manager's background work: fsyncs after a roll and checkpoint writes on worker
+threads (so they never hold the event loop), with their results handed back to the log on the
+loop; and the periodic tasks (flushes, deleted files, checkpoints, retention, idle producers).
+
+    logs.roll_flusher = flush_after_roll      # LogManager calls it after each roll
+    tasks = maintenance(logs, config_value, clock)      # coroutines to run until stopped
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from gregor.clock import Clock
+from gregor.runtime.timers import every
+from gregor.storage.log import Log
+from gregor.storage.log_manager import LogManager
+
+log = logging.getLogger("gregor.runtime")
+
+
+def flush_after_roll(log_: Log, up_to: int) -> None:
+    """fsync a rolled segment on a worker thread, as Kafka does after a roll, so the event loop
+    never waits for the disk; the recovery point moves when the fsync is done."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not serving yet (opening logs): flush inline
+        log_.flush(up_to)
+        return
+    fds = [os.dup(seg.fd) for seg in log_.segments_to_flush(up_to)]
+    fds += log_.producer_state.pending_sync_fds()  # the roll's producer snapshot
+    truncations = log_.truncations
+
+    def fsync_all() -> None:
+        for fd in fds:
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def done(fut: asyncio.Future[None]) -> None:
+        exc = fut.exception()
+        if exc is None:
+            log_.mark_flushed(up_to, truncations)
+        elif isinstance(exc, OSError):
+            log_.fail(exc, "flushing a rolled segment")
+        else:
+            log.error("background flush of %s failed: %s", log_, exc)
+
+    loop.run_in_executor(None, fsync_all).add_done_callback(done)
+
+
+def checkpoint_in_background(logs: LogManager) -> None:
+    """Take the offsets on the loop; write and fsync the three files on a worker thread."""
+    snapshot = logs.checkpoint_snapshot()
+    asyncio.get_running_loop().run_in_executor(None, logs.write_checkpoints, snapshot)
+
+
+def maintenance(
+    logs: LogManager, value: Callable[[str], Any], clock: Clock
+) -> list[Coroutine[Any, Any, None]]:
+    """The log manager's timers, each at its config's interval. Producers idle past
+    producer.id.expiration.ms are forgotten at once (state loaded from snapshots may be old),
+    then every check interval (producer_state.py)."""
+
+    def flush_and_purge() -> None:
+        now = clock.now_ms()
+        logs.flush_due(now)
+        logs.purge_deleted(now)
+
+    def expire_producers() -> None:
+        expiration_ms = int(value("producer.id.expiration.ms"))
+        if n := logs.remove_expired_producers(clock.now_ms(), expiration_ms):
+            log.info(
+                "forgot %d partition producer state(s) idle for %d ms or more", n, expiration_ms
+            )
+
+    expire_producers()
+    seconds = {
+        key: int(value(key)) / 1000
+        for key in (
+            "log.flush.offset.checkpoint.interval.ms",
+            "log.retention.check.interval.ms",
+            "producer.id.expiration.check.interval.ms",
+        )
+    }
+    return [
+        every(1.0, flush_and_purge),
+        every(seconds["log.flush.offset.checkpoint.interval.ms"], lambda: checkpoint_in_background(logs)),
+        every(seconds["log.retention.check.interval.ms"], lambda: logs.enforce_retention(clock.now_ms())),
+        every(seconds["producer.id.expiration.check.interval.ms"], expire_producers),
+    ]  # fmt: skip

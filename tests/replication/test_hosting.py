@@ -1,0 +1,69 @@
+"""Which partitions a broker hosts (replication/hosting.py), over a one-node broker built in
+process (not listening): new partitions come in steps while serving, all at once before, and a
+partition no topic names any more is removed with its files."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from gregor.broker.broker import BrokerServer
+from gregor.broker.config import BrokerConfig
+from gregor.controller.admin import TopicSpec
+
+
+def broker(tmp_path: Path) -> BrokerServer:
+    config = BrokerConfig.load(None, {"log.dirs": str(tmp_path / "logs")})
+    b = BrokerServer(config)
+    b.logs.startup()
+    return b
+
+
+def test_partitions_are_created_in_steps_while_serving(tmp_path: Path) -> None:
+    b = broker(tmp_path)
+    hosting = b.hosting
+    scheduled: list[Callable[[], None]] = []
+    hosting.schedule = scheduled.append
+    applied: list[int] = []
+    hosting.on_applied.append(applied.append)
+    reconfigured: list[bool] = []  # every topic resolved again: broker configs may have changed
+    hosting.on_broker_config = lambda: reconfigured.append(True)
+    b.admin.create_topic(TopicSpec("big", 250, 1))
+    hosting.apply()
+    assert len(b.replicas.partitions) == 100 and len(scheduled) == 1
+    scheduled.pop()()  # the next turn of the loop
+    assert len(b.replicas.partitions) == 200 and len(scheduled) == 1
+    scheduled.pop()()
+    assert len(b.replicas.partitions) == 250 and not scheduled
+    assert all(p.is_leader for p in b.replicas.partitions.values())
+    assert len(applied) == 3
+    assert reconfigured == [True], "only the first call looked at every topic"
+    b.logs.shutdown()
+
+
+def test_before_serving_everything_at_once_and_deleted_topics_go(tmp_path: Path) -> None:
+    b = broker(tmp_path)
+    b.admin.create_topic(TopicSpec("big", 250, 1))
+    b.admin.create_topic(TopicSpec("small", 2, 1))
+    b.hosting.apply()
+    assert len(b.replicas.partitions) == 252
+    small = tmp_path / "logs" / "small-1"
+    assert small.is_dir()
+    b.admin.delete_topic("small")
+    b.hosting.apply()
+    assert len(b.replicas.partitions) == 250 and b.replicas.get("small", 1) is None
+    b.logs.purge_deleted(2**62)
+    assert not small.exists()
+    b.logs.shutdown()
+
+
+def test_nothing_is_hosted_until_ready(tmp_path: Path) -> None:
+    b = broker(tmp_path)
+    b.hosting.ready = False  # a quorum member before its logs are open
+    b.admin.create_topic(TopicSpec("t", 3, 1))
+    b.hosting.apply()
+    assert not b.replicas.partitions
+    b.hosting.ready = True
+    b.hosting.apply()
+    assert len(b.replicas.partitions) == 3
+    b.logs.shutdown()
