@@ -13,14 +13,15 @@ alone (`-m "not slow"`, `-m cluster` and so on work too):
 The tier of a test, in this order:
 1. a tier marker on the test, its class or its module (`pytestmark`) wins;
 2. else the names its code uses decide: its body, its fixtures, and the functions and classes
-   of tests/ they call, followed transitively (never into gregor/): a name in CLUSTER_NAMES
-   makes it `cluster`, else a name in CLIENT_NAMES makes it `client`;
+   of tests/ and gregor/testing/ they name, followed transitively (not into the rest of
+   gregor/): a name in CLUSTER_NAMES makes it `cluster`, else one in CLIENT_NAMES `client`;
 3. else `unit`.
 
 The guard: while a `unit` test runs, connecting or binding an AF_INET/AF_INET6 socket or starting
 a process (`subprocess.Popen`, which asyncio's subprocesses use too) fails the test with a message
 that says to mark it `client`. AF_UNIX socketpairs (every asyncio event loop has one) and
-multiprocessing are allowed; threads alive before the test began are not watched.
+multiprocessing are allowed; threads alive before the test began are not watched. Sockets that
+C code opens itself (uvloop, librdkafka) are not seen: such tests are `client` by rule 2.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from typing import Any
 
 import pytest
 
-from gregor import Broker
+from gregor import Broker, testing
 
 pytest_plugins = ("pytester",)  # tests/test_tiers.py runs the guard on a sample
 
@@ -69,19 +70,22 @@ CLIENT_NAMES = frozenset(
         "AIOKafkaAdminClient",
     }
 )
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+# Code whose names count: the tests, and gregor's pytest plugin and test helpers.
+OURS = tuple(
+    os.path.join(os.path.dirname(os.path.abspath(d)), "") for d in (__file__, testing.__file__)
+)
 GUARD_FIXTURE = "_unit_tier_guard"
 
 
 # --- tiers -----------------------------------------------------------------------------------
 
 
-def _in_tests(obj: Any) -> bool:
+def _ours(obj: Any) -> bool:
     try:
         path = inspect.getsourcefile(obj)
     except (TypeError, OSError):
         return False
-    return path is not None and os.path.abspath(path).startswith(TESTS_DIR + os.sep)
+    return path is not None and os.path.abspath(path).startswith(OURS)
 
 
 def _names_of_code(code: types.CodeType) -> Iterator[str]:
@@ -92,49 +96,62 @@ def _names_of_code(code: types.CodeType) -> Iterator[str]:
 
 
 class _Uses:
-    """The names a test's code uses, followed through the functions and classes of tests/."""
+    """The names that code uses, followed through the functions and classes of ours it calls."""
 
     def __init__(self) -> None:
-        self._memo: dict[int, frozenset[str]] = {}
+        self._direct: dict[int, tuple[set[str], list[Any]]] = {}
 
-    def of(self, obj: Any) -> frozenset[str]:
-        key = id(obj)
-        if key not in self._memo:
-            self._memo[key] = frozenset()  # a recursive helper ends here
-            self._memo[key] = frozenset(self._walk(obj))
-        return self._memo[key]
+    def of(self, roots: list[Any]) -> set[str]:
+        names: set[str] = set()
+        seen: set[int] = set()
+        todo = list(roots)
+        while todo:
+            obj = todo.pop()
+            if id(obj) not in seen:
+                seen.add(id(obj))
+                direct, callees = self._direct_of(obj)
+                names |= direct
+                todo += callees
+        return names
 
-    def _walk(self, obj: Any) -> Iterator[str]:
+    def _direct_of(self, obj: Any) -> tuple[set[str], list[Any]]:
+        if id(obj) not in self._direct:
+            self._direct[id(obj)] = self._read(obj)
+        return self._direct[id(obj)]
+
+    @staticmethod
+    def _read(obj: Any) -> tuple[set[str], list[Any]]:
+        """The names `obj` uses itself, and the functions and classes of ours it names."""
         if isinstance(obj, type):
-            yield from (base.__name__ for base in obj.__mro__)
+            methods = []
             for member in vars(obj).values():
                 func = getattr(member, "__func__", member)  # staticmethod, classmethod
-                if isinstance(func, property):
-                    func = func.fget
-                if inspect.isfunction(func) and _in_tests(func):
-                    yield from self.of(func)
-            return
+                methods.append(func.fget if isinstance(func, property) else func)
+            return {base.__name__ for base in obj.__mro__}, [
+                m for m in methods if inspect.isfunction(m) and _ours(m)
+            ]
         func = inspect.unwrap(getattr(obj, "__func__", obj))
         if not inspect.isfunction(func):
-            return
-        for name in _names_of_code(func.__code__):
-            yield name
+            return set(), []
+        names = set(_names_of_code(func.__code__))
+        callees = []
+        for name in names:
             target = func.__globals__.get(name)
             if inspect.isfunction(target):
                 target = inspect.unwrap(target)  # e.g. a @contextmanager helper
-            if (inspect.isfunction(target) or isinstance(target, type)) and _in_tests(target):
-                yield from self.of(target)
+            if (inspect.isfunction(target) or isinstance(target, type)) and _ours(target):
+                callees.append(target)
+        return names, callees
 
 
 def _tier_from_uses(item: pytest.Function, uses: _Uses) -> str:
-    names: set[str] = set(uses.of(item.obj))
-    if item.cls is not None and _in_tests(item.cls):
-        names |= uses.of(item.cls)
+    roots = [item.obj]
+    if item.cls is not None and _ours(item.cls):
+        roots.append(item.cls)
     for name, defs in item._fixtureinfo.name2fixturedefs.items():
-        if name != GUARD_FIXTURE and defs and _in_tests(defs[-1].func):
-            names |= uses.of(defs[-1].func)
-        elif name in {"kafka_broker", "kafka_bootstrap"}:  # gregor's own pytest plugin
-            names.add("Broker")
+        if name != GUARD_FIXTURE and defs and _ours(defs[-1].func):
+            roots.append(defs[-1].func)
+    names = uses.of(roots)
     if names & CLUSTER_NAMES:
         return "cluster"
     if names & CLIENT_NAMES:

@@ -53,6 +53,7 @@ def test_every_test_of_the_suite_has_exactly_one_tier(tmp_path: Path) -> None:
 
 SAMPLE = """
 import asyncio
+import contextlib
 import socket
 import subprocess
 import sys
@@ -109,6 +110,21 @@ def test_names_a_cluster():
     assert LocalCluster
 
 
+@contextlib.contextmanager
+def a_cluster():
+    yield LocalCluster
+
+
+@pytest.fixture
+def nodes():
+    with a_cluster() as c:
+        yield c
+
+
+def test_uses_a_fixture_that_calls_a_helper_that_names_a_cluster(nodes):
+    assert nodes
+
+
 @pytest.mark.unit
 def test_an_explicit_tier_wins():
     assert subprocess
@@ -139,12 +155,15 @@ def test_the_hook_tiers_by_what_a_test_uses(sample: pytest.Pytester) -> None:
         "test_an_explicit_tier_wins",
     }
     assert collected("client") == {"test_a_client_test_may_bind", "test_names_a_broker"}
-    assert collected("cluster") == {"test_names_a_cluster"}
+    assert collected("cluster") == {
+        "test_names_a_cluster",
+        "test_uses_a_fixture_that_calls_a_helper_that_names_a_cluster",
+    }
 
 
 def test_a_unit_test_opening_a_socket_fails(sample: pytest.Pytester) -> None:
     result = sample.runpytest_subprocess("-rf")
-    result.assert_outcomes(passed=5, failed=3)
+    result.assert_outcomes(passed=6, failed=3)
     text = result.stdout.str()
     for name, what in (
         ("test_connects", "called socket.connect(('127.0.0.1', 9))"),
