@@ -228,7 +228,7 @@ def run_failover(c: LocalCluster) -> None:
     stop.set()
     worker.join(30)
 
-    assert second in (2, 3) and second != first
+    assert second in c.controller_ids and second != first  # whichever controller led first
     assert failed == []
     assert any(killed_at < t < elected_at for t, _ in delivered)  # served while no controller was
     values = [v for _, v in delivered]
