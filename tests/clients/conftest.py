@@ -54,9 +54,3 @@ def topic(request: pytest.FixtureRequest) -> str:
     """A topic name of this test's own (valid Kafka topic characters only)."""
     base = re.sub(r"[^a-zA-Z0-9._-]", "_", request.node.name)[:150]
     return f"{base}-{uuid.uuid4().hex[:8]}"
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    # kafka-python 3.x loads its schemas with a deprecated importlib.resources call.
-    config.addinivalue_line("filterwarnings", "ignore:read_text is deprecated:DeprecationWarning")
-    config.addinivalue_line("filterwarnings", "ignore:open_text is deprecated:DeprecationWarning")

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from compaction_sigkill_child import CONFIG, records_for
 
 from gregor.protocol.records import batch as rb
@@ -75,6 +76,7 @@ def _read_all(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
     return out
 
 
+@pytest.mark.slow  # twelve rounds of SIGKILL
 def test_sigkill_while_appending_and_cleaning(tmp_path):
     rng = random.Random(SEED)
     log_dir = str(tmp_path / "logs")

@@ -23,9 +23,11 @@ from gregor.storage.cleaner import CleanerConfig
 from gregor.storage.config import LogConfig
 
 T0 = 1_700_000_000_000
+# The cleaning in a worker process (gregor.storage.cleaner_worker) starts a child: not a unit test.
+IN_PROCESS = pytest.param(True, marks=pytest.mark.client)
 
 
-@pytest.mark.parametrize("in_process", [False, True], ids=["thread", "process"])
+@pytest.mark.parametrize("in_process", [False, IN_PROCESS], ids=["thread", "process"])
 def test_cleaning_on_a_worker_while_the_loop_appends_and_reads(tmp_path, in_process):
     cfg = LogConfig(
         segment_bytes=2500,
@@ -78,7 +80,7 @@ def test_cleaning_on_a_worker_while_the_loop_appends_and_reads(tmp_path, in_proc
     mgr.shutdown()
 
 
-@pytest.mark.parametrize("in_process", [False, True], ids=["thread", "process"])
+@pytest.mark.parametrize("in_process", [False, IN_PROCESS], ids=["thread", "process"])
 def test_stop_aborts_a_cleaning_in_progress(tmp_path, in_process):
     cfg = LogConfig(
         segment_bytes=4000,

@@ -284,6 +284,7 @@ def test_a_truncation_during_a_cleaning_keeps_the_checkpoint_where_it_was(tmp_pa
     mgr.shutdown()
 
 
+@pytest.mark.client  # a worker process
 @pytest.mark.skipif(not SUPPORTED, reason="the cleaner's worker process needs Linux")
 def test_a_cleaning_in_a_worker_process_writes_the_txn_index(tmp_path):
     mgr, log, cleaner = _scenario(tmp_path)

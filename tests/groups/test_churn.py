@@ -13,6 +13,8 @@ import confluent_kafka as ck
 import pytest
 from group_helpers import Member, balanced, create_topic, pump, wait_until
 
+pytestmark = pytest.mark.slow  # twenty rounds of rebalances
+
 PARTITIONS = 6
 ROUNDS = 20
 SETTLE_S = 15.0

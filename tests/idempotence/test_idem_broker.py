@@ -211,8 +211,8 @@ def test_old_epoch_is_refused_after_a_bump(broker: Broker, topic: str, raw: Raw)
 def test_transactional_batch_without_transactional_id_is_refused(
     broker: Broker, topic: str, raw: Raw
 ) -> None:
-    # Fencing of transactional batches by epoch is tested with transactions (tests/txn,
-    # tests/transactions); here: such a batch needs the request's transactional id.
+    # Fencing of transactional batches by epoch is tested with transactions (tests/txn);
+    # here: such a batch needs the request's transactional id.
     other, e0 = raw.init_producer_id()
     code, _ = raw.produce(topic, 1, idem_batch(other, e0, 0, transactional=True))
     assert code == errors.INVALID_RECORD

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (`cluster`-like fixtures are every test's argument)
 """SIGKILL chaos on a three-node cluster (gregor.testing.cluster): while an idempotent acks=all
 producer streams numbered records into a 3-partition, replication-factor-3 topic
 (min.insync.replicas=2) and a group consumer commits its progress synchronously, a driver
@@ -29,8 +28,16 @@ from typing import Any
 import pytest
 
 from gregor.testing.cluster import LocalCluster
-from tests.kraft_cluster.test_cluster import active_controller, metadata_of, wait_for
-from tests.kraft_cluster.test_replication import FAST, all_brokers_unfenced
+from tests.kraft_cluster.helpers import (
+    FAST_REPLICATION,
+    active_controller,
+    all_brokers_seen,
+    make_cluster,
+    metadata_of,
+    wait_for,
+)
+
+pytestmark = pytest.mark.slow  # a soak: 40 s of SIGKILLs by default
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
@@ -48,16 +55,12 @@ SEED = int(os.environ.get("GREGOR_CHAOS_SEED", str(random.SystemRandom().randran
 @pytest.fixture
 def cluster(tmp_path: Any) -> Iterator[LocalCluster]:
     config = {
-        **FAST,
+        **FAST_REPLICATION,
         "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
         "offsets.topic.replication.factor": "3",
     }
-    c = LocalCluster(3, base_dir=str(tmp_path), config=config, log_level="INFO")
-    try:
-        c.start()
+    with make_cluster(tmp_path, config) as c:
         yield c
-    finally:
-        c.close()
 
 
 class Timeline:
@@ -352,7 +355,7 @@ def test_sigkill_chaos_loses_no_acknowledged_record_nor_commit(cluster: LocalClu
     timeline = Timeline(SEED)
     print(f"\n[chaos] seed={SEED} seconds={SECONDS}", flush=True)
     active_controller(cluster)
-    all_brokers_unfenced(cluster)
+    all_brokers_seen(cluster)
     create_topic(cluster)
 
     reader = GroupReader(cluster, timeline)

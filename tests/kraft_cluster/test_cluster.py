@@ -9,133 +9,44 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from gregor.protocol import api_keys
 from gregor.protocol.errors import BY_NAME
-from gregor.protocol.messages import CreateTopicsRequest, MetadataRequest
 from gregor.testing.cluster import LocalCluster
 from tests.kraft_broker.helpers import Raw
+from tests.kraft_cluster.helpers import (
+    FAST,
+    active_controller,
+    admin,
+    all_brokers_seen,
+    controller_of,
+    create,
+    create_acknowledged,
+    make_cluster,
+    metadata_of,
+    raw_create,
+    topics_on,
+    wait_for,
+)
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import NewTopic  # noqa: E402
 
 NOT_CONTROLLER = BY_NAME["NOT_CONTROLLER"].code
-FAST = {"broker.session.timeout.ms": "6000"}
 
 
 @pytest.fixture
 def cluster(tmp_path: Any) -> Iterator[LocalCluster]:
-    c = LocalCluster(3, base_dir=str(tmp_path), config=FAST, log_level="INFO")
-    try:
-        c.start()
+    with make_cluster(tmp_path, FAST) as c:
         yield c
-    finally:
-        c.close()
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-            if last:
-                return last
-        except Exception as exc:  # noqa: BLE001 - a node may be down or electing
-            last = exc
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
-
-
-def metadata_of(cluster: LocalCluster, node_id: int) -> Any:
-    """The Metadata answer of one node itself (all topics)."""
-    with Raw(cluster.bootstrap_of(node_id)) as raw:
-        return raw.call(
-            api_keys.METADATA, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False)
-        )
-
-
-def topics_on(cluster: LocalCluster, node_id: int) -> set[str]:
-    return {t.name for t in metadata_of(cluster, node_id).topics}
-
-
-def controller_of(cluster: LocalCluster, node_id: int) -> int:
-    """The Raft leader as one node itself knows it (Metadata's `controller_id` is a random live
-    broker, as in Kafka's KRaft mode)."""
-    return cluster.leader_known_to(node_id)
 
 
 def controller_of_metadata(cluster: LocalCluster, node_id: int) -> int:
     return int(metadata_of(cluster, node_id).controller_id)
-
-
-def active_controller(cluster: LocalCluster) -> int:
-    def agreed() -> int | None:
-        seen = {controller_of(cluster, i) for i in cluster.running()}
-        return seen.pop() if len(seen) == 1 and -1 not in seen else None
-
-    return int(wait_for("an active controller all nodes agree on", agreed))
-
-
-def raw_create(cluster: LocalCluster, node_id: int, name: str, timeout_ms: int = 5000) -> int:
-    """CreateTopics sent to one node itself; its error code."""
-    with Raw(cluster.bootstrap_of(node_id)) as raw:
-        request = CreateTopicsRequest(
-            topics=[
-                CreateTopicsRequest.CreatableTopic(
-                    name=name, num_partitions=1, replication_factor=1
-                )
-            ],
-            timeout_ms=timeout_ms,
-        )
-        return int(raw.call(api_keys.CREATE_TOPICS, 7, request).topics[0].error_code)
-
-
-def admin(bootstrap: str) -> Any:
-    # librdkafka's admin client sends to the controller_id of its last Metadata and, holding no
-    # topics, does not refresh metadata when that node dies: a short refresh interval (or a new
-    # client, as the creation loop below makes after an error) finds the new controller.
-    return AdminClient(
-        {
-            "bootstrap.servers": bootstrap,
-            "socket.timeout.ms": 3000,
-            "topic.metadata.refresh.interval.ms": 1000,
-        }
-    )
-
-
-def create(client: Any, name: str, partitions: int = 1, timeout_s: float = 5.0, **kw: Any) -> None:
-    futures = client.create_topics(
-        [NewTopic(name, partitions, 1, **kw)],
-        operation_timeout=timeout_s,
-        request_timeout=timeout_s,
-    )
-    futures[name].result(timeout_s + 1)
-
-
-def create_acknowledged(client: Any, name: str, timeout_s: float = 5.0) -> bool:
-    """True if the creation was acknowledged (or the topic was already there from an earlier,
-    unanswered attempt)."""
-    try:
-        create(client, name, timeout_s=timeout_s)
-        return True
-    except confluent_kafka.KafkaException as exc:
-        return exc.args[0].code() == confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS
-
-
-def all_brokers_seen(cluster: LocalCluster) -> None:
-    """Every node lists the three brokers: a client's metadata refresh answered by a node that
-    does not list a broker yet makes librdkafka drop that broker's connection, failing what is
-    in flight on it (_DESTROY_BROKER)."""
-    for node in cluster.ids:
-        wait_for(
-            f"three unfenced brokers seen by {node}",
-            lambda n=node: len(metadata_of(cluster, n).brokers) == 3,
-        )
 
 
 def test_a_topic_made_through_one_node_is_seen_by_all_and_served_by_its_leader(

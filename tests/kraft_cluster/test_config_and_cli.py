@@ -75,6 +75,7 @@ def test_serve_refuses_voters_without_a_controller_listener(tmp_path: Path) -> N
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.cluster  # `gregor cluster up`: three nodes
 def test_cluster_up_prints_the_nodes_and_ctrl_c_stops_them(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [

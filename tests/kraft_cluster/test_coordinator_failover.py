@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (`cluster`-like fixtures are every test's argument)
 """An acknowledged offset commit survives the SIGKILL of its group coordinator's broker: with
 `__consumer_offsets` at replication factor 3, the coordinator answers OffsetCommit only once
 the followers have the record, so the broker that takes the partition over returns it."""
@@ -12,11 +11,14 @@ import pytest
 
 from gregor.coordinator.group.records import partition_for
 from gregor.testing.cluster import LocalCluster
-from tests.kraft_cluster.test_cluster import active_controller, metadata_of, wait_for
-from tests.kraft_cluster.test_replication import (
-    FAST,
-    all_brokers_unfenced,
+from tests.kraft_cluster.helpers import (
+    FAST_REPLICATION,
+    active_controller,
+    all_brokers_seen,
     create_replicated,
+    make_cluster,
+    metadata_of,
+    wait_for,
 )
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -27,13 +29,9 @@ OFFSETS_PARTITIONS = 3
 
 @pytest.fixture
 def cluster(tmp_path: Any) -> Iterator[LocalCluster]:
-    config = {**FAST, "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS)}
-    c = LocalCluster(3, base_dir=str(tmp_path), config=config, log_level="INFO")
-    try:
-        c.start()
+    config = {**FAST_REPLICATION, "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS)}
+    with make_cluster(tmp_path, config) as c:
         yield c
-    finally:
-        c.close()
 
 
 def offsets_leader(cluster: LocalCluster, node: int, group: str) -> Any:
@@ -48,7 +46,7 @@ def offsets_leader(cluster: LocalCluster, node: int, group: str) -> Any:
 
 def test_committed_offsets_survive_a_killed_coordinator(cluster: LocalCluster) -> None:
     active_controller(cluster)
-    all_brokers_unfenced(cluster)
+    all_brokers_seen(cluster)
     create_replicated(cluster, "events")
     group = "survivor"
     consumer = Consumer(

@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 from gregor.testing.cluster import LocalCluster
-from tests.kraft_cluster.test_cluster import metadata_of, wait_for
-from tests.kraft_cluster.test_replication import FAST
+from tests.kraft_cluster.helpers import FAST_REPLICATION, make_cluster, metadata_of, wait_for
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
@@ -41,12 +40,10 @@ def cluster(tmp_path: Any) -> Iterator[tuple[LocalCluster, str]]:
     ballast = str(logs / "ballast")
     with open(ballast, "wb") as f:
         f.write(b"\0" * (12 << 20))
-    c = LocalCluster(3, controllers=1, base_dir=str(tmp_path), config=FAST, log_level="INFO")
     try:
-        c.start()
-        yield c, ballast
+        with make_cluster(tmp_path, FAST_REPLICATION, controllers=1) as c:
+            yield c, ballast
     finally:
-        c.close()
         subprocess.run(["umount", "-l", str(logs)], check=False)
 
 

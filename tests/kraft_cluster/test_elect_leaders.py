@@ -16,8 +16,14 @@ from typing import Any
 import pytest
 
 from gregor.testing.cluster import LocalCluster
-from tests.kraft_cluster.test_cluster import active_controller, metadata_of, wait_for
-from tests.kraft_cluster.test_replication import FAST, all_brokers_unfenced
+from tests.kraft_cluster.helpers import (
+    FAST_REPLICATION,
+    active_controller,
+    all_brokers_seen,
+    make_cluster,
+    metadata_of,
+    wait_for,
+)
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import ElectionType, KafkaError, TopicPartition  # noqa: E402
@@ -27,34 +33,22 @@ TOPIC = "ledger"
 PREFERRED = {0: 1, 1: 2, 2: 3}
 
 
-def start(tmp_path: Any, **config: str) -> LocalCluster:
-    c = LocalCluster(3, base_dir=str(tmp_path), config={**FAST, **config}, log_level="INFO")
-    c.start()
-    return c
-
-
 @pytest.fixture
 def manual(tmp_path: Any) -> Iterator[LocalCluster]:
-    c = start(tmp_path, **{"auto.leader.rebalance.enable": "false"})
-    try:
+    config = {**FAST_REPLICATION, "auto.leader.rebalance.enable": "false"}
+    with make_cluster(tmp_path, config) as c:
         yield c
-    finally:
-        c.close()
 
 
 @pytest.fixture
 def automatic(tmp_path: Any) -> Iterator[LocalCluster]:
-    c = start(
-        tmp_path,
-        **{
-            "leader.imbalance.check.interval.seconds": "1",
-            "leader.imbalance.per.broker.percentage": "0",
-        },
-    )
-    try:
+    config = {
+        **FAST_REPLICATION,
+        "leader.imbalance.check.interval.seconds": "1",
+        "leader.imbalance.per.broker.percentage": "0",
+    }
+    with make_cluster(tmp_path, config) as c:
         yield c
-    finally:
-        c.close()
 
 
 def partitions_on(cluster: LocalCluster, node: int) -> dict[int, Any]:
@@ -84,7 +78,7 @@ def bounce_broker_2(cluster: LocalCluster) -> None:
     """Create the topic on three in-sync replicas, stop broker 2 cleanly, start it again and wait
     until it is back in every ISR, partition 1 being led by another broker."""
     active_controller(cluster)
-    all_brokers_unfenced(cluster)
+    all_brokers_seen(cluster)
     spec = NewTopic(
         TOPIC,
         3,
@@ -109,7 +103,7 @@ def bounce_broker_2(cluster: LocalCluster) -> None:
     )
     cluster.start_node(2)
     wait_for("broker 2 back in every ISR", in_sync, 30)
-    all_brokers_unfenced(cluster)
+    all_brokers_seen(cluster)
 
 
 def code_of(result: Any) -> int:

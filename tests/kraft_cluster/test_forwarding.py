@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (`cluster`, the fixture imported below, is every test's argument)
 """Forwarding (KIP-590) in a three-node cluster: every broker takes admin writes and hands them to
 the active controller in an Envelope; topics auto-created, and internal topics needed, through a
 node that is not the controller are created by the controller; the Envelope API itself refuses
@@ -8,6 +7,7 @@ and a replication factor of three is honoured, one above the broker count refuse
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,9 +24,11 @@ from gregor.protocol.messages import (
 )
 from gregor.testing.cluster import LocalCluster
 from tests.kraft_broker.helpers import Raw
-from tests.kraft_cluster.test_cluster import (  # noqa: F401  (the cluster fixture)
+from tests.kraft_cluster.helpers import (
+    FAST,
     active_controller,
-    cluster,
+    all_brokers_seen,
+    make_cluster,
     metadata_of,
     topics_on,
     wait_for,
@@ -48,6 +50,12 @@ INVALID_REQUEST = BY_NAME["INVALID_REQUEST"].code
 LEADER_NOT_AVAILABLE = BY_NAME["LEADER_NOT_AVAILABLE"].code
 
 
+@pytest.fixture
+def cluster(tmp_path: Any) -> Iterator[LocalCluster]:
+    with make_cluster(tmp_path, FAST) as c:
+        yield c
+
+
 def create_request(name: str, factor: int = 1) -> CreateTopicsRequest:
     return CreateTopicsRequest(
         topics=[
@@ -63,14 +71,6 @@ def envelope(inner: bytes) -> EnvelopeRequest:
     return EnvelopeRequest(
         request_data=inner, request_principal=None, client_host_address=b"\x7f\x00\x00\x01"
     )
-
-
-def all_brokers_seen(cluster: LocalCluster) -> None:
-    for node in cluster.ids:
-        wait_for(
-            f"three unfenced brokers seen by {node}",
-            lambda n=node: len(metadata_of(cluster, n).brokers) == 3,
-        )
 
 
 def test_admin_writes_through_a_node_that_is_not_the_controller(cluster: LocalCluster) -> None:

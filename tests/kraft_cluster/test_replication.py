@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (`cluster`-like fixtures are every test's argument)
 """Partition data replication between three `gregor serve` processes (gregor.testing.cluster):
 a replication-factor-3 topic with min.insync.replicas=2 loses no acknowledged acks=all record
 when its leader is SIGKILLed mid-stream (an idempotent producer: exactly once, in order), the
@@ -17,74 +16,23 @@ from typing import Any
 import pytest
 
 from gregor.testing.cluster import LocalCluster
-from tests.kraft_cluster.test_cluster import active_controller, metadata_of, wait_for
+from tests.kraft_cluster.helpers import (
+    FAST_REPLICATION,
+    active_controller,
+    all_brokers_seen,
+    create_replicated,
+    make_cluster,
+    partition_state,
+    wait_for,
+)
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-
-FAST = {
-    "broker.session.timeout.ms": "3000",
-    "broker.heartbeat.interval.ms": "500",
-    "replica.lag.time.max.ms": "2000",
-    "replica.fetch.backoff.ms": "200",
-}
 
 
 @pytest.fixture
 def cluster(tmp_path: Any) -> Iterator[LocalCluster]:
-    c = LocalCluster(3, base_dir=str(tmp_path), config=FAST, log_level="INFO")
-    try:
-        c.start()
+    with make_cluster(tmp_path, FAST_REPLICATION) as c:
         yield c
-    finally:
-        c.close()
-
-
-def all_brokers_unfenced(cluster: LocalCluster) -> None:
-    """Every node's Metadata lists the three brokers (librdkafka drops the handle of a broker a
-    Metadata answer leaves out, failing its requests in flight)."""
-    wait_for(
-        "three unfenced brokers on every node",
-        lambda: all(len(metadata_of(cluster, n).brokers) == 3 for n in cluster.ids),
-    )
-
-
-def partition_state(cluster: LocalCluster, node: int, topic: str) -> Any:
-    """Partition 0 of `topic` as `node`'s Metadata answers it (None if unknown)."""
-    t = next((t for t in metadata_of(cluster, node).topics if t.name == topic), None)
-    return None if t is None or not t.partitions else t.partitions[0]
-
-
-def create_replicated(
-    cluster: LocalCluster, topic: str, assignment: list[int] | None = None
-) -> None:
-    client = AdminClient({"bootstrap.servers": cluster.bootstrap, "socket.timeout.ms": 3000})
-    config = {"min.insync.replicas": "2"}
-    spec = (
-        NewTopic(topic, 1, 3, config=config)
-        if assignment is None
-        else NewTopic(topic, 1, replica_assignment=[assignment], config=config)
-    )
-    for attempt in range(3):
-        # librdkafka drops a broker handle (and fails its requests) when a Metadata answer
-        # leaves that broker out, as a node still replaying an unfencing may: try again.
-        try:
-            client.create_topics([spec], operation_timeout=10, request_timeout=10)[topic].result(15)
-            break
-        except confluent_kafka.KafkaException as exc:
-            if exc.args[0].code() == confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS:
-                break
-            if attempt == 2:
-                raise
-            time.sleep(0.5)
-
-    def in_sync() -> bool:
-        states = [partition_state(cluster, n, topic) for n in cluster.running()]
-        return all(
-            s is not None and s.leader_id > 0 and sorted(s.isr_nodes) == [1, 2, 3] for s in states
-        )
-
-    wait_for(f"{topic} on three in-sync replicas", in_sync, 20)
 
 
 def log_bytes(cluster: LocalCluster, node: int, topic: str) -> bytes:
@@ -175,7 +123,7 @@ def test_acknowledged_records_survive_a_killed_leader_which_then_catches_up(
     cluster: LocalCluster,
 ) -> None:
     active_controller(cluster)
-    all_brokers_unfenced(cluster)
+    all_brokers_seen(cluster)
     create_replicated(cluster, "orders")
     leader = partition_state(cluster, 1, "orders").leader_id
     survivors = [n for n in cluster.ids if n != leader]
@@ -203,7 +151,7 @@ def test_two_brokers_down_refuse_acks_all_and_acks_one_is_seen_once_one_returns(
     cluster: LocalCluster,
 ) -> None:
     ctrl = active_controller(cluster)
-    all_brokers_unfenced(cluster)
+    all_brokers_seen(cluster)
     others = [n for n in cluster.ids if n != ctrl]
     # The partition's leader is the active controller: the two brokers stopped below are each
     # fenced (a clean stop asks for it) by a commit their own node still takes part in, so the
@@ -254,7 +202,7 @@ def test_a_leader_stopped_cleanly_hands_its_partitions_over(cluster: LocalCluste
     """SIGTERM: a controlled shutdown moves the leadership to another ISR member at once (no
     session timeout to wait for); the stream goes on with nothing lost or doubled."""
     active_controller(cluster)
-    all_brokers_unfenced(cluster)
+    all_brokers_seen(cluster)
     create_replicated(cluster, "invoices")
     leader = partition_state(cluster, 1, "invoices").leader_id
     others = [n for n in cluster.ids if n != leader]

@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 
 from gregor.testing.cluster import LocalCluster
-from tests.kraft_cluster.test_cluster import active_controller, raw_create, topics_on, wait_for
+from tests.kraft_cluster.helpers import (
+    active_controller,
+    make_cluster,
+    raw_create,
+    topics_on,
+    wait_for,
+)
 
 pytest.importorskip("confluent_kafka")
 
@@ -26,12 +32,8 @@ SMALL = {
 
 @pytest.fixture
 def cluster(tmp_path: Any) -> Iterator[LocalCluster]:
-    c = LocalCluster(3, base_dir=str(tmp_path), config=SMALL, log_level="INFO")
-    try:
-        c.start()
+    with make_cluster(tmp_path, SMALL) as c:
         yield c
-    finally:
-        c.close()
 
 
 def checkpoints(cluster: LocalCluster, node_id: int) -> list[str]:

@@ -19,11 +19,12 @@ from gregor.protocol import api_keys
 from gregor.protocol.messages import FindCoordinatorRequest
 from gregor.testing.cluster import LocalCluster
 from tests.kraft_broker.helpers import Raw
-from tests.kraft_cluster.test_cluster import (
+from tests.kraft_cluster.helpers import (
     FAST,
     active_controller,
     admin,
     create,
+    make_cluster,
     metadata_of,
     wait_for,
 )
@@ -39,31 +40,19 @@ CONFIG = {
 }
 
 
-def start(base_dir: str) -> LocalCluster:
-    c = LocalCluster(3, base_dir=base_dir, config=CONFIG, log_level="INFO")
-    c.start()
-    return c
-
-
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: Any) -> Iterator[LocalCluster]:
     """One cluster for the tests that leave it whole."""
-    c = start(str(tmp_path_factory.mktemp("txn-cluster")))
-    try:
+    with make_cluster(tmp_path_factory.mktemp("txn-cluster"), CONFIG) as c:
         ready(c)
         yield c
-    finally:
-        c.close()
 
 
 @pytest.fixture
 def own(tmp_path: Any) -> Iterator[LocalCluster]:
-    c = start(str(tmp_path))
-    try:
+    with make_cluster(tmp_path, CONFIG) as c:
         ready(c)
         yield c
-    finally:
-        c.close()
 
 
 def leaders(cluster: LocalCluster, topic: str, node: int | None = None) -> dict[int, int]:

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (`cluster` is every test's argument)
 """Transactions survive the SIGKILL of their coordinator's broker (multi-process, confluent-kafka).
 
 `__transaction_state` has replication factor 3 and the data topics too (min.insync.replicas=2),
@@ -28,8 +27,13 @@ from gregor.protocol import api_keys
 from gregor.protocol.messages import FindCoordinatorRequest
 from gregor.testing.cluster import LocalCluster
 from gregor.testing.raw_client import RawClient
-from tests.kraft_cluster.test_cluster import metadata_of, wait_for
-from tests.kraft_cluster.test_replication import FAST, all_brokers_unfenced
+from tests.kraft_cluster.helpers import (
+    FAST_REPLICATION,
+    all_brokers_seen,
+    make_cluster,
+    metadata_of,
+    wait_for,
+)
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition  # noqa: E402
@@ -37,7 +41,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 INTERNAL = 3  # partitions of __transaction_state and __consumer_offsets
 CONFIG = {
-    **FAST,  # broker.session.timeout.ms=3000, replica.lag.time.max.ms=2000
+    **FAST_REPLICATION,  # broker.session.timeout.ms=3000, replica.lag.time.max.ms=2000
     "transaction.state.log.num.partitions": str(INTERNAL),
     "offsets.topic.num.partitions": str(INTERNAL),
 }
@@ -46,13 +50,9 @@ TXN_TIMEOUT_MS = 20000  # well above a failover (session timeout + election + lo
 
 @pytest.fixture
 def cluster(tmp_path: Any) -> Iterator[LocalCluster]:
-    c = LocalCluster(3, base_dir=str(tmp_path), config=CONFIG, log_level="INFO")
-    try:
-        c.start()
+    with make_cluster(tmp_path, CONFIG) as c:
         ready(c)
         yield c
-    finally:
-        c.close()
 
 
 def find_coordinator(cluster: LocalCluster, key: str, key_type: int) -> int | None:
@@ -84,7 +84,7 @@ def in_sync(cluster: LocalCluster, topic: str, partitions: int, replicas: list[i
 def ready(cluster: LocalCluster) -> None:
     """Three unfenced brokers; both internal topics made (FindCoordinator creates them) with
     three in-sync replicas for each partition."""
-    all_brokers_unfenced(cluster)
+    all_brokers_seen(cluster)
     for key_type, topic in ((0, "__consumer_offsets"), (1, "__transaction_state")):
         wait_for(
             f"a coordinator for key type {key_type}",

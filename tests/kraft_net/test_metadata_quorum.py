@@ -25,6 +25,7 @@ from gregor.metadata.transactions import FAILOVER_REASON
 from gregor.protocol.errors import KafkaError
 from gregor.raft.node import NotLeader
 from gregor.runtime.raft_driver import RaftDriver
+from tests.kraft_net.helpers import wait_for
 
 CLUSTER = "J8qXRwI-Qyi2G0guFTiuYw"
 IDS = (1, 2, 3)
@@ -89,14 +90,6 @@ async def stop(node: Node) -> None:
         node.poller.cancel()
     node.store.close()
     await node.driver.stop(resign=True)
-
-
-async def wait_for(what: str, check: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 async def active(nodes: dict[int, Node]) -> Node:

@@ -3,63 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from gregor.protocol import api_keys
 from gregor.protocol.messages import ApiVersionsRequest
-from gregor.raft import FileQuorumStateStore, RaftConfig, StorageRaftLog, wire
 from gregor.raft import messages as m
-from gregor.raft.node import Entry, NotLeader
+from gregor.raft import wire
+from gregor.raft.node import NotLeader
 from gregor.runtime.client import NetworkClient
-from gregor.runtime.raft_driver import RaftDriver, parse_voters
-
-CONFIG = RaftConfig(
-    election_timeout_ms=300,
-    fetch_timeout_ms=600,
-    election_backoff_max_ms=300,
-    request_timeout_ms=500,
-    fetch_max_wait_ms=200,
-    append_linger_ms=5,
-)
-IDS = (1, 2, 3)
-
-
-class Cluster:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.drivers: dict[int, RaftDriver] = {}
-        self.committed: dict[int, list[bytes]] = {i: [] for i in IDS}
-        self.voters: dict[int, tuple[str, int]] = {}
-
-    def make(self, node_id: int) -> RaftDriver:
-        raft_log = StorageRaftLog.open(str(self.root / f"node-{node_id}"))
-        store = FileQuorumStateStore(raft_log.directory, list(IDS))
-        self.committed[node_id] = []
-
-        def on_commit(entries: list[Entry], into: list[bytes] = self.committed[node_id]) -> None:
-            into.extend(e.data for e in entries if not e.control)
-
-        driver = RaftDriver(
-            node_id, raft_log, store, config=CONFIG, cluster_id="c1", on_commit=on_commit
-        )
-        self.drivers[node_id] = driver
-        return driver
-
-    def leaders(self) -> list[int]:
-        return [i for i, d in self.drivers.items() if d.node is not None and d.node.is_leader]
-
-
-async def wait_for(what: str, check: Callable[[], bool], timeout_s: float = 8.0) -> float:
-    start = time.monotonic()
-    while not check():
-        if time.monotonic() - start > timeout_s:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-    return time.monotonic() - start
+from gregor.runtime.raft_driver import parse_voters
+from tests.kraft_net.helpers import CONFIG, IDS, Cluster, wait_for
 
 
 def test_parse_voters() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from gregor.raft import FileQuorumStateStore, StorageRaftLog
 from gregor.raft.node import Entry, NotLeader
 from gregor.runtime.raft_driver import RaftDriver
-from tests.kraft_net.test_raft_driver import CONFIG, IDS, Cluster, wait_for
+from tests.kraft_net.helpers import CONFIG, IDS, Cluster, wait_for
 
 OBSERVER = 7
 

@@ -45,7 +45,7 @@ from .storage_helpers import (
 )
 
 # A failing run shrinks for up to 5 minutes (hypothesis' own cap); let it report its example.
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # a long model run
 
 # segment.index.bytes is kept small (64 KiB; Kafka's default is 10 MiB): each roll preallocates
 # and maps a new index, which costs time proportional to its size on some filesystems.

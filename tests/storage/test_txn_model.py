@@ -25,7 +25,7 @@ from gregor.storage.log import AbortedTxn, Log
 from .storage_helpers import MEMORY_TMP
 from .txn_helpers import assert_txn_state, end_txn, oracle, segment_file_batches, txn_batch
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # a long model run
 
 PRODUCERS = [11, 12, 13, 14]  # transactional
 IDEMPOTENT = 21  # idempotent, never transactional

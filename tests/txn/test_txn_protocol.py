@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from client_txn_helpers import TXN_BROKER_CONFIG
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from gregor import Broker
@@ -116,6 +117,12 @@ class Raw(RawClient):
         [p] = r.topics[0].partitions
         assert p.error_code == 0, p
         return int(p.offset)
+
+
+@pytest.fixture
+def broker_config() -> dict[str, str]:
+    """`make_broker` starts brokers as `txn_protocol_broker` is."""
+    return dict(TXN_BROKER_CONFIG)
 
 
 @pytest.fixture
@@ -385,8 +392,8 @@ def test_a_timed_out_transaction_is_aborted(
 
 
 @pytest.mark.parametrize("clean", [True, False])
-def test_state_survives_a_restart(make_txn_broker: Callable[..., Broker], clean: bool) -> None:
-    broker = make_txn_broker()
+def test_state_survives_a_restart(make_broker: Callable[..., Broker], clean: bool) -> None:
+    broker = make_broker()
     create_topic(broker.bootstrap, "t")
     raw = Raw(broker.bootstrap)
     raw.find("tx")

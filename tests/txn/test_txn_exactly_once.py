@@ -12,7 +12,10 @@ import sys
 import time
 
 import confluent_kafka as ck
+import pytest
 from client_txn_helpers import Reader, create_topic
+
+pytestmark = pytest.mark.slow  # a loop SIGKILLed and restarted until it is done
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RECORDS = 1000

@@ -13,6 +13,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 T = TypeVar("T")
 
+# The raw-protocol tests' broker: small internal topics, timed-out transactions looked for twice
+# a second.
+TXN_BROKER_CONFIG = {
+    "transaction.state.log.num.partitions": "3",
+    "offsets.topic.num.partitions": "3",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+    "num.partitions": "2",
+}
+# The real-client tests' broker, tuned as Kafka's own integration tests tune theirs.
 BROKER_CONFIG = {
     "group.initial.rebalance.delay.ms": "0",
     "group.min.session.timeout.ms": "1000",
