@@ -114,11 +114,10 @@ def test_the_runtime_answers_and_its_poll_goes_on(tmp_path: Path) -> None:
         b.replicas,
         b.admin,
         b.config_value,
-        b.apply_metadata,
+        b.services.apply_metadata,
         ProducerIdManager(controller).next_id,
         writer,
     )
-    b.transactions = txns
     txns.ensure_transaction_topic()
     txns.on_metadata(NOW)
     load(txns)
