@@ -84,7 +84,7 @@ class AppendInfo:
 # log end offset after the append, max timestamp, its offset, records, each batch's BatchInfo,
 # the batches with a producer id, the (leader epoch, first offset) pairs for the epoch cache,
 # whether timestamps were set to the append time). A plain tuple, unpacked at once: an object
-# would cost a produce of one small batch 2% more.
+# would cost an append of one small batch about 3% more.
 _Walked = tuple[
     int, int, int, int, int, list[BatchInfo], list[ProducerBatch], list[tuple[int, int]], bool
 ]
@@ -169,7 +169,8 @@ class Log:
         clock: Clock = SYSTEM_CLOCK,
     ) -> Log:
         """Open (or create) the log in `directory`, recovering it if the shutdown was unclean.
-        `now_ms` (default: the clock's) is when segments found without a batch were made."""
+        `now_ms` (default: the clock's time) is the time of the load: the creation time of the
+        segments it opens, and when their producers were last seen."""
         from gregor.storage import loader
 
         config = config or LogConfig()
