@@ -80,19 +80,14 @@ class AppendInfo:
     log_start_offset: int
 
 
-@dataclass(slots=True)
-class _Walked:
-    """What a walk over an append's batches found, before anything is written."""
-
-    first_offset: int
-    next_offset: int  # the log end offset after the append
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    records: int
-    infos: list[BatchInfo]
-    producer_batches: list[ProducerBatch]
-    epochs: list[tuple[int, int]]  # (leader epoch, first offset) to put in the epoch cache
-    stamped: bool  # timestamps set to the append time (LogAppendTime)
+# What a walk over an append's batches found, before anything is written: (first offset, the
+# log end offset after the append, max timestamp, its offset, records, each batch's BatchInfo,
+# the batches with a producer id, the (leader epoch, first offset) pairs for the epoch cache,
+# whether timestamps were set to the append time). A plain tuple, unpacked at once: an object
+# would cost an append of one small batch about 3% more.
+_Walked = tuple[
+    int, int, int, int, int, list[BatchInfo], list[ProducerBatch], list[tuple[int, int]], bool
+]
 
 
 def parse_dir_name(name: str) -> tuple[str, int] | None:
@@ -174,7 +169,8 @@ class Log:
         clock: Clock = SYSTEM_CLOCK,
     ) -> Log:
         """Open (or create) the log in `directory`, recovering it if the shutdown was unclean.
-        `now_ms` (default: the clock's) is when segments found without a batch were made."""
+        `now_ms` (default: the clock's time) is the time of the load: the creation time of the
+        segments it opens, and when their producers were last seen."""
         from gregor.storage import loader
 
         config = config or LogConfig()
@@ -332,7 +328,17 @@ class Log:
         retried request is answered with the offsets it was first written at, writing nothing.
         """
         assert not (as_follower and assign_offsets), "a follower keeps its leader's offsets"
-        view = self._append_view(records, assign_offsets, as_follower)
+        view = memoryview(records)
+        if view.readonly and assign_offsets:
+            view = memoryview(bytearray(view))
+        end = len(view)
+        if end == 0:
+            raise KafkaError(errors.INVALID_RECORD, f"{self.topic}-{self.partition}: no batches")
+        if end > self.config.segment_bytes and not as_follower:  # a follower takes it all
+            raise KafkaError(
+                errors.RECORD_LIST_TOO_LARGE,
+                f"{end} bytes is above segment.bytes {self.config.segment_bytes}",
+            )
         if now_ms is None:
             now_ms = self.clock.now_ms()
         if assign_offsets:
@@ -340,44 +346,27 @@ class Log:
             walked = self._walk_as_leader(view, leader_epoch, now_ms, client)
         else:
             walked = self._walk_keeping_offsets(view, now_ms, as_follower)
+        first, next_offset, max_ts, max_ts_offset, count, infos, producers, epochs, stamped = walked
         producer_updates = None
-        if walked.producer_batches:
+        if producers:
             if origin is None:
                 origin = AppendOrigin.CLIENT if assign_offsets else AppendOrigin.REPLICATION
-            checked = self.producer_state.validate(view, walked.producer_batches, origin, now_ms)
+            checked = self.producer_state.validate(view, producers, origin, now_ms)
             if isinstance(checked, Duplicate):
-                return self._duplicate_info(checked, walked.stamped)
+                return self._duplicate_info(checked, stamped)
             producer_updates = checked
-        self._write(view, walked, now_ms, producer_updates)
+        self._write(view, infos, first, next_offset, max_ts, now_ms, producer_updates, epochs)
         return AppendInfo(
-            walked.first_offset,
-            walked.next_offset - 1,
-            walked.max_timestamp,
-            walked.offset_of_max_timestamp,
-            now_ms if walked.stamped else -1,
-            len(walked.infos),
-            walked.records,
-            len(view),
+            first,
+            next_offset - 1,
+            max_ts,
+            max_ts_offset,
+            now_ms if stamped else -1,
+            len(infos),
+            count,
+            end,
             self.log_start_offset,
         )
-
-    def _append_view(
-        self, records: memoryview | bytearray, assign_offsets: bool, as_follower: bool
-    ) -> memoryview:
-        """`records` as a view to patch (copied if read-only and offsets are to be assigned);
-        refused if empty, or above segment.bytes (a follower takes what its leader took)."""
-        view = memoryview(records)
-        if view.readonly and assign_offsets:
-            view = memoryview(bytearray(view))
-        end = len(view)
-        if end == 0:
-            raise KafkaError(errors.INVALID_RECORD, f"{self.topic}-{self.partition}: no batches")
-        if end > self.config.segment_bytes and not as_follower:
-            raise KafkaError(
-                errors.RECORD_LIST_TOO_LARGE,
-                f"{end} bytes is above segment.bytes {self.config.segment_bytes}",
-            )
-        return view
 
     def _walk_as_leader(
         self, view: memoryview, leader_epoch: int, now_ms: int, client: bool
@@ -423,7 +412,7 @@ class Log:
             next_offset = last + 1
             pos += size
         epochs = [(leader_epoch, first_offset)] if leader_epoch >= 0 else []
-        return _Walked(
+        return (
             first_offset,
             next_offset,
             max_ts,
@@ -477,7 +466,7 @@ class Log:
             records_count += header.records_count
             next_offset = last + 1
             pos += size
-        return _Walked(
+        return (
             first_offset,
             next_offset,
             max_ts,
@@ -492,32 +481,35 @@ class Log:
     def _write(
         self,
         view: memoryview,
-        walked: _Walked,
+        infos: list[BatchInfo],
+        first_offset: int,
+        next_offset: int,
+        max_ts: int,
         now_ms: int,
         producer_updates: StateUpdate | NextBatch | None,
+        epochs: list[tuple[int, int]],
     ) -> None:
         """The I/O of an append, all or nothing: on any OSError (a full disk, EIO) the active
         segment is cut back to before the append, the log goes offline and KAFKA_STORAGE_ERROR
         is raised, so no later append can land after damage."""
         if self.offline:
             raise self._offline_error()
-        first_offset, next_offset = walked.first_offset, walked.next_offset
         segment = self.guarded(
             "rolling a segment",
             self._maybe_roll,
             len(view),
             first_offset,
             next_offset - 1,
-            walked.max_timestamp,
+            max_ts,
             now_ms,
         )
         mark, log_end_offset = segment.mark(), self.log_end_offset
         try:
-            segment.append(view, walked.infos)
+            segment.append(view, infos)
             self.log_end_offset = next_offset
             if producer_updates:
                 self.producer_state.apply(producer_updates, segment.txn_index)
-            for epoch, base in walked.epochs:  # a follower learns its leaders' epochs
+            for epoch, base in epochs:  # a follower learns its leaders' epochs from the batches
                 if epoch > self.leader_epochs.latest_epoch:
                     self.leader_epochs.assign(epoch, base)
             if self.log_end_offset - self.recovery_point >= self.config.flush_messages:

@@ -314,9 +314,45 @@ class ProducerStateManager:
         """Check `batches` (see the module docstring); what to `apply` after the write, or the
         `Duplicate` to answer with. Raises KafkaError and changes nothing."""
         if len(batches) == 1 and origin == AppendOrigin.CLIENT:
-            next_batch = self._next_batch(batches[0], now_ms)
-            if next_batch is not None:
-                return next_batch
+            # The common case first, here rather than in a call of its own (a produce's hot
+            # path): one plain batch that continues its producer's sequence in the same epoch
+            # (it can be no duplicate: those are at or below the last sequence).
+            batch = batches[0]
+            header = batch.header
+            current = self.producers.get(header.producer_id)
+            if (
+                current is not None
+                and current.batches
+                and not header.attributes & _NOT_PLAIN
+                and header.producer_epoch == current.producer_epoch
+                and current.current_txn_first_offset < 0
+            ):
+                first_seq = header.base_sequence
+                last_seq = current.batches[-1].last_seq
+                if first_seq == last_seq + 1 or (first_seq == 0 and last_seq == INT32_MAX):
+                    delta = header.last_offset_delta
+                    return NextBatch(
+                        current,
+                        BatchMetadata(
+                            first_seq,
+                            header.last_sequence,
+                            batch.base_offset + delta,
+                            delta,
+                            batch.timestamp,
+                        ),
+                        now_ms,
+                    )
+        return self._validate_batches(view, batches, origin, now_ms)
+
+    def _validate_batches(
+        self,
+        view: memoryview | bytes,
+        batches: Sequence[ProducerBatch],
+        origin: AppendOrigin,
+        now_ms: int,
+    ) -> StateUpdate | Duplicate:
+        """`validate` of anything but the common case: each batch against the state plus the
+        request's earlier batches, on copies of the entries it changes."""
         updates: dict[int, ProducerStateEntry] = {}
         events: list[TxnEvent] = []
         duplicate: Duplicate | None = None
@@ -356,37 +392,6 @@ class ProducerStateManager:
                 )
             return duplicate
         return StateUpdate(updates, events)
-
-    def _next_batch(self, batch: ProducerBatch, now_ms: int) -> NextBatch | None:
-        """The common case, checked first: one plain client batch that continues its
-        producer's sequence in the same epoch, outside a transaction (it can be no duplicate:
-        those are at or below the last sequence). None for anything else."""
-        header = batch.header
-        current = self.producers.get(header.producer_id)
-        if (
-            current is None
-            or not current.batches
-            or header.attributes & _NOT_PLAIN
-            or header.producer_epoch != current.producer_epoch
-            or current.current_txn_first_offset >= 0
-        ):
-            return None
-        first_seq = header.base_sequence
-        last_seq = current.batches[-1].last_seq
-        if first_seq != last_seq + 1 and not (first_seq == 0 and last_seq == INT32_MAX):
-            return None
-        delta = header.last_offset_delta
-        return NextBatch(
-            current,
-            BatchMetadata(
-                first_seq,
-                header.last_sequence,
-                batch.base_offset + delta,
-                delta,
-                batch.timestamp,
-            ),
-            now_ms,
-        )
 
     def _check_client_batch(
         self, header: rb.BatchHeader, current: ProducerStateEntry | None
