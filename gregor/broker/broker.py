@@ -46,6 +46,7 @@ from gregor.controller.admin import Admin, TopicSpec
 from gregor.controller.local import LocalController
 from gregor.controller.producer_ids import ProducerIdManager
 from gregor.controller.quorum_controller import Listener
+from gregor.coordinator.group.pending import Pending
 from gregor.coordinator.runtime import GroupCoordinator
 from gregor.coordinator.txn.runtime import TransactionCoordinator
 from gregor.handlers import api_versions
@@ -63,6 +64,7 @@ from gregor.protocol.exceptions import CorruptFrameError
 from gregor.protocol.headers import peek_request
 from gregor.raft.storage_log import TOPIC as METADATA_TOPIC
 from gregor.replication.partition import BrokerLiveness, ReplicaManager
+from gregor.replication.purgatory import DelayedOperationPurgatory
 from gregor.runtime.client import NetworkClient
 from gregor.runtime.connection import Connection, FrameError, Output
 from gregor.runtime.process import (
@@ -70,6 +72,7 @@ from gregor.runtime.process import (
     serve_until_signalled,
     write_ready_file,
 )
+from gregor.runtime.purgatory_driver import PurgatoryDriver, future_of
 from gregor.runtime.server import ConnectionLimits, Server, bind
 from gregor.storage.cleaner import CleanerConfig
 from gregor.storage.config import LogConfig
@@ -154,6 +157,9 @@ class BrokerServer:
             local_broker_epoch=self._broker_epoch,
             replica_lag_time_max_ms=int(self.config_value("replica.lag.time.max.ms")),
         )
+        # delayed produces, fetches and metadata writes, expired by the driver's timer
+        self.purgatory = DelayedOperationPurgatory("broker")
+        self.purgatory_driver = PurgatoryDriver(self.purgatory, self.now_ms)
         # A cluster node replicates: follower partitions fetch from their leaders, leaders send
         # their ISR changes to the active controller (replication/, replica_fetcher.py).
         self.fetchers: ReplicaFetcherManager | None = None
@@ -461,14 +467,16 @@ class BrokerServer:
             raise FrameError(f"acks=0 produce failed: {exc}") from None
         if result is NO_RESPONSE:
             return None
+        if isinstance(result, Pending) and result.done:
+            result = result.value
         if isinstance(result, Data):
             return codec.encode_response(key, version, correlation_id, result)
         return self._finish(key, version, correlation_id, result)  # a request that waits
 
     async def _finish(
-        self, key: int, version: int, correlation_id: int, pending: Awaitable[Any]
+        self, key: int, version: int, correlation_id: int, pending: Pending
     ) -> Output:
-        body = await pending
+        body = await future_of(pending)
         return codec.encode_response(key, version, correlation_id, body)
 
     async def _forward(
@@ -492,13 +500,14 @@ class BrokerServer:
         if answer is not None:
             return answer
         result = HANDLERS[key](ctx, request)
-        body = result if isinstance(result, Data) else await result
+        body = await future_of(result) if isinstance(result, Pending) else result
         return codec.encode_response(key, version, correlation_id, body)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
         codec.compile_all()
+        self.purgatory_driver.start()
         self.logs.call_soon_on_owner = asyncio.get_running_loop().call_soon_threadsafe
         self.logs.startup()
         self.apply_metadata()
@@ -701,6 +710,7 @@ class BrokerServer:
             await self.member.leave()
         if self.server is not None:
             await self.server.stop()
+        self.purgatory_driver.stop()
         await self.forwarder.close()
         if self.links is not None:
             await self.links.close()

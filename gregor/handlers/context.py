@@ -7,18 +7,20 @@ provides the implementation).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gregor.controller.admin import Admin
 from gregor.controller.producer_ids import ProducerIdManager
+from gregor.coordinator.group.pending import Pending
 from gregor.coordinator.runtime import GroupCoordinator
 from gregor.coordinator.txn.runtime import TransactionCoordinator
 from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.metadata.store import TopicInfo
 from gregor.protocol.headers import RequestHeader
 from gregor.replication.partition import ReplicaManager
+from gregor.replication.purgatory import DelayedOperationPurgatory
 from gregor.storage.log_manager import LogManager
 
 
@@ -32,9 +34,9 @@ class TransactionVerifier(Protocol):
         partition: int,
         *,
         abortable_supported: bool = False,
-    ) -> int | Awaitable[int]:
+    ) -> int | Pending:
         """May this producer's transactional batch open a transaction in the partition? The
-        Produce error code (0: yes), or an awaitable of it when the coordinator is elsewhere."""
+        Produce error code (0: yes), or a Pending of it when the coordinator is elsewhere."""
 
 
 class BrokerServices(Protocol):
@@ -50,6 +52,7 @@ class BrokerServices(Protocol):
     groups: GroupCoordinator
     transactions: TransactionCoordinator
     txn_verifier: TransactionVerifier
+    purgatory: DelayedOperationPurgatory  # delayed produces, fetches and metadata writes
 
     @property
     def cluster_id(self) -> str: ...
