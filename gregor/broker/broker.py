@@ -66,7 +66,7 @@ from gregor.raft.storage_log import TOPIC as METADATA_TOPIC
 from gregor.replication.partition import BrokerLiveness, ReplicaManager
 from gregor.replication.purgatory import DelayedOperationPurgatory
 from gregor.runtime.client import NetworkClient
-from gregor.runtime.connection import Connection, FrameError, Output
+from gregor.runtime.connection import Connection, FrameError, Output, close_slices
 from gregor.runtime.process import (
     halt_on_metadata_log_failure,
     serve_until_signalled,
@@ -473,11 +473,16 @@ class BrokerServer:
             return codec.encode_response(key, version, correlation_id, result)
         return self._finish(key, version, correlation_id, result)  # a request that waits
 
-    async def _finish(
+    def _finish(
         self, key: int, version: int, correlation_id: int, pending: Pending
-    ) -> Output:
-        body = await future_of(pending)
-        return codec.encode_response(key, version, correlation_id, body)
+    ) -> Awaitable[Output]:
+        """The response once `pending` completes; if the connection closed first, its files
+        are closed instead of sent."""
+
+        def encode(body: Any) -> Output:
+            return codec.encode_response(key, version, correlation_id, body)
+
+        return future_of(pending, encode, close_slices)
 
     async def _forward(
         self,
@@ -500,7 +505,7 @@ class BrokerServer:
         if answer is not None:
             return answer
         result = HANDLERS[key](ctx, request)
-        body = await future_of(result) if isinstance(result, Pending) else result
+        body: Any = await future_of(result) if isinstance(result, Pending) else result
         return codec.encode_response(key, version, correlation_id, body)
 
     # -- lifecycle ----------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 log = logging.getLogger("gregor.purgatory")
+MAX_PASSES = 100  # over one key's operations in one event (each completion may cause one more)
 
 
 class Watchable(Protocol):
@@ -101,9 +102,15 @@ class _WatchList:
         self.checking = True
         try:
             self.again = True
-            while self.again:
+            passes = 0
+            while self.again and passes < MAX_PASSES:
                 self.again = False
                 self.purgatory._check(list(self.ops))
+                passes += 1
+            if self.again:  # checks that cause events on their own key: wait for the next
+                log.error(
+                    "%s: %d passes over %r in one event", self.purgatory.name, passes, self.key
+                )
         finally:
             self.checking = False
         self.purgatory._maybe_drop(self)

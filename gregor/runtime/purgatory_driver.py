@@ -1,4 +1,4 @@
-"""The purgatory's timer, and waiting on a sans-I/O Pending from the event loop.
+"""The purgatory's timer, and waiting on a sans-I/O Pending from the event loop (`future_of`).
 
     driver = PurgatoryDriver(purgatory, clock_ms)
     driver.start()            # in the running loop: expire(now_ms) at each next_deadline_ms()
@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from gregor.coordinator.group.pending import Pending
 from gregor.replication.purgatory import DelayedOperationPurgatory
 
 log = logging.getLogger("gregor.purgatory")
+T = TypeVar("T")
 
 
 class PurgatoryDriver:
@@ -60,13 +61,26 @@ class PurgatoryDriver:
         self._reschedule()
 
 
-def future_of(pending: Pending) -> asyncio.Future[Any]:
-    """A future of `pending`'s value, for code that awaits."""
-    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+def future_of(
+    pending: Pending,
+    convert: Callable[[Any], T] = lambda value: value,
+    discard: Callable[[T], None] | None = None,
+) -> asyncio.Future[T]:
+    """A future of `convert(value)` once `pending` completes. Cancelled first (its connection
+    closed), the converted value goes to `discard` instead (a fetch's file slices to close)."""
+    fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 
     def done(value: Any) -> None:
+        try:
+            out = convert(value)
+        except Exception as exc:  # noqa: BLE001 - the awaiting side reports it
+            if not fut.done():
+                fut.set_exception(exc)
+            return
         if not fut.done():
-            fut.set_result(value)
+            fut.set_result(out)
+        elif discard is not None:
+            discard(out)
 
     pending.add_done_callback(done)
     return fut

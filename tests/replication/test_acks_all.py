@@ -1,14 +1,14 @@
-"""acks=all in the produce handler (handlers/produce.py): the answer waits in the purgatory for
-the high watermark, woken by a follower's fetch; REQUEST_TIMED_OUT at the request's
-timeout_ms; NOT_LEADER_OR_FOLLOWER when leadership moves while it waits. Time is driven by
-hand: the purgatory reads no clock."""
+"""acks=all writes (handlers/delayed_produce.py): the answer waits in the purgatory for the high
+watermark, woken by a follower's fetch; REQUEST_TIMED_OUT at the request's timeout_ms;
+NOT_LEADER_OR_FOLLOWER when leadership moves while it waits. Time is driven by hand: the
+purgatory reads no clock."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from gregor.handlers.produce import AwaitingWrite, DelayedProduce, settle
+from gregor.handlers.delayed_produce import AwaitingWrite, DelayedProduce, settle
 from gregor.protocol import errors
 from gregor.protocol.messages import ProduceResponse
 from gregor.replication.partition import Partition
