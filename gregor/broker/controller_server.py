@@ -12,8 +12,8 @@ partitions, runs no group or transaction coordinator, and never registers as a b
 responses never name it, and partitions are never placed on it.
 
 For the admin handlers it serves, it offers what they use of a broker (`store`, `admin`,
-`static_config`, `node_id`, `now_ms`, `cluster_id`; `apply_metadata` does nothing: there are no
-partitions here). The ready file, when asked for, gets the controller listener's host:port.
+`static_config`, `node_id`, `now_ms`, `cluster_id`, `purgatory` for writes awaiting their
+commit; `apply_metadata` does nothing: there are no partitions here). The ready file, when asked for, gets the controller listener's host:port.
 """
 
 from __future__ import annotations
@@ -28,11 +28,13 @@ from gregor.controller.admin import Admin
 from gregor.metadata import meta_properties
 from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.protocol import codec
+from gregor.replication.purgatory import DelayedOperationPurgatory
 from gregor.runtime.process import (
     halt_on_metadata_log_failure,
     serve_until_signalled,
     write_ready_file,
 )
+from gregor.runtime.purgatory_driver import PurgatoryDriver
 
 log = logging.getLogger("gregor.controller")
 
@@ -62,6 +64,8 @@ class ControllerServer:
         self.admin = Admin(
             self.store, self.controller, self._active_broker_ids, config.values, self.node_id
         )
+        self.purgatory = DelayedOperationPurgatory("controller")
+        self.purgatory_driver = PurgatoryDriver(self.purgatory, self.now_ms)
         self.member = ClusterMember(
             self.node_id,
             self.store,
@@ -95,6 +99,7 @@ class ControllerServer:
 
     async def start(self) -> None:
         codec.compile_all()
+        self.purgatory_driver.start()
         await self.member.start()
         server = self.member.driver.server
         assert server is not None
@@ -112,6 +117,7 @@ class ControllerServer:
     async def stop(self) -> None:
         log.info("shutting down")
         await self.member.stop()  # the active controller resigns first
+        self.purgatory_driver.stop()
         self.store.close()
         log.info("shut down cleanly")
 
