@@ -1,7 +1,8 @@
 """Produce and Fetch through their handlers over a `BrokerServer` built but not listening:
 what can be answered at once is (acks=1, acks=all on one broker, a fetch with data ready) and
 never enters the purgatory; what cannot is a Pending in the purgatory, completed by the
-partition's events or expired at its deadline, leaving no watcher behind."""
+partition's events or expired at its deadline, leaving no watcher behind. And a metadata write
+in a quorum, answered once committed."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ from gregor.broker.broker import BrokerServer
 from gregor.broker.config import BrokerConfig
 from gregor.controller.admin import TopicSpec
 from gregor.coordinator.group.pending import Pending
-from gregor.handlers import fetch, produce
+from gregor.handlers import controller_writes, fetch, produce
 from gregor.handlers.context import RequestContext
 from gregor.protocol import api_keys, errors
+from gregor.protocol.errors import KafkaError
 from gregor.protocol.headers import RequestHeader
 from gregor.protocol.messages import FetchRequest, ProduceRequest
 from gregor.replication.partition import Partition, ReplicaState
+from gregor.replication.purgatory import DelayedOperationPurgatory
 
 from .helpers import records
 
@@ -161,3 +164,87 @@ def test_a_waiting_fetch_of_a_partition_led_elsewhere_now_answers_the_error(
     assert reg is not None and isinstance(answer, Pending)
     p.make_follower(replace(reg, leader=FOLLOWER, leader_epoch=reg.leader_epoch + 1))
     assert answer.done and fetched(answer.value)[0] == errors.NOT_LEADER_OR_FOLLOWER
+
+
+# -- metadata writes awaiting their commit (handlers/controller_writes.py) ------------------------
+
+
+class Commit:
+    """What `wait_committed` returns, without an event loop: callbacks run when it is done."""
+
+    def __init__(self) -> None:
+        self.callbacks: list[Any] = []
+        self.error: BaseException | None = None
+        self.finished = self.cancelled = False
+
+    def done(self) -> bool:
+        return self.finished
+
+    def cancel(self) -> bool:
+        self.cancelled = True
+        self.finish(None)
+        return True
+
+    def exception(self) -> BaseException | None:
+        return self.error
+
+    def add_done_callback(self, fn: Any) -> None:
+        self.callbacks.append(fn)
+
+    def finish(self, error: BaseException | None) -> None:
+        self.finished, self.error = True, error
+        for fn in self.callbacks:
+            fn(self)
+
+
+class Item:
+    error_code, error_message = 0, None
+
+
+class QuorumStore:
+    networked = True
+    last_appended = 10
+
+    def __init__(self) -> None:
+        self.commit = Commit()
+
+    def wait_committed(self, offset: int) -> Commit:
+        assert offset == 10
+        return self.commit
+
+
+class Services:
+    def __init__(self) -> None:
+        self.store = QuorumStore()
+        self.purgatory = DelayedOperationPurgatory("test")
+
+    @staticmethod
+    def now_ms() -> int:
+        return 1_000
+
+
+def write(s: Services) -> tuple[Any, Item]:
+    item = Item()
+    c = RequestContext(s, RequestHeader(api_keys.CREATE_TOPICS, 7, 1, "t"), "x")  # type: ignore[arg-type]
+    return controller_writes.answer_after_commit(c, 9, "response", [item]), item
+
+
+def test_a_metadata_write_is_answered_once_committed() -> None:
+    s = Services()
+    answer, item = write(s)
+    assert isinstance(answer, Pending) and not answer.done and s.purgatory.delayed() == 1
+    s.store.commit.finish(None)
+    assert answer.value == "response" and item.error_code == 0 and s.purgatory.delayed() == 0
+
+
+def test_a_metadata_write_fails_with_leadership_or_times_out() -> None:
+    s = Services()
+    answer, item = write(s)
+    s.store.commit.finish(KafkaError(controller_writes.NOT_CONTROLLER, "moved"))
+    assert answer.done and item.error_code == controller_writes.NOT_CONTROLLER
+    s = Services()
+    answer, item = write(s)
+    assert s.purgatory.next_deadline_ms() == 1_000 + controller_writes.COMMIT_TIMEOUT_MS
+    s.purgatory.expire(1_000 + controller_writes.COMMIT_TIMEOUT_MS)
+    assert answer.done and item.error_code == controller_writes.REQUEST_TIMED_OUT
+    assert s.store.commit.cancelled
