@@ -116,7 +116,8 @@ class HeldAnswers:
     ) -> bool:
         """Run `release` now if the partition's HW has reached its log end (True); else hold
         it until then (False)."""
-        if any(h.partition is not partition for h in self._held.get(index, ())):
+        first = next(iter(self._held.get(index, ())), None)  # all of them share its partition
+        if first is not None and first.partition is not partition:
             self.unload(index)  # another replica object: the partition was made again here
         # A HW move or leadership change not seen yet: the earlier answers go first.
         self.purgatory.check_and_complete(partition)

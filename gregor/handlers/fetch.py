@@ -21,16 +21,16 @@ Sizes: each partition gets at most partition_max_bytes and the response at most 
 the first partition with data always gets at least one whole batch (KIP-74). Fewer than
 min_bytes ready: the request waits up to max_wait_ms (`DelayedFetch`, in the purgatory of
 replication/purgatory.py), woken by an append to a partition it reads, a move of its high
-watermark or a leadership change; a partition no longer hosted, or hosted anew, answers at once. Record data leaves as file slices the runtime
-`sendfile`s; the fds are duplicated here, and the runtime closes them once sent, so a segment
-deleted meanwhile is still readable.
+watermark or a leadership change; a partition no longer hosted, or hosted anew, answers at
+once. Record data leaves as file slices the runtime `sendfile`s; the fds are duplicated here,
+and the runtime closes them once sent (or once the connection is gone), so a segment deleted
+meanwhile is still readable.
 """
 
 from __future__ import annotations
 
 import os
 import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
 from gregor.coordinator.group.pending import Pending
@@ -39,7 +39,7 @@ from gregor.handlers.registry import handles
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import FetchResponse
-from gregor.replication.partition import Partition
+from gregor.replication.partition import FollowerRead, Partition
 from gregor.replication.purgatory import DelayedOperation
 
 TopicResp = FetchResponse.FetchableTopicResponse
@@ -70,37 +70,30 @@ def _replica_of(ctx: RequestContext, request: Any) -> tuple[int, int]:
     return request.replica_id, -1
 
 
-@dataclass(slots=True)
 class _Pass:
     """One pass over a Fetch's partitions: what they share, and what it has read so far."""
 
-    ctx: RequestContext
-    request: Any
-    first: bool  # the request's first pass (later ones do not move a follower's fetch state)
-    read_committed: bool
-    replica_id: int
-    broker_epoch: int
-    now: int
-    budget: int
-    total: int = 0
-    partitions: list[Partition] = field(default_factory=list)
+    __slots__ = (
+        "ctx", "first", "read_committed", "replica_id", "broker_epoch", "now", "budget",
+        "total", "partitions",
+    )  # fmt: skip
+
+    def __init__(self, ctx: RequestContext, request: Any, first: bool) -> None:
+        self.ctx = ctx
+        self.first = first  # the request's first pass (later ones leave a follower's state)
+        self.read_committed = ctx.version >= 4 and request.isolation_level == READ_COMMITTED
+        self.replica_id, self.broker_epoch = _replica_of(ctx, request)
+        self.now = ctx.broker.now_ms()
+        self.budget = request.max_bytes if ctx.version >= 3 else 0x7FFFFFFF
+        self.total = 0  # record bytes read so far
+        self.partitions: list[Partition] = []  # the partitions found, in request order
 
 
 def _collect(
     ctx: RequestContext, request: Any, topics: list[tuple[str | None, Any]], first: bool = True
 ) -> tuple[list[Any], int, list[Partition]]:
     """(the response's topics, the record bytes read, the partitions read) for one pass."""
-    replica_id, broker_epoch = _replica_of(ctx, request)
-    s = _Pass(
-        ctx,
-        request,
-        first,
-        read_committed=ctx.version >= 4 and request.isolation_level == READ_COMMITTED,
-        replica_id=replica_id,
-        broker_epoch=broker_epoch,
-        now=ctx.broker.now_ms(),
-        budget=request.max_bytes if ctx.version >= 3 else 0x7FFFFFFF,
-    )
+    s = _Pass(ctx, request, first)
     responses = []
     for name, t in topics:
         parts = [_fetch_partition(s, name, fp) for fp in t.partitions]
@@ -113,59 +106,81 @@ def _collect(
 
 def _fetch_partition(s: _Pass, name: str | None, fp: Any) -> Any:
     """The answer for one partition of the request."""
+    if name is None:
+        return _failed(fp, errors.UNKNOWN_TOPIC_ID)
+    p = s.ctx.broker.replicas.get(name, fp.partition)
+    if p is None:
+        return _failed(fp, errors.UNKNOWN_TOPIC_OR_PARTITION)
+    s.partitions.append(p)
+    log = p.log
+    hw, start, lso = log.high_watermark, log.log_start_offset, log.last_stable_offset
+    code, aborted, diverging = errors.NONE, None, None
+    records: Any = b""
+    try:
+        limit = min(fp.partition_max_bytes, s.budget - s.total)
+        if s.replica_id >= 0:
+            read = _read_for_follower(s, p, fp, limit)
+            hw, start, lso = read.high_watermark, read.log_start_offset, read.last_stable_offset
+            found = read.records if limit > 0 or s.total == 0 else None
+            if read.diverging_epoch is not None:
+                epoch, end_offset = read.diverging_epoch
+                diverging = Diverging(epoch=epoch, end_offset=end_offset)
+        else:  # a consumer's: to the high watermark, or the LSO for read_committed
+            p.check_leader_epoch(fp.current_leader_epoch if s.ctx.version >= 9 else -1)
+            found = (
+                p.read(
+                    fp.fetch_offset,
+                    max(limit, 1),
+                    min_one_batch=s.total == 0,
+                    read_committed=s.read_committed,
+                )
+                if limit > 0 or s.total == 0
+                else None
+            )
+        if found is not None:
+            records = found.dup()
+            s.total += found.length
+        if s.read_committed:
+            aborted = (
+                []
+                if found is None
+                else [
+                    Aborted(producer_id=a.producer_id, first_offset=a.first_offset)
+                    for a in log.collect_aborted_transactions(fp.fetch_offset, lso)
+                ]
+            )
+    except KafkaError as exc:
+        code = exc.code
     part = PartResp(
         partition_index=fp.partition,
-        error_code=errors.NONE,
+        error_code=code,
+        high_watermark=hw,
+        last_stable_offset=lso,
+        log_start_offset=start,
+        aborted_transactions=aborted,
+        records=records,
+    )
+    if diverging is not None:
+        part.diverging_epoch = diverging
+    return part
+
+
+def _failed(fp: Any, code: int) -> Any:
+    return PartResp(
+        partition_index=fp.partition,
+        error_code=code,
         high_watermark=-1,
         last_stable_offset=-1,
         log_start_offset=-1,
         aborted_transactions=None,
         records=b"",
     )
-    if name is None:
-        part.error_code = errors.UNKNOWN_TOPIC_ID
-        return part
-    p = s.ctx.broker.replicas.get(name, fp.partition)
-    if p is None:
-        part.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
-        return part
-    s.partitions.append(p)
-    log = p.log
-    part.high_watermark, part.log_start_offset, part.last_stable_offset = (
-        log.high_watermark,
-        log.log_start_offset,
-        log.last_stable_offset,
-    )
-    try:
-        limit = min(fp.partition_max_bytes, s.budget - s.total)
-        if s.replica_id >= 0:
-            found = _read_for_follower(s, p, fp, limit, part)
-        else:
-            found = _read_for_consumer(s, p, fp, limit)
-        if found is not None:
-            part.records = found.dup()
-            s.total += found.length
-        if s.read_committed:
-            part.aborted_transactions = (
-                []
-                if found is None
-                else [
-                    Aborted(producer_id=a.producer_id, first_offset=a.first_offset)
-                    for a in log.collect_aborted_transactions(
-                        fp.fetch_offset, part.last_stable_offset
-                    )
-                ]
-            )
-    except KafkaError as exc:
-        part.error_code = exc.code
-    return part
 
 
-def _read_for_follower(s: _Pass, p: Partition, fp: Any, limit: int, part: Any) -> Any:
-    """A follower's read (to the log end, or the epoch where its log diverges); sets the
-    partition's offsets and diverging epoch in `part`."""
+def _read_for_follower(s: _Pass, p: Partition, fp: Any, limit: int) -> FollowerRead:
+    """A follower's read: to the log end, or the epoch where its log diverges."""
     version = s.ctx.version
-    read = p.fetch_for_follower(
+    return p.fetch_for_follower(
         s.replica_id,
         s.broker_epoch,
         fp.fetch_offset,
@@ -176,29 +191,6 @@ def _read_for_follower(s: _Pass, p: Partition, fp: Any, limit: int, part: Any) -
         s.total == 0,
         s.now,
         update_fetch_state=s.first,
-    )
-    part.high_watermark, part.log_start_offset, part.last_stable_offset = (
-        read.high_watermark,
-        read.log_start_offset,
-        read.last_stable_offset,
-    )
-    if read.diverging_epoch is not None:
-        part.diverging_epoch = Diverging(
-            epoch=read.diverging_epoch[0], end_offset=read.diverging_epoch[1]
-        )
-    return read.records if limit > 0 or s.total == 0 else None
-
-
-def _read_for_consumer(s: _Pass, p: Partition, fp: Any, limit: int) -> Any:
-    """A consumer's read: to the high watermark, or the LSO for read_committed."""
-    p.check_leader_epoch(fp.current_leader_epoch if s.ctx.version >= 9 else -1)
-    if limit <= 0 and s.total > 0:
-        return None
-    return p.read(
-        fp.fetch_offset,
-        max(limit, 1),
-        min_one_batch=s.total == 0,
-        read_committed=s.read_committed,
     )
 
 

@@ -183,9 +183,9 @@ class DelayedOperationPurgatory:
         """Complete every operation whose deadline is at or before `now_ms` (`on_expiration`,
         then `on_complete`), earliest first; how many expired."""
         expired = 0
-        heap = self._timeouts
-        while heap and heap[0][0] <= now_ms:
-            _, _, op = heapq.heappop(heap)
+        while self._timeouts and self._timeouts[0][0] <= now_ms:
+            # (read anew each time: an answer may park an operation, and that may compact)
+            _, _, op = heapq.heappop(self._timeouts)
             if op.completed:
                 continue
             self._unpark(op)

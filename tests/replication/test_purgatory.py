@@ -280,3 +280,17 @@ def test_unloading_fails_every_held_answer(tmp_path: Path) -> None:
     held.unload(0)
     assert failed == [NOT_COORDINATOR] * 3
     assert p.watchers == [] and held.next_deadline_ms() is None
+
+
+def test_an_operation_parked_by_an_expiring_one_expires_in_the_same_call() -> None:
+    purgatory, key, log = DelayedOperationPurgatory("t"), Key(), []
+
+    class Chain(Reach):
+        def on_complete(self) -> None:
+            super().on_complete()
+            purgatory.watch(Reach("next", key, 5, NOW + 5, log), [key])
+
+    purgatory.watch(Chain("first", key, 5, NOW + 1, log), [key])
+    assert purgatory.expire(NOW + 10) == 2
+    assert log == ["first expired", "first done", "next expired", "next done"]
+    assert key.watchers == [] and purgatory.delayed() == 0
