@@ -39,9 +39,11 @@ from gregor.metadata.config_view import BrokerConfigView
 from gregor.protocol import codec
 from gregor.replication.hosting import PartitionHosting
 from gregor.replication.partition import ReplicaManager
+from gregor.replication.purgatory import DelayedOperationPurgatory
 from gregor.runtime.client import NetworkClient
 from gregor.runtime.log_io import flush_after_roll, maintenance
 from gregor.runtime.process import serve_until_signalled, write_ready_file
+from gregor.runtime.purgatory_driver import PurgatoryDriver
 from gregor.runtime.server import Server, bind, configured_server, connection_limits
 from gregor.runtime.timers import drive, every
 from gregor.storage.log_manager import LogManager
@@ -86,6 +88,9 @@ class BrokerServer:
             self.node_id, self.store, self.replicas, self.logs, self.config_view, clock
         )
         self.hosting.ready = self.member is None  # in a quorum: once the logs are open
+        # delayed produces, fetches and metadata writes, expired by the driver's timer
+        self.purgatory = DelayedOperationPurgatory("broker")
+        self.purgatory_driver = PurgatoryDriver(self.purgatory, self.now_ms)
         self._build_cluster_parts()
         self.services = self._build_services()
         if self.member is not None:
@@ -138,7 +143,7 @@ class BrokerServer:
         return Services(
             self.node_id, self.clock, self.config_view, self.store, self.cluster, self.admin,
             self.replicas, self.logs, producer_ids, groups, transactions,
-            TxnVerifier(self.node_id, transactions, self.links), apply,
+            TxnVerifier(self.node_id, transactions, self.links), self.purgatory, apply,
             auto_creator(self.config_view, self.admin, apply),
         )  # fmt: skip
 
@@ -169,6 +174,7 @@ class BrokerServer:
 
     async def start(self) -> None:
         codec.compile_all()
+        self.purgatory_driver.start()
         self.logs.call_soon_on_owner = asyncio.get_running_loop().call_soon_threadsafe
         self.logs.startup()
         self.hosting.apply()
@@ -217,6 +223,7 @@ class BrokerServer:
             await self.member.leave()
         if self.server is not None:
             await self.server.stop()
+        self.purgatory_driver.stop()
         await self.forwarder.close()
         if self.links is not None:
             await self.links.close()

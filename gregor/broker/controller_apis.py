@@ -23,17 +23,17 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import Awaitable
 from typing import Any
 
 import gregor.handlers  # noqa: F401  (registers every handler)
+from gregor.coordinator.group.pending import Pending
 from gregor.handlers.context import RequestContext
 from gregor.handlers.registry import HANDLERS
 from gregor.protocol import api_keys, codec, errors
-from gregor.protocol.codegen import Data
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.headers import RequestHeader
 from gregor.protocol.messages import EnvelopeResponse
+from gregor.runtime.purgatory_driver import future_of
 from gregor.runtime.raft_driver import ListenerHandler
 
 log = logging.getLogger("gregor.controller")
@@ -66,7 +66,7 @@ def _serving(services: Any, key: int) -> ListenerHandler:
     async def serve(version: int, request: Any) -> Any:
         header = RequestHeader(key, version, 0, "controller-listener")
         result = HANDLERS[key](RequestContext(services, header, "controller listener"), request)
-        return result if isinstance(result, Data) else await result
+        return await future_of(result) if isinstance(result, Pending) else result
 
     return serve
 
@@ -94,8 +94,8 @@ def _envelope(services: Any) -> ListenerHandler:
         ctx = RequestContext(services, header, _peer(bytes(req.client_host_address)))
         try:
             result = HANDLERS[key](ctx, body)
-            if not isinstance(result, Data) and isinstance(result, Awaitable):
-                result = await result
+            if isinstance(result, Pending):
+                result = await future_of(result)
             out = codec.encode_response(key, inner_version, header.correlation_id, result)
         except Exception:
             log.exception("a forwarded %s failed", api_keys.name_of(key))

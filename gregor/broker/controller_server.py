@@ -12,7 +12,8 @@ partitions, runs no group or transaction coordinator, and never registers as a b
 responses never name it, and partitions are never placed on it.
 
 The admin handlers it serves get a `Services` with the metadata parts only (store, admin,
-config, clock; `apply_metadata` does nothing: there are no partitions here). The ready file,
+config, clock, and a purgatory for writes awaiting their commit; `apply_metadata` does nothing:
+there are no partitions here). The ready file,
 when asked for, gets the controller listener's host:port.
 """
 
@@ -32,11 +33,13 @@ from gregor.metadata.cluster import ClusterView
 from gregor.metadata.config_view import BrokerConfigView
 from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.protocol import codec
+from gregor.replication.purgatory import DelayedOperationPurgatory
 from gregor.runtime.process import (
     halt_on_metadata_log_failure,
     serve_until_signalled,
     write_ready_file,
 )
+from gregor.runtime.purgatory_driver import PurgatoryDriver
 
 log = logging.getLogger("gregor.controller")
 
@@ -66,6 +69,8 @@ class ControllerServer:
         )
         self.store.on_log_failure(halt_on_metadata_log_failure(data_dirs[0]))
         self.controller = networked_controller(self.store, self.node_id, config)
+        self.purgatory = DelayedOperationPurgatory("controller")  # writes awaiting their commit
+        self.purgatory_driver = PurgatoryDriver(self.purgatory, clock.now_ms)
         cluster = ClusterView(self.store, self.node_id, quorum=True, host="", port=0)
         self.admin = Admin(
             self.store, self.controller, cluster.active_broker_ids, config.values, self.node_id
@@ -90,6 +95,7 @@ class ControllerServer:
 
     async def start(self) -> None:
         codec.compile_all()
+        self.purgatory_driver.start()
         await self.member.start()
         server = self.member.driver.server
         assert server is not None
@@ -107,6 +113,7 @@ class ControllerServer:
     async def stop(self) -> None:
         log.info("shutting down")
         await self.member.stop()  # the active controller resigns first
+        self.purgatory_driver.stop()
         self.store.close()
         log.info("shut down cleanly")
 
@@ -122,5 +129,5 @@ def _metadata_services(server: ControllerServer, cluster: ClusterView) -> Servic
     return Services(
         server.node_id, server.clock, BrokerConfigView(server.store, server.node_id,
         server.config.values), server.store, cluster, server.admin, absent, absent, absent,
-        absent, absent, absent, lambda: None, lambda _topic: None,
+        absent, absent, absent, server.purgatory, lambda: None, lambda _topic: None,
     )  # fmt: skip

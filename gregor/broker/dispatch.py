@@ -1,13 +1,14 @@
 """Every request frame of the client listener: peek the header, refuse what we do not serve,
 decode, forward a metadata write off the active controller (forwarding.py), else call the
-registered handler and encode its answer (the handler may return an awaitable for requests
-that wait)."""
+registered handler and encode its answer (a handler returns a `Pending` for a request that
+waits; its response is encoded when it completes)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable
 from typing import Any
 
+from gregor.coordinator.group.pending import Pending
 from gregor.handlers import api_versions
 from gregor.handlers.context import RequestContext, Services
 from gregor.handlers.produce import AcksZeroError
@@ -16,8 +17,9 @@ from gregor.protocol import api_keys, codec
 from gregor.protocol.codegen import Data
 from gregor.protocol.exceptions import CorruptFrameError
 from gregor.protocol.headers import peek_request
-from gregor.runtime.connection import Connection, FrameError, Output
+from gregor.runtime.connection import Connection, FrameError, Output, close_slices
 from gregor.runtime.forwarding import Forwarder
+from gregor.runtime.purgatory_driver import future_of
 
 FORWARD_TIMEOUT_MS = 30_000
 FORWARD_DEFAULT_TIMEOUT_MS = {api_keys.DESCRIBE_QUORUM: 5_000}  # requests with no timeout_ms
@@ -58,15 +60,22 @@ class Dispatcher:
             raise FrameError(f"acks=0 produce failed: {exc}") from None
         if result is NO_RESPONSE:
             return None
+        if isinstance(result, Pending) and result.done:
+            result = result.value
         if isinstance(result, Data):
             return codec.encode_response(key, version, correlation_id, result)
         return self._finish(key, version, correlation_id, result)  # a request that waits
 
-    async def _finish(
-        self, key: int, version: int, correlation_id: int, pending: Awaitable[Any]
-    ) -> Output:
-        body = await pending
-        return codec.encode_response(key, version, correlation_id, body)
+    def _finish(
+        self, key: int, version: int, correlation_id: int, pending: Pending
+    ) -> Awaitable[Output]:
+        """The response once `pending` completes; if the connection closed first, its files
+        are closed instead of sent."""
+
+        def encode(body: Any) -> Output:
+            return codec.encode_response(key, version, correlation_id, body)
+
+        return future_of(pending, encode, close_slices)
 
     async def _forward(
         self,
@@ -89,5 +98,5 @@ class Dispatcher:
         if answer is not None:
             return answer
         result = HANDLERS[key](ctx, request)
-        body = result if isinstance(result, Data) else await result
+        body: Any = await future_of(result) if isinstance(result, Pending) else result
         return codec.encode_response(key, version, correlation_id, body)

@@ -3,7 +3,7 @@ part 1), wherever that coordinator is: what Kafka's AddPartitionsToTxnManager do
 
     verifier = TxnVerifier(node_id, transactions, links)      # links: InterBroker, or None
     answer = verifier.verify(tid, pid, epoch, "orders", 2, abortable_supported=True)
-    # an int, the Produce error code (0: append), or an awaitable of one
+    # an int, the Produce error code (0: append), or a Pending of one
 
 The coordinator of a transactional id leads its `__transaction_state` partition. When that is
 this broker (or there is no network: one node), `TransactionCoordinator.verify_partition`
@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
 from gregor.broker.inter_broker import InterBroker
+from gregor.coordinator.group.pending import Pending
 from gregor.coordinator.txn import codes
 from gregor.coordinator.txn.runtime import TRANSACTION_TOPIC, TransactionCoordinator, produce_error
 from gregor.protocol import api_keys
@@ -76,7 +76,7 @@ class TxnVerifier:
         partition: int,
         *,
         abortable_supported: bool = False,
-    ) -> int | Awaitable[int]:
+    ) -> int | Pending:
         local = self.transactions.verify_partition
         if self.links is None or self.transactions.is_leader_for(transactional_id):
             return local(
@@ -168,14 +168,13 @@ class TxnVerifier:
             c.resolve(answered.get(c.transactional_id, {}))  # left out: verified, as in Kafka
 
 
-def _mapped(fut: asyncio.Future[int], abortable_supported: bool) -> asyncio.Future[int]:
-    """A future of the Produce error code for this waiter (a plain future, not a coroutine:
-    a caller may drop it unawaited)."""
-    out: asyncio.Future[int] = fut.get_loop().create_future()
+def _mapped(fut: asyncio.Future[int], abortable_supported: bool) -> Pending:
+    """A Pending of the Produce error code for this waiter (the produce handler's
+    continuation waits on it without an event loop)."""
+    out = Pending("transaction verification")
 
     def relay(f: asyncio.Future[int]) -> None:
-        if not out.done():
-            out.set_result(produce_error(f.result(), abortable_supported))
+        out.complete(produce_error(f.result(), abortable_supported))
 
     fut.add_done_callback(relay)
     return out

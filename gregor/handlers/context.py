@@ -6,13 +6,14 @@ reachable from `RequestContext.broker`: the node's `Services`, never the broker 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gregor.clock import Clock
 from gregor.controller.admin import Admin
 from gregor.controller.producer_ids import ProducerIdManager
+from gregor.coordinator.group.pending import Pending
 from gregor.coordinator.runtime import GroupCoordinator
 from gregor.coordinator.txn.runtime import TransactionCoordinator
 from gregor.metadata.cluster import BrokerNode, ClusterView
@@ -21,6 +22,7 @@ from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.metadata.store import TopicInfo
 from gregor.protocol.headers import RequestHeader
 from gregor.replication.partition import ReplicaManager
+from gregor.replication.purgatory import DelayedOperationPurgatory
 from gregor.storage.log_manager import LogManager
 
 
@@ -34,9 +36,9 @@ class TransactionVerifier(Protocol):
         partition: int,
         *,
         abortable_supported: bool = False,
-    ) -> int | Awaitable[int]:
+    ) -> int | Pending:
         """May this producer's transactional batch open a transaction in the partition? The
-        Produce error code (0: yes), or an awaitable of it when the coordinator is elsewhere."""
+        Produce error code (0: yes), or a Pending of it when the coordinator is elsewhere."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class Services:
     groups: GroupCoordinator
     transactions: TransactionCoordinator
     txn_verifier: TransactionVerifier
+    purgatory: DelayedOperationPurgatory  # delayed produces, fetches and metadata writes
     # Bring hosted partitions in line with the metadata store after a change.
     apply_metadata: Callable[[], None]
     # Create a topic with the defaults if auto.create.topics.enable allows; else None.

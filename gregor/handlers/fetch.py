@@ -19,24 +19,28 @@ history diverges from ours gets `diverging_epoch` and no records (replication/pa
 
 Sizes: each partition gets at most partition_max_bytes and the response at most max_bytes, but
 the first partition with data always gets at least one whole batch (KIP-74). Fewer than
-min_bytes ready: the request waits up to max_wait_ms, woken by an append to a partition it
-reads or a move of its high watermark. Record data leaves as file slices the runtime
-`sendfile`s; the fds are duplicated here, and the runtime closes them once sent, so a segment
-deleted meanwhile is still readable.
+min_bytes ready: the request waits up to max_wait_ms (`DelayedFetch`, in the purgatory of
+replication/purgatory.py), woken by an append to a partition it reads, a move of its high
+watermark or a leadership change; a partition no longer hosted, or hosted anew, answers at
+once. Record data leaves as file slices the runtime `sendfile`s; the fds are duplicated here,
+and the runtime closes them once sent (or once the connection is gone), so a segment deleted
+meanwhile is still readable.
 """
 
 from __future__ import annotations
 
-import asyncio
+import os
 import uuid
 from typing import Any
 
+from gregor.coordinator.group.pending import Pending
 from gregor.handlers.context import RequestContext
 from gregor.handlers.registry import handles
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import FetchResponse
-from gregor.replication.partition import Partition
+from gregor.replication.partition import FollowerRead, Partition
+from gregor.replication.purgatory import DelayedOperation
 
 TopicResp = FetchResponse.FetchableTopicResponse
 PartResp = FetchResponse.PartitionData
@@ -66,110 +70,131 @@ def _replica_of(ctx: RequestContext, request: Any) -> tuple[int, int]:
     return request.replica_id, -1
 
 
+class _Pass:
+    """One pass over a Fetch's partitions: what they share, and what it has read so far."""
+
+    __slots__ = (
+        "ctx", "first", "read_committed", "replica_id", "broker_epoch", "now", "budget",
+        "total", "partitions",
+    )  # fmt: skip
+
+    def __init__(self, ctx: RequestContext, request: Any, first: bool) -> None:
+        self.ctx = ctx
+        self.first = first  # the request's first pass (later ones leave a follower's state)
+        self.read_committed = ctx.version >= 4 and request.isolation_level == READ_COMMITTED
+        self.replica_id, self.broker_epoch = _replica_of(ctx, request)
+        self.now = ctx.broker.now_ms()
+        self.budget = request.max_bytes if ctx.version >= 3 else 0x7FFFFFFF
+        self.total = 0  # record bytes read so far
+        self.partitions: list[Partition] = []  # the partitions found, in request order
+
+
 def _collect(
     ctx: RequestContext, request: Any, topics: list[tuple[str | None, Any]], first: bool = True
 ) -> tuple[list[Any], int, list[Partition]]:
-    replicas = ctx.broker.replicas
-    read_committed = ctx.version >= 4 and request.isolation_level == READ_COMMITTED
-    replica_id, broker_epoch = _replica_of(ctx, request)
-    now = ctx.broker.now_ms()
-    budget = request.max_bytes if ctx.version >= 3 else 0x7FFFFFFF
-    total = 0
+    """(the response's topics, the record bytes read, the partitions read) for one pass."""
+    s = _Pass(ctx, request, first)
     responses = []
-    partitions: list[Partition] = []
     for name, t in topics:
-        parts = []
-        for fp in t.partitions:
-            records: Any = b""
-            aborted: list[Any] | None = None
-            diverging: Any = None
-            hw = lso = start = -1
-            code = errors.NONE
-            if name is None:
-                code = errors.UNKNOWN_TOPIC_ID
-            else:
-                p = replicas.get(name, fp.partition)
-                if p is None:
-                    code = errors.UNKNOWN_TOPIC_OR_PARTITION
-                else:
-                    partitions.append(p)
-                    log = p.log
-                    hw, start, lso = (
-                        log.high_watermark,
-                        log.log_start_offset,
-                        log.last_stable_offset,
-                    )
-                    leader_epoch = fp.current_leader_epoch if ctx.version >= 9 else -1
-                    try:
-                        limit = min(fp.partition_max_bytes, budget - total)
-                        found = None
-                        if replica_id >= 0:
-                            read = p.fetch_for_follower(
-                                replica_id,
-                                broker_epoch,
-                                fp.fetch_offset,
-                                fp.last_fetched_epoch if ctx.version >= 12 else -1,
-                                leader_epoch,
-                                fp.log_start_offset,
-                                max(limit, 1),
-                                total == 0,
-                                now,
-                                update_fetch_state=first,
-                            )
-                            hw, start, lso = (
-                                read.high_watermark,
-                                read.log_start_offset,
-                                read.last_stable_offset,
-                            )
-                            found = read.records if limit > 0 or total == 0 else None
-                            if read.diverging_epoch is not None:
-                                diverging = Diverging(
-                                    epoch=read.diverging_epoch[0],
-                                    end_offset=read.diverging_epoch[1],
-                                )
-                        else:
-                            p.check_leader_epoch(leader_epoch)
-                            if limit > 0 or total == 0:
-                                found = p.read(
-                                    fp.fetch_offset,
-                                    max(limit, 1),
-                                    min_one_batch=total == 0,
-                                    read_committed=read_committed,
-                                )
-                        if found is not None:
-                            records = found.dup()
-                            total += found.length
-                            if read_committed:
-                                aborted = [
-                                    Aborted(producer_id=a.producer_id, first_offset=a.first_offset)
-                                    for a in log.collect_aborted_transactions(fp.fetch_offset, lso)
-                                ]
-                        elif read_committed:
-                            aborted = []
-                    except KafkaError as exc:
-                        code = exc.code
-            part = PartResp(
-                partition_index=fp.partition,
-                error_code=code,
-                high_watermark=hw,
-                last_stable_offset=lso,
-                log_start_offset=start,
-                aborted_transactions=aborted,
-                records=records,
-            )
-            if diverging is not None:
-                part.diverging_epoch = diverging
-            parts.append(part)
+        parts = [_fetch_partition(s, name, fp) for fp in t.partitions]
         if ctx.version >= 13:
             responses.append(TopicResp(topic_id=t.topic_id, partitions=parts))
         else:
             responses.append(TopicResp(topic=name, partitions=parts))
-    return responses, total, partitions
+    return responses, s.total, s.partitions
+
+
+def _fetch_partition(s: _Pass, name: str | None, fp: Any) -> Any:
+    """The answer for one partition of the request."""
+    if name is None:
+        return _failed(fp, errors.UNKNOWN_TOPIC_ID)
+    p = s.ctx.broker.replicas.get(name, fp.partition)
+    if p is None:
+        return _failed(fp, errors.UNKNOWN_TOPIC_OR_PARTITION)
+    s.partitions.append(p)
+    log = p.log
+    hw, start, lso = log.high_watermark, log.log_start_offset, log.last_stable_offset
+    code, aborted, diverging = errors.NONE, None, None
+    records: Any = b""
+    try:
+        limit = min(fp.partition_max_bytes, s.budget - s.total)
+        if s.replica_id >= 0:
+            read = _read_for_follower(s, p, fp, limit)
+            hw, start, lso = read.high_watermark, read.log_start_offset, read.last_stable_offset
+            found = read.records if limit > 0 or s.total == 0 else None
+            if read.diverging_epoch is not None:
+                epoch, end_offset = read.diverging_epoch
+                diverging = Diverging(epoch=epoch, end_offset=end_offset)
+        else:  # a consumer's: to the high watermark, or the LSO for read_committed
+            p.check_leader_epoch(fp.current_leader_epoch if s.ctx.version >= 9 else -1)
+            found = (
+                p.read(
+                    fp.fetch_offset,
+                    max(limit, 1),
+                    min_one_batch=s.total == 0,
+                    read_committed=s.read_committed,
+                )
+                if limit > 0 or s.total == 0
+                else None
+            )
+        if found is not None:
+            records = found.dup()
+            s.total += found.length
+        if s.read_committed:
+            aborted = (
+                []
+                if found is None
+                else [
+                    Aborted(producer_id=a.producer_id, first_offset=a.first_offset)
+                    for a in log.collect_aborted_transactions(fp.fetch_offset, lso)
+                ]
+            )
+    except KafkaError as exc:
+        code = exc.code
+    part = PartResp(
+        partition_index=fp.partition,
+        error_code=code,
+        high_watermark=hw,
+        last_stable_offset=lso,
+        log_start_offset=start,
+        aborted_transactions=aborted,
+        records=records,
+    )
+    if diverging is not None:
+        part.diverging_epoch = diverging
+    return part
+
+
+def _failed(fp: Any, code: int) -> Any:
+    return PartResp(
+        partition_index=fp.partition,
+        error_code=code,
+        high_watermark=-1,
+        last_stable_offset=-1,
+        log_start_offset=-1,
+        aborted_transactions=None,
+        records=b"",
+    )
+
+
+def _read_for_follower(s: _Pass, p: Partition, fp: Any, limit: int) -> FollowerRead:
+    """A follower's read: to the log end, or the epoch where its log diverges."""
+    version = s.ctx.version
+    return p.fetch_for_follower(
+        s.replica_id,
+        s.broker_epoch,
+        fp.fetch_offset,
+        fp.last_fetched_epoch if version >= 12 else -1,
+        fp.current_leader_epoch if version >= 9 else -1,
+        fp.log_start_offset,
+        max(limit, 1),
+        s.total == 0,
+        s.now,
+        update_fetch_state=s.first,
+    )
 
 
 def _close(responses: list[Any]) -> None:
-    import os
-
     for t in responses:
         for p in t.partitions:
             if not isinstance(p.records, (bytes, bytearray, memoryview)) and p.records is not None:
@@ -188,7 +213,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     ):
         return _response(responses)
     _close(responses)
-    return _wait(ctx, request, topics, partitions)
+    op = DelayedFetch(ctx, request, topics, partitions)
+    ctx.broker.purgatory.watch(op, partitions)
+    return op.answer
 
 
 def _has_error(responses: list[Any]) -> bool:
@@ -198,34 +225,44 @@ def _has_error(responses: list[Any]) -> bool:
     )
 
 
-async def _wait(
-    ctx: RequestContext,
-    request: Any,
-    topics: list[tuple[str | None, Any]],
-    partitions: list[Partition],
-) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + request.max_wait_ms / 1000.0
-    while True:
-        woken = loop.create_future()
+class DelayedFetch(DelayedOperation):
+    """A Fetch waiting for min_bytes (Kafka's DelayedFetch): each event on a partition it reads
+    reads them all again; complete once min_bytes are ready, an error is to be told, or a
+    partition is no longer the one watched; at max_wait_ms, answered with what is there."""
 
-        def wake(f: asyncio.Future[None] = woken) -> None:
-            if not f.done():
-                f.set_result(None)
+    __slots__ = ("ctx", "request", "topics", "partitions", "responses", "answer")
 
-        for p in partitions:
-            p.watch(wake)
-        try:
-            await asyncio.wait_for(asyncio.shield(woken), max(0.0, deadline - loop.time()))
-        except TimeoutError:
-            pass
-        finally:
-            for p in partitions:
-                p.unwatch(wake)
-        responses, total, partitions = _collect(ctx, request, topics, first=False)
-        if total >= request.min_bytes or loop.time() >= deadline or _has_error(responses):
-            return _response(responses)
+    def __init__(
+        self,
+        ctx: RequestContext,
+        request: Any,
+        topics: list[tuple[str | None, Any]],
+        partitions: list[Partition],
+    ) -> None:
+        super().__init__(ctx.broker.now_ms() + request.max_wait_ms)
+        self.ctx, self.request, self.topics = ctx, request, topics
+        self.partitions = partitions
+        self.responses: list[Any] = []
+        self.answer = Pending("fetch")
+
+    def try_complete(self) -> bool:
+        responses, total, partitions = _collect(self.ctx, self.request, self.topics, first=False)
+        if (
+            total >= self.request.min_bytes
+            or _has_error(responses)
+            or len(partitions) != len(self.partitions)
+            or any(a is not b for a, b in zip(partitions, self.partitions, strict=True))
+        ):
+            self.responses = responses
+            return True
         _close(responses)
+        return False
+
+    def on_expiration(self) -> None:
+        self.responses, _, _ = _collect(self.ctx, self.request, self.topics, first=False)
+
+    def on_complete(self) -> None:
+        self.answer.complete(_response(self.responses))
 
 
 def _response(responses: list[Any]) -> Any:

@@ -15,13 +15,12 @@ answers for it, as Kafka does (old clients commit offsets to it).
 
 JoinGroup and SyncGroup may wait (a rebalance, the leader's assignment), and every answer waits
 while the coordinator's records are being replicated: the coordinator then returns a `Pending`,
-and the handler returns an awaitable the broker completes with the answer (`respond`, which every
-coordinator handler uses).
+and the handler returns a Pending of the response, which the broker sends once it completes
+(`respond`, which every coordinator handler uses).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -37,7 +36,7 @@ from gregor.coordinator.group.results import (
 )
 from gregor.coordinator.txn.runtime import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from gregor.handlers.context import RequestContext
-from gregor.handlers.registry import handles
+from gregor.handlers.registry import handles, later
 from gregor.protocol import api_keys
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import (
@@ -52,23 +51,12 @@ GROUP, TRANSACTION = 0, 1
 
 
 def respond(result: Any, translate: Callable[[Any], Any]) -> Any:
-    """The response now, or an awaitable of it if the coordinator parked the request."""
+    """The response now, or a Pending of it if the coordinator parked the request."""
     if isinstance(result, Pending):
         if result.done:
             return translate(result.value)
-        return _wait(result, translate)
+        return later(result, translate)
     return translate(result)
-
-
-async def _wait(pending: Pending, translate: Callable[[Any], Any]) -> Any:
-    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-
-    def done(value: Any) -> None:
-        if not future.done():
-            future.set_result(value)
-
-    pending.add_done_callback(done)
-    return translate(await future)
 
 
 def client_host(ctx: RequestContext) -> str:

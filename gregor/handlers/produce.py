@@ -6,10 +6,10 @@ NOT_LEADER_OR_FOLLOWER (not filled: the client refreshes its metadata). acks: 0 
 an error closes the connection so the producer notices, as Kafka does), 1 (answered once
 appended here), -1 (all: refused with NOT_ENOUGH_REPLICAS before appending when the ISR is
 smaller than min.insync.replicas; after appending, answered once the high watermark passes
-the batch, i.e. every ISR member has it (Kafka's DelayedProduce): the request waits, woken by
-the partition's high-watermark moves, up to its timeout_ms, then REQUEST_TIMED_OUT; losing
-leadership meanwhile answers NOT_LEADER_OR_FOLLOWER, the ISR shrinking below the minimum
-NOT_ENOUGH_REPLICAS_AFTER_APPEND). With one broker the ISR is that broker and acks=-1
+the batch, i.e. every ISR member has it (delayed_produce.py, parked in the purgatory of
+replication/purgatory.py): woken by the partition's high-watermark moves, it waits up to its
+timeout_ms, then REQUEST_TIMED_OUT; losing leadership meanwhile answers NOT_LEADER_OR_FOLLOWER,
+the ISR shrinking below the minimum NOT_ENOUGH_REPLICAS_AFTER_APPEND). With one broker the ISR is that broker and acks=-1
 completes at once.
 
 Transactions (KIP-890 part 1): the first transactional batch of a producer in a partition, one
@@ -18,19 +18,20 @@ must have been added to the producer's ongoing transaction (AddPartitionsToTxn),
 refused (INVALID_TXN_STATE; TRANSACTION_ABORTABLE for v11+), so a zombie's late batch cannot
 open a transaction nobody will end. Transactional batches need a transactional id. The check
 is `broker.txn_verifier`'s: answered at once when the coordinator is this broker; when it is
-another, the partition's answer waits for it (the response is then an awaitable; the request's
-other partitions are appended meanwhile) and an acks=0 batch needing such a check is refused.
+another, the partition's answer waits for it (the response is then a Pending, completed by a
+continuation, `_Verification`; the request's other partitions are appended meanwhile) and an
+acks=0 batch needing such a check is refused.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
+from gregor.coordinator.group.pending import Pending
 from gregor.handlers.context import RequestContext
+from gregor.handlers.delayed_produce import AwaitingWrite, delay, settle
 from gregor.handlers.registry import NO_RESPONSE, handles
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
@@ -48,20 +49,10 @@ class AcksZeroError(Exception):
     """An acks=0 produce failed: the connection is closed so the producer finds out."""
 
 
-@dataclass(slots=True)
-class AwaitingWrite:
-    """An acks=all write appended here, waiting for the high watermark to pass it."""
-
-    response: Any  # its PartitionProduceResponse, completed in place
-    partition: Partition
-    required_offset: int  # its last offset + 1
-    leader_epoch: int  # the epoch it was appended in
-
-
 def _verify_transactional(
     ctx: RequestContext, transactional_id: str | None, partition: Partition, header: rb.BatchHeader
-) -> Awaitable[int] | None:
-    """Raise if the batch may not be appended; None to append it now; an awaitable of the
+) -> Pending | None:
+    """Raise if the batch may not be appended; None to append it now; a Pending of the
     coordinator's answer (a Produce error code) to append it once that says so."""
     if not transactional_id:
         raise KafkaError(
@@ -108,7 +99,7 @@ class _Waiting:
     topic: str
     data: Any
     header: rb.BatchHeader
-    answer: Awaitable[int]
+    answer: Pending  # of the coordinator's answer, a Produce error code
 
 
 def _produce_partition(
@@ -191,27 +182,53 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             )
         responses.append(TopicResp(name=topic.name, partition_responses=parts))
     if waiting:
-        return _after_verification(ctx, request, responses, waiting, awaiting)
+        return _Verification(ctx, request, responses, waiting, awaiting).resume()
     if acks == 0:
         if failed:
             raise AcksZeroError("; ".join(failed))
         return NO_RESPONSE
     if awaiting:
-        return await_replication(ProduceResponse(responses=responses), awaiting, request.timeout_ms)
+        return delay(ctx, ProduceResponse(responses=responses), awaiting, request.timeout_ms)
     return ProduceResponse(responses=responses)
 
 
-async def _after_verification(
-    ctx: RequestContext,
-    request: Any,
-    responses: list[Any],
-    waiting: list[_Waiting],
-    awaiting: list[AwaitingWrite],
-) -> Any:
-    """Each waiting batch appended once its coordinator says so, in the order they came; then,
-    for acks=all, the answer once every write is replicated."""
-    for w in waiting:
-        code = await w.answer
+class _Verification:
+    """The continuation of a request whose transactional batches wait for their coordinator on
+    another broker: each appended once its answer comes, in the order they came; then, for
+    acks=all, the answer once every write is replicated (`answer`, a Pending)."""
+
+    def __init__(
+        self,
+        ctx: RequestContext,
+        request: Any,
+        responses: list[Any],
+        waiting: list[_Waiting],
+        awaiting: list[AwaitingWrite],
+    ) -> None:
+        self.ctx, self.request, self.responses = ctx, request, responses
+        self.waiting, self.awaiting = waiting, awaiting
+        self.next = 0
+        self.answer = Pending("produce")
+
+    def resume(self, _code: int | None = None) -> Pending:
+        while self.next < len(self.waiting):
+            w = self.waiting[self.next]
+            if not w.answer.done:
+                w.answer.add_done_callback(self.resume)  # called once, when it is
+                return self.answer
+            self.next += 1
+            self._append(w, w.answer.value)
+        response = ProduceResponse(responses=self.responses)
+        if self.awaiting:
+            delayed = delay(self.ctx, response, self.awaiting, self.request.timeout_ms)
+            if isinstance(delayed, Pending):
+                delayed.add_done_callback(self.answer.complete)
+                return self.answer
+        self.answer.complete(response)
+        return self.answer
+
+    def _append(self, w: _Waiting, code: int) -> None:
+        ctx, request = self.ctx, self.request
         if code:
             exc = _unverified(code, w.topic, w.data.index, w.header, request.transactional_id)
             log.warning(
@@ -225,75 +242,16 @@ async def _after_verification(
                 log_start_offset=-1,
                 error_message=exc.message,
             )
-        else:
-            w.parts[w.slot] = _produce_partition(
-                ctx,
-                request,
-                w.topic,
-                w.data,
-                ctx.broker.now_ms(),
-                [],
-                [],
-                w.parts,
-                awaiting,
-                verified=True,
-            )
-    response = ProduceResponse(responses=responses)
-    if awaiting:
-        return await await_replication(response, awaiting, request.timeout_ms)
-    return response
-
-
-def settle(waiting: AwaitingWrite) -> bool:
-    """True once the write's answer is known (filled into its response)."""
-    code = waiting.partition.acks_all_status(waiting.required_offset, waiting.leader_epoch)
-    if code is None:
-        return False
-    if code != errors.NONE:
-        _fail(
-            waiting,
-            code,
-            f"{waiting.partition.name}: {errors.name_of(code)} while waiting for the ISR",
+            return
+        w.parts[w.slot] = _produce_partition(
+            ctx,
+            request,
+            w.topic,
+            w.data,
+            ctx.broker.now_ms(),
+            [],
+            [],
+            w.parts,
+            self.awaiting,
+            verified=True,
         )
-    return True
-
-
-def _fail(waiting: AwaitingWrite, code: int, message: str) -> None:
-    r = waiting.response
-    r.error_code, r.error_message = code, message
-    r.base_offset = r.log_append_time_ms = r.log_start_offset = -1
-
-
-async def await_replication(response: Any, awaiting: list[AwaitingWrite], timeout_ms: int) -> Any:
-    """Answer once every acks=all write of the request is settled, or at its timeout."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(0, timeout_ms) / 1000.0
-    while awaiting:
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            for waiting in awaiting:
-                _fail(
-                    waiting,
-                    errors.REQUEST_TIMED_OUT,
-                    f"{waiting.partition.name}: the ISR did not reach offset "
-                    f"{waiting.required_offset - 1} within {timeout_ms} ms",
-                )
-            break
-        woken = loop.create_future()
-
-        def wake(f: asyncio.Future[None] = woken) -> None:
-            if not f.done():
-                f.set_result(None)
-
-        partitions = {id(w.partition): w.partition for w in awaiting}.values()
-        for p in partitions:
-            p.watch(wake)
-        try:
-            await asyncio.wait_for(asyncio.shield(woken), remaining)
-        except TimeoutError:
-            pass
-        finally:
-            for p in partitions:
-                p.unwatch(wake)
-        awaiting = [w for w in awaiting if not settle(w)]
-    return response

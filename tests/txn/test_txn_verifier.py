@@ -7,17 +7,19 @@ trouble -> NOT_ENOUGH_REPLICAS, TRANSACTION_ABORTABLE only for clients that know
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from test_marker_sender import FakeNetwork, image, turn
 
 from gregor.broker.inter_broker import InterBroker
 from gregor.broker.txn_verifier import TxnVerifier
+from gregor.coordinator.group.pending import Pending
 from gregor.coordinator.group.records import partition_for
 from gregor.coordinator.txn import codes
 from gregor.protocol import api_keys
 from gregor.protocol.messages import AddPartitionsToTxnResponse as R
+from gregor.runtime.purgatory_driver import future_of
 
 HERE = 1
 TXN = "__transaction_state"
@@ -101,9 +103,10 @@ def answer(
     sent.future.set_result(R(throttle_time_ms=0, error_code=error, results_by_transaction=results))
 
 
-async def result(answer: int | Awaitable[int]) -> int:
-    assert not isinstance(answer, int), "expected to wait for a coordinator elsewhere"
-    return await answer
+async def result(answer: int | Pending) -> int:
+    assert isinstance(answer, Pending), "expected to wait for a coordinator elsewhere"
+    value: int = await future_of(answer)
+    return value
 
 
 def test_a_coordinator_here_answers_at_once() -> None:
@@ -174,8 +177,8 @@ def test_a_batch_arriving_during_a_check_waits_for_that_check_in_order() -> None
         second = s.verifier.verify(tid, 5, 0, "t", 0)
         order: list[str] = []
 
-        async def wait(name: str, fut: Any) -> None:
-            await fut
+        async def wait(name: str, answer: Any) -> None:
+            await result(answer)
             order.append(name)
 
         tasks = [
