@@ -427,7 +427,9 @@ class Log:
     def _walk_keeping_offsets(self, view: memoryview, now_ms: int, as_follower: bool) -> _Walked:
         """A walk that keeps each batch's offsets (above the log end offset, increasing). A
         follower (`as_follower`) keeps every byte and takes what its leader took, whatever its
-        own max.message.bytes; it notes each batch's leader epoch for its epoch cache."""
+        own max.message.bytes; it notes each batch's leader epoch for its epoch cache. The
+        bookkeeping at the end of the loop is `_walk_as_leader`'s, written out again rather
+        than called once a batch on the produce path."""
         config = self.config
         end = len(view)
         max_size = end if as_follower else config.max_message_bytes

@@ -7,6 +7,7 @@ import os
 import random
 from dataclasses import dataclass, field
 
+from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.protocol.records import batch as rb
 from gregor.protocol.records.records import build_batch, read_batch_records
 from gregor.storage.cleaner import CleanerConfig, LogCleaner
@@ -51,9 +52,9 @@ class Model:
 
 
 def new_manager(
-    path: str, config: LogConfig, cleaner: CleanerConfig | None = None
+    path: str, config: LogConfig, cleaner: CleanerConfig | None = None, clock: Clock = SYSTEM_CLOCK
 ) -> tuple[LogManager, Log, LogCleaner]:
-    mgr = LogManager([path], config)
+    mgr = LogManager([path], config, clock=clock)
     mgr.startup()
     log = mgr.get_or_create("t", 0)
     return mgr, log, LogCleaner(mgr, cleaner or CleanerConfig())

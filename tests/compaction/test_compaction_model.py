@@ -24,13 +24,14 @@ from compaction_helpers import (
     reopen_unclean,
 )
 
-from gregor.clock import ManualClock
+from gregor.clock import SYSTEM_CLOCK, Clock, ManualClock
 from gregor.protocol.records import batch as rb
 from gregor.protocol.records.records import build_batch
 from gregor.storage import checkpoints
 from gregor.storage.cleaner import (
     CHECKPOINT_FILE,
     CleanerConfig,
+    CleanerStats,
     CorruptSegment,
     LogCleaner,
     OffsetMap,
@@ -38,7 +39,7 @@ from gregor.storage.cleaner import (
     UncleanableLog,
 )
 from gregor.storage.config import LogConfig
-from gregor.storage.log_manager import LogManager
+from gregor.storage.log import Log
 from gregor.storage.producer_state import AppendOrigin
 
 T0 = 1_700_000_000_000
@@ -507,10 +508,13 @@ def test_a_dedupe_buffer_smaller_than_one_batch_makes_the_log_uncleanable(tmp_pa
     assert TP in cleaner.uncleanable
 
 
-def test_the_throttle_holds_the_cleaner_to_its_rate(tmp_path):
-    rate = 80_000.0
-    mgr, log, cleaner = new_manager(
-        str(tmp_path), config(), CleanerConfig(io_max_bytes_per_second=rate)
+def _throttled_cleaning(
+    path: str, rate: float, clock: Clock
+) -> tuple[Log, Model, CleanerStats, float]:
+    """A cleaning of about 200 KB at `rate` bytes/s: the log, its model, the cleaning's stats and
+    how long it took on the wall clock."""
+    _mgr, log, cleaner = new_manager(
+        path, config(), CleanerConfig(io_max_bytes_per_second=rate), clock=clock
     )
     model = Model()
     append_random(log, model, random.Random(6), batches=150, keys=20, now_ms=T0, value_size=400)
@@ -520,6 +524,12 @@ def test_the_throttle_holds_the_cleaner_to_its_rate(tmp_path):
     stats = cleaner.clean_once(T0)
     elapsed = time.monotonic() - started
     assert stats is not None
+    return log, model, stats, elapsed
+
+
+def test_the_throttle_holds_the_cleaner_to_its_rate(tmp_path):
+    rate = 80_000.0
+    _log, _model, stats, elapsed = _throttled_cleaning(str(tmp_path), rate, SYSTEM_CLOCK)
     moved = stats.bytes_read + stats.map_bytes_read + stats.bytes_written
     assert moved > 2 * rate  # enough to need more than a one-second window
     assert elapsed >= 0.8 * (moved / rate - 1.0)
@@ -530,18 +540,7 @@ def test_the_throttle_sleeps_on_the_log_managers_clock(tmp_path):
     # take a minute. On a ManualClock its sleeps advance that clock instead, to the same sum.
     rate = 4_000.0
     clock = ManualClock(T0)
-    mgr = LogManager([str(tmp_path)], config(), clock=clock)
-    mgr.startup()
-    log = mgr.get_or_create("t", 0)
-    cleaner = LogCleaner(mgr, CleanerConfig(io_max_bytes_per_second=rate))
-    model = Model()
-    append_random(log, model, random.Random(6), batches=150, keys=20, now_ms=T0, value_size=400)
-    log.roll(now_ms=T0)
-    append_random(log, model, random.Random(7), batches=1, keys=1, now_ms=T0)
-    started = time.monotonic()
-    stats = cleaner.clean_once(T0)
-    elapsed = time.monotonic() - started
-    assert stats is not None
+    log, model, stats, elapsed = _throttled_cleaning(str(tmp_path), rate, clock)
     moved = stats.bytes_read + stats.map_bytes_read + stats.bytes_written
     waited = moved / rate - 1.0
     assert waited > 30
@@ -549,7 +548,6 @@ def test_the_throttle_sleeps_on_the_log_managers_clock(tmp_path):
     assert clock.monotonic_s() >= 0.8 * waited
     assert stats.elapsed_s == clock.monotonic_s() - stats.start_s >= 0.8 * waited
     check_deduplicated(log, model, stats.end_offset)
-    mgr.shutdown()
 
 
 def test_throttler_arithmetic():
