@@ -154,7 +154,7 @@ class CleanerThreads:
             self._stopping = False
             self.config = config
             self.cleaner.config = config
-            self.cleaner.throttler = Throttler(config.io_max_bytes_per_second)
+            self.cleaner.throttler = Throttler(config.io_max_bytes_per_second, self.cleaner.clock)
             self.start()
             return True
 
