@@ -24,7 +24,6 @@ from gregor.broker.auto_create import auto_creator
 from gregor.broker.cleaner_thread import CleanerThreads
 from gregor.broker.config import BrokerConfig
 from gregor.broker.dispatch import Dispatcher
-from gregor.broker.inter_broker import InterBroker
 from gregor.broker.metadata_node import open_metadata
 from gregor.broker.txn_verifier import TxnVerifier
 from gregor.clock import SYSTEM_CLOCK, Clock
@@ -40,7 +39,6 @@ from gregor.protocol import codec
 from gregor.replication.hosting import PartitionHosting
 from gregor.replication.partition import ReplicaManager
 from gregor.replication.purgatory import DelayedOperationPurgatory
-from gregor.runtime.client import NetworkClient
 from gregor.runtime.log_io import flush_after_roll, maintenance
 from gregor.runtime.process import serve_until_signalled, write_ready_file
 from gregor.runtime.purgatory_driver import PurgatoryDriver
@@ -91,39 +89,25 @@ class BrokerServer:
         # delayed produces, fetches and metadata writes, expired by the driver's timer
         self.purgatory = DelayedOperationPurgatory("broker")
         self.purgatory_driver = PurgatoryDriver(self.purgatory, self.now_ms)
-        self._build_cluster_parts()
+        parts = cores.quorum_parts(
+            self.member, config, self.config_value, self.meta_properties, self.logs, self.cluster,
+            self.replicas, self.hosting, self._broker_epoch, self.now_ms,
+        )  # fmt: skip
+        self.forwarder, self.fetchers, self.isr_sender = (
+            parts.forwarder,
+            parts.fetchers,
+            parts.isr_sender,
+        )
+        self.links = parts.links
+        ids = self.cluster.active_broker_ids if self.member is not None else [self.node_id]
+        self.admin = Admin(self.store, self.controller, ids, config.values, self.node_id)
+        if self.member is not None:  # topics made off the controller: a CreateTopics sent there
+            self.admin.forward_create = self.forwarder.create_topic_later
         self.services = self._build_services()
         if self.member is not None:
             self.member.serve_admin(self.services)
         self.server: Server | None = None
         self._timers: list[asyncio.Task[None]] = []
-
-    def _build_cluster_parts(self) -> None:
-        """In a quorum, follower partitions fetch from their leaders, leaders send their ISR
-        changes to the active controller, and admin writes are forwarded there."""
-        self.fetchers, self.isr_sender = None, None
-        if self.member is not None:
-            value, cluster = self.config_value, self.cluster
-            self.member.lifecycle = cores.broker_lifecycle(
-                self.member, self.config, value, self.meta_properties, self.logs,
-                lambda: (cluster.host, cluster.port), self.now_ms,
-            )  # fmt: skip
-            self.fetchers = cores.replica_fetchers(
-                self.node_id, value, self.replicas, self._broker_epoch, cluster.broker_endpoint,
-                self.now_ms,
-            )  # fmt: skip
-            self.isr_sender = cores.isr_sender(self.member, self.now_ms)
-            self.replicas.on_isr_update = self.isr_sender.core.submit
-            self.hosting.on_followers = self.fetchers.core.apply
-        ids = self.cluster.active_broker_ids if self.member is not None else [self.node_id]
-        self.admin = Admin(self.store, self.controller, ids, self.config.values, self.node_id)
-        self.forwarder = cores.forwarder(self.member, self.cluster.host, self.now_ms)
-        if self.member is not None:  # topics made off the controller: a CreateTopics sent there
-            self.admin.forward_create = self.forwarder.create_topic_later
-        self.links = None
-        if self.member is not None:  # markers and transaction checks with other brokers
-            client = NetworkClient(client_id=f"broker-{self.node_id}")
-            self.links = InterBroker(self.node_id, lambda: self.store.image, client)
 
     def _build_services(self) -> Services:
         apply, value = self.hosting.apply, self.config_value

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from gregor.broker.cluster_member import ClusterMember
@@ -21,6 +22,7 @@ from gregor.broker.config import BrokerConfig
 from gregor.broker.controller_apis import FORWARDED
 from gregor.broker.inter_broker import InterBroker
 from gregor.coordinator.txn.markers import LocalWriter, MarkerChannel
+from gregor.metadata.cluster import ClusterView
 from gregor.metadata.image import MetadataImage
 from gregor.metadata.meta_properties import MetaProperties
 from gregor.node.forwarding import ForwardingCore
@@ -28,6 +30,7 @@ from gregor.node.lifecycle import BrokerLifecycleCore, LifecycleConfig
 from gregor.protocol.outbound import Outbound
 from gregor.replication.fetcher_session import ReplicaFetchers
 from gregor.replication.follower import FetcherConfig
+from gregor.replication.hosting import PartitionHosting
 from gregor.replication.isr_sender import IsrChangeSender
 from gregor.replication.partition import ReplicaManager
 from gregor.runtime.client import NetworkClient
@@ -38,6 +41,48 @@ from gregor.storage.log_manager import LogManager
 
 Clock = Callable[[], int]
 ConfigValue = Callable[[str], Any]
+
+
+@dataclass
+class QuorumParts:
+    """What a broker in a quorum runs toward the others (all None on a node of its own
+    quorum, but the forwarder, which then forwards nothing)."""
+
+    forwarder: Forwarder
+    fetchers: CoreDriver | None = None
+    isr_sender: CoreDriver | None = None
+    links: InterBroker | None = None
+
+
+def quorum_parts(
+    member: ClusterMember | None,
+    config: BrokerConfig,
+    value: ConfigValue,
+    meta: Mapping[str, MetaProperties],
+    logs: LogManager,
+    cluster: ClusterView,
+    replicas: ReplicaManager,
+    hosting: PartitionHosting,
+    broker_epoch: Callable[[], int],
+    clock: Clock,
+) -> QuorumParts:
+    """In a quorum: the broker's lifecycle, follower partitions fetching from their leaders,
+    leaders sending their ISR changes to the active controller, admin writes forwarded there,
+    and links to the other brokers for transaction markers and checks."""
+    if member is None:
+        return QuorumParts(forwarder(None, cluster.host, clock))
+    member.lifecycle = broker_lifecycle(
+        member, config, value, meta, logs, lambda: (cluster.host, cluster.port), clock
+    )
+    fetchers = replica_fetchers(
+        member.node_id, value, replicas, broker_epoch, cluster.broker_endpoint, clock
+    )
+    sender = isr_sender(member, clock)
+    replicas.on_isr_update = sender.core.submit
+    hosting.on_followers = fetchers.core.apply
+    client = NetworkClient(client_id=f"broker-{member.node_id}")
+    links = InterBroker(member.node_id, lambda: member.store.image, client)
+    return QuorumParts(forwarder(member, cluster.host, clock), fetchers, sender, links)
 
 
 def isr_sender(member: ClusterMember, clock: Clock) -> CoreDriver:

@@ -23,7 +23,7 @@ from gregor.protocol.messages import (
 
 @handles(api_keys.DESCRIBE_CLUSTER)
 def describe_cluster(ctx: RequestContext, request: Any) -> Any:
-    b = ctx.broker
+    b = ctx.services
     return DescribeClusterResponse(
         error_code=errors.NONE,
         endpoint_type=getattr(request, "endpoint_type", 1),
@@ -39,7 +39,7 @@ def describe_cluster(ctx: RequestContext, request: Any) -> Any:
 @handles(api_keys.DESCRIBE_LOG_DIRS)
 def describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
     R = DescribeLogDirsResponse
-    logs = ctx.broker.logs
+    logs = ctx.services.logs
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
@@ -83,7 +83,7 @@ def describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
 @handles(api_keys.DESCRIBE_TOPIC_PARTITIONS)
 def describe_topic_partitions(ctx: RequestContext, request: Any) -> Any:
     R = DescribeTopicPartitionsResponse
-    store = ctx.broker.store
+    store = ctx.services.store
     names = [t.name for t in request.topics] if request.topics else sorted(store.topics)
     names = sorted(names)
     cursor = request.cursor

@@ -29,16 +29,16 @@ TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 
 
 def _check_broker(ctx: RequestContext, name: str) -> None:
-    if name not in ("", str(ctx.broker.node_id)):
+    if name not in ("", str(ctx.services.node_id)):
         raise KafkaError(
             errors.INVALID_REQUEST,
-            f"Unexpected broker id, expected {ctx.broker.node_id} or empty string, but received {name}",
+            f"Unexpected broker id, expected {ctx.services.node_id} or empty string, but received {name}",
         )
 
 
 @handles(api_keys.DESCRIBE_CONFIGS)
 def describe_configs(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     results = []
     R = DescribeConfigsResponse
     for res in request.resources:
@@ -50,7 +50,7 @@ def describe_configs(ctx: RequestContext, request: Any) -> Any:
         )
         try:
             if res.resource_type == TOPIC:
-                info = broker.store.topics.get(res.resource_name)
+                info = services.store.topics.get(res.resource_name)
                 if info is None:
                     raise KafkaError(
                         errors.UNKNOWN_TOPIC_OR_PARTITION,
@@ -60,16 +60,16 @@ def describe_configs(ctx: RequestContext, request: Any) -> Any:
                 resolve = functools.partial(
                     config_defs.resolve_topic_config,
                     topic=info.configs,
-                    static=broker.static_config,
-                    dynamic=broker.store.dynamic(broker.node_id),
+                    static=services.static_config,
+                    dynamic=services.store.dynamic(services.node_id),
                 )
             elif res.resource_type == BROKER:
                 _check_broker(ctx, res.resource_name)
                 names = sorted(config_defs.BROKER_CONFIGS)
                 resolve = functools.partial(
                     config_defs.resolve_broker_config,
-                    static=broker.static_config,
-                    dynamic=broker.store.dynamic(broker.node_id),
+                    static=services.static_config,
+                    dynamic=services.store.dynamic(services.node_id),
                 )
             else:
                 raise KafkaError(
@@ -103,11 +103,11 @@ def describe_configs(ctx: RequestContext, request: Any) -> Any:
 
 
 def _alter(ctx: RequestContext, request: Any, incremental: bool, response_cls: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     responses = []
     changed = False
     refused = not_controller(ctx)
-    before = broker.store.last_appended
+    before = services.store.last_appended
     for res in request.resources:
         r = response_cls.AlterConfigsResourceResponse(
             error_code=errors.NONE, resource_type=res.resource_type, resource_name=res.resource_name
@@ -118,11 +118,11 @@ def _alter(ctx: RequestContext, request: Any, incremental: bool, response_cls: A
             if res.resource_type == TOPIC:
                 if incremental:
                     ops = [(c.name, c.config_operation, c.value) for c in res.configs]
-                    broker.admin.incremental_alter_topic_configs(
+                    services.admin.incremental_alter_topic_configs(
                         res.resource_name, ops, request.validate_only
                     )
                 else:
-                    broker.admin.alter_topic_configs(
+                    services.admin.alter_topic_configs(
                         res.resource_name,
                         {c.name: c.value for c in res.configs},
                         request.validate_only,
@@ -131,11 +131,11 @@ def _alter(ctx: RequestContext, request: Any, incremental: bool, response_cls: A
                 _check_broker(ctx, res.resource_name)
                 if incremental:
                     ops = [(c.name, c.config_operation, c.value) for c in res.configs]
-                    broker.admin.alter_broker_configs(
+                    services.admin.alter_broker_configs(
                         res.resource_name, {}, request.validate_only, incremental_ops=ops
                     )
                 else:
-                    broker.admin.alter_broker_configs(
+                    services.admin.alter_broker_configs(
                         res.resource_name,
                         {c.name: c.value for c in res.configs},
                         request.validate_only,
@@ -151,7 +151,7 @@ def _alter(ctx: RequestContext, request: Any, incremental: bool, response_cls: A
             r.error_code, r.error_message = exc.code, exc.message
         responses.append(r)
     if changed:
-        broker.apply_metadata()
+        services.apply_metadata()
     ok = [r for r in responses if r.error_code == errors.NONE]
     return answer_after_commit(ctx, before, response_cls(responses=responses), ok)
 

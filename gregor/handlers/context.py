@@ -1,7 +1,7 @@
 """What a handler gets: the request's context and the broker's services.
 
 Handlers only translate between the wire and the domain packages; everything they call is
-reachable from `RequestContext.broker`: the node's `Services`, never the broker itself.
+reachable from `RequestContext.services`: the node's `Services`, never the broker itself.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class Services:
 
 @dataclass
 class RequestContext:
-    broker: Services
+    services: Services
     header: RequestHeader
     peer: str
     connection: dict[str, Any] = field(default_factory=dict)

@@ -44,12 +44,12 @@ class Completion(Protocol):
 
 def not_controller(ctx: RequestContext) -> KafkaError | None:
     """NOT_CONTROLLER when writes must go to another node; None when this node takes them."""
-    store = ctx.broker.store
+    store = ctx.services.store
     if not store.networked or store.is_active():
         return None
     return KafkaError(
         NOT_CONTROLLER,
-        f"node {ctx.broker.node_id} is not the active controller; node {store.leader_id} is",
+        f"node {ctx.services.node_id} is not the active controller; node {store.leader_id} is",
     )
 
 
@@ -98,15 +98,15 @@ def answer_after_commit(
     """`response` now if nothing was appended since `appended_before` (or with one voter);
     else a Pending of it, completed once committed. `succeeded`: the response items (with
     error_code and error_message) that become errors if the commit fails."""
-    store = ctx.broker.store
+    store = ctx.services.store
     if not store.networked or store.last_appended == appended_before:
         return response
     offset = store.last_appended
     committed: Completion = store.wait_committed(offset)
     op = AwaitingCommit(
-        committed, offset, response, succeeded, ctx.broker.now_ms() + COMMIT_TIMEOUT_MS
+        committed, offset, response, succeeded, ctx.services.now_ms() + COMMIT_TIMEOUT_MS
     )
-    purgatory = ctx.broker.purgatory
+    purgatory = ctx.services.purgatory
     if not purgatory.try_complete_else_watch(op, ()):
         committed.add_done_callback(lambda _done: purgatory.force_complete(op))
     return op.answer

@@ -87,8 +87,8 @@ def delay(
 ) -> Any:
     """`response` once every acks=all write of the request is settled, or at its timeout: now
     if it can be (the response), else a Pending of it, parked in the purgatory."""
-    op = DelayedProduce(response, awaiting, timeout_ms, ctx.broker.now_ms())
-    purgatory = ctx.broker.purgatory
+    op = DelayedProduce(response, awaiting, timeout_ms, ctx.services.now_ms())
+    purgatory = ctx.services.purgatory
     if timeout_ms <= 0:  # no time to wait: what is not settled now has timed out
         if not op.try_complete():
             op.on_expiration()

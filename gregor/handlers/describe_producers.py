@@ -27,7 +27,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         for index in t.partition_indexes:
             code, message, active = errors.NONE, None, []
             try:
-                state = ctx.broker.replicas.leader(t.name, index).log.producer_state
+                state = ctx.services.replicas.leader(t.name, index).log.producer_state
                 active = [
                     R.ProducerState(
                         producer_id=pid,

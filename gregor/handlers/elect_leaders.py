@@ -49,22 +49,22 @@ def _message(code: int, topic: str, partition: int, known_topics: set[str]) -> s
 
 @handles(api_keys.ELECT_LEADERS)
 def elect_leaders(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     election_type = request.election_type if ctx.header.request_api_version >= 1 else PREFERRED
     asked = None
     if request.topic_partitions is not None:
         asked = [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
-    before = broker.store.last_appended
+    before = services.store.last_appended
     try:
         refused = not_controller(ctx)
         if refused is not None:
             raise refused
-        codes = broker.admin.controller.elect_leaders(election_type, asked)
+        codes = services.admin.controller.elect_leaders(election_type, asked)
     except KafkaError as exc:
         if exc.code == errors.INVALID_REQUEST:
             log.warning("ElectLeaders from %s refused: %s", ctx.peer, exc.message)
         return _refused(request, exc)
-    known = {t.name for t in broker.store.image.topics_by_id.values()}
+    known = {t.name for t in services.store.image.topics_by_id.values()}
     results: dict[str, list[Any]] = {}
     if asked is None:  # every topic is listed, its elections not needed left out
         for name in sorted(known):
@@ -81,7 +81,7 @@ def elect_leaders(ctx: RequestContext, request: Any) -> Any:
             "elected leaders of %s",
             ", ".join(f"{t}-{p}" for (t, p), c in codes.items() if c == errors.NONE),
         )
-        broker.apply_metadata()
+        services.apply_metadata()
     response = ElectLeadersResponse(
         error_code=errors.NONE,
         replica_election_results=[

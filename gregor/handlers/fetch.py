@@ -52,7 +52,7 @@ READ_COMMITTED = 1
 def _resolve_topics(ctx: RequestContext, request: Any) -> list[tuple[str | None, Any]]:
     """(topic name or None if unknown, the request topic) for every requested topic."""
     out = []
-    store = ctx.broker.store
+    store = ctx.services.store
     for t in request.topics:
         if ctx.version >= 13:
             info = store.topic_by_id(t.topic_id)
@@ -83,7 +83,7 @@ class _Pass:
         self.first = first  # the request's first pass (later ones leave a follower's state)
         self.read_committed = ctx.version >= 4 and request.isolation_level == READ_COMMITTED
         self.replica_id, self.broker_epoch = _replica_of(ctx, request)
-        self.now = ctx.broker.now_ms()
+        self.now = ctx.services.now_ms()
         self.budget = request.max_bytes if ctx.version >= 3 else 0x7FFFFFFF
         self.total = 0  # record bytes read so far
         self.partitions: list[Partition] = []  # the partitions found, in request order
@@ -108,7 +108,7 @@ def _fetch_partition(s: _Pass, name: str | None, fp: Any) -> Any:
     """The answer for one partition of the request."""
     if name is None:
         return _failed(fp, errors.UNKNOWN_TOPIC_ID)
-    p = s.ctx.broker.replicas.get(name, fp.partition)
+    p = s.ctx.services.replicas.get(name, fp.partition)
     if p is None:
         return _failed(fp, errors.UNKNOWN_TOPIC_OR_PARTITION)
     s.partitions.append(p)
@@ -214,7 +214,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return _response(responses)
     _close(responses)
     op = DelayedFetch(ctx, request, topics, partitions)
-    ctx.broker.purgatory.watch(op, partitions)
+    ctx.services.purgatory.watch(op, partitions)
     return op.answer
 
 
@@ -239,7 +239,7 @@ class DelayedFetch(DelayedOperation):
         topics: list[tuple[str | None, Any]],
         partitions: list[Partition],
     ) -> None:
-        super().__init__(ctx.broker.now_ms() + request.max_wait_ms)
+        super().__init__(ctx.services.now_ms() + request.max_wait_ms)
         self.ctx, self.request, self.topics = ctx, request, topics
         self.partitions = partitions
         self.responses: list[Any] = []

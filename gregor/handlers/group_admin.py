@@ -31,7 +31,7 @@ def describe_groups(ctx: RequestContext, request: Any) -> Any:
     R = DescribeGroupsResponse
     out = []
     for gid in request.groups:
-        d = ctx.broker.groups.describe_group(gid)
+        d = ctx.services.groups.describe_group(gid)
         if isinstance(d, int):
             out.append(
                 R.DescribedGroup(
@@ -83,7 +83,7 @@ def describe_groups(ctx: RequestContext, request: Any) -> Any:
 @handles(api_keys.LIST_GROUPS)
 def list_groups(ctx: RequestContext, request: Any) -> Any:
     v = ctx.version
-    error, groups = ctx.broker.groups.list_groups(
+    error, groups = ctx.services.groups.list_groups(
         request.states_filter if v >= 4 else (), request.types_filter if v >= 5 else ()
     )
     R = ListGroupsResponse
@@ -104,7 +104,7 @@ def list_groups(ctx: RequestContext, request: Any) -> Any:
 @handles(api_keys.DELETE_GROUPS)
 def delete_groups(ctx: RequestContext, request: Any) -> Any:
     names = list(request.groups_names)
-    results = ctx.broker.groups.delete_groups(list(dict.fromkeys(names)), ctx.broker.now_ms())
+    results = ctx.services.groups.delete_groups(list(dict.fromkeys(names)), ctx.services.now_ms())
     R = DeleteGroupsResponse
     return respond(
         results,

@@ -69,7 +69,7 @@ def client_host(ctx: RequestContext) -> str:
 
 def _coordinator(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str | None]:
     """(error, message) for one key; NONE means this broker."""
-    b = ctx.broker
+    b = ctx.services
     if key_type == TRANSACTION:
         try:
             b.transactions.ensure_transaction_topic()
@@ -99,7 +99,7 @@ def _elsewhere(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str, 
     """In a cluster: (node, host, port) of the broker leading the key's partition of
     `__consumer_offsets` / `__transaction_state` by the metadata image, when that is another
     live broker; None otherwise."""
-    b = ctx.broker
+    b = ctx.services
     if not b.store.networked or key_type not in (GROUP, TRANSACTION):
         return None
     topic = b.store.image.topic(OFFSETS_TOPIC if key_type == GROUP else TRANSACTION_TOPIC)
@@ -113,7 +113,7 @@ def _elsewhere(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str, 
 
 def _find(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str | None, int, str, int]:
     """(error, message, node, host, port) of the coordinator of one key."""
-    b = ctx.broker
+    b = ctx.services
     error, message = _coordinator(ctx, key_type, key)
     if not error:
         return error, message, b.node_id, b.host, b.port
@@ -167,7 +167,7 @@ def join_group(ctx: RequestContext, request: Any) -> Any:
         supports_skip_assignment=v >= 9,
         reason=request.reason if v >= 8 else None,
     )
-    result = ctx.broker.groups.join_group(r, ctx.broker.now_ms())
+    result = ctx.services.groups.join_group(r, ctx.services.now_ms())
     return respond(result, lambda res: _join_response(v, res))
 
 
@@ -203,7 +203,7 @@ def sync_group(ctx: RequestContext, request: Any) -> Any:
         protocol_name=request.protocol_name if v >= 5 else None,
         assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
     )
-    result = ctx.broker.groups.sync_group(r, ctx.broker.now_ms())
+    result = ctx.services.groups.sync_group(r, ctx.services.now_ms())
     return respond(result, _sync_response)
 
 
@@ -221,12 +221,12 @@ def _sync_response(res: SyncResult) -> Any:
 
 @handles(api_keys.HEARTBEAT)
 def heartbeat(ctx: RequestContext, request: Any) -> Any:
-    result = ctx.broker.groups.heartbeat(
+    result = ctx.services.groups.heartbeat(
         request.group_id,
         request.generation_id,
         request.member_id,
         request.group_instance_id if ctx.version >= 3 else None,
-        ctx.broker.now_ms(),
+        ctx.services.now_ms(),
     )
     return respond(result, lambda error: HeartbeatResponse(error_code=error))
 
@@ -238,7 +238,7 @@ def leave_group(ctx: RequestContext, request: Any) -> Any:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
         members = [(request.member_id, None)]
-    result = ctx.broker.groups.leave_group(request.group_id, members, ctx.broker.now_ms())
+    result = ctx.services.groups.leave_group(request.group_id, members, ctx.services.now_ms())
     return respond(result, lambda res: _leave_response(v, res))
 
 

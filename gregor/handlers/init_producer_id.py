@@ -25,7 +25,7 @@ from gregor.protocol.messages import InitProducerIdResponse
 
 @handles(api_keys.INIT_PRODUCER_ID)
 def handle(ctx: RequestContext, request: Any) -> Any:
-    b = ctx.broker
+    b = ctx.services
     v = ctx.version
     producer_id, producer_epoch = (
         (request.producer_id, request.producer_epoch) if v >= 3 else (-1, -1)

@@ -24,7 +24,7 @@ PartResp = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 @handles(api_keys.LIST_OFFSETS)
 def handle(ctx: RequestContext, request: Any) -> Any:
-    replicas = ctx.broker.replicas
+    replicas = ctx.services.replicas
     read_committed = ctx.version >= 2 and request.isolation_level == 1
     topics = []
     for t in request.topics:

@@ -25,11 +25,11 @@ Part = MetadataResponse.MetadataResponsePartition
 
 def topic_response(ctx: RequestContext, info: TopicInfo) -> Any:
     parts = []
-    image_topic = ctx.broker.store.image.topic(info.name)
+    image_topic = ctx.services.store.image.topic(info.name)
     for index, replicas in enumerate(info.replicas):
-        p = ctx.broker.replicas.get(info.name, index)
+        p = ctx.services.replicas.get(info.name, index)
         reg = image_topic.partitions.get(index) if image_topic is not None else None
-        if p is None and reg is not None and ctx.broker.store.networked:
+        if p is None and reg is not None and ctx.services.store.networked:
             # led by another node (or by none): what the metadata says
             parts.append(
                 Part(
@@ -65,8 +65,8 @@ def topic_response(ctx: RequestContext, info: TopicInfo) -> Any:
 
 @handles(api_keys.METADATA)
 def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    store = broker.store
+    services = ctx.services
+    store = services.store
     topics: list[Any] = []
     wanted = request.topics
     if wanted is None or (ctx.version == 0 and not wanted):
@@ -100,7 +100,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     continue
                 if auto:
                     try:
-                        info = broker.maybe_auto_create(name)
+                        info = services.maybe_auto_create(name)
                     except KafkaError as exc:  # e.g. LEADER_NOT_AVAILABLE: being created
                         topics.append(
                             Topic(error_code=exc.code, name=name, topic_id=ZERO_UUID, partitions=[])
@@ -120,9 +120,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return MetadataResponse(
         brokers=[
             MetadataResponse.MetadataResponseBroker(node_id=n, host=h, port=p, rack=rack)
-            for n, h, p, rack in broker.cluster_brokers()
+            for n, h, p, rack in services.cluster_brokers()
         ],
-        cluster_id=broker.cluster_id,
-        controller_id=broker.controller_id(),
+        cluster_id=services.cluster_id,
+        controller_id=services.controller_id(),
         topics=topics,
     )

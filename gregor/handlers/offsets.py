@@ -37,7 +37,7 @@ from gregor.protocol.messages import OffsetCommitResponse, OffsetDeleteResponse,
 
 
 def _exists(ctx: RequestContext, topic: str, partition: int) -> bool:
-    info = ctx.broker.store.topics.get(topic)
+    info = ctx.services.store.topics.get(topic)
     return info is not None and 0 <= partition < info.partitions
 
 
@@ -61,7 +61,7 @@ def offset_commit(ctx: RequestContext, request: Any) -> Any:
         offsets=wanted,
         api_version=v,
     )
-    result = ctx.broker.groups.commit_offsets(r, ctx.broker.now_ms()) if wanted else None
+    result = ctx.services.groups.commit_offsets(r, ctx.services.now_ms()) if wanted else None
     return respond(result, lambda res: _commit_response(request, res))
 
 
@@ -97,8 +97,8 @@ def _by_topic(offsets: list[FetchedOffset]) -> dict[str, list[FetchedOffset]]:
 @handles(api_keys.OFFSET_FETCH)
 def offset_fetch(ctx: RequestContext, request: Any) -> Any:
     v = ctx.version
-    groups = ctx.broker.groups
-    now = ctx.broker.now_ms()
+    groups = ctx.services.groups
+    now = ctx.services.now_ms()
     if v >= 8:
         fetched = all_of({
             str(i): groups.fetch_offsets(
@@ -177,7 +177,7 @@ def offset_delete(ctx: RequestContext, request: Any) -> Any:
         )
         for t in request.topics
     ]
-    result = ctx.broker.groups.delete_offsets(request.group_id, wanted, ctx.broker.now_ms())
+    result = ctx.services.groups.delete_offsets(request.group_id, wanted, ctx.services.now_ms())
     return respond(result, lambda res: _delete_response(request, res))
 
 

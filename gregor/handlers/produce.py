@@ -17,7 +17,7 @@ with no open transaction there yet, is checked with the transaction coordinator:
 must have been added to the producer's ongoing transaction (AddPartitionsToTxn), or the batch is
 refused (INVALID_TXN_STATE; TRANSACTION_ABORTABLE for v11+), so a zombie's late batch cannot
 open a transaction nobody will end. Transactional batches need a transactional id. The check
-is `broker.txn_verifier`'s: answered at once when the coordinator is this broker; when it is
+is `services.txn_verifier`'s: answered at once when the coordinator is this broker; when it is
 another, the partition's answer waits for it (the response is then a Pending, completed by a
 continuation, `_Verification`; the request's other partitions are appended meanwhile) and an
 acks=0 batch needing such a check is refused.
@@ -65,7 +65,7 @@ def _verify_transactional(
         and entry.producer_epoch == header.producer_epoch
     ):
         return None  # its transaction is already open here
-    answer = ctx.broker.txn_verifier.verify(
+    answer = ctx.services.txn_verifier.verify(
         transactional_id,
         header.producer_id,
         header.producer_epoch,
@@ -125,7 +125,7 @@ def _produce_partition(
             raise KafkaError(errors.INVALID_REQUIRED_ACKS, f"acks={acks} is not one of -1, 0, 1")
         if pd.records is None or len(pd.records) == 0:
             raise KafkaError(errors.INVALID_RECORD, "the request holds no record batch")
-        partition = ctx.broker.replicas.leader(topic, pd.index)
+        partition = ctx.services.replicas.leader(topic, pd.index)
         if not verified and len(pd.records) >= rb.HEADER_SIZE:
             header = rb.read_header(pd.records)
             if header.attributes & rb.TRANSACTIONAL_FLAG:
@@ -167,7 +167,7 @@ def _produce_partition(
 @handles(api_keys.PRODUCE)
 def handle(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
-    now = ctx.broker.now_ms()
+    now = ctx.services.now_ms()
     responses = []
     failed: list[str] = []
     waiting: list[_Waiting] = []
@@ -248,7 +248,7 @@ class _Verification:
             request,
             w.topic,
             w.data,
-            ctx.broker.now_ms(),
+            ctx.services.now_ms(),
             [],
             [],
             w.parts,

@@ -52,5 +52,5 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 for t in request.topics
             ],
         )
-    quorum = ctx.broker.store.describe_quorum(ctx.broker.now_ms())
+    quorum = ctx.services.store.describe_quorum(ctx.services.now_ms())
     return wire.to_response(quorum, ctx.version)

@@ -26,7 +26,7 @@ def delete_records(ctx: RequestContext, request: Any) -> Any:
         for p in t.partitions:
             low, code = -1, errors.NONE
             try:
-                partition = ctx.broker.replicas.leader(t.name, p.partition_index)
+                partition = ctx.services.replicas.leader(t.name, p.partition_index)
                 log = partition.log
                 target = log.high_watermark if p.offset == -1 else p.offset
                 if target < 0:
@@ -40,7 +40,7 @@ def delete_records(ctx: RequestContext, request: Any) -> Any:
                 )
             )
         topics.append(R.DeleteRecordsTopicResult(name=t.name, partitions=parts))
-    ctx.broker.logs.checkpoint()
+    ctx.services.logs.checkpoint()
     return R(topics=topics)
 
 
@@ -53,7 +53,7 @@ def offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
         for p in t.partitions:
             epoch, end, code = -1, -1, errors.NONE
             try:
-                partition = ctx.broker.replicas.leader(t.topic, p.partition)
+                partition = ctx.services.replicas.leader(t.topic, p.partition)
                 if p.current_leader_epoch >= 0 and p.current_leader_epoch > partition.leader_epoch:
                     raise KafkaError(errors.UNKNOWN_LEADER_EPOCH, "")
                 if p.current_leader_epoch >= 0 and p.current_leader_epoch < partition.leader_epoch:

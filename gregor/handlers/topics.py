@@ -38,15 +38,15 @@ ZERO_UUID = uuid.UUID(int=0)
 
 @handles(api_keys.CREATE_TOPICS)
 def create_topics(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     refused = not_controller(ctx)
-    before = broker.store.last_appended
+    before = services.store.last_appended
     counts = Counter(t.name for t in request.topics)
     specs = [_topic_spec(t) for t in request.topics if counts[t.name] == 1]
     outcomes: list[TopicInfo | KafkaError] = (
         [refused] * len(specs)
         if refused is not None
-        else broker.admin.create_topics(specs, validate_only=request.validate_only)
+        else services.admin.create_topics(specs, validate_only=request.validate_only)
     )
     by_name = dict(zip((s.name for s in specs), outcomes, strict=True))
     results = []
@@ -66,7 +66,7 @@ def create_topics(ctx: RequestContext, request: Any) -> Any:
                 "created topic %s (%d partitions) for %s", t.name, outcome.partitions, ctx.peer
             )
     if not request.validate_only:
-        broker.apply_metadata()
+        services.apply_metadata()
     ok = [r for r in results if r.error_code == errors.NONE]
     return answer_after_commit(ctx, before, CreateTopicsResponse(topics=results), ok)
 
@@ -92,7 +92,7 @@ def _topic_result(ctx: RequestContext, name: str, outcome: TopicInfo | KafkaErro
             replication_factor=-1,
             configs=None,
         )
-    broker = ctx.broker
+    services = ctx.services
     configs = [
         CreateTopicsResponse.CreatableTopicConfigs(
             name=r.name,
@@ -103,7 +103,7 @@ def _topic_result(ctx: RequestContext, name: str, outcome: TopicInfo | KafkaErro
         )
         for r in (
             config_defs.resolve_topic_config(
-                n, outcome.configs, broker.static_config, broker.store.dynamic(broker.node_id)
+                n, outcome.configs, services.static_config, services.store.dynamic(services.node_id)
             )
             for n in config_defs.TOPIC_CONFIGS
         )
@@ -121,7 +121,7 @@ def _topic_result(ctx: RequestContext, name: str, outcome: TopicInfo | KafkaErro
 
 @handles(api_keys.DELETE_TOPICS)
 def delete_topics(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     wanted: list[tuple[str | None, uuid.UUID]] = []
     if ctx.version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
@@ -129,7 +129,7 @@ def delete_topics(ctx: RequestContext, request: Any) -> Any:
         wanted = [(name, ZERO_UUID) for name in request.topic_names]
     responses = []
     refused = not_controller(ctx)
-    before = broker.store.last_appended
+    before = services.store.last_appended
     for name, topic_id in wanted:
         resp = DeleteTopicsResponse.DeletableTopicResult(
             name=name, topic_id=topic_id, error_code=errors.NONE
@@ -138,26 +138,26 @@ def delete_topics(ctx: RequestContext, request: Any) -> Any:
             if refused is not None:
                 raise refused
             if name is None:
-                info = broker.store.topic_by_id(topic_id)
+                info = services.store.topic_by_id(topic_id)
                 if info is None:
                     raise KafkaError(errors.UNKNOWN_TOPIC_ID, f"Topic id {topic_id} does not exist")
                 name = resp.name = info.name
-            info = broker.admin.delete_topic(name)
+            info = services.admin.delete_topic(name)
             resp.topic_id = info.topic_id
             log.info("deleted topic %s for %s", name, ctx.peer)
         except KafkaError as exc:
             resp.error_code, resp.error_message = exc.code, exc.message or None
         responses.append(resp)
-    broker.apply_metadata()
+    services.apply_metadata()
     ok = [r for r in responses if r.error_code == errors.NONE]
     return answer_after_commit(ctx, before, DeleteTopicsResponse(responses=responses), ok)
 
 
 @handles(api_keys.CREATE_PARTITIONS)
 def create_partitions(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     refused = not_controller(ctx)
-    before = broker.store.last_appended
+    before = services.store.last_appended
     counts = Counter(t.name for t in request.topics)
     wanted = [
         (t.name, t.count, [list(a.broker_ids) for a in t.assignments] if t.assignments else None)
@@ -167,7 +167,7 @@ def create_partitions(ctx: RequestContext, request: Any) -> Any:
     outcomes: list[KafkaError | None] = (
         [refused] * len(wanted)
         if refused is not None
-        else broker.admin.create_partitions(wanted, request.validate_only)
+        else services.admin.create_partitions(wanted, request.validate_only)
     )
     by_name = dict(zip((w[0] for w in wanted), outcomes, strict=True))
     results = []
@@ -185,6 +185,6 @@ def create_partitions(ctx: RequestContext, request: Any) -> Any:
             )
         )
     if not request.validate_only:
-        broker.apply_metadata()
+        services.apply_metadata()
     ok = [r for r in results if r.error_code == errors.NONE]
     return answer_after_commit(ctx, before, CreatePartitionsResponse(results=results), ok)

@@ -95,7 +95,7 @@ def _add(
     from_client: bool,
 ) -> list[Any] | Pending:
     """The topic results; a Pending of them while the coordinator's write is replicated."""
-    b = ctx.broker
+    b = ctx.services
     wanted: list[tuple[str, int]] = list(
         dict.fromkeys((t.name, p) for t in topics for p in t.partitions)
     )
@@ -145,7 +145,7 @@ def _by_topic(wanted: list[tuple[str, int]], by_tp: dict[tuple[str, int], int]) 
 
 @handles(api_keys.ADD_OFFSETS_TO_TXN)
 def add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
-    b = ctx.broker
+    b = ctx.services
     result = b.transactions.add_offsets(
         request.transactional_id,
         request.producer_id,
@@ -162,7 +162,7 @@ def add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
 
 @handles(api_keys.END_TXN)
 def end_txn(ctx: RequestContext, request: Any) -> Any:
-    b = ctx.broker
+    b = ctx.services
     result = b.transactions.end_txn(
         request.transactional_id,
         request.producer_id,
@@ -191,7 +191,7 @@ def describe_transactions(ctx: RequestContext, request: Any) -> Any:
     R = DescribeTransactionsResponse
     out = []
     for tid in request.transactional_ids:
-        d = ctx.broker.transactions.describe(tid)
+        d = ctx.services.transactions.describe(tid)
         out.append(
             R.TransactionState(
                 error_code=d.error,
@@ -209,7 +209,7 @@ def describe_transactions(ctx: RequestContext, request: Any) -> Any:
 
 @handles(api_keys.LIST_TRANSACTIONS)
 def list_transactions(ctx: RequestContext, request: Any) -> Any:
-    b = ctx.broker
+    b = ctx.services
     duration = request.duration_filter if ctx.version >= 1 else -1
     res = b.transactions.list_transactions(
         request.state_filters, request.producer_id_filters, duration, b.now_ms()

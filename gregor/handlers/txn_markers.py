@@ -76,7 +76,7 @@ def write_marker(
 
 @handles(api_keys.WRITE_TXN_MARKERS)
 def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     results = []
     for m in request.markers:
         topics = []
@@ -85,9 +85,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 R.WritableTxnMarkerPartitionResult(
                     partition_index=index,
                     error_code=write_marker(
-                        broker.replicas,
-                        broker.groups,
-                        broker.now_ms(),
+                        services.replicas,
+                        services.groups,
+                        services.now_ms(),
                         t.name,
                         index,
                         m.producer_id,

@@ -28,7 +28,7 @@ from gregor.protocol.messages import TxnOffsetCommitResponse
 
 
 def _exists(ctx: RequestContext, topic: str, partition: int) -> bool:
-    info = ctx.broker.store.topics.get(topic)
+    info = ctx.services.store.topics.get(topic)
     return info is not None and 0 <= partition < info.partitions
 
 
@@ -53,7 +53,7 @@ def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
         offsets=wanted,
         transactional_id=request.transactional_id,
     )
-    result = ctx.broker.groups.txn_offset_commit(r, ctx.broker.now_ms()) if wanted else None
+    result = ctx.services.groups.txn_offset_commit(r, ctx.services.now_ms()) if wanted else None
     return respond(result, lambda res: _response(v, request, res))
 
 
