@@ -21,7 +21,6 @@ from typing import Any
 import gregor.handlers  # noqa: F401  (registers every handler)
 from gregor.broker import cores
 from gregor.broker.auto_create import auto_creator
-from gregor.broker.cleaner_thread import CleanerThreads
 from gregor.broker.config import BrokerConfig
 from gregor.broker.dispatch import Dispatcher
 from gregor.broker.metadata_node import open_metadata
@@ -39,6 +38,7 @@ from gregor.protocol import codec
 from gregor.replication.hosting import PartitionHosting
 from gregor.replication.partition import ReplicaManager
 from gregor.replication.purgatory import DelayedOperationPurgatory
+from gregor.runtime.cleaner_thread import CleanerThreads
 from gregor.runtime.log_io import flush_after_roll, maintenance
 from gregor.runtime.process import serve_until_signalled, write_ready_file
 from gregor.runtime.purgatory_driver import PurgatoryDriver

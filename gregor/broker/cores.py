@@ -20,7 +20,6 @@ from typing import Any
 from gregor.broker.cluster_member import ClusterMember
 from gregor.broker.config import BrokerConfig
 from gregor.broker.controller_apis import FORWARDED
-from gregor.broker.inter_broker import InterBroker
 from gregor.coordinator.txn.markers import LocalWriter, MarkerChannel
 from gregor.metadata.cluster import ClusterView
 from gregor.metadata.image import MetadataImage
@@ -36,6 +35,7 @@ from gregor.replication.partition import ReplicaManager
 from gregor.runtime.client import NetworkClient
 from gregor.runtime.drivers import CoreDriver, controller_send, node_send
 from gregor.runtime.forwarding import CHANNEL_TIMEOUT_MS, Forwarder
+from gregor.runtime.inter_broker import InterBroker
 from gregor.runtime.lifecycle import BrokerLifecycle, shut_down_this_process
 from gregor.storage.log_manager import LogManager
 

@@ -392,7 +392,7 @@ _BROKER_ONLY: list[ConfigDef] = [
     ConfigDef("log.cleaner.io.buffer.size", INT, "524288", at_least(0)),
     ConfigDef("log.cleaner.io.buffer.load.factor", DOUBLE, "0.9", None),
     # gregor's own (not Kafka's): clean in a child process rather than a thread of the broker
-    # (broker/cleaner_thread.py says why); on Linux only.
+    # (runtime/cleaner_thread.py says why); on Linux only.
     ConfigDef("log.cleaner.worker.process", BOOLEAN, "true", None, read_only=True),
     ConfigDef("log.retention.minutes", INT, None, None),
     ConfigDef("log.retention.hours", INT, "168", None),

@@ -1,5 +1,5 @@
 """The cleaner on its worker thread while the event loop appends and reads the same log: the
-threading design of cleaner.py / broker/cleaner_thread.py, without sockets."""
+threading design of cleaner.py / runtime/cleaner_thread.py, without sockets."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from compaction_helpers import (
     new_manager,
 )
 
-from gregor.broker.cleaner_thread import CleanerThreads
+from gregor.runtime.cleaner_thread import CleanerThreads
 from gregor.storage.cleaner import CleanerConfig
 from gregor.storage.config import LogConfig
 

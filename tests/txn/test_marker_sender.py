@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from gregor.broker.cores import marker_sender
-from gregor.broker.inter_broker import InterBroker
 from gregor.coordinator.txn import codes
 from gregor.coordinator.txn.records import TxnRecord
 from gregor.coordinator.txn.shard import TransactionCoordinatorShard, TxnConfig
@@ -25,6 +24,7 @@ from gregor.metadata.image import EMPTY_IMAGE, MetadataImage
 from gregor.protocol import api_keys
 from gregor.protocol.messages import WriteTxnMarkersResponse as R
 from gregor.runtime.client import DisconnectedError
+from gregor.runtime.inter_broker import InterBroker
 
 HERE = 1
 NO_ANSWER = object()
