@@ -26,13 +26,13 @@ import logging
 from typing import Any
 
 import gregor.handlers  # noqa: F401  (registers every handler)
-from gregor.coordinator.group.pending import Pending
 from gregor.handlers.context import RequestContext
 from gregor.handlers.registry import HANDLERS
 from gregor.protocol import api_keys, codec, errors
 from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.headers import RequestHeader
 from gregor.protocol.messages import EnvelopeResponse
+from gregor.replication.pending import Pending
 from gregor.runtime.purgatory_driver import future_of
 from gregor.runtime.raft_driver import ListenerHandler
 

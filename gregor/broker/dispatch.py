@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any
 
-from gregor.coordinator.group.pending import Pending
 from gregor.handlers import api_versions
 from gregor.handlers.context import RequestContext, Services
 from gregor.handlers.produce import AcksZeroError
@@ -17,6 +16,7 @@ from gregor.protocol import api_keys, codec
 from gregor.protocol.codegen import Data
 from gregor.protocol.exceptions import CorruptFrameError
 from gregor.protocol.headers import peek_request
+from gregor.replication.pending import Pending
 from gregor.runtime.connection import Connection, FrameError, Output, close_slices
 from gregor.runtime.forwarding import Forwarder
 from gregor.runtime.purgatory_driver import future_of

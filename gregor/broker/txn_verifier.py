@@ -27,12 +27,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from gregor.coordinator.group.pending import Pending
 from gregor.coordinator.txn import codes
 from gregor.coordinator.txn.runtime import TRANSACTION_TOPIC, TransactionCoordinator, produce_error
 from gregor.protocol import api_keys
 from gregor.protocol.messages import AddPartitionsToTxnRequest
 from gregor.protocol.outbound import unique_batches
+from gregor.replication.pending import Pending
 from gregor.runtime.inter_broker import InterBroker
 
 log = logging.getLogger("gregor.txn.verify")

@@ -32,7 +32,6 @@ from typing import Any
 from gregor.controller.admin import Admin
 from gregor.coordinator.common.runtime import CoordinatorRuntime, InternalTopic
 from gregor.coordinator.group import codes
-from gregor.coordinator.group.pending import Pending, all_of
 from gregor.coordinator.group.records import Record, decode, encode
 from gregor.coordinator.group.results import (
     DescribedGroup,
@@ -51,6 +50,7 @@ from gregor.coordinator.group.shard import GroupConfig, GroupCoordinatorShard
 from gregor.coordinator.write_errors import CoordinatorWriteError, append_error_to_response_error
 from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.replication.partition import ReplicaManager
+from gregor.replication.pending import Pending, all_of
 
 log = logging.getLogger("gregor.coordinator")
 

@@ -13,7 +13,6 @@ from typing import Any, Protocol
 from gregor.clock import Clock
 from gregor.controller.admin import Admin
 from gregor.controller.producer_ids import ProducerIdManager
-from gregor.coordinator.group.pending import Pending
 from gregor.coordinator.runtime import GroupCoordinator
 from gregor.coordinator.txn.runtime import TransactionCoordinator
 from gregor.metadata.cluster import BrokerNode, ClusterView
@@ -22,6 +21,7 @@ from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.metadata.store import TopicInfo
 from gregor.protocol.headers import RequestHeader
 from gregor.replication.partition import ReplicaManager
+from gregor.replication.pending import Pending
 from gregor.replication.purgatory import DelayedOperationPurgatory
 from gregor.storage.log_manager import LogManager
 

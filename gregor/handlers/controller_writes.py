@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from gregor.coordinator.group.pending import Pending
 from gregor.handlers.context import RequestContext
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
+from gregor.replication.pending import Pending
 from gregor.replication.purgatory import DelayedOperation
 
 NOT_CONTROLLER = errors.BY_NAME["NOT_CONTROLLER"].code

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gregor.coordinator.group.pending import Pending
 from gregor.handlers.context import RequestContext
 from gregor.protocol import errors
 from gregor.replication.partition import Partition
+from gregor.replication.pending import Pending
 from gregor.replication.purgatory import DelayedOperation
 
 

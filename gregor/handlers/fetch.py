@@ -33,13 +33,13 @@ import os
 import uuid
 from typing import Any
 
-from gregor.coordinator.group.pending import Pending
 from gregor.handlers.context import RequestContext
 from gregor.handlers.registry import handles
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import FetchResponse
 from gregor.replication.partition import FollowerRead, Partition
+from gregor.replication.pending import Pending
 from gregor.replication.purgatory import DelayedOperation
 
 TopicResp = FetchResponse.FetchableTopicResponse

@@ -25,7 +25,6 @@ from collections.abc import Callable
 from typing import Any
 
 from gregor.coordinator.group import codes
-from gregor.coordinator.group.pending import Pending
 from gregor.coordinator.group.records import partition_for
 from gregor.coordinator.group.results import (
     JoinRequest,
@@ -46,6 +45,7 @@ from gregor.protocol.messages import (
     LeaveGroupResponse,
     SyncGroupResponse,
 )
+from gregor.replication.pending import Pending
 
 GROUP, TRANSACTION = 0, 1
 

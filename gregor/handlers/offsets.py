@@ -22,7 +22,6 @@ from __future__ import annotations
 from typing import Any
 
 from gregor.coordinator.group import codes
-from gregor.coordinator.group.pending import all_of
 from gregor.coordinator.group.results import (
     FetchedOffset,
     OffsetCommitRequest,
@@ -34,6 +33,7 @@ from gregor.handlers.groups import respond
 from gregor.handlers.registry import handles
 from gregor.protocol import api_keys
 from gregor.protocol.messages import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
+from gregor.replication.pending import all_of
 
 
 def _exists(ctx: RequestContext, topic: str, partition: int) -> bool:

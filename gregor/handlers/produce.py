@@ -29,7 +29,6 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from gregor.coordinator.group.pending import Pending
 from gregor.handlers.context import RequestContext
 from gregor.handlers.delayed_produce import AwaitingWrite, delay, settle
 from gregor.handlers.registry import NO_RESPONSE, handles
@@ -38,6 +37,7 @@ from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import ProduceResponse
 from gregor.protocol.records import batch as rb
 from gregor.replication.partition import Partition
+from gregor.replication.pending import Pending
 
 log = logging.getLogger("gregor.produce")
 

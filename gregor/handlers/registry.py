@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gregor.coordinator.group.pending import Pending
 from gregor.handlers.context import RequestContext
 from gregor.protocol import api_keys
+from gregor.replication.pending import Pending
 
 Handler = Callable[[RequestContext, Any], Any]
 

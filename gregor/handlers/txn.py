@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from gregor.coordinator.group.pending import Pending, all_of
 from gregor.coordinator.txn import codes
 from gregor.handlers.context import RequestContext
 from gregor.handlers.groups import respond
@@ -33,6 +32,7 @@ from gregor.protocol.messages import (
     EndTxnResponse,
     ListTransactionsResponse,
 )
+from gregor.replication.pending import Pending, all_of
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 

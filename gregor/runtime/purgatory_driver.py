@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from gregor.coordinator.group.pending import Pending
+from gregor.replication.pending import Pending
 from gregor.replication.purgatory import DelayedOperationPurgatory
 
 log = logging.getLogger("gregor.purgatory")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from gregor.coordinator.group.pending import Pending
 from gregor.coordinator.group.records import Record, decode, encode
 from gregor.coordinator.group.results import (
     JoinRequest,
@@ -22,6 +21,7 @@ from gregor.coordinator.group.results import (
     SyncResult,
 )
 from gregor.coordinator.group.shard import GroupConfig, GroupCoordinatorShard
+from gregor.replication.pending import Pending
 
 PROTOCOLS = [
     ("range", b"\x00\x00\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff")

@@ -19,10 +19,10 @@ from gregor.coordinator.group.classic import (
     GroupState,
     IllegalTransition,
 )
-from gregor.coordinator.group.pending import Pending
 from gregor.coordinator.group.records import GroupMetadataRecord, OffsetCommitRecord
 from gregor.coordinator.group.results import JoinResult, SyncRequest, SyncResult
 from gregor.coordinator.group.shard import GroupConfig
+from gregor.replication.pending import Pending
 
 G = "group-a"
 

@@ -12,11 +12,11 @@ from typing import Any
 from gregor.broker.broker import BrokerServer
 from gregor.broker.config import BrokerConfig
 from gregor.coordinator.group import codes
-from gregor.coordinator.group.pending import Pending
 from gregor.coordinator.group.records import partition_for
 from gregor.coordinator.group.results import OffsetCommitRequest, PartitionErrors
 from gregor.coordinator.runtime import OFFSETS_TOPIC
 from gregor.replication.partition import Partition, ReplicaState
+from gregor.replication.pending import Pending
 
 NOW = 1_700_000_000_000
 FOLLOWER = 2

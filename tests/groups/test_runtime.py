@@ -12,7 +12,6 @@ from gregor.broker.broker import BrokerServer
 from gregor.broker.config import BrokerConfig
 from gregor.clock import SYSTEM_CLOCK, Clock, ManualClock
 from gregor.coordinator.group import codes
-from gregor.coordinator.group.pending import Pending
 from gregor.coordinator.group.records import (
     GroupMetadataRecord,
     OffsetCommitRecord,
@@ -23,6 +22,7 @@ from gregor.coordinator.group.results import JoinRequest, OffsetCommitRequest, S
 from gregor.coordinator.runtime import OFFSETS_TOPIC
 from gregor.protocol.records.batch import iter_headers
 from gregor.protocol.records.records import iter_records
+from gregor.replication.pending import Pending
 
 NOW = 1_700_000_000_000
 

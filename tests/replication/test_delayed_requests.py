@@ -15,7 +15,6 @@ import pytest
 from gregor.broker.broker import BrokerServer
 from gregor.broker.config import BrokerConfig
 from gregor.controller.admin import TopicSpec
-from gregor.coordinator.group.pending import Pending
 from gregor.handlers import controller_writes, fetch, produce
 from gregor.handlers.context import RequestContext
 from gregor.protocol import api_keys, errors
@@ -23,6 +22,7 @@ from gregor.protocol.errors import KafkaError
 from gregor.protocol.headers import RequestHeader
 from gregor.protocol.messages import FetchRequest, ProduceRequest
 from gregor.replication.partition import Partition, ReplicaState
+from gregor.replication.pending import Pending
 from gregor.replication.purgatory import DelayedOperationPurgatory
 
 from .helpers import records

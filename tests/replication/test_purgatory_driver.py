@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from gregor.coordinator.group.pending import Pending
+from gregor.replication.pending import Pending
 from gregor.replication.purgatory import DelayedOperation, DelayedOperationPurgatory
 from gregor.runtime.purgatory_driver import PurgatoryDriver, future_of
 

@@ -12,11 +12,11 @@ from pathlib import Path
 from test_txn_runtime import NOW, FakeWriter, broker
 
 from gregor.broker.broker import BrokerServer
-from gregor.coordinator.group.pending import Pending
 from gregor.coordinator.group.records import partition_for
 from gregor.coordinator.txn import codes
 from gregor.coordinator.txn.runtime import TRANSACTION_TOPIC, WRITE_TIMEOUT_MS
 from gregor.replication.partition import Partition, ReplicaState
+from gregor.replication.pending import Pending
 
 FOLLOWER = 2
 

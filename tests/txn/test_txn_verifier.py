@@ -13,11 +13,11 @@ from typing import Any
 from test_marker_sender import FakeNetwork, image, turn
 
 from gregor.broker.txn_verifier import TxnVerifier
-from gregor.coordinator.group.pending import Pending
 from gregor.coordinator.group.records import partition_for
 from gregor.coordinator.txn import codes
 from gregor.protocol import api_keys
 from gregor.protocol.messages import AddPartitionsToTxnResponse as R
+from gregor.replication.pending import Pending
 from gregor.runtime.inter_broker import InterBroker
 from gregor.runtime.purgatory_driver import future_of
 

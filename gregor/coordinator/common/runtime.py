@@ -35,7 +35,6 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from gregor.controller.admin import Admin, TopicSpec
 from gregor.coordinator.deferred import HeldAnswers
-from gregor.coordinator.group.pending import Pending
 from gregor.coordinator.group.records import partition_for
 from gregor.coordinator.record_reader import RecordFormatError
 from gregor.coordinator.write_errors import CoordinatorWriteError, append_error_to_response_error
@@ -49,6 +48,7 @@ from gregor.protocol.records.records import (
     read_end_txn_marker,
 )
 from gregor.replication.partition import Partition, ReplicaManager
+from gregor.replication.pending import Pending
 from gregor.storage.log import AppendInfo
 from gregor.storage.producer_state import AppendOrigin
 

@@ -39,9 +39,9 @@ from collections import Counter
 from dataclasses import dataclass
 
 from gregor.coordinator.group import codes
-from gregor.coordinator.group.pending import Pending
 from gregor.coordinator.group.records import GroupMetadataValue, subscribed_topics
 from gregor.coordinator.group.results import JoinedMember
+from gregor.replication.pending import Pending
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 

@@ -69,7 +69,6 @@ from gregor.coordinator.group.classic import (
     GroupState,
     Member,
 )
-from gregor.coordinator.group.pending import Pending
 from gregor.coordinator.group.records import (
     GroupMetadataRecord,
     GroupMetadataValue,
@@ -94,6 +93,7 @@ from gregor.coordinator.group.results import (
     TxnOffsetCommitRequest,
 )
 from gregor.coordinator.group.timers import Timers
+from gregor.replication.pending import Pending
 
 log = logging.getLogger("gregor.coordinator.group")
 

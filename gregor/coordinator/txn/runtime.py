@@ -36,7 +36,6 @@ from typing import Any, Protocol
 
 from gregor.controller.admin import Admin
 from gregor.coordinator.common.runtime import CoordinatorRuntime, InternalTopic
-from gregor.coordinator.group.pending import Pending
 from gregor.coordinator.group.records import partition_for
 from gregor.coordinator.txn import codes
 from gregor.coordinator.txn.records import TopicPartition, TxnRecord, decode, encode
@@ -51,6 +50,7 @@ from gregor.coordinator.txn.state import BY_NAME as STATE_BY_NAME
 from gregor.coordinator.write_errors import CoordinatorWriteError
 from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.replication.partition import ReplicaManager
+from gregor.replication.pending import Pending
 
 log = logging.getLogger("gregor.coordinator.txn")
 

@@ -1,7 +1,9 @@
-"""`Pending`: the answer to a request that must wait (a JoinGroup until the rebalance completes,
-a SyncGroup until the leader's assignment is written).
+"""`Pending`: the answer to a request that must wait: a produce until its records are
+replicated, a fetch until data arrives, a JoinGroup until the rebalance completes, a SyncGroup
+until the leader's assignment is written, a metadata write until it is committed.
 
-The coordinator core returns one instead of a result; later, effects carry `(pending, result)`
+A handler returns one instead of a response, and the dispatcher encodes the response once it
+completes. A coordinator core returns one instead of a result; later, effects carry `(pending, result)`
 and the runtime calls `complete`, after the records that justify the result are in the log.
 Whoever waits (a handler) registers a callback. No event loop here: the caller decides how to
 wait. The runtimes also answer with one while a write is being replicated (`deferred.py`), and
