@@ -1,0 +1,185 @@
+"""The clients of the data-plane simulation: idempotent acks=all producers and consumers of
+committed data, each a host on the simulated network.
+
+Producer: a fixed producer id (epoch 0) and a sequence per partition; one batch in flight at a
+time. It finds leaders by asking a broker for its metadata, and sends a batch until it is
+acknowledged, again and again with the same bytes (the same sequence) after any error or lost
+answer, as Kafka's idempotent producer does. Every acknowledgement goes to the checker:
+(partition, base offset, the batch's CRC). A fatal answer (OUT_OF_ORDER_SEQUENCE_NUMBER,
+UNKNOWN_PRODUCER_ID, ...) stops the producer and is counted.
+
+Consumer: reads every partition from its leader, from offset 0, below the high watermark (the
+broker's `committed_only` read); every batch it reads goes to the checker.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+from gregor.protocol import errors
+from gregor.protocol.records.batch import iter_headers, read_header
+from gregor.protocol.records.records import build_batch
+from gregor.sim.rpc import (
+    ConsumerFetch,
+    ConsumerRecords,
+    Metadata,
+    MetadataResult,
+    Produce,
+    ProduceResult,
+    SimHost,
+)
+
+if TYPE_CHECKING:
+    from gregor.sim.replication import Simulation
+
+REQUEST_TIMEOUT_MS = 4000
+RETRY_MS = 100
+_code = errors.BY_NAME
+FATAL = frozenset(
+    _code[n].code
+    for n in (
+        "OUT_OF_ORDER_SEQUENCE_NUMBER",
+        "UNKNOWN_PRODUCER_ID",
+        "INVALID_PRODUCER_EPOCH",
+        "DUPLICATE_SEQUENCE_NUMBER",
+        "CORRUPT_MESSAGE",
+        "INVALID_RECORD",
+    )
+)
+
+
+class Client(SimHost):
+    def __init__(self, sim: Simulation, node_id: int, rng: random.Random) -> None:
+        super().__init__(sim, node_id)
+        self.rng = rng
+        self.leaders: dict[tuple[str, int], int] = {}
+        self.refreshing = False
+
+    def refresh_metadata(self) -> None:
+        if self.refreshing:
+            return
+        self.refreshing = True
+        broker = self.rng.choice(self.sim.broker_ids)
+
+        def answered(response: Any) -> None:
+            self.refreshing = False
+            if isinstance(response, MetadataResult):
+                self.leaders = dict(response.leaders)
+
+        self.request(broker, Metadata(), answered, REQUEST_TIMEOUT_MS)
+
+
+class Producer(Client):
+    def __init__(
+        self, sim: Simulation, node_id: int, rng: random.Random, producer_id: int, interval_ms: int
+    ) -> None:
+        super().__init__(sim, node_id, rng)
+        self.producer_id = producer_id
+        self.interval_ms = interval_ms
+        self.sequences: dict[tuple[str, int], int] = {}
+        self.batch: tuple[tuple[str, int], bytes] | None = None  # the one in flight
+        self.sending = False
+        self.stopped = False
+        self.acked = 0
+
+    def boot(self) -> None:
+        self.sim.timer(self, self.sim.now + self.rng.randint(1, self.interval_ms), "send")
+
+    def timer_send(self) -> None:
+        if self.stopped or self.sending:
+            return
+        if self.batch is None:
+            if not self.sim.clients_on:
+                return
+            self.batch = self._next_batch()
+        tp, records = self.batch
+        leader = self.leaders.get(tp, -1)
+        if leader < 0:
+            self.refresh_metadata()
+            self.sim.timer(self, self.sim.now + RETRY_MS, "send")
+            return
+        self.sending = True
+        self.request(
+            leader,
+            Produce(tp[0], tp[1], records),
+            lambda response: self._answered(tp, records, response),
+            REQUEST_TIMEOUT_MS,
+        )
+
+    def _next_batch(self) -> tuple[tuple[str, int], bytes]:
+        tp = self.rng.choice(self.sim.partitions)
+        seq = self.sequences.get(tp, 0)
+        count = self.rng.choice((1, 1, 2, 3))
+        self.sequences[tp] = seq + count
+        values = [(None, b"p%d-%s-%d-%d" % (self.producer_id, tp[0].encode(), tp[1], seq + i))
+                  for i in range(count)]  # fmt: skip
+        batch = build_batch(
+            values,
+            base_timestamp=self.now_ms(),
+            producer_id=self.producer_id,
+            producer_epoch=0,
+            base_sequence=seq,
+        )
+        return tp, bytes(batch)
+
+    def _answered(self, tp: tuple[str, int], records: bytes, response: Any) -> None:
+        self.sending = False
+        if isinstance(response, ProduceResult) and response.error_code == errors.NONE:
+            header = read_header(records, 0)
+            self.sim.checker.on_ack(tp, response.base_offset, header, self)
+            self.acked += 1
+            self.batch = None
+            self.sim.timer(self, self.sim.now + self.rng.randint(1, self.interval_ms), "send")
+            return
+        code = response.error_code if isinstance(response, ProduceResult) else None
+        self.sim.record(
+            "produce failed", self.node_id, tp, errors.name_of(code) if code else "no answer"
+        )
+        if code in FATAL:
+            self.stopped = True
+            self.sim.count("producer_fatal_" + errors.name_of(code))
+            return
+        self.refresh_metadata()
+        self.sim.timer(self, self.sim.now + RETRY_MS, "send")
+
+
+class Consumer(Client):
+    def __init__(self, sim: Simulation, node_id: int, rng: random.Random, interval_ms: int) -> None:
+        super().__init__(sim, node_id, rng)
+        self.interval_ms = interval_ms
+        self.positions: dict[tuple[str, int], int] = {}
+        self.fetching = False
+
+    def boot(self) -> None:
+        self.sim.timer(self, self.sim.now + self.rng.randint(1, self.interval_ms), "poll")
+
+    def timer_poll(self) -> None:
+        self.sim.timer(self, self.sim.now + self.rng.randint(1, self.interval_ms), "poll")
+        if self.fetching:
+            return
+        tp = self.rng.choice(self.sim.partitions)
+        leader = self.leaders.get(tp, -1)
+        if leader < 0:
+            self.refresh_metadata()
+            return
+        offset = self.positions.get(tp, 0)
+        self.fetching = True
+        self.request(
+            leader,
+            ConsumerFetch(tp[0], tp[1], offset),
+            lambda response: self._answered(tp, offset, response),
+            REQUEST_TIMEOUT_MS,
+        )
+
+    def _answered(self, tp: tuple[str, int], offset: int, response: Any) -> None:
+        self.fetching = False
+        if not isinstance(response, ConsumerRecords) or response.error_code != errors.NONE:
+            self.refresh_metadata()
+            return
+        if self.positions.get(tp, 0) != offset:
+            return
+        batches = [h for _pos, h in iter_headers(response.records)]
+        if batches:
+            self.sim.checker.on_read(tp, offset, batches, self)
+            self.positions[tp] = batches[-1].last_offset + 1

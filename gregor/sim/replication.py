@@ -1,0 +1,545 @@
+"""A seeded, single-threaded simulation of the data plane: brokers (the real ReplicaManager,
+Partition, FollowerFetcher and Log over files in a temporary directory), the controller
+(the real QuorumController on a quorum of RaftNodes), idempotent acks=all producers and
+consumers, over the simulated network (network.py), with faults; the data invariants
+(data_invariants.py) are checked after every event.
+
+Events sit in one heap ordered by (time, sequence number); all randomness comes from one
+`random.Random(seed)`, so a seed replays the same run, event for event (`trace_digest`).
+
+A run: the controllers elect a leader, the brokers register, an admin creates the topic
+(replication factor 3, min.insync.replicas 2), clients start. Then `steps` events with a fault
+every `fault_interval_ms` on average (the scenario's): isolate a partition leader, isolate a
+node, split the cluster, crash a broker (it loses what was not flushed, or keeps a torn prefix
+of it, and restarts through the real log recovery), crash a controller, pause a node (as
+SIGSTOP: it handles nothing, then wakes up believing what it believed), slow a broker's disk
+(its requests are handled late and its writeback stops), jump a node's clock. Then everything
+heals, the clients stop after `client_stop_ms`, and after `settle_ms` the liveness check runs:
+every partition has a leader holding every committed batch, followed by every replica.
+
+At most one broker is down at a time, and a broker crashes only when every broker has been up
+for two flush intervals: acks=all promises that the data is on min.insync.replicas brokers,
+not on their disks; losing the page cache of two of them at once loses it in Kafka too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import logging
+import os
+import random
+import shutil
+import tempfile
+from collections import deque
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gregor.controller.quorum_controller import ControllerConfig, TopicRequest, TopicResult
+from gregor.protocol import errors
+from gregor.raft.config import RaftConfig
+from gregor.sim.broker_host import BrokerHost
+from gregor.sim.clients import Consumer, Producer
+from gregor.sim.controller_host import ControllerHost
+from gregor.sim.data_invariants import DataChecker
+from gregor.sim.invariants import InvariantViolation
+from gregor.sim.network import Network, NetworkConfig
+from gregor.sim.rpc import CreateTopics, Request, Response, SimHost
+from gregor.storage.config import LogConfig
+
+WALL_BASE_MS = 1_700_000_000_000
+TOPIC = "t"
+
+FAULTS = (
+    "isolate_leader",
+    "isolate_node",
+    "split",
+    "crash_broker",
+    "crash_leader",
+    "crash_controller",
+    "pause",
+    "slow_disk",
+    "clock_jump",
+)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    faults: tuple[str, ...]
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    torn_rate: float = 0.5
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "replication-quiet": Scenario("replication-quiet", ()),
+    "replication": Scenario(
+        "replication", FAULTS, NetworkConfig(drop_rate=0.01, duplicate_rate=0.02)
+    ),
+}
+
+
+@dataclass(frozen=True)
+class ReplicationConfig:
+    brokers: int = 3
+    controllers: int = 3
+    partitions: int = 2
+    producers: int = 2
+    consumers: int = 1
+    steps: int = 6000  # events in the fault phase
+    settle_ms: int = 12_000
+    client_stop_ms: int = 3_000
+    produce_interval_ms: int = 40
+    consume_interval_ms: int = 60
+    fault_interval_ms: int = 1500
+    replica_lag_time_max_ms: int = 2000
+    session_timeout_ms: int = 3000
+    scenario: str = "replication"
+    max_events: int = 400_000
+
+
+@dataclass
+class Result:
+    seed: int
+    scenario: str
+    ok: bool
+    events: int
+    time_ms: int
+    acked: int
+    read: int
+    faults: dict[str, int]
+    trace_digest: str
+    invariant: str | None = None
+    detail: str | None = None
+    last_events: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        faults = ", ".join(f"{k}={v}" for k, v in sorted(self.faults.items())) or "none"
+        head = (
+            f"seed {self.seed} [{self.scenario}]: {'ok' if self.ok else 'VIOLATION'}; "
+            f"{self.events} events, {self.time_ms} ms simulated, {self.acked} acked, "
+            f"{self.read} read; faults: {faults}; trace {self.trace_digest[:16]}"
+        )
+        if self.ok:
+            return head
+        lines = [head, f"  invariant: {self.invariant}", f"  detail:    {self.detail}"]
+        lines += ["  last events:"] + [f"    {e}" for e in self.last_events]
+        return "\n".join(lines)
+
+
+class Admin(SimHost):
+    """Creates the topic once enough brokers are up (retrying until the controller agrees)."""
+
+    def boot(self) -> None:
+        self.sim.timer(self, self.sim.now + 200, "create")
+
+    def timer_create(self) -> None:
+        sim = self.sim
+        request = TopicRequest(
+            TOPIC,
+            num_partitions=sim.config.partitions,
+            replication_factor=min(3, sim.config.brokers),
+            configs={"min.insync.replicas": str(min(2, sim.config.brokers))},
+        )
+        target = sim.rng_admin.choice(sim.controller_ids)
+        self.request(target, CreateTopics((request,)), self._answered, 1000)
+
+    def _answered(self, response: Any) -> None:
+        if isinstance(response, list) and isinstance(response[0], TopicResult):
+            if response[0].error_code in (errors.NONE, errors.BY_NAME["TOPIC_ALREADY_EXISTS"].code):
+                self.sim.record("topic created")
+                return
+        self.sim.timer(self, self.sim.now + 200, "create")
+
+
+class Simulation:
+    broker_class: type[BrokerHost] = BrokerHost
+
+    def __init__(self, seed: int, config: ReplicationConfig | None = None) -> None:
+        self.seed = seed
+        self.config = config = config or ReplicationConfig()
+        self.scenario = SCENARIOS[config.scenario]
+        self.rng = random.Random(seed)
+        self.network = Network(random.Random(self.rng.getrandbits(64)), self.scenario.network)
+        self.fault_rng = random.Random(self.rng.getrandbits(64))
+        self.rng_admin = random.Random(self.rng.getrandbits(64))
+        self.now = 0
+        self.events = 0
+        self._seq = 0
+        self._heap: list[tuple[int, int, str, tuple[Any, ...]]] = []
+        self._trace = hashlib.sha256()
+        self._recent: deque[tuple[Any, ...]] = deque(maxlen=50)
+        self.faults: dict[str, int] = {}
+        self.checker = DataChecker()
+        self.clients_on = True
+        self.settling = False
+        self.flush_interval_ms = self.rng.choice((200, 500, 1000))
+        self.segment_bytes = self.rng.choice((2048, 16384, 1 << 30))
+        self.last_broker_trouble = 0
+        self.paused_until: dict[int, int] = {}
+        self.broker_ids = list(range(1, config.brokers + 1))
+        self.controller_ids = list(range(3001, 3001 + config.controllers))
+        self.partitions = [(TOPIC, i) for i in range(config.partitions)]
+        self.hosts: dict[int, SimHost] = {}
+        self.directory = tempfile.mkdtemp(
+            prefix=f"gregor-sim-{seed}-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
+        )
+
+    @property
+    def wall_ms(self) -> int:
+        return WALL_BASE_MS + self.now
+
+    # -- building --------------------------------------------------------------------------
+
+    def build(self) -> None:
+        config = self.config
+        controller_config = ControllerConfig(
+            broker_session_timeout_ms=config.session_timeout_ms,
+            static={"leader.imbalance.check.interval.seconds": "5"},
+        )
+        for cid in self.controller_ids:
+            self.hosts[cid] = ControllerHost(
+                self, cid, self.controller_ids, controller_config, RaftConfig()
+            )
+        log_config = LogConfig(segment_bytes=self.segment_bytes)
+        for bid in self.broker_ids:
+            root = os.path.join(self.directory, f"broker-{bid}")
+            self.hosts[bid] = self.broker_class(
+                self, bid, root, log_config, config.replica_lag_time_max_ms
+            )
+        for i in range(config.producers):
+            rng = random.Random(self.rng.getrandbits(64))
+            self.hosts[500 + i] = Producer(self, 500 + i, rng, 7000 + i, config.produce_interval_ms)
+        for i in range(config.consumers):
+            rng = random.Random(self.rng.getrandbits(64))
+            self.hosts[600 + i] = Consumer(self, 600 + i, rng, config.consume_interval_ms)
+        self.hosts[900] = Admin(self, 900)
+        for host in self.hosts.values():
+            self._boot(host)
+
+    def _boot(self, host: SimHost) -> None:
+        host.incarnation += 1
+        host.up = True
+        self.record("boot", host.node_id, host.incarnation)
+        host.boot()  # type: ignore[attr-defined]
+
+    # -- the event loop --------------------------------------------------------------------
+
+    def push(self, at: int, kind: str, *payload: Any) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (at, self._seq, kind, payload))
+
+    def timer(self, host: SimHost, at: int, name: str, *args: Any) -> None:
+        self.push(at, "timer", host.node_id, host.incarnation, name, args)
+
+    def send(self, host: SimHost, dst: int, message: Any) -> None:
+        target = self.hosts.get(dst)
+        if target is None:
+            return
+        for delay in self.network.delays(host.node_id, dst):
+            self.push(
+                self.now + delay, "deliver", host.node_id, host.incarnation, dst,
+                target.incarnation, message, False,
+            )  # fmt: skip
+
+    def record(self, *event: Any) -> None:
+        entry = (self.now, *event)
+        self._recent.append(entry)
+        self._trace.update(repr(entry).encode())
+
+    def count(self, name: str, n: int = 1) -> None:
+        self.faults[name] = self.faults.get(name, 0) + n
+
+    def run(self) -> Result:
+        quiet = logging.getLogger("gregor")
+        level = quiet.level
+        quiet.setLevel(logging.CRITICAL)  # the cores log every fault they see
+        try:
+            try:
+                self.build()
+                if self.scenario.faults:
+                    self.push(5000 + self._fault_delay(), "fault")
+                while self._heap and self.events < self.config.steps:
+                    self.step()
+                self.settle()
+            finally:
+                quiet.setLevel(level)
+                shutil.rmtree(self.directory, ignore_errors=True)
+        except InvariantViolation as exc:
+            return self.result(exc.invariant, exc.detail)
+        except Exception as exc:  # a crash of a core is a finding too: report it with the seed
+            return self.result("unexpected " + type(exc).__name__, repr(exc))
+        return self.result(None, None)
+
+    def step(self) -> None:
+        at, _seq, kind, payload = heapq.heappop(self._heap)
+        target = _target(kind, payload)
+        if target is not None:
+            until = self.paused_until.get(target)
+            if until is not None and at < until:
+                self._seq += 1
+                heapq.heappush(self._heap, (until, self._seq, kind, payload))
+                return
+        self.now = max(self.now, at)
+        self.events += 1
+        if self.events > self.config.max_events:
+            raise InvariantViolation("bounded run", f"more than {self.config.max_events} events")
+        self._handle(kind, payload)
+        for bid in self.broker_ids:
+            host = self.hosts[bid]
+            if host.up:
+                self.checker.check_broker(host)  # type: ignore[arg-type]
+
+    def run_until(self, time_ms: int) -> None:
+        while self._heap and self._heap[0][0] <= time_ms:
+            self.step()
+        self.now = max(self.now, time_ms)
+
+    def _handle(self, kind: str, payload: tuple[Any, ...]) -> None:
+        if kind == "deliver":
+            self._deliver(*payload)
+        elif kind == "timer":
+            node_id, incarnation, name, args = payload
+            host = self.hosts[node_id]
+            if host.up and host.incarnation == incarnation:
+                host.on_timer(name, args)
+        elif kind == "fault":
+            if not self.settling:
+                self._inject_fault()
+                self.push(self.now + self._fault_delay(), "fault")
+        elif kind == "heal":
+            self.record("heal", payload[0])
+            self.network.heal(payload[0])
+        elif kind == "restart":
+            self._restart(*payload)
+        elif kind == "unslow":
+            host = self.hosts[payload[0]]
+            if isinstance(host, BrokerHost) and host.slow_disk == payload[1]:
+                self.record("unslow", host.node_id)
+                host.slow_disk = False
+        elif kind == "clients_off":
+            self.record("clients off")
+            self.clients_on = False
+
+    def _deliver(
+        self, src: int, src_inc: int, dst: int, dst_inc: int, message: Any, delayed: bool
+    ) -> None:
+        source, target = self.hosts[src], self.hosts[dst]
+        if source.incarnation != src_inc or target.incarnation != dst_inc or not target.up:
+            return
+        if self.network.blocked(src, dst):
+            self.record("drop", src, dst, _describe(message))
+            return
+        if isinstance(target, BrokerHost) and target.slow_disk and not delayed:
+            at = self.now + self.fault_rng.randint(5, 200)
+            self.push(at, "deliver", src, src_inc, dst, dst_inc, message, True)
+            return
+        self.record("deliver", src, dst, _describe(message))
+        target.receive(src, message)
+
+    # -- faults ----------------------------------------------------------------------------
+
+    def _fault_delay(self) -> int:
+        mean = self.config.fault_interval_ms
+        return self.fault_rng.randint(mean // 2, mean + mean // 2)
+
+    def _leaders(self) -> list[int]:
+        image = self.checker.image
+        topic = image.topic(TOPIC)
+        if topic is None:
+            return []
+        return sorted({p.leader for p in topic.partitions.values() if p.leader >= 0})
+
+    def _inject_fault(self) -> None:
+        rng = self.fault_rng
+        fault = rng.choice(self.scenario.faults)
+        servers = self.broker_ids + self.controller_ids
+        done = False
+        if fault == "isolate_leader":
+            leaders = self._leaders()
+            if leaders:
+                done = self._isolate(rng.choice(leaders), "leader")
+        elif fault == "isolate_node":
+            done = self._isolate(rng.choice(servers), "node")
+        elif fault == "split":
+            ids = list(servers)
+            rng.shuffle(ids)
+            k = rng.randint(1, len(ids) - 1)
+            part = self.network.cut(
+                [ids[:k], ids[k:]], f"split {sorted(ids[:k])} | {sorted(ids[k:])}"
+            )
+            self.push(self.now + rng.randint(1000, 6000), "heal", part.partition_id)
+            self.record("fault", part.description)
+            done = True
+        elif fault in ("crash_broker", "crash_leader"):
+            done = self._crash_broker(fault)
+        elif fault == "crash_controller":
+            if all(self.hosts[c].up for c in self.controller_ids):
+                done = self._crash(self.hosts[rng.choice(self.controller_ids)], fault)
+        elif fault == "pause":
+            done = self._pause(rng.choice(servers))
+        elif fault == "slow_disk":
+            host = self.hosts[rng.choice(self.broker_ids)]
+            assert isinstance(host, BrokerHost)
+            token = self.events
+            host.slow_disk = token  # type: ignore[assignment]
+            self.push(self.now + rng.randint(1000, 5000), "unslow", host.node_id, token)
+            self.record("fault", f"slow disk {host.node_id}")
+            done = True
+        elif fault == "clock_jump":
+            host = self.hosts[rng.choice(servers)]
+            jump = rng.choice((-5000, -1000, 1000, 5000, 20_000))
+            host.clock_offset_ms += jump
+            self.record("fault", f"clock of {host.node_id} jumps {jump} ms")
+            done = True
+        if done:
+            self.count(fault)
+
+    def _isolate(self, node_id: int, what: str) -> bool:
+        others = [i for i in self.broker_ids + self.controller_ids if i != node_id]
+        part = self.network.cut([[node_id], others], f"isolate {what} {node_id}")
+        self.push(self.now + self.fault_rng.randint(1000, 6000), "heal", part.partition_id)
+        self.record("fault", part.description)
+        return True
+
+    def _crash_broker(self, fault: str) -> bool:
+        quiet_since = self.now - self.last_broker_trouble
+        if not all(self.hosts[b].up for b in self.broker_ids):
+            return False
+        if quiet_since < 2 * self.flush_interval_ms + 1000:
+            return False
+        candidates = self._leaders() if fault == "crash_leader" else self.broker_ids
+        if not candidates:
+            return False
+        power_loss = self.fault_rng.random() < 0.5
+        host = self.hosts[self.fault_rng.choice(candidates)]
+        return self._crash(host, fault + (" (power loss)" if power_loss else ""), power_loss)
+
+    def _crash(self, host: SimHost, reason: str, power_loss: bool = True) -> bool:
+        """Stop `host`. A process crash keeps every write (the page cache survives it) and
+        restarts soon; a power loss keeps only what the disk had (files.py, disk.py) and comes
+        back after the controller has had the time to notice (the broker session timeout):
+        Kafka's durability rests on that, as it acknowledges before any fsync."""
+        torn = self.scenario.torn_rate
+        lost = host.crash(self.fault_rng, torn, power_loss)  # type: ignore[attr-defined]
+        if lost:
+            self.count(
+                "lost_unflushed_bytes" if isinstance(host, BrokerHost) else "lost_raft_batches",
+                lost,
+            )
+        self.record("crash", host.node_id, reason, f"lost {lost}")
+        host.up = False
+        host.stop()
+        host.incarnation += 1
+        delay = self.fault_rng.randint(200, 3000)
+        if power_loss and isinstance(host, BrokerHost):
+            delay += self.config.session_timeout_ms
+            self.count("power_loss")
+        restart = self.now + delay
+        if isinstance(host, BrokerHost):
+            self.last_broker_trouble = restart
+        self.push(restart, "restart", host.node_id, host.incarnation, power_loss)
+        return True
+
+    def _restart(self, node_id: int, incarnation: int, power_loss: bool) -> None:
+        host = self.hosts[node_id]
+        if host.up or host.incarnation != incarnation:
+            return
+        if power_loss and isinstance(host, BrokerHost):
+            reg = self.checker.image.brokers.get(node_id)
+            if reg is not None and not reg.fenced and reg.incarnation_id == host.incarnation_id:
+                # The cluster has not noticed yet (no active controller, or it is cut off).
+                self.record("restart postponed", node_id)
+                self.push(self.now + 500, "restart", node_id, incarnation, power_loss)
+                return
+        self._boot(host)
+
+    def _pause(self, node_id: int) -> bool:
+        host = self.hosts[node_id]
+        if not host.up or node_id in self.paused_until and self.paused_until[node_id] > self.now:
+            return False
+        until = self.now + self.fault_rng.randint(1000, 6000)
+        self.paused_until[node_id] = until
+        self.record("fault", f"pause {node_id} until {until}")
+        return True
+
+    # -- the end ---------------------------------------------------------------------------
+
+    def settle(self) -> None:
+        self.settling = True
+        self.record("settle")
+        self.network.heal()
+        self.network.slow.clear()
+        self.network.config = replace(self.network.config, drop_rate=0.0, duplicate_rate=0.0)
+        self.paused_until = {k: v for k, v in self.paused_until.items() if v > self.now}
+        for host in self.hosts.values():
+            if isinstance(host, BrokerHost):
+                host.slow_disk = False
+        self.push(self.now + self.config.client_stop_ms, "clients_off")
+        self.run_until(self.now + self.config.settle_ms)
+        self.check_liveness()
+
+    def check_liveness(self) -> None:
+        image = self.checker.image
+        for tp in self.partitions:
+            part = image.partition(*tp)
+            history = self.checker.history(tp)
+            if part is None or part.leader < 0:
+                raise InvariantViolation("liveness: every partition has a leader", f"{tp}: {part}")
+            leader = self.hosts[part.leader]
+            assert isinstance(leader, BrokerHost)
+            p = leader.replicas.get(*tp) if leader.replicas is not None else None
+            if p is None or not p.is_leader or p.log.high_watermark < history.end:
+                raise InvariantViolation(
+                    "liveness: the leader serves every committed batch",
+                    f"{tp}: leader {part.leader}: {p and (p.leader_epoch, p.log.high_watermark)}, committed end {history.end}",
+                )
+            if sorted(part.isr) != sorted(part.replicas):
+                raise InvariantViolation(
+                    "liveness: every replica is back in the ISR", f"{tp}: {part}"
+                )
+        for host in self.hosts.values():
+            if isinstance(host, Producer) and not host.stopped and host.batch is not None:
+                raise InvariantViolation(
+                    "liveness: producers get their batches acknowledged",
+                    f"producer {host.node_id} still sends {host.batch[0]}",
+                )
+
+    def result(self, invariant: str | None, detail: str | None) -> Result:
+        return Result(
+            seed=self.seed,
+            scenario=self.scenario.name,
+            ok=invariant is None,
+            events=self.events,
+            time_ms=self.now,
+            acked=self.checker.acked,
+            read=self.checker.read,
+            faults=dict(self.faults),
+            trace_digest=self._trace.hexdigest(),
+            invariant=invariant,
+            detail=detail,
+            last_events=[" ".join(str(x) for x in e) for e in self._recent],
+        )
+
+
+def _target(kind: str, payload: tuple[Any, ...]) -> int | None:
+    """The host an event happens on (held while that host is paused)."""
+    if kind == "deliver":
+        return int(payload[2])
+    if kind == "timer":
+        return int(payload[0])
+    return None
+
+
+def _describe(message: Any) -> str:
+    body = message.body if isinstance(message, Request | Response) else message
+    kind = (
+        "req" if isinstance(message, Request) else "resp" if isinstance(message, Response) else ""
+    )
+    return f"{kind} {type(body).__name__}"
+
+
+def run_seed(
+    seed: int, config: ReplicationConfig | None = None, simulation: type[Simulation] = Simulation
+) -> Result:
+    return simulation(seed, config).run()
