@@ -61,7 +61,7 @@ from gregor.storage.log_manager import LogManager
 if TYPE_CHECKING:
     from gregor.sim.replication import Simulation
 
-METADATA_MS = 100
+METADATA_MS = 200
 HEARTBEAT_MS = 500
 CONTROLLER_TIMEOUT_MS = 1000
 RETRY_MS = 200

@@ -184,9 +184,9 @@ class ControllerHost(SimHost):
             # Planned on an image that may hold appended records not committed yet: answer
             # once they are (as Kafka's controller, and controller/local.py, wait for the last
             # appended offset), or they may be lost with the leadership, and the answer wrong.
-            last = node.log.end_offset - 1
-            if answer is not None and last >= self.committed_end:
-                self.waiting.append((last, answer))
+            appended = node.log.end_offset - 1
+            if answer is not None and appended >= self.committed_end:
+                self.waiting.append((appended, answer))
             elif answer is not None:
                 answer()
             return

@@ -65,6 +65,8 @@ class DataChecker:
         self.views: dict[tuple[int, TopicPartition], ReplicaView] = {}
         self.leader_hw: dict[tuple[int, int, TopicPartition], tuple[int, int]] = {}
         self.writers: dict[tuple[TopicPartition, int], int] = {}  # (tp, leader epoch) -> broker
+        self.changed = False  # the metadata or a history moved since `take_changed`
+        self.last_state: dict[tuple[int, TopicPartition], tuple[Any, ...]] = {}
         self.acked = 0
         self.read = 0
 
@@ -74,12 +76,17 @@ class DataChecker:
             h = self.histories[tp] = History()
         return h
 
+    def take_changed(self) -> bool:
+        changed, self.changed = self.changed, False
+        return changed
+
     # -- what happened ---------------------------------------------------------------------
 
     def on_metadata(self, rec: tuple[Any, int, int]) -> None:
         if rec[1] >= self.metadata_end:
             self.image = self.image.replay([rec])
             self.metadata_end = rec[1] + 1
+            self.changed = True
 
     def on_ack(self, tp: TopicPartition, base: int, header: BatchHeader, who: Any) -> None:
         self.acked += 1
@@ -119,6 +126,7 @@ class DataChecker:
                 )
             history.batches[base] = (last, h.crc)
             history.end = max(history.end, last + 1)
+            self.changed = True
             if h.producer_id >= 0 and h.base_sequence >= 0:
                 seq = (h.producer_id, h.base_sequence)
                 other = history.sequences.setdefault(seq, base)
@@ -141,30 +149,44 @@ class DataChecker:
             return
         reg = self.image.brokers.get(broker.node_id)
         current = reg is not None and reg.incarnation_id == broker.incarnation_id
-        for (topic, index), p in rm.partitions.items():
-            tp = (topic, index)
+        for tp, p in rm.partitions.items():
             lg = p.log
-            if p.is_leader:
-                self._check_leader_hw(broker, p, tp)
-            view = self.views.get((broker.node_id, tp))
-            if view is None or view.log_id != id(lg) or view.incarnation != broker.incarnation:
-                view = ReplicaView(id(lg), broker.incarnation, lg.truncations, lg.log_start_offset)
-                self.views[(broker.node_id, tp)] = view
-            elif view.truncations != lg.truncations:
-                view.truncations = lg.truncations
-                view.checked = min(view.checked, lg.log_end_offset)
             history = self.history(tp)
-            part = self.image.partition(topic, index)
-            in_isr = current and part is not None and broker.node_id in part.isr
-            if in_isr and lg.log_end_offset < history.end:
-                raise InvariantViolation(
-                    "committed data is never lost",
-                    f"{p.name}: ISR member {broker.node_id} has log end {lg.log_end_offset}, "
-                    f"committed up to {history.end} (ISR {list(part.isr) if part else None})",
-                )
-            upto = max(lg.high_watermark, history.end if in_isr else 0)
-            if view.checked < upto:
-                self._scan(broker, p, tp, view, upto)
+            # Nothing to check again when nothing it depends on moved since the last time.
+            state = (
+                id(lg), broker.incarnation, lg.truncations, lg.log_end_offset,
+                lg.high_watermark, p.leader_epoch, p.is_leader, history.end, self.metadata_end,
+            )  # fmt: skip
+            key = (broker.node_id, tp)
+            if self.last_state.get(key) == state:
+                continue
+            self.last_state[key] = state
+            self._check_replica(broker, current, tp, p, history)
+
+    def _check_replica(
+        self, broker: BrokerHost, current: bool, tp: TopicPartition, p: Partition, history: History
+    ) -> None:
+        lg = p.log
+        if p.is_leader:
+            self._check_leader_hw(broker, p, tp)
+        view = self.views.get((broker.node_id, tp))
+        if view is None or view.log_id != id(lg) or view.incarnation != broker.incarnation:
+            view = ReplicaView(id(lg), broker.incarnation, lg.truncations, lg.log_start_offset)
+            self.views[(broker.node_id, tp)] = view
+        elif view.truncations != lg.truncations:
+            view.truncations = lg.truncations
+            view.checked = min(view.checked, lg.log_end_offset)
+        part = self.image.partition(*tp)
+        in_isr = current and part is not None and broker.node_id in part.isr
+        if in_isr and lg.log_end_offset < history.end:
+            raise InvariantViolation(
+                "committed data is never lost",
+                f"{p.name}: ISR member {broker.node_id} has log end {lg.log_end_offset}, "
+                f"committed up to {history.end} (ISR {list(part.isr) if part else None})",
+            )
+        upto = max(lg.high_watermark, history.end if in_isr else 0)
+        if view.checked < upto:
+            self._scan(broker, p, tp, view, upto)
 
     def _scan(
         self, broker: BrokerHost, p: Partition, tp: TopicPartition, view: ReplicaView, upto: int

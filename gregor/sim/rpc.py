@@ -135,6 +135,9 @@ class SimHost:
     def answer(self, dst: int, correlation_id: int, body: Any) -> None:
         self.sim.send(self, dst, Response(correlation_id, body))
 
+    def waiting_for(self, correlation_id: int) -> bool:
+        return correlation_id in self._pending
+
     def stop(self) -> None:
         """Forget every request out: their answers and timeouts go to a dead incarnation."""
         self._pending.clear()
