@@ -181,6 +181,8 @@ class BrokerHost(SimHost):
         if isinstance(response, RegistrationResponse) and response.error_code == errors.NONE:
             self.broker_epoch = response.broker_epoch
             self.sim.record("registered", self.node_id, self.broker_epoch)
+            if self.caught_up and self.sim.config.apply_after_registration:
+                self.maybe_apply_metadata()
             self.sim.timer(self, self.sim.now + HEARTBEAT_MS, "heartbeat", self.broker_epoch)
         else:
             self.sim.timer(self, self.sim.now + RETRY_MS, "register")
@@ -285,8 +287,19 @@ class BrokerHost(SimHost):
                 self.caught_up = True
                 self.sim.record("caught up", self.node_id, self.metadata_offset)
             if entries and self.caught_up or just_caught_up:
-                self.apply_metadata()
+                self.maybe_apply_metadata()
         self.sim.timer(self, self.sim.now + (1 if more else METADATA_MS), "metadata")
+
+    def maybe_apply_metadata(self) -> None:
+        """As gregor's broker: once caught up. With `apply_after_registration` (Kafka's
+        BrokerLifecycleManager), only once registered and caught up to the registration too:
+        a broker back from a crash takes up no partition before the controller has moved
+        it off everything it held."""
+        if self.sim.config.apply_after_registration and not (
+            0 <= self.broker_epoch < self.metadata_offset
+        ):
+            return
+        self.apply_metadata()
 
     def apply_metadata(self) -> None:
         rm = self.replicas

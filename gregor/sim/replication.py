@@ -100,6 +100,13 @@ class ReplicationConfig:
     # without it a second failure can leave that broker the last one in an ISR, elected
     # again with what it lost (Kafka without eligible leader replicas, KIP-966, does that).
     one_failure_at_a_time: bool = True
+    # A broker that lost power restarts only once the controller has fenced its old
+    # incarnation: one back sooner takes up its old leaderships from the metadata, with the
+    # writes it lost (its followers then truncate acknowledged data to match it).
+    restart_after_fencing: bool = True
+    # Brokers take up partitions only once registered (Kafka); gregor's broker does it once
+    # its metadata caught up, before it registers (broker_host.py).
+    apply_after_registration: bool = False
 
 
 @dataclass
@@ -480,7 +487,8 @@ class Simulation:
         host.incarnation += 1
         delay = self.fault_rng.randint(200, 3000)
         if power_loss and isinstance(host, BrokerHost):
-            delay += self.config.session_timeout_ms
+            if self.config.restart_after_fencing:
+                delay += self.config.session_timeout_ms
             self.count("power_loss")
             self.power_lost = host.node_id
         restart = self.now + delay
@@ -493,7 +501,7 @@ class Simulation:
         host = self.hosts[node_id]
         if host.up or host.incarnation != incarnation:
             return
-        if power_loss and isinstance(host, BrokerHost):
+        if power_loss and isinstance(host, BrokerHost) and self.config.restart_after_fencing:
             reg = self.checker.image.brokers.get(node_id)
             if reg is not None and not reg.fenced and reg.incarnation_id == host.incarnation_id:
                 # The cluster has not noticed yet (no active controller, or it is cut off).
