@@ -84,7 +84,7 @@ class ReplicationConfig:
     brokers: int = 3
     controllers: int = 3
     partitions: int = 2
-    producers: int = 2
+    producers: int = 4
     consumers: int = 1
     steps: int = 6000  # events in the fault phase
     settle_ms: int = 12_000
@@ -384,9 +384,12 @@ class Simulation:
         if lost is None:
             return None
         host = self.hosts[lost]
-        topic = self.checker.image.topic(TOPIC)
-        if host.up and topic is not None:
-            parts = topic.partitions.values()
+        assert isinstance(host, BrokerHost)
+        image = self.checker.image
+        reg = image.brokers.get(lost)
+        topic = image.topic(TOPIC)
+        if host.up and reg is not None and reg.incarnation_id == host.incarnation_id:
+            parts = [] if topic is None else topic.partitions.values()
             if all(lost in p.isr for p in parts if lost in p.replicas):
                 self.power_lost = None
                 return None
@@ -462,11 +465,20 @@ class Simulation:
         return self._crash(host, fault + (" (power loss)" if power_loss else ""), power_loss)
 
     def _full_isrs(self) -> bool:
+        """Nothing else is failing: every partition has its full ISR, no link is cut, no
+        node paused, no disk slow."""
         if not self.config.one_failure_at_a_time:
             return True
         topic = self.checker.image.topic(TOPIC)
-        return topic is not None and all(
-            len(p.isr) == len(p.replicas) for p in topic.partitions.values()
+        troubles = (
+            self.network.partitions
+            or any(until > self.now for until in self.paused_until.values())
+            or any(isinstance(h, BrokerHost) and h.slow_disk for h in self.hosts.values())
+        )
+        return (
+            not troubles
+            and topic is not None
+            and all(len(p.isr) == len(p.replicas) for p in topic.partitions.values())
         )
 
     def _crash(self, host: SimHost, reason: str, power_loss: bool = True) -> bool:

@@ -110,11 +110,11 @@ def test_help_lists_the_scenarios(capsys):
 
 # Seeds where a broker that lost power came back before the controller fenced it, with
 # `restart_after_fencing=False` and the default config.
-FAST_RESTART_SEEDS = (43, 76, 193)
+FAST_RESTART_SEEDS = (55,)
 
 
 def test_a_broker_back_from_a_power_loss_before_its_fencing_takes_up_its_old_leaderships():
-    """Found by the simulation (seeds 43, 76, 193 with restart_after_fencing=False): gregor's
+    """Found by the simulation (seed 55 with restart_after_fencing=False): gregor's
     broker applies the metadata once caught up, before it registers; back from a power loss
     within broker.session.timeout.ms it leads again, in the same leader epoch, a log that lost
     acknowledged writes, and its followers truncate them away. Taking up partitions only once
