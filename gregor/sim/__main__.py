@@ -91,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
             failed.append(seed)
         if not result.ok or not args.quiet or args.seed is not None:
             print(result.summary(), flush=True)
+        done = seed - seeds.start + 1
+        if args.quiet and done % 500 == 0 and done < len(seeds):  # a long soak shows progress
+            took = time.monotonic() - started
+            print(f"  ... {done} seeds, {len(failed)} failed ({took:.0f} s)", flush=True)
     if args.seeds is not None:
         took = time.monotonic() - started
         print(
