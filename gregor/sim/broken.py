@@ -9,11 +9,14 @@ for them.
                         up: the liveness check at the end catches it, if nothing earlier)
     no-divergence-check a follower never asks whether its log diverges, so never truncates:
                         replicas' logs differ below the HW
+    lso-is-hw           read_committed reads up to the HW, with no aborted transactions
+                        listed (as if there were no transactions)
 """
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from gregor.metadata.image import PartitionRegistration
@@ -22,6 +25,7 @@ from gregor.replication.follower import FollowerFetcher
 from gregor.replication.partition import Partition, ReplicaManager
 from gregor.sim.broker_host import BrokerHost
 from gregor.sim.replication import ReplicationConfig, Result, Simulation
+from gregor.sim.rpc import ConsumerFetch
 from gregor.storage.config import LogConfig
 
 
@@ -94,11 +98,17 @@ class NoDivergenceCheckBroker(BrokerHost):
     fetcher_class = NoDivergenceCheckFetcher
 
 
+class LsoIsHwBroker(BrokerHost):
+    def _consumer_fetch(self, src: int, corr: int, body: ConsumerFetch) -> None:
+        super()._consumer_fetch(src, corr, replace(body, read_committed=False))
+
+
 BROKEN: dict[str, type[BrokerHost]] = {
     "acks-at-append": AcksAtAppendBroker,
     "hw-max-leo": MaxLeoBroker,
     "no-truncation": NoTruncationBroker,
     "no-divergence-check": NoDivergenceCheckBroker,
+    "lso-is-hw": LsoIsHwBroker,
 }
 
 

@@ -53,6 +53,7 @@ from gregor.sim.rpc import (
     Produce,
     ProduceResult,
     SimHost,
+    WriteTxnMarker,
 )
 from gregor.storage.config import LogConfig
 from gregor.storage.log import Log
@@ -375,6 +376,8 @@ class BrokerHost(SimHost):
             self._produce(src, correlation_id, body)
         elif isinstance(body, ConsumerFetch):
             self._consumer_fetch(src, correlation_id, body)
+        elif isinstance(body, WriteTxnMarker):
+            self._write_marker(src, correlation_id, body)
         elif isinstance(body, Metadata):
             leaders = {
                 (t.name, i): reg.leader
@@ -498,14 +501,43 @@ class BrokerHost(SimHost):
         """When to answer an acks=all produce (the broken variants change this)."""
         return p.acks_all_status(end, epoch)
 
-    def _consumer_fetch(self, src: int, corr: int, body: ConsumerFetch) -> None:
+    def _write_marker(self, src: int, corr: int, body: WriteTxnMarker) -> None:
+        """WriteTxnMarkers for one partition, answered once the marker is replicated."""
         rm = self.replicas
         assert rm is not None
         try:
             p = rm.leader(body.topic, body.partition)
-            data = p.read(body.offset, CONSUMER_MAX_BYTES, committed_only=True)
+            info = p.write_txn_marker(
+                body.producer_id, body.producer_epoch, 0, body.committed, self.now_ms()
+            )
+        except KafkaError as exc:
+            self.answer(src, corr, ProduceResult(exc.code))
+            return
+        epoch = p.leader_epoch
+        self.sim.checker.on_leader_append(self, p, epoch)
+        deadline = self.sim.now + PRODUCE_TIMEOUT_MS
+        self.sim.timer(self, deadline, "wake")
+        self._await_acks(src, corr, p, info.first_offset, info.last_offset + 1, epoch, deadline)
+
+    def _consumer_fetch(self, src: int, corr: int, body: ConsumerFetch) -> None:
+        rm = self.replicas
+        assert rm is not None
+        aborted: tuple[tuple[int, int], ...] = ()
+        try:
+            p = rm.leader(body.topic, body.partition)
+            lso = p.log.last_stable_offset
+            data = p.read(
+                body.offset,
+                CONSUMER_MAX_BYTES,
+                committed_only=True,
+                read_committed=body.read_committed,
+            )
+            if body.read_committed and data is not None:
+                found = p.log.collect_aborted_transactions(body.offset, lso)
+                aborted = tuple((a.producer_id, a.first_offset) for a in found)
         except KafkaError as exc:
             self.answer(src, corr, ConsumerRecords(exc.code))
             return
         records = data.read() if data is not None else b""
-        self.answer(src, corr, ConsumerRecords(errors.NONE, records, p.log.high_watermark))
+        hw = p.log.high_watermark
+        self.answer(src, corr, ConsumerRecords(errors.NONE, records, hw, aborted))

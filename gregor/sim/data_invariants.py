@@ -15,7 +15,9 @@ producer id and sequence, not its offset or leader epoch, which the leader stamp
   * the high watermark never goes backwards on a leader within one leader epoch (and one
     incarnation: it is not persisted exactly);
   * at most one broker appends as leader in each leader epoch of a partition;
-  * an idempotent producer's batch (producer id, base sequence) is in the history once.
+  * an idempotent producer's batch (producer id, base sequence) is in the history once;
+  * read_committed: a consumer keeps only batches of committed transactions (and no batch of
+    a transaction not decided yet), and drops only batches of aborted ones.
 
 The truth for the ISR is the committed metadata log, replayed here as the controllers commit
 it (they agree on it: the Raft simulation checks that).
@@ -69,6 +71,8 @@ class DataChecker:
         self.last_state: dict[tuple[int, TopicPartition], tuple[Any, ...]] = {}
         self.acked = 0
         self.read = 0
+        # (producer id, partition, base sequence) -> committed, once the producer decided
+        self.decisions: dict[tuple[int, TopicPartition, int], bool] = {}
 
     def history(self, tp: TopicPartition) -> History:
         h = self.histories.get(tp)
@@ -105,6 +109,39 @@ class DataChecker:
             )
         for h in batches:
             self._agree(tp, h.base_offset, h.last_offset, h, f"read by consumer {who.node_id}")
+
+    def on_txn_decided(
+        self, producer_id: int, batches: list[tuple[TopicPartition, int]], committed: bool
+    ) -> None:
+        for tp, seq in batches:
+            self.decisions[(producer_id, tp, seq)] = committed
+
+    def on_read_committed(
+        self, tp: TopicPartition, kept: list[BatchHeader], dropped: list[BatchHeader], who: Any
+    ) -> None:
+        for h in kept:
+            if not h.is_transactional:
+                continue
+            decided = self.decisions.get((h.producer_id, tp, h.base_sequence))
+            if decided is None:
+                raise InvariantViolation(
+                    "read_committed reads only decided transactions",
+                    f"consumer {who.node_id} read {tp} at {h.base_offset} of producer "
+                    f"{h.producer_id}, whose transaction is not decided",
+                )
+            if not decided:
+                raise InvariantViolation(
+                    "read_committed never sees aborted data",
+                    f"consumer {who.node_id} kept {tp} at {h.base_offset} of producer "
+                    f"{h.producer_id}, an aborted transaction",
+                )
+        for h in dropped:
+            if self.decisions.get((h.producer_id, tp, h.base_sequence)) is not False:
+                raise InvariantViolation(
+                    "read_committed drops only aborted data",
+                    f"consumer {who.node_id} dropped {tp} at {h.base_offset} of producer "
+                    f"{h.producer_id}, not an aborted transaction",
+                )
 
     def on_leader_append(self, broker: BrokerHost, p: Partition, epoch: int) -> None:
         key = ((p.topic, p.index), epoch)

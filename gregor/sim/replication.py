@@ -39,7 +39,7 @@ from gregor.controller.quorum_controller import ControllerConfig, TopicRequest, 
 from gregor.protocol import errors
 from gregor.raft.config import RaftConfig
 from gregor.sim.broker_host import BrokerHost
-from gregor.sim.clients import Consumer, Producer
+from gregor.sim.clients import Consumer, Producer, TransactionalProducer
 from gregor.sim.controller_host import ControllerHost
 from gregor.sim.data_invariants import DataChecker
 from gregor.sim.invariants import InvariantViolation
@@ -85,12 +85,14 @@ class ReplicationConfig:
     controllers: int = 3
     partitions: int = 2
     producers: int = 4
+    transactional_producers: int = 1
     consumers: int = 1
+    read_committed_consumers: int = 1
     steps: int = 6000  # events in the fault phase
     settle_ms: int = 12_000
     client_stop_ms: int = 3_000
     produce_interval_ms: int = 40
-    consume_interval_ms: int = 100
+    consume_interval_ms: int = 200
     fault_interval_ms: int = 1500
     replica_lag_time_max_ms: int = 2000
     session_timeout_ms: int = 3000
@@ -222,9 +224,19 @@ class Simulation:
         for i in range(config.producers):
             rng = random.Random(self.rng.getrandbits(64))
             self.hosts[500 + i] = Producer(self, 500 + i, rng, 7000 + i, config.produce_interval_ms)
+        for i in range(config.transactional_producers):
+            rng = random.Random(self.rng.getrandbits(64))
+            self.hosts[700 + i] = TransactionalProducer(
+                self, 700 + i, rng, 9000 + i, config.produce_interval_ms
+            )
         for i in range(config.consumers):
             rng = random.Random(self.rng.getrandbits(64))
             self.hosts[600 + i] = Consumer(self, 600 + i, rng, config.consume_interval_ms)
+        for i in range(config.read_committed_consumers):
+            rng = random.Random(self.rng.getrandbits(64))
+            self.hosts[650 + i] = Consumer(
+                self, 650 + i, rng, config.consume_interval_ms, read_committed=True
+            )
         self.hosts[900] = Admin(self, 900)
         for host in self.hosts.values():
             self._boot(host)
@@ -270,7 +282,7 @@ class Simulation:
             try:
                 self.build()
                 if self.scenario.faults:
-                    self.push(5000 + self._fault_delay(), "fault")
+                    self.push(2500 + self._fault_delay(), "fault")
                 while self._heap and self.events < self.config.steps:
                     self.step()
                 self.settle()

@@ -87,6 +87,7 @@ class ConsumerFetch:
     topic: str
     partition: int
     offset: int
+    read_committed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +95,18 @@ class ConsumerRecords:
     error_code: int
     records: bytes = b""
     high_watermark: int = -1
+    aborted: tuple[tuple[int, int], ...] = ()  # read_committed: (producer id, first offset)
+
+
+@dataclass(frozen=True, slots=True)
+class WriteTxnMarker:
+    """One partition of WriteTxnMarkers: end `producer_id`'s transaction there."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    committed: bool
 
 
 @dataclass(frozen=True, slots=True)
