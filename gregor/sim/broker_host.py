@@ -128,12 +128,17 @@ class BrokerHost(SimHost):
 
     def crash(self, rng: random.Random, torn_rate: float, power_loss: bool) -> int:
         """Stop without a clean shutdown; on a power loss, lose what the disk did not keep."""
+        self.close_files()
+        self.replicas = None
+        return self.disk.crash(rng, torn_rate) if power_loss else 0
+
+    def close_files(self) -> None:
+        """Close the logs' fds and maps (a process's exit would): raw fds are not closed by
+        the garbage collector, and a soak of thousands of runs would run out of them."""
         if self.logs is not None:
             for _tp, log_ in self.logs.partitions():
                 log_.close_handles()
         self.logs = None
-        self.replicas = None
-        return self.disk.crash(rng, torn_rate) if power_loss else 0
 
     def _roll_flush(self, log_: Log, offset: int) -> None:
         Log.flush(log_, offset)

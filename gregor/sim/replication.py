@@ -289,6 +289,9 @@ class Simulation:
                 self.settle()
             finally:
                 quiet.setLevel(level)
+                for host in self.hosts.values():
+                    if isinstance(host, BrokerHost):
+                        host.close_files()
                 shutil.rmtree(self.directory, ignore_errors=True)
         except InvariantViolation as exc:
             return self.result(exc.invariant, exc.detail)
