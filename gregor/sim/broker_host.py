@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import random
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gregor.controller.quorum_controller import (
     BrokerHeartbeat,
@@ -52,15 +52,13 @@ from gregor.sim.rpc import (
     NotController,
     Produce,
     ProduceResult,
+    SimContext,
     SimHost,
     WriteTxnMarker,
 )
 from gregor.storage.config import LogConfig
 from gregor.storage.log import Log
 from gregor.storage.log_manager import LogManager
-
-if TYPE_CHECKING:
-    from gregor.sim.replication import Simulation
 
 METADATA_MS = 200
 HEARTBEAT_MS = 500
@@ -80,7 +78,7 @@ class BrokerHost(SimHost):
     replica_manager_class: type[ReplicaManager] = ReplicaManager
 
     def __init__(
-        self, sim: Simulation, node_id: int, root: str, log_config: LogConfig, lag_ms: int
+        self, sim: SimContext, node_id: int, root: str, log_config: LogConfig, lag_ms: int
     ) -> None:
         super().__init__(sim, node_id)
         self.root = root

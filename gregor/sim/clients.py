@@ -24,7 +24,7 @@ reads and drops goes to the checker.
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gregor.protocol import errors
 from gregor.protocol.records.batch import iter_headers, read_header
@@ -36,12 +36,10 @@ from gregor.sim.rpc import (
     MetadataResult,
     Produce,
     ProduceResult,
+    SimContext,
     SimHost,
     WriteTxnMarker,
 )
-
-if TYPE_CHECKING:
-    from gregor.sim.replication import Simulation
 
 REQUEST_TIMEOUT_MS = 4000
 RETRY_MS = 100
@@ -60,7 +58,7 @@ FATAL = frozenset(
 
 
 class Client(SimHost):
-    def __init__(self, sim: Simulation, node_id: int, rng: random.Random) -> None:
+    def __init__(self, sim: SimContext, node_id: int, rng: random.Random) -> None:
         super().__init__(sim, node_id)
         self.rng = rng
         self.leaders: dict[tuple[str, int], int] = {}
@@ -84,7 +82,7 @@ class Producer(Client):
     transactional = False
 
     def __init__(
-        self, sim: Simulation, node_id: int, rng: random.Random, producer_id: int, interval_ms: int
+        self, sim: SimContext, node_id: int, rng: random.Random, producer_id: int, interval_ms: int
     ) -> None:
         super().__init__(sim, node_id, rng)
         self.producer_id = producer_id
@@ -194,7 +192,7 @@ class TransactionalProducer(Producer):
 class Consumer(Client):
     def __init__(
         self,
-        sim: Simulation,
+        sim: SimContext,
         node_id: int,
         rng: random.Random,
         interval_ms: int,

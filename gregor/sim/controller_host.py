@@ -19,7 +19,7 @@ import bisect
 import random
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gregor.controller.quorum_controller import (
     BrokerHeartbeat,
@@ -40,11 +40,9 @@ from gregor.sim.rpc import (
     MetadataEntries,
     MetadataFetch,
     NotController,
+    SimContext,
     SimHost,
 )
-
-if TYPE_CHECKING:
-    from gregor.sim.replication import Simulation
 
 METADATA_FETCH_MAX = 200  # records per MetadataFetch answer
 TICK_MS = 250  # fencing and leader balancing checks
@@ -53,7 +51,7 @@ TICK_MS = 250  # fencing and leader balancing checks
 class ControllerHost(SimHost):
     def __init__(
         self,
-        sim: Simulation,
+        sim: SimContext,
         node_id: int,
         voters: list[int],
         config: ControllerConfig,

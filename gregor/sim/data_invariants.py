@@ -25,18 +25,27 @@ it (they agree on it: the Raft simulation checks that).
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gregor.metadata.image import EMPTY_IMAGE, MetadataImage
 from gregor.protocol.records.batch import BatchHeader, iter_headers
 from gregor.sim.invariants import InvariantViolation
 
 if TYPE_CHECKING:
-    from gregor.replication.partition import Partition
-    from gregor.sim.broker_host import BrokerHost
+    from gregor.replication.partition import Partition, ReplicaManager
 
 TopicPartition = tuple[str, int]
+
+
+class BrokerHost(Protocol):
+    """What the checker reads of a simulated broker (broker_host.py)."""
+
+    node_id: int
+    incarnation: int
+    incarnation_id: uuid.UUID
+    replicas: ReplicaManager | None
 
 
 @dataclass

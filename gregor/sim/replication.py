@@ -42,74 +42,15 @@ from gregor.sim.broker_host import BrokerHost
 from gregor.sim.clients import Consumer, Producer, TransactionalProducer
 from gregor.sim.controller_host import ControllerHost
 from gregor.sim.data_invariants import DataChecker
+from gregor.sim.faults import Faults
 from gregor.sim.invariants import InvariantViolation
-from gregor.sim.network import Network, NetworkConfig
-from gregor.sim.rpc import CreateTopics, Request, Response, SimHost
+from gregor.sim.network import Network
+from gregor.sim.rpc import CreateTopics, Request, Response, SimContext, SimHost
+from gregor.sim.scenarios import SCENARIOS, TOPIC, ReplicationConfig
 from gregor.storage.config import LogConfig
 
 WALL_BASE_MS = 1_700_000_000_000
 LIVENESS_GRACE_MS = 5000
-TOPIC = "t"
-
-FAULTS = (
-    "isolate_leader",
-    "isolate_node",
-    "split",
-    "crash_broker",
-    "crash_leader",
-    "crash_controller",
-    "pause",
-    "slow_disk",
-    "clock_jump",
-)
-
-
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    faults: tuple[str, ...]
-    network: NetworkConfig = field(default_factory=NetworkConfig)
-    torn_rate: float = 0.5
-
-
-SCENARIOS: dict[str, Scenario] = {
-    "replication-quiet": Scenario("replication-quiet", ()),
-    "replication": Scenario(
-        "replication", FAULTS, NetworkConfig(drop_rate=0.01, duplicate_rate=0.02)
-    ),
-}
-
-
-@dataclass(frozen=True)
-class ReplicationConfig:
-    brokers: int = 3
-    controllers: int = 3
-    partitions: int = 2
-    producers: int = 4
-    transactional_producers: int = 1
-    consumers: int = 1
-    read_committed_consumers: int = 1
-    steps: int = 6000  # events in the fault phase
-    settle_ms: int = 12_000
-    client_stop_ms: int = 3_000
-    produce_interval_ms: int = 40
-    consume_interval_ms: int = 200
-    fault_interval_ms: int = 1500
-    replica_lag_time_max_ms: int = 2000
-    session_timeout_ms: int = 3000
-    scenario: str = "replication"
-    max_events: int = 400_000
-    # No other fault while a broker that lost power is down or not yet back in its ISRs:
-    # without it a second failure can leave that broker the last one in an ISR, elected
-    # again with what it lost (Kafka without eligible leader replicas, KIP-966, does that).
-    one_failure_at_a_time: bool = True
-    # A broker that lost power restarts only once the controller has fenced its old
-    # incarnation: one back sooner takes up its old leaderships from the metadata, with the
-    # writes it lost (its followers then truncate acknowledged data to match it).
-    restart_after_fencing: bool = True
-    # Brokers take up partitions only once registered (Kafka); gregor's broker does it once
-    # its metadata caught up, before it registers (broker_host.py).
-    apply_after_registration: bool = False
 
 
 @dataclass
@@ -144,6 +85,10 @@ class Result:
 class Admin(SimHost):
     """Creates the topic once enough brokers are up (retrying until the controller agrees)."""
 
+    def __init__(self, sim: SimContext, node_id: int, rng: random.Random) -> None:
+        super().__init__(sim, node_id)
+        self.rng = rng
+
     def boot(self) -> None:
         self.sim.timer(self, self.sim.now + 200, "create")
 
@@ -155,7 +100,7 @@ class Admin(SimHost):
             replication_factor=min(3, sim.config.brokers),
             configs={"min.insync.replicas": str(min(2, sim.config.brokers))},
         )
-        target = sim.rng_admin.choice(sim.controller_ids)
+        target = self.rng.choice(sim.controller_ids)
         self.request(target, CreateTopics((request,)), self._answered, 1000)
 
     def _answered(self, response: Any) -> None:
@@ -166,7 +111,7 @@ class Admin(SimHost):
         self.sim.timer(self, self.sim.now + 200, "create")
 
 
-class Simulation:
+class Simulation(Faults):
     broker_class: type[BrokerHost] = BrokerHost
 
     def __init__(self, seed: int, config: ReplicationConfig | None = None) -> None:
@@ -238,7 +183,7 @@ class Simulation:
             self.hosts[650 + i] = Consumer(
                 self, 650 + i, rng, config.consume_interval_ms, read_committed=True
             )
-        self.hosts[900] = Admin(self, 900)
+        self.hosts[900] = Admin(self, 900, self.rng_admin)
         for host in self.hosts.values():
             self._boot(host)
 
@@ -380,172 +325,6 @@ class Simulation:
             return
         self.record("deliver", src, dst, _describe(message))
         target.receive(src, message)
-
-    # -- faults ----------------------------------------------------------------------------
-
-    def _fault_delay(self) -> int:
-        mean = self.config.fault_interval_ms
-        return self.fault_rng.randint(mean // 2, mean + mean // 2)
-
-    def _leaders(self) -> list[int]:
-        image = self.checker.image
-        topic = image.topic(TOPIC)
-        if topic is None:
-            return []
-        return sorted({p.leader for p in topic.partitions.values() if p.leader >= 0})
-
-    def _recovering(self) -> int | None:
-        """A broker that lost power and is not yet back in every ISR it belongs in."""
-        lost = self.power_lost
-        if lost is None:
-            return None
-        host = self.hosts[lost]
-        assert isinstance(host, BrokerHost)
-        image = self.checker.image
-        reg = image.brokers.get(lost)
-        topic = image.topic(TOPIC)
-        if host.up and reg is not None and reg.incarnation_id == host.incarnation_id:
-            parts = [] if topic is None else topic.partitions.values()
-            if all(lost in p.isr for p in parts if lost in p.replicas):
-                self.power_lost = None
-                return None
-        return lost
-
-    def _inject_fault(self) -> None:
-        rng = self.fault_rng
-        fault = rng.choice(self.scenario.faults)
-        if self.config.one_failure_at_a_time and self._recovering() is not None:
-            self.record("no fault while", self.power_lost, "recovers from a power loss")
-            return
-        servers = self.broker_ids + self.controller_ids
-        done = False
-        if fault == "isolate_leader":
-            leaders = self._leaders()
-            if leaders:
-                done = self._isolate(rng.choice(leaders), "leader")
-        elif fault == "isolate_node":
-            done = self._isolate(rng.choice(servers), "node")
-        elif fault == "split":
-            ids = list(servers)
-            rng.shuffle(ids)
-            k = rng.randint(1, len(ids) - 1)
-            part = self.network.cut(
-                [ids[:k], ids[k:]], f"split {sorted(ids[:k])} | {sorted(ids[k:])}"
-            )
-            self.push(self.now + rng.randint(1000, 6000), "heal", part.partition_id)
-            self.record("fault", part.description)
-            done = True
-        elif fault in ("crash_broker", "crash_leader"):
-            done = self._crash_broker(fault)
-        elif fault == "crash_controller":
-            if all(self.hosts[c].up for c in self.controller_ids):
-                done = self._crash(self.hosts[rng.choice(self.controller_ids)], fault)
-        elif fault == "pause":
-            done = self._pause(rng.choice(servers))
-        elif fault == "slow_disk":
-            host = self.hosts[rng.choice(self.broker_ids)]
-            assert isinstance(host, BrokerHost)
-            token = self.events
-            host.slow_disk = token  # type: ignore[assignment]
-            self.push(self.now + rng.randint(1000, 5000), "unslow", host.node_id, token)
-            self.record("fault", f"slow disk {host.node_id}")
-            done = True
-        elif fault == "clock_jump":
-            host = self.hosts[rng.choice(servers)]
-            jump = rng.choice((-5000, -1000, 1000, 5000, 20_000))
-            host.clock_offset_ms += jump
-            self.record("fault", f"clock of {host.node_id} jumps {jump} ms")
-            done = True
-        if done:
-            self.count(fault)
-
-    def _isolate(self, node_id: int, what: str) -> bool:
-        others = [i for i in self.broker_ids + self.controller_ids if i != node_id]
-        part = self.network.cut([[node_id], others], f"isolate {what} {node_id}")
-        self.push(self.now + self.fault_rng.randint(1000, 6000), "heal", part.partition_id)
-        self.record("fault", part.description)
-        return True
-
-    def _crash_broker(self, fault: str) -> bool:
-        quiet_since = self.now - self.last_broker_trouble
-        if not all(self.hosts[b].up for b in self.broker_ids):
-            return False
-        if quiet_since < 2 * self.flush_interval_ms + 1000:
-            return False
-        candidates = self._leaders() if fault == "crash_leader" else self.broker_ids
-        if not candidates:
-            return False
-        host = self.hosts[self.fault_rng.choice(candidates)]
-        # A power loss only while every partition has its full ISR (one failure at a time).
-        power_loss = self.fault_rng.random() < 0.5 and self._full_isrs()
-        return self._crash(host, fault + (" (power loss)" if power_loss else ""), power_loss)
-
-    def _full_isrs(self) -> bool:
-        """Nothing else is failing: every partition has its full ISR, no link is cut, no
-        node paused, no disk slow."""
-        if not self.config.one_failure_at_a_time:
-            return True
-        topic = self.checker.image.topic(TOPIC)
-        troubles = (
-            self.network.partitions
-            or any(until > self.now for until in self.paused_until.values())
-            or any(isinstance(h, BrokerHost) and h.slow_disk for h in self.hosts.values())
-        )
-        return (
-            not troubles
-            and topic is not None
-            and all(len(p.isr) == len(p.replicas) for p in topic.partitions.values())
-        )
-
-    def _crash(self, host: SimHost, reason: str, power_loss: bool = True) -> bool:
-        """Stop `host`. A process crash keeps every write (the page cache survives it) and
-        restarts soon; a power loss keeps only what the disk had (files.py, disk.py) and comes
-        back after the controller has had the time to notice (the broker session timeout):
-        Kafka's durability rests on that, as it acknowledges before any fsync."""
-        torn = self.scenario.torn_rate
-        lost = host.crash(self.fault_rng, torn, power_loss)  # type: ignore[attr-defined]
-        if lost:
-            self.count(
-                "lost_unflushed_bytes" if isinstance(host, BrokerHost) else "lost_raft_batches",
-                lost,
-            )
-        self.record("crash", host.node_id, reason, f"lost {lost}")
-        host.up = False
-        host.stop()
-        host.incarnation += 1
-        delay = self.fault_rng.randint(200, 3000)
-        if power_loss and isinstance(host, BrokerHost):
-            if self.config.restart_after_fencing:
-                delay += self.config.session_timeout_ms
-            self.count("power_loss")
-            self.power_lost = host.node_id
-        restart = self.now + delay
-        if isinstance(host, BrokerHost):
-            self.last_broker_trouble = restart
-        self.push(restart, "restart", host.node_id, host.incarnation, power_loss)
-        return True
-
-    def _restart(self, node_id: int, incarnation: int, power_loss: bool) -> None:
-        host = self.hosts[node_id]
-        if host.up or host.incarnation != incarnation:
-            return
-        if power_loss and isinstance(host, BrokerHost) and self.config.restart_after_fencing:
-            reg = self.checker.image.brokers.get(node_id)
-            if reg is not None and not reg.fenced and reg.incarnation_id == host.incarnation_id:
-                # The cluster has not noticed yet (no active controller, or it is cut off).
-                self.record("restart postponed", node_id)
-                self.push(self.now + 500, "restart", node_id, incarnation, power_loss)
-                return
-        self._boot(host)
-
-    def _pause(self, node_id: int) -> bool:
-        host = self.hosts[node_id]
-        if not host.up or node_id in self.paused_until and self.paused_until[node_id] > self.now:
-            return False
-        until = self.now + self.fault_rng.randint(1000, 6000)
-        self.paused_until[node_id] = until
-        self.record("fault", f"pause {node_id} until {until}")
-        return True
 
     # -- the end ---------------------------------------------------------------------------
 

@@ -11,12 +11,13 @@ callback (None when no answer came in time), and answers requests sent to it.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from gregor.sim.replication import Simulation
+from gregor.sim.data_invariants import DataChecker
+from gregor.sim.scenarios import ReplicationConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,10 +123,35 @@ class MetadataResult:
 Callback = Callable[[Any], None]
 
 
+class SimContext(Protocol):
+    """What a host uses of the simulation it runs in (replication.py's Simulation)."""
+
+    now: int
+    rng: random.Random
+    checker: DataChecker
+    config: ReplicationConfig
+    broker_ids: list[int]
+    controller_ids: list[int]
+    partitions: list[tuple[str, int]]
+    clients_on: bool
+    flush_interval_ms: int
+
+    @property
+    def wall_ms(self) -> int: ...
+
+    def timer(self, host: SimHost, at: int, name: str, *args: Any) -> None: ...
+
+    def send(self, host: SimHost, dst: int, message: Any) -> None: ...
+
+    def record(self, *event: Any) -> None: ...
+
+    def count(self, name: str, n: int = 1) -> None: ...
+
+
 class SimHost:
     """A node id on the network: requests out (with a timeout), requests in, timers."""
 
-    def __init__(self, sim: Simulation, node_id: int) -> None:
+    def __init__(self, sim: SimContext, node_id: int) -> None:
         self.sim = sim
         self.node_id = node_id
         self.incarnation = 0
