@@ -171,3 +171,11 @@ def test_liveness_is_eventual():
     """Seed 25 (default config): a leader balancing committed just before the end of the
     settle phase; the new leader had not applied it yet when liveness was checked."""
     assert run_seed(25, ReplicationConfig()).ok
+
+
+def test_an_isr_change_in_flight_survives_the_metadata_of_the_previous_one():
+    """Seed 1915 (default config): the leader dropped an ISR expansion in flight when the
+    metadata brought the partition epoch an AlterPartition answer had already given it; the
+    controller committed the expansion while the leader moved its HW on without the new
+    member (see tests/replication/test_isr_change_in_flight.py)."""
+    assert run_seed(1915, ReplicationConfig()).ok
