@@ -135,6 +135,7 @@ class Simulation(Faults):
         self.flush_interval_ms = self.rng.choice((200, 500, 1000))
         self.segment_bytes = self.rng.choice((2048, 16384, 1 << 30))
         self.last_broker_trouble = 0
+        self.last_clock_jump = -(10**9)
         self.paused_until: dict[int, int] = {}
         self.power_lost: int | None = None
         self.broker_ids = list(range(1, config.brokers + 1))

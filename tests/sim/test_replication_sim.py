@@ -130,7 +130,7 @@ FAST_RESTART_SEEDS = (12, 103, 166)
 # Seeds of the default scenario (the 10,000-seed soak) where a broker back from a process
 # crash (nothing lost) leads again in its old leader epoch with an ISR the controller has
 # since grown, by an AlterPartition of its previous incarnation still in flight.
-RESTART_SEEDS = (3197, 4462)
+RESTART_SEEDS = (3197, 4462, 5939)
 
 
 def test_a_broker_back_from_a_power_loss_before_its_fencing_takes_up_its_old_leaderships():
@@ -172,7 +172,7 @@ def test_runs_leave_no_file_open():
 
 
 def test_a_broker_back_from_a_crash_leads_again_with_an_isr_the_controller_has_grown():
-    """Found by the soak (seeds 3197, 4462): broker 2 leads t-0 in leader epoch 3 with ISR
+    """Found by the soak (seeds 3197, 4462, 5939): broker 2 leads t-0 in leader epoch 3 with ISR
     {2, 3} and asks to add broker 1 (AlterPartition, partition epoch 5 -> 6); the controller
     appends the change, then broker 2 crashes and restarts at once. Caught up with the
     committed metadata (epoch 5, ISR {2, 3}), it leads epoch 3 again, knowing nothing of the
@@ -198,3 +198,11 @@ def test_an_isr_change_in_flight_survives_the_metadata_of_the_previous_one():
     controller committed the expansion while the leader moved its HW on without the new
     member (see tests/replication/test_isr_change_in_flight.py)."""
     assert run_seed(1915, ReplicationConfig()).ok
+
+
+def test_no_power_loss_while_a_clock_jump_may_still_fence_every_broker():
+    """Seed 6638: a controller's clock jumped 20 s; its fencing of every broker, planned then,
+    was committed only after broker 3 lost power, leaving broker 3 (back with less than was
+    committed) the last member of the ISR. That is two failures at once (Kafka without
+    KIP-966 loses the data too); the fault model now waits two session timeouts after a jump."""
+    assert run_seed(6638, ReplicationConfig()).ok
