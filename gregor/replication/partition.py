@@ -241,6 +241,16 @@ class Partition:
             log.info("%s: skipping leadership in epoch %d: partition epoch %d is newer than %d",
                      self.name, reg.leader_epoch, self.partition_epoch, reg.partition_epoch)  # fmt: skip
             return False
+        if (
+            self.is_leader
+            and reg.leader_epoch == self.leader_epoch
+            and reg.partition_epoch == self.partition_epoch
+        ):
+            # The state an AlterPartition answer already brought (every change bumps the
+            # partition epoch): applying it again would drop an ISR change in flight since.
+            self.registration = reg
+            self.maybe_increment_high_watermark(now_ms)
+            return False
         new_leader = not self.is_leader
         new_epoch = reg.leader_epoch > self.leader_epoch
         self.replicas = list(reg.replicas)

@@ -1,11 +1,21 @@
-"""The deterministic simulator of a KRaft quorum (issue #7).
+"""The deterministic simulators: a KRaft quorum (issue #7) and the data plane (issue #12).
 
-    cluster.py     the scheduler, the nodes, clients and faults; `run_seed(seed, SimConfig(...))`
-    network.py     delays, drops, duplicates, partitions, slow nodes
-    disk.py        what a crash keeps of a node's log; the quorum-state store
-    invariants.py  the checks after every event, and the liveness check at the end
+    cluster.py          the Raft quorum: scheduler, nodes, clients and faults; `run_seed`
+    network.py          delays, drops, duplicates, partitions, slow nodes
+    disk.py             what a crash keeps of a node's Raft log; the quorum-state store
+    invariants.py       the Raft checks after every event, and the liveness check at the end
 
-`python -m gregor.sim --seed 7` replays one run; `--seeds 1-500` runs many.
+    replication.py      the data plane: brokers, controllers, clients, faults; `run_seed`
+    broker_host.py      a broker: the real ReplicaManager, fetchers and logs, thin drivers
+    controller_host.py  a controller: a RaftNode and the QuorumController while active
+    clients.py          idempotent acks=all producers, consumers of committed data
+    rpc.py              the requests between hosts, and the host base class
+    files.py            what a crash keeps of a broker's real segment files
+    data_invariants.py  the data-plane checks after every event
+    broken.py           deliberately broken brokers the checks must catch
+
+`python -m gregor.sim --seed 7` replays one run; `--seeds 1-500` runs many;
+`--scenario replication` the data plane.
 """
 
 from gregor.sim.cluster import SCENARIOS, Result, SimConfig, Simulation, run_seed

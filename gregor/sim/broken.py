@@ -1,0 +1,124 @@
+"""Deliberately broken variants of the data plane, to prove the simulation can fail: each one
+breaks one rule replication rests on, and the invariants must catch it within a few seeds
+(tests/sim/test_replication_sim.py). They live here, as subclasses; the product has no switch
+for them.
+
+    acks-at-append      acks=all answered once the leader appended, not once the HW passed
+    hw-max-leo          the leader's HW is the largest log end among the ISR, not the smallest
+    no-truncation       a follower told its log diverges keeps it as it is (it never catches
+                        up: the liveness check at the end catches it, if nothing earlier)
+    no-divergence-check a follower never asks whether its log diverges, so never truncates:
+                        replicas' logs differ below the HW
+    lso-is-hw           read_committed reads up to the HW, with no aborted transactions
+                        listed (as if there were no transactions)
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from typing import Any
+
+from gregor.metadata.image import PartitionRegistration
+from gregor.protocol import errors
+from gregor.replication.follower import FollowerFetcher
+from gregor.replication.partition import Partition, ReplicaManager
+from gregor.sim.broker_host import BrokerHost
+from gregor.sim.replication import ReplicationConfig, Result, Simulation
+from gregor.sim.rpc import ConsumerFetch
+from gregor.storage.config import LogConfig
+
+
+class AcksAtAppendBroker(BrokerHost):
+    def acks_status(self, p: Partition, end: int, epoch: int) -> int | None:
+        if not p.is_leader or p.leader_epoch != epoch:
+            return errors.NOT_LEADER_OR_FOLLOWER
+        return errors.NONE
+
+
+class MaxLeoPartition(Partition):
+    def maybe_increment_high_watermark(self, now_ms: int | None = None) -> bool:
+        if not self.is_leader or self.under_min_isr:
+            return False
+        ends = [self.log.log_end_offset]
+        ends += [s.log_end_offset for s in self.followers.values() if s.broker_id in self.isr]
+        new_hw = min(max(ends), self.log.log_end_offset)
+        if new_hw <= self.log.high_watermark:
+            return False
+        self.log.update_high_watermark(new_hw)
+        self.notify()
+        return True
+
+
+class MaxLeoReplicaManager(ReplicaManager):
+    def apply(
+        self,
+        topic: str,
+        index: int,
+        topic_id: uuid.UUID,
+        reg: PartitionRegistration,
+        config: LogConfig,
+        min_insync_replicas: int,
+        now_ms: int,
+    ) -> Partition:
+        p = super().apply(topic, index, topic_id, reg, config, min_insync_replicas, now_ms)
+        p.__class__ = MaxLeoPartition
+        return p
+
+
+class MaxLeoBroker(BrokerHost):
+    replica_manager_class = MaxLeoReplicaManager
+
+
+class NoTruncationFetcher(FollowerFetcher):
+    """Told that its log diverges from the leader's, it keeps it as it is."""
+
+    def _truncate(self, p: Partition, leader_epoch: int, leader_end_offset: int) -> int:
+        return int(p.log.log_end_offset)
+
+
+class NoDivergenceCheckFetcher(NoTruncationFetcher):
+    """Never names its last fetched epoch, so the leader never tells it that its log diverges:
+    it appends what follows on the leader onto whatever it has (Kafka before KIP-101)."""
+
+    def build_request(self, now_ms: int, broker_epoch: int) -> Any:
+        built = super().build_request(now_ms, broker_epoch)
+        if built is not None:
+            for topic in built[0].topics:
+                for fp in topic.partitions:
+                    fp.last_fetched_epoch = -1
+        return built
+
+
+class NoTruncationBroker(BrokerHost):
+    fetcher_class = NoTruncationFetcher
+
+
+class NoDivergenceCheckBroker(BrokerHost):
+    fetcher_class = NoDivergenceCheckFetcher
+
+
+class LsoIsHwBroker(BrokerHost):
+    def _consumer_fetch(self, src: int, corr: int, body: ConsumerFetch) -> None:
+        super()._consumer_fetch(src, corr, replace(body, read_committed=False))
+
+
+BROKEN: dict[str, type[BrokerHost]] = {
+    "acks-at-append": AcksAtAppendBroker,
+    "hw-max-leo": MaxLeoBroker,
+    "no-truncation": NoTruncationBroker,
+    "no-divergence-check": NoDivergenceCheckBroker,
+    "lso-is-hw": LsoIsHwBroker,
+}
+
+
+def run_broken(name: str, seed: int, config: ReplicationConfig | None = None) -> Result:
+    """One seed of the simulation with every broker of the broken variant `name`."""
+
+    class Broken(Simulation):
+        broker_class = BROKEN[name]
+
+    return Broken(seed, config).run()
+
+
+__all__: list[Any] = ["BROKEN", "run_broken"]

@@ -1,0 +1,419 @@
+"""A seeded, single-threaded simulation of the data plane: brokers (the real ReplicaManager,
+Partition, FollowerFetcher and Log over files in a temporary directory), the controller
+(the real QuorumController on a quorum of RaftNodes), idempotent acks=all producers and
+consumers, over the simulated network (network.py), with faults; the data invariants
+(data_invariants.py) are checked after every event.
+
+Events sit in one heap ordered by (time, sequence number); all randomness comes from one
+`random.Random(seed)`, so a seed replays the same run, event for event (`trace_digest`).
+
+A run: the controllers elect a leader, the brokers register, an admin creates the topic
+(replication factor 3, min.insync.replicas 2), clients start. Then `steps` events with a fault
+every `fault_interval_ms` on average (the scenario's): isolate a partition leader, isolate a
+node, split the cluster, crash a broker (it loses what was not flushed, or keeps a torn prefix
+of it, and restarts through the real log recovery), crash a controller, pause a node (as
+SIGSTOP: it handles nothing, then wakes up believing what it believed), slow a broker's disk
+(its requests are handled late and its writeback stops), jump a node's clock. Then everything
+heals, the clients stop after `client_stop_ms`, and after `settle_ms` the liveness check runs:
+every partition has a leader holding every committed batch, followed by every replica.
+
+At most one broker is down at a time, and a broker crashes only when every broker has been up
+for two flush intervals: acks=all promises that the data is on min.insync.replicas brokers,
+not on their disks; losing the page cache of two of them at once loses it in Kafka too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import logging
+import os
+import random
+import shutil
+import tempfile
+from collections import deque
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gregor.controller.quorum_controller import ControllerConfig, TopicRequest, TopicResult
+from gregor.protocol import errors
+from gregor.raft.config import RaftConfig
+from gregor.sim.broker_host import BrokerHost
+from gregor.sim.clients import Consumer, Producer, TransactionalProducer
+from gregor.sim.controller_host import ControllerHost
+from gregor.sim.data_invariants import DataChecker
+from gregor.sim.faults import Faults
+from gregor.sim.invariants import InvariantViolation
+from gregor.sim.network import Network
+from gregor.sim.rpc import CreateTopics, Request, Response, SimContext, SimHost
+from gregor.sim.scenarios import SCENARIOS, TOPIC, ReplicationConfig
+from gregor.storage.config import LogConfig
+
+WALL_BASE_MS = 1_700_000_000_000
+LIVENESS_GRACE_MS = 5000
+
+
+@dataclass
+class Result:
+    seed: int
+    scenario: str
+    ok: bool
+    events: int
+    time_ms: int
+    acked: int
+    read: int
+    faults: dict[str, int]
+    trace_digest: str
+    invariant: str | None = None
+    detail: str | None = None
+    last_events: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        faults = ", ".join(f"{k}={v}" for k, v in sorted(self.faults.items())) or "none"
+        head = (
+            f"seed {self.seed} [{self.scenario}]: {'ok' if self.ok else 'VIOLATION'}; "
+            f"{self.events} events, {self.time_ms} ms simulated, {self.acked} acked, "
+            f"{self.read} read; faults: {faults}; trace {self.trace_digest[:16]}"
+        )
+        if self.ok:
+            return head
+        lines = [head, f"  invariant: {self.invariant}", f"  detail:    {self.detail}"]
+        lines += ["  last events:"] + [f"    {e}" for e in self.last_events]
+        return "\n".join(lines)
+
+
+class Admin(SimHost):
+    """Creates the topic once enough brokers are up (retrying until the controller agrees)."""
+
+    def __init__(self, sim: SimContext, node_id: int, rng: random.Random) -> None:
+        super().__init__(sim, node_id)
+        self.rng = rng
+
+    def boot(self) -> None:
+        self.sim.timer(self, self.sim.now + 200, "create")
+
+    def timer_create(self) -> None:
+        sim = self.sim
+        request = TopicRequest(
+            TOPIC,
+            num_partitions=sim.config.partitions,
+            replication_factor=min(3, sim.config.brokers),
+            configs={"min.insync.replicas": str(min(2, sim.config.brokers))},
+        )
+        target = self.rng.choice(sim.controller_ids)
+        self.request(target, CreateTopics((request,)), self._answered, 1000)
+
+    def _answered(self, response: Any) -> None:
+        if isinstance(response, list) and isinstance(response[0], TopicResult):
+            if response[0].error_code in (errors.NONE, errors.BY_NAME["TOPIC_ALREADY_EXISTS"].code):
+                self.sim.record("topic created")
+                return
+        self.sim.timer(self, self.sim.now + 200, "create")
+
+
+class Simulation(Faults):
+    broker_class: type[BrokerHost] = BrokerHost
+
+    def __init__(self, seed: int, config: ReplicationConfig | None = None) -> None:
+        self.seed = seed
+        self.config = config = config or ReplicationConfig()
+        self.scenario = SCENARIOS[config.scenario]
+        self.rng = random.Random(seed)
+        self.network = Network(random.Random(self.rng.getrandbits(64)), self.scenario.network)
+        self.fault_rng = random.Random(self.rng.getrandbits(64))
+        self.rng_admin = random.Random(self.rng.getrandbits(64))
+        self.now = 0
+        self.events = 0
+        self._seq = 0
+        self._heap: list[tuple[int, int, str, tuple[Any, ...]]] = []
+        self._trace = hashlib.sha256()
+        self._recent: deque[tuple[Any, ...]] = deque(maxlen=50)
+        self.faults: dict[str, int] = {}
+        self.checker = DataChecker()
+        self.clients_on = True
+        self.settling = False
+        self.flush_interval_ms = self.rng.choice((200, 500, 1000))
+        self.segment_bytes = self.rng.choice((2048, 16384, 1 << 30))
+        self.last_broker_trouble = 0
+        self.last_clock_jump = -(10**9)
+        self.paused_until: dict[int, int] = {}
+        self.power_lost: int | None = None
+        self.broker_ids = list(range(1, config.brokers + 1))
+        self.controller_ids = list(range(3001, 3001 + config.controllers))
+        self.partitions = [(TOPIC, i) for i in range(config.partitions)]
+        self.hosts: dict[int, SimHost] = {}
+        self.directory = tempfile.mkdtemp(
+            prefix=f"gregor-sim-{seed}-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
+        )
+
+    @property
+    def wall_ms(self) -> int:
+        return WALL_BASE_MS + self.now
+
+    # -- building --------------------------------------------------------------------------
+
+    def build(self) -> None:
+        config = self.config
+        controller_config = ControllerConfig(
+            broker_session_timeout_ms=config.session_timeout_ms,
+            static={"leader.imbalance.check.interval.seconds": "5"},
+        )
+        for cid in self.controller_ids:
+            self.hosts[cid] = ControllerHost(
+                self, cid, self.controller_ids, controller_config, RaftConfig()
+            )
+        log_config = LogConfig(segment_bytes=self.segment_bytes)
+        for bid in self.broker_ids:
+            root = os.path.join(self.directory, f"broker-{bid}")
+            self.hosts[bid] = self.broker_class(
+                self, bid, root, log_config, config.replica_lag_time_max_ms
+            )
+        for i in range(config.producers):
+            rng = random.Random(self.rng.getrandbits(64))
+            self.hosts[500 + i] = Producer(self, 500 + i, rng, 7000 + i, config.produce_interval_ms)
+        for i in range(config.transactional_producers):
+            rng = random.Random(self.rng.getrandbits(64))
+            self.hosts[700 + i] = TransactionalProducer(
+                self, 700 + i, rng, 9000 + i, config.produce_interval_ms
+            )
+        for i in range(config.consumers):
+            rng = random.Random(self.rng.getrandbits(64))
+            self.hosts[600 + i] = Consumer(self, 600 + i, rng, config.consume_interval_ms)
+        for i in range(config.read_committed_consumers):
+            rng = random.Random(self.rng.getrandbits(64))
+            self.hosts[650 + i] = Consumer(
+                self, 650 + i, rng, config.consume_interval_ms, read_committed=True
+            )
+        self.hosts[900] = Admin(self, 900, self.rng_admin)
+        for host in self.hosts.values():
+            self._boot(host)
+
+    def _boot(self, host: SimHost) -> None:
+        host.incarnation += 1
+        host.up = True
+        self.record("boot", host.node_id, host.incarnation)
+        host.boot()  # type: ignore[attr-defined]
+
+    # -- the event loop --------------------------------------------------------------------
+
+    def push(self, at: int, kind: str, *payload: Any) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (at, self._seq, kind, payload))
+
+    def timer(self, host: SimHost, at: int, name: str, *args: Any) -> None:
+        self.push(at, "timer", host.node_id, host.incarnation, name, args)
+
+    def send(self, host: SimHost, dst: int, message: Any) -> None:
+        target = self.hosts.get(dst)
+        if target is None:
+            return
+        for delay in self.network.delays(host.node_id, dst):
+            self.push(
+                self.now + delay, "deliver", host.node_id, host.incarnation, dst,
+                target.incarnation, message, False,
+            )  # fmt: skip
+
+    def record(self, *event: Any) -> None:
+        entry = (self.now, *event)
+        self._recent.append(entry)
+        self._trace.update(repr(entry).encode())
+
+    def count(self, name: str, n: int = 1) -> None:
+        self.faults[name] = self.faults.get(name, 0) + n
+
+    def run(self) -> Result:
+        quiet = logging.getLogger("gregor")
+        level = quiet.level
+        quiet.setLevel(logging.CRITICAL)  # the cores log every fault they see
+        try:
+            try:
+                self.build()
+                if self.scenario.faults:
+                    self.push(2500 + self._fault_delay(), "fault")
+                while self._heap and self.events < self.config.steps:
+                    self.step()
+                self.settle()
+            finally:
+                quiet.setLevel(level)
+                for host in self.hosts.values():
+                    if isinstance(host, BrokerHost):
+                        host.close_files()
+                shutil.rmtree(self.directory, ignore_errors=True)
+        except InvariantViolation as exc:
+            return self.result(exc.invariant, exc.detail)
+        except Exception as exc:  # a crash of a core is a finding too: report it with the seed
+            return self.result("unexpected " + type(exc).__name__, repr(exc))
+        return self.result(None, None)
+
+    def step(self) -> None:
+        at, _seq, kind, payload = heapq.heappop(self._heap)
+        if kind == "timer" and not self._live_timer(payload):
+            return  # an answered request's timeout, a superseded poll: not an event
+        target = _target(kind, payload)
+        if target is not None:
+            until = self.paused_until.get(target)
+            if until is not None and at < until:
+                self._seq += 1
+                heapq.heappush(self._heap, (until, self._seq, kind, payload))
+                return
+        self.now = max(self.now, at)
+        self.events += 1
+        if self.events > self.config.max_events:
+            raise InvariantViolation("bounded run", f"more than {self.config.max_events} events")
+        self._handle(kind, payload)
+        # An event changes the host it happens on; what all brokers are checked against (the
+        # committed metadata, the committed history) moves with events elsewhere: then all.
+        changed = self.checker.take_changed()
+        for bid in self.broker_ids:
+            host = self.hosts[bid]
+            if host.up and (changed or target is None or target == bid):
+                self.checker.check_broker(host)  # type: ignore[arg-type]
+
+    def _live_timer(self, payload: tuple[Any, ...]) -> bool:
+        node_id, incarnation, name, args = payload
+        host = self.hosts[node_id]
+        if not host.up or host.incarnation != incarnation:
+            return False
+        if name == "timeout":
+            return host.waiting_for(args[0])
+        if name == "poll" and isinstance(host, ControllerHost):
+            return bool(args[0] == host.poll_token)
+        return True
+
+    def run_until(self, time_ms: int) -> None:
+        while self._heap and self._heap[0][0] <= time_ms:
+            self.step()
+        self.now = max(self.now, time_ms)
+
+    def _handle(self, kind: str, payload: tuple[Any, ...]) -> None:
+        if kind == "deliver":
+            self._deliver(*payload)
+        elif kind == "timer":
+            node_id, incarnation, name, args = payload
+            host = self.hosts[node_id]
+            if host.up and host.incarnation == incarnation:
+                host.on_timer(name, args)
+        elif kind == "fault":
+            if not self.settling:
+                self._inject_fault()
+                self.push(self.now + self._fault_delay(), "fault")
+        elif kind == "heal":
+            self.record("heal", payload[0])
+            self.network.heal(payload[0])
+        elif kind == "restart":
+            self._restart(*payload)
+        elif kind == "unslow":
+            host = self.hosts[payload[0]]
+            if isinstance(host, BrokerHost) and host.slow_disk == payload[1]:
+                self.record("unslow", host.node_id)
+                host.slow_disk = False
+        elif kind == "clients_off":
+            self.record("clients off")
+            self.clients_on = False
+
+    def _deliver(
+        self, src: int, src_inc: int, dst: int, dst_inc: int, message: Any, delayed: bool
+    ) -> None:
+        source, target = self.hosts[src], self.hosts[dst]
+        if source.incarnation != src_inc or target.incarnation != dst_inc or not target.up:
+            return
+        if self.network.blocked(src, dst):
+            self.record("drop", src, dst, _describe(message))
+            return
+        if isinstance(target, BrokerHost) and target.slow_disk and not delayed:
+            at = self.now + self.fault_rng.randint(5, 200)
+            self.push(at, "deliver", src, src_inc, dst, dst_inc, message, True)
+            return
+        self.record("deliver", src, dst, _describe(message))
+        target.receive(src, message)
+
+    # -- the end ---------------------------------------------------------------------------
+
+    def settle(self) -> None:
+        self.settling = True
+        self.record("settle")
+        self.network.heal()
+        self.network.slow.clear()
+        self.network.config = replace(self.network.config, drop_rate=0.0, duplicate_rate=0.0)
+        self.paused_until = {k: v for k, v in self.paused_until.items() if v > self.now}
+        for host in self.hosts.values():
+            if isinstance(host, BrokerHost):
+                host.slow_disk = False
+        self.push(self.now + self.config.client_stop_ms, "clients_off")
+        self.run_until(self.now + self.config.settle_ms)
+        # Liveness is "eventually": a change still under way at the end (a leader balancing
+        # just committed, a broker not yet back in the ISR) gets a little more time.
+        deadline = self.now + LIVENESS_GRACE_MS
+        while True:
+            try:
+                self.check_liveness()
+                return
+            except InvariantViolation:
+                if self.now >= deadline:
+                    raise
+            self.run_until(self.now + 100)
+
+    def check_liveness(self) -> None:
+        image = self.checker.image
+        for tp in self.partitions:
+            part = image.partition(*tp)
+            history = self.checker.history(tp)
+            if part is None or part.leader < 0:
+                raise InvariantViolation("liveness: every partition has a leader", f"{tp}: {part}")
+            leader = self.hosts[part.leader]
+            assert isinstance(leader, BrokerHost)
+            p = leader.replicas.get(*tp) if leader.replicas is not None else None
+            if p is None or not p.is_leader or p.log.high_watermark < history.end:
+                raise InvariantViolation(
+                    "liveness: the leader serves every committed batch",
+                    f"{tp}: leader {part.leader}: {p and (p.leader_epoch, p.log.high_watermark)}, committed end {history.end}",
+                )
+            if sorted(part.isr) != sorted(part.replicas):
+                raise InvariantViolation(
+                    "liveness: every replica is back in the ISR", f"{tp}: {part}"
+                )
+        for host in self.hosts.values():
+            if isinstance(host, Producer) and not host.stopped and host.batch is not None:
+                raise InvariantViolation(
+                    "liveness: producers get their batches acknowledged",
+                    f"producer {host.node_id} still sends {host.batch[0]}",
+                )
+
+    def result(self, invariant: str | None, detail: str | None) -> Result:
+        return Result(
+            seed=self.seed,
+            scenario=self.scenario.name,
+            ok=invariant is None,
+            events=self.events,
+            time_ms=self.now,
+            acked=self.checker.acked,
+            read=self.checker.read,
+            faults=dict(self.faults),
+            trace_digest=self._trace.hexdigest(),
+            invariant=invariant,
+            detail=detail,
+            last_events=[" ".join(str(x) for x in e) for e in self._recent],
+        )
+
+
+def _target(kind: str, payload: tuple[Any, ...]) -> int | None:
+    """The host an event happens on (held while that host is paused)."""
+    if kind == "deliver":
+        return int(payload[2])
+    if kind == "timer":
+        return int(payload[0])
+    return None
+
+
+def _describe(message: Any) -> str:
+    body = message.body if isinstance(message, Request | Response) else message
+    kind = (
+        "req" if isinstance(message, Request) else "resp" if isinstance(message, Response) else ""
+    )
+    return f"{kind} {type(body).__name__}"
+
+
+def run_seed(
+    seed: int, config: ReplicationConfig | None = None, simulation: type[Simulation] = Simulation
+) -> Result:
+    return simulation(seed, config).run()
