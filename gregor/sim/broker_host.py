@@ -106,7 +106,7 @@ class BrokerHost(SimHost):
         self.parked: list[Any] = []  # delayed fetches and produces: callables, True when done
         self.wake_scheduled = False
         os.makedirs(self.root, exist_ok=True)
-        logs = LogManager([self.root], self.log_config, now_ms=self.now_ms)
+        logs = LogManager([self.root], self.log_config, clock=self.clock)
         logs.roll_flusher = self._roll_flush
         logs.truncation_listeners.append(lambda tp, _base: self.disk.on_truncation(logs, *tp))
         logs.startup()  # recovers what the last crash left

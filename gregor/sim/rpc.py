@@ -148,6 +148,26 @@ class SimContext(Protocol):
     def count(self, name: str, n: int = 1) -> None: ...
 
 
+class HostClock:
+    """A host's clock as the product's layers take it (`gregor.clock.Clock`): wall time with
+    the host's own jumps, monotonic time the simulation's. Nothing sleeps in a simulation."""
+
+    def __init__(self, host: SimHost) -> None:
+        self.host = host
+
+    def now_ms(self) -> int:
+        return self.host.now_ms()
+
+    def monotonic_ms(self) -> int:
+        return int(self.host.sim.now)
+
+    def monotonic_s(self) -> float:
+        return self.host.sim.now / 1000.0
+
+    def sleep(self, seconds: float) -> None:
+        raise AssertionError("nothing sleeps in the simulation")
+
+
 class SimHost:
     """A node id on the network: requests out (with a timeout), requests in, timers."""
 
@@ -157,6 +177,7 @@ class SimHost:
         self.incarnation = 0
         self.up = False
         self.clock_offset_ms = 0
+        self.clock = HostClock(self)
         self._correlation = 0
         self._pending: dict[int, Callback] = {}
 
