@@ -86,6 +86,9 @@ class BrokerServer:
             self.node_id, self.store, self.replicas, self.logs, self.config_view, clock
         )
         self.hosting.ready = self.member is None  # in a quorum: once the logs are open
+        if self.member is not None:  # and once registered and caught up to the registration
+            member, store = self.member, self.store
+            self.hosting.registered = lambda: 0 <= member.broker_epoch <= store.image.offset
         # delayed produces, fetches and metadata writes, expired by the driver's timer
         self.purgatory = DelayedOperationPurgatory("broker")
         self.purgatory_driver = PurgatoryDriver(self.purgatory, self.now_ms)

@@ -11,6 +11,12 @@ serving, at most `step` partitions are created per call (about 1 ms each: their 
 becoming leader) and the rest are left to a call `schedule`d for the next turn of the loop, so
 a topic of 10,000 partitions never holds every other request for seconds.
 
+In a quorum a broker takes up no partition before it has registered and caught up to its
+registration (as Kafka's broker waits for its initial catch-up): back from a crash, the metadata
+it replays may still name it leader in its old epoch, with an ISR change of its previous
+incarnation in flight; leading again there would let it acknowledge writes a new leader never
+gets. Its new registration makes the controller move those leaderships first.
+
 The effects of a change go to callbacks the owner sets: follower changes to the replica
 fetchers, `on_applied(now_ms)` to the coordinators, `on_broker_config()` after a dynamic broker
 config changed. No I/O of its own beyond the log manager's, no event loop, no clock reads.
@@ -70,6 +76,9 @@ class PartitionHosting:
         # Set by the owner: `ready` false holds every apply (a quorum member before its logs
         # are open); `schedule` set means serving: partitions are created in steps.
         self.ready = True
+        # In a quorum, nothing is hosted before this says yes once (then it is not asked again):
+        # the broker has registered and caught up to its registration (Kafka's initial catch-up).
+        self.registered: Callable[[], bool] | None = None
         self.schedule: Callable[[Callable[[], None]], object] | None = None
         self.on_followers: Callable[[list[FollowerChange]], None] | None = None
         self.on_applied: list[Callable[[int], None]] = []
@@ -80,6 +89,10 @@ class PartitionHosting:
     def apply(self) -> None:
         if not self.store.caught_up or not self.ready:
             return
+        if self.registered is not None:
+            if not self.registered():
+                return
+            self.registered = None
         topics = self.store.topics
         changed = self.store.take_changes()
         if changed is not None:

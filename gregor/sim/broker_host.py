@@ -295,10 +295,10 @@ class BrokerHost(SimHost):
         self.sim.timer(self, self.sim.now + (1 if more else METADATA_MS), "metadata")
 
     def maybe_apply_metadata(self) -> None:
-        """As gregor's broker: once caught up. With `apply_after_registration` (Kafka's
-        BrokerLifecycleManager), only once registered and caught up to the registration too:
-        a broker back from a crash takes up no partition before the controller has moved
-        it off everything it held."""
+        """As gregor's broker (replication/hosting.py) and Kafka's: once registered and caught
+        up to the registration, so a broker back from a crash takes up no partition before the
+        controller has moved it off everything it held. Without `apply_after_registration`:
+        as soon as caught up, the broken order the simulation found."""
         if self.sim.config.apply_after_registration and not (
             0 <= self.broker_epoch < self.metadata_offset
         ):

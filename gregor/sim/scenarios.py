@@ -62,9 +62,10 @@ class ReplicationConfig:
     # again with what it lost (Kafka without eligible leader replicas, KIP-966, does that).
     one_failure_at_a_time: bool = True
     # A broker that lost power restarts only once the controller has fenced its old
-    # incarnation: one back sooner takes up its old leaderships from the metadata, with the
-    # writes it lost (its followers then truncate acknowledged data to match it).
+    # incarnation (False: at once; the gate below keeps that safe too).
     restart_after_fencing: bool = True
-    # Brokers take up partitions only once registered (Kafka); gregor's broker does it once
-    # its metadata caught up, before it registers (broker_host.py).
-    apply_after_registration: bool = False
+    # Brokers take up partitions only once registered and caught up to their registration, as
+    # Kafka's broker and gregor's (replication/hosting.py) do. False: as soon as their metadata
+    # caught up, what gregor's broker did until the simulation found acknowledged writes lost
+    # that way (broker_host.py; tests/sim/test_replication_sim.py).
+    apply_after_registration: bool = True

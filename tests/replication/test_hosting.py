@@ -67,3 +67,21 @@ def test_nothing_is_hosted_until_ready(tmp_path: Path) -> None:
     b.hosting.apply()
     assert len(b.replicas.partitions) == 3
     b.logs.shutdown()
+
+
+def test_in_a_quorum_nothing_is_hosted_before_the_broker_has_registered(tmp_path: Path) -> None:
+    """Back from a crash, the replayed metadata may still name this broker leader in its old
+    epoch: it takes up partitions only once registered and caught up to its registration, then
+    follows the metadata whatever its registration does."""
+    b = broker(tmp_path)
+    answers = [False, True, False]
+    b.hosting.registered = lambda: answers.pop(0)
+    b.admin.create_topic(TopicSpec("t", 3, 1))
+    b.hosting.apply()
+    assert not b.replicas.partitions
+    b.hosting.apply()
+    assert len(b.replicas.partitions) == 3 and b.hosting.registered is None
+    b.admin.create_topic(TopicSpec("u", 1, 1))
+    b.hosting.apply()  # not asked again
+    assert len(b.replicas.partitions) == 4 and answers == [False]
+    b.logs.shutdown()

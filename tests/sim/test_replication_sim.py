@@ -125,26 +125,26 @@ def test_help_lists_the_scenarios(capsys):
 
 
 # Seeds where a broker that lost power came back before the controller fenced it, with
-# `restart_after_fencing=False` and the default config.
+# `restart_after_fencing=False` and partitions taken up before registering.
 FAST_RESTART_SEEDS = (12, 103, 166)
 # Seeds of the default scenario (the 10,000-seed soak) where a broker back from a process
-# crash (nothing lost) leads again in its old leader epoch with an ISR the controller has
-# since grown, by an AlterPartition of its previous incarnation still in flight.
+# crash (nothing lost) led again in its old leader epoch with an ISR the controller had
+# since grown, by an AlterPartition of its previous incarnation still in flight, while
+# brokers took up partitions before registering.
 RESTART_SEEDS = (3197, 4462, 5939)
 
 
 def test_a_broker_back_from_a_power_loss_before_its_fencing_takes_up_its_old_leaderships():
     """Found by the simulation (seeds 12, 103, 166 with restart_after_fencing=False): gregor's
-    broker applies the metadata once caught up, before it registers; back from a power loss
-    within broker.session.timeout.ms it leads again, in the same leader epoch, a log that lost
-    acknowledged writes, and its followers truncate them away. Taking up partitions only once
-    registered, as Kafka's broker does, keeps every acknowledged write. The default scenario
-    restarts such a broker only once fenced, until the broker does so."""
-    fast = ReplicationConfig(restart_after_fencing=False)
-    gated = replace(fast, apply_after_registration=True)
+    broker applied the metadata once caught up, before it registered; back from a power loss
+    within broker.session.timeout.ms it led again, in the same leader epoch, a log that lost
+    acknowledged writes, and its followers truncated them away. Taking up partitions only once
+    registered, as Kafka's broker does and gregor's now does, keeps every acknowledged write."""
+    gated = ReplicationConfig(restart_after_fencing=False)
+    early = replace(gated, apply_after_registration=False)
     for seed in FAST_RESTART_SEEDS:
-        today = run_seed(seed, fast)
-        assert not today.ok and today.invariant.startswith("committed data"), today.summary()
+        before = run_seed(seed, early)
+        assert not before.ok and before.invariant.startswith("committed data"), before.summary()
         assert run_seed(seed, gated).ok
 
 
@@ -177,13 +177,15 @@ def test_a_broker_back_from_a_crash_leads_again_with_an_isr_the_controller_has_g
     appends the change, then broker 2 crashes and restarts at once. Caught up with the
     committed metadata (epoch 5, ISR {2, 3}), it leads epoch 3 again, knowing nothing of the
     change in flight, which is then committed: ISR {1, 2, 3}, and broker 1 elected. Broker 2
-    meanwhile acknowledged a write that broker 1 lacks, so it is lost. Kafka's broker takes up
-    no partition before it has registered (after the old session expired and the controller
-    moved it off), which keeps it: `apply_after_registration`."""
+    meanwhile acknowledged a write that broker 1 lacks, so it is lost. Kafka's broker, and
+    gregor's now (replication/hosting.py), takes up no partition before it has registered
+    (the controller then moves it off its old leaderships), which keeps it."""
     for seed in RESTART_SEEDS:
-        today = run_seed(seed, ReplicationConfig())
-        assert not today.ok and today.invariant == "committed data is never lost", today.summary()
-        assert run_seed(seed, ReplicationConfig(apply_after_registration=True)).ok
+        before = run_seed(seed, ReplicationConfig(apply_after_registration=False))
+        assert not before.ok and before.invariant == "committed data is never lost", (
+            before.summary()
+        )
+        assert run_seed(seed, ReplicationConfig()).ok
 
 
 def test_liveness_is_eventual():
