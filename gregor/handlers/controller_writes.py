@@ -95,13 +95,16 @@ class AwaitingCommit(DelayedOperation):
 def answer_after_commit(
     ctx: RequestContext, appended_before: int, response: Any, succeeded: Sequence[Any]
 ) -> Any:
-    """`response` now if nothing was appended since `appended_before` (or with one voter);
-    else a Pending of it, completed once committed. `succeeded`: the response items (with
-    error_code and error_message) that become errors if the commit fails."""
+    """`response` now with one voter, or when nothing was appended since `appended_before` and
+    nothing appended before is still uncommitted; else a Pending of it, completed once the last
+    offset appended is committed (as Kafka's controller answers a request that wrote nothing
+    once what it read is committed: "topic exists" may rest on a creation not yet committed,
+    which a lost leadership would undo). `succeeded`: the response items (with error_code and
+    error_message) that become errors if the commit fails."""
     store = ctx.services.store
-    if not store.networked or store.last_appended == appended_before:
-        return response
     offset = store.last_appended
+    if not store.networked or (offset == appended_before and offset <= store.applied):
+        return response
     committed: Completion = store.wait_committed(offset)
     op = AwaitingCommit(
         committed, offset, response, succeeded, ctx.services.now_ms() + COMMIT_TIMEOUT_MS

@@ -279,6 +279,9 @@ class RaftMetadataStore:
 
     def on_leader_change(self, change: LeaderAndEpoch) -> None:
         log.info("metadata leader: node %s in epoch %d", change.leader_id, change.epoch)
+        # What this node appended in an earlier term is committed or gone with it: no answer
+        # of the new term waits for it.
+        self.last_appended = -1
         if change.leader_id != self.local_id:
             self._fail_waiters(f"node {self.local_id} is no longer the active controller")
 

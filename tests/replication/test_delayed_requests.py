@@ -248,3 +248,20 @@ def test_a_metadata_write_fails_with_leadership_or_times_out() -> None:
     s.purgatory.expire(1_000 + controller_writes.COMMIT_TIMEOUT_MS)
     assert answer.done and item.error_code == controller_writes.REQUEST_TIMED_OUT
     assert s.store.commit.cancelled
+
+
+def test_a_write_that_appended_nothing_waits_for_what_is_still_uncommitted() -> None:
+    """ "Topic exists" may rest on a creation appended but not yet committed: an answer that
+    wrote nothing waits for the last offset appended, and is given at once when it is in."""
+    s = Services()
+    s.store.applied = 9  # offset 10, appended by an earlier request, not committed yet
+    c = RequestContext(s, RequestHeader(api_keys.CREATE_TOPICS, 7, 1, "t"), "x")
+    item = Item()
+    answer = controller_writes.answer_after_commit(c, 10, "exists", [item])
+    assert isinstance(answer, Pending) and not answer.done and s.purgatory.delayed() == 1
+    s.store.commit.finish(None)
+    assert answer.value == "exists" and s.purgatory.delayed() == 0
+    s = Services()
+    s.store.applied = 10
+    c = RequestContext(s, RequestHeader(api_keys.CREATE_TOPICS, 7, 1, "t"), "x")
+    assert controller_writes.answer_after_commit(c, 10, "exists", [item]) == "exists"
