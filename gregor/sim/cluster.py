@@ -37,6 +37,7 @@ from gregor.raft.quorum_state import FOLLOWER, LEADER, IllegalTransition
 from gregor.sim.disk import SimLog, SimStore
 from gregor.sim.invariants import Checker, InvariantViolation, encode_state
 from gregor.sim.network import Network, NetworkConfig
+from gregor.sim.result import RunResult
 
 NodeFactory = Callable[..., RaftNode]
 
@@ -94,38 +95,13 @@ class SimConfig:
     max_events: int = 200_000  # a bound on the whole run, in case something loops
 
 
-@dataclass
-class Result:
-    seed: int
-    scenario: str
-    ok: bool
-    events: int
-    time_ms: int
+@dataclass(kw_only=True)
+class Result(RunResult):
     max_epoch: int
     committed: int
-    faults: dict[str, int]
-    trace_digest: str
-    invariant: str | None = None
-    detail: str | None = None
-    last_events: list[str] = field(default_factory=list)
 
-    def summary(self) -> str:
-        faults = ", ".join(f"{k}={v}" for k, v in sorted(self.faults.items())) or "none"
-        head = (
-            f"seed {self.seed} [{self.scenario}]: {'ok' if self.ok else 'VIOLATION'}; "
-            f"{self.events} events, {self.time_ms} ms simulated, max epoch {self.max_epoch}, "
-            f"{self.committed} committed; faults: {faults}; trace {self.trace_digest[:16]}"
-        )
-        if self.ok:
-            return head
-        lines = [
-            head,
-            f"  invariant: {self.invariant}",
-            f"  detail:    {self.detail}",
-            "  last events:",
-        ]
-        lines += [f"    {e}" for e in self.last_events]
-        return "\n".join(lines)
+    def counts(self) -> str:
+        return f"max epoch {self.max_epoch}, {self.committed} committed"
 
 
 @dataclass

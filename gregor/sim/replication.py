@@ -32,7 +32,7 @@ import random
 import shutil
 import tempfile
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gregor.controller.quorum_controller import ControllerConfig, TopicRequest, TopicResult
@@ -45,6 +45,7 @@ from gregor.sim.data_invariants import DataChecker
 from gregor.sim.faults import Faults
 from gregor.sim.invariants import InvariantViolation
 from gregor.sim.network import Network
+from gregor.sim.result import RunResult
 from gregor.sim.rpc import CreateTopics, Request, Response, SimContext, SimHost
 from gregor.sim.scenarios import SCENARIOS, TOPIC, ReplicationConfig
 from gregor.storage.config import LogConfig
@@ -53,33 +54,13 @@ WALL_BASE_MS = 1_700_000_000_000
 LIVENESS_GRACE_MS = 5000
 
 
-@dataclass
-class Result:
-    seed: int
-    scenario: str
-    ok: bool
-    events: int
-    time_ms: int
+@dataclass(kw_only=True)
+class Result(RunResult):
     acked: int
     read: int
-    faults: dict[str, int]
-    trace_digest: str
-    invariant: str | None = None
-    detail: str | None = None
-    last_events: list[str] = field(default_factory=list)
 
-    def summary(self) -> str:
-        faults = ", ".join(f"{k}={v}" for k, v in sorted(self.faults.items())) or "none"
-        head = (
-            f"seed {self.seed} [{self.scenario}]: {'ok' if self.ok else 'VIOLATION'}; "
-            f"{self.events} events, {self.time_ms} ms simulated, {self.acked} acked, "
-            f"{self.read} read; faults: {faults}; trace {self.trace_digest[:16]}"
-        )
-        if self.ok:
-            return head
-        lines = [head, f"  invariant: {self.invariant}", f"  detail:    {self.detail}"]
-        lines += ["  last events:"] + [f"    {e}" for e in self.last_events]
-        return "\n".join(lines)
+    def counts(self) -> str:
+        return f"{self.acked} acked, {self.read} read"
 
 
 class Admin(SimHost):
