@@ -482,11 +482,15 @@ class BrokerHost(SimHost):
         except KafkaError as exc:
             self.answer(src, corr, ProduceResult(exc.code))
             return
+        self._after_leader_append(src, corr, p, info.first_offset, info.last_offset + 1)
+
+    def _after_leader_append(self, src: int, corr: int, p: Partition, base: int, end: int) -> None:
+        """Checked as a leader's write, then answered once acks=all allows (or at the timeout)."""
         epoch = p.leader_epoch
         self.sim.checker.on_leader_append(self, p, epoch)
         deadline = self.sim.now + PRODUCE_TIMEOUT_MS
         self.sim.timer(self, deadline, "wake")
-        self._await_acks(src, corr, p, info.first_offset, info.last_offset + 1, epoch, deadline)
+        self._await_acks(src, corr, p, base, end, epoch, deadline)
 
     def _await_acks(
         self, src: int, corr: int, p: Partition, base: int, end: int, epoch: int, deadline: int
@@ -516,11 +520,7 @@ class BrokerHost(SimHost):
         except KafkaError as exc:
             self.answer(src, corr, ProduceResult(exc.code))
             return
-        epoch = p.leader_epoch
-        self.sim.checker.on_leader_append(self, p, epoch)
-        deadline = self.sim.now + PRODUCE_TIMEOUT_MS
-        self.sim.timer(self, deadline, "wake")
-        self._await_acks(src, corr, p, info.first_offset, info.last_offset + 1, epoch, deadline)
+        self._after_leader_append(src, corr, p, info.first_offset, info.last_offset + 1)
 
     def _consumer_fetch(self, src: int, corr: int, body: ConsumerFetch) -> None:
         rm = self.replicas
