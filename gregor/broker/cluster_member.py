@@ -4,7 +4,7 @@
 BrokerLifecycleManager).
 
     member = ClusterMember(1, store, controller, config.membership(), raft_log, quorum_state,
-                           raft_config, clock=now_ms)
+                           raft_config, clock=clock)
     member.serve_admin(services)   # a controller's admin writes, with the node's services
     member.lifecycle = ...    # a broker's (runtime/lifecycle.py), over member.controller_channel()
     await member.start()      # listen (controllers), join the quorum, register (brokers)
@@ -14,25 +14,11 @@ The driver's committed entries go to the metadata store (replayed on every node,
 brokers and observers alike) and its leader changes to the store and to the broker lifecycle.
 
 A controller (`controller` among the roles) is a voter: its driver listens on the controller
-listener, which serves, besides the Raft RPCs:
-
-  BrokerRegistration  on the active controller: QuorumController.register_broker; answered
-                      once the RegisterBrokerRecord is committed (broker epoch = its offset);
-                      NOT_CONTROLLER elsewhere, INCONSISTENT_CLUSTER_ID for another cluster.
-  BrokerHeartbeat     on the active controller: QuorumController.heartbeat (unfences a broker
-                      caught up to its registration); answered once its records commit.
-  AllocateProducerIds on the active controller: a block of producer ids for a broker (its
-                      ProducerIdsRecord committed before the answer).
-  AlterPartition      on the active controller: a partition leader's ISR changes
-                      (QuorumController.alter_partition), answered once committed; the
-                      leaders send them through a ControllerChannel (replication/isr_sender.py).
-  admin writes        CreateTopics, DeleteTopics, CreatePartitions, (Incremental)AlterConfigs,
-                      and the Envelope in which brokers forward them and DescribeQuorum
-                      (controller_apis.py; node/forwarding.py is the brokers' side).
-
-and its controller timer (every CONTROLLER_TICK_S) runs on the active controller: after a new
-leadership starts it writes the bootstrap records of a new log (metadata.version), and it fences
-brokers silent for `broker.session.timeout.ms` (QuorumController.tick).
+listener, which serves, besides the Raft RPCs, what brokers ask the active controller
+(BrokerRegistration, BrokerHeartbeat, AllocateProducerIds, AlterPartition: decided by
+node/active_controller.py, driven by runtime/controller_driver.py, which also runs its tick)
+and the admin writes brokers forward (controller_apis.py; node/forwarding.py is the brokers'
+side).
 
 A broker-only node (`process.roles=broker`) is an observer: no listener, it fetches the log
 from the leader it finds through the voters or the bootstrap servers (raft_driver.py).
@@ -44,47 +30,26 @@ runtime/lifecycle.py), through a ControllerChannel that finds the leader and whe
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import uuid
-from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 from gregor.broker.config import BrokerConfig, Membership
 from gregor.broker.controller_apis import admin_handlers
+from gregor.clock import Clock
 from gregor.controller.local import LocalController
-from gregor.controller.quorum_controller import (
-    PRODUCER_ID_BLOCK_SIZE,
-    BrokerHeartbeat,
-    BrokerRegistration,
-    IsrChange,
-    Listener,
-)
 from gregor.handlers.context import Services
 from gregor.metadata.raft_store import RaftMetadataStore
-from gregor.protocol import api_keys, errors
-from gregor.protocol.errors import KafkaError
-from gregor.protocol.messages import (
-    AllocateProducerIdsResponse,
-    AlterPartitionResponse,
-    BrokerHeartbeatResponse,
-    BrokerRegistrationResponse,
-)
+from gregor.node.active_controller import ActiveControllerCore
 from gregor.raft.config import RaftConfig
 from gregor.raft.log import RaftLog
 from gregor.raft.node import LeaderAndEpoch
 from gregor.raft.store import QuorumStateStore
 from gregor.runtime.controller_channel import ControllerChannel
+from gregor.runtime.controller_driver import ControllerDriver
 from gregor.runtime.lifecycle import BrokerLifecycle
 from gregor.runtime.raft_driver import RaftDriver
 
 log = logging.getLogger("gregor.cluster")
-
-CONTROLLER_TICK_S = 0.25
-COMMIT_TIMEOUT_S = 30.0
-_code = errors.BY_NAME
 
 
 def networked_controller(
@@ -110,7 +75,7 @@ class ClusterMember:
         quorum_state: QuorumStateStore,
         raft_config: RaftConfig,
         *,
-        clock: Callable[[], int],
+        clock: Clock,
     ) -> None:
         """A controller's admin handlers come with `serve_admin`, a broker's `lifecycle` is
         set; both before `start`."""
@@ -119,7 +84,8 @@ class ClusterMember:
         self.controller = controller
         self.membership = membership
         self.voters = dict(membership.voters or {})
-        self.now_ms = clock
+        core = ActiveControllerCore(node_id, store, controller, duties=membership.is_controller)
+        self.controller_driver = ControllerDriver(core, clock)
         self.driver = RaftDriver(
             node_id,
             raft_log,
@@ -129,18 +95,11 @@ class ClusterMember:
             on_commit=self.store.on_committed,
             on_snapshot=self.store.on_snapshot,
             on_leader_change=self._on_leader_change,
-            clock=clock,  # wall clock: DescribeQuorum reports fetch times in it
-            handlers={
-                api_keys.BROKER_REGISTRATION: self._on_registration,
-                api_keys.BROKER_HEARTBEAT: self._on_heartbeat,
-                api_keys.ALLOCATE_PRODUCER_IDS: self._on_allocate_producer_ids,
-                api_keys.ALTER_PARTITION: self._on_alter_partition,
-            },
+            clock=clock.now_ms,  # wall clock: DescribeQuorum reports fetch times in it
+            handlers=self.controller_driver.handlers(),
         )
         self.store.attach(self.driver)
         self.lifecycle: BrokerLifecycle | None = None  # a broker's, set before start
-        self._tasks: list[asyncio.Task[None]] = []
-        self._activated_epoch = -1
 
     def controller_channel(
         self, client_id: str, request_timeout_ms: int = 5000
@@ -166,19 +125,14 @@ class ClusterMember:
         if listen is not None:  # a voter; an observer only makes requests
             await self.driver.bind(*listen)
         await self.driver.start(self.voters, self.membership.bootstrap)
-        if self.membership.is_controller:
-            self._tasks.append(asyncio.ensure_future(self._controller_timer()))
+        self.controller_driver.start()
         if self.lifecycle is not None:
             self.lifecycle.start()
 
     async def stop(self) -> None:
         if self.lifecycle is not None:
             await self.lifecycle.stop()  # asks to be fenced first
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        await self.controller_driver.stop()
         await self.driver.stop(resign=True)
 
     async def leave(self) -> None:
@@ -201,139 +155,3 @@ class ClusterMember:
         if self.lifecycle is None:
             raise ValueError(f"node {self.node_id} is no broker: it hands out no producer ids")
         return self.lifecycle.allocate_producer_ids(count)
-
-    # -- the active controller ----------------------------------------------------------------
-
-    async def _controller_timer(self) -> None:
-        while True:
-            await asyncio.sleep(CONTROLLER_TICK_S)
-            try:
-                self._controller_duties()
-            except KafkaError as exc:
-                log.debug("controller timer: %s", exc)
-            except Exception:
-                log.exception("controller timer failed")
-
-    def _controller_duties(self) -> None:
-        store = self.store
-        if not store.is_active():
-            return
-        if store.epoch != self._activated_epoch:
-            self._activated_epoch = store.epoch
-            log.info("node %d is the active controller in epoch %d", self.node_id, store.epoch)
-            self.controller.activate()
-        now_ms = self.now_ms()
-        self.controller.tick(now_ms)
-        self.controller.balance_leaders(now_ms)
-
-    async def _wait_appended(self) -> None:
-        await asyncio.wait_for(
-            self.store.wait_committed(self.store.last_appended), COMMIT_TIMEOUT_S
-        )
-
-    async def _on_registration(self, version: int, req: Any) -> Any:
-        if req.cluster_id != self.store.cluster_id:
-            return BrokerRegistrationResponse(
-                error_code=_code["INCONSISTENT_CLUSTER_ID"].code, broker_epoch=-1
-            )
-        registration = BrokerRegistration(
-            req.broker_id,
-            req.incarnation_id,
-            tuple(
-                Listener(li.name, li.host, li.port, li.security_protocol) for li in req.listeners
-            ),
-            req.rack,
-            tuple(req.log_dirs or ()),
-        )
-        try:
-            code, epoch = self.controller.register_broker(registration, self.now_ms())
-            if code == errors.NONE:
-                await self._wait_appended()
-                log.info("registered broker %d (epoch %d)", req.broker_id, epoch)
-        except KafkaError as exc:
-            code, epoch = exc.code, -1
-        except TimeoutError:
-            code, epoch = _code["REQUEST_TIMED_OUT"].code, -1
-        return BrokerRegistrationResponse(error_code=code, broker_epoch=epoch)
-
-    async def _on_heartbeat(self, version: int, req: Any) -> Any:
-        beat = BrokerHeartbeat(
-            req.broker_id,
-            req.broker_epoch,
-            req.current_metadata_offset,
-            req.want_fence,
-            req.want_shut_down,
-            tuple(req.offline_log_dirs or ()),
-        )
-        try:
-            answer, wrote = self.controller.heartbeat(beat, self.now_ms())
-            if wrote:
-                await self._wait_appended()
-        except KafkaError as exc:
-            return BrokerHeartbeatResponse(error_code=exc.code)
-        except TimeoutError:
-            return BrokerHeartbeatResponse(error_code=_code["REQUEST_TIMED_OUT"].code)
-        return BrokerHeartbeatResponse(
-            error_code=answer.error_code,
-            is_caught_up=answer.is_caught_up,
-            is_fenced=answer.is_fenced,
-            should_shut_down=answer.should_shut_down,
-        )
-
-    async def _on_allocate_producer_ids(self, version: int, req: Any) -> Any:
-        try:
-            first = self.controller.allocate_producer_ids_for(
-                req.broker_id, req.broker_epoch, PRODUCER_ID_BLOCK_SIZE
-            )
-            await self._wait_appended()
-        except KafkaError as exc:
-            return AllocateProducerIdsResponse(
-                error_code=exc.code, producer_id_start=-1, producer_id_len=0
-            )
-        except TimeoutError:
-            return AllocateProducerIdsResponse(
-                error_code=_code["REQUEST_TIMED_OUT"].code, producer_id_start=-1, producer_id_len=0
-            )
-        return AllocateProducerIdsResponse(
-            error_code=errors.NONE, producer_id_start=first, producer_id_len=PRODUCER_ID_BLOCK_SIZE
-        )
-
-    async def _on_alter_partition(self, version: int, req: Any) -> Any:
-        R = AlterPartitionResponse
-        changes, where = [], []
-        for t in req.topics:
-            for pd in t.partitions:
-                if version >= 3:
-                    isr = [b.broker_id for b in pd.new_isr_with_epochs]
-                    epochs = {b.broker_id: b.broker_epoch for b in pd.new_isr_with_epochs}
-                else:
-                    isr, epochs = list(pd.new_isr), {}
-                changes.append(
-                    IsrChange(t.topic_id, pd.partition_index, pd.leader_epoch, pd.partition_epoch, isr, epochs,
-                              pd.leader_recovery_state)
-                )  # fmt: skip
-                where.append((t.topic_id, pd.partition_index))
-        try:
-            answer, wrote = self.controller.alter_partition(
-                req.broker_id, req.broker_epoch, changes
-            )
-            if wrote:
-                await self._wait_appended()
-        except KafkaError as exc:
-            return R(error_code=exc.code, topics=[])
-        except TimeoutError:
-            return R(error_code=_code["REQUEST_TIMED_OUT"].code, topics=[])
-        if isinstance(answer, int):
-            return R(error_code=answer, topics=[])
-        topics: dict[uuid.UUID, list[Any]] = {}
-        for (topic_id, index), res in zip(where, answer, strict=True):
-            topics.setdefault(topic_id, []).append(
-                R.PartitionData(
-                    partition_index=index, error_code=res.error_code, leader_id=res.leader,
-                    leader_epoch=res.leader_epoch, isr=list(res.isr), partition_epoch=res.partition_epoch,
-                )
-            )  # fmt: skip
-        return R(
-            error_code=errors.NONE,
-            topics=[R.TopicData(topic_id=t, partitions=ps) for t, ps in topics.items()],
-        )

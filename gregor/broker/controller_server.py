@@ -65,7 +65,12 @@ class ControllerServer:
         cluster_id = self.meta_properties[data_dirs[0]].cluster_id
         assert membership.voters is not None
         self.store, raft_log, quorum_state, raft_config = RaftMetadataStore.open_networked(
-            data_dirs[0], self.node_id, cluster_id, list(membership.voters), configs=config.values
+            data_dirs[0],
+            self.node_id,
+            cluster_id,
+            list(membership.voters),
+            clock=clock,
+            configs=config.values,
         )
         self.store.on_log_failure(halt_on_metadata_log_failure(data_dirs[0]))
         self.controller = networked_controller(self.store, self.node_id, config)
@@ -83,7 +88,7 @@ class ControllerServer:
             raft_log,
             quorum_state,
             raft_config,
-            clock=clock.now_ms,
+            clock=clock,
         )
         self.member.serve_admin(_metadata_services(self, cluster))
 

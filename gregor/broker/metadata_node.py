@@ -49,7 +49,7 @@ def open_metadata(
     member: ClusterMember | None = None
     if not membership.networked:  # the only voter of its own quorum
         store = RaftMetadataStore.open(
-            data_dirs[0], node_id, cluster_id, clock=clock.now_ms, configs=config.values
+            data_dirs[0], node_id, cluster_id, clock=clock, configs=config.values
         )
         controller = LocalController(store, node_id, config.values)
         dirs = [m.directory_id for m in props.values() if m.directory_id is not None]
@@ -80,7 +80,7 @@ def _join_quorum(
     node_id = config.node_id
     voters = list(membership.voters or ())  # a broker-only node may know none
     store, raft_log, quorum_state, raft_config = RaftMetadataStore.open_networked(
-        config.log_dirs[0], node_id, cluster_id, voters, clock=clock.now_ms, configs=config.values
+        config.log_dirs[0], node_id, cluster_id, voters, clock=clock, configs=config.values
     )
     if membership.is_controller:
         controller = networked_controller(store, node_id, config)
@@ -94,6 +94,6 @@ def _join_quorum(
         raft_log,
         quorum_state,
         raft_config,
-        clock=clock.now_ms,
+        clock=clock,
     )
     return store, controller, member

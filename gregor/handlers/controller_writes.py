@@ -14,8 +14,8 @@ commit does not come in time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any
 
 from gregor.handlers.context import RequestContext
 from gregor.protocol import errors
@@ -25,21 +25,7 @@ from gregor.replication.purgatory import DelayedOperation
 
 NOT_CONTROLLER = errors.BY_NAME["NOT_CONTROLLER"].code
 REQUEST_TIMED_OUT = errors.BY_NAME["REQUEST_TIMED_OUT"].code
-UNKNOWN_SERVER_ERROR = errors.BY_NAME["UNKNOWN_SERVER_ERROR"].code
 COMMIT_TIMEOUT_MS = 30_000
-
-
-class Completion(Protocol):
-    """What the metadata store's `wait_committed` returns: done once the offset is committed
-    (or failed with a KafkaError); its callbacks run later, never inside `add_done_callback`."""
-
-    def done(self) -> bool: ...
-
-    def cancel(self) -> bool: ...
-
-    def exception(self) -> BaseException | None: ...
-
-    def add_done_callback(self, fn: Callable[[Any], object]) -> None: ...
 
 
 def not_controller(ctx: RequestContext) -> KafkaError | None:
@@ -54,38 +40,33 @@ def not_controller(ctx: RequestContext) -> KafkaError | None:
 
 
 class AwaitingCommit(DelayedOperation):
-    """A response waiting for the quorum to commit metadata `offset`; `answer` gets it."""
+    """A response waiting for the quorum to commit metadata `offset`; `answer` gets it. The
+    store's `wait_committed` callback is `settle`; the purgatory expires it at its deadline."""
 
-    __slots__ = ("committed", "offset", "response", "succeeded", "answer", "error")
+    __slots__ = ("offset", "response", "succeeded", "answer", "settled", "error")
 
     def __init__(
-        self,
-        committed: Completion,
-        offset: int,
-        response: Any,
-        succeeded: Sequence[Any],
-        deadline_ms: int,
+        self, offset: int, response: Any, succeeded: Sequence[Any], deadline_ms: int
     ) -> None:
         super().__init__(deadline_ms)
-        self.committed, self.offset = committed, offset
-        self.response, self.succeeded = response, succeeded
+        self.offset, self.response, self.succeeded = offset, response, succeeded
         self.answer = Pending("metadata write")
+        self.settled = False
         self.error: tuple[int, str] | None = None
 
+    def settle(self, error: KafkaError | None) -> None:
+        """The commit came (None), or will not here (NOT_CONTROLLER, the store closing)."""
+        self.settled = True
+        if error is not None and self.error is None:
+            self.error = error.code, error.message
+
     def try_complete(self) -> bool:
-        return self.committed.done()
+        return self.settled
 
     def on_expiration(self) -> None:
-        self.committed.cancel()
         self.error = REQUEST_TIMED_OUT, f"metadata offset {self.offset} was not committed in time"
 
     def on_complete(self) -> None:
-        if self.error is None:
-            exc = self.committed.exception()
-            if isinstance(exc, KafkaError):
-                self.error = exc.code, exc.message
-            elif exc is not None:
-                self.error = UNKNOWN_SERVER_ERROR, f"waiting for the commit failed: {exc!r}"
         if self.error is not None:
             for item in self.succeeded:
                 item.error_code, item.error_message = self.error
@@ -105,11 +86,15 @@ def answer_after_commit(
     offset = store.last_appended
     if not store.networked or (offset == appended_before and offset <= store.applied):
         return response
-    committed: Completion = store.wait_committed(offset)
-    op = AwaitingCommit(
-        committed, offset, response, succeeded, ctx.services.now_ms() + COMMIT_TIMEOUT_MS
-    )
+    op = AwaitingCommit(offset, response, succeeded, ctx.services.now_ms() + COMMIT_TIMEOUT_MS)
     purgatory = ctx.services.purgatory
-    if not purgatory.try_complete_else_watch(op, ()):
-        committed.add_done_callback(lambda _done: purgatory.force_complete(op))
+
+    def committed(error: KafkaError | None) -> None:
+        op.settle(error)
+        purgatory.force_complete(op)
+
+    store.wait_committed(offset, committed)  # may call back at once
+    if op.completed:
+        return response
+    purgatory.watch(op, ())
     return op.answer

@@ -73,9 +73,10 @@ same log and quorum-state but makes no node; the broker runs a RaftDriver over t
 `on_replayed` (the broker brings its partitions in line); `on_leader_change` fails the writes
 waiting for a commit when this node stops leading. `commit(records)` then only appends, on the
 active controller (NOT_CONTROLLER elsewhere), and returns the offset of the last record; the
-caller awaits `wait_committed(offset)`, which completes once the quorum committed and this node
-replayed it, or fails with NOT_CONTROLLER when leadership is lost first (the records may still
-be committed by the next leader: the client retries and finds the change made). The node is
+caller hands `wait_committed(offset, done)` a callback, called with None once the quorum
+committed and this node replayed it, or with NOT_CONTROLLER (a KafkaError) when leadership is
+lost first (the records may still be committed by the next leader: the client retries and
+finds the change made). No event loop: a driver that must await it makes a future of it. The node is
 the active controller once it leads and its own start-of-epoch record is committed, so its
 image holds everything committed before its epoch (`is_active`).
 
@@ -100,7 +101,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from gregor.clock import SYSTEM_CLOCK
+from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.metadata import records as r
 from gregor.metadata import snapshot as metadata_snapshot
 from gregor.metadata.config_defs import DynamicConfigs
@@ -143,6 +144,9 @@ SEGMENT_BYTES_CONFIG = "metadata.log.segment.bytes"
 DEFAULT_SNAPSHOT_BYTES = 20 * 1024 * 1024
 DEFAULT_SNAPSHOT_INTERVAL_MS = 60 * 60 * 1000
 MAX_COMMIT_POLLS = 8  # one poll commits with a single voter; more means something is wrong
+
+# What `wait_committed` calls: with None once committed, with the KafkaError that prevented it.
+CommitCallback = Callable[[KafkaError | None], object]
 
 _TOPIC_RECORDS = (r.TopicRecord, r.PartitionRecord, r.PartitionChangeRecord, r.RemoveTopicRecord)
 
@@ -205,7 +209,7 @@ class RaftMetadataStore:
         # Writes a snapshot file durably (thread-safe); None: the log's own. Tests slow it down.
         self.write_snapshot_file: Callable[[SnapshotId, bytes], None] | None = None
         self._closed = False
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._waiters: list[tuple[int, CommitCallback]] = []
         self._raft_log: object | None = None  # a networked store's log, before its driver runs
 
     @property
@@ -227,7 +231,7 @@ class RaftMetadataStore:
         cluster_id: str,
         voters: Sequence[int],
         *,
-        clock: Callable[[], int] = SYSTEM_CLOCK.now_ms,
+        clock: Clock = SYSTEM_CLOCK,
         configs: Mapping[str, str] | None = None,
     ) -> tuple[RaftMetadataStore, RaftLog, FileQuorumStateStore, RaftConfig]:
         """The store of a node among `voters`, with the log, quorum-state and Raft settings a
@@ -236,7 +240,7 @@ class RaftMetadataStore:
         raft_log, log_config = _open_log(log_dir, clock, configs, networked=True)
         quorum_state = FileQuorumStateStore(raft_log.directory, voters=sorted(voters))
         config = replace(RaftConfig.from_configs(configs), append_linger_ms=0)
-        store = cls(None, cluster_id, clock, *_snapshot_settings(configs, log_config))
+        store = cls(None, cluster_id, clock.now_ms, *_snapshot_settings(configs, log_config))
         store._raft_log = raft_log  # the driver that runs the node opens nothing more
         store.local_id = node_id
         return store, raft_log, quorum_state, config
@@ -264,9 +268,8 @@ class RaftMetadataStore:
         if self._waiters:
             done = [(o, f) for o, f in self._waiters if o <= self.applied]
             self._waiters = [(o, f) for o, f in self._waiters if o > self.applied]
-            for _offset, fut in done:
-                if not fut.done():
-                    fut.set_result(None)
+            for _offset, callback in done:
+                _call(callback, None)
 
     def on_snapshot(self, snapshot: LoadSnapshot) -> None:
         """The driver's node starts from a snapshot (its log's latest, or one fetched from the
@@ -287,9 +290,8 @@ class RaftMetadataStore:
 
     def _fail_waiters(self, why: str) -> None:
         waiters, self._waiters = self._waiters, []
-        for _offset, fut in waiters:
-            if not fut.done():
-                fut.set_exception(KafkaError(NOT_CONTROLLER, why))
+        for _offset, callback in waiters:
+            _call(callback, KafkaError(NOT_CONTROLLER, why))
 
     @property
     def caught_up(self) -> bool:
@@ -315,19 +317,16 @@ class RaftMetadataStore:
         hw = node.high_watermark
         return leader is not None and hw is not None and hw > leader.epoch_start_offset
 
-    def wait_committed(self, offset: int) -> asyncio.Future[None]:
-        """Completes once `offset` is committed and replayed here; fails with NOT_CONTROLLER if
-        this node stops leading first."""
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    def wait_committed(self, offset: int, done: CommitCallback) -> None:
+        """Call `done(None)` once `offset` is committed and replayed here (now, if it is), or
+        `done(KafkaError(NOT_CONTROLLER))` if this node is not the active controller, or stops
+        being it (or the store closes) first. Once per call; in the order of the calls."""
         if offset <= self.applied:
-            fut.set_result(None)
+            done(None)
         elif not self.is_active():
-            fut.set_exception(
-                KafkaError(NOT_CONTROLLER, f"node {self.local_id} is not the active controller")
-            )
+            done(KafkaError(NOT_CONTROLLER, f"node {self.local_id} is not the active controller"))
         else:
-            self._waiters.append((offset, fut))
-        return fut
+            self._waiters.append((offset, done))
 
     @classmethod
     def open(
@@ -336,7 +335,7 @@ class RaftMetadataStore:
         node_id: int,
         cluster_id: str,
         *,
-        clock: Callable[[], int] = SYSTEM_CLOCK.now_ms,
+        clock: Clock = SYSTEM_CLOCK,
         configs: Mapping[str, str] | None = None,
     ) -> RaftMetadataStore:
         """Open `<log_dir>/__cluster_metadata-0`, lead the one-voter quorum, replay the log.
@@ -346,10 +345,17 @@ class RaftMetadataStore:
         quorum_state = FileQuorumStateStore(raft_log.directory, voters=[node_id])
         config = replace(RaftConfig.from_configs(configs), append_linger_ms=0)
         node = RaftNode(
-            node_id, [node_id], raft_log, quorum_state, random.Random(), clock(), config, cluster_id
+            node_id,
+            [node_id],
+            raft_log,
+            quorum_state,
+            random.Random(),
+            clock.now_ms(),
+            config,
+            cluster_id,
         )
-        store = cls(node, cluster_id, clock, *_snapshot_settings(configs, log_config))
-        store.poll(clock())
+        store = cls(node, cluster_id, clock.now_ms, *_snapshot_settings(configs, log_config))
+        store.poll(clock.now_ms())
         if not node.is_leader:
             raise MetadataLogError(
                 f"node {node_id} did not become the leader of its own quorum: {node!r}"
@@ -821,8 +827,16 @@ class RaftMetadataStore:
                 info.replicas, info.configs = replicas, configs
 
 
+def _call(callback: CommitCallback, error: KafkaError | None) -> None:
+    """Run one waiter's callback; one that fails must not keep the others (or replay) back."""
+    try:
+        callback(error)
+    except Exception:
+        log.exception("a callback waiting for a metadata commit failed")
+
+
 def _open_log(
-    log_dir: str, clock: Callable[[], int], configs: Mapping[str, str], networked: bool
+    log_dir: str, clock: Clock, configs: Mapping[str, str], networked: bool
 ) -> tuple[StorageRaftLog, LogConfig]:
     """The metadata log, its segments sized by `metadata.log.segment.bytes`, its latest valid
     snapshot found (a damaged one is set aside when the log still reaches back past it; else

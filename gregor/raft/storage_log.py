@@ -36,6 +36,7 @@ import os
 import re
 from collections.abc import Callable
 
+from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.protocol.records import batch as rb
 from gregor.protocol.records.records import build_batch, read_batch_records
 from gregor.raft.control import LEADER_CHANGE_KEY
@@ -63,7 +64,7 @@ def snapshot_file_name(snapshot_id: SnapshotId) -> str:
 
 
 class StorageRaftLog:
-    def __init__(self, log: Log, clock: Callable[[], int]) -> None:
+    def __init__(self, log: Log, clock: Clock) -> None:
         self._log = log
         self._clock = clock
         self.directory = log.directory
@@ -78,11 +79,12 @@ class StorageRaftLog:
         cls,
         log_dir: str,
         config: LogConfig | None = None,
-        clock: Callable[[], int] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
         check_snapshot: Callable[[bytes], str | None] | None = None,
     ) -> StorageRaftLog:
-        """Open (or create) `<log_dir>/__cluster_metadata-0`. `clock` stamps batch timestamps;
-        `check_snapshot` vets snapshot files (module docstring)."""
+        """Open (or create) `<log_dir>/__cluster_metadata-0`. `clock` is the log's: it stamps
+        batch timestamps, segment creation and roll times, and flush times, as a partition
+        log's does; `check_snapshot` vets snapshot files (module docstring)."""
         directory = os.path.join(log_dir, DIR_NAME)
         os.makedirs(directory, exist_ok=True)
         for name in os.listdir(directory):
@@ -103,14 +105,13 @@ class StorageRaftLog:
             )
             os.replace(path, path + CORRUPT_SUFFIX)
         start = snapshots[-1].end_offset if snapshots else 0
-        clock = clock or (lambda: 0)
         log = Log.open(
             directory,
             config or LogConfig(),
             log_start_offset=start,
             recovery_point=0,
             clean_shutdown=False,
-            now_ms=clock(),
+            clock=clock,
         )
         first = log.segments[0].base_offset
         if rejected and first > start:
@@ -157,7 +158,7 @@ class StorageRaftLog:
             raise ValueError(
                 f"batch epoch {batch.epoch} is below the log's last epoch {self.last_epoch}"
             )
-        now = self._clock()
+        now = self._clock.now_ms()
         key = LEADER_CHANGE_KEY if batch.control else None
         buf = build_batch(
             [(key, record) for record in batch.records],

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from gregor.clock import ManualClock
 from gregor.controller.local import LocalController, MigrationError
 from gregor.controller.quorum_controller import DEFAULT_METADATA_VERSION, Listener
 from gregor.metadata import records as r
@@ -36,7 +37,7 @@ DIR_ID = uuid.UUID(int=12345)
 def start(
     d: Path, node_id: int = 1, legacy: MetadataStore | None = None
 ) -> tuple[RaftMetadataStore, LocalController]:
-    store = RaftMetadataStore.open(str(d), node_id, CLUSTER, clock=lambda: NOW)
+    store = RaftMetadataStore.open(str(d), node_id, CLUSTER, clock=ManualClock(NOW))
     controller = LocalController(store, node_id, {})
     controller.start([Listener("PLAINTEXT", "127.0.0.1", 9092)], [DIR_ID], None, legacy, NOW)
     return store, controller

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from gregor.clock import ManualClock
 from gregor.controller.local import LocalController
 from gregor.controller.quorum_controller import Listener
 from gregor.metadata import records as r
@@ -30,12 +31,22 @@ NOW = 1_700_000_000_000
 CLUSTER = "J8qXRwI-Qyi2G0guFTiuYw"
 
 
-class Clock:
+class Clock(ManualClock):
+    """The store's and its log's clock; `now` moves it, `clock()` reads it."""
+
     def __init__(self) -> None:
-        self.now = NOW
+        super().__init__(NOW)
+
+    @property
+    def now(self) -> int:
+        return self.now_ms()
+
+    @now.setter
+    def now(self, value: int) -> None:
+        self.advance(value - self.now_ms())
 
     def __call__(self) -> int:
-        return self.now
+        return self.now_ms()
 
 
 def open_store(d: Path, clock: Clock, **configs: str) -> RaftMetadataStore:

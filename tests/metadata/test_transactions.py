@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from gregor.clock import ManualClock
 from gregor.controller.local import LocalController
 from gregor.controller.quorum_controller import Listener, QuorumController, TopicRequest
 from gregor.metadata import records as r
@@ -131,7 +132,7 @@ def test_a_follower_replays_a_transaction_at_its_end() -> None:
 
 def open_store(d: Path, batch_bytes: int = 2000, **configs: str) -> RaftMetadataStore:
     conf = {k.replace("_", "."): v for k, v in configs.items()}
-    store = RaftMetadataStore.open(str(d), 1, CLUSTER, clock=lambda: NOW, configs=conf)
+    store = RaftMetadataStore.open(str(d), 1, CLUSTER, clock=ManualClock(NOW), configs=conf)
     store.max_batch_bytes = batch_bytes  # small batches: a few topics take several
     return store
 
@@ -181,7 +182,9 @@ def test_a_large_commit_is_one_transaction_over_several_batches(tmp_path: Path) 
         and recs[-1] == r.EndTransactionRecord()
     )
     assert sum(isinstance(rec, r.TopicRecord) for rec in recs) == len(NAMES)
-    single = RaftMetadataStore.open(str(tmp_path), 1, CLUSTER, clock=lambda: NOW)  # 1 MiB batches
+    single = RaftMetadataStore.open(
+        str(tmp_path), 1, CLUSTER, clock=ManualClock(NOW)
+    )  # 1 MiB batches
     assert set(NAMES) <= set(single.topics)
     before = single.next_offset
     single.commit(topic_records("small"))

@@ -6,6 +6,7 @@ import json
 import os
 import random
 
+from gregor.clock import ManualClock
 from gregor.protocol.records import batch as rb
 from gregor.protocol.records.records import read_batch_records
 from gregor.raft.control import LEADER_CHANGE_KEY
@@ -45,6 +46,26 @@ def test_append_and_read_back(tmp_path):
     assert [(h.base_offset, h.partition_leader_epoch) for h in headers][:2] == [(0, 1), (2, 1)]
     header, records = read_batch_records(data, sum(h.size for h in headers[:2]))
     assert header.is_control and records[0].key == LEADER_CHANGE_KEY  # Kafka's LEADER_CHANGE
+
+
+def test_the_log_reads_time_only_from_its_clock(tmp_path):
+    """The injected clock stamps the batches and is the segments' own: their creation, a roll
+    by `segment.ms`, the flush time; no other clock is read."""
+    clock = ManualClock(now_ms=1_000_000)
+    log = StorageRaftLog.open(str(tmp_path), LogConfig(segment_ms=60_000), clock)
+    inner = log._log
+    assert inner.clock is clock and inner.segments[0].created_ms == 1_000_000
+    log.append(Batch(0, 1, (b"a",)))
+    clock.advance(60_001)
+    log.append(Batch(1, 1, (b"b",)))  # the first segment's data is over a minute old: rolled
+    assert [seg.base_offset for seg in inner.segments] == [0, 1]
+    assert inner.segments[1].created_ms == 1_060_001
+    log.flush()
+    assert inner.last_flush_ms == 1_060_001
+    data = open(os.path.join(tmp_path, DIR_NAME, "00000000000000000001.log"), "rb").read()
+    [(_, header)] = list(rb.iter_headers(data))
+    assert header.max_timestamp == 1_060_001
+    log.close()
 
 
 def test_end_offset_for_epoch_and_truncation(tmp_path):

@@ -170,31 +170,15 @@ def test_a_waiting_fetch_of_a_partition_led_elsewhere_now_answers_the_error(
 
 
 class Commit:
-    """What `wait_committed` returns, without an event loop: callbacks run when it is done."""
+    """The commit a `wait_committed` callback waits for; `finish` calls it back."""
 
     def __init__(self) -> None:
         self.callbacks: list[Any] = []
-        self.error: BaseException | None = None
-        self.finished = self.cancelled = False
 
-    def done(self) -> bool:
-        return self.finished
-
-    def cancel(self) -> bool:
-        self.cancelled = True
-        self.finish(None)
-        return True
-
-    def exception(self) -> BaseException | None:
-        return self.error
-
-    def add_done_callback(self, fn: Any) -> None:
-        self.callbacks.append(fn)
-
-    def finish(self, error: BaseException | None) -> None:
-        self.finished, self.error = True, error
-        for fn in self.callbacks:
-            fn(self)
+    def finish(self, error: KafkaError | None) -> None:
+        callbacks, self.callbacks = self.callbacks, []
+        for fn in callbacks:
+            fn(error)
 
 
 class Item:
@@ -204,13 +188,21 @@ class Item:
 class QuorumStore:
     networked = True
     last_appended = 10
+    applied = 9
+    active = True
 
     def __init__(self) -> None:
         self.commit = Commit()
 
-    def wait_committed(self, offset: int) -> Commit:
+    def wait_committed(self, offset: int, done: Any) -> None:
+        """As the metadata store's: at once when committed, or when no longer leading."""
         assert offset == 10
-        return self.commit
+        if offset <= self.applied:
+            done(None)
+        elif not self.active:
+            done(KafkaError(controller_writes.NOT_CONTROLLER, "not the active controller"))
+        else:
+            self.commit.callbacks.append(done)
 
 
 class Services:
@@ -247,7 +239,13 @@ def test_a_metadata_write_fails_with_leadership_or_times_out() -> None:
     assert s.purgatory.next_deadline_ms() == 1_000 + controller_writes.COMMIT_TIMEOUT_MS
     s.purgatory.expire(1_000 + controller_writes.COMMIT_TIMEOUT_MS)
     assert answer.done and item.error_code == controller_writes.REQUEST_TIMED_OUT
-    assert s.store.commit.cancelled
+    s.store.commit.finish(None)  # a commit after the deadline changes nothing
+    assert item.error_code == controller_writes.REQUEST_TIMED_OUT and s.purgatory.delayed() == 0
+    s = Services()
+    s.store.active = False  # leadership lost before the write waits: answered at once
+    answer, item = write(s)
+    assert answer == "response" and item.error_code == controller_writes.NOT_CONTROLLER
+    assert s.purgatory.delayed() == 0
 
 
 def test_a_write_that_appended_nothing_waits_for_what_is_still_uncommitted() -> None:
