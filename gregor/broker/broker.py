@@ -24,7 +24,6 @@ from gregor.broker.auto_create import auto_creator
 from gregor.broker.config import BrokerConfig
 from gregor.broker.dispatch import Dispatcher
 from gregor.broker.metadata_node import open_metadata
-from gregor.broker.txn_verifier import TxnVerifier
 from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.controller.admin import Admin
 from gregor.controller.producer_ids import ProducerIdManager
@@ -130,7 +129,8 @@ class BrokerServer:
         return Services(
             self.node_id, self.clock, self.config_view, self.store, self.cluster, self.admin,
             self.replicas, self.logs, producer_ids, groups, transactions,
-            TxnVerifier(self.node_id, transactions, self.links), self.purgatory, apply,
+            cores.txn_verifier(self.node_id, transactions, lambda: self.store.image, self.links,
+                               self.now_ms), self.purgatory, apply,
             auto_creator(self.config_view, self.admin, apply),
         )  # fmt: skip
 

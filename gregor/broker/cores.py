@@ -7,6 +7,7 @@ driver that runs it, from the few pieces each needs (never the broker itself):
     node/lifecycle.BrokerLifecycleCore        runtime/lifecycle.BrokerLifecycle (a channel)
     node/forwarding.ForwardingCore            runtime/forwarding.Forwarder (a channel)
     coordinator/txn/markers.MarkerChannel     CoreDriver over the inter-broker links
+    coordinator/txn/verifier.TxnVerifier      CoreDriver over the inter-broker links
 """
 
 from __future__ import annotations
@@ -21,19 +22,19 @@ from gregor.broker.cluster_member import ClusterMember
 from gregor.broker.config import BrokerConfig
 from gregor.broker.controller_apis import FORWARDED
 from gregor.coordinator.txn.markers import LocalWriter, MarkerChannel
+from gregor.coordinator.txn.verifier import TxnVerifier, VerifyingCoordinator
 from gregor.metadata.cluster import ClusterView
 from gregor.metadata.image import MetadataImage
 from gregor.metadata.meta_properties import MetaProperties
 from gregor.node.forwarding import ForwardingCore
 from gregor.node.lifecycle import BrokerLifecycleCore, LifecycleConfig
-from gregor.protocol.outbound import Outbound
 from gregor.replication.fetcher_session import ReplicaFetchers
 from gregor.replication.follower import FetcherConfig
 from gregor.replication.hosting import PartitionHosting
 from gregor.replication.isr_sender import IsrChangeSender
 from gregor.replication.partition import ReplicaManager
 from gregor.runtime.client import NetworkClient
-from gregor.runtime.drivers import CoreDriver, controller_send, node_send
+from gregor.runtime.drivers import CoreDriver, controller_send, links_send, node_send
 from gregor.runtime.forwarding import CHANNEL_TIMEOUT_MS, Forwarder
 from gregor.runtime.inter_broker import InterBroker
 from gregor.runtime.lifecycle import BrokerLifecycle, shut_down_this_process
@@ -198,10 +199,21 @@ def marker_sender(
     if links is None:
         return MarkerChannel(node_id, image, write_local, None)
     core = MarkerChannel(node_id, image, write_local, links.reachable)
+    CoreDriver(core, links_send(links), clock, name="txn-markers", spawn=links.spawn).start()
+    return core
 
-    def send(out: Outbound) -> Any:
-        assert out.destination is not None
-        return links.send(out.destination, out.api_key, out.version, out.body)
 
-    CoreDriver(core, send, clock, name="txn-markers", spawn=links.spawn).start()
+def txn_verifier(
+    node_id: int,
+    transactions: VerifyingCoordinator,
+    image: Callable[[], MetadataImage],
+    links: InterBroker | None,
+    clock: Clock,
+) -> TxnVerifier:
+    """The produce path's transaction check; its AddPartitionsToTxn requests run on `links`
+    (closing them ends the requests in flight: their batches answer NOT_ENOUGH_REPLICAS)."""
+    if links is None:
+        return TxnVerifier(node_id, transactions, image, None)
+    core = TxnVerifier(node_id, transactions, image, links.reachable)
+    CoreDriver(core, links_send(links), clock, name="txn-verifier", spawn=links.spawn).start()
     return core

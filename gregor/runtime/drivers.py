@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from gregor.protocol.outbound import Outbound, Poll
 from gregor.runtime.client import ClientError, NetworkClient
 from gregor.runtime.controller_channel import ControllerChannel
+from gregor.runtime.inter_broker import InterBroker
 
 log = logging.getLogger("gregor.drivers")
 
@@ -56,6 +57,16 @@ def node_send(client: NetworkClient) -> Send:
         assert out.destination is not None and out.address is not None
         client.set_endpoint(out.destination, *out.address)
         return client.send(out.destination, out.api_key, out.version, out.body, out.timeout_ms)
+
+    return send
+
+
+def links_send(links: InterBroker) -> Send:
+    """Send to broker `out.destination` over the inter-broker links (its endpoint set there)."""
+
+    def send(out: Outbound) -> Awaitable[Any]:
+        assert out.destination is not None
+        return links.send(out.destination, out.api_key, out.version, out.body)
 
     return send
 

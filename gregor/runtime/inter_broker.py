@@ -1,7 +1,7 @@
 """Requests from this broker to the other brokers of a networked cluster, on their client
 (PLAINTEXT) listener, by broker id: what Kafka's inter-broker send threads share. The marker
 sender (coordinator/txn/markers.py, broker/cores.py) and the produce path's transaction verifier
-(txn_verifier.py) use it.
+(coordinator/txn/verifier.py) use it, each driven by a CoreDriver (broker/cores.py).
 
     links = InterBroker(node_id, lambda: store.image, NetworkClient(client_id="broker-1"))
     links.leader("orders", 2)          # the partition's leader by the image; None: no such partition
