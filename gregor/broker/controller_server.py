@@ -5,8 +5,9 @@ metadata quorum and nothing else.
 
 It keeps `meta.properties` and the metadata log (`__cluster_metadata-0`) in the first log dir,
 and runs a ClusterMember with no broker: the Raft driver on the controller listener, which
-serves the Raft RPCs, DescribeQuorum, BrokerRegistration, BrokerHeartbeat, AllocateProducerIds
-and the admin writes brokers forward (controller_apis.py), and the controller timer. It has no
+serves the Raft RPCs, DescribeQuorum, BrokerRegistration, BrokerHeartbeat, AllocateProducerIds,
+AlterPartition and the admin writes brokers forward (controller_apis.py), and the controller's
+tick (node/active_controller.py, driven by runtime/controller_driver.py). It has no
 client listener (a listener that is not a controller listener is a config error), hosts no
 partitions, runs no group or transaction coordinator, and never registers as a broker: Metadata
 responses never name it, and partitions are never placed on it.

@@ -38,10 +38,11 @@ pick one: it is not known yet).
 
 Networked (several voters; the store's `networked`): `start` is not called. Brokers register
 and heartbeat over the controller listener (`register_broker`, `heartbeat`, answered once their
-records are committed) and the broker's timer calls `tick` to fence the silent ones; the first
-plan of a new leadership epoch on a log without metadata.version writes the bootstrap records. A write only appends:
-`store.commit` returns before the quorum commits, and the caller awaits
-`store.wait_committed(store.last_appended)`. So that the next write sees the ones still in
+records are committed) and the controller's tick (node/active_controller.py) calls `tick` to
+fence the silent ones; the first plan of a new leadership epoch on a log without
+metadata.version writes the bootstrap records. A write only appends: `store.commit` returns
+before the quorum commits, and the caller answers once `store.wait_committed(
+store.last_appended, done)` calls back. So that the next write sees the ones still in
 flight, the controller plans on a speculative image, the committed one plus every record it
 appended since (Kafka's active controller does the same); it starts again from the committed
 image whenever nothing is in flight, and whenever a new epoch of its leadership starts. Write

@@ -101,7 +101,7 @@ async def active(nodes: dict[int, Node]) -> Node:
 
     await wait_for("an active controller followed by all", settled)
     node = next(n for n in nodes.values() if n.store.is_active())
-    node.controller.activate()  # what ClusterMember's controller timer does on a new leader
+    node.controller.activate()  # what the controller's tick does on a new leader (node/active_controller.py)
     return node
 
 
