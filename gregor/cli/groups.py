@@ -271,6 +271,7 @@ def reset_offsets(args: argparse.Namespace) -> int:
         args, doc, [output.Table(["group", "topic", "partition", "new offset"], rows, title)]
     )
     if not args.execute:
+        print("dry run: nothing was changed; add --execute to apply these offsets", file=sys.stderr)
         return 0
     request = ConsumerGroupTopicPartitions(
         args.group, [TopicPartition(t, p, target[(t, p)]) for t, p in tps]
