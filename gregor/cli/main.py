@@ -9,6 +9,7 @@ import argparse
 import os
 import sys
 import traceback
+from typing import NoReturn
 
 from gregor.cli import (
     clients,
@@ -40,8 +41,16 @@ def _version() -> str:
         return __version__
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage mistake is one line naming the command and where its help is (exit status 2);
+    every sub-command's parser is of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gregor", description="Apache Kafka, rebuilt in Python.")
+    parser = _Parser(prog="gregor", description="Apache Kafka, rebuilt in Python.")
     parser.add_argument("--version", action="version", version=f"gregor {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve.register(sub)

@@ -111,9 +111,18 @@ def _print_tables(blocks: Sequence[Block]) -> None:
                     f"{name + ':':<{width + 1}} {_cell(value)}", markup=False, highlight=False
                 )
             continue
+        if not block.rows and block.title:
+            console.print(block.title, markup=False, highlight=False)
+            continue
         table = RichTable(title=block.title, show_header=block.header)
-        for col in block.columns:
-            table.add_column(col, overflow="fold")
+        for i, col in enumerate(block.columns):
+            values = [row[i] for row in block.rows if row[i] is not None]
+            if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+                # numbers are right-aligned and kept whole; text wraps
+                width = max(len(str(v)) for v in values)
+                table.add_column(col, justify="right", min_width=width, overflow="fold")
+            else:
+                table.add_column(col, overflow="fold")
         for row in block.rows:
             table.add_row(*(_escape(_cell(v)) for v in row))
         console.print(table)

@@ -151,3 +151,13 @@ def _parser(func):
     p.add_argument("x")
     p.set_defaults(func=func)
     return p
+
+
+def test_a_usage_mistake_is_one_line_with_status_2(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["topics", "list", "--timeout", "soon"])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err == (
+        "gregor topics list: argument --timeout: not a number of seconds: 'soon' (e.g. 10) "
+        "(see gregor topics list --help)\n"
+    )
