@@ -1,5 +1,10 @@
-"""`gregor cluster info`: the cluster id, the controller and every broker with its rack
-(DescribeCluster), as `rpk cluster info` shows them."""
+"""`gregor cluster info`: the cluster id, the active controller and every broker with its rack,
+as `rpk cluster info` shows them.
+
+The brokers and the cluster id come from DescribeCluster. Its controller id is, in a KRaft
+cluster as in Kafka's, only a live broker for clients to send admin requests to, so the active
+controller is asked of the metadata quorum (DescribeQuorum's leader) instead.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,8 @@ import argparse
 
 from gregor.cli import connect, output
 from gregor.cli.connect import add_client_args
+from gregor.cli.errors import CliError
+from gregor.cli.quorum import fetch_quorum
 
 INFO_JSON = """{"cluster_id": str, "controller_id": int|null,
  "brokers": [{"id": int, "host": str, "port": int, "rack": str|null}]}"""
@@ -22,7 +29,12 @@ def register_verb(verbs: argparse._SubParsersAction) -> None:
 def info(args: argparse.Namespace) -> int:
     admin = connect.admin(args)
     d = admin.describe_cluster(request_timeout=args.timeout).result()
-    controller = d.controller.id if d.controller is not None else None
+    try:
+        controller: int | None = fetch_quorum(
+            args.bootstrap_server, int(args.timeout * 1000)
+        ).leader_id
+    except CliError:
+        controller = d.controller.id if d.controller is not None else None
     brokers = [
         {"id": n.id, "host": n.host, "port": n.port, "rack": n.rack or None}
         for n in sorted(d.nodes, key=lambda n: n.id)
