@@ -78,7 +78,10 @@ def describe_configs(ctx: RequestContext, request: Any) -> Any:
                 resolve = functools.partial(
                     config_defs.resolve_broker_config,
                     static=services.static_config,
-                    dynamic=services.store.dynamic(services.node_id),
+                    # the cluster-wide default ("") is described without this node's own layer
+                    dynamic=services.store.broker_configs_of("")
+                    if res.resource_name == ""
+                    else services.store.dynamic(services.node_id),
                 )
             else:
                 raise KafkaError(

@@ -244,6 +244,10 @@ def test_dynamic_broker_configs(broker, admin):
     assert own("--entity-type", "brokers", "--entity-name", "1") == {
         "log.retention.ms": ("3600000", "DYNAMIC_BROKER_CONFIG")
     }
+    # the defaults are described as they are, not as broker 1 sees them
+    assert own("--entity-type", "broker-defaults") == {
+        "log.retention.ms": ("7200000", "DYNAMIC_DEFAULT_BROKER_CONFIG")
+    }
     assert own("--entity-type", "brokers") == own("--entity-type", "brokers", "--entity-name", "1")
     alter(
         "delete",

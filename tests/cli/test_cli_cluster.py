@@ -65,11 +65,19 @@ def test_admin_commands_on_three_nodes(tmp_path):
             *b,
         )
         assert (done.returncode, done.stdout) == (0, "altered configs of broker 2\n"), done.stderr
-        for node, value in ((2, "12345"), (3, "15000")):
+
+        def backoff(node):
             res = ConfigResource("broker", str(node))
-            assert (
-                admin.describe_configs([res])[res].result()["log.cleaner.backoff.ms"].value == value
-            )
+            return admin.describe_configs([res])[res].result()["log.cleaner.backoff.ms"].value
+
+        # committed on the controller, then seen by broker 2 once it has replicated it
+        wait_for("broker 2 to take its config", lambda: backoff(2) == "12345", 15)
+        assert backoff(3) == "15000"
+        described = json_of("configs", "describe", "--entity-type", "brokers")
+        own = [
+            (d["entity_name"], [(e["name"], e["value"]) for e in d["configs"]]) for d in described
+        ]
+        assert own == [("1", []), ("2", [("log.cleaner.backoff.ms", "12345")]), ("3", [])]
 
         done = gregor(
             "topics", "create", "el", "--partitions", "1", "--replication-factor", "3", *b
