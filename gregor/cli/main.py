@@ -1,7 +1,7 @@
 """The `gregor` command: builds the parser from each command module, runs the chosen command,
-and turns every failure into one line on stderr and an exit status (1 for an error, 130 for
-Ctrl-C, 0 when a reader such as `head` closed stdout early); never a traceback unless
---verbose asks for one."""
+and turns failures into one line on stderr and an exit status: 1 for an error (a CliError from
+any command; any exception of a client command, whose traceback --verbose shows), 2 for a usage
+mistake, 130 for Ctrl-C, 0 when a reader such as `head` closed stdout early."""
 
 from __future__ import annotations
 
@@ -83,11 +83,14 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as exc:
         return _fail(f"gregor: {exc}")
     except Exception as exc:
+        if not hasattr(args, "verbose"):
+            raise  # not a client command (serve, dump-log, ...): its own failures, its traceback
         if getattr(args, "verbose", False):
             traceback.print_exc()
         name = type(exc).__name__
-        text = describe(exc)
-        return _fail(f"gregor: {text}" if name == "KafkaException" else f"gregor: {name}: {text}")
+        if name == "KafkaException":
+            return _fail(f"gregor: {describe(exc)}")
+        return _fail(f"gregor: {name}: {describe(exc)} (--verbose shows where)")
 
 
 def _fail(line: str) -> int:

@@ -139,6 +139,7 @@ def test_main_turns_failures_into_one_line_and_a_status(capsys, monkeypatch):
         (broken, 1, "gregor: something is wrong\n"),
         (interrupted, 130, ""),
         (crashed, 1, "gregor: timed out (_TIMED_OUT)\n"),
+        (lambda args: {}["key"], 1, "gregor: KeyError: 'key' (--verbose shows where)\n"),
     ):
         monkeypatch.setattr("gregor.cli.main.build_parser", lambda f=func: _parser(f))
         assert main(["x"]) == status
@@ -149,6 +150,7 @@ def test_main_turns_failures_into_one_line_and_a_status(capsys, monkeypatch):
 def _parser(func):
     p = argparse.ArgumentParser(prog="gregor")
     p.add_argument("x")
+    p.add_argument("--verbose", action="store_true")  # as every client command has
     p.set_defaults(func=func)
     return p
 
