@@ -9,7 +9,8 @@ import json
 import sys
 from typing import Any
 
-from gregor.cli.topics import add_bootstrap
+from gregor.cli import connect
+from gregor.cli.connect import add_client_args as add_bootstrap
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -58,21 +59,20 @@ def _headers(spec: str | None) -> list[tuple[str, bytes]]:
 
 
 def produce(args: argparse.Namespace) -> int:
-    from confluent_kafka import Producer
-
     failures: list[str] = []
 
     def report(err: Any, _msg: Any) -> None:
         if err is not None:
             failures.append(str(err))
 
-    producer = Producer(
+    producer = connect.producer(
+        args,
         {
             "bootstrap.servers": args.bootstrap_server,
             "acks": "-1" if args.acks == "all" else args.acks,
             "compression.type": args.compression,
             "linger.ms": 5,
-        }
+        },
     )
     headers = _headers(args.headers)
     count = 0
@@ -137,7 +137,7 @@ def _text(b: bytes | None) -> str | None:
 def consume(args: argparse.Namespace) -> int:
     import time
 
-    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
 
     conf = {
         "bootstrap.servers": args.bootstrap_server,
@@ -146,7 +146,7 @@ def consume(args: argparse.Namespace) -> int:
         "auto.offset.reset": "earliest" if args.from_beginning else "latest",
         "enable.partition.eof": False,
     }
-    consumer = Consumer(conf)
+    consumer = connect.consumer(args, conf)
     if args.group:
         consumer.subscribe([args.topic])
     else:

@@ -18,6 +18,8 @@ import sys
 import time
 from typing import Any
 
+from gregor.cli import cluster_info
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cluster", help="run a local multi-node cluster for development")
@@ -43,6 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     up.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     up.set_defaults(func=cluster_up)
+    cluster_info.register_verb(verbs)
 
 
 def cluster_up(args: argparse.Namespace) -> int:

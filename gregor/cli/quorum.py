@@ -22,15 +22,19 @@ as `--bootstrap-controller` in Kafka's tool): each is asked in turn until one an
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from typing import Any
 
-from gregor.cli.topics import add_bootstrap
-from gregor.testing.raw_client import RawClient
+from gregor.cli import connect, output
+from gregor.cli.connect import add_client_args
+from gregor.cli.errors import CliError, error_text
 
 METADATA_TOPIC = "__cluster_metadata"
 CLIENT_ID = "gregor-quorum"
+DESCRIBE_JSON = """{"leader_id": int, "leader_epoch": int, "high_watermark": int,
+ "replicas": [{"node": int, "role": "Leader"|"Follower"|"Observer", "log_end_offset": int,
+               "lag": int|null, "last_fetch_timestamp": int|null,
+               "last_caught_up_timestamp": int|null}]}     (timestamps: ms since the epoch)"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,22 +46,25 @@ def register(sub: argparse._SubParsersAction) -> None:
         "describe",
         help="leader, epoch, high watermark; each voter's and observer's log end offset and lag",
     )
-    add_bootstrap(v)
-    v.add_argument("--timeout-ms", type=int, default=10_000)
+    add_client_args(v)
+    output.add_output_arg(v, DESCRIBE_JSON)
     v.set_defaults(func=describe)
 
 
 def fetch_quorum(bootstrap: str, timeout_ms: int = 10_000) -> Any:
     """The DescribeQuorum response partition for `__cluster_metadata-0` from the first of the
-    comma-separated `bootstrap` addresses that gives one; the last error if none does."""
-    error = RuntimeError(f"no address in {bootstrap!r}")
+    comma-separated `bootstrap` addresses that gives one; a CliError naming the last failure if
+    none does."""
+    error = CliError(f"no address in {bootstrap!r}")
     for address in (a.strip() for a in bootstrap.split(",")):
         if not address:
             continue
         try:
             return _fetch_quorum_from(address, timeout_ms)
+        except CliError as exc:
+            error = exc
         except (OSError, RuntimeError) as exc:
-            error = RuntimeError(f"{address}: {exc}")
+            error = CliError(f"{address}: {exc}")
     raise error
 
 
@@ -65,13 +72,13 @@ def _fetch_quorum_from(bootstrap: str, timeout_ms: int) -> Any:
     from gregor.protocol import api_keys, errors
     from gregor.protocol.messages import ApiVersionsRequest, DescribeQuorumRequest
 
-    conn = RawClient(bootstrap, client_id=CLIENT_ID, timeout_s=timeout_ms / 1000)
+    conn = connect.raw(bootstrap, timeout_ms / 1000, CLIENT_ID)
     try:
         versions = conn.call(api_keys.API_VERSIONS, 0, ApiVersionsRequest())
         ours = api_keys.BY_KEY[api_keys.DESCRIBE_QUORUM]
         theirs = next((a for a in versions.api_keys if a.api_key == api_keys.DESCRIBE_QUORUM), None)
         if theirs is None or theirs.max_version < ours.min_version:
-            raise RuntimeError(f"{bootstrap} does not serve DescribeQuorum")
+            raise CliError(f"{bootstrap} does not serve DescribeQuorum")
         version = min(theirs.max_version, ours.max_version)
         request = DescribeQuorumRequest(
             topics=[
@@ -85,16 +92,16 @@ def _fetch_quorum_from(bootstrap: str, timeout_ms: int) -> Any:
     finally:
         conn.close()
     if response.error_code != errors.NONE:
-        raise RuntimeError(f"DescribeQuorum: {errors.name_of(response.error_code)}")
+        raise CliError(f"{bootstrap}: DescribeQuorum: {error_text(response.error_code)}")
     part = (
         response.topics[0].partitions[0]
         if response.topics and response.topics[0].partitions
         else None
     )
     if part is None:
-        raise RuntimeError("DescribeQuorum: the answer names no partition")
+        raise CliError(f"{bootstrap}: DescribeQuorum: the answer names no partition")
     if part.error_code != errors.NONE:
-        raise RuntimeError(f"DescribeQuorum: {errors.name_of(part.error_code)}")
+        raise CliError(f"{bootstrap}: DescribeQuorum: {error_text(part.error_code)}")
     return part
 
 
@@ -104,44 +111,67 @@ def _ago(timestamp_ms: int, now_ms: int) -> str:
     return f"{max(0, now_ms - timestamp_ms)} ms ago"
 
 
-def render(part: Any, now_ms: int) -> str:
+def _or_never(timestamp_ms: int | None) -> int:
+    return -1 if timestamp_ms is None else timestamp_ms
+
+
+def _stamp(v: Any, name: str) -> int | None:
+    found = getattr(v, name, -1)
+    return found if found >= 0 else None
+
+
+def to_json(part: Any) -> dict[str, Any]:
     leader = next((v for v in part.current_voters if v.replica_id == part.leader_id), None)
     leader_end = leader.log_end_offset if leader is not None else part.high_watermark
-    rows = [("NODE", "ROLE", "LOG END OFFSET", "LAG", "LAST FETCH", "LAST CAUGHT UP")]
     voters = sorted(
         part.current_voters, key=lambda v: (v.replica_id != part.leader_id, v.replica_id)
     )
-    for replicas, role in ((voters, None), (part.observers, "Observer")):
-        for v in replicas:
-            rows.append(
-                (
-                    str(v.replica_id),
-                    role or ("Leader" if v.replica_id == part.leader_id else "Follower"),
-                    str(v.log_end_offset),
-                    str(leader_end - v.log_end_offset) if v.log_end_offset >= 0 else "-",
-                    _ago(getattr(v, "last_fetch_timestamp", -1), now_ms),
-                    _ago(getattr(v, "last_caught_up_timestamp", -1), now_ms),
-                )
+    replicas = []
+    for group, role in ((voters, None), (part.observers, "Observer")):
+        for v in group:
+            replicas.append(
+                {
+                    "node": v.replica_id,
+                    "role": role or ("Leader" if v.replica_id == part.leader_id else "Follower"),
+                    "log_end_offset": v.log_end_offset,
+                    "lag": leader_end - v.log_end_offset if v.log_end_offset >= 0 else None,
+                    "last_fetch_timestamp": _stamp(v, "last_fetch_timestamp"),
+                    "last_caught_up_timestamp": _stamp(v, "last_caught_up_timestamp"),
+                }
             )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    table = [
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
+    return {
+        "leader_id": part.leader_id,
+        "leader_epoch": part.leader_epoch,
+        "high_watermark": part.high_watermark,
+        "replicas": replicas,
+    }
+
+
+def blocks(doc: dict[str, Any], now_ms: int) -> list[output.Block]:
+    head = output.Fields(
+        [
+            ("Leader id", doc["leader_id"]),
+            ("Leader epoch", doc["leader_epoch"]),
+            ("High watermark", doc["high_watermark"]),
+        ]
+    )
+    rows = [
+        [
+            r["node"],
+            r["role"],
+            r["log_end_offset"],
+            r["lag"],
+            _ago(_or_never(r["last_fetch_timestamp"]), now_ms),
+            _ago(_or_never(r["last_caught_up_timestamp"]), now_ms),
+        ]
+        for r in doc["replicas"]
     ]
-    head = [
-        f"Leader id:        {part.leader_id}",
-        f"Leader epoch:     {part.leader_epoch}",
-        f"High watermark:   {part.high_watermark}",
-        "",
-    ]
-    return "\n".join(head + table) + "\n"
+    columns = ["node", "role", "log end offset", "lag", "last fetch", "last caught up"]
+    return [head, output.Table(columns, rows)]
 
 
 def describe(args: argparse.Namespace) -> int:
-    try:
-        part = fetch_quorum(args.bootstrap_server, args.timeout_ms)
-    except (OSError, RuntimeError) as exc:
-        print(f"gregor quorum describe: {exc}", file=sys.stderr)
-        return 1
-    sys.stdout.write(render(part, int(time.time() * 1000)))
+    part = fetch_quorum(args.bootstrap_server, int(args.timeout * 1000))
+    doc = to_json(part)
+    output.emit(args, doc, blocks(doc, int(time.time() * 1000)))
     return 0

@@ -1,5 +1,5 @@
-"""`gregor topics list|describe|create|delete|alter-config`, on confluent-kafka's AdminClient, as
-`kafka-topics.sh` and `kafka-configs.sh` do."""
+"""`gregor topics list|describe|create|delete|add-partitions|alter-config`, on confluent-kafka's
+AdminClient, as `kafka-topics.sh` and `kafka-configs.sh` do."""
 
 from __future__ import annotations
 
@@ -7,19 +7,18 @@ import argparse
 import sys
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
+from gregor.cli import connect, output
+from gregor.cli.connect import add_client_args
+from gregor.cli.errors import CliError, describe
 
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+# The shared client flags under their old name, for command modules that still import it here.
+add_bootstrap = add_client_args
 
-
-def add_bootstrap(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--bootstrap-server",
-        "-b",
-        default=DEFAULT_BOOTSTRAP,
-        help=f"host:port (default {DEFAULT_BOOTSTRAP})",
-    )
+LIST_JSON = '["topic name", ...]'
+DESCRIBE_JSON = """[{"topic": str, "partitions": [{"partition": int, "leader": int,
+                  "replicas": [int], "isr": [int]}],
+  "configs": {"name": "value", ...}   (overrides only)
+}, ...]"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,97 +27,124 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     verbs = p.add_subparsers(dest="verb", required=True)
     v = verbs.add_parser("list", help="topic names")
-    add_bootstrap(v)
+    add_client_args(v)
+    output.add_output_arg(v, LIST_JSON)
     v.set_defaults(func=list_topics)
     v = verbs.add_parser("describe", help="partitions, leaders and configs")
-    add_bootstrap(v)
+    add_client_args(v)
+    output.add_output_arg(v, DESCRIBE_JSON)
     v.add_argument("topics", nargs="*")
-    v.set_defaults(func=describe)
+    v.set_defaults(func=describe_topics)
     v = verbs.add_parser("create", help="create a topic")
-    add_bootstrap(v)
+    add_client_args(v)
     v.add_argument("topic")
     v.add_argument("--partitions", type=int, default=-1)
     v.add_argument("--replication-factor", type=int, default=-1)
     v.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     v.set_defaults(func=create)
     v = verbs.add_parser("delete", help="delete topics")
-    add_bootstrap(v)
+    add_client_args(v)
     v.add_argument("topics", nargs="+")
     v.set_defaults(func=delete)
+    v = verbs.add_parser(
+        "add-partitions", help="raise a topic's partition count (CreatePartitions)"
+    )
+    add_client_args(v)
+    v.add_argument("topic")
+    v.add_argument("--partitions", type=int, required=True, metavar="N", help="the new total")
+    v.set_defaults(func=add_partitions)
     v = verbs.add_parser("alter-config", help="set or delete topic configs")
-    add_bootstrap(v)
+    add_client_args(v)
     v.add_argument("topic")
     v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     v.add_argument("--delete", action="append", default=[], metavar="KEY")
     v.set_defaults(func=alter_config)
 
 
-def _admin(args: argparse.Namespace) -> Any:
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient({"bootstrap.servers": args.bootstrap_server})
-
-
-def _pairs(items: list[str]) -> dict[str, str]:
+def _pairs(items: list[str], flag: str) -> dict[str, str]:
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"expected KEY=VALUE, got {item!r}")
+        if not sep or not key:
+            raise CliError(
+                f"{flag} expects KEY=VALUE, e.g. {flag} retention.ms=86400000; got {item!r}"
+            )
         out[key] = value
     return out
 
 
-def _wait(futures: dict[str, Any], what: str) -> int:
+def _wait(futures: dict[str, Any], done: str, failed: str, timeout_s: float) -> int:
+    """Print `<done> <name>` for each future that succeeds and `error: <failed> <name>: why` for
+    each that fails; 1 if any failed."""
     status = 0
     for name, fut in futures.items():
         try:
-            fut.result()
-            print(f"{what} {name}")
+            fut.result(timeout=timeout_s + 5)
+            print(f"{done} {name}")
         except Exception as exc:  # confluent_kafka.KafkaException carries the broker's error
-            print(f"error: {what} {name}: {exc}", file=sys.stderr)
+            print(f"error: {failed} {name}: {describe(exc)}", file=sys.stderr)
             status = 1
     return status
 
 
 def list_topics(args: argparse.Namespace) -> int:
-    md = _admin(args).list_topics(timeout=10)
-    for name in sorted(md.topics):
-        print(name)
+    md = connect.admin(args).list_topics(timeout=args.timeout)
+    names = sorted(md.topics)
+    output.emit(args, names, [output.Table(["topic"], [[n] for n in names], header=False)])
     return 0
 
 
-def describe(args: argparse.Namespace) -> int:
+def describe_topics(args: argparse.Namespace) -> int:
     from confluent_kafka.admin import ConfigResource
 
-    admin = _admin(args)
-    md = admin.list_topics(timeout=10)
+    admin = connect.admin(args)
+    md = admin.list_topics(timeout=args.timeout)
     names = args.topics or sorted(md.topics)
-    console = Console()
     status = 0
+    doc, blocks = [], []
     for name in names:
         t = md.topics.get(name)
         if t is None or t.error is not None:
-            print(f"error: topic {name}: {t.error if t else 'does not exist'}", file=sys.stderr)
+            why = describe(t.error) if t is not None else "does not exist"
+            print(f"error: topic {name}: {why}", file=sys.stderr)
             status = 1
             continue
-        table = Table(title=f"{name}  ({len(t.partitions)} partitions)")
-        for col in ("partition", "leader", "replicas", "isr"):
-            table.add_column(col)
-        for pid in sorted(t.partitions):
-            p = t.partitions[pid]
-            table.add_row(
-                str(pid), str(p.leader), ",".join(map(str, p.replicas)), ",".join(map(str, p.isrs))
-            )
-        console.print(table)
         res = ConfigResource("topic", name)
-        configs = admin.describe_configs([res])[res].result()
-        overrides = {k: v.value for k, v in configs.items() if not v.is_default}
-        console.print(
-            "configs: "
-            + (", ".join(f"{k}={v}" for k, v in sorted(overrides.items())) or "(defaults)")
+        configs = admin.describe_configs([res], request_timeout=args.timeout)[res].result()
+        overrides = {k: v.value for k, v in sorted(configs.items()) if not v.is_default}
+        parts = [
+            {
+                "partition": pid,
+                "leader": t.partitions[pid].leader,
+                "replicas": list(t.partitions[pid].replicas),
+                "isr": list(t.partitions[pid].isrs),
+            }
+            for pid in sorted(t.partitions)
+        ]
+        doc.append({"topic": name, "partitions": parts, "configs": overrides})
+        rows: list[list[Any]] = [
+            [name, p["partition"], p["leader"], _ids(p["replicas"]), _ids(p["isr"])] for p in parts
+        ]
+        blocks.append(
+            output.Table(
+                ["topic", "partition", "leader", "replicas", "isr"],
+                rows,
+                title=f"{name}  ({len(parts)} partitions)",
+            )
         )
+        blocks.append(
+            output.Table(
+                ["topic", "config", "value"],
+                [[name, k, v] for k, v in overrides.items()],
+                title=f"{name}  configs (overrides)" if overrides else f"{name}  configs: defaults",
+            )
+        )
+    output.emit(args, doc, blocks)
     return status
+
+
+def _ids(ids: list[int]) -> str:
+    return ",".join(map(str, ids))
 
 
 def create(args: argparse.Namespace) -> int:
@@ -128,15 +154,40 @@ def create(args: argparse.Namespace) -> int:
         args.topic,
         num_partitions=args.partitions,
         replication_factor=args.replication_factor,
-        config=_pairs(args.config),
+        config=_pairs(args.config, "--config"),
     )
-    admin = _admin(args)  # kept alive until the futures complete
-    return _wait(admin.create_topics([topic]), "created topic")
+    admin = connect.admin(args)  # kept alive until the futures complete
+    futures = admin.create_topics(
+        [topic], request_timeout=args.timeout, operation_timeout=args.timeout
+    )
+    return _wait(futures, "created topic", "cannot create topic", args.timeout)
 
 
 def delete(args: argparse.Namespace) -> int:
-    admin = _admin(args)
-    return _wait(admin.delete_topics(args.topics), "deleted topic")
+    admin = connect.admin(args)
+    futures = admin.delete_topics(
+        args.topics, request_timeout=args.timeout, operation_timeout=args.timeout
+    )
+    return _wait(futures, "deleted topic", "cannot delete topic", args.timeout)
+
+
+def add_partitions(args: argparse.Namespace) -> int:
+    from confluent_kafka.admin import NewPartitions
+
+    if args.partitions < 1:
+        raise CliError(f"--partitions must be at least 1, got {args.partitions}")
+    admin = connect.admin(args)
+    futures = admin.create_partitions(
+        [NewPartitions(args.topic, args.partitions)],
+        request_timeout=args.timeout,
+        operation_timeout=args.timeout,
+    )
+    return _wait(
+        futures,
+        f"{args.partitions} partitions now in topic",
+        "cannot add partitions to topic",
+        args.timeout,
+    )
 
 
 def alter_config(args: argparse.Namespace) -> int:
@@ -144,11 +195,16 @@ def alter_config(args: argparse.Namespace) -> int:
 
     entries = [
         ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
-        for k, v in _pairs(args.set).items()
+        for k, v in _pairs(args.set, "--set").items()
     ] + [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in args.delete]
     if not entries:
-        raise SystemExit("nothing to change: give --set KEY=VALUE or --delete KEY")
+        raise CliError("nothing to change: give --set KEY=VALUE or --delete KEY")
     res = ConfigResource("topic", args.topic, incremental_configs=entries)
-    admin = _admin(args)
-    futures = admin.incremental_alter_configs([res])
-    return _wait(dict.fromkeys([args.topic], next(iter(futures.values()))), "altered configs of")
+    admin = connect.admin(args)
+    futures = admin.incremental_alter_configs([res], request_timeout=args.timeout)
+    return _wait(
+        {args.topic: futures[res]},
+        "altered configs of",
+        "cannot alter configs of",
+        args.timeout,
+    )

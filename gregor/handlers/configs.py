@@ -36,6 +36,15 @@ def _check_broker(ctx: RequestContext, name: str) -> None:
         )
 
 
+def _check_broker_name(name: str) -> None:
+    """An alter names any broker ("" for the cluster-wide default): it is forwarded to the active
+    controller, which keeps every broker's configs (Kafka's ControllerConfigurationValidator)."""
+    if name and not (name.isdigit() and name.isascii()):
+        raise KafkaError(
+            errors.INVALID_REQUEST, f"broker name {name!r} is not a broker id (0 or more)"
+        )
+
+
 @handles(api_keys.DESCRIBE_CONFIGS)
 def describe_configs(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
@@ -69,7 +78,10 @@ def describe_configs(ctx: RequestContext, request: Any) -> Any:
                 resolve = functools.partial(
                     config_defs.resolve_broker_config,
                     static=services.static_config,
-                    dynamic=services.store.dynamic(services.node_id),
+                    # the cluster-wide default ("") is described without this node's own layer
+                    dynamic=services.store.broker_configs_of("")
+                    if res.resource_name == ""
+                    else services.store.dynamic(services.node_id),
                 )
             else:
                 raise KafkaError(
@@ -128,7 +140,7 @@ def _alter(ctx: RequestContext, request: Any, incremental: bool, response_cls: A
                         request.validate_only,
                     )
             elif res.resource_type == BROKER:
-                _check_broker(ctx, res.resource_name)
+                _check_broker_name(res.resource_name)
                 if incremental:
                     ops = [(c.name, c.config_operation, c.value) for c in res.configs]
                     services.admin.alter_broker_configs(

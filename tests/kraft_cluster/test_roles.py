@@ -169,7 +169,7 @@ def test_one_controller_two_brokers_one_found_through_bootstrap_servers(
     assert cli_main(["quorum", "describe", "-b", c.bootstrap_of(2)]) == 0
     table = capsys.readouterr().out
     roles = {line.split()[0]: line.split()[1] for line in table.splitlines()[4:]}
-    assert roles == {"NODE": "ROLE", "1": "Leader", "2": "Observer", "3": "Observer"}
+    assert roles == {"node": "role", "1": "Leader", "2": "Observer", "3": "Observer"}
 
 
 def test_killing_the_active_controller_of_three_leaves_the_broker_serving(tmp_path: Path) -> None:

@@ -1,0 +1,248 @@
+"""The client layer of every `gregor` command that talks to a cluster: the shared flags
+(`-b/--bootstrap-server`, `--command-config FILE`, `--timeout SECONDS`, `--verbose`) and the
+confluent-kafka clients and raw connections built from them.
+
+Invariants: a client is handed out only once a metadata request through it has been answered,
+so an unreachable bootstrap ends within `--timeout` as one `CliError`
+(`cannot reach 127.0.0.1:29199 (connection refused)`) instead of a flood of librdkafka log lines
+and a traceback. librdkafka logs through the Python logger `gregor.rdkafka`, which writes to
+stderr only with `--verbose`. Settings from `--command-config` (Java-properties client settings,
+e.g. `security.protocol`) go to every client; explicit settings of a command win over them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import time
+from typing import Any
+
+from gregor.cli.errors import CliError, describe
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+DEFAULT_TIMEOUT_S = 10.0
+LOGGER_NAME = "gregor.rdkafka"
+# How long one metadata attempt waits while the error callback is watched for "all down".
+_PROBE_S = 0.25
+
+
+def add_client_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--bootstrap-server",
+        "-b",
+        default=DEFAULT_BOOTSTRAP,
+        metavar="HOST:PORT[,...]",
+        help=f"brokers to connect to (default {DEFAULT_BOOTSTRAP})",
+    )
+    p.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="client settings as Java properties (key=value lines), e.g. security.protocol",
+    )
+    p.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"request timeout (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    p.add_argument(
+        "--verbose", action="store_true", help="show the client library's log lines on stderr"
+    )
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r} (e.g. 10)") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds: {text!r}")
+    return value
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """Java-properties `key=value` (or `key: value`, `key value`) lines; `#` and `!` start
+    comments; a trailing backslash continues a line."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise CliError(f"--command-config {path}: {exc.strerror or exc}") from None
+    out: dict[str, str] = {}
+    logical = ""
+    for raw in text.splitlines():
+        line = raw.strip() if not logical else raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            logical += line[:-1]
+            continue
+        logical += line
+        found = re.match(r"^((?:[^\s:=\\]|\\.)+)\s*[:=\s]\s*(.*)$", logical)
+        key, value = (found[1], found[2]) if found else (logical, "")
+        out[key.replace("\\", "")] = value
+        logical = ""
+    return out
+
+
+def client_config(args: argparse.Namespace, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """bootstrap.servers, then --command-config, then the command's own settings."""
+    conf: dict[str, Any] = {"bootstrap.servers": args.bootstrap_server}
+    if getattr(args, "command_config", None):
+        conf.update(read_properties(args.command_config))
+    conf.update(extra or {})
+    conf["logger"] = rdkafka_logger(getattr(args, "verbose", False))
+    return conf
+
+
+def rdkafka_logger(verbose: bool) -> logging.Logger:
+    """The logger librdkafka's lines go to: to stderr with --verbose, nowhere otherwise."""
+    log = logging.getLogger(LOGGER_NAME)
+    log.propagate = False
+    for old in list(log.handlers):
+        log.removeHandler(old)
+    handler: logging.Handler = logging.StreamHandler() if verbose else logging.NullHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG if verbose else logging.CRITICAL + 1)
+    return log
+
+
+class _Watch:
+    """What librdkafka's error callback said: the last transport reason, and whether every
+    bootstrap broker is down."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self.all_down = False
+        self.fatal: str | None = None
+
+    def __call__(self, err: Any) -> None:
+        name = err.name()
+        if name == "_ALL_BROKERS_DOWN":
+            self.all_down = True
+        elif name in ("_TRANSPORT", "_RESOLVE"):
+            self.reason = _reason(err.str())
+        elif name in ("_AUTHENTICATION", "_SSL", "_INVALID_ARG") or err.fatal():
+            self.fatal = describe(err)
+
+
+def _reason(text: str) -> str:
+    """'...: Connect to ipv4#127.0.0.1:29199 failed: Connection refused (after 0ms in state
+    CONNECT)' -> 'connection refused'."""
+    found = re.search(r"(?:failed|Failed to resolve '[^']*'): (.*?)(?: \(after \d+ms.*)?$", text)
+    reason = found[1] if found else text
+    return reason[:1].lower() + reason[1:]
+
+
+def _build(kind: str, args: argparse.Namespace, extra: dict[str, Any] | None) -> Any:
+    import confluent_kafka
+    from confluent_kafka.admin import AdminClient
+
+    watch = _Watch()
+    conf = client_config(args, extra)
+    conf["error_cb"] = watch
+    factory = {
+        "admin": AdminClient,
+        "producer": confluent_kafka.Producer,
+        "consumer": confluent_kafka.Consumer,
+    }[kind]
+    try:
+        client = factory(conf)
+    except (confluent_kafka.KafkaException, ValueError, TypeError) as exc:
+        where = f" (from --command-config {args.command_config})" if args.command_config else ""
+        raise CliError(f"bad client setting{where}: {describe(exc)}") from None
+    wait_until_reachable(client, args.bootstrap_server, args.timeout, watch)
+    return client
+
+
+def admin(args: argparse.Namespace, extra: dict[str, Any] | None = None) -> Any:
+    """An AdminClient whose bootstrap has answered."""
+    return _build("admin", args, extra)
+
+
+def producer(args: argparse.Namespace, extra: dict[str, Any] | None = None) -> Any:
+    """A Producer whose bootstrap has answered."""
+    return _build("producer", args, extra)
+
+
+def consumer(args: argparse.Namespace, extra: dict[str, Any] | None = None) -> Any:
+    """A Consumer (neither subscribed nor assigned yet) whose bootstrap has answered."""
+    return _build("consumer", args, extra)
+
+
+def wait_until_reachable(client: Any, bootstrap: str, timeout_s: float, watch: _Watch) -> Any:
+    """The cluster's metadata through `client`; CliError once every bootstrap broker has failed
+    or `timeout_s` has passed without an answer."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return client.list_topics(timeout=max(0.01, min(_PROBE_S, left)))
+        except KafkaException as exc:
+            if exc.args[0].name() not in ("_TRANSPORT", "_TIMED_OUT", "_RESOLVE"):
+                raise CliError(f"cannot reach {bootstrap}: {describe(exc)}") from None
+        client.poll(0)  # serves the error callback (and the log lines)
+        if watch.fatal:
+            raise CliError(f"cannot connect to {bootstrap}: {watch.fatal}")
+        if watch.all_down and watch.reason:
+            raise CliError(f"cannot reach {bootstrap} ({watch.reason})")
+        if time.monotonic() >= deadline:
+            why = watch.reason or f"no answer in {timeout_s:g} s"
+            raise CliError(f"cannot reach {bootstrap} ({why})")
+
+
+def brokers(admin_client: Any, timeout_s: float) -> dict[int, str]:
+    """Every registered broker's `host:port`, by node id."""
+    md = admin_client.list_topics(timeout=timeout_s)
+    return {b.id: f"{b.host}:{b.port}" for b in md.brokers.values()}
+
+
+def raw(address: str, timeout_s: float, client_id: str = "gregor-cli") -> Any:
+    """A RawClient (our own codec, one socket) to one `host:port`, for the APIs confluent-kafka
+    does not expose; an unreachable address is a CliError."""
+    from gregor.testing.raw_client import RawClient
+
+    try:
+        return RawClient(address, client_id=client_id, timeout_s=timeout_s)
+    except TimeoutError:
+        raise CliError(f"cannot reach {address} (no answer in {timeout_s:g} s)") from None
+    except OSError as exc:
+        reason = (exc.strerror or str(exc)).lower()
+        raise CliError(f"cannot reach {address} ({reason})") from None
+    except ValueError:
+        raise CliError(f"not a HOST:PORT address: {address!r}") from None
+
+
+def first_raw(bootstrap: str, timeout_s: float, client_id: str = "gregor-cli") -> Any:
+    """A RawClient to the first address of a comma-separated bootstrap list that answers."""
+    error: CliError | None = None
+    for address in (a.strip() for a in bootstrap.split(",")):
+        if address:
+            try:
+                return raw(address, timeout_s, client_id)
+            except CliError as exc:
+                error = exc
+    raise error or CliError(f"no address in --bootstrap-server {bootstrap!r}")
+
+
+def call(conn: Any, api_key: int, body: Any, address: str) -> Any:
+    """`body` sent over a RawClient at the newest version both sides speak (asked once per
+    connection with ApiVersions)."""
+    from gregor.protocol import api_keys
+    from gregor.protocol.messages import ApiVersionsRequest
+
+    theirs_by_key = getattr(conn, "api_versions", None)
+    if theirs_by_key is None:
+        answer = conn.call(api_keys.API_VERSIONS, 0, ApiVersionsRequest())
+        theirs_by_key = {a.api_key: a for a in answer.api_keys}
+        conn.api_versions = theirs_by_key
+    ours = api_keys.BY_KEY[api_key]
+    theirs = theirs_by_key.get(api_key)
+    if theirs is None or theirs.max_version < ours.min_version:
+        raise CliError(f"{address} does not serve {ours.name}")
+    return conn.call(api_key, min(theirs.max_version, ours.max_version), body)

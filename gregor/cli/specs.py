@@ -1,0 +1,75 @@
+"""Parsing of what users type for partitions and times: `TOPIC[:P,P...]` checked against the
+cluster's metadata, ISO-8601 times, and `--time` as `kafka-get-offsets.sh` takes it. Every parse
+error is a CliError that names the flag and shows an example."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from gregor.cli.errors import CliError
+
+DATETIME_EXAMPLE = "2024-05-01T12:00:00 (local time) or 2024-05-01T12:00:00+02:00"
+# ListOffsets' special timestamps (Kafka's ListOffsetsRequest.EARLIEST_TIMESTAMP and so on).
+NAMED_TIMES = {"earliest": -2, "latest": -1, "max-timestamp": -3}
+
+
+def parse_datetime(text: str, flag: str) -> int:
+    """Milliseconds since the epoch of an ISO-8601 time (local time unless it has an offset)."""
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise CliError(
+            f"{flag}: not an ISO-8601 time: {text!r} (e.g. {DATETIME_EXAMPLE})"
+        ) from None
+    if when.tzinfo is None:
+        when = when.astimezone()
+    return int(when.timestamp() * 1000)
+
+
+def parse_time(text: str, flag: str = "--time") -> int:
+    """earliest (-2), latest (-1), max-timestamp (-3), milliseconds since the epoch, or an
+    ISO-8601 time."""
+    if text in NAMED_TIMES:
+        return NAMED_TIMES[text]
+    try:
+        value = int(text)
+    except ValueError:
+        pass
+    else:
+        if value < -3:
+            raise CliError(
+                f"{flag}: {text} is not a time (e.g. {flag} latest or {flag} 1714557600000)"
+            )
+        return value
+    if "-" not in text:  # not a number and not a date: say what is accepted
+        raise CliError(
+            f"{flag}: {text!r} is not earliest, latest, max-timestamp, milliseconds or an ISO-8601 "
+            f"time (e.g. {flag} 2024-05-01T12:00:00)"
+        )
+    return parse_datetime(text, flag)
+
+
+def topic_partitions(md: Any, specs: list[str], flag: str) -> list[tuple[str, int]]:
+    """(topic, partition) pairs named by `TOPIC` (every partition) or `TOPIC:P,P...` specs,
+    checked against the cluster's metadata `md` (a confluent-kafka ClusterMetadata)."""
+    out = []
+    for spec in specs:
+        topic, _, parts = spec.partition(":")
+        t = md.topics.get(topic)
+        if not topic or t is None or t.error is not None:
+            raise CliError(f"{flag} {spec}: topic {topic!r} does not exist")
+        try:
+            wanted = [int(p) for p in parts.split(",")] if parts else sorted(t.partitions)
+        except ValueError:
+            raise CliError(
+                f"{flag} {spec}: partitions must be numbers, e.g. {flag} {topic}:0,1"
+            ) from None
+        missing = [p for p in wanted if p not in t.partitions]
+        if missing:
+            raise CliError(
+                f"{flag} {spec}: topic {topic} has no partition {missing[0]} "
+                f"(it has {len(t.partitions)}: 0-{len(t.partitions) - 1})"
+            )
+        out += [(topic, p) for p in wanted if (topic, p) not in out]
+    return out
