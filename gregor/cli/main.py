@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gregor.cli import clients, cluster, dump_log, groups, quorum, serve, storage, topics
+from gregor.cli import clients, cluster, dump_log, groups, perf, quorum, serve, storage, topics
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,6 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     storage.register(sub)
     quorum.register(sub)
     cluster.register(sub)
+    perf.register(sub)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 
