@@ -15,18 +15,23 @@ from __future__ import annotations
 import argparse
 import codecs
 import json
-import logging
+import os
 import random
-import re
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
+from gregor.cli.perf_client import (
+    DEFAULT_BOOTSTRAP,
+    PerfError,
+    bootstrap_of,
+    check_topic,
+    make_client,
+)
 from gregor.cli.perf_stats import MB, LatencyHistogram, summary
 from gregor.cli.throttle import ThroughputThrottler
 
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BATCH = 500  # records taken per consume() call, and sends between two producer polls
 
 JSON_FIELDS = """\
@@ -61,10 +66,6 @@ as 0).
 """
 
 
-class PerfError(Exception):
-    """A failure the user can act on: printed as one line, exit status 1."""
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("perf", help="load tests, as kafka-producer/consumer-perf-test.sh")
     verbs = p.add_subparsers(dest="verb", required=True)
@@ -95,7 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="at most N records/s on average (default -1: no limit)",
     )
-    pr.set_defaults(func=produce)
+    pr.set_defaults(func=_guarded(_produce))
     co = verbs.add_parser(
         "consume",
         help="read records and report throughput and latency",
@@ -107,7 +108,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_client_options(co, "consumer")
     co.add_argument("--messages", type=_positive_int, required=True, metavar="N")
     co.add_argument("--group", help="group.id (default perf-consumer-<random>)")
-    co.set_defaults(func=consume)
+    co.set_defaults(func=_guarded(_consume))
 
 
 def _add_client_options(p: argparse.ArgumentParser, role: str) -> None:
@@ -151,112 +152,6 @@ def _positive_int(text: str) -> int:
 
 def _now_ms() -> float:
     return time.monotonic() * 1000
-
-
-# --- the client ---------------------------------------------------------------------------------
-
-
-def client_config(args: argparse.Namespace, role: str) -> dict[str, Any]:
-    """What the client is built with, later entries winning: the tool's defaults,
-    --command-config, --<role>.config, --<role>-props, then -b and --group when given."""
-    conf: dict[str, Any] = {}
-    if role == "consumer":
-        conf |= {
-            "group.id": f"perf-consumer-{random.randrange(100_000)}",
-            "auto.offset.reset": "earliest",
-            "enable.partition.eof": False,
-        }
-    for path in (args.command_config, getattr(args, f"{role}_config")):
-        if path:
-            conf |= _read_properties(path)
-    for item in getattr(args, f"{role}_props"):
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise PerfError(f"--{role}-props expects KEY=VALUE, got {item!r} (e.g. acks=1)")
-        conf[key.strip()] = value.strip()
-    if args.bootstrap_server:
-        conf["bootstrap.servers"] = args.bootstrap_server
-    conf.setdefault("bootstrap.servers", DEFAULT_BOOTSTRAP)
-    if role == "consumer" and args.group:
-        conf["group.id"] = args.group
-    return conf
-
-
-def make_client(args: argparse.Namespace, role: str, errors: list[str]) -> Any:
-    """The one place a perf client is built. librdkafka's errors are appended to `errors` (the
-    first connection failure names the cause); its log lines go to Python logging."""
-    from confluent_kafka import Consumer, KafkaException, Producer
-
-    conf = client_config(args, role)
-    conf["error_cb"] = lambda err: errors.append(err.str())
-    conf["logger"] = _librdkafka_logger(args.verbose)
-    try:
-        return Producer(conf) if role == "producer" else Consumer(conf)
-    except KafkaException as exc:
-        raise PerfError(f"bad {role} config: {exc.args[0].str()}") from None
-
-
-def _bootstrap(args: argparse.Namespace, role: str) -> str:
-    return str(client_config(args, role)["bootstrap.servers"])
-
-
-def _read_properties(path: str) -> dict[str, str]:
-    from gregor.broker.config import read_properties
-
-    try:
-        return read_properties(path)
-    except OSError as exc:
-        raise PerfError(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise PerfError(f"cannot read {path}: not a text file") from None
-
-
-def _librdkafka_logger(verbose: bool) -> logging.Logger:
-    log = logging.getLogger("gregor.perf.librdkafka")
-    log.propagate = False
-    if not log.handlers:
-        log.addHandler(logging.StreamHandler(sys.stderr) if verbose else logging.NullHandler())
-    log.setLevel(logging.DEBUG if verbose else logging.CRITICAL)
-    return log
-
-
-def check_topic(
-    client: Any, bootstrap: str, topic: str, timeout_ms: int, errors: list[str]
-) -> None:
-    """Wait until the topic's metadata names a leader for it, or fail in one line: the bootstrap
-    cannot be reached, the topic does not exist, or it still has no leader at the deadline."""
-    from confluent_kafka import KafkaError, KafkaException
-
-    deadline = _now_ms() + timeout_ms
-    while True:
-        left_s = max(0.0, (deadline - _now_ms()) / 1000)
-        try:
-            md = client.list_topics(topic, timeout=left_s)
-        except KafkaException:
-            client.poll(0)  # serves error_cb
-            reason = _reach_reason(errors, timeout_ms)
-            raise PerfError(f"cannot reach {bootstrap} ({reason})") from None
-        err = md.topics[topic].error if topic in md.topics else None
-        if err is None and topic in md.topics:
-            return
-        if err is not None and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-            raise PerfError(
-                f"topic {topic} does not exist (create it: gregor topics create {topic})"
-            )
-        if (err is not None and not err.retriable()) or _now_ms() >= deadline:
-            raise PerfError(f"topic {topic}: {err.str() if err else 'no metadata'}")
-        time.sleep(0.1)
-
-
-def _reach_reason(errors: list[str], timeout_ms: int) -> str:
-    """'connection refused' from librdkafka's 'Connect to ipv4#... failed: Connection refused
-    (after 0ms in state CONNECT)', and the like for name resolution."""
-    for text in errors:
-        m = re.search(r"(?:failed|Failed to resolve '[^']*'): (.+?)(?: \(after \d+ms .*)?$", text)
-        if m:
-            reason = m.group(1)
-            return reason[0].lower() + reason[1:]
-    return f"no answer within {timeout_ms} ms"
 
 
 # --- the live line and the figures ---------------------------------------------------------------
@@ -325,9 +220,24 @@ def _print_json(figures: dict) -> None:
     print(json.dumps(figures), flush=True)
 
 
-def _fail(exc: PerfError) -> int:
-    print(f"gregor: {exc}", file=sys.stderr)
-    return 1
+def _guarded(body: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """`body` with its endings made quiet: a PerfError is one line and status 1, a Ctrl-C
+    before any figures status 130, a closed stdout (`| head`) status 0."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return body(args)
+        except PerfError as exc:
+            print(f"gregor: {exc}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 130
+        except BrokenPipeError:
+            # Python flushes stdout again at exit; point it at /dev/null so that is quiet too.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+
+    return run
 
 
 # --- produce -------------------------------------------------------------------------------------
@@ -353,14 +263,11 @@ class _ProduceRun:
             self.hist.record_us(int(latency_s * 1_000_000))
 
 
-def produce(args: argparse.Namespace) -> int:
-    try:
-        payloads = _payloads(args)
-        errors: list[str] = []
-        producer = make_client(args, "producer", errors)
-        check_topic(producer, _bootstrap(args, "producer"), args.topic, args.timeout, errors)
-    except PerfError as exc:
-        return _fail(exc)
+def _produce(args: argparse.Namespace) -> int:
+    payloads = _payloads(args)
+    errors: list[str] = []
+    producer = make_client(args, "producer", errors)
+    check_topic(producer, bootstrap_of(args, "producer"), args.topic, args.timeout, errors)
     run = _ProduceRun()
     progress = ProgressLine("produce", args.num_records)
     start_ms = _now_ms()
@@ -368,7 +275,7 @@ def produce(args: argparse.Namespace) -> int:
     try:
         _send(producer, args, payloads, run, progress, start_ms)
     except KeyboardInterrupt:
-        interrupted = True
+        interrupted = True  # what was sent is still waited for, a second at most
     finally:
         _drain(producer, run, progress, start_ms, 1_000 if interrupted else None)
         progress.stop()
@@ -383,7 +290,7 @@ def produce(args: argparse.Namespace) -> int:
             flush=True,
         )
     if run.failed:
-        return _fail(PerfError(f"{run.failed} records were not delivered: {run.first_error}"))
+        raise PerfError(f"{run.failed} records were not delivered: {run.first_error}")
     return 130 if interrupted else 0
 
 
@@ -470,37 +377,30 @@ class _ConsumeRun:
             self.assigned_ms = _now_ms()
 
 
-def consume(args: argparse.Namespace) -> int:
+def _consume(args: argparse.Namespace) -> int:
     errors: list[str] = []
+    consumer = make_client(args, "consumer", errors)
     try:
-        consumer = make_client(args, "consumer", errors)
-    except PerfError as exc:
-        return _fail(exc)
-    interrupted = False
-    try:
-        check_topic(consumer, _bootstrap(args, "consumer"), args.topic, args.timeout, errors)
+        check_topic(consumer, bootstrap_of(args, "consumer"), args.topic, args.timeout, errors)
         run = _ConsumeRun(_now_ms())
         consumer.subscribe([args.topic], on_assign=run.on_assign)
         progress = ProgressLine("consume", args.messages)
+        interrupted = False
         try:
             _receive(consumer, args, run, progress)
         except KeyboardInterrupt:
             interrupted = True
         finally:
             progress.stop()
-    except PerfError as exc:
-        return _fail(exc)
     finally:
         consumer.close()
     _print_consumed(args, run)
     if interrupted:
         return 130
     if run.records < args.messages:
-        return _fail(
-            PerfError(
-                f"no record for {args.timeout} ms (--timeout): "
-                f"received {run.records} of {args.messages} records"
-            )
+        raise PerfError(
+            f"no record for {args.timeout} ms (--timeout): "
+            f"received {run.records} of {args.messages} records"
         )
     return 0
 

@@ -3,6 +3,7 @@ figures checked against what the broker holds, the client config files merged, a
 a user can cause reported as one line with exit status 1."""
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -211,3 +212,44 @@ def test_consume_timeout_reports_what_was_received(broker):
     )  # fmt: skip
     assert json.loads(got.stdout)["records"] == 50
     one_line_error(got, "no record for 2000 ms (--timeout): received 50 of 80 records")
+
+
+def test_ctrl_c_waits_for_what_was_sent_and_prints_the_figures(broker):
+    create_topic(broker, "perf-f", 1)
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "gregor", "perf", "produce", "-b", broker.bootstrap,
+            "--topic", "perf-f", "--num-records", "100000", "--record-size", "10",
+            "--throughput", "200", "--output", "json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    # wait until some records are in the log, then interrupt
+    deadline = time.monotonic() + 30
+    while sum(end_offsets(broker, "perf-f", 1)) < 100 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    figures = json.loads(out)
+    assert 100 <= figures["records"] < 100000
+    assert sum(end_offsets(broker, "perf-f", 1)) == figures["records"]
+
+
+def test_a_closed_stdout_ends_quietly(broker):
+    create_topic(broker, "perf-g", 1)
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "gregor", "perf", "produce", "-b", broker.bootstrap,
+            "--topic", "perf-g", "--num-records", "10", "--record-size", "10",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    proc.stdout.close()  # as `| head -0` would, before the figures are printed
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert err == b""
