@@ -91,7 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     pr.add_argument(
         "--throughput",
-        type=float,
+        type=_throughput,
         default=-1,
         metavar="N",
         help="at most N records/s on average (default -1: no limit)",
@@ -151,6 +151,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
+def _throughput(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value == 0 or value != value:  # 0 would never send; NaN paces nothing
+        raise argparse.ArgumentTypeError(f"must be positive, or -1 for no limit; got {text}")
     return value
 
 
@@ -302,7 +312,7 @@ def _produce(args: argparse.Namespace) -> int:
 def _payloads(args: argparse.Namespace) -> list[bytes]:
     if args.record_size is not None:
         rng = random.Random()
-        return [bytes(rng.randrange(65, 91) for _ in range(args.record_size))]  # A..Z
+        return [bytes(rng.choices(range(65, 91), k=args.record_size))]  # A..Z
     try:
         with open(args.payload_file, "rb") as f:
             data = f.read()
@@ -413,6 +423,8 @@ def _consume(args: argparse.Namespace) -> int:
 def _receive(
     consumer: Any, args: argparse.Namespace, run: _ConsumeRun, progress: ProgressLine
 ) -> None:
+    from confluent_kafka import TIMESTAMP_NOT_AVAILABLE
+
     while run.records < args.messages:
         # What is already here, without waiting: consume() with a timeout waits for a full
         # batch, which at 5,000 records/s would add 50 ms to every record's latency.
@@ -434,7 +446,7 @@ def _receive(
             run.records += 1
             run.bytes += len(msg) + len(msg.key() or b"")
             ts_type, ts = msg.timestamp()
-            if ts_type != 0:  # TIMESTAMP_NOT_AVAILABLE
+            if ts_type != TIMESTAMP_NOT_AVAILABLE:
                 run.hist.record_us(int((received_ms - ts) * 1000))
         progress.update(
             run.records, lambda: _live_figures(run.records, run.bytes, run.start_ms, run.hist)

@@ -14,6 +14,8 @@ import time
 from typing import Any
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+# librdkafka reports a refused connection at every retry; the first few name the cause.
+MAX_ERRORS = 20
 
 
 class PerfError(Exception):
@@ -47,12 +49,18 @@ def client_config(args: argparse.Namespace, role: str) -> dict[str, Any]:
 
 
 def make_client(args: argparse.Namespace, role: str, errors: list[str]) -> Any:
-    """The one place a perf client is built. librdkafka's errors are appended to `errors` (the
-    first connection failure names the cause); its log lines go to Python logging."""
+    """The one place a perf client is built. librdkafka's first MAX_ERRORS errors are appended
+    to `errors` (a connection failure among them names the cause); its log lines go to Python
+    logging."""
     from confluent_kafka import Consumer, KafkaException, Producer
 
     conf = client_config(args, role)
-    conf["error_cb"] = lambda err: errors.append(err.str())
+
+    def on_error(err: Any) -> None:
+        if len(errors) < MAX_ERRORS:
+            errors.append(err.str())
+
+    conf["error_cb"] = on_error
     conf["logger"] = _librdkafka_logger(args.verbose)
     try:
         return Producer(conf) if role == "producer" else Consumer(conf)
@@ -87,8 +95,9 @@ def _librdkafka_logger(verbose: bool) -> logging.Logger:
 def check_topic(
     client: Any, bootstrap: str, topic: str, timeout_ms: int, errors: list[str]
 ) -> None:
-    """Wait until the topic's metadata names a leader for it, or fail in one line: the bootstrap
-    cannot be reached, the topic does not exist, or it still has no leader at the deadline."""
+    """Wait until the topic's metadata answers without error (a topic just created may first
+    answer LEADER_NOT_AVAILABLE), or fail in one line: the bootstrap cannot be reached, the
+    topic does not exist, or it still answers an error at the deadline."""
     from confluent_kafka import KafkaError, KafkaException
 
     deadline = time.monotonic() * 1000 + timeout_ms

@@ -85,3 +85,26 @@ def test_registered_in_the_gregor_command(capsys):
         cli_main.main(["perf", "produce", "--help"])
     assert exit_.value.code == 0
     assert "kafka-producer-perf-test.sh" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("value", ["0", "nan", "fast"])
+def test_a_throughput_that_would_never_send_is_a_usage_error(value, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        parse("produce", "--topic", "t", "--num-records", "1", "--record-size", "1",
+              "--throughput", value)  # fmt: skip
+    assert exit_.value.code == 2
+    assert "--throughput" in capsys.readouterr().err
+    assert (
+        parse(
+            "produce",
+            "--topic",
+            "t",
+            "--num-records",
+            "1",
+            "--record-size",
+            "1",
+            "--throughput",
+            "-1",
+        ).throughput
+        == -1
+    )
