@@ -21,6 +21,7 @@ from gregor.cli import (
     leader_election,
     log_dirs,
     offsets,
+    perf,
     quorum,
     records,
     serve,
@@ -66,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     records.register(sub)
     log_dirs.register(sub)
     leader_election.register(sub)
+    perf.register(sub)
     completion.register(sub, parser)
     return parser
 
