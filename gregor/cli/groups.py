@@ -40,12 +40,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     v = verbs.add_parser("reset-offsets", help="move an inactive group's committed offsets")
     add_bootstrap(v)
     v.add_argument("group")
-    v.add_argument("--topic", action="append", required=True, metavar="TOPIC[:P,P...]")
+    v.add_argument(
+        "--topic",
+        action="append",
+        required=True,
+        type=topic_partitions_arg,
+        metavar="TOPIC[:P,P...]",
+        help="a topic, or some of its partitions (repeatable)",
+    )
     to = v.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_true")
     to.add_argument("--to-latest", action="store_true")
     to.add_argument(
         "--to-datetime",
+        type=datetime_arg,
         metavar="YYYY-MM-DDTHH:MM:SS[.mmm][+HH:MM]",
         help="local time unless an offset is given",
     )
@@ -177,23 +185,50 @@ def describe(args: argparse.Namespace) -> int:
     return status
 
 
-def _parse_datetime(text: str) -> int:
-    when = dt.datetime.fromisoformat(text)
+def datetime_arg(text: str) -> int:
+    """--to-datetime: ISO 8601, local time unless an offset is given; ms since the epoch."""
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a date and time: use ISO 8601, e.g. --to-datetime "
+            "2024-05-01T12:00:00 (local time) or 2024-05-01T12:00:00+00:00"
+        ) from None
     if when.tzinfo is None:
         when = when.astimezone()
     return int(when.timestamp() * 1000)
 
 
-def _topic_partitions(admin: Any, specs: list[str]) -> list[tuple[str, int]]:
+def topic_partitions_arg(text: str) -> tuple[str, list[int] | None]:
+    """--topic TOPIC[:P,P...]: (topic, the partitions named, or None for all of them)."""
+    topic, colon, parts = text.partition(":")
+    items = parts.split(",")
+    if not topic or (colon and not all(p.strip().isdigit() for p in items)):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not TOPIC[:PARTITION,...] (partitions are numbers), e.g. --topic "
+            "orders or --topic orders:0,1"
+        )
+    return topic, ([int(p) for p in items] if colon else None)
+
+
+def _topic_partitions(
+    admin: Any, specs: list[tuple[str, list[int] | None]]
+) -> list[tuple[str, int]]:
     md = admin.list_topics(timeout=TIMEOUT_S)
     out = []
-    for spec in specs:
-        topic, _, parts = spec.partition(":")
+    for topic, wanted in specs:
         t = md.topics.get(topic)
         if t is None or t.error is not None:
-            raise SystemExit(f"error: topic {topic} does not exist")
-        wanted = [int(p) for p in parts.split(",")] if parts else sorted(t.partitions)
-        out += [(topic, p) for p in wanted]
+            raise SystemExit(f"gregor: --topic {topic}: topic {topic} does not exist")
+        missing = sorted(set(wanted or ()) - set(t.partitions))
+        if missing:
+            shown = ",".join(map(str, wanted or ()))
+            raise SystemExit(
+                f"gregor: --topic {topic}:{shown}: {topic} has no partition "
+                f"{','.join(map(str, missing))} (it has 0-{len(t.partitions) - 1}), e.g. "
+                f"--topic {topic}:0"
+            )
+        out += [(topic, p) for p in (wanted or sorted(t.partitions))]
     return out
 
 
@@ -219,7 +254,7 @@ def reset_offsets(args: argparse.Namespace) -> int:
     elif args.to_latest:
         target = latest
     elif args.to_datetime is not None:
-        by_time = _offsets(admin, tps, OffsetSpec.for_timestamp(_parse_datetime(args.to_datetime)))
+        by_time = _offsets(admin, tps, OffsetSpec.for_timestamp(args.to_datetime))
         target = {tp: (o if o >= 0 else latest[tp]) for tp, o in by_time.items()}
     else:
         target = {tp: min(max(args.to_offset, earliest[tp]), latest[tp]) for tp in tps}
