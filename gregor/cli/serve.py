@@ -89,19 +89,21 @@ def _fail(message: object) -> None:
 def _load(args: argparse.Namespace) -> BrokerConfig | None:
     """The config from --config, --set, --listen and --data-dir; None (after one line) if a
     value is bad."""
-    from gregor.broker.config import BrokerConfig, parse_overrides
+    from gregor.broker.config import BrokerConfig, parse_overrides, read_properties
 
     try:
         overrides = parse_overrides(args.set)
         if args.listen:
-            # --listen names the client listener; controller listeners given with --set stay
+            # --listen names the client listener; the controller listeners (of --config or
+            # --set) stay
+            given = {**(read_properties(args.config) if args.config else {}), **overrides}
             names = {
                 n.strip().upper()
-                for n in overrides.get("controller.listener.names", "CONTROLLER").split(",")
+                for n in given.get("controller.listener.names", "CONTROLLER").split(",")
             }
             kept = [
                 spec.strip()
-                for spec in overrides.get("listeners", "").split(",")
+                for spec in given.get("listeners", "").split(",")
                 if spec.strip() and spec.strip().partition("://")[0].strip().upper() in names
             ]
             overrides["listeners"] = ",".join([f"PLAINTEXT://{args.listen}", *kept])
