@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import logging
 import sys
 from typing import Any
 
@@ -160,7 +161,11 @@ def _size_limit(args: argparse.Namespace) -> int | None:
 
     if args.compression != "none":
         return None
-    admin = AdminClient({"bootstrap.servers": args.bootstrap_server})
+    conf: dict[str, Any] = {
+        "bootstrap.servers": args.bootstrap_server,
+        "logger": logging.getLogger("gregor.librdkafka"),  # not librdkafka's own stderr lines
+    }
+    admin = AdminClient(conf)
     resource = ConfigResource(ConfigResource.Type.TOPIC, args.topic)
     try:
         configs = admin.describe_configs([resource], request_timeout=10)[resource].result()
