@@ -26,6 +26,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from gregor.broker.security_settings import check_security, is_security_setting
 from gregor.metadata.config_defs import BROKER_CONFIGS, ConfigError
 from gregor.runtime.raft_driver import parse_voters
 
@@ -35,6 +36,7 @@ ROLES = frozenset({"broker", "controller"})
 # Read when the node is built (BrokerConfig.membership), not at load: a bad value there is a bad
 # node, refused with the other quorum settings (exit 1), not a bad command line.
 CHECKED_BY_MEMBERSHIP = frozenset({"process.roles"})
+MAX_PORT = 65535
 
 
 def read_properties(path: str) -> dict[str, str]:
@@ -86,6 +88,8 @@ class BrokerConfig:
         values.update(overrides or {})
         for key, value in values.items():
             d = BROKER_CONFIGS.get(key)
+            if d is None and is_security_setting(key):
+                continue  # refused with the other security settings: membership()
             if d is None:
                 log.warning("The configuration '%s' was supplied but isn't a known config.", key)
                 continue
@@ -207,7 +211,9 @@ class BrokerConfig:
         return [p.strip() for p in spec.split(",") if p.strip() and listener_name(p) not in names]
 
     def membership(self) -> Membership:
-        """What this node is in the metadata quorum; ConfigError for what Kafka refuses too."""
+        """What this node is in the metadata quorum; ConfigError for what Kafka refuses too,
+        and for security settings the node cannot honour yet (security_settings.py)."""
+        check_security(self.values)
         roles = frozenset(self.process_roles)
         voters = self.quorum_voters()
         bootstrap = self.quorum_bootstrap_servers()
@@ -259,6 +265,15 @@ class BrokerConfig:
             )
         return Membership(roles, voters, bootstrap, listen)
 
+    def joins_quorum(self) -> str | None:
+        """The setting by which this node joins other nodes' quorum (voters other than itself,
+        or bootstrap servers), as `key=value`; None for a node that is its own quorum."""
+        voters = self.quorum_voters()
+        if voters is not None and set(voters) - {self.node_id}:
+            return f"controller.quorum.voters={self.values['controller.quorum.voters'].strip()}"
+        servers = self.values.get("controller.quorum.bootstrap.servers", "").strip()
+        return f"controller.quorum.bootstrap.servers={servers}" if servers else None
+
     def quorum_voters(self) -> dict[int, tuple[str, int]] | None:
         """`controller.quorum.voters` as {node id: (host, port)}; None when not set (the node is
         the only voter of its own quorum)."""
@@ -306,5 +321,10 @@ def parse_listener(spec: str) -> tuple[str, int]:
     host, _, port = rest.rpartition(":")
     if not port.isdigit():
         raise ConfigError(f"Invalid value {spec} for configuration listeners: no port")
+    if int(port) > MAX_PORT:
+        raise ConfigError(
+            f"Invalid value {spec} for configuration listeners: port {port} is out of range "
+            f"(0-{MAX_PORT}; 0 picks a free one)"
+        )
     host = host.strip("[]")
     return (host or "0.0.0.0"), int(port)

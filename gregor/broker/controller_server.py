@@ -61,7 +61,10 @@ class ControllerServer:
         for d in data_dirs:
             os.makedirs(d, exist_ok=True)
         self.meta_properties = meta_properties.ensure(
-            data_dirs, self.node_id, config.get_str("cluster.id")
+            data_dirs,
+            self.node_id,
+            config.get_str("cluster.id"),
+            joins_quorum=config.joins_quorum(),
         )
         cluster_id = self.meta_properties[data_dirs[0]].cluster_id
         assert membership.voters is not None

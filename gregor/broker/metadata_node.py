@@ -43,7 +43,11 @@ def open_metadata(
         os.makedirs(d, exist_ok=True)
     legacy = MetadataStore.load(data_dirs[0])  # a data dir from before the KRaft log
     props = meta_properties.ensure(
-        data_dirs, node_id, config.get_str("cluster.id"), legacy.cluster_id if legacy else None
+        data_dirs,
+        node_id,
+        config.get_str("cluster.id"),
+        legacy.cluster_id if legacy else None,
+        joins_quorum=config.joins_quorum(),
     )
     cluster_id = props[data_dirs[0]].cluster_id
     member: ClusterMember | None = None

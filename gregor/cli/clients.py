@@ -11,6 +11,9 @@ from typing import Any
 
 from gregor.cli import connect
 from gregor.cli.connect import add_client_args as add_bootstrap
+from gregor.cli.delivery import Deliveries
+
+LIBRDKAFKA_MAX_BYTES = 1_000_000  # librdkafka's default batch.size and message.max.bytes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -59,12 +62,9 @@ def _headers(spec: str | None) -> list[tuple[str, bytes]]:
 
 
 def produce(args: argparse.Namespace) -> int:
-    failures: list[str] = []
-
-    def report(err: Any, _msg: Any) -> None:
-        if err is not None:
-            failures.append(str(err))
-
+    """Every line a record; a line too large for the topic is reported by number and the others
+    delivered (exit 1); Ctrl-C stops reading and delivers what was read (exit 130)."""
+    deliveries = Deliveries(args.topic, _size_limit(args))
     producer = connect.producer(
         args,
         {
@@ -72,30 +72,71 @@ def produce(args: argparse.Namespace) -> int:
             "acks": "-1" if args.acks == "all" else args.acks,
             "compression.type": args.compression,
             "linger.ms": 5,
+            **_batch_limits(deliveries.limit),
         },
     )
-    headers = _headers(args.headers)
-    count = 0
     progress = None
     if args.progress:
         from rich.progress import Progress
 
         progress = Progress(transient=True)
         progress.start()
-        task = progress.add_task("producing", total=None)
-    for line in sys.stdin:
+    interrupted = False
+    try:
+        _send_lines(args, producer, deliveries, progress)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        if progress is not None:
+            progress.stop()
+    try:
+        producer.flush(30)
+    except KeyboardInterrupt:
+        interrupted = True
+    for line in deliveries.report_lines():
+        print(f"gregor: {line}", file=sys.stderr)
+    read, delivered = deliveries.read, deliveries.delivered
+    if interrupted:
+        print(
+            f"gregor: interrupted: {delivered} of the {read} records read were delivered to "
+            f"{args.topic}",
+            file=sys.stderr,
+        )
+        return 130
+    if delivered < read:
+        print(
+            f"gregor: {read - delivered} of {read} records were not delivered to {args.topic}",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"produced {read} records to {args.topic}", file=sys.stderr)
+    return 0
+
+
+def _send_lines(
+    args: argparse.Namespace, producer: Any, deliveries: Deliveries, progress: Any
+) -> None:
+    from confluent_kafka import KafkaException
+
+    headers = _headers(args.headers)
+    task = progress.add_task("producing", total=None) if progress is not None else None
+    for number, line in enumerate(sys.stdin, 1):
         line = line.rstrip("\n")
         key: str | None = None
         value = line
         if args.key_separator and args.key_separator in line:
             key, value = line.split(args.key_separator, 1)
+        kb, vb = (None if key is None else key.encode()), value.encode()
+        deliveries.read += 1
+        if not deliveries.fits(number, kb, vb, headers):
+            continue
         kwargs: dict[str, Any] = {
-            "value": value.encode(),
+            "value": vb,
             "headers": headers,
-            "on_delivery": report,
+            "on_delivery": deliveries.on_delivery(number, len(vb)),
         }
-        if key is not None:
-            kwargs["key"] = key.encode()
+        if kb is not None:
+            kwargs["key"] = kb
         if args.partition >= 0:
             kwargs["partition"] = args.partition
         while True:
@@ -104,21 +145,42 @@ def produce(args: argparse.Namespace) -> int:
                 break
             except BufferError:
                 producer.poll(0.1)
+            except KafkaException as exc:  # refused by the client itself (its own size limit)
+                deliveries.failed(number, len(vb), exc.args[0].str())
+                break
         producer.poll(0)
-        count += 1
         if progress is not None:
             progress.update(task, advance=1)
-    left = producer.flush(30)
-    if progress is not None:
-        progress.stop()
-    if failures or left:
-        print(
-            f"error: {len(failures) + left} of {count} records were not delivered: {failures[:3]}",
-            file=sys.stderr,
-        )
-        return 1
-    print(f"produced {count} records to {args.topic}", file=sys.stderr)
-    return 0
+
+
+def _size_limit(args: argparse.Namespace) -> int | None:
+    """The topic's max.message.bytes, for uncompressed batches; None when compressed (only the
+    broker can judge) or unknown (a topic yet to be created)."""
+    from confluent_kafka.admin import ConfigResource
+
+    if args.compression != "none":
+        return None
+    admin = connect.admin(args)  # one line and exit 1 if the bootstrap cannot be reached
+    resource = ConfigResource(ConfigResource.Type.TOPIC, args.topic)
+    try:
+        configs = admin.describe_configs([resource], request_timeout=args.timeout)[
+            resource
+        ].result()
+        return int(configs["max.message.bytes"].value)
+    except Exception:  # no such topic yet, or no answer: delivery reports tell
+        return None
+
+
+def _batch_limits(limit: int | None) -> dict[str, int]:
+    """librdkafka settings that keep every batch within the topic's max.message.bytes (a batch
+    above it fails whole, good lines with the bad) and let through a record up to it (librdkafka
+    refuses one above its own message.max.bytes, 1,000,000 by default)."""
+    if limit is None:
+        return {}
+    return {
+        "batch.size": max(1, min(limit, LIBRDKAFKA_MAX_BYTES)),
+        "message.max.bytes": max(limit, LIBRDKAFKA_MAX_BYTES),
+    }
 
 
 def _pairs(headers: Any) -> list[tuple[str, bytes | None]]:
@@ -137,7 +199,7 @@ def _text(b: bytes | None) -> str | None:
 def consume(args: argparse.Namespace) -> int:
     import time
 
-    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 
     conf = {
         "bootstrap.servers": args.bootstrap_server,
@@ -146,7 +208,7 @@ def consume(args: argparse.Namespace) -> int:
         "auto.offset.reset": "earliest" if args.from_beginning else "latest",
         "enable.partition.eof": False,
     }
-    consumer = connect.consumer(args, conf)
+    consumer = Consumer(conf)
     if args.group:
         consumer.subscribe([args.topic])
     else:

@@ -5,18 +5,25 @@ Starts `gregor serve` processes on loopback (gregor.testing.cluster.LocalCluster
 nodes, ids 1..N, each broker and controller, with a client and a controller listener on free
 ports; with `--controllers C`, C dedicated controllers (ids 1..C, `process.roles=controller`)
 and N broker-only nodes (ids C+1..C+N, `process.roles=broker`). Data in `<base dir>/node-<id>`
-(a temp dir unless given; kept on exit when given). Prints each node's ports and data dir and
-the bootstrap string, then waits; Ctrl-C (or SIGTERM) stops them all cleanly. `--set key=value`
-goes to every node.
+(a temp dir unless given; kept on exit when given). Once every node is ready and every broker
+registered and unfenced (so that a topic of replication factor N can be made at once), prints
+each node's ports and data dir and the bootstrap string, then waits; Ctrl-C, SIGTERM or SIGHUP
+stops them all cleanly, even when stdout was closed under it. `--set key=value` goes to every
+node.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gregor.testing.cluster import LocalCluster
 
 from gregor.cli import cluster_info
 
@@ -51,19 +58,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cluster_up(args: argparse.Namespace) -> int:
     from gregor.broker.config import parse_overrides
     from gregor.metadata.config_defs import ConfigError
-    from gregor.testing.broker import BrokerStartError
     from gregor.testing.cluster import LocalCluster
 
     if args.nodes < 1 or args.controllers < 0:
-        print(
-            "gregor cluster up: --nodes must be at least 1, --controllers at least 0",
-            file=sys.stderr,
-        )
+        _err("gregor: --nodes must be at least 1, --controllers at least 0")
         return 2
     try:
         config = parse_overrides(args.set)
     except ConfigError as exc:
-        print(f"gregor cluster up: {exc}", file=sys.stderr)
+        _err(f"gregor: {exc}")
         return 2
     cluster = LocalCluster(
         args.nodes,
@@ -79,20 +82,61 @@ def cluster_up(args: argparse.Namespace) -> int:
         nonlocal stopping
         stopping = True
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, on_signal)
+    out = _Out()
     try:
-        cluster.start()
-    except BrokerStartError as exc:
-        print(f"gregor cluster up: {exc}", file=sys.stderr)
-        cluster.stop()
+        return _run(cluster, args, out, lambda: stopping)
+    finally:
+        out.say("stopping...")
+        if args.base_dir:
+            cluster.stop()
+        else:
+            cluster.close()
+
+
+def _run(
+    cluster: LocalCluster, args: argparse.Namespace, out: _Out, stop: Callable[[], bool]
+) -> int:
+    """Start the nodes, wait until every broker is registered and unfenced, say where they are,
+    then watch them until `stop()`."""
+    from gregor.testing.broker import BrokerStartError
+
+    for i in cluster.ids:
+        if stop():
+            return 0
+        try:
+            cluster.start_node(i)
+        except BrokerStartError:
+            node = cluster.nodes[i]
+            _err(
+                f"gregor: node {i} did not start: {_last_line(node.read_log())} (log: {node.log_path})"
+            )
+            return 1
+    try:
+        if not cluster.wait_for_brokers(stop=stop):
+            return 0
+    except TimeoutError as exc:
+        _err(f"gregor: {exc} (logs: {cluster.base_dir}/node-*/broker.log)")
         return 1
+    _describe(cluster, args, out)
+    while not stop():
+        time.sleep(0.2)
+        for i in cluster.ids:
+            proc = cluster.nodes[i].process
+            if proc is not None and proc.poll() is not None:
+                out.say(f"node {i} exited with {proc.returncode} (see {cluster.nodes[i].log_path})")
+                cluster.nodes[i].process = None
+    return 0
+
+
+def _describe(cluster: LocalCluster, args: argparse.Namespace, out: _Out) -> None:
     if args.controllers:
-        print(
+        out.say(
             f"cluster {cluster.cluster_id}: {args.controllers} controller(s), {args.nodes} broker(s)"
         )
     else:
-        print(f"cluster {cluster.cluster_id}: {args.nodes} node(s), broker and controller each")
+        out.say(f"cluster {cluster.cluster_id}: {args.nodes} node(s), broker and controller each")
     for i in cluster.ids:
         ports = [
             f"{role} {args.host}:{found[i]}"
@@ -102,26 +146,39 @@ def cluster_up(args: argparse.Namespace) -> int:
             )
             if i in found
         ]
-        print(
+        out.say(
             f"  node {i}: {'  '.join(ports)}  data {cluster.data_dir(i)} (log {cluster.nodes[i].log_path})"
         )
-    print(f"bootstrap.servers={cluster.bootstrap}")
-    print("Ctrl-C stops them all.", flush=True)
+    out.say(f"bootstrap.servers={cluster.bootstrap}")
+    out.say("Ctrl-C stops them all.")
+
+
+class _Out:
+    """stdout that may be closed under us (`gregor cluster up | head -3`): once a write fails,
+    stdout goes to /dev/null and the nodes are still stopped on the signal."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def say(self, text: str) -> None:
+        if self.closed:
+            return
+        try:
+            print(text, flush=True)
+        except (OSError, ValueError):
+            self.closed = True
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+
+
+def _err(text: str) -> None:
     try:
-        while not stopping:
-            time.sleep(0.2)
-            for i in cluster.ids:
-                proc = cluster.nodes[i].process
-                if proc is not None and proc.poll() is not None:
-                    print(
-                        f"node {i} exited with {proc.returncode} (see {cluster.nodes[i].log_path})",
-                        flush=True,
-                    )
-                    cluster.nodes[i].process = None
-    finally:
-        print("stopping...", flush=True)
-        if args.base_dir:
-            cluster.stop()
-        else:
-            cluster.close()
-    return 0
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "no output"

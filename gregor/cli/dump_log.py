@@ -48,87 +48,126 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+KINDS = ".log, .checkpoint, .index, .timeindex or .txnindex"
+
+
+class NotReadable(Exception):
+    """A file that is not what its name says (a segment, an index): one line, exit status 1."""
+
+
 def run(args: argparse.Namespace) -> int:
     status = 0
     for path in args.files:
-        print(f"Dumping {path}")
-        if path.endswith((".log", ".checkpoint")):
-            decoder = args.cluster_metadata_decoder
-            status |= _dump_log(path, args.print_data_log or decoder, decoder)
-        elif path.endswith(".index"):
-            _dump_index(path, ">ii", ("offset", "position"))
-        elif path.endswith(".timeindex"):
-            _dump_index(path, ">qi", ("timestamp", "offset"))
-        elif path.endswith(".txnindex"):
-            status |= _dump_txn_index(path)
-        else:
-            print(
-                f"{path}: not a .log, .checkpoint, .index, .timeindex or .txnindex file",
-                file=sys.stderr,
-            )
+        try:
+            status |= _dump_file(path, args)
+        except NotReadable as exc:
+            print(f"gregor: {path}: {exc}", file=sys.stderr)
             status = 1
     return status
 
 
-def _dump_log(path: str, records: bool, metadata: bool = False) -> int:
-    with open(path, "rb") as f:
-        data = f.read()
+def _dump_file(path: str, args: argparse.Namespace) -> int:
+    if not path.endswith((".log", ".checkpoint", ".index", ".timeindex", ".txnindex")):
+        raise NotReadable(f"not a {KINDS} file")
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise NotReadable(exc.strerror or str(exc)) from None
+    if path.endswith((".index", ".timeindex")):
+        base = _base_offset(path)
+    print(f"Dumping {path}")
+    if path.endswith((".log", ".checkpoint")):
+        decoder = args.cluster_metadata_decoder
+        return _dump_log(data, args.print_data_log or decoder, decoder)
+    if path.endswith(".index"):
+        _dump_index(data, base, ">ii", ("offset", "position"))
+    elif path.endswith(".timeindex"):
+        _dump_index(data, base, ">qi", ("timestamp", "offset"))
+    else:
+        return _dump_txn_index(data, path)
+    return 0
+
+
+def _base_offset(path: str) -> int:
+    """An index's base offset, from its name (00000000000000000042.index)."""
+    stem = os.path.basename(path).split(".")[0]
+    if not stem.isdigit():
+        raise NotReadable(
+            "not a log index: its name must be its segment's base offset, as in "
+            "00000000000000000000.index"
+        )
+    return int(stem)
+
+
+def _dump_log(data: bytes, records: bool, metadata: bool = False) -> int:
     pos = 0
     while pos < len(data):
         try:
             header = rb.check_batch(data, pos, len(data))
         except KafkaError as exc:
+            if pos == 0 and not (len(data) > rb.MAGIC_OFFSET and data[rb.MAGIC_OFFSET] == rb.MAGIC):
+                # Not a corrupt batch: no batch at all (a file of something else).
+                raise NotReadable(
+                    f"not a log segment (no record batch at position 0: {exc.message})"
+                ) from None
             print(f"position {pos}: {exc.name}: {exc.message}")
             return 1
-        print(
-            f"baseOffset: {header.base_offset} lastOffset: {header.last_offset} "
-            f"count: {header.records_count} baseSequence: {header.base_sequence} "
-            f"lastSequence: {header.last_sequence} producerId: {header.producer_id} "
-            f"producerEpoch: {header.producer_epoch} partitionLeaderEpoch: "
-            f"{header.partition_leader_epoch} isTransactional: {header.is_transactional} "
-            f"isControl: {header.is_control} position: {pos} "
-            f"CreateTime: {header.max_timestamp} size: {header.size} magic: {header.magic} "
-            f"compresscodec: {rb.COMPRESSION_NAMES[header.compression]} crc: {header.crc} "
-            f"isvalid: true"
-        )
-        if records and metadata:
-            _, recs = read_batch_records(data, pos)
-            for rec in recs:
-                what = (
-                    _metadata_control(rec.key, rec.value)
-                    if header.is_control
-                    else _metadata_payload(rec.value)
-                )
-                if what.startswith("Error"):
-                    print(f"| Error at offset {rec.offset}, skipping. {what[6:]}")
-                else:
-                    print(f"| offset: {rec.offset} CreateTime: {rec.timestamp} {what}")
-        elif records and header.is_control:
-            marker = read_end_txn_marker(data, pos)
-            if marker is not None:
-                committed, coordinator_epoch = marker
-                print(
-                    f"| offset: {header.base_offset} CreateTime: {header.max_timestamp} "
-                    f"endTxnMarker: {'COMMIT' if committed else 'ABORT'} coordinatorEpoch: {coordinator_epoch}"
-                )
-        elif records:
-            _, recs = read_batch_records(data, pos)
-            for r in recs:
-                print(
-                    f"| offset: {r.offset} CreateTime: {r.timestamp} keySize: "
-                    f"{-1 if r.key is None else len(r.key)} valueSize: "
-                    f"{-1 if r.value is None else len(r.value)} headerKeys: "
-                    f"[{','.join(k for k, _ in r.headers)}] key: {r.key!r} payload: {r.value!r}"
-                )
+        _print_batch(header, pos)
+        if records:
+            _print_records(data, pos, header, metadata)
         pos += header.size
     return 0
 
 
-def _dump_index(path: str, fmt: str, names: tuple[str, str]) -> None:
-    base = int(os.path.basename(path).split(".")[0])
+def _print_batch(header: Any, pos: int) -> None:
+    print(
+        f"baseOffset: {header.base_offset} lastOffset: {header.last_offset} "
+        f"count: {header.records_count} baseSequence: {header.base_sequence} "
+        f"lastSequence: {header.last_sequence} producerId: {header.producer_id} "
+        f"producerEpoch: {header.producer_epoch} partitionLeaderEpoch: "
+        f"{header.partition_leader_epoch} isTransactional: {header.is_transactional} "
+        f"isControl: {header.is_control} position: {pos} "
+        f"CreateTime: {header.max_timestamp} size: {header.size} magic: {header.magic} "
+        f"compresscodec: {rb.COMPRESSION_NAMES[header.compression]} crc: {header.crc} "
+        f"isvalid: true"
+    )
+
+
+def _print_records(data: bytes, pos: int, header: Any, metadata: bool) -> None:
+    if metadata:
+        _, recs = read_batch_records(data, pos)
+        for rec in recs:
+            what = (
+                _metadata_control(rec.key, rec.value)
+                if header.is_control
+                else _metadata_payload(rec.value)
+            )
+            if what.startswith("Error"):
+                print(f"| Error at offset {rec.offset}, skipping. {what[6:]}")
+            else:
+                print(f"| offset: {rec.offset} CreateTime: {rec.timestamp} {what}")
+    elif header.is_control:
+        marker = read_end_txn_marker(data, pos)
+        if marker is not None:
+            committed, coordinator_epoch = marker
+            print(
+                f"| offset: {header.base_offset} CreateTime: {header.max_timestamp} "
+                f"endTxnMarker: {'COMMIT' if committed else 'ABORT'} coordinatorEpoch: {coordinator_epoch}"
+            )
+    else:
+        _, recs = read_batch_records(data, pos)
+        for r in recs:
+            print(
+                f"| offset: {r.offset} CreateTime: {r.timestamp} keySize: "
+                f"{-1 if r.key is None else len(r.key)} valueSize: "
+                f"{-1 if r.value is None else len(r.value)} headerKeys: "
+                f"[{','.join(k for k, _ in r.headers)}] key: {r.key!r} payload: {r.value!r}"
+            )
+
+
+def _dump_index(data: bytes, base: int, fmt: str, names: tuple[str, str]) -> None:
     entry = struct.Struct(fmt)
-    with open(path, "rb") as f:
-        data = f.read()
     for i in range(len(data) // entry.size):
         a, b = entry.unpack_from(data, i * entry.size)
         if names[0] == "offset":
@@ -140,9 +179,7 @@ def _dump_index(path: str, fmt: str, names: tuple[str, str]) -> None:
         print(f"{names[0]}: {a} {names[1]}: {b}")
 
 
-def _dump_txn_index(path: str) -> int:
-    with open(path, "rb") as f:
-        data = f.read()
+def _dump_txn_index(data: bytes, path: str) -> int:
     try:
         entries = parse_entries(data, path)
     except CorruptIndexError as exc:

@@ -3,7 +3,10 @@
 picks what runs: a broker (combined with its controller by default, or broker-only: BrokerServer)
 or a controller-only node (ControllerServer). A bad value for a config exits 2; a node that
 cannot run as configured (roles, voters, listeners: one line, see `BrokerConfig.membership`), a
-data dir of another cluster or node.id, or a pre-KRaft store that cannot be migrated, exits 1."""
+data dir of another cluster or node.id, or a pre-KRaft store that cannot be migrated, exits 1.
+So does what the user can fix before the start (broker/preflight.py): a --listen port out of
+range, a data dir that is a file or cannot be written, a port already in use, a security setting
+the node cannot honour (security_settings.py). Every error is one line, `gregor: ...`."""
 
 from __future__ import annotations
 
@@ -11,8 +14,12 @@ import argparse
 import asyncio
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 from gregor.metadata.config_defs import ConfigError
+
+if TYPE_CHECKING:
+    from gregor.broker.config import BrokerConfig
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,7 +47,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from gregor.broker.broker import BrokerServer
-    from gregor.broker.config import BrokerConfig, parse_overrides
     from gregor.broker.controller_server import ControllerServer
     from gregor.controller.local import MigrationError
     from gregor.metadata.meta_properties import MetaPropertiesError
@@ -52,26 +58,11 @@ def run(args: argparse.Namespace) -> int:
         level=getattr(logging, args.log_level),
         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
     )
-    try:
-        overrides = parse_overrides(args.set)
-        if args.listen:
-            # --listen names the client listener; controller listeners given with --set stay
-            names = {
-                n.strip().upper()
-                for n in overrides.get("controller.listener.names", "CONTROLLER").split(",")
-            }
-            kept = [
-                spec.strip()
-                for spec in overrides.get("listeners", "").split(",")
-                if spec.strip() and spec.strip().partition("://")[0].strip().upper() in names
-            ]
-            overrides["listeners"] = ",".join([f"PLAINTEXT://{args.listen}", *kept])
-        if args.data_dir:
-            overrides["log.dirs"] = args.data_dir
-        config = BrokerConfig.load(args.config, overrides)
-    except (ConfigError, OSError) as exc:
-        print(f"gregor serve: {exc}", file=sys.stderr)
+    config = _load(args)
+    if config is None:
         return 2
+    if not _preflight(args, config):
+        return 1
     install_uvloop()
     raise_open_files_limit()
     server: BrokerServer | ControllerServer
@@ -81,11 +72,67 @@ def run(args: argparse.Namespace) -> int:
         else:
             server = BrokerServer(config, ready_file=args.ready_file)
     except (MetaPropertiesError, MigrationError, MetadataLogError, ConfigError, OSError) as exc:
-        print(f"gregor serve: {exc}", file=sys.stderr)
+        _fail(exc)
         return 1
     try:
         asyncio.run(server.run())
     except OSError as exc:
-        print(f"gregor serve: {exc}", file=sys.stderr)
+        _fail(exc)
         return 1
     return 0
+
+
+def _fail(message: object) -> None:
+    print(f"gregor: {message}", file=sys.stderr)
+
+
+def _load(args: argparse.Namespace) -> BrokerConfig | None:
+    """The config from --config, --set, --listen and --data-dir; None (after one line) if a
+    value is bad."""
+    from gregor.broker.config import BrokerConfig, parse_overrides, read_properties
+
+    try:
+        overrides = parse_overrides(args.set)
+        if args.listen:
+            # --listen names the client listener; the controller listeners (of --config or
+            # --set) stay
+            given = {**(read_properties(args.config) if args.config else {}), **overrides}
+            names = {
+                n.strip().upper()
+                for n in given.get("controller.listener.names", "CONTROLLER").split(",")
+            }
+            kept = [
+                spec.strip()
+                for spec in given.get("listeners", "").split(",")
+                if spec.strip() and spec.strip().partition("://")[0].strip().upper() in names
+            ]
+            overrides["listeners"] = ",".join([f"PLAINTEXT://{args.listen}", *kept])
+        if args.data_dir:
+            overrides["log.dirs"] = args.data_dir
+        return BrokerConfig.load(args.config, overrides)
+    except ConfigError as exc:
+        _fail(exc)
+    except OSError as exc:  # --config FILE
+        _fail(f"--config {args.config}: {exc.strerror or exc}")
+    return None
+
+
+def _preflight(args: argparse.Namespace, config: BrokerConfig) -> bool:
+    """What the user can fix before anything starts (broker/preflight.py), in one line each."""
+    from gregor.broker.preflight import (
+        StartError,
+        check_listen_address,
+        check_log_dirs,
+        check_ports_free,
+    )
+
+    try:
+        if args.listen:
+            check_listen_address(args.listen, "--listen")
+        config.membership()  # roles, voters, listeners, security settings
+        check_log_dirs(config.log_dirs, "--data-dir" if args.data_dir else "log.dirs")
+        check_ports_free(config, "--listen HOST:PORT" if args.listen else "listeners")
+    except (StartError, ConfigError) as exc:
+        _fail(exc)
+        return False
+    return True

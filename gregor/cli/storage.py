@@ -2,6 +2,7 @@
 
     gregor storage random-uuid                                   # a new cluster id
     gregor storage format --data-dir D [--cluster-id ID] [--node-id N] [--ignore-formatted]
+    gregor storage format --config server.properties [--cluster-id ID]  # its log.dirs, node.id
 
 `format` writes meta.properties (version 1: cluster.id, node.id, a new directory.id) in each
 dir of D (comma-separated, as log.dirs); without --cluster-id it makes a new one. A dir that
@@ -23,11 +24,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("storage", help="format data dirs (meta.properties), make cluster ids")
     verbs = p.add_subparsers(dest="verb", required=True)
     v = verbs.add_parser("format", help="write meta.properties in each data dir")
+    v.add_argument("--data-dir", metavar="DIR[,DIR...]", help="the log dirs (log.dirs)")
     v.add_argument(
-        "--data-dir", required=True, metavar="DIR[,DIR...]", help="the log dirs (log.dirs)"
+        "--config",
+        "-c",
+        metavar="FILE",
+        help="a server.properties: its log.dirs and node.id, unless given here",
     )
     v.add_argument("--cluster-id", "-t", help="the cluster id (default: a new random one)")
-    v.add_argument("--node-id", type=int, default=1, help="this node's node.id (default 1)")
+    v.add_argument("--node-id", type=int, help="this node's node.id (default 1)")
     v.add_argument(
         "--ignore-formatted", "-g", action="store_true", help="skip dirs already formatted"
     )
@@ -41,10 +46,31 @@ def random_uuid(args: argparse.Namespace) -> int:
     return 0
 
 
+def _from_config(args: argparse.Namespace) -> None:
+    """--data-dir and --node-id from --config's log.dirs and node.id, where not given."""
+    from gregor.broker.config import BrokerConfig
+
+    config = BrokerConfig.load(args.config)
+    if args.data_dir is None:
+        args.data_dir = ",".join(config.log_dirs)
+    if args.node_id is None:
+        args.node_id = config.node_id
+
+
 def format_storage(args: argparse.Namespace) -> int:
-    dirs = [os.path.abspath(d.strip()) for d in args.data_dir.split(",") if d.strip()]
+    from gregor.metadata.config_defs import ConfigError
+
+    if args.config:
+        try:
+            _from_config(args)
+        except (ConfigError, OSError) as exc:
+            print(f"gregor storage format: --config {args.config}: {exc}", file=sys.stderr)
+            return 2
+    if args.node_id is None:
+        args.node_id = 1
+    dirs = [os.path.abspath(d.strip()) for d in (args.data_dir or "").split(",") if d.strip()]
     if not dirs:
-        print("gregor storage format: --data-dir names no directory", file=sys.stderr)
+        print("gregor storage format: name the data dirs: --data-dir or --config", file=sys.stderr)
         return 2
     if args.node_id < 0:
         print(f"gregor storage format: --node-id {args.node_id} is negative", file=sys.stderr)

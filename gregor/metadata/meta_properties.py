@@ -15,7 +15,8 @@ Every log dir holds one. `ensure` runs at each start: the files found must agree
 and with the configured node.id (and cluster.id, when configured); a disagreement is a
 `MetaPropertiesError` naming the file. Dirs without one (a first start, a new dir added to
 log.dirs) get one written: the cluster id already found, else the configured one, else the one
-the caller brings (a pre-KRaft data dir's), else a new random one. `gregor storage format` writes
+the caller brings (a pre-KRaft data dir's), else a new random one, but only for a node on its
+own: one that joins other nodes must be formatted or configured with their id, as in Kafka. `gregor storage format` writes
 them ahead of time (`format_dirs`). Writes go to a temp file, are fsynced, then renamed.
 
 Ids are Kafka's `Uuid` strings: 16 random bytes in URL-safe base64 without padding (22
@@ -162,11 +163,14 @@ def ensure(
     node_id: int,
     cluster_id: str | None = None,
     fallback_cluster_id: str | None = None,
+    joins_quorum: str | None = None,
 ) -> dict[str, MetaProperties]:
     """Check every dir's meta.properties and write the missing ones (the module docstring).
 
     `cluster_id`: the configured one (cluster.id), which the files must match. The result maps
-    each log dir to its properties."""
+    each log dir to its properties. `joins_quorum`: the setting by which the node joins other
+    nodes (controller.quorum.voters=...); such a node never makes up a cluster id (it would form
+    no cluster with its peers): with none found nor configured, MetaPropertiesError."""
     found: dict[str, MetaProperties] = {}
     for d in log_dirs:
         meta = read(d)
@@ -198,6 +202,14 @@ def ensure(
                     f"{path} has the same directory.id as {path_of(other)}: each log dir needs "
                     "its own (was one copied over the other?)"
                 )
+    if expected is None and fallback_cluster_id is None and joins_quorum:
+        raise MetaPropertiesError(
+            f"{log_dirs[0]} is not formatted (no {FILE_NAME}) and cluster.id is not set: this "
+            f"node joins a quorum ({joins_quorum}) and must share its cluster's id; run `gregor "
+            f"storage format --cluster-id ID --data-dir {','.join(log_dirs)} --node-id "
+            f"{node_id}` (ID: the cluster's, or a new one from `gregor storage random-uuid`), or "
+            "set cluster.id=ID"
+        )
     if expected is None:
         expected = fallback_cluster_id or random_id()
     out = {}

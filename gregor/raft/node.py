@@ -187,6 +187,7 @@ class RaftNode:
         self._parked = FetchPurgatory()
         self._flush_deadline_ms: int | None = None
         self._lost_elections = 0
+        self._foreign_peers: set[tuple[int, str | None]] = set()  # warned of: (peer, cluster.id)
         self._reported = LeaderAndEpoch(None, -1)
         self._seen_transitions = self.quorum.transitions
         snap = log.latest_snapshot()
@@ -647,6 +648,19 @@ class RaftNode:
     # -- requests -------------------------------------------------------------------------------
 
     def _handle_request(self, source: int, request: m.Request, now_ms: int) -> None:
+        theirs = getattr(request, "cluster_id", None)
+        if not self._cluster_ok(theirs):  # each handler answers INCONSISTENT_CLUSTER_ID
+            self._warn_cluster_id(
+                source,
+                theirs,
+                "node %d: refused a request from node %d of cluster.id %s: this node is of "
+                "cluster.id %s (INCONSISTENT_CLUSTER_ID; was one of the two formatted or "
+                "configured with another cluster.id?)",
+                self.node_id,
+                source,
+                theirs,
+                self.cluster_id,
+            )
         if isinstance(request, m.FetchRequest):
             self._handle_fetch(source, request, now_ms)
         elif isinstance(request, m.VoteRequest):
@@ -659,6 +673,12 @@ class RaftNode:
             self._respond(source, self._handle_fetch_snapshot(source, request, now_ms))
         else:
             self._respond(source, self._describe_quorum(request, now_ms))
+
+    def _warn_cluster_id(self, peer: int, theirs: str | None, message: str, *args: object) -> None:
+        """A peer of another cluster: a WARNING once per peer and cluster id (it retries often)."""
+        if (peer, theirs) not in self._foreign_peers:
+            self._foreign_peers.add((peer, theirs))
+            log.warning(message, *args)
 
     def _cluster_ok(self, cluster_id: str | None) -> bool:
         return cluster_id is None or self.cluster_id is None or cluster_id == self.cluster_id
@@ -867,6 +887,17 @@ class RaftNode:
     def _handle_response(self, source: int, response: m.Response, now_ms: int) -> None:
         if not self._requests.complete(source, response.correlation_id):
             return  # not the answer to the request in flight there: late, duplicated or stale
+        if response.error_code == INCONSISTENT_CLUSTER_ID:
+            self._warn_cluster_id(
+                source,
+                None,
+                "node %d: node %d answered INCONSISTENT_CLUSTER_ID: it is of another cluster than "
+                "this node's cluster.id %s (its own log names both ids; was one of the two "
+                "formatted or configured with another cluster.id?)",
+                self.node_id,
+                source,
+                self.cluster_id,
+            )
         if isinstance(response, m.FetchResponse):
             ok = self._handle_fetch_response(source, response, now_ms)
         elif isinstance(response, m.VoteResponse):

@@ -21,7 +21,7 @@ import os
 import shutil
 import socket
 import tempfile
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from types import TracebackType
 
 from gregor.clock import SYSTEM_CLOCK
@@ -169,6 +169,38 @@ class LocalCluster:
                 return seen.pop()
             SYSTEM_CLOCK.sleep(0.1)
         raise TimeoutError(f"no leader all running nodes agree on within {timeout_s} s")
+
+    def brokers_seen_by(self, node_id: int, timeout_s: float = 5.0) -> set[int]:
+        """The brokers broker `node_id` names in Metadata: registered and unfenced (as the
+        controller committed them and this broker replayed them)."""
+        from gregor.protocol import api_keys
+        from gregor.protocol.messages import MetadataRequest
+        from gregor.testing.raw_client import RawClient
+
+        with RawClient(self.bootstrap_of(node_id), timeout_s=timeout_s) as raw:
+            answer = raw.call(api_keys.METADATA, 12, MetadataRequest(topics=[]))
+        return {int(b.node_id) for b in answer.brokers}
+
+    def wait_for_brokers(
+        self, timeout_s: float = 60.0, stop: Callable[[], bool] = lambda: False
+    ) -> bool:
+        """Until every broker names every broker registered and unfenced: then a topic of
+        replication factor len(broker_ids) can be made at once. False if `stop()` said so first;
+        TimeoutError after `timeout_s`."""
+        wanted = set(self.broker_ids)
+        deadline = SYSTEM_CLOCK.monotonic_s() + timeout_s
+        while not stop():
+            try:
+                if all(self.brokers_seen_by(i) == wanted for i in self.broker_ids):
+                    return True
+            except OSError:
+                pass  # not listening yet, or restarting
+            if SYSTEM_CLOCK.monotonic_s() > deadline:
+                raise TimeoutError(
+                    f"the brokers were not all registered and unfenced within {timeout_s:g} s"
+                )
+            SYSTEM_CLOCK.sleep(0.1)
+        return False
 
     def running(self) -> list[int]:
         return [

@@ -1,0 +1,70 @@
+"""broker/security_settings.py: what asks for security is refused by name; what does not passes."""
+
+from __future__ import annotations
+
+import pytest
+
+from gregor.broker.config import BrokerConfig
+from gregor.broker.security_settings import check_security, is_security_setting
+from gregor.metadata.config_defs import ConfigError
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},
+        {"listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"},
+        {"listeners": "127.0.0.1:9092"},  # no name: PLAINTEXT
+        {"listeners": "INTERNAL://:9092", "listener.security.protocol.map": "INTERNAL:PLAINTEXT"},
+        {"authorizer.class.name": "", "super.users": " "},  # empty: asks for nothing
+        {"security.inter.broker.protocol": "PLAINTEXT"},
+    ],
+)
+def test_plaintext_passes(values: dict[str, str]) -> None:
+    check_security(values)
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        ({"listeners": "SASL_SSL://:9092"}, "listeners: listener SASL_SSL://:9092 uses SASL_SSL"),
+        (
+            {"advertised.listeners": "SSL://h:9092"},
+            "advertised.listeners: listener SSL://h:9092 uses SSL",
+        ),
+        (
+            {"listeners": "CONTROLLER://:9093", "listener.security.protocol.map": "CONTROLLER:SSL"},
+            "uses SSL",
+        ),
+        ({"listeners": "INTERNAL://:9092"}, "listener INTERNAL (INTERNAL://:9092) has no security"),
+        ({"security.inter.broker.protocol": "SSL"}, "security.inter.broker.protocol=SSL"),
+        ({"allow.everyone.if.no.acl.found": "true"}, "allow.everyone.if.no.acl.found is set"),
+        ({"listener.name.external.ssl.keystore.location": "k"}, "listener.name.external.ssl."),
+    ],
+)
+def test_security_is_refused_by_name(values: dict[str, str], named: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        check_security(values)
+    assert named in str(caught.value)
+
+
+def test_which_keys_ask_for_security() -> None:
+    asks = [
+        "ssl.truststore.location",
+        "sasl.kerberos.service.name",
+        "listener.name.internal.ssl.client.auth",
+        "listener.name.internal.scram-sha-256.sasl.jaas.config",
+        "super.users",
+    ]
+    assert all(is_security_setting(key) for key in asks)
+    assert not any(
+        is_security_setting(key)
+        for key in ("listeners", "log.dirs", "listener.security.protocol.map", "num.partitions")
+    )
+
+
+def test_security_settings_are_refused_with_the_quorum_settings_not_warned_of(caplog) -> None:
+    config = BrokerConfig.load(None, {"sasl.enabled.mechanisms": "PLAIN"})  # loads, no warning
+    assert not [r for r in caplog.records if "sasl" in r.getMessage()]
+    with pytest.raises(ConfigError, match="sasl.enabled.mechanisms is set"):
+        config.membership()  # what BrokerServer and ControllerServer ask first
