@@ -199,7 +199,7 @@ def _text(b: bytes | None) -> str | None:
 def consume(args: argparse.Namespace) -> int:
     import time
 
-    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
 
     conf = {
         "bootstrap.servers": args.bootstrap_server,
@@ -208,7 +208,7 @@ def consume(args: argparse.Namespace) -> int:
         "auto.offset.reset": "earliest" if args.from_beginning else "latest",
         "enable.partition.eof": False,
     }
-    consumer = Consumer(conf)
+    consumer = connect.consumer(args, conf)
     if args.group:
         consumer.subscribe([args.topic])
     else:
