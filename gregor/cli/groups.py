@@ -21,7 +21,7 @@ from typing import Any
 from gregor.cli import connect, output
 from gregor.cli.connect import add_client_args
 from gregor.cli.errors import CliError, describe
-from gregor.cli.specs import parse_datetime, topic_partitions
+from gregor.cli.specs import check_topic_specs, parse_datetime, topic_partitions
 
 LIST_JSON = """[{"group": str, "state": str, "type": str, "simple": bool}, ...]"""
 DESCRIBE_JSON = """[{"group": str, "state": str, "assignor": str, "coordinator": int,
@@ -239,6 +239,7 @@ def reset_offsets(args: argparse.Namespace) -> int:
     when = (
         parse_datetime(args.to_datetime, "--to-datetime") if args.to_datetime is not None else None
     )
+    check_topic_specs(args.topic, "--topic")
     admin = connect.admin(args)
     timeout = args.timeout
     d = admin.describe_consumer_groups([args.group], request_timeout=timeout)[args.group].result()

@@ -50,6 +50,18 @@ def parse_time(text: str, flag: str = "--time") -> int:
     return parse_datetime(text, flag)
 
 
+def check_topic_specs(specs: list[str], flag: str) -> None:
+    """The syntax of `TOPIC[:P,P...]` specs, checked before anything is asked of the cluster."""
+    for spec in specs:
+        topic, colon, parts = spec.partition(":")
+        if not topic:
+            raise CliError(
+                f"{flag} {spec}: no topic named, e.g. {flag} orders or {flag} orders:0,1"
+            )
+        if colon and not all(p.strip().isdigit() for p in parts.split(",")):
+            raise CliError(f"{flag} {spec}: partitions must be numbers, e.g. {flag} {topic}:0,1")
+
+
 def topic_partitions(md: Any, specs: list[str], flag: str) -> list[tuple[str, int]]:
     """(topic, partition) pairs named by `TOPIC` (every partition) or `TOPIC:P,P...` specs,
     checked against the cluster's metadata `md` (a confluent-kafka ClusterMetadata)."""

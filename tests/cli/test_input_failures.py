@@ -88,28 +88,23 @@ RESET = ("groups", "reset-offsets", "g", "--bootstrap-server", "127.0.0.1:1")
     [
         (
             ("--topic", "orders", "--to-datetime", "yesterday"),
-            "gregor groups reset-offsets: error: argument --to-datetime: 'yesterday' is not a "
-            "date and time: use ISO 8601, e.g. --to-datetime 2024-05-01T12:00:00 (local time) "
-            "or 2024-05-01T12:00:00+00:00",
+            "gregor: --to-datetime: not an ISO-8601 time: 'yesterday' (e.g. 2024-05-01T12:00:00 "
+            "(local time) or 2024-05-01T12:00:00+02:00)",
         ),
         (
             ("--topic", "orders:seven", "--to-earliest"),
-            "gregor groups reset-offsets: error: argument --topic: 'orders:seven' is not "
-            "TOPIC[:PARTITION,...] (partitions are numbers), e.g. --topic orders or --topic "
-            "orders:0,1",
+            "gregor: --topic orders:seven: partitions must be numbers, e.g. --topic orders:0,1",
         ),
         (
             ("--topic", ":1", "--to-earliest"),
-            "gregor groups reset-offsets: error: argument --topic: ':1' is not "
-            "TOPIC[:PARTITION,...] (partitions are numbers), e.g. --topic orders or --topic "
-            "orders:0,1",
+            "gregor: --topic :1: no topic named, e.g. --topic orders or --topic orders:0,1",
         ),
     ],
     ids=["datetime-yesterday", "partition-not-a-number", "no-topic"],
 )
 def test_reset_offsets_parse_errors_name_the_flag(args: tuple[str, ...], line: str) -> None:
     """Refused while parsing: nothing is asked of the (unreachable) bootstrap."""
-    assert_fails(gregor(*RESET, *args), line, status=2)
+    assert_fails(gregor(*RESET, *args), line)
 
 
 def test_reset_offsets_of_a_partition_the_topic_lacks() -> None:
@@ -120,11 +115,10 @@ def test_reset_offsets_of_a_partition_the_topic_lacks() -> None:
         proc = gregor(*base, "--topic", "orders:1,7", "--to-earliest")
         assert_fails(
             proc,
-            "gregor: --topic orders:1,7: orders has no partition 7 (it has 0-2), e.g. "
-            "--topic orders:0",
+            "gregor: --topic orders:1,7: topic orders has no partition 7 (it has 3: 0-2)",
         )
         proc = gregor(*base, "--topic", "nosuch", "--to-earliest")
-        assert_fails(proc, "gregor: --topic nosuch: topic nosuch does not exist")
+        assert_fails(proc, "gregor: --topic nosuch: topic 'nosuch' does not exist")
         proc = gregor(*base, "--topic", "orders:1", "--to-datetime", "2024-05-01T12:00:00Z")
         assert proc.returncode == 0, proc.stderr
-        assert "orders" in proc.stdout and "dry run" in proc.stdout
+        assert proc.stdout.splitlines()[1] == "g\torders\t1\t0" and "dry run" in proc.stderr
