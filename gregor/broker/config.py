@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -37,29 +38,32 @@ ROLES = frozenset({"broker", "controller"})
 # node, refused with the other quorum settings (exit 1), not a bad command line.
 CHECKED_BY_MEMBERSHIP = frozenset({"process.roles"})
 MAX_PORT = 65535
+# a key (escaped characters allowed), its separator (=, : or white space), the value
+_PROPERTY = re.compile(r"^((?:[^\s:=\\]|\\.)+)\s*[:=\s]?\s*(.*)$")
 
 
 def read_properties(path: str) -> dict[str, str]:
-    """Java .properties, the subset server.properties uses: key=value or key: value, # and !
-    comments, backslash line continuations."""
-    out: dict[str, str] = {}
+    """Java .properties, as server.properties and client config files use them: `key=value`,
+    `key: value` or `key value` lines; `#` and `!` start comments; a trailing backslash
+    continues a line (the next one's leading white space dropped); a backslash escapes a
+    separator in a key. OSError and UnicodeDecodeError reach the caller, which names the flag."""
     with open(path, encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    pending = ""
-    for raw in lines:
-        line = pending + raw.strip()
-        pending = ""
-        if not line or line[0] in "#!":
+        text = f.read()
+    out: dict[str, str] = {}
+    logical = ""
+    # a last line ending in a backslash continues into nothing
+    for raw in [*text.splitlines(), ""]:
+        line = raw.lstrip() if logical else raw.strip()
+        if not logical and (not line or line[0] in "#!"):
             continue
-        if line.endswith("\\"):
-            pending = line[:-1]
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            logical += line[:-1]
             continue
-        for i, ch in enumerate(line):
-            if ch in "=:":
-                out[line[:i].strip()] = line[i + 1 :].strip()
-                break
-        else:
-            out[line] = ""
+        logical += line
+        found = _PROPERTY.match(logical)
+        key, value = (found[1], found[2]) if found else (logical, "")
+        out[key.replace("\\", "")] = value.rstrip()
+        logical = ""
     return out
 
 

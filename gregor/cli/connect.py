@@ -62,29 +62,17 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def read_properties(path: str) -> dict[str, str]:
-    """Java-properties `key=value` (or `key: value`, `key value`) lines; `#` and `!` start
-    comments; a trailing backslash continues a line."""
+def read_properties(path: str, flag: str = "--command-config") -> dict[str, str]:
+    """A Java-properties file of client settings (the broker's reader); a file that cannot be
+    read is a CliError naming `flag`."""
+    from gregor.broker.config import read_properties as read
+
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        return read(path)
     except OSError as exc:
-        raise CliError(f"--command-config {path}: {exc.strerror or exc}") from None
-    out: dict[str, str] = {}
-    logical = ""
-    for raw in text.splitlines():
-        line = raw.strip() if not logical else raw.lstrip()
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            logical += line[:-1]
-            continue
-        logical += line
-        found = re.match(r"^((?:[^\s:=\\]|\\.)+)\s*[:=\s]\s*(.*)$", logical)
-        key, value = (found[1], found[2]) if found else (logical, "")
-        out[key.replace("\\", "")] = value
-        logical = ""
-    return out
+        raise CliError(f"{flag} {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise CliError(f"{flag} {path}: not a text file") from None
 
 
 def client_config(args: argparse.Namespace, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -138,12 +126,21 @@ def _reason(text: str) -> str:
 
 
 def _build(kind: str, args: argparse.Namespace, extra: dict[str, Any] | None) -> Any:
+    where = f"--command-config {args.command_config}" if args.command_config else ""
+    conf = client_config(args, extra)
+    return build(kind, conf, args.bootstrap_server, args.timeout, source=where)
+
+
+def build(kind: str, conf: dict[str, Any], bootstrap: str, timeout_s: float, source: str) -> Any:
+    """A client of `kind` ("admin", "producer" or "consumer") built from `conf`, handed out
+    once `bootstrap` has answered; a setting librdkafka refuses is a CliError naming `source`
+    (where the settings came from), when there is one."""
     import confluent_kafka
     from confluent_kafka.admin import AdminClient
 
     watch = _Watch()
-    conf = client_config(args, extra)
-    conf["error_cb"] = watch
+    conf = {**conf, "error_cb": watch}
+    conf.setdefault("logger", rdkafka_logger(False))
     factory = {
         "admin": AdminClient,
         "producer": confluent_kafka.Producer,
@@ -152,9 +149,9 @@ def _build(kind: str, args: argparse.Namespace, extra: dict[str, Any] | None) ->
     try:
         client = factory(conf)
     except (confluent_kafka.KafkaException, ValueError, TypeError) as exc:
-        where = f" (from --command-config {args.command_config})" if args.command_config else ""
+        where = f" (from {source})" if source else ""
         raise CliError(f"bad client setting{where}: {describe(exc)}") from None
-    wait_until_reachable(client, args.bootstrap_server, args.timeout, watch)
+    wait_until_reachable(client, bootstrap, timeout_s, watch)
     return client
 
 

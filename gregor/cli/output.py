@@ -63,11 +63,17 @@ def chosen(args: argparse.Namespace) -> str:
 def emit(args: argparse.Namespace, doc: Any, blocks: Sequence[Block]) -> None:
     fmt = chosen(args)
     if fmt == "json":
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        print_json(doc)
     elif fmt == "plain":
         sys.stdout.write(render_plain(blocks))
     else:
         _print_tables(blocks)
+    sys.stdout.flush()
+
+
+def print_json(doc: Any) -> None:
+    """The `--output json` document: stable field names, indented."""
+    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     sys.stdout.flush()
 
 

@@ -14,21 +14,16 @@ from __future__ import annotations
 
 import argparse
 import codecs
-import json
-import os
 import random
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-from gregor.cli.perf_client import (
-    DEFAULT_BOOTSTRAP,
-    PerfError,
-    bootstrap_of,
-    check_topic,
-    make_client,
-)
+from gregor.cli import output
+from gregor.cli.connect import DEFAULT_BOOTSTRAP
+from gregor.cli.errors import CliError
+from gregor.cli.perf_client import check_topic, make_client
 from gregor.cli.perf_stats import MB, LatencyHistogram, summary
 from gregor.cli.throttle import ThroughputThrottler
 
@@ -96,7 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="at most N records/s on average (default -1: no limit)",
     )
-    pr.set_defaults(func=_guarded(_produce))
+    pr.set_defaults(func=_produce)
     co = verbs.add_parser(
         "consume",
         help="read records and report throughput and latency",
@@ -108,7 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_client_options(co, "consumer")
     co.add_argument("--messages", type=_positive_int, required=True, metavar="N")
     co.add_argument("--group", help="group.id (default perf-consumer-<random>)")
-    co.set_defaults(func=_guarded(_consume))
+    co.set_defaults(func=_consume)
 
 
 def _add_client_options(p: argparse.ArgumentParser, role: str) -> None:
@@ -132,7 +127,8 @@ def _add_client_options(p: argparse.ArgumentParser, role: str) -> None:
         type=_positive_int,
         default=10_000,
         metavar="MS",
-        help="wait this long for the bootstrap and the topic"
+        help="milliseconds, as Kafka's perf tools take it (other gregor commands take seconds): "
+        "wait this long for the bootstrap and the topic"
         + (
             ", and at most this long between records"
             if role == "consumer"
@@ -140,8 +136,16 @@ def _add_client_options(p: argparse.ArgumentParser, role: str) -> None:
         )
         + " (default 10000)",
     )
-    p.add_argument("--output", choices=["plain", "json"], default="plain")
-    p.add_argument("--verbose", action="store_true", help="show librdkafka's log lines")
+    p.add_argument(
+        "--output",
+        "-o",
+        choices=["plain", "json"],
+        default="plain",
+        help="plain (Kafka's wording, the default) or json",
+    )
+    p.add_argument(
+        "--verbose", action="store_true", help="show the client library's log lines on stderr"
+    )
 
 
 def _positive_int(text: str) -> int:
@@ -230,30 +234,6 @@ def _latency_text(lat: dict[str, float]) -> str:
     )
 
 
-def _print_json(figures: dict) -> None:
-    print(json.dumps(figures), flush=True)
-
-
-def _guarded(body: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """`body` with its endings made quiet: a PerfError is one line and status 1, a Ctrl-C
-    before any figures status 130, a closed stdout (`| head`) status 0."""
-
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return body(args)
-        except PerfError as exc:
-            print(f"gregor: {exc}", file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            return 130
-        except BrokenPipeError:
-            # Python flushes stdout again at exit; point it at /dev/null so that is quiet too.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 0
-
-    return run
-
-
 # --- produce -------------------------------------------------------------------------------------
 
 
@@ -279,9 +259,8 @@ class _ProduceRun:
 
 def _produce(args: argparse.Namespace) -> int:
     payloads = _payloads(args)
-    errors: list[str] = []
-    producer = make_client(args, "producer", errors)
-    check_topic(producer, bootstrap_of(args, "producer"), args.topic, args.timeout, errors)
+    producer = make_client(args, "producer")
+    check_topic(producer, args.topic, args.timeout)
     run = _ProduceRun()
     progress = ProgressLine("produce", args.num_records)
     start_ms = _now_ms()
@@ -297,7 +276,7 @@ def _produce(args: argparse.Namespace) -> int:
     figures = summary(run.delivered, run.bytes, _now_ms() - start_ms, run.hist)
     figures["failed"] = run.failed
     if args.output == "json":
-        _print_json(figures)
+        output.print_json(figures)
     else:
         print(
             f"{run.delivered} records sent, {figures['records_per_sec']:.1f} records/sec "
@@ -305,7 +284,7 @@ def _produce(args: argparse.Namespace) -> int:
             flush=True,
         )
     if run.failed:
-        raise PerfError(f"{run.failed} records were not delivered: {run.first_error}")
+        raise CliError(f"{run.failed} records were not delivered: {run.first_error}")
     return 130 if interrupted else 0
 
 
@@ -317,13 +296,13 @@ def _payloads(args: argparse.Namespace) -> list[bytes]:
         with open(args.payload_file, "rb") as f:
             data = f.read()
     except OSError as exc:
-        raise PerfError(f"cannot read --payload-file {args.payload_file}: {exc.strerror}") from None
+        raise CliError(f"--payload-file {args.payload_file}: {exc.strerror}") from None
     delimiter = codecs.decode(args.payload_delimiter, "unicode_escape").encode()
     if not delimiter:
-        raise PerfError("--payload-delimiter must not be empty")
+        raise CliError("--payload-delimiter must not be empty")
     items = [item for item in data.split(delimiter) if item]
     if not items:
-        raise PerfError(f"--payload-file {args.payload_file} holds no records")
+        raise CliError(f"--payload-file {args.payload_file} holds no records")
     return items
 
 
@@ -393,10 +372,9 @@ class _ConsumeRun:
 
 
 def _consume(args: argparse.Namespace) -> int:
-    errors: list[str] = []
-    consumer = make_client(args, "consumer", errors)
+    consumer = make_client(args, "consumer")
     try:
-        check_topic(consumer, bootstrap_of(args, "consumer"), args.topic, args.timeout, errors)
+        check_topic(consumer, args.topic, args.timeout)
         run = _ConsumeRun(_now_ms())
         consumer.subscribe([args.topic], on_assign=run.on_assign)
         progress = ProgressLine("consume", args.messages)
@@ -413,7 +391,7 @@ def _consume(args: argparse.Namespace) -> int:
     if interrupted:
         return 130
     if run.records < args.messages:
-        raise PerfError(
+        raise CliError(
             f"no record for {args.timeout} ms (--timeout): "
             f"received {run.records} of {args.messages} records"
         )
@@ -442,7 +420,7 @@ def _receive(
         for msg in batch:
             err = msg.error()
             if err is not None:
-                raise PerfError(f"topic {args.topic}: {err.str()}")
+                raise CliError(f"topic {args.topic}: {err.str()}")
             run.records += 1
             run.bytes += len(msg) + len(msg.key() or b"")
             ts_type, ts = msg.timestamp()
@@ -460,7 +438,7 @@ def _print_consumed(args: argparse.Namespace, run: _ConsumeRun) -> None:
     figures["rebalance_time_ms"] = round(assigned - run.start_ms, 3)
     figures["fetch_time_ms"] = round(max(0.0, end_ms - assigned), 3)
     if args.output == "json":
-        _print_json(figures)
+        output.print_json(figures)
         return
     # Kafka's columns; start and end times are this machine's wall clock.
     wall_end = time.time() * 1000 - (_now_ms() - end_ms)

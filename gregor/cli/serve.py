@@ -114,6 +114,8 @@ def _load(args: argparse.Namespace) -> BrokerConfig | None:
         _fail(exc)
     except OSError as exc:  # --config FILE
         _fail(f"--config {args.config}: {exc.strerror or exc}")
+    except UnicodeDecodeError:
+        _fail(f"--config {args.config}: not a text file")
     return None
 
 

@@ -164,7 +164,9 @@ def test_config_files_are_merged_into_the_client(broker, tmp_path):
         "--topic", "perf-d", "--messages", "1",
     )  # fmt: skip
     one_line_error(
-        bad, 'bad consumer config: No such configuration property: "no.such.client.property"'
+        bad,
+        f"bad client setting (from --command-config {command_config}): "
+        'no such configuration property: "no.such.client.property"',
     )
 
 
@@ -196,7 +198,7 @@ def test_unknown_topic_and_bad_values_are_one_line(broker, tmp_path):
         "produce", "-b", broker.bootstrap, "--topic", "perf-none", "--num-records", "5",
         "--payload-file", str(missing),
     )  # fmt: skip
-    one_line_error(out, f"cannot read --payload-file {missing}: No such file or directory")
+    one_line_error(out, f"--payload-file {missing}: No such file or directory")
 
 
 def test_consume_timeout_reports_what_was_received(broker):

@@ -87,6 +87,19 @@ def test_java_properties(tmp_path):
     }
 
 
+def test_reach_reason_from_librdkafka_errors():
+    refused = (
+        "127.0.0.1:29199/bootstrap: Connect to ipv4#127.0.0.1:29199 failed: "
+        "Connection refused (after 0ms in state CONNECT)"
+    )
+    unresolved = (
+        "nosuchhost.invalid:9092/bootstrap: Failed to resolve 'nosuchhost.invalid:9092': "
+        "Name or service not known (after 0ms in state CONNECT)"
+    )
+    assert connect._reason(refused) == "connection refused"
+    assert connect._reason(unresolved) == "name or service not known"
+
+
 def test_config_lists_keep_bracketed_commas():
     assert configs.split_configs("a=1,b=[x,y],c=2") == ["a=1", "b=x,y", "c=2"]
     assert configs.split_configs("k1, k2") == ["k1", "k2"]

@@ -1,4 +1,4 @@
-"""How `gregor perf` builds its client config, and how it names an unreachable bootstrap."""
+"""How `gregor perf` builds its client config from flags and properties files."""
 
 import argparse
 
@@ -6,7 +6,8 @@ import pytest
 
 from gregor.cli import main as cli_main
 from gregor.cli import perf
-from gregor.cli.perf_client import PerfError, _reach_reason, client_config
+from gregor.cli.errors import CliError
+from gregor.cli.perf_client import client_config
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -56,28 +57,14 @@ def test_a_missing_file_or_a_bare_key_is_one_line(tmp_path):
         "produce", "--topic", "t", "--num-records", "1", "--record-size", "1",
         "--command-config", str(tmp_path / "nope"),
     )  # fmt: skip
-    with pytest.raises(PerfError, match=r"^cannot read .*nope: No such file or directory$"):
+    with pytest.raises(CliError, match=r"^--command-config .*nope: No such file or directory$"):
         client_config(args, "producer")
     args = parse(
         "produce", "--topic", "t", "--num-records", "1", "--record-size", "1",
         "--producer-props", "acks",
     )  # fmt: skip
-    with pytest.raises(PerfError, match="expects KEY=VALUE, got 'acks'"):
+    with pytest.raises(CliError, match="expects KEY=VALUE, got 'acks'"):
         client_config(args, "producer")
-
-
-def test_reach_reason_from_librdkafka_errors():
-    refused = (
-        "127.0.0.1:29199/bootstrap: Connect to ipv4#127.0.0.1:29199 failed: "
-        "Connection refused (after 0ms in state CONNECT)"
-    )
-    unresolved = (
-        "nosuchhost.invalid:9092/bootstrap: Failed to resolve 'nosuchhost.invalid:9092': "
-        "Name or service not known (after 0ms in state CONNECT)"
-    )
-    assert _reach_reason(["1/1 brokers are down", refused], 10_000) == "connection refused"
-    assert _reach_reason([unresolved], 10_000) == "name or service not known"
-    assert _reach_reason([], 2_000) == "no answer within 2000 ms"
 
 
 def test_registered_in_the_gregor_command(capsys):

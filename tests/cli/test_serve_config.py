@@ -63,3 +63,45 @@ def test_listener_forms():
     assert parse_listener("PLAINTEXT://[::1]:9093") == ("::1", 9093)
     with pytest.raises(ConfigError):
         parse_listener("PLAINTEXT://nohost")
+
+
+def test_one_properties_reader_for_broker_and_clients(tmp_path):
+    """The broker's server.properties and the CLI's client files are read by the same reader:
+    every separator Java allows, comments, continuations, escaped separators in keys."""
+    from gregor.cli import connect
+
+    props = tmp_path / "both.properties"
+    props.write_text(
+        "# comment\n! comment\n\nlisteners=PLAINTEXT://127.0.0.1:0\n"
+        "num.partitions : 2 \nlog.retention.hours   24\nlog.dirs = /a,\\\n    /b\n"
+        "odd\\:key=1\nbare.key\nlast.line=x\\"
+    )
+    expected = {
+        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "num.partitions": "2",
+        "log.retention.hours": "24",
+        "log.dirs": "/a,/b",
+        "odd:key": "1",
+        "bare.key": "",
+        "last.line": "x",
+    }
+    assert read_properties(str(props)) == expected
+    assert connect.read_properties(str(props)) == expected
+    config = BrokerConfig.load(str(props))
+    assert config.get_int("num.partitions") == 2
+    assert config.log_dirs == ["/a", "/b"]
+
+
+def test_unreadable_properties_name_each_callers_flag(tmp_path):
+    from gregor.cli import connect
+    from gregor.cli.errors import CliError
+
+    missing = tmp_path / "nope.properties"
+    with pytest.raises(FileNotFoundError):
+        read_properties(str(missing))
+    with pytest.raises(CliError, match=r"^--producer.config .*nope.properties: No such file"):
+        connect.read_properties(str(missing), "--producer.config")
+    binary = tmp_path / "bin.properties"
+    binary.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(CliError, match=r"^--command-config .*bin.properties: not a text file$"):
+        connect.read_properties(str(binary))
