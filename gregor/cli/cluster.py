@@ -8,8 +8,9 @@ and N broker-only nodes (ids C+1..C+N, `process.roles=broker`). Data in `<base d
 (a temp dir unless given; kept on exit when given). Once every node is ready and every broker
 registered and unfenced (so that a topic of replication factor N can be made at once), prints
 each node's ports and data dir and the bootstrap string, then waits; Ctrl-C, SIGTERM or SIGHUP
-stops them all cleanly, even when stdout was closed under it. `--set key=value` goes to every
-node.
+stops them all cleanly, even when stdout was closed under it; if `cluster up` itself is
+SIGKILLed, each node gets SIGTERM from the kernel (its parent-death signal) and stops.
+`--set key=value` goes to every node.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ def cluster_up(args: argparse.Namespace) -> int:
         config=config,
         log_level=args.log_level,
         controllers=args.controllers,
+        die_with_parent=True,  # a SIGKILLed `cluster up` leaves no node running
     )
     stopping = False
 

@@ -20,6 +20,7 @@ import tempfile
 from types import TracebackType
 
 from gregor.clock import SYSTEM_CLOCK
+from gregor.testing import parent_death
 
 
 class BrokerStartError(RuntimeError):
@@ -37,10 +38,14 @@ class Broker:
         log_level: str = "WARNING",
         start_timeout_s: float = 30.0,
         client_listener: bool = True,
+        die_with_parent: bool = False,
     ) -> None:
         self.config = dict(config or {})
         # False for a controller-only node: no --listen; host:port is then its controller listener
         self.client_listener = client_listener
+        # SIGTERM (a clean stop) for the node when the process that started it dies, even by
+        # SIGKILL: `gregor cluster up` leaves nothing running
+        self.die_with_parent = die_with_parent
         self._own_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="gregor-")
         self.host = host
@@ -76,7 +81,8 @@ class Broker:
         for key, value in self.config.items():
             cmd += ["--set", f"{key}={value}"]
         log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        arm = parent_death.preexec_fn(signal.SIGTERM) if self.die_with_parent else None
+        self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=arm)
         log.close()
         deadline = SYSTEM_CLOCK.monotonic_s() + self.start_timeout_s
         while not os.path.exists(ready):

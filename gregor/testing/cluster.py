@@ -56,6 +56,7 @@ class LocalCluster:
         cluster_id: str | None = None,
         controllers: int = 0,
         bootstrap_only: Collection[int] = (),
+        die_with_parent: bool = False,
     ) -> None:
         self._own_dir = base_dir is None
         self.base_dir = base_dir or tempfile.mkdtemp(prefix="gregor-cluster-")
@@ -107,6 +108,7 @@ class LocalCluster:
                 port=self.broker_ports.get(i, self.controller_ports.get(i, 0)),
                 log_level=log_level,
                 client_listener=i in self.broker_ports,
+                die_with_parent=die_with_parent,
             )
 
     @property

@@ -49,35 +49,10 @@ def alive(pid: int) -> bool:
 
 
 def test_cluster_up_is_usable_at_once_and_stops_with_stdout_closed(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gregor",
-            "cluster",
-            "up",
-            "--nodes",
-            "3",
-            "--base-dir",
-            str(tmp_path),
-            "--log-level",
-            "WARNING",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc, bootstrap = start_cluster_up(tmp_path, 3)
     assert proc.stdout is not None and proc.stderr is not None
     nodes: set[int] = set()
     try:
-        bootstrap = None
-        deadline = time.monotonic() + 120
-        while bootstrap is None and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            assert line, f"cluster up ended: {proc.stderr.read()}"
-            if line.startswith("bootstrap.servers="):
-                bootstrap = line.strip().partition("=")[2]
-        assert bootstrap is not None
         nodes = descendants(proc.pid)
         assert len(nodes) == 3, nodes
         # At once: replication factor 3 needs all three brokers registered and unfenced.
@@ -118,3 +93,71 @@ def test_cluster_up_is_usable_at_once_and_stops_with_stdout_closed(tmp_path: Pat
         for pid in nodes:
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)  # left behind: failed above; not left for others
+
+
+def start_cluster_up(tmp_path: Path, nodes: int) -> tuple[subprocess.Popen[str], str]:
+    """`gregor cluster up --nodes N` and its bootstrap string, once it has printed it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gregor", "cluster", "up", "--nodes", str(nodes),
+         "--base-dir", str(tmp_path), "--log-level", "WARNING"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        assert line, f"cluster up ended: {proc.stderr.read()}"
+        if line.startswith("bootstrap.servers="):
+            return proc, line.strip().partition("=")[2]
+    raise AssertionError("no bootstrap line in 120 s")
+
+
+def test_a_sigkilled_cluster_up_leaves_no_node_running(tmp_path: Path) -> None:
+    """SIGKILL gives `cluster up` no chance to stop its nodes: the kernel's parent-death signal
+    does, within a few seconds."""
+    proc, _ = start_cluster_up(tmp_path, 2)
+    nodes = descendants(proc.pid)
+    try:
+        assert len(nodes) == 2, nodes
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 5
+        while [pid for pid in nodes if alive(pid)] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [pid for pid in nodes if alive(pid)] == []
+    finally:
+        for pid in nodes:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)  # left behind: failed above; not left for others
+        assert proc.stderr is not None and proc.stdout is not None
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def test_parent_death_signal_reaches_a_plain_child(tmp_path: Path) -> None:
+    """The mechanism alone: a parent that arms it for a `sleep` child, then is SIGKILLed."""
+    script = (
+        "import signal, subprocess, sys, time\n"
+        "from gregor.testing import parent_death\n"
+        "child = subprocess.Popen(['sleep', '60'],"
+        " preexec_fn=parent_death.preexec_fn(signal.SIGTERM))\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    try:
+        assert alive(child)
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 5
+        while alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(child)
+    finally:
+        parent.stdout.close()
+        if alive(child):
+            os.kill(child, signal.SIGKILL)
