@@ -10,15 +10,14 @@ import sys
 from typing import Any
 
 from gregor.cli import connect
-from gregor.cli.connect import add_client_args as add_bootstrap
+from gregor.cli.connect import add_verb
 from gregor.cli.delivery import Deliveries
 
 LIBRDKAFKA_MAX_BYTES = 1_000_000  # librdkafka's default batch.size and message.max.bytes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("produce", help="send lines from stdin as records")
-    add_bootstrap(p)
+    p = add_verb(sub, "produce", "send lines from stdin as records", produce)
     p.add_argument("topic")
     p.add_argument("--key-separator", metavar="SEP", help="split each line into key SEP value")
     p.add_argument("--headers", metavar="K=V,K=V", help="headers for every record")
@@ -30,10 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--progress", action="store_true", help="show a progress bar (stdin counted in lines)"
     )
-    p.set_defaults(func=produce)
 
-    c = sub.add_parser("consume", help="print records")
-    add_bootstrap(c)
+    c = add_verb(sub, "consume", "print records", consume)
     c.add_argument("topic")
     c.add_argument("--from-beginning", action="store_true")
     c.add_argument("--group", help="consumer group (default: none; read without committing)")
@@ -48,7 +45,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=["value", "kv", "json"],
         help="value, key<TAB>value, or JSON lines",
     )
-    c.set_defaults(func=consume)
 
 
 def _headers(spec: str | None) -> list[tuple[str, bytes]]:

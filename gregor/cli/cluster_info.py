@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from gregor.cli import connect, output
-from gregor.cli.connect import add_client_args
+from gregor.cli.connect import add_verb
 from gregor.cli.errors import CliError
 from gregor.cli.quorum import fetch_quorum
 
@@ -20,10 +20,7 @@ INFO_JSON = """{"cluster_id": str, "controller_id": int|null,
 
 
 def register_verb(verbs: argparse._SubParsersAction) -> None:
-    v = verbs.add_parser("info", help="cluster id, controller, brokers and racks")
-    add_client_args(v)
-    output.add_output_arg(v, INFO_JSON)
-    v.set_defaults(func=info)
+    add_verb(verbs, "info", "cluster id, controller, brokers and racks", info, INFO_JSON)
 
 
 def info(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 from gregor.cli import connect, output
-from gregor.cli.connect import add_client_args
+from gregor.cli.connect import add_verb
 from gregor.cli.errors import CliError, error_text
 
 TOPIC, BROKER = 2, 4
@@ -42,24 +42,26 @@ DESCRIBE_JSON = """[{"entity_type": "topics"|"brokers"|"broker-defaults", "entit
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("configs", help="describe and change topic and broker configs")
     verbs = p.add_subparsers(dest="verb", required=True)
-    v = verbs.add_parser("describe", help="an entity's configs (its own settings; --all: every)")
+    v = add_verb(
+        verbs,
+        "describe",
+        "an entity's configs (its own settings; --all: every)",
+        describe,
+        DESCRIBE_JSON,
+    )
     _entity_args(v, name_required=False)
-    output.add_output_arg(v, DESCRIBE_JSON)
     v.add_argument("--all", action="store_true", help="every config, with where its value is from")
-    v.set_defaults(func=describe)
-    v = verbs.add_parser("alter", help="set configs (and delete others) on an entity")
+    v = add_verb(verbs, "alter", "set configs (and delete others) on an entity", alter)
     _entity_args(v, name_required=True)
     v.add_argument("--add-config", metavar="K=V,K2=[A,B],...", default="")
     v.add_argument("--delete-config", metavar="K,K2,...", default="")
-    v.set_defaults(func=alter)
-    v = verbs.add_parser("delete", help="remove configs from an entity (back to the default)")
+    v = add_verb(verbs, "delete", "remove configs from an entity (back to the default)", alter)
     _entity_args(v, name_required=True)
     v.add_argument("--delete-config", metavar="K,K2,...", required=True)
-    v.set_defaults(func=alter, add_config="")
+    v.set_defaults(add_config="")
 
 
 def _entity_args(v: argparse.ArgumentParser, *, name_required: bool) -> None:
-    add_client_args(v)
     v.add_argument("--entity-type", required=True, choices=sorted(OWN_SOURCE))
     need = " (not for broker-defaults)" if name_required else " (brokers: every broker if omitted)"
     v.add_argument("--entity-name", metavar="NAME", help="topic name or broker id" + need)

@@ -16,9 +16,12 @@ import argparse
 import logging
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
+from gregor.cli import output
 from gregor.cli.errors import CliError, describe
+from gregor.cli.specs import positive_seconds
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT_S = 10.0
@@ -28,38 +31,56 @@ _PROBE_S = 0.25
 
 
 def add_client_args(p: argparse.ArgumentParser) -> None:
+    """-b, --command-config, --verbose, and --timeout in seconds."""
+    add_bootstrap_arg(p, DEFAULT_BOOTSTRAP)
+    add_settings_args(p)
+    p.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"request timeout (default {DEFAULT_TIMEOUT_S:g})",
+    )
+
+
+def add_verb(
+    verbs: argparse._SubParsersAction,
+    name: str,
+    help: str,
+    func: Callable[[argparse.Namespace], int | None],
+    json_shape: str | None = None,
+) -> argparse.ArgumentParser:
+    """A sub-command that talks to a cluster: its parser with the client flags, `--output` (the
+    JSON document's shape in its --help) when it prints data, and the function it runs."""
+    v: argparse.ArgumentParser = verbs.add_parser(name, help=help)
+    add_client_args(v)
+    if json_shape is not None:
+        output.add_output_arg(v, json_shape)
+    v.set_defaults(func=func)
+    return v
+
+
+def add_bootstrap_arg(p: argparse.ArgumentParser, default: str | None) -> None:
+    """-b/--bootstrap-server; `default` None when a properties file may name the brokers."""
     p.add_argument(
         "--bootstrap-server",
         "-b",
-        default=DEFAULT_BOOTSTRAP,
+        default=default,
         metavar="HOST:PORT[,...]",
         help=f"brokers to connect to (default {DEFAULT_BOOTSTRAP})",
     )
+
+
+def add_settings_args(p: argparse.ArgumentParser) -> None:
+    """--command-config FILE and --verbose."""
     p.add_argument(
         "--command-config",
         metavar="FILE",
         help="client settings as Java properties (key=value lines), e.g. security.protocol",
     )
     p.add_argument(
-        "--timeout",
-        type=_positive_seconds,
-        default=DEFAULT_TIMEOUT_S,
-        metavar="SECONDS",
-        help=f"request timeout (default {DEFAULT_TIMEOUT_S:g})",
-    )
-    p.add_argument(
         "--verbose", action="store_true", help="show the client library's log lines on stderr"
     )
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r} (e.g. 10)") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds: {text!r}")
-    return value
 
 
 def read_properties(path: str, flag: str = "--command-config") -> dict[str, str]:

@@ -19,7 +19,7 @@ import sys
 from typing import Any
 
 from gregor.cli import connect, output
-from gregor.cli.connect import add_client_args
+from gregor.cli.connect import add_verb
 from gregor.cli.errors import CliError, describe
 from gregor.cli.specs import check_topic_specs, parse_datetime, topic_partitions
 
@@ -37,18 +37,22 @@ RESET_JSON = """{"group": str, "executed": bool,
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("groups", help="list, describe, reset offsets of and delete consumer groups")
     verbs = p.add_subparsers(dest="verb", required=True)
-    v = verbs.add_parser("list", help="group ids, states and types")
-    add_client_args(v)
-    output.add_output_arg(v, LIST_JSON)
-    v.set_defaults(func=list_groups)
-    v = verbs.add_parser("describe", help="members, assignments, committed offsets and lag")
-    add_client_args(v)
-    output.add_output_arg(v, DESCRIBE_JSON)
+    add_verb(verbs, "list", "group ids, states and types", list_groups, LIST_JSON)
+    v = add_verb(
+        verbs,
+        "describe",
+        "members, assignments, committed offsets and lag",
+        describe_groups,
+        DESCRIBE_JSON,
+    )
     v.add_argument("groups", nargs="+")
-    v.set_defaults(func=describe_groups)
-    v = verbs.add_parser("reset-offsets", help="move an inactive group's committed offsets")
-    add_client_args(v)
-    output.add_output_arg(v, RESET_JSON)
+    v = add_verb(
+        verbs,
+        "reset-offsets",
+        "move an inactive group's committed offsets",
+        reset_offsets,
+        RESET_JSON,
+    )
     v.add_argument("group")
     v.add_argument("--topic", action="append", required=True, metavar="TOPIC[:P,P...]")
     to = v.add_mutually_exclusive_group(required=True)
@@ -61,11 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     to.add_argument("--to-offset", type=int, metavar="N")
     v.add_argument("--execute", action="store_true", help="apply the plan (default: only print it)")
-    v.set_defaults(func=reset_offsets)
-    v = verbs.add_parser("delete", help="delete empty groups and their committed offsets")
-    add_client_args(v)
+    v = add_verb(verbs, "delete", "delete empty groups and their committed offsets", delete)
     v.add_argument("groups", nargs="+")
-    v.set_defaults(func=delete)
 
 
 def _state(value: Any) -> str:

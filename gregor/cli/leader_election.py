@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from gregor.cli import connect, output
-from gregor.cli.connect import add_client_args
+from gregor.cli.connect import add_verb
 from gregor.cli.errors import CliError, describe
 
 ELECT_JSON = """[{"topic": str, "partition": int,
@@ -20,18 +20,19 @@ ELECT_JSON = """[{"topic": str, "partition": int,
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "leader-election", help="elect preferred (or unclean) leaders (ElectLeaders)"
+    p = add_verb(
+        sub,
+        "leader-election",
+        "elect preferred (or unclean) leaders (ElectLeaders)",
+        elect,
+        ELECT_JSON,
     )
-    add_client_args(p)
-    output.add_output_arg(p, ELECT_JSON)
     p.add_argument("--election-type", required=True, choices=["preferred", "unclean"])
     p.add_argument("--topic", help="with --partition: one partition")
     p.add_argument("--partition", type=int)
     p.add_argument(
         "--all-topic-partitions", action="store_true", help="every partition of every topic"
     )
-    p.set_defaults(func=elect)
 
 
 def _partitions(args: argparse.Namespace) -> list[Any] | None:

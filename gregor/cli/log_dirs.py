@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from gregor.cli import connect, output
-from gregor.cli.connect import add_client_args
+from gregor.cli.connect import add_verb
 from gregor.cli.errors import CliError, error_text
 
 DESCRIBE_JSON = """[{"broker": int, "log_dir": str, "error": str|null,
@@ -23,13 +23,16 @@ DESCRIBE_JSON = """[{"broker": int, "log_dir": str, "error": str|null,
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("log-dirs", help="brokers' log directories and partition sizes")
     verbs = p.add_subparsers(dest="verb", required=True)
-    v = verbs.add_parser("describe", help="each log dir's space and partitions (DescribeLogDirs)")
-    add_client_args(v)
-    output.add_output_arg(v, DESCRIBE_JSON)
+    v = add_verb(
+        verbs,
+        "describe",
+        "each log dir's space and partitions (DescribeLogDirs)",
+        describe,
+        DESCRIBE_JSON,
+    )
     v.add_argument(
         "--broker", type=int, action="append", metavar="N", help="only this broker (repeatable)"
     )
-    v.set_defaults(func=describe)
 
 
 def _ask(node: int, address: str, timeout_s: float) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from gregor.cli import connect, output
-from gregor.cli.connect import add_client_args
+from gregor.cli.connect import add_verb
 from gregor.cli.errors import describe
 from gregor.cli.specs import parse_time, topic_partitions
 
@@ -24,9 +24,7 @@ GET_JSON = """[{"topic": str, "partition": int, "offset": int|null, "timestamp":
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("offsets", help="partition offsets at a time (ListOffsets)")
     verbs = p.add_subparsers(dest="verb", required=True)
-    v = verbs.add_parser("get", help="each partition's offset at --time (default latest)")
-    add_client_args(v)
-    output.add_output_arg(v, GET_JSON)
+    v = add_verb(verbs, "get", "each partition's offset at --time (default latest)", get, GET_JSON)
     v.add_argument("topics", nargs="+", metavar="TOPIC[:P,P...]")
     v.add_argument(
         "--time",
@@ -34,7 +32,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="earliest|latest|max-timestamp|MS|ISO-8601",
         help="default latest; MS is milliseconds since the epoch; -1, -2, -3 as Kafka's tool",
     )
-    v.set_defaults(func=get)
 
 
 def _spec(when: int) -> Any:

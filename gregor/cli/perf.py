@@ -20,11 +20,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gregor.cli import output
-from gregor.cli.connect import DEFAULT_BOOTSTRAP
+from gregor.cli import connect, output
 from gregor.cli.errors import CliError
 from gregor.cli.perf_client import check_topic, make_client
 from gregor.cli.perf_stats import MB, LatencyHistogram, summary
+from gregor.cli.specs import positive_int, rate
 from gregor.cli.throttle import ThroughputThrottler
 
 BATCH = 500  # records taken per consume() call, and sends between two producer polls
@@ -72,9 +72,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_client_options(pr, "producer")
-    pr.add_argument("--num-records", type=_positive_int, required=True, metavar="N")
+    pr.add_argument("--num-records", type=positive_int, required=True, metavar="N")
     size = pr.add_mutually_exclusive_group(required=True)
-    size.add_argument("--record-size", type=_positive_int, metavar="BYTES")
+    size.add_argument("--record-size", type=positive_int, metavar="BYTES")
     size.add_argument(
         "--payload-file", metavar="FILE", help="values chosen at random among the file's records"
     )
@@ -86,7 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     pr.add_argument(
         "--throughput",
-        type=_throughput,
+        type=rate,
         default=-1,
         metavar="N",
         help="at most N records/s on average (default -1: no limit)",
@@ -101,16 +101,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_client_options(co, "consumer")
-    co.add_argument("--messages", type=_positive_int, required=True, metavar="N")
+    co.add_argument("--messages", type=positive_int, required=True, metavar="N")
     co.add_argument("--group", help="group.id (default perf-consumer-<random>)")
     co.set_defaults(func=_consume)
 
 
 def _add_client_options(p: argparse.ArgumentParser, role: str) -> None:
     p.add_argument("--topic", required=True)
-    p.add_argument(
-        "--bootstrap-server", "-b", metavar="HOST:PORT", help=f"default {DEFAULT_BOOTSTRAP}"
-    )
+    connect.add_bootstrap_arg(p, None)  # a properties file may name the brokers
+    connect.add_settings_args(p)
     p.add_argument(
         f"--{role}-props",
         nargs="+",
@@ -120,11 +119,8 @@ def _add_client_options(p: argparse.ArgumentParser, role: str) -> None:
     )
     p.add_argument(f"--{role}.config", dest=f"{role}_config", metavar="FILE")
     p.add_argument(
-        "--command-config", metavar="FILE", help="client properties for every client (a file)"
-    )
-    p.add_argument(
         "--timeout",
-        type=_positive_int,
+        type=positive_int,
         default=10_000,
         metavar="MS",
         help="milliseconds, as Kafka's perf tools take it (other gregor commands take seconds): "
@@ -143,29 +139,6 @@ def _add_client_options(p: argparse.ArgumentParser, role: str) -> None:
         default="plain",
         help="plain (Kafka's wording, the default) or json",
     )
-    p.add_argument(
-        "--verbose", action="store_true", help="show the client library's log lines on stderr"
-    )
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
-    return value
-
-
-def _throughput(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value == 0 or value != value:  # 0 would never send; NaN paces nothing
-        raise argparse.ArgumentTypeError(f"must be positive, or -1 for no limit; got {text}")
-    return value
 
 
 def _now_ms() -> float:

@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from gregor.cli import connect, output
-from gregor.cli.connect import add_client_args
+from gregor.cli.connect import add_verb
 from gregor.cli.errors import CliError, error_text
 
 METADATA_TOPIC = "__cluster_metadata"
@@ -42,13 +42,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "quorum", help="the KRaft metadata quorum: leader, epoch, voters and their lag"
     )
     verbs = p.add_subparsers(dest="verb", required=True)
-    v = verbs.add_parser(
+    add_verb(
+        verbs,
         "describe",
-        help="leader, epoch, high watermark; each voter's and observer's log end offset and lag",
+        "leader, epoch, high watermark; each voter's and observer's log end offset and lag",
+        describe,
+        DESCRIBE_JSON,
     )
-    add_client_args(v)
-    output.add_output_arg(v, DESCRIBE_JSON)
-    v.set_defaults(func=describe)
 
 
 def fetch_quorum(bootstrap: str, timeout_ms: int = 10_000) -> Any:

@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from gregor.cli import connect, output
-from gregor.cli.connect import add_client_args
+from gregor.cli.connect import add_verb
 from gregor.cli.errors import CliError, describe
 from gregor.cli.specs import topic_partitions
 
@@ -19,14 +19,13 @@ DELETE_JSON = """[{"topic": str, "partition": int, "low_watermark": int}, ...]
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("records", help="delete a partition's records up to an offset")
     verbs = p.add_subparsers(dest="verb", required=True)
-    v = verbs.add_parser("delete", help="delete the records before --before (DeleteRecords)")
-    add_client_args(v)
-    output.add_output_arg(v, DELETE_JSON)
+    v = add_verb(
+        verbs, "delete", "delete the records before --before (DeleteRecords)", delete, DELETE_JSON
+    )
     v.add_argument("partitions", nargs="+", metavar="TOPIC:P[,P...]")
     v.add_argument(
         "--before", type=int, required=True, metavar="OFFSET", help="-1: the high watermark"
     )
-    v.set_defaults(func=delete)
 
 
 def delete(args: argparse.Namespace) -> int:

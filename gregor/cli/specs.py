@@ -1,10 +1,14 @@
-"""Parsing of what users type for partitions and times: `TOPIC[:P,P...]` checked against the
-cluster's metadata, ISO-8601 times, and `--time` as `kafka-get-offsets.sh` takes it. Every parse
-error is a CliError that names the flag and shows an example."""
+"""Parsing of what users type for partitions, times and numbers: `TOPIC[:P,P...]` checked
+against the cluster's metadata, ISO-8601 times, `--time` as `kafka-get-offsets.sh` takes it, and
+the argparse types of positive numbers. Every parse error is a CliError that names the flag and
+shows an example; the argparse types raise ArgumentTypeError instead, which argparse turns into
+a usage error naming the flag (exit status 2)."""
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 from gregor.cli.errors import CliError
@@ -85,3 +89,37 @@ def topic_partitions(md: Any, specs: list[str], flag: str) -> list[tuple[str, in
             )
         out += [(topic, p) for p in wanted if (topic, p) not in out]
     return out
+
+
+def _number(text: str, cast: Callable[[str], float], what: str, example: str) -> float:
+    try:
+        value = cast(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not {what}: {text!r} (e.g. {example})") from None
+    if value != value:  # NaN
+        raise argparse.ArgumentTypeError(f"not {what}: {text!r} (e.g. {example})")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number above 0."""
+    value = int(_number(text, int, "a whole number", "1000"))
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a number of seconds above 0."""
+    value = _number(text, float, "a number of seconds", "10")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds: {text!r}")
+    return value
+
+
+def rate(text: str) -> float:
+    """An argparse type: a positive rate, or -1 (any negative number) for no limit."""
+    value = _number(text, float, "a number", "1000, or -1 for no limit")
+    if value == 0:  # 0 would never send
+        raise argparse.ArgumentTypeError(f"must be positive, or -1 for no limit; got {text}")
+    return value

@@ -8,11 +8,8 @@ import sys
 from typing import Any
 
 from gregor.cli import connect, output
-from gregor.cli.connect import add_client_args
+from gregor.cli.connect import add_verb
 from gregor.cli.errors import CliError, describe
-
-# The shared client flags under their old name, for command modules that still import it here.
-add_bootstrap = add_client_args
 
 LIST_JSON = '["topic name", ...]'
 DESCRIBE_JSON = """[{"topic": str, "partitions": [{"partition": int, "leader": int,
@@ -26,39 +23,30 @@ def register(sub: argparse._SubParsersAction) -> None:
         "topics", help="list, describe, create, delete topics and change their configs"
     )
     verbs = p.add_subparsers(dest="verb", required=True)
-    v = verbs.add_parser("list", help="topic names")
-    add_client_args(v)
-    output.add_output_arg(v, LIST_JSON)
-    v.set_defaults(func=list_topics)
-    v = verbs.add_parser("describe", help="partitions, leaders and configs")
-    add_client_args(v)
-    output.add_output_arg(v, DESCRIBE_JSON)
+    add_verb(verbs, "list", "topic names", list_topics, LIST_JSON)
+    v = add_verb(
+        verbs, "describe", "partitions, leaders and configs", describe_topics, DESCRIBE_JSON
+    )
     v.add_argument("topics", nargs="*")
-    v.set_defaults(func=describe_topics)
-    v = verbs.add_parser("create", help="create a topic")
-    add_client_args(v)
+    v = add_verb(verbs, "create", "create a topic", create)
     v.add_argument("topic")
     v.add_argument("--partitions", type=int, default=-1)
     v.add_argument("--replication-factor", type=int, default=-1)
     v.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
-    v.set_defaults(func=create)
-    v = verbs.add_parser("delete", help="delete topics")
-    add_client_args(v)
+    v = add_verb(verbs, "delete", "delete topics", delete)
     v.add_argument("topics", nargs="+")
-    v.set_defaults(func=delete)
-    v = verbs.add_parser(
-        "add-partitions", help="raise a topic's partition count (CreatePartitions)"
+    v = add_verb(
+        verbs,
+        "add-partitions",
+        "raise a topic's partition count (CreatePartitions)",
+        add_partitions,
     )
-    add_client_args(v)
     v.add_argument("topic")
     v.add_argument("--partitions", type=int, required=True, metavar="N", help="the new total")
-    v.set_defaults(func=add_partitions)
-    v = verbs.add_parser("alter-config", help="set or delete topic configs")
-    add_client_args(v)
+    v = add_verb(verbs, "alter-config", "set or delete topic configs", alter_config)
     v.add_argument("topic")
     v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     v.add_argument("--delete", action="append", default=[], metavar="KEY")
-    v.set_defaults(func=alter_config)
 
 
 def _pairs(items: list[str], flag: str) -> dict[str, str]:
