@@ -1,13 +1,16 @@
 """The client layer of every `gregor` command that talks to a cluster: the shared flags
-(`-b/--bootstrap-server`, `--command-config FILE`, `--timeout SECONDS`, `--verbose`) and the
-confluent-kafka clients and raw connections built from them.
+(`-b/--bootstrap-server`, `--command-config FILE`, `--timeout SECONDS`, `--verbose`), declared
+with the command by `add_verb`, and the confluent-kafka clients and raw connections built from
+them. `gregor perf` assembles its own settings (Kafka's perf-tool files and props, `--timeout`
+in milliseconds as those tools take it) and builds its clients here too (`build`).
 
 Invariants: a client is handed out only once a metadata request through it has been answered,
 so an unreachable bootstrap ends within `--timeout` as one `CliError`
 (`cannot reach 127.0.0.1:29199 (connection refused)`) instead of a flood of librdkafka log lines
 and a traceback. librdkafka logs through the Python logger `gregor.rdkafka`, which writes to
 stderr only with `--verbose`. Settings from `--command-config` (Java-properties client settings,
-e.g. `security.protocol`) go to every client; explicit settings of a command win over them.
+e.g. `security.protocol`, read by the broker's own reader) go to every client; explicit
+settings of a command win over them.
 """
 
 from __future__ import annotations
@@ -161,7 +164,8 @@ def build(kind: str, conf: dict[str, Any], bootstrap: str, timeout_s: float, sou
 
     watch = _Watch()
     conf = {**conf, "error_cb": watch}
-    conf.setdefault("logger", rdkafka_logger(False))
+    if "logger" not in conf:  # (rdkafka_logger sets up the one shared logger: called once)
+        conf["logger"] = rdkafka_logger(False)
     factory = {
         "admin": AdminClient,
         "producer": confluent_kafka.Producer,
