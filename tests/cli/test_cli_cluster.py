@@ -85,7 +85,12 @@ def test_admin_commands_on_three_nodes(tmp_path):
         assert done.returncode == 0, done.stderr
 
         def partition():
-            [t] = json_of("topics", "describe", "el")
+            # the broker asked may learn of the new topic a moment after the one that made it
+            run = gregor("topics", "describe", "el", *b, "-o", "json")
+            if run.returncode != 0:
+                assert "does not exist" in run.stderr, run.stderr
+                return {"leader": -1, "isr": []}
+            [t] = run.json()
             return t["partitions"][0]
 
         p = wait_for(
