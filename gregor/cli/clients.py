@@ -9,7 +9,7 @@ import json
 import sys
 from typing import Any
 
-from gregor.cli import connect
+from gregor.cli import connect, output
 from gregor.cli.connect import add_verb
 from gregor.cli.delivery import Deliveries
 
@@ -43,8 +43,25 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--format",
         default="value",
         choices=["value", "kv", "json"],
-        help="value, key<TAB>value, or JSON lines",
+        help="value, key<TAB>value, or JSON lines (as --output json); --output wins",
     )
+    output.add_lines_output_arg(c, CONSUME_SHAPE)
+
+
+CONSUME_SHAPE = """
+{"topic", "partition", "offset", "timestamp", "key", "value", "headers": {"NAME": "VALUE"}}
+key, value and header values: text when UTF-8, "base64:..." otherwise, null when absent.
+--output plain prints each value (key<TAB>value with --format kv).
+"""
+
+
+def _consume_format(args: argparse.Namespace) -> str:
+    """json, kv or value: --output json or plain when given, else --format."""
+    if args.output == "json":
+        return "json"
+    if args.output == "plain":
+        return "kv" if args.format == "kv" else "value"
+    return str(args.format)
 
 
 def _headers(spec: str | None) -> list[tuple[str, bytes]]:
@@ -215,6 +232,7 @@ def consume(args: argparse.Namespace) -> int:
         start = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
         parts = args.partition or sorted(md.partitions)
         consumer.assign([TopicPartition(args.topic, p, start) for p in parts])
+    fmt = _consume_format(args)
     seen = 0
     last = time.monotonic()
     try:
@@ -229,7 +247,7 @@ def consume(args: argparse.Namespace) -> int:
                 continue
             last = time.monotonic()
             seen += 1
-            if args.format == "json":
+            if fmt == "json":
                 print(
                     json.dumps(
                         {
@@ -244,7 +262,7 @@ def consume(args: argparse.Namespace) -> int:
                     ),
                     flush=True,
                 )
-            elif args.format == "kv":
+            elif fmt == "kv":
                 print(f"{_text(msg.key())}\t{_text(msg.value())}", flush=True)
             else:
                 print(_text(msg.value()), flush=True)

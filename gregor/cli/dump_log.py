@@ -9,26 +9,24 @@ of `__cluster_metadata`: each prints on one line as
 base64 form), and a control record by its ControlRecordType: `LeaderChange: {...}`,
 `SnapshotHeader: {...}`, `SnapshotFooter: {...}`. A record that does not decode prints
 `Error at offset N, skipping. <why>`. Snapshot files (`<offset>-<epoch>.checkpoint`, record
-batches like a segment's) are dumped as `.log` files are."""
+batches like a segment's) are dumped as `.log` files are.
+
+`--output json` prints the same as JSON Lines (gregor/cli/dump_log_json.py); the plain text is the
+default, also on a terminal."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
 import struct
 import sys
-import uuid
 from typing import Any
 
-from gregor.metadata import records as metadata_records
-from gregor.metadata.meta_properties import uuid_to_str
-from gregor.protocol.codegen import Data
+from gregor.cli import dump_log_json, output
+from gregor.cli import dump_log_metadata as md
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.records import batch as rb
 from gregor.protocol.records.records import read_batch_records, read_end_txn_marker
-from gregor.raft import control
 from gregor.storage.txn_index import CorruptIndexError, parse_entries
 
 
@@ -45,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="decode the records as KRaft metadata records (__cluster_metadata); implies --print-data-log",
     )
+    output.add_lines_output_arg(p, dump_log_json.SHAPE)
     p.set_defaults(func=run)
 
 
@@ -67,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _dump_file(path: str, args: argparse.Namespace) -> int:
+    as_json = args.output == "json"
     if not path.endswith((".log", ".checkpoint", ".index", ".timeindex", ".txnindex")):
         raise NotReadable(f"not a {KINDS} file")
     try:
@@ -76,16 +76,22 @@ def _dump_file(path: str, args: argparse.Namespace) -> int:
         raise NotReadable(exc.strerror or str(exc)) from None
     if path.endswith((".index", ".timeindex")):
         base = _base_offset(path)
-    print(f"Dumping {path}")
+    if not as_json:
+        print(f"Dumping {path}")
     if path.endswith((".log", ".checkpoint")):
         decoder = args.cluster_metadata_decoder
-        return _dump_log(data, args.print_data_log or decoder, decoder)
+        return _dump_log(data, args.print_data_log or decoder, decoder, path if as_json else None)
     if path.endswith(".index"):
-        _dump_index(data, base, ">ii", ("offset", "position"))
+        entries = _index_entries(data, base, ">ii", ("offset", "position"))
     elif path.endswith(".timeindex"):
-        _dump_index(data, base, ">qi", ("timestamp", "offset"))
+        entries = _index_entries(data, base, ">qi", ("timestamp", "offset"))
     else:
-        return _dump_txn_index(data, path)
+        return _dump_txn_index(data, path, as_json)
+    for entry in entries:
+        if as_json:
+            output.print_json_line({"file": path, **entry})
+        else:
+            print(" ".join(f"{name}: {value}" for name, value in entry.items()))
     return 0
 
 
@@ -100,7 +106,8 @@ def _base_offset(path: str) -> int:
     return int(stem)
 
 
-def _dump_log(data: bytes, records: bool, metadata: bool = False) -> int:
+def _dump_log(data: bytes, records: bool, metadata: bool, json_path: str | None) -> int:
+    """Every batch, plain or (json_path given) as JSON Lines; 1 at a corrupt batch."""
     pos = 0
     while pos < len(data):
         try:
@@ -111,11 +118,23 @@ def _dump_log(data: bytes, records: bool, metadata: bool = False) -> int:
                 raise NotReadable(
                     f"not a log segment (no record batch at position 0: {exc.message})"
                 ) from None
-            print(f"position {pos}: {exc.name}: {exc.message}")
+            if json_path is not None:  # stdout keeps to batch objects
+                print(
+                    f"gregor: {json_path}: position {pos}: {exc.name}: {exc.message}",
+                    file=sys.stderr,
+                )
+            else:
+                print(f"position {pos}: {exc.name}: {exc.message}")
             return 1
-        _print_batch(header, pos)
-        if records:
-            _print_records(data, pos, header, metadata)
+        if json_path is not None:
+            doc = dump_log_json.batch(json_path, header, pos)
+            if records:
+                doc["records"] = dump_log_json.records(data, pos, header, metadata)
+            output.print_json_line(doc)
+        else:
+            _print_batch(header, pos)
+            if records:
+                _print_records(data, pos, header, metadata)
         pos += header.size
     return 0
 
@@ -138,15 +157,16 @@ def _print_records(data: bytes, pos: int, header: Any, metadata: bool) -> None:
     if metadata:
         _, recs = read_batch_records(data, pos)
         for rec in recs:
-            what = (
-                _metadata_control(rec.key, rec.value)
-                if header.is_control
-                else _metadata_payload(rec.value)
-            )
-            if what.startswith("Error"):
-                print(f"| Error at offset {rec.offset}, skipping. {what[6:]}")
-            else:
-                print(f"| offset: {rec.offset} CreateTime: {rec.timestamp} {what}")
+            try:
+                if header.is_control:
+                    name, body = md.control_record(rec.key, rec.value)
+                    what = f"{name}: {md.dumps(body)}"
+                else:
+                    what = f"payload: {md.dumps(md.payload(rec.value))}"
+            except md.UndecodableRecord as exc:
+                print(f"| Error at offset {rec.offset}, skipping. {exc}")
+                continue
+            print(f"| offset: {rec.offset} CreateTime: {rec.timestamp} {what}")
     elif header.is_control:
         marker = read_end_txn_marker(data, pos)
         if marker is not None:
@@ -166,8 +186,11 @@ def _print_records(data: bytes, pos: int, header: Any, metadata: bool) -> None:
             )
 
 
-def _dump_index(data: bytes, base: int, fmt: str, names: tuple[str, str]) -> None:
+def _index_entries(
+    data: bytes, base: int, fmt: str, names: tuple[str, str]
+) -> list[dict[str, int]]:
     entry = struct.Struct(fmt)
+    out = []
     for i in range(len(data) // entry.size):
         a, b = entry.unpack_from(data, i * entry.size)
         if names[0] == "offset":
@@ -176,81 +199,31 @@ def _dump_index(data: bytes, base: int, fmt: str, names: tuple[str, str]) -> Non
             b += base
         if (a, b) == (base, 0) and i > 0:
             break  # the zeroed tail of a preallocated, untrimmed index
-        print(f"{names[0]}: {a} {names[1]}: {b}")
+        out.append({names[0]: a, names[1]: b})
+    return out
 
 
-def _dump_txn_index(data: bytes, path: str) -> int:
+def _dump_txn_index(data: bytes, path: str, as_json: bool) -> int:
     try:
         entries = parse_entries(data, path)
     except CorruptIndexError as exc:
-        print(str(exc))
+        print(f"gregor: {exc}" if as_json else str(exc), file=sys.stderr if as_json else sys.stdout)
         return 1
     for e in entries:
+        if as_json:
+            output.print_json_line(
+                {
+                    "file": path,
+                    "version": 0,
+                    "producer_id": e.producer_id,
+                    "first_offset": e.first_offset,
+                    "last_offset": e.last_offset,
+                    "last_stable_offset": e.last_stable_offset,
+                }
+            )
+            continue
         print(
             f"version: 0 producerId: {e.producer_id} firstOffset: {e.first_offset} "
             f"lastOffset: {e.last_offset} lastStableOffset: {e.last_stable_offset}"
         )
     return 0
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
-def _json_value(value: Any) -> Any:
-    if isinstance(value, Data):
-        return {_camel(f): _json_value(getattr(value, f)) for f in value._fields}
-    if isinstance(value, list):
-        return [_json_value(v) for v in value]
-    if isinstance(value, uuid.UUID):
-        return uuid_to_str(value)
-    if isinstance(value, bytes | bytearray):
-        return value.hex()
-    return value
-
-
-def _type_name(record: Data) -> str:
-    """TopicRecord -> TOPIC_RECORD, as Kafka's MetadataRecordType."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(record).__name__).upper()
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
-
-
-def _metadata_payload(value: bytes | None) -> str:
-    """A metadata record as `payload: {...}`; `Error <why>` if it does not decode."""
-    try:
-        record, version = metadata_records.decode_with_version(value or b"")
-    except metadata_records.MetadataRecordError as exc:
-        return f"Error {exc}"
-    body = {"type": _type_name(record), "version": version, "data": _json_value(record)}
-    return f"payload: {_dumps(body)}"
-
-
-def _metadata_control(key: bytes | None, value: bytes | None) -> str:
-    kind = control.control_type(key)
-    name = control.CONTROL_TYPE_NAMES.get(
-        kind if kind is not None else -1, f"UnknownControlRecord({kind})"
-    )
-    data = value or b""
-    try:
-        if kind == control.LEADER_CHANGE:
-            leader, voters, granting = control.decode_leader_change(data)
-            body: dict[str, Any] = {
-                "version": 0,
-                "leaderId": leader,
-                "voters": voters,
-                "grantingVoters": granting,
-            }
-        elif kind == control.SNAPSHOT_HEADER:
-            version, timestamp = control.decode_snapshot_header(data)
-            body = {"version": version, "lastContainedLogTimestamp": timestamp}
-        elif kind == control.SNAPSHOT_FOOTER:
-            body = {"version": control.decode_snapshot_footer(data)}
-        else:
-            body = {"valueSize": len(data)}
-    except (ValueError, IndexError, struct.error) as exc:
-        return f"Error {name}: {exc}"
-    return f"{name}: {_dumps(body)}"

@@ -4,7 +4,8 @@ A command describes its result twice: a JSON document (stable field names, shown
 command's --help) and human blocks (`Table`, `Fields`). `table` (the default on a terminal) draws
 rich tables whose wide cells wrap rather than lose their ends; `plain` (the default when stdout
 is not a terminal) prints tab-separated lines, a header line first, nothing cut and no box
-drawing, one blank line between blocks; `json` prints the document.
+drawing, one blank line between blocks; `json` prints the document. Commands that stream
+(dump-log, consume) offer `plain|json` only, json as JSON Lines.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 FORMATS = ("table", "plain", "json")
+LINE_FORMATS = ("plain", "json")
 
 
 @dataclass
@@ -53,6 +55,22 @@ def add_output_arg(p: argparse.ArgumentParser, json_shape: str) -> None:
     )
 
 
+def add_lines_output_arg(p: argparse.ArgumentParser, json_shape: str) -> None:
+    """`--output/-o plain|json` for a command that streams what it reads (dump-log, consume):
+    plain is its own text, also on a terminal; json is JSON Lines, one object a line, written as
+    it is read. The object's shape goes into the command's --help."""
+    p.add_argument(
+        "--output",
+        "-o",
+        choices=LINE_FORMATS,
+        help="plain (default) or json (JSON Lines: one object per line)",
+    )
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = "--output json prints one object per line:\n" + "\n".join(
+        "  " + line for line in json_shape.strip("\n").splitlines()
+    )
+
+
 def chosen(args: argparse.Namespace) -> str:
     fmt = getattr(args, "output", None)
     if fmt:
@@ -75,6 +93,11 @@ def print_json(doc: Any) -> None:
     """The `--output json` document: stable field names, indented."""
     sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     sys.stdout.flush()
+
+
+def print_json_line(doc: Any) -> None:
+    """One JSON Lines object: compact, on one line."""
+    sys.stdout.write(json.dumps(doc, separators=(",", ":")) + "\n")
 
 
 def _cell(value: Any) -> str:

@@ -74,3 +74,54 @@ def test_produce_lines_then_consume_json(broker):
         (f"key{i}", f"value {i}") for i in range(50)
     ]
     assert records[0]["headers"] == {"source": "cli", "n": "1"}
+
+
+def test_consume_output_json_and_plain(broker):
+    assert gregor(broker, "topics", "create", "cli-c", "--partitions", "1").returncode == 0
+    lines = "".join(f"k{i}|v{i}\n" for i in range(5))
+    out = gregor(broker, "produce", "cli-c", "--key-separator", "|", stdin=lines)
+    assert out.returncode == 0, out.stderr
+    got = gregor(
+        broker, "consume", "cli-c", "--from-beginning", "--max-messages", "5", "-o", "json"
+    )
+    assert got.returncode == 0, got.stderr
+    records = [json.loads(line) for line in got.stdout.splitlines()]
+    assert [(r["topic"], r["partition"], r["offset"]) for r in records] == [
+        ("cli-c", 0, i) for i in range(5)
+    ]
+    assert [(r["key"], r["value"], r["headers"]) for r in records] == [
+        (f"k{i}", f"v{i}", {}) for i in range(5)
+    ]
+    assert all(isinstance(r["timestamp"], int) and r["timestamp"] > 0 for r in records)
+    # --output json and --format json print the same lines
+    same = gregor(
+        broker, "consume", "cli-c", "--from-beginning", "--max-messages", "5", "--format", "json"
+    )
+    assert same.stdout == got.stdout
+    # --output wins over --format; kv stays a plain variant
+    plain = gregor(
+        broker,
+        "consume",
+        "cli-c",
+        "--from-beginning",
+        "--max-messages",
+        "5",
+        "--format",
+        "json",
+        "-o",
+        "plain",
+    )
+    assert plain.stdout == "".join(f"v{i}\n" for i in range(5))
+    kv = gregor(
+        broker,
+        "consume",
+        "cli-c",
+        "--from-beginning",
+        "--max-messages",
+        "5",
+        "--format",
+        "kv",
+        "--output",
+        "plain",
+    )
+    assert kv.stdout == "".join(f"k{i}\tv{i}\n" for i in range(5))
