@@ -213,3 +213,15 @@ def test_a_closed_stdout_ends_quietly_with_json(tmp_path: Any) -> None:
     stderr = proc.stderr.read()
     assert proc.wait(timeout=60) == 0
     assert stderr == b""
+
+
+def test_a_metadata_record_that_does_not_decode(tmp_path: Any) -> None:
+    log = Log.open(str(tmp_path / "m-0"))
+    log.append(build_batch([(None, b"\xff\xff\xff")]))
+    log.close()
+    seg = str(tmp_path / "m-0" / "00000000000000000000.log")
+    [batch] = _lines("-o", "json", "--cluster-metadata-decoder", seg)
+    why = "metadata record truncated in its frame version"
+    assert batch["records"] == [{"offset": 0, "error": why}]
+    plain = gregor("dump-log", "--cluster-metadata-decoder", seg).stdout.splitlines()
+    assert plain[-1] == f"| Error at offset 0, skipping. {why}"
