@@ -28,6 +28,11 @@ class StartError(Exception):
 
 
 def check_listen_address(text: str, origin: str) -> None:
+    if "://" in text:
+        raise StartError(
+            f"{origin} {text}: expected HOST:PORT (a PLAINTEXT listener), e.g. {origin} "
+            f"{EXAMPLE_LISTEN}; name listeners with their protocol in --set listeners=..."
+        )
     host, colon, port = text.rpartition(":")
     if not colon or not host or not port.isdigit():
         raise StartError(f"{origin} {text}: expected HOST:PORT, e.g. {origin} {EXAMPLE_LISTEN}")

@@ -51,6 +51,17 @@ def test_listen_without_a_port(tmp_path: Path) -> None:
     assert_one_line(proc, "--listen localhost: expected HOST:PORT, e.g. --listen 127.0.0.1:9092")
 
 
+def test_listen_with_a_security_protocol(tmp_path: Path) -> None:
+    """--listen names a PLAINTEXT listener only: a protocol in it is refused, never served as
+    plain text."""
+    proc = serve("--listen", "SASL_PLAINTEXT://127.0.0.1:0", "--data-dir", str(tmp_path))
+    assert_one_line(
+        proc,
+        "--listen SASL_PLAINTEXT://127.0.0.1:0: expected HOST:PORT (a PLAINTEXT listener), e.g. "
+        "--listen 127.0.0.1:9092; name listeners with their protocol in --set listeners=...",
+    )
+
+
 def test_a_listeners_port_out_of_range(tmp_path: Path) -> None:
     spec = "PLAINTEXT://127.0.0.1:70000"
     proc = serve("--set", f"listeners={spec}", "--data-dir", str(tmp_path))
