@@ -47,21 +47,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from gregor.broker.config import BrokerConfig, Membership
 from gregor.broker.controller_apis import admin_handlers
-from gregor.controller.local import LocalController
-from gregor.controller.quorum_controller import (
-    PRODUCER_ID_BLOCK_SIZE,
-    BrokerHeartbeat,
-    BrokerRegistration,
-    IsrChange,
-    Listener,
+from gregor.controller.broker_requests import (
+    alter_partition_response,
+    heartbeat_of,
+    heartbeat_response,
+    isr_changes_of,
+    registration_of,
 )
+from gregor.controller.local import LocalController
+from gregor.controller.quorum_controller import PRODUCER_ID_BLOCK_SIZE
 from gregor.handlers.context import Services
 from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.protocol import api_keys, errors
@@ -236,15 +236,7 @@ class ClusterMember:
             return BrokerRegistrationResponse(
                 error_code=_code["INCONSISTENT_CLUSTER_ID"].code, broker_epoch=-1
             )
-        registration = BrokerRegistration(
-            req.broker_id,
-            req.incarnation_id,
-            tuple(
-                Listener(li.name, li.host, li.port, li.security_protocol) for li in req.listeners
-            ),
-            req.rack,
-            tuple(req.log_dirs or ()),
-        )
+        registration = registration_of(req)
         try:
             code, epoch = self.controller.register_broker(registration, self.now_ms())
             if code == errors.NONE:
@@ -257,14 +249,7 @@ class ClusterMember:
         return BrokerRegistrationResponse(error_code=code, broker_epoch=epoch)
 
     async def _on_heartbeat(self, version: int, req: Any) -> Any:
-        beat = BrokerHeartbeat(
-            req.broker_id,
-            req.broker_epoch,
-            req.current_metadata_offset,
-            req.want_fence,
-            req.want_shut_down,
-            tuple(req.offline_log_dirs or ()),
-        )
+        beat = heartbeat_of(req)
         try:
             answer, wrote = self.controller.heartbeat(beat, self.now_ms())
             if wrote:
@@ -273,12 +258,7 @@ class ClusterMember:
             return BrokerHeartbeatResponse(error_code=exc.code)
         except TimeoutError:
             return BrokerHeartbeatResponse(error_code=_code["REQUEST_TIMED_OUT"].code)
-        return BrokerHeartbeatResponse(
-            error_code=answer.error_code,
-            is_caught_up=answer.is_caught_up,
-            is_fenced=answer.is_fenced,
-            should_shut_down=answer.should_shut_down,
-        )
+        return heartbeat_response(answer)
 
     async def _on_allocate_producer_ids(self, version: int, req: Any) -> Any:
         try:
@@ -300,19 +280,7 @@ class ClusterMember:
 
     async def _on_alter_partition(self, version: int, req: Any) -> Any:
         R = AlterPartitionResponse
-        changes, where = [], []
-        for t in req.topics:
-            for pd in t.partitions:
-                if version >= 3:
-                    isr = [b.broker_id for b in pd.new_isr_with_epochs]
-                    epochs = {b.broker_id: b.broker_epoch for b in pd.new_isr_with_epochs}
-                else:
-                    isr, epochs = list(pd.new_isr), {}
-                changes.append(
-                    IsrChange(t.topic_id, pd.partition_index, pd.leader_epoch, pd.partition_epoch, isr, epochs,
-                              pd.leader_recovery_state)
-                )  # fmt: skip
-                where.append((t.topic_id, pd.partition_index))
+        changes, where = isr_changes_of(version, req)
         try:
             answer, wrote = self.controller.alter_partition(
                 req.broker_id, req.broker_epoch, changes
@@ -323,17 +291,4 @@ class ClusterMember:
             return R(error_code=exc.code, topics=[])
         except TimeoutError:
             return R(error_code=_code["REQUEST_TIMED_OUT"].code, topics=[])
-        if isinstance(answer, int):
-            return R(error_code=answer, topics=[])
-        topics: dict[uuid.UUID, list[Any]] = {}
-        for (topic_id, index), res in zip(where, answer, strict=True):
-            topics.setdefault(topic_id, []).append(
-                R.PartitionData(
-                    partition_index=index, error_code=res.error_code, leader_id=res.leader,
-                    leader_epoch=res.leader_epoch, isr=list(res.isr), partition_epoch=res.partition_epoch,
-                )
-            )  # fmt: skip
-        return R(
-            error_code=errors.NONE,
-            topics=[R.TopicData(topic_id=t, partitions=ps) for t, ps in topics.items()],
-        )
+        return alter_partition_response(where, answer)
