@@ -39,9 +39,6 @@ class Scheduler:
     def pending(self) -> bool:
         return bool(self._heap)
 
-    def next_time(self) -> int | None:
-        return self._heap[0][0] if self._heap else None
-
     def step(self) -> None:
         """Handle the next event (the simulation's)."""
         raise NotImplementedError
