@@ -29,6 +29,7 @@ from typing import Any
 from gregor.handlers.delayed_produce import AwaitingWrite, DelayedProduce
 from gregor.metadata.cluster import broker_endpoint
 from gregor.metadata.config_view import BrokerConfigView
+from gregor.metadata.image import MetadataImage
 from gregor.node.lifecycle import BrokerLifecycleCore, LifecycleConfig
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
@@ -155,6 +156,11 @@ class BrokerHost(SimHost):
     def broker_epoch(self) -> int:
         return self.lifecycle.broker_epoch
 
+    @property
+    def image(self) -> MetadataImage:
+        """The metadata as this broker replayed it."""
+        return self.metadata.image
+
     def _fatal(self, reason: str) -> None:
         raise AssertionError(f"broker {self.node_id} shut itself down: {reason}")
 
@@ -179,7 +185,7 @@ class BrokerHost(SimHost):
         self.disk.mark_durable(self.logs)
 
     def _liveness(self, broker_id: int) -> BrokerLiveness:
-        reg = self.metadata.image.brokers.get(broker_id)
+        reg = self.image.brokers.get(broker_id)
         if reg is None:
             return BrokerLiveness(-1, False)
         return BrokerLiveness(reg.epoch, not reg.fenced and not reg.in_controlled_shutdown)
@@ -217,21 +223,27 @@ class BrokerHost(SimHost):
         return driver is not None and driver.timer.live(args[1])
 
     def _send(self, out: Outbound, on_answer: OnAnswer) -> None:
+        """A core's request; NOT_CONTROLLER reaches it as no answer (its channel's failure)."""
         if out.destination is None:
-            self._to_controller(out.body, on_answer, out.timeout_ms or CONTROLLER_TIMEOUT_MS)
+
+            def answered(response: Any) -> None:
+                on_answer(
+                    NoAnswer("NOT_CONTROLLER") if isinstance(response, NotController) else response
+                )
+
+            self._to_controller(out.body, answered, out.timeout_ms or CONTROLLER_TIMEOUT_MS)
         else:
             self.request(out.destination, out.body, on_answer, out.timeout_ms or FETCH_TIMEOUT_MS)
 
-    def _to_controller(self, body: Any, on_answer: OnAnswer, timeout_ms: int) -> None:
-        """To the active controller, as the broker's controller channel: no answer or
+    def _to_controller(
+        self, body: Any, on_answer: OnAnswer, timeout_ms: int = CONTROLLER_TIMEOUT_MS
+    ) -> None:
+        """To the active controller, as the broker's controller channel: no answer (None) or
         NOT_CONTROLLER moves it on (to the leader named, else the next controller)."""
 
         def answered(response: Any) -> None:
             if response is None or isinstance(response, NotController):
-                hint = None if response is None else response.leader_id
-                self._controller_moved(hint)
-                on_answer(NoAnswer("NOT_CONTROLLER") if response is not None else None)
-                return
+                self._controller_moved(None if response is None else response.leader_id)
             on_answer(response)
 
         self.request(self.controller, body, answered, timeout_ms)
@@ -292,7 +304,7 @@ class BrokerHost(SimHost):
         elif isinstance(body, Metadata):
             leaders = {
                 (t.name, i): reg.leader
-                for t in self.metadata.image.topics_by_id.values()
+                for t in self.image.topics_by_id.values()
                 for i, reg in t.partitions.items()
             }
             self.answer(src, correlation_id, MetadataResult(leaders))
@@ -300,7 +312,7 @@ class BrokerHost(SimHost):
             raise AssertionError(f"unknown request {body!r}")
 
     def _partition_by_id(self, topic_id: uuid.UUID, index: int) -> Partition | None:
-        topic = self.metadata.image.topics_by_id.get(topic_id)
+        topic = self.image.topics_by_id.get(topic_id)
         if topic is None or self.replicas is None:
             return None
         return self.replicas.get(topic.name, index)
