@@ -30,18 +30,18 @@ session expired (`tick`) and move leaders back to preferred replicas when due
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from gregor.controller.local import LocalController
-from gregor.controller.quorum_controller import (
-    PRODUCER_ID_BLOCK_SIZE,
-    BrokerHeartbeat,
-    BrokerRegistration,
-    IsrChange,
-    Listener,
+from gregor.controller.broker_requests import (
+    alter_partition_response,
+    heartbeat_of,
+    heartbeat_response,
+    isr_changes_of,
+    registration_of,
 )
+from gregor.controller.local import LocalController
+from gregor.controller.quorum_controller import PRODUCER_ID_BLOCK_SIZE
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import (
@@ -188,17 +188,8 @@ class ActiveControllerCore:
         R = BrokerRegistrationResponse
         if req.cluster_id != self.store.cluster_id:
             return R(error_code=INCONSISTENT_CLUSTER_ID, broker_epoch=-1)
-        registration = BrokerRegistration(
-            req.broker_id,
-            req.incarnation_id,
-            tuple(
-                Listener(li.name, li.host, li.port, li.security_protocol) for li in req.listeners
-            ),
-            req.rack,
-            tuple(req.log_dirs or ()),
-        )
         try:
-            code, epoch = self.controller.register_broker(registration, now_ms)
+            code, epoch = self.controller.register_broker(registration_of(req), now_ms)
         except KafkaError as exc:
             return R(error_code=exc.code, broker_epoch=-1)
         if code != errors.NONE:
@@ -213,28 +204,15 @@ class ActiveControllerCore:
         return self._after_commit(now_ms, respond)
 
     def heartbeat(self, version: int, req: Any, now_ms: int) -> Any:
-        beat = BrokerHeartbeat(
-            req.broker_id,
-            req.broker_epoch,
-            req.current_metadata_offset,
-            req.want_fence,
-            req.want_shut_down,
-            tuple(req.offline_log_dirs or ()),
-        )
         try:
-            answer, wrote = self.controller.heartbeat(beat, now_ms)
+            answer, wrote = self.controller.heartbeat(heartbeat_of(req), now_ms)
         except KafkaError as exc:
             return BrokerHeartbeatResponse(error_code=exc.code)
 
         def respond(code: int) -> Any:
             if code != errors.NONE:
                 return BrokerHeartbeatResponse(error_code=code)
-            return BrokerHeartbeatResponse(
-                error_code=answer.error_code,
-                is_caught_up=answer.is_caught_up,
-                is_fenced=answer.is_fenced,
-                should_shut_down=answer.should_shut_down,
-            )
+            return heartbeat_response(answer)
 
         return self._after_commit(now_ms, respond) if wrote else respond(errors.NONE)
 
@@ -263,7 +241,7 @@ class ActiveControllerCore:
         return self._after_commit(now_ms, respond)
 
     def alter_partition(self, version: int, req: Any, now_ms: int) -> Any:
-        changes, where = _isr_changes(version, req)
+        changes, where = isr_changes_of(version, req)
         try:
             answer, wrote = self.controller.alter_partition(
                 req.broker_id, req.broker_epoch, changes
@@ -274,45 +252,6 @@ class ActiveControllerCore:
         def respond(code: int) -> Any:
             if code != errors.NONE:
                 return AlterPartitionResponse(error_code=code, topics=[])
-            return _alter_partition_response(answer, where)
+            return alter_partition_response(where, answer)
 
         return self._after_commit(now_ms, respond) if wrote else respond(errors.NONE)
-
-
-Where = list[tuple[uuid.UUID, int]]
-
-
-def _isr_changes(version: int, req: Any) -> tuple[list[IsrChange], Where]:
-    """The request's ISR changes, and the partition each is for, in order."""
-    changes, where = [], []
-    for t in req.topics:
-        for pd in t.partitions:
-            if version >= 3:
-                isr = [b.broker_id for b in pd.new_isr_with_epochs]
-                epochs = {b.broker_id: b.broker_epoch for b in pd.new_isr_with_epochs}
-            else:
-                isr, epochs = list(pd.new_isr), {}
-            changes.append(
-                IsrChange(t.topic_id, pd.partition_index, pd.leader_epoch, pd.partition_epoch,
-                          isr, epochs, pd.leader_recovery_state)
-            )  # fmt: skip
-            where.append((t.topic_id, pd.partition_index))
-    return changes, where
-
-
-def _alter_partition_response(answer: Any, where: Where) -> Any:
-    R = AlterPartitionResponse
-    if isinstance(answer, int):
-        return R(error_code=answer, topics=[])
-    topics: dict[uuid.UUID, list[Any]] = {}
-    for (topic_id, index), res in zip(where, answer, strict=True):
-        topics.setdefault(topic_id, []).append(
-            R.PartitionData(
-                partition_index=index, error_code=res.error_code, leader_id=res.leader,
-                leader_epoch=res.leader_epoch, isr=list(res.isr), partition_epoch=res.partition_epoch,
-            )
-        )  # fmt: skip
-    return R(
-        error_code=errors.NONE,
-        topics=[R.TopicData(topic_id=t, partitions=ps) for t, ps in topics.items()],
-    )

@@ -45,9 +45,14 @@ def _noop() -> None:
 class FetcherSession:
     """The fetching from one leader: its partitions (FollowerFetcher) and its one Fetch out."""
 
-    def __init__(self, leader_id: int, config: FetcherConfig) -> None:
+    def __init__(
+        self,
+        leader_id: int,
+        config: FetcherConfig,
+        fetcher: type[FollowerFetcher] = FollowerFetcher,
+    ) -> None:
         self.leader_id = leader_id
-        self.state = FollowerFetcher(leader_id, config)
+        self.state = fetcher(leader_id, config)
         self.in_flight: dict[tuple[uuid.UUID, int], Sent] | None = None
         self.failures = 0  # in a row: the first is logged at INFO, the rest at DEBUG
 
@@ -61,8 +66,12 @@ class ReplicaFetchers:
         broker_epoch: Callable[[], int],
         endpoint_of: Callable[[int], tuple[str, int] | None],
         socket_timeout_ms: int,
+        fetcher: type[FollowerFetcher] = FollowerFetcher,
     ) -> None:
+        """`fetcher`: what one session's Fetch asks and does with its answer (follower.py's
+        FollowerFetcher; the simulation's broken variants give a subclass)."""
         self.config = config
+        self.fetcher = fetcher
         self.partition_of = partition_of
         self.broker_epoch = broker_epoch
         self.endpoint_of = endpoint_of
@@ -81,7 +90,8 @@ class ReplicaFetchers:
             if p is None or p.is_leader:
                 continue
             if change.leader not in self.sessions:
-                self.sessions[change.leader] = FetcherSession(change.leader, self.config)
+                session = FetcherSession(change.leader, self.config, self.fetcher)
+                self.sessions[change.leader] = session
                 log.info("replica fetcher for broker %d started", change.leader)
             self.sessions[change.leader].state.add(p, change.leader_epoch)
         for leader_id in [b for b, s in self.sessions.items() if not len(s.state)]:

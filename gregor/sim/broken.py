@@ -29,9 +29,11 @@ from gregor.sim.rpc import ConsumerFetch
 from gregor.storage.config import LogConfig
 
 
-class AcksAtAppendBroker(BrokerHost):
-    def acks_status(self, p: Partition, end: int, epoch: int) -> int | None:
-        if not p.is_leader or p.leader_epoch != epoch:
+class AcksAtAppendPartition(Partition):
+    """Tells the delayed produce an acks=all write is acknowledged once appended."""
+
+    def acks_all_status(self, required_offset: int, leader_epoch: int) -> int | None:
+        if not self.is_leader or self.leader_epoch != leader_epoch:
             return errors.NOT_LEADER_OR_FOLLOWER
         return errors.NONE
 
@@ -50,7 +52,11 @@ class MaxLeoPartition(Partition):
         return True
 
 
-class MaxLeoReplicaManager(ReplicaManager):
+class _PartitionsOf(ReplicaManager):
+    """Hosts its partitions as `partition_class`."""
+
+    partition_class: type[Partition] = Partition
+
     def apply(
         self,
         topic: str,
@@ -62,12 +68,24 @@ class MaxLeoReplicaManager(ReplicaManager):
         now_ms: int,
     ) -> Partition:
         p = super().apply(topic, index, topic_id, reg, config, min_insync_replicas, now_ms)
-        p.__class__ = MaxLeoPartition
+        p.__class__ = self.partition_class
         return p
 
 
+class AcksAtAppendReplicas(_PartitionsOf):
+    partition_class = AcksAtAppendPartition
+
+
+class AcksAtAppendBroker(BrokerHost):
+    replica_manager_class = AcksAtAppendReplicas
+
+
+class MaxLeoReplicas(_PartitionsOf):
+    partition_class = MaxLeoPartition
+
+
 class MaxLeoBroker(BrokerHost):
-    replica_manager_class = MaxLeoReplicaManager
+    replica_manager_class = MaxLeoReplicas
 
 
 class NoTruncationFetcher(FollowerFetcher):

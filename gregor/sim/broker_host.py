@@ -1,22 +1,22 @@
 """A broker of the data-plane simulation: the real ReplicaManager over a real LogManager (files
-in the run's directory), the real FollowerFetchers, and thin drivers for what the broker's
-loops do (registration and heartbeats, metadata, the fetcher loops, AlterPartition, delayed
-produce and fetch). Every decision is the cores'; this module only moves their requests.
+in the run's directory), and the broker's own sans-I/O cores, built as broker/cores.py builds
+them and driven over the simulated network and clock (core_driver.py):
 
-    metadata      fetched from a controller every METADATA_MS (or at once while more is
-                  there), replayed into the broker's own image; applied to the partitions
-                  only once the broker has caught up with the committed log since it started
-                  (as Kafka's broker publishes metadata after its initial catch-up)
-    lifecycle     register (a new incarnation id each start), then heartbeat every
-                  HEARTBEAT_MS with the metadata offset replayed; a stale epoch registers again
-    fetchers      one FollowerFetcher per leader, one Fetch in flight each; the leader parks a
-                  Fetch that finds nothing until the partition changes or max_wait_ms passes
-    ISR changes   queued per partition, one AlterPartition in flight, sent again after a
-                  backoff when it gets no answer or a top-level error
-    produce       acks=all: append as leader, answer when `acks_all_status` says so (woken by
-                  the partition), or REQUEST_TIMED_OUT after PRODUCE_TIMEOUT_MS
-    flush         every `flush_interval_ms` the logs are flushed and checkpointed: the OS
-                  writeback; only flushed bytes survive a crash (files.py)
+    node/lifecycle.BrokerLifecycleCore        registration (a new incarnation id each start),
+                                              heartbeats, producer-id blocks
+    replication/isr_sender.IsrChangeSender    the leaders' ISR changes, as AlterPartition
+    replication/fetcher_session.ReplicaFetchers  the followers' Fetches, one per leader
+    replication/hosting.PartitionHosting      which partitions are hosted, as what, once
+                                              registered and caught up to the registration
+    replication/purgatory                     delayed produce (handlers/delayed_produce.py)
+                                              and a follower's Fetch parked until its
+                                              partitions change or max_wait_ms passes
+
+What is the simulation's own: the metadata is read from a controller every METADATA_MS (or at
+once while more is there) and replayed into the broker's image (metadata_view.py), caught up
+once it has read up to what the active controller had committed; and every
+`flush_interval_ms` the logs are flushed and checkpointed: the OS writeback; only flushed bytes
+survive a crash (files.py). Every decision is the cores'; this module only moves requests.
 """
 
 from __future__ import annotations
@@ -26,23 +26,25 @@ import random
 import uuid
 from typing import Any
 
-from gregor.controller.quorum_controller import (
-    BrokerHeartbeat,
-    BrokerRegistration,
-    HeartbeatResponse,
-    IsrChange,
-    IsrChangeResult,
-    RegistrationResponse,
-)
-from gregor.metadata.image import EMPTY_IMAGE, TOPIC_RESOURCE, MetadataImage
+from gregor.handlers.delayed_produce import AwaitingWrite, DelayedProduce
+from gregor.metadata.cluster import broker_endpoint
+from gregor.metadata.config_view import BrokerConfigView
+from gregor.metadata.image import MetadataImage
+from gregor.node.lifecycle import BrokerLifecycleCore, LifecycleConfig
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
-from gregor.protocol.messages import FetchRequest, FetchResponse
+from gregor.protocol.messages import FetchRequest, FetchResponse, ProduceResponse
+from gregor.protocol.outbound import Outbound
+from gregor.replication.fetcher_session import ReplicaFetchers
 from gregor.replication.follower import FetcherConfig, FollowerFetcher
-from gregor.replication.partition import BrokerLiveness, IsrUpdate, Partition, ReplicaManager
+from gregor.replication.hosting import PartitionHosting
+from gregor.replication.isr_sender import IsrChangeSender
+from gregor.replication.partition import BrokerLiveness, Partition, ReplicaManager
+from gregor.replication.purgatory import DelayedOperation, DelayedOperationPurgatory
+from gregor.sim.core_driver import NoAnswer, OnAnswer, SimCoreDriver, SimPurgatoryDriver
 from gregor.sim.files import FileDisk
+from gregor.sim.metadata_view import MetadataView
 from gregor.sim.rpc import (
-    AlterPartition,
     ConsumerFetch,
     ConsumerRecords,
     Metadata,
@@ -61,16 +63,13 @@ from gregor.storage.log import Log
 from gregor.storage.log_manager import LogManager
 
 METADATA_MS = 200
-HEARTBEAT_MS = 500
+HEARTBEAT_MS = 500  # broker.heartbeat.interval.ms
+DIR_FAILURE_TIMEOUT_MS = 30_000  # log.dir.failure.timeout.ms (no log dir fails here)
 CONTROLLER_TIMEOUT_MS = 1000
-RETRY_MS = 200
-FETCH_TIMEOUT_MS = 3000
+FETCH_TIMEOUT_MS = 3000  # replica.fetch.wait.max.ms + replica.socket.timeout.ms
 PRODUCE_TIMEOUT_MS = 3000
 CONSUMER_MAX_BYTES = 16 * 1024
-_code = errors.BY_NAME
-NOT_CONTROLLER = _code["NOT_CONTROLLER"].code
-REQUEST_TIMED_OUT = _code["REQUEST_TIMED_OUT"].code
-RE_REGISTER = frozenset({_code["STALE_BROKER_EPOCH"].code, _code["BROKER_ID_NOT_REGISTERED"].code})
+PORT = 9092
 
 
 class BrokerHost(SimHost):
@@ -88,46 +87,88 @@ class BrokerHost(SimHost):
         self.logs: LogManager | None = None
         self.replicas: ReplicaManager | None = None
         self.slow_disk = False
+        self.drivers: dict[str, SimCoreDriver | SimPurgatoryDriver] = {}
 
     # -- life --------------------------------------------------------------------------------
 
     def boot(self) -> None:
         self.incarnation_id = uuid.UUID(int=self.sim.rng.getrandbits(128))
-        self.broker_epoch = -1
-        self.registering = False
-        self.image: MetadataImage = EMPTY_IMAGE
-        self.metadata_offset = 0  # the next metadata offset to read
-        self.caught_up = False
+        self.metadata = MetadataView()
         self.controller = self.sim.controller_ids[0]
-        self.fetchers: dict[int, FollowerFetcher] = {}
-        self.fetching: set[int] = set()  # leaders with a Fetch in flight
-        self.isr_queue: dict[tuple[uuid.UUID, int], tuple[Partition, IsrUpdate]] = {}
-        self.isr_in_flight = False
-        self.parked: list[Any] = []  # delayed fetches and produces: callables, True when done
-        self.wake_scheduled = False
         os.makedirs(self.root, exist_ok=True)
         logs = LogManager([self.root], self.log_config, clock=self.clock)
         logs.roll_flusher = self._roll_flush
         logs.truncation_listeners.append(lambda tp, _base: self.disk.on_truncation(logs, *tp))
         logs.startup()  # recovers what the last crash left
         self.logs = logs
-        self.replicas = self.replica_manager_class(
+        self.replicas = replicas = self.replica_manager_class(
             self.node_id,
             logs,
             liveness=self._liveness,
             local_broker_epoch=lambda: self.broker_epoch,
             replica_lag_time_max_ms=self.lag_ms,
         )
-        self.replicas.on_isr_update = self._submit_isr
-        self.timer_register()
+        self._build_cores(logs, replicas)
         self.timer_metadata()
         self.sim.timer(self, self.sim.now + self.lag_ms // 2, "shrink")
         self.sim.timer(self, self.sim.now + self.sim.flush_interval_ms, "flush")
+
+    def _build_cores(self, logs: LogManager, replicas: ReplicaManager) -> None:
+        """The broker's cores, wired as broker/cores.py wires them, each with its driver."""
+        node_id, metadata = self.node_id, self.metadata
+        self.lifecycle = BrokerLifecycleCore(
+            LifecycleConfig(node_id, HEARTBEAT_MS, DIR_FAILURE_TIMEOUT_MS, incarnation_id=self.incarnation_id),
+            metadata, controller_id=lambda: self.controller,
+            advertised=lambda: (f"broker-{node_id}", PORT), offline_dirs=dict, on_fatal=self._fatal,
+        )  # fmt: skip
+        isr_sender = IsrChangeSender(node_id, lambda: self.broker_epoch)
+        replicas.on_isr_update = isr_sender.submit
+        config = FetcherConfig(replica_id=node_id)
+        fetchers = ReplicaFetchers(
+            config, partition_of=replicas.get, broker_epoch=lambda: self.broker_epoch,
+            endpoint_of=lambda leader: broker_endpoint(metadata.image, leader),
+            socket_timeout_ms=FETCH_TIMEOUT_MS - config.max_wait_ms, fetcher=self.fetcher_class,
+        )  # fmt: skip
+        static = {"log.segment.bytes": str(self.log_config.segment_bytes)}
+        self.hosting = PartitionHosting(
+            node_id,
+            metadata,
+            replicas,
+            logs,
+            BrokerConfigView(metadata, node_id, static),
+            self.clock,
+        )
+        self.hosting.on_followers = fetchers.apply
+        if self.sim.config.apply_after_registration:
+            self.hosting.registered = lambda: 0 <= self.broker_epoch <= metadata.applied
+        self.purgatory = DelayedOperationPurgatory(f"broker-{node_id}")
+        self.drivers = {
+            "lifecycle": SimCoreDriver(self, self.lifecycle, "lifecycle", self._send),
+            "alter-partition": SimCoreDriver(self, isr_sender, "alter-partition", self._send),
+            "replica-fetchers": SimCoreDriver(self, fetchers, "replica-fetchers", self._send),
+            "purgatory": SimPurgatoryDriver(self, self.purgatory),
+        }
+        for driver in self.drivers.values():
+            if isinstance(driver, SimCoreDriver):
+                driver.start()
+
+    @property
+    def broker_epoch(self) -> int:
+        return self.lifecycle.broker_epoch
+
+    @property
+    def image(self) -> MetadataImage:
+        """The metadata as this broker replayed it."""
+        return self.metadata.image
+
+    def _fatal(self, reason: str) -> None:
+        raise AssertionError(f"broker {self.node_id} shut itself down: {reason}")
 
     def crash(self, rng: random.Random, torn_rate: float, power_loss: bool) -> int:
         """Stop without a clean shutdown; on a power loss, lose what the disk did not keep."""
         self.close_files()
         self.replicas = None
+        self.drivers = {}
         return self.disk.crash(rng, torn_rate) if power_loss else 0
 
     def close_files(self) -> None:
@@ -158,215 +199,94 @@ class BrokerHost(SimHost):
         self.disk.mark_durable(self.logs)
         self.logs.checkpoint()
 
-    # -- the controller ----------------------------------------------------------------------
-
-    def _to_controller(self, body: Any, on_answer: Any) -> None:
-        def answered(response: Any) -> None:
-            if response is None or isinstance(response, NotController):
-                hint = None if response is None else response.leader_id
-                ids = self.sim.controller_ids
-                self.controller = (
-                    hint if hint is not None else ids[(ids.index(self.controller) + 1) % len(ids)]
-                )
-            on_answer(response)
-
-        self.request(self.controller, body, answered, CONTROLLER_TIMEOUT_MS)
-
-    def timer_register(self) -> None:
-        if self.registering:
-            return
-        self.registering = True
-        self.broker_epoch = -1
-        request = BrokerRegistration(self.node_id, self.incarnation_id)
-        self._to_controller(request, self._registered)
-
-    def _registered(self, response: Any) -> None:
-        self.registering = False
-        if isinstance(response, RegistrationResponse) and response.error_code == errors.NONE:
-            self.broker_epoch = response.broker_epoch
-            self.sim.record("registered", self.node_id, self.broker_epoch)
-            if self.caught_up and self.sim.config.apply_after_registration:
-                self.maybe_apply_metadata()
-            self.sim.timer(self, self.sim.now + HEARTBEAT_MS, "heartbeat", self.broker_epoch)
-        else:
-            self.sim.timer(self, self.sim.now + RETRY_MS, "register")
-
-    def timer_heartbeat(self, epoch: int) -> None:
-        if epoch != self.broker_epoch:
-            return
-        request = BrokerHeartbeat(self.node_id, epoch, self.metadata_offset - 1)
-
-        def answered(response: Any) -> None:
-            if epoch != self.broker_epoch:
-                return
-            if isinstance(response, HeartbeatResponse) and response.error_code in RE_REGISTER:
-                self.timer_register()
-                return
-            self.sim.timer(self, self.sim.now + HEARTBEAT_MS, "heartbeat", epoch)
-
-        self._to_controller(request, answered)
-
-    def _submit_isr(self, p: Partition, update: IsrUpdate) -> None:
-        self.isr_queue[(update.topic_id, update.partition)] = (p, update)
-        self._maybe_send_isr()
-
-    def _maybe_send_isr(self) -> None:
-        if self.isr_in_flight or not self.isr_queue or self.broker_epoch < 0:
-            return
-        batch, self.isr_queue = self.isr_queue, {}
-        changes = tuple(
-            IsrChange(
-                u.topic_id,
-                u.partition,
-                u.leader_epoch,
-                u.partition_epoch,
-                u.new_isr,
-                dict(zip(u.new_isr, u.broker_epochs, strict=True)),
-            )
-            for _p, u in batch.values()
-        )
-        self.isr_in_flight = True
-        incarnation = self.incarnation
-        self._to_controller(
-            AlterPartition(self.node_id, self.broker_epoch, changes),
-            lambda response: self._isr_answered(incarnation, batch, response),
-        )
-
-    def _isr_answered(self, incarnation: int, batch: dict[Any, Any], response: Any) -> None:
-        if incarnation != self.incarnation:
-            return
-        self.isr_in_flight = False
-        retry = {}
-        if isinstance(response, list):
-            for (key, (p, update)), result in zip(batch.items(), response, strict=True):
-                assert isinstance(result, IsrChangeResult)
-                again = p.on_alter_partition_result(
-                    update,
-                    result.error_code,
-                    result.leader_epoch,
-                    result.partition_epoch,
-                    result.isr,
-                    self.now_ms(),
-                )
-                if again:
-                    retry[key] = (p, update)
-        else:  # no answer, NOT_CONTROLLER or a top-level error: all again, if still wanted
-            retry = {k: (p, u) for k, (p, u) in batch.items() if p.pending is u}
-        for key, item in retry.items():
-            self.isr_queue.setdefault(key, item)
-        if retry:
-            self.sim.timer(self, self.sim.now + RETRY_MS, "isr_retry")
-        else:
-            self._maybe_send_isr()
-
-    def timer_isr_retry(self) -> None:
-        self._maybe_send_isr()
-
     def timer_shrink(self) -> None:
         self.sim.timer(self, self.sim.now + self.lag_ms // 2, "shrink")
         if self.replicas is not None:
             self.replicas.maybe_shrink_isr(self.now_ms())
 
+    # -- the cores' timers and requests ------------------------------------------------------
+
+    def sim_time_of(self, at_ms: int) -> int:
+        return max(self.sim.now, self.sim.now + at_ms - self.now_ms())
+
+    def schedule_core(self, at: int, name: str, token: int) -> None:
+        self.sim.timer(self, at, "core", name, token)
+
+    def timer_core(self, name: str, token: int) -> None:
+        self.drivers[name].fire(token)
+
+    def live_timer(self, name: str, args: tuple[Any, ...]) -> bool:
+        """A superseded core timer is no event (its driver set a sooner one since)."""
+        if name != "core":
+            return True
+        driver = self.drivers.get(args[0])
+        return driver is not None and driver.timer.live(args[1])
+
+    def _send(self, out: Outbound, on_answer: OnAnswer) -> None:
+        """A core's request; NOT_CONTROLLER reaches it as no answer (its channel's failure)."""
+        if out.destination is None:
+
+            def answered(response: Any) -> None:
+                on_answer(
+                    NoAnswer("NOT_CONTROLLER") if isinstance(response, NotController) else response
+                )
+
+            self._to_controller(out.body, answered, out.timeout_ms or CONTROLLER_TIMEOUT_MS)
+        else:
+            self.request(out.destination, out.body, on_answer, out.timeout_ms or FETCH_TIMEOUT_MS)
+
+    def _to_controller(
+        self, body: Any, on_answer: OnAnswer, timeout_ms: int = CONTROLLER_TIMEOUT_MS
+    ) -> None:
+        """To the active controller, as the broker's controller channel: no answer (None) or
+        NOT_CONTROLLER moves it on (to the leader named, else the next controller)."""
+
+        def answered(response: Any) -> None:
+            if response is None or isinstance(response, NotController):
+                self._controller_moved(None if response is None else response.leader_id)
+            on_answer(response)
+
+        self.request(self.controller, body, answered, timeout_ms)
+
+    def _controller_moved(self, hint: int | None) -> None:
+        ids = self.sim.controller_ids
+        self.controller = (
+            hint if hint is not None else ids[(ids.index(self.controller) + 1) % len(ids)]
+        )
+        self.lifecycle.on_leader_change()
+
     # -- metadata ----------------------------------------------------------------------------
 
     def timer_metadata(self) -> None:
         incarnation = self.incarnation
-        self._to_controller(
-            MetadataFetch(self.metadata_offset),
+        self.request(
+            self.controller,
+            MetadataFetch(self.metadata.next_offset),
             lambda response: self._metadata(incarnation, response),
+            CONTROLLER_TIMEOUT_MS,
         )
 
     def _metadata(self, incarnation: int, response: Any) -> None:
         if incarnation != self.incarnation:
             return
         more = False
-        if isinstance(response, MetadataEntries):
-            entries = [e for e in response.entries if e[1] >= self.metadata_offset]
+        if response is None:
+            self._controller_moved(None)
+        elif isinstance(response, MetadataEntries):
+            view = self.metadata
+            entries = [e for e in response.entries if e[1] >= view.next_offset]
             if entries:
-                self.image = self.image.replay(entries)
-                self.metadata_offset = entries[-1][1] + 1
-            more = len(response.entries) > 0 and self.metadata_offset < response.high_watermark
-            just_caught_up = not self.caught_up and not more and response.from_leader
+                view.replay(entries)
+            more = len(response.entries) > 0 and view.next_offset < response.high_watermark
+            just_caught_up = not view.caught_up and not more and response.from_leader
             if just_caught_up:
-                self.caught_up = True
-                self.sim.record("caught up", self.node_id, self.metadata_offset)
-            if entries and self.caught_up or just_caught_up:
-                self.maybe_apply_metadata()
+                view.caught_up = True
+                self.sim.record("caught up", self.node_id, view.next_offset)
+            elif not view.caught_up and not response.from_leader:
+                self._controller_moved(None)  # only the leader knows what is committed
+            if entries or just_caught_up:
+                self.hosting.apply()
         self.sim.timer(self, self.sim.now + (1 if more else METADATA_MS), "metadata")
-
-    def maybe_apply_metadata(self) -> None:
-        """As gregor's broker (replication/hosting.py) and Kafka's: once registered and caught
-        up to the registration, so a broker back from a crash takes up no partition before the
-        controller has moved it off everything it held. Without `apply_after_registration`:
-        as soon as caught up, the broken order the simulation found."""
-        if self.sim.config.apply_after_registration and not (
-            0 <= self.broker_epoch < self.metadata_offset
-        ):
-            return
-        self.apply_metadata()
-
-    def apply_metadata(self) -> None:
-        rm = self.replicas
-        assert rm is not None
-        now = self.now_ms()
-        for topic in self.image.topics_by_id.values():
-            configs = self.image.config(TOPIC_RESOURCE, topic.name)
-            min_isr = int(configs.get("min.insync.replicas", "1"))
-            for index, reg in sorted(topic.partitions.items()):
-                if self.node_id in reg.replicas:
-                    rm.apply(topic.name, index, topic.topic_id, reg, self.log_config, min_isr, now)
-        for change in rm.take_follower_changes():
-            for existing in self.fetchers.values():
-                existing.remove(change.topic, change.index)
-            if change.leader is None or change.leader < 0:
-                continue
-            p = rm.get(change.topic, change.index)
-            if p is None or p.is_leader:
-                continue
-            fetcher = self.fetchers.get(change.leader)
-            if fetcher is None:
-                config = FetcherConfig(replica_id=self.node_id)
-                fetcher = self.fetchers[change.leader] = self.fetcher_class(change.leader, config)
-            fetcher.add(p, change.leader_epoch)
-        for leader in sorted(self.fetchers):
-            if not len(self.fetchers[leader]):
-                del self.fetchers[leader]
-            else:
-                self._maybe_fetch(leader)
-
-    # -- replication: the follower side ------------------------------------------------------
-
-    def _maybe_fetch(self, leader: int) -> None:
-        fetcher = self.fetchers.get(leader)
-        if fetcher is None or leader in self.fetching or self.broker_epoch < 0:
-            return
-        built = fetcher.build_request(self.now_ms(), self.broker_epoch)
-        if built is None:
-            ready = fetcher.next_ready_ms()
-            if ready is not None:
-                self.sim.timer(self, self.sim.now + max(1, ready - self.now_ms()), "fetch", leader)
-            return
-        request, sent = built
-        self.fetching.add(leader)
-        incarnation = self.incarnation
-
-        def answered(response: Any) -> None:
-            if incarnation != self.incarnation:
-                return
-            self.fetching.discard(leader)
-            if self.fetchers.get(leader) is not fetcher:
-                self._maybe_fetch(leader)
-                return
-            if response is None:
-                fetcher.handle_error(sent, self.now_ms())
-            else:
-                fetcher.handle_response(sent, response, self.now_ms())
-            self._maybe_fetch(leader)
-
-        self.request(leader, request, answered, FETCH_TIMEOUT_MS)
-
-    def timer_fetch(self, leader: int) -> None:
-        self._maybe_fetch(leader)
 
     # -- requests ----------------------------------------------------------------------------
 
@@ -374,7 +294,7 @@ class BrokerHost(SimHost):
         if self.replicas is None:
             return
         if isinstance(body, FetchRequest):
-            self._serve_follower(src, correlation_id, body, first=True, deadline=None)
+            self._serve_follower(src, correlation_id, body)
         elif isinstance(body, Produce):
             self._produce(src, correlation_id, body)
         elif isinstance(body, ConsumerFetch):
@@ -397,10 +317,18 @@ class BrokerHost(SimHost):
             return None
         return self.replicas.get(topic.name, index)
 
-    def _serve_follower(
-        self, src: int, corr: int, request: Any, first: bool, deadline: int | None
-    ) -> bool:
-        """Answer a follower's Fetch, or park it (False) while it finds nothing new."""
+    def _serve_follower(self, src: int, corr: int, request: Any) -> None:
+        """Answer a follower's Fetch, or park it in the purgatory while it finds nothing new."""
+        response, found, touched = self._follower_read(request, first=True)
+        if found:
+            self.answer(src, corr, response)
+            return
+        deadline = self.now_ms() + request.max_wait_ms
+        self.purgatory.watch(FollowerFetchWait(self, src, corr, request, deadline), touched)
+
+    def _follower_read(self, request: Any, first: bool) -> tuple[Any, bool, list[Partition]]:
+        """The answer to a follower's Fetch now, whether it says anything (records, an error,
+        a divergence), and the partitions it reads."""
         replica = request.replica_state
         now = self.now_ms()
         topics = []
@@ -421,14 +349,7 @@ class BrokerHost(SimHost):
             topics.append(
                 FetchResponse.FetchableTopicResponse(topic_id=t.topic_id, partitions=parts)
             )
-        if not found and (deadline is None or self.sim.now < deadline):
-            if deadline is None:
-                deadline = self.sim.now + request.max_wait_ms
-                self.sim.timer(self, deadline, "wake")
-            self._park(touched, lambda: self._serve_follower(src, corr, request, False, deadline))
-            return False
-        self.answer(src, corr, FetchResponse(error_code=errors.NONE, responses=topics))
-        return True
+        return FetchResponse(error_code=errors.NONE, responses=topics), found, touched
 
     def _read_for_follower(
         self, p: Partition, replica: Any, fp: Any, pd: Any, now: int, first: bool
@@ -457,22 +378,6 @@ class BrokerHost(SimHost):
             return len(pd.records) > 0
         return False  # nothing new: park (as Kafka, a move of the HW alone answers nothing)
 
-    def _park(self, partitions: list[Partition], retry: Any) -> None:
-        self.parked.append(retry)
-        for p in partitions:
-            p.watch(self._wake_soon)
-
-    def _wake_soon(self) -> None:
-        if not self.wake_scheduled:
-            self.wake_scheduled = True
-            self.sim.timer(self, self.sim.now, "wake")
-
-    def timer_wake(self) -> None:
-        self.wake_scheduled = False
-        parked, self.parked = self.parked, []
-        for retry in parked:
-            retry()
-
     def _produce(self, src: int, corr: int, body: Produce) -> None:
         rm = self.replicas
         assert rm is not None
@@ -485,28 +390,19 @@ class BrokerHost(SimHost):
         self._after_leader_append(src, corr, p, info.first_offset, info.last_offset + 1)
 
     def _after_leader_append(self, src: int, corr: int, p: Partition, base: int, end: int) -> None:
-        """Checked as a leader's write, then answered once acks=all allows (or at the timeout)."""
+        """Checked as a leader's write, then answered once acks=all allows (or at the timeout),
+        as the broker's delayed produce (handlers/delayed_produce.py) answers."""
         epoch = p.leader_epoch
         self.sim.checker.on_leader_append(self, p, epoch)
-        deadline = self.sim.now + PRODUCE_TIMEOUT_MS
-        self.sim.timer(self, deadline, "wake")
-        self._await_acks(src, corr, p, base, end, epoch, deadline)
-
-    def _await_acks(
-        self, src: int, corr: int, p: Partition, base: int, end: int, epoch: int, deadline: int
-    ) -> bool:
-        status = self.acks_status(p, end, epoch)
-        if status is None:
-            if self.sim.now < deadline and self.replicas is not None:
-                self._park([p], lambda: self._await_acks(src, corr, p, base, end, epoch, deadline))
-                return False
-            status = REQUEST_TIMED_OUT
-        self.answer(src, corr, ProduceResult(status, base if status == errors.NONE else -1))
-        return True
-
-    def acks_status(self, p: Partition, end: int, epoch: int) -> int | None:
-        """When to answer an acks=all produce (the broken variants change this)."""
-        return p.acks_all_status(end, epoch)
+        response = ProduceResponse.PartitionProduceResponse(
+            index=p.index, error_code=errors.NONE, base_offset=base
+        )
+        waiting = AwaitingWrite(response, p, end, epoch)
+        op = DelayedProduce(response, [waiting], PRODUCE_TIMEOUT_MS, self.now_ms())
+        op.answer.add_done_callback(
+            lambda r: self.answer(src, corr, ProduceResult(r.error_code, r.base_offset))
+        )
+        self.purgatory.try_complete_else_watch(op, [p])
 
     def _write_marker(self, src: int, corr: int, body: WriteTxnMarker) -> None:
         """WriteTxnMarkers for one partition, answered once the marker is replicated."""
@@ -544,3 +440,27 @@ class BrokerHost(SimHost):
         records = data.read() if data is not None else b""
         hw = p.log.high_watermark
         self.answer(src, corr, ConsumerRecords(errors.NONE, records, hw, aborted))
+
+
+class FollowerFetchWait(DelayedOperation):
+    """A follower's Fetch that found nothing new: read again at each change of its
+    partitions, answered once there is something to say, or at its max_wait_ms."""
+
+    __slots__ = ("host", "src", "corr", "request", "response")
+
+    def __init__(self, host: BrokerHost, src: int, corr: int, request: Any, deadline_ms: int):
+        super().__init__(deadline_ms)
+        self.host, self.src, self.corr, self.request = host, src, corr, request
+        self.response: Any = None
+
+    def try_complete(self) -> bool:
+        response, found, _ = self.host._follower_read(self.request, first=False)
+        if found:
+            self.response = response
+        return found
+
+    def on_expiration(self) -> None:
+        self.response = self.host._follower_read(self.request, first=False)[0]
+
+    def on_complete(self) -> None:
+        self.host.answer(self.src, self.corr, self.response)

@@ -1,9 +1,9 @@
 """A seeded, single-threaded simulation of a KRaft quorum: N RaftNodes, a clock, a network and
 disks, all simulated, with faults; the invariants (invariants.py) are checked after every event.
 
-Events sit in one heap ordered by (time, sequence number); all randomness comes from one
-`random.Random(seed)` (each node's own generator is seeded from it), so a seed replays the same
-run, event for event: `trace_digest` hashes every event handled.
+Events sit in one queue (scheduler.py), by time, then in the order they were pushed; all
+randomness comes from one `random.Random(seed)` (each node's own generator is seeded from it),
+so a seed replays the same run, event for event: `trace_digest` hashes every event handled.
 
 A run has two phases:
   1. faults (`steps` events): client appends to whoever is leader, and, every
@@ -21,7 +21,6 @@ next deadline (an older scheduled poll is then void).
 from __future__ import annotations
 
 import hashlib
-import heapq
 import random
 from collections import deque
 from collections.abc import Callable
@@ -38,6 +37,7 @@ from gregor.sim.disk import SimLog, SimStore
 from gregor.sim.invariants import Checker, InvariantViolation, encode_state
 from gregor.sim.network import Network, NetworkConfig
 from gregor.sim.result import RunResult
+from gregor.sim.scheduler import Scheduler
 
 NodeFactory = Callable[..., RaftNode]
 
@@ -117,7 +117,7 @@ class Host:
     poll_token: int = 0
 
 
-class Simulation:
+class Simulation(Scheduler):
     def __init__(
         self, seed: int, config: SimConfig | None = None, node_factory: NodeFactory = RaftNode
     ) -> None:
@@ -129,10 +129,8 @@ class Simulation:
         self.network = Network(random.Random(self.rng.getrandbits(64)), self.scenario.network)
         self.fault_rng = random.Random(self.rng.getrandbits(64))
         self.client_rng = random.Random(self.rng.getrandbits(64))
-        self.now = 0
+        Scheduler.__init__(self)
         self.events = 0
-        self._seq = 0
-        self._heap: list[tuple[int, int, str, tuple[Any, ...]]] = []
         self.voters = list(range(1, self.config.nodes + 1))
         ids = self.voters + list(range(100, 100 + self.config.observers))
         self.hosts = {i: Host(i) for i in ids}
@@ -146,15 +144,11 @@ class Simulation:
 
     # -- the event loop -----------------------------------------------------------------------
 
-    def _push(self, at: int, kind: str, *payload: Any) -> None:
-        self._seq += 1
-        heapq.heappush(self._heap, (at, self._seq, kind, payload))
-
     def run(self) -> Result:
         """The whole run: faults for `steps` events, then settle, then the liveness check."""
         try:
             self.start()
-            while self._heap and self.events < self.config.steps:
+            while self.pending() and self.events < self.config.steps:
                 self.step()
             self.settle()
         except InvariantViolation as exc:
@@ -168,13 +162,13 @@ class Simulation:
     def start(self) -> None:
         for host in self.hosts.values():
             self._boot(host)
-        self._push(self.client_rng.randint(0, self.config.append_interval_ms), "append")
+        self.push(self.client_rng.randint(0, self.config.append_interval_ms), "append")
         if self.scenario.faults:
-            self._push(self._next_fault_delay(), "fault")
+            self.push(self._next_fault_delay(), "fault")
 
     def step(self) -> None:
         """Handle the next event, then check the invariants."""
-        at, _seq, kind, payload = heapq.heappop(self._heap)
+        at, kind, payload = self.pop()
         if kind == "poll" and payload[1] != self.hosts[payload[0]].poll_token:
             return  # superseded by a later schedule
         self.now = max(self.now, at)
@@ -186,15 +180,10 @@ class Simulation:
             if host.node is not None:
                 self.checker.check_node(host.node_id, host.node)
 
-    def run_until(self, time_ms: int) -> None:
-        while self._heap and self._heap[0][0] <= time_ms:
-            self.step()
-        self.now = max(self.now, time_ms)
-
     def settle(self) -> None:
         """Heal and restart everything, let clients write a while, run on, check liveness."""
         self._begin_settle()
-        self._push(self.now + self.config.client_stop_ms, "clients_off")
+        self.push(self.now + self.config.client_stop_ms, "clients_off")
         self.run_until(self.now + self.config.settle_ms)
         self.check_liveness()
 
@@ -216,7 +205,7 @@ class Simulation:
         elif kind == "fault":
             if not self.settling:
                 self._inject_fault()
-                self._push(self.now + self._next_fault_delay(), "fault")
+                self.push(self.now + self._next_fault_delay(), "fault")
         elif kind == "heal":
             self._record("heal", payload[0])
             self.network.heal(payload[0])
@@ -260,7 +249,7 @@ class Simulation:
         host.poll_token += 1
         host.poll_at = NEVER
         if not self.settling:
-            self._push(
+            self.push(
                 self.now + self.fault_rng.randint(200, 3000),
                 "restart",
                 host.node_id,
@@ -283,7 +272,7 @@ class Simulation:
                 at = max(deadline, self.now)
                 if host.node_id in self.network.slow:
                     at += self.fault_rng.randint(0, 50)
-                self._push(at, "poll", node_id, host.poll_token)
+                self.push(at, "poll", node_id, host.poll_token)
 
     # -- network ------------------------------------------------------------------------------
 
@@ -292,7 +281,7 @@ class Simulation:
         if target is None:
             return
         for delay in self.network.delays(host.node_id, dst):
-            self._push(
+            self.push(
                 self.now + delay,
                 "deliver",
                 host.node_id,
@@ -322,7 +311,7 @@ class Simulation:
         if not self.clients_on:
             return
         interval = self.config.append_interval_ms
-        self._push(self.now + self.client_rng.randint(1, 2 * interval), "append")
+        self.push(self.now + self.client_rng.randint(1, 2 * interval), "append")
         leaders = [h for h in self.hosts.values() if h.node is not None and h.node.state is LEADER]
         if not leaders:
             return
@@ -367,7 +356,7 @@ class Simulation:
             rng.shuffle(ids)
             k = rng.randint(1, len(ids) - 1)
             part = self.network.cut([ids[:k], ids[k:]], f"split {ids[:k]} | {ids[k:]}")
-            self._push(self.now + rng.randint(1000, 6000), "heal", part.partition_id)
+            self.push(self.now + rng.randint(1000, 6000), "heal", part.partition_id)
             self._record("fault", part.description)
             done = True
         elif fault in ("crash", "crash_leader"):
@@ -380,7 +369,7 @@ class Simulation:
             host = rng.choice(sorted(self.hosts))
             token = self.events
             self.network.slow[host] = token
-            self._push(self.now + rng.randint(2000, 8000), "unslow", host, token)
+            self.push(self.now + rng.randint(2000, 8000), "unslow", host, token)
             self._record("fault", f"slow {host}")
             done = True
         elif fault == "resign" and leader is not None and leader.node is not None:
@@ -396,7 +385,7 @@ class Simulation:
     def _isolate(self, node_id: int, what: str) -> bool:
         others = [i for i in self.hosts if i != node_id]
         part = self.network.cut([[node_id], others], f"isolate {what} {node_id}")
-        self._push(self.now + self.fault_rng.randint(1000, 6000), "heal", part.partition_id)
+        self.push(self.now + self.fault_rng.randint(1000, 6000), "heal", part.partition_id)
         self._record("fault", part.description)
         return True
 

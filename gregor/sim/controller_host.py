@@ -21,21 +21,27 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from gregor.controller.broker_requests import (
+    alter_partition_response,
+    heartbeat_of,
+    heartbeat_response,
+    isr_changes_of,
+    registration_of,
+)
 from gregor.controller.quorum_controller import (
-    BrokerHeartbeat,
-    BrokerRegistration,
     ControllerConfig,
+    ControllerResult,
     QuorumController,
     bootstrap_records,
 )
 from gregor.metadata import records as r
 from gregor.metadata.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage
+from gregor.protocol import messages as m
 from gregor.raft.config import RaftConfig
 from gregor.raft.leader import NEVER
 from gregor.raft.node import Effects, NotLeader, RaftNode
 from gregor.sim.disk import SimLog, SimStore
 from gregor.sim.rpc import (
-    AlterPartition,
     CreateTopics,
     MetadataEntries,
     MetadataFetch,
@@ -212,17 +218,7 @@ class ControllerHost(SimHost):
             leader = self.node.leader_id if self.node is not None else None
             self.answer(src, correlation_id, NotController(leader))
             return
-        now = self.now_ms()
-        if isinstance(body, BrokerRegistration):
-            result: Any = quorum.register_broker(body, now, self.node.log.end_offset)  # type: ignore[union-attr]
-        elif isinstance(body, BrokerHeartbeat):
-            result = quorum.heartbeat(body, now)
-        elif isinstance(body, AlterPartition):
-            result = quorum.alter_partition(body.broker_id, body.broker_epoch, body.changes)
-        elif isinstance(body, CreateTopics):
-            result = quorum.create_topics(body.topics)
-        else:
-            raise AssertionError(f"unknown request {body!r}")
+        result = self._plan(quorum, body)
         epoch = self.active_epoch
 
         def reply() -> None:
@@ -230,6 +226,35 @@ class ControllerHost(SimHost):
             self.answer(src, correlation_id, result.response if ok else NotController(None))
 
         self.commit(result.records, reply)
+
+    def _plan(self, quorum: QuorumController, body: Any) -> ControllerResult[Any]:
+        """The records a request appends and its answer, as the networked controller plans them
+        (broker/cluster_member.py): the brokers' cores send the protocol's requests."""
+        now = self.now_ms()
+        if isinstance(body, m.BrokerRegistrationRequest):
+            assert self.node is not None
+            reg = quorum.register_broker(registration_of(body), now, self.node.log.end_offset)
+            answer: Any = m.BrokerRegistrationResponse(
+                error_code=reg.response.error_code, broker_epoch=reg.response.broker_epoch
+            )
+            return ControllerResult(reg.records, answer)
+        if isinstance(body, m.BrokerHeartbeatRequest):
+            beat = quorum.heartbeat(heartbeat_of(body), now)
+            return ControllerResult(beat.records, heartbeat_response(beat.response))
+        if isinstance(body, m.AlterPartitionRequest):
+            changes, where = isr_changes_of(3, body)
+            alter = quorum.alter_partition(body.broker_id, body.broker_epoch, changes)
+            return ControllerResult(alter.records, alter_partition_response(where, alter.response))
+        if isinstance(body, m.AllocateProducerIdsRequest):
+            ids = quorum.allocate_producer_ids(body.broker_id, body.broker_epoch)
+            code, first, count = ids.response
+            answer = m.AllocateProducerIdsResponse(
+                error_code=code, producer_id_start=first, producer_id_len=count
+            )
+            return ControllerResult(ids.records, answer)
+        if isinstance(body, CreateTopics):
+            return quorum.create_topics(body.topics)
+        raise AssertionError(f"unknown request {body!r}")
 
     def timer_tick(self) -> None:
         self.sim.timer(self, self.sim.now + TICK_MS, "tick")

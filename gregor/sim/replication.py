@@ -1,11 +1,13 @@
 """A seeded, single-threaded simulation of the data plane: brokers (the real ReplicaManager,
-Partition, FollowerFetcher and Log over files in a temporary directory), the controller
+Partition and Log over files in a temporary directory, and the broker's own cores for its
+lifecycle, fetchers, ISR changes, hosting and purgatory: broker_host.py), the controller
 (the real QuorumController on a quorum of RaftNodes), idempotent acks=all producers and
 consumers, over the simulated network (network.py), with faults; the data invariants
 (data_invariants.py) are checked after every event.
 
-Events sit in one heap ordered by (time, sequence number); all randomness comes from one
-`random.Random(seed)`, so a seed replays the same run, event for event (`trace_digest`).
+Events sit in one queue (scheduler.py), by time, then in the order they were pushed; all
+randomness comes from one `random.Random(seed)`, so a seed replays the same run, event for
+event (`trace_digest`).
 
 A run: the controllers elect a leader, the brokers register, an admin creates the topic
 (replication factor 3, min.insync.replicas 2), clients start. Then `steps` events with a fault
@@ -25,7 +27,6 @@ not on their disks; losing the page cache of two of them at once loses it in Kaf
 from __future__ import annotations
 
 import hashlib
-import heapq
 import logging
 import os
 import random
@@ -48,6 +49,7 @@ from gregor.sim.network import Network
 from gregor.sim.result import RunResult
 from gregor.sim.rpc import CreateTopics, Request, Response, SimContext, SimHost
 from gregor.sim.scenarios import SCENARIOS, TOPIC, ReplicationConfig
+from gregor.sim.scheduler import Scheduler
 from gregor.storage.config import LogConfig
 
 WALL_BASE_MS = 1_700_000_000_000
@@ -92,7 +94,7 @@ class Admin(SimHost):
         self.sim.timer(self, self.sim.now + 200, "create")
 
 
-class Simulation(Faults):
+class Simulation(Scheduler, Faults):
     broker_class: type[BrokerHost] = BrokerHost
 
     def __init__(self, seed: int, config: ReplicationConfig | None = None) -> None:
@@ -103,10 +105,8 @@ class Simulation(Faults):
         self.network = Network(random.Random(self.rng.getrandbits(64)), self.scenario.network)
         self.fault_rng = random.Random(self.rng.getrandbits(64))
         self.rng_admin = random.Random(self.rng.getrandbits(64))
-        self.now = 0
+        Scheduler.__init__(self)
         self.events = 0
-        self._seq = 0
-        self._heap: list[tuple[int, int, str, tuple[Any, ...]]] = []
         self._trace = hashlib.sha256()
         self._recent: deque[tuple[Any, ...]] = deque(maxlen=50)
         self.faults: dict[str, int] = {}
@@ -177,10 +177,6 @@ class Simulation(Faults):
 
     # -- the event loop --------------------------------------------------------------------
 
-    def push(self, at: int, kind: str, *payload: Any) -> None:
-        self._seq += 1
-        heapq.heappush(self._heap, (at, self._seq, kind, payload))
-
     def timer(self, host: SimHost, at: int, name: str, *args: Any) -> None:
         self.push(at, "timer", host.node_id, host.incarnation, name, args)
 
@@ -211,7 +207,7 @@ class Simulation(Faults):
                 self.build()
                 if self.scenario.faults:
                     self.push(2500 + self._fault_delay(), "fault")
-                while self._heap and self.events < self.config.steps:
+                while self.pending() and self.events < self.config.steps:
                     self.step()
                 self.settle()
             finally:
@@ -227,15 +223,14 @@ class Simulation(Faults):
         return self.result(None, None)
 
     def step(self) -> None:
-        at, _seq, kind, payload = heapq.heappop(self._heap)
+        at, kind, payload = self.pop()
         if kind == "timer" and not self._live_timer(payload):
             return  # an answered request's timeout, a superseded poll: not an event
         target = _target(kind, payload)
         if target is not None:
             until = self.paused_until.get(target)
             if until is not None and at < until:
-                self._seq += 1
-                heapq.heappush(self._heap, (until, self._seq, kind, payload))
+                self.push(until, kind, *payload)
                 return
         self.now = max(self.now, at)
         self.events += 1
@@ -259,12 +254,7 @@ class Simulation(Faults):
             return host.waiting_for(args[0])
         if name == "poll" and isinstance(host, ControllerHost):
             return bool(args[0] == host.poll_token)
-        return True
-
-    def run_until(self, time_ms: int) -> None:
-        while self._heap and self._heap[0][0] <= time_ms:
-            self.step()
-        self.now = max(self.now, time_ms)
+        return host.live_timer(name, args)
 
     def _handle(self, kind: str, payload: tuple[Any, ...]) -> None:
         if kind == "deliver":

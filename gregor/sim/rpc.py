@@ -1,9 +1,10 @@
 """Requests and responses of the data-plane simulation, and the host they travel between.
 
-Where a core has its own request shape the simulation sends that (BrokerRegistration,
-BrokerHeartbeat and IsrChange of the controller, the protocol's FetchRequest/FetchResponse of
-the follower fetcher); the rest are small records of what Kafka's Produce, Fetch (consumer),
-Metadata and AlterPartition carry that the simulation uses.
+What the broker's cores send travels as they make it: the protocol's BrokerRegistration,
+BrokerHeartbeat, AllocateProducerIds, AlterPartition and Fetch requests and responses
+(broker_host.py, core_driver.py); the rest are small records of what Kafka's Produce, Fetch
+(consumer), Metadata and CreateTopics carry that the simulation uses, and the metadata log
+a broker reads from a controller.
 
 A `SimHost` is one node id on the simulated network: it sends requests with a timeout and a
 callback (None when no answer came in time), and answers requests sent to it.
@@ -38,13 +39,6 @@ class Response:
 @dataclass(frozen=True, slots=True)
 class NotController:
     leader_id: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartition:
-    broker_id: int
-    broker_epoch: int
-    changes: tuple[Any, ...]  # controller IsrChange
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +213,10 @@ class SimHost:
                 callback(None)
         else:
             getattr(self, "timer_" + name)(*args)
+
+    def live_timer(self, name: str, args: tuple[Any, ...]) -> bool:
+        """False for a timer that would do nothing (not counted as an event)."""
+        return True
 
     def on_request(self, src: int, correlation_id: int, body: Any) -> None:
         raise NotImplementedError

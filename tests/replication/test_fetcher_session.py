@@ -7,12 +7,13 @@ session is ignored). The leader is a real Partition answering as the fetch handl
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from gregor.protocol import api_keys
 from gregor.protocol.outbound import Outbound
 from gregor.replication.fetcher_session import ReplicaFetchers
-from gregor.replication.follower import FETCH_VERSION, FetcherConfig
-from gregor.replication.partition import Partition, ReplicaManager
+from gregor.replication.follower import FETCH_VERSION, FetcherConfig, FollowerFetcher
+from gregor.replication.partition import FollowerChange, Partition, ReplicaManager
 from gregor.runtime.client import DisconnectedError
 from gregor.storage.config import LogConfig
 
@@ -161,3 +162,26 @@ def test_a_partition_this_broker_now_leads_leaves_its_session(tmp_path: Path) ->
     s.follow(1, leader=2, epoch=1)
     s.fetchers.apply(s.rm.take_follower_changes())
     assert sorted(s.fetchers.sessions) == [1]
+
+
+def test_sessions_use_the_fetcher_given(tmp_path: Path) -> None:
+    """What one Fetch asks is the given FollowerFetcher's (the simulation's broken variants
+    give a subclass): each session is one of it."""
+
+    class Marking(FollowerFetcher):
+        def build_request(self, now_ms: int, broker_epoch: int) -> Any:
+            built = super().build_request(now_ms, broker_epoch)
+            if built is not None:
+                built[0].rack_id = "marked"
+            return built
+
+    s = Setup(tmp_path)
+    s.fetchers = ReplicaFetchers(
+        CONFIG, partition_of=s.rm.get, broker_epoch=lambda: s.epoch,
+        endpoint_of=s.endpoints.get, socket_timeout_ms=SOCKET_TIMEOUT, fetcher=Marking,
+    )  # fmt: skip
+    s.fetchers.apply([FollowerChange(TOPIC, 0, 1, 0), FollowerChange(TOPIC, 1, 3, 0)])
+    out, _ = s.poll(NOW)
+    assert sorted(out) == [1, 3]
+    assert all(type(sess.state) is Marking for sess in s.fetchers.sessions.values())
+    assert {o.body.rack_id for o in out.values()} == {"marked"}
