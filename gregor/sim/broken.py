@@ -11,6 +11,13 @@ for them.
                         replicas' logs differ below the HW
     lso-is-hw           read_committed reads up to the HW, with no aborted transactions
                         listed (as if there were no transactions)
+    offsets-at-append   the group coordinator answers once its records are appended, not once
+                        they are replicated: an acknowledged OffsetCommit a failover loses is
+                        read back lower
+    markers-at-append   a transaction marker is answered once appended, not once on every ISR
+                        member (what gregor's WriteTxnMarkers did until the simulation found
+                        a marker lost with a stale leader, seed 41): a committed transaction
+                        stays open in that partition, and the next one's marker ends both
 """
 
 from __future__ import annotations
@@ -19,11 +26,14 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
+from gregor.coordinator.deferred import HeldAnswers
 from gregor.metadata.image import PartitionRegistration
 from gregor.protocol import errors
 from gregor.replication.follower import FollowerFetcher
 from gregor.replication.partition import Partition, ReplicaManager
+from gregor.replication.purgatory import DelayedOperation, DelayedOperationPurgatory
 from gregor.sim.broker_host import BrokerHost
+from gregor.sim.coordinator_host import Broker, Coordinators
 from gregor.sim.replication import ReplicationConfig, Result, Simulation
 from gregor.sim.rpc import ConsumerFetch
 from gregor.storage.config import LogConfig
@@ -103,12 +113,49 @@ class LsoIsHwBroker(BrokerHost):
         super()._consumer_fetch(src, corr, replace(body, read_committed=False))
 
 
+class AnswersAtAppend(HeldAnswers):
+    def answer(
+        self, index: int, partition: Partition, release: Any, fail: Any, deadline: Any
+    ) -> bool:
+        release()
+        return True
+
+
+class OffsetsAtAppendCoordinators(Coordinators):
+    def __init__(self, broker: Broker) -> None:
+        super().__init__(broker)
+        self.groups.runtime.held = AnswersAtAppend()
+
+
+class OffsetsAtAppendBroker(BrokerHost):
+    coordinators_class = OffsetsAtAppendCoordinators
+
+
+class NoWaiting(DelayedOperationPurgatory):
+    """Every operation is done at once, with the answer it was made with."""
+
+    def try_complete_else_watch(self, op: DelayedOperation, keys: Any) -> bool:
+        return True
+
+
+class MarkersAtAppendCoordinators(Coordinators):
+    def __init__(self, broker: Broker) -> None:
+        super().__init__(broker)
+        self.purgatory = NoWaiting("markers")
+
+
+class MarkersAtAppendBroker(BrokerHost):
+    coordinators_class = MarkersAtAppendCoordinators
+
+
 BROKEN: dict[str, type[BrokerHost]] = {
     "acks-at-append": AcksAtAppendBroker,
     "hw-max-leo": MaxLeoBroker,
     "no-truncation": NoTruncationBroker,
     "no-divergence-check": NoDivergenceCheckBroker,
     "lso-is-hw": LsoIsHwBroker,
+    "offsets-at-append": OffsetsAtAppendBroker,
+    "markers-at-append": MarkersAtAppendBroker,
 }
 
 

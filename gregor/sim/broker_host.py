@@ -40,6 +40,7 @@ from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import FetchRequest, FetchResponse
 from gregor.replication.follower import FetcherConfig, FollowerFetcher
 from gregor.replication.partition import BrokerLiveness, IsrUpdate, Partition, ReplicaManager
+from gregor.sim.coordinator_host import Coordinators
 from gregor.sim.files import FileDisk
 from gregor.sim.rpc import (
     AlterPartition,
@@ -119,6 +120,7 @@ class BrokerHost(SimHost):
             replica_lag_time_max_ms=self.lag_ms,
         )
         self.replicas.on_isr_update = self._submit_isr
+        self.coordinators = self.coordinators_class(self) if self.sim.config.coordinators else None
         self.timer_register()
         self.timer_metadata()
         self.sim.timer(self, self.sim.now + self.lag_ms // 2, "shrink")
@@ -333,6 +335,8 @@ class BrokerHost(SimHost):
                 del self.fetchers[leader]
             else:
                 self._maybe_fetch(leader)
+        if self.coordinators is not None:
+            self.coordinators.on_metadata()
 
     # -- replication: the follower side ------------------------------------------------------
 
@@ -372,6 +376,10 @@ class BrokerHost(SimHost):
 
     def on_request(self, src: int, correlation_id: int, body: Any) -> None:
         if self.replicas is None:
+            return
+        if self.coordinators is not None and self.coordinators.on_request(
+            src, correlation_id, body
+        ):
             return
         if isinstance(body, FetchRequest):
             self._serve_follower(src, correlation_id, body, first=True, deadline=None)
@@ -544,3 +552,12 @@ class BrokerHost(SimHost):
         records = data.read() if data is not None else b""
         hw = p.log.high_watermark
         self.answer(src, corr, ConsumerRecords(errors.NONE, records, hw, aborted))
+
+    # -- the coordinators (coordinator_host.py) ----------------------------------------------
+
+    coordinators_class: type[Coordinators] = Coordinators
+    coordinators: Coordinators | None = None
+
+    def timer_coordinators(self, token: int) -> None:
+        if self.coordinators is not None:
+            self.coordinators.poll(token)

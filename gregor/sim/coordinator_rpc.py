@@ -1,0 +1,55 @@
+"""Requests of the data-plane simulation's clients to the coordinators (coordinator_host.py).
+
+OffsetCommit goes as the group coordinator's own `OffsetCommitRequest`, and the answers are
+the coordinators' own results (`PartitionErrors`, `OffsetFetchResult`, `ProducerIdAndEpoch`,
+an error code); these records carry what Kafka's FindCoordinator, OffsetFetch, InitProducerId,
+AddPartitionsToTxn and EndTxn carry that the simulation uses. Markers travel between brokers
+as the protocol's WriteTxnMarkersRequest/Response, as the marker channel builds them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GROUP = 0
+TRANSACTION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class FindCoordinator:
+    key: str
+    key_type: int  # GROUP or TRANSACTION
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorFound:
+    error_code: int
+    node_id: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetch:
+    group_id: str
+    topics: tuple[tuple[str, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class InitProducerId:
+    transactional_id: str
+    timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class AddPartitionsToTxn:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    partitions: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EndTxn:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
