@@ -14,7 +14,7 @@ for them.
     offsets-at-append   the group coordinator answers once its records are appended, not once
                         they are replicated: an acknowledged OffsetCommit a failover loses is
                         read back lower
-    markers-at-append   a transaction marker is answered once appended, not once on every ISR
+    markers-at-append   (FIXED) a transaction marker is answered once appended, not once on every ISR
                         member (what gregor's WriteTxnMarkers did until the simulation found
                         a marker lost with a stale leader, seed 41): a committed transaction
                         stays open in that partition, and the next one's marker ends both
@@ -155,6 +155,10 @@ BROKEN: dict[str, type[BrokerHost]] = {
     "no-divergence-check": NoDivergenceCheckBroker,
     "lso-is-hw": LsoIsHwBroker,
     "offsets-at-append": OffsetsAtAppendBroker,
+}
+# What gregor did before a fix the simulation found: its regression test runs the seed that
+# showed it (tests/sim), not a bounded search.
+FIXED: dict[str, type[BrokerHost]] = {
     "markers-at-append": MarkersAtAppendBroker,
 }
 
@@ -163,9 +167,9 @@ def run_broken(name: str, seed: int, config: ReplicationConfig | None = None) ->
     """One seed of the simulation with every broker of the broken variant `name`."""
 
     class Broken(Simulation):
-        broker_class = BROKEN[name]
+        broker_class = BROKEN[name] if name in BROKEN else FIXED[name]
 
     return Broken(seed, config).run()
 
 
-__all__: list[Any] = ["BROKEN", "run_broken"]
+__all__: list[Any] = ["BROKEN", "FIXED", "run_broken"]

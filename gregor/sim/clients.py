@@ -208,9 +208,7 @@ class Consumer(Client):
         self.sim.timer(self, self.sim.now + self.rng.randint(1, self.interval_ms), "poll")
 
     def timer_poll(self) -> None:
-        # Once the producers stop, consumers catch up faster (what is committed is all read).
-        interval = self.interval_ms if self.sim.clients_on else max(1, self.interval_ms // 4)
-        self.sim.timer(self, self.sim.now + self.rng.randint(1, interval), "poll")
+        self.sim.timer(self, self.sim.now + self.rng.randint(1, self.interval_ms), "poll")
         if self.fetching:
             return
         tp = self.rng.choice(self.sim.partitions)
