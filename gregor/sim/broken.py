@@ -14,6 +14,9 @@ for them.
     offsets-at-append   the group coordinator answers once its records are appended, not once
                         they are replicated: an acknowledged OffsetCommit a failover loses is
                         read back lower
+    txn-offsets-abort-as-commit
+                        the group coordinator takes an ABORT marker in __consumer_offsets for a
+                        COMMIT: an aborted transaction's offsets are read back
     markers-at-append   (FIXED) a transaction marker is answered once appended, not once on every ISR
                         member (what gregor's WriteTxnMarkers did until the simulation found
                         a marker lost with a stale leader, seed 41): a committed transaction
@@ -27,6 +30,7 @@ from dataclasses import replace
 from typing import Any
 
 from gregor.coordinator.deferred import HeldAnswers
+from gregor.coordinator.runtime import GroupCoordinator
 from gregor.metadata.image import PartitionRegistration
 from gregor.protocol import errors
 from gregor.replication.follower import FollowerFetcher
@@ -131,6 +135,23 @@ class OffsetsAtAppendBroker(BrokerHost):
     coordinators_class = OffsetsAtAppendCoordinators
 
 
+class AbortAsCommitGroups(GroupCoordinator):
+    def complete_transaction(
+        self, offsets_partition: int, producer_id: int, committed: bool
+    ) -> None:
+        super().complete_transaction(offsets_partition, producer_id, True)
+
+
+class AbortAsCommitCoordinators(Coordinators):
+    def __init__(self, broker: Broker) -> None:
+        super().__init__(broker)
+        self.groups.__class__ = AbortAsCommitGroups
+
+
+class AbortAsCommitBroker(BrokerHost):
+    coordinators_class = AbortAsCommitCoordinators
+
+
 class NoWaiting(DelayedOperationPurgatory):
     """Every operation is done at once, with the answer it was made with."""
 
@@ -155,6 +176,7 @@ BROKEN: dict[str, type[BrokerHost]] = {
     "no-divergence-check": NoDivergenceCheckBroker,
     "lso-is-hw": LsoIsHwBroker,
     "offsets-at-append": OffsetsAtAppendBroker,
+    "txn-offsets-abort-as-commit": AbortAsCommitBroker,
 }
 # What gregor did before a fix the simulation found: its regression test runs the seed that
 # showed it (tests/sim), not a bounded search.

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from gregor.controller.admin import TopicSpec
 from gregor.coordinator.group.records import partition_for
-from gregor.coordinator.group.results import OffsetCommitRequest
+from gregor.coordinator.group.results import OffsetCommitRequest, TxnOffsetCommitRequest
 from gregor.coordinator.runtime import OFFSETS_TOPIC, GroupCoordinator
 from gregor.coordinator.txn.markers import MarkerChannel
 from gregor.coordinator.txn.runtime import TRANSACTION_TOPIC, TransactionCoordinator
@@ -43,6 +43,7 @@ from gregor.replication.pending import Pending
 from gregor.replication.purgatory import DelayedOperationPurgatory
 from gregor.sim.coordinator_rpc import (
     GROUP,
+    AddOffsetsToTxn,
     AddPartitionsToTxn,
     CoordinatorFound,
     EndTxn,
@@ -157,6 +158,8 @@ class Coordinators:
             OffsetFetch: self._fetch_offsets,
             InitProducerId: self._init_producer_id,
             AddPartitionsToTxn: self._add_partitions,
+            AddOffsetsToTxn: self._add_offsets,
+            TxnOffsetCommitRequest: self.groups.txn_offset_commit,
             EndTxn: self._end_txn,
         }
 
@@ -278,6 +281,11 @@ class Coordinators:
     def _add_partitions(self, body: AddPartitionsToTxn, now: int) -> Any:
         return self.txns.add_partitions(
             body.transactional_id, body.producer_id, body.producer_epoch, body.partitions, now
+        )
+
+    def _add_offsets(self, body: AddOffsetsToTxn, now: int) -> Any:
+        return self.txns.add_offsets(
+            body.transactional_id, body.producer_id, body.producer_epoch, body.group_id, now
         )
 
     def _end_txn(self, body: EndTxn, now: int) -> Any:

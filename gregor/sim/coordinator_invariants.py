@@ -4,7 +4,12 @@
 Committed offsets (`CommittedOffsets`): an offset a group's OffsetCommit was acknowledged for
 is never later read back lower by OffsetFetch, across any coordinator failover. A group's
 commits come from one consumer, one at a time and never lower, so the offset read back may be
-that of a later commit whose answer was lost, never an older one.
+that of a later commit whose answer was lost, never an older one; and what was read back once
+(it is replicated: OffsetFetch answers once it is) is never read back lower later.
+Transactional offsets (TxnOffsetCommit, one distinct offset per transaction): an aborted
+transaction's offset is never read back, and by the end a committed transaction's offset (or a
+later one) is (its marker reached `__consumer_offsets`; EndTxn is answered before markers are
+written, so not at once).
 
 Transactions (`TxnLedger`): each transaction of a transactional producer, by the batches it
 wrote ((producer id, epoch, partition, base sequence) each), moves
@@ -42,42 +47,73 @@ MAY_BE_DROPPED = frozenset({OPEN, COMMITTING, ABORTING, ABORTED, DOOMED, UNKNOWN
 class CommittedOffsets:
     def __init__(self) -> None:
         self.acked: dict[tuple[str, TopicPartition], int] = {}
-        self.commits = 0
-        self.fetches = 0
+        self.read: dict[tuple[str, TopicPartition], int] = {}
+        self.txn_committed: dict[tuple[str, TopicPartition], int] = {}
+        self.txn_aborted: set[tuple[str, TopicPartition, int]] = set()
 
     def on_committed(self, group: str, tp: TopicPartition, offset: int) -> None:
-        self.commits += 1
         key = (group, tp)
         self.acked[key] = max(self.acked.get(key, -1), offset)
 
+    def on_txn_decided(self, group: str, tp: TopicPartition, offset: int, committed: bool) -> None:
+        if committed:
+            key = (group, tp)
+            self.txn_committed[key] = max(self.txn_committed.get(key, -1), offset)
+        else:
+            self.txn_aborted.add((group, tp, offset))
+
     def on_fetched(self, group: str, tp: TopicPartition, offset: int, who: Any) -> None:
         """`offset` read back by a fetch sent after every acknowledged commit counted here."""
-        self.fetches += 1
-        acked = self.acked.get((group, tp), -1)
-        if offset < acked:
+        key = (group, tp)
+        acked, read = self.acked.get(key, -1), self.read.get(key, -1)
+        if offset < acked or offset < read:
+            what = "acknowledged" if offset < acked else "read back before"
             raise InvariantViolation(
                 "committed offsets never go back",
-                f"group {group} {tp}: committed {acked} (acknowledged), consumer "
-                f"{who.node_id} read back {offset}",
+                f"group {group} {tp}: {max(acked, read)} {what}, consumer {who.node_id} read "
+                f"back {offset}",
             )
+        if (group, tp, offset) in self.txn_aborted:
+            raise InvariantViolation(
+                "aborted transactional offsets are never committed",
+                f"group {group} {tp}: client {who.node_id} read back {offset}, the offset of an "
+                "aborted transaction",
+            )
+        self.read[key] = offset
+
+    def check_visible(self) -> None:
+        for key, offset in self.txn_committed.items():
+            if self.read.get(key, -1) < offset:
+                raise InvariantViolation(
+                    "a committed transaction's offsets become visible",
+                    f"group {key[0]} {key[1]}: committed {offset} in a transaction, read back "
+                    f"{self.read.get(key, -1)} at most",
+                )
 
 
 @dataclass
 class Transaction:
     producer_id: int
     batches: list[BatchKey]
+    offset: tuple[str, TopicPartition, int] | None = None  # a TxnOffsetCommit of it
     state: str = OPEN
     seen: bool | None = None  # the outcome a read_committed consumer saw (True: committed)
     kept: set[BatchKey] = field(default_factory=set)
 
 
 class TxnLedger:
-    def __init__(self) -> None:
+    def __init__(self, offsets: CommittedOffsets) -> None:
+        self.offsets = offsets
         self.by_batch: dict[BatchKey, Transaction] = {}
         self.txns: list[Transaction] = []
 
-    def begin(self, producer_id: int, batches: list[BatchKey]) -> Transaction:
-        txn = Transaction(producer_id, list(batches))
+    def begin(
+        self,
+        producer_id: int,
+        batches: list[BatchKey],
+        offset: tuple[str, TopicPartition, int] | None = None,
+    ) -> Transaction:
+        txn = Transaction(producer_id, list(batches), offset)
         self.txns.append(txn)
         for key in batches:
             self.by_batch[key] = txn
@@ -89,6 +125,8 @@ class TxnLedger:
 
     def decided(self, txn: Transaction, committed: bool) -> None:
         txn.state = COMMITTED if committed else ABORTED
+        if txn.offset is not None:
+            self.offsets.on_txn_decided(*txn.offset, committed)
         if txn.seen is not None and txn.seen != committed:
             raise InvariantViolation(
                 "transactions are atomic",
@@ -99,6 +137,8 @@ class TxnLedger:
 
     def abandoned(self, txn: Transaction) -> None:
         """The producer starts over without an answer to EndTxn (or before sending it)."""
+        if txn.state in (OPEN, ABORTING) and txn.offset is not None:
+            self.offsets.on_txn_decided(*txn.offset, False)
         if txn.state == OPEN:
             txn.state = DOOMED
         elif txn.state == COMMITTING:

@@ -1,6 +1,6 @@
 """Requests of the data-plane simulation's clients to the coordinators (coordinator_host.py).
 
-OffsetCommit goes as the group coordinator's own `OffsetCommitRequest`, and the answers are
+OffsetCommit and TxnOffsetCommit go as the group coordinator's own requests, and the answers are
 the coordinators' own results (`PartitionErrors`, `OffsetFetchResult`, `ProducerIdAndEpoch`,
 an error code); these records carry what Kafka's FindCoordinator, OffsetFetch, InitProducerId,
 AddPartitionsToTxn and EndTxn carry that the simulation uses. Markers travel between brokers
@@ -53,3 +53,11 @@ class EndTxn:
     producer_id: int
     producer_epoch: int
     committed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AddOffsetsToTxn:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group_id: str

@@ -15,7 +15,8 @@ producer id and sequence, not its offset or leader epoch, which the leader stamp
   * the high watermark never goes backwards on a leader within one leader epoch (and one
     incarnation: it is not persisted exactly);
   * at most one broker appends as leader in each leader epoch of a partition;
-  * an idempotent producer's batch (producer id, epoch, base sequence) is in the history once;
+  * an idempotent producer's batch (producer id, epoch, base sequence) is in the history once
+    (in the clients' topics);
   * read_committed: a consumer keeps only batches of committed transactions (and no batch of
     a transaction not decided yet), and drops only batches of aborted ones; committed
     offsets never go back (coordinator_invariants.py, with what else the coordinators owe).
@@ -83,8 +84,8 @@ class DataChecker:
         self.last_state: dict[tuple[int, TopicPartition], tuple[Any, ...]] = {}
         self.acked = 0
         self.read = 0
-        self.txns = TxnLedger()
         self.offsets = CommittedOffsets()
+        self.txns = TxnLedger(self.offsets)
 
     def history(self, tp: TopicPartition) -> History:
         h = self.histories.get(tp)
@@ -159,7 +160,9 @@ class DataChecker:
             history.batches[base] = (last, h.crc)
             history.end = max(history.end, last + 1)
             self.changed = True
-            if h.producer_id >= 0 and h.base_sequence >= 0:
+            # (a coordinator writes a producer's transactional offsets with sequence 0 each
+            # time, unchecked, as Kafka's does: only clients' batches are idempotent)
+            if h.producer_id >= 0 and h.base_sequence >= 0 and not tp[0].startswith("__"):
                 seq = (h.producer_id, h.producer_epoch, h.base_sequence)
                 other = history.sequences.setdefault(seq, base)
                 if other != base:

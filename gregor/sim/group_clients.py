@@ -14,7 +14,9 @@ TxnProducer: a transactional producer through the transaction coordinator, as Ka
 InitProducerId for its transactional id (a new epoch: sequences start again at 0), then
 transactions of one batch to each of one or two partitions: AddPartitionsToTxn, the batches
 (acks=all, each sent again until acknowledged), EndTxn commit or abort (at random), sent again
-until answered. A fencing answer, or a batch refused for good, makes it start over with a new
+until answered. Half of them also commit an offset of the producer's group (AddOffsetsToTxn,
+then TxnOffsetCommit to the group coordinator; the transaction's number, so each is distinct),
+which it reads back between transactions and, once stopped, until the end. A fencing answer, or a batch refused for good, makes it start over with a new
 InitProducerId (which aborts or completes what the coordinator has open); the coordinator's
 marker sender writes the markers. Each step goes to the checker's transaction ledger.
 """
@@ -29,6 +31,7 @@ from gregor.coordinator.group.results import (
     OffsetCommitRequest,
     OffsetFetchResult,
     PartitionErrors,
+    TxnOffsetCommitRequest,
 )
 from gregor.coordinator.txn.results import ProducerIdAndEpoch
 from gregor.protocol import errors
@@ -39,6 +42,7 @@ from gregor.sim.coordinator_invariants import Transaction
 from gregor.sim.coordinator_rpc import (
     GROUP,
     TRANSACTION,
+    AddOffsetsToTxn,
     AddPartitionsToTxn,
     CoordinatorFound,
     EndTxn,
@@ -174,6 +178,11 @@ class TxnProducer(Client):
         self.transactional_id = f"txn-{node_id}"
         self.interval_ms = interval_ms
         self.link = CoordinatorLink(self, self.transactional_id, TRANSACTION)
+        self.group_id = f"txn-group-{node_id}"
+        self.group_link = CoordinatorLink(self, self.group_id, GROUP)
+        self.txn_no = 0
+        self.offset: tuple[str, int, int] | None = None  # the transaction's TxnOffsetCommit
+        self.offset_added = self.offset_sent = True
         self.producer: tuple[int, int] | None = None  # (id, epoch)
         self.sequences: dict[tuple[str, int], int] = {}
         self.txn: Transaction | None = None
@@ -199,17 +208,50 @@ class TxnProducer(Client):
                 self._next(RETRY_MS)
             return
         if self.txn is None:
+            if not self.sim.clients_on or self.rng.random() < 0.2:
+                self._read_offset()
             if not self.sim.clients_on:
-                return  # stopped between transactions
+                self._next(300)  # stopped between transactions: it only reads its offset
+                return
             self._begin()
         if not self.added:
             body = AddPartitionsToTxn(self.transactional_id, *self.producer, tuple(self.parts))
-            if not self.link.send(body, self._added):
-                self._next(RETRY_MS)
+            self._send(self.link, body, self._added)
+        elif not self.offset_added:
+            body2 = AddOffsetsToTxn(self.transactional_id, *self.producer, self.group_id)
+            self._send(self.link, body2, self._offsets_added)
         elif self.to_send:
             self._produce()
+        elif not self.offset_sent:
+            self._send(self.group_link, self._txn_offset_commit(), self._offset_committed)
         else:
             self._end()
+
+    def _send(self, link: CoordinatorLink, body: Any, on_answer: Callable[[Any], None]) -> None:
+        if not link.send(body, on_answer):
+            self._next(RETRY_MS)
+
+    def _txn_offset_commit(self) -> TxnOffsetCommitRequest:
+        assert self.producer is not None and self.offset is not None
+        pid, epoch = self.producer
+        topic, partition, offset = self.offset
+        return TxnOffsetCommitRequest(
+            self.group_id, pid, epoch, -1, "", None, [(topic, partition, offset, -1, None)],
+            self.transactional_id,
+        )  # fmt: skip
+
+    def _read_offset(self) -> None:
+        body = OffsetFetch(self.group_id, ((TOPIC, (0,)),))
+        self.group_link.send(body, self._offset_read)
+
+    def _offset_read(self, response: Any) -> None:
+        if isinstance(response, OffsetFetchResult):
+            self.group_link.check(response.error)
+            for f in response.offsets if response.error == errors.NONE else ():
+                if f.error == errors.NONE:
+                    tp = (f.topic, f.partition)
+                    self.sim.checker.offsets.on_fetched(self.group_id, tp, f.offset, self)
+                    self.sim.count("txn_offsets_read" if f.offset >= 0 else "txn_offsets_none")
 
     def _initialized(self, response: Any) -> None:
         if isinstance(response, ProducerIdAndEpoch):
@@ -247,7 +289,15 @@ class TxnProducer(Client):
             )  # fmt: skip
             self.to_send.append((tp, Produce(tp[0], tp[1], bytes(batch))))
             keys.append((pid, epoch, tp, seq))
-        self.txn = self.sim.checker.txns.begin(pid, keys)
+        self.txn_no += 1
+        offset = None
+        if self.rng.random() < 0.5:
+            self.offset = (TOPIC, 0, self.txn_no)
+            offset = (self.group_id, (TOPIC, 0), self.txn_no)
+        else:
+            self.offset = None
+        self.offset_added = self.offset_sent = offset is None
+        self.txn = self.sim.checker.txns.begin(pid, keys, offset)
         self.added = False
         self.committed = self.rng.random() < 0.5
         self.ending = False
@@ -261,6 +311,31 @@ class TxnProducer(Client):
                 return
             if response in FENCED:
                 self._start_over(errors.name_of(response))
+                return
+        self._next(RETRY_MS)
+
+    def _offsets_added(self, response: Any) -> None:
+        if isinstance(response, int):
+            self.link.check(response)
+            if response == errors.NONE:
+                self.offset_added = True
+                self._next(1)
+                return
+            if response in FENCED:
+                self._start_over(errors.name_of(response))
+                return
+        self._next(RETRY_MS)
+
+    def _offset_committed(self, response: Any) -> None:
+        if isinstance(response, PartitionErrors):
+            code = response.error or (response.partitions[0][2] if response.partitions else 0)
+            self.group_link.check(code)
+            if code == errors.NONE:
+                self.offset_sent = True
+                self._next(1)
+                return
+            if code in FENCED:
+                self._start_over(errors.name_of(code))
                 return
         self._next(RETRY_MS)
 

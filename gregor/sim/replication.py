@@ -379,6 +379,7 @@ class Simulation(Faults):
                 )
         if self.config.read_committed_consumers:
             self.checker.txns.check_visible()
+        self.checker.offsets.check_visible()
 
     def result(self, invariant: str | None, detail: str | None) -> Result:
         return Result(

@@ -38,6 +38,7 @@ EXERCISED = (
     "offsets_committed",
     "coordinator_moved",
     "group_consumer_restarts",
+    "txn_offsets_read",
 )
 # what the clients count in a run without faults
 CLIENT_COUNTS = {
@@ -47,6 +48,9 @@ CLIENT_COUNTS = {
     "offsets_committed",
     "group_consumer_restarts",
     "coordinator_moved",
+    "txn_offsets_read",
+    "txn_offsets_none",
+    "txn_start_over",
 }
 
 
