@@ -50,6 +50,7 @@ from gregor.sim.coordinator_rpc import (
     FindCoordinator,
     InitProducerId,
     OffsetFetch,
+    OffsetsRead,
 )
 from gregor.sim.rpc import SimContext
 
@@ -273,7 +274,26 @@ class Coordinators:
 
     def _fetch_offsets(self, body: OffsetFetch, now: int) -> Any:
         topics = [(t, list(ps)) for t, ps in body.topics]
-        return self.groups.fetch_offsets(body.group_id, topics, now_ms=now)
+        result = self.groups.fetch_offsets(body.group_id, topics, now_ms=now)
+        index = self.groups.partition_for(body.group_id)
+
+        def read(value: Any) -> OffsetsRead:
+            return OffsetsRead(value, self._leads_now(OFFSETS_TOPIC, index))
+
+        if not isinstance(result, Pending):
+            return read(result)
+        answer = Pending("offsets read")
+        result.add_done_callback(lambda value: answer.complete(read(value)))
+        return answer
+
+    def _leads_now(self, topic: str, index: int) -> bool:
+        """This broker leads the partition in the committed metadata's leader epoch."""
+        reg = self.broker.sim.checker.image.partition(topic, index)
+        p = self.replicas.get(topic, index)
+        return (
+            reg is not None and p is not None and p.is_leader and reg.leader == p.leader_id
+            and reg.leader == self.broker.node_id and reg.leader_epoch == p.leader_epoch
+        )  # fmt: skip
 
     def _init_producer_id(self, body: InitProducerId, now: int) -> Any:
         return self.txns.init_producer_id(body.transactional_id, body.timeout_ms, -1, -1, now)

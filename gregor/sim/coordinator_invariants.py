@@ -5,7 +5,9 @@ Committed offsets (`CommittedOffsets`): an offset a group's OffsetCommit was ack
 is never later read back lower by OffsetFetch, across any coordinator failover. A group's
 commits come from one consumer, one at a time and never lower, so the offset read back may be
 that of a later commit whose answer was lost, never an older one; and what was read back once
-(it is replicated: OffsetFetch answers once it is) is never read back lower later.
+(it is replicated: OffsetFetch answers once it is) is never read back lower later. Both hold
+for answers of the partition's current leader: one cut off from the controller still believes
+it leads and answers from what it has, stale, as Kafka's does (found at seed 377).
 Transactional offsets (TxnOffsetCommit, one distinct offset per transaction): an aborted
 transaction's offset is never read back, and by the end a committed transaction's offset (or a
 later one) is (its marker reached `__consumer_offsets`; EndTxn is answered before markers are
@@ -50,6 +52,7 @@ class CommittedOffsets:
         self.read: dict[tuple[str, TopicPartition], int] = {}
         self.txn_committed: dict[tuple[str, TopicPartition], int] = {}
         self.txn_aborted: set[tuple[str, TopicPartition, int]] = set()
+        self.stale_reads = 0  # answers of a leader the metadata has moved on from
 
     def on_committed(self, group: str, tp: TopicPartition, offset: int) -> None:
         key = (group, tp)
@@ -62,22 +65,30 @@ class CommittedOffsets:
         else:
             self.txn_aborted.add((group, tp, offset))
 
-    def on_fetched(self, group: str, tp: TopicPartition, offset: int, who: Any) -> None:
-        """`offset` read back by a fetch sent after every acknowledged commit counted here."""
+    def on_fetched(
+        self, group: str, tp: TopicPartition, offset: int, who: Any, current: bool = True
+    ) -> None:
+        """`offset` read back by a fetch sent after every acknowledged commit counted here;
+        `current`: answered by the partition's leader in the committed metadata's epoch (a
+        leader cut off from the controller answers from what it has, as in Kafka: stale, so
+        only checked for aborted offsets)."""
         key = (group, tp)
         acked, read = self.acked.get(key, -1), self.read.get(key, -1)
+        if (group, tp, offset) in self.txn_aborted:
+            raise InvariantViolation(
+                "aborted transactional offsets are never committed",
+                f"group {group} {tp}: client {who.node_id} read back {offset}, the offset of an "
+                "aborted transaction",
+            )
+        if not current:
+            self.stale_reads += 1
+            return
         if offset < acked or offset < read:
             what = "acknowledged" if offset < acked else "read back before"
             raise InvariantViolation(
                 "committed offsets never go back",
                 f"group {group} {tp}: {max(acked, read)} {what}, consumer {who.node_id} read "
                 f"back {offset}",
-            )
-        if (group, tp, offset) in self.txn_aborted:
-            raise InvariantViolation(
-                "aborted transactional offsets are never committed",
-                f"group {group} {tp}: client {who.node_id} read back {offset}, the offset of an "
-                "aborted transaction",
             )
         self.read[key] = offset
 

@@ -10,6 +10,7 @@ as the protocol's WriteTxnMarkersRequest/Response, as the marker channel builds 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 GROUP = 0
 TRANSACTION = 1
@@ -31,6 +32,17 @@ class CoordinatorFound:
 class OffsetFetch:
     group_id: str
     topics: tuple[tuple[str, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsRead:
+    """An OffsetFetch answer (`OffsetFetchResult`), and whether the answering broker led the
+    partition in the committed metadata's leader epoch when it answered: the simulation's
+    knowledge, not the client's. A broker cut off from the controller still believes it leads
+    and answers from what it has, as Kafka's does (a stale leader serves reads; no leases)."""
+
+    result: Any
+    current: bool
 
 
 @dataclass(frozen=True, slots=True)

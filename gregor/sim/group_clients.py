@@ -29,7 +29,6 @@ from typing import Any
 
 from gregor.coordinator.group.results import (
     OffsetCommitRequest,
-    OffsetFetchResult,
     PartitionErrors,
     TxnOffsetCommitRequest,
 )
@@ -49,6 +48,7 @@ from gregor.sim.coordinator_rpc import (
     FindCoordinator,
     InitProducerId,
     OffsetFetch,
+    OffsetsRead,
 )
 from gregor.sim.rpc import Produce, ProduceResult, SimContext
 from gregor.sim.scenarios import TOPIC
@@ -154,9 +154,12 @@ class GroupConsumer(Consumer):
         parts = tuple(sorted(p for t, p in self.sim.partitions if t == TOPIC))
         self.link.send(OffsetFetch(self.group_id, ((TOPIC, parts),)), self._fetched)
 
-    def _fetched(self, response: Any) -> None:
-        if not isinstance(response, OffsetFetchResult):
+    def _fetched(self, read: Any) -> None:
+        if not isinstance(read, OffsetsRead):
             return
+        if not read.current:
+            self.sim.count("stale_offset_reads")
+        response = read.result
         self.link.check(response.error)
         if response.error != errors.NONE:
             return
@@ -165,7 +168,7 @@ class GroupConsumer(Consumer):
             if f.error != errors.NONE:
                 continue
             tp = (f.topic, f.partition)
-            self.sim.checker.offsets.on_fetched(self.group_id, tp, f.offset, self)
+            self.sim.checker.offsets.on_fetched(self.group_id, tp, f.offset, self, read.current)
             if restart:
                 self.positions[tp] = max(f.offset, 0)
         if restart:
@@ -244,13 +247,15 @@ class TxnProducer(Client):
         body = OffsetFetch(self.group_id, ((TOPIC, (0,)),))
         self.group_link.send(body, self._offset_read)
 
-    def _offset_read(self, response: Any) -> None:
-        if isinstance(response, OffsetFetchResult):
+    def _offset_read(self, read: Any) -> None:
+        if isinstance(read, OffsetsRead):
+            response = read.result
             self.group_link.check(response.error)
             for f in response.offsets if response.error == errors.NONE else ():
                 if f.error == errors.NONE:
                     tp = (f.topic, f.partition)
-                    self.sim.checker.offsets.on_fetched(self.group_id, tp, f.offset, self)
+                    offsets = self.sim.checker.offsets
+                    offsets.on_fetched(self.group_id, tp, f.offset, self, read.current)
                     self.sim.count("txn_offsets_read" if f.offset >= 0 else "txn_offsets_none")
 
     def _initialized(self, response: Any) -> None:

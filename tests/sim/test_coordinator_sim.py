@@ -93,3 +93,14 @@ def test_coordinators_load_where_the_partitions_are_led():
 
 def _partition(sim, group):
     return sim.hosts[sim.broker_ids[0]].coordinators.groups.partition_for(group)
+
+
+def test_a_coordinator_cut_off_from_the_controller_answers_from_what_it_has():
+    """Seed 377: broker 3, cut off from the controllers, still believed it led
+    __consumer_offsets-0 in leader epoch 1 and answered an OffsetFetch from its state of then,
+    lower than a commit broker 2 had acknowledged in epoch 2. Kafka's coordinator does the same
+    (no leader leases: a stale leader serves reads; the commit is not lost), so such an answer
+    is not held to 'committed offsets never go back'; the current leader's answers are."""
+    result = run_seed(377, ReplicationConfig())
+    assert result.ok, result.summary()
+    assert result.faults.get("stale_offset_reads", 0) >= 1

@@ -51,6 +51,7 @@ CLIENT_COUNTS = {
     "txn_offsets_read",
     "txn_offsets_none",
     "txn_start_over",
+    "stale_offset_reads",
 }
 
 
