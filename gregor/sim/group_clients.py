@@ -193,7 +193,6 @@ class TxnProducer(Client):
         self.added = False
         self.to_send: list[tuple[tuple[str, int], Produce]] = []
         self.committed = False
-        self.ending = False
         self.sending = False
 
     def boot(self) -> None:
@@ -305,7 +304,6 @@ class TxnProducer(Client):
         self.txn = self.sim.checker.txns.begin(pid, keys, offset)
         self.added = False
         self.committed = self.rng.random() < 0.5
-        self.ending = False
 
     def _added(self, response: Any) -> None:
         if isinstance(response, int):
@@ -377,7 +375,6 @@ class TxnProducer(Client):
         body = EndTxn(self.transactional_id, *self.producer, self.committed)
         txn = self.txn
         if self.link.send(body, lambda response: self._ended(txn, response)):
-            self.ending = True
             self.sim.checker.txns.ending(txn, self.committed)
         else:
             self._next(RETRY_MS)
