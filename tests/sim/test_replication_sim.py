@@ -230,3 +230,10 @@ def test_no_power_loss_while_a_clock_jump_may_still_fence_every_broker():
     committed) the last member of the ISR. That is two failures at once (Kafka without
     KIP-966 loses the data too); the fault model now waits two session timeouts after a jump."""
     assert run_seed(6638, DATA_PLANE).ok
+
+
+def test_a_leader_led_again_after_an_epoch_it_missed_forgets_its_followers_logs():
+    """Seed 548 (with the coordinators): broker 2, cut off while leading t-0 in epoch 3, missed
+    epoch 4 (broker 1's, under which broker 3 truncated to 27); elected again in epoch 5 it
+    moved the HW to 30 on broker 3's log end of epoch 3 (tests/replication/test_leader_again.py)."""
+    assert run_seed(548, ReplicationConfig()).ok
