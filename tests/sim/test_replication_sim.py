@@ -152,8 +152,9 @@ FAST_RESTART_SEEDS = (12, 103, 166)
 # Seeds of the default scenario (the 10,000-seed soak) where a broker back from a process
 # crash (nothing lost) led again in its old leader epoch with an ISR the controller had
 # since grown, by an AlterPartition of its previous incarnation still in flight, while
-# brokers took up partitions before registering.
-RESTART_SEEDS = (3197, 4462, 5939)
+# brokers took up partitions before registering. (4462 also, until a leader elected again
+# after an epoch it missed forgot its followers' log ends: that run then goes otherwise.)
+RESTART_SEEDS = (3197, 5939)
 
 
 def test_a_broker_back_from_a_power_loss_before_its_fencing_takes_up_its_old_leaderships():
