@@ -36,6 +36,7 @@ from gregor.metadata.config_view import BrokerConfigView
 from gregor.protocol import codec
 from gregor.replication.hosting import PartitionHosting
 from gregor.replication.partition import ReplicaManager
+from gregor.replication.pending import Pending
 from gregor.replication.purgatory import DelayedOperationPurgatory
 from gregor.runtime.cleaner_thread import CleanerThreads
 from gregor.runtime.log_io import flush_after_roll, maintenance
@@ -134,11 +135,12 @@ class BrokerServer:
             auto_creator(self.config_view, self.admin, apply),
         )  # fmt: skip
 
-    def _write_marker_here(self, topic: str, index: int, *marker: Any) -> int:
+    def _write_marker_here(self, topic: str, index: int, *marker: Any) -> int | Pending:
         """A marker to a partition hosted here (one in `__consumer_offsets` also settles the
         transaction's offset commits in that partition)."""
         groups = self.services.groups
-        return write_marker(self.replicas, groups, self.now_ms(), topic, index, *marker)
+        now = self.now_ms()
+        return write_marker(self.replicas, groups, self.purgatory, now, topic, index, *marker)
 
     def _reconfigure(self) -> None:
         """Dynamic broker configs may have changed: connection limits and the cleaner."""

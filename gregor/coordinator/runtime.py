@@ -29,8 +29,12 @@ import random
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from gregor.controller.admin import Admin
-from gregor.coordinator.common.runtime import CoordinatorRuntime, InternalTopic
+from gregor.coordinator.common.runtime import (
+    CoordinatorRuntime,
+    InternalTopic,
+    TopicCreator,
+    TopicSource,
+)
 from gregor.coordinator.group import codes
 from gregor.coordinator.group.records import Record, decode, encode
 from gregor.coordinator.group.results import (
@@ -48,7 +52,6 @@ from gregor.coordinator.group.results import (
 )
 from gregor.coordinator.group.shard import GroupConfig, GroupCoordinatorShard
 from gregor.coordinator.write_errors import CoordinatorWriteError, append_error_to_response_error
-from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.replication.partition import ReplicaManager
 from gregor.replication.pending import Pending, all_of
 
@@ -102,9 +105,9 @@ class GroupCoordinator:
     def __init__(
         self,
         node_id: int,
-        store: RaftMetadataStore,
+        store: TopicSource,
         replicas: ReplicaManager,
-        admin: Admin,
+        admin: TopicCreator,
         config_value: Callable[[str], Any],
         apply_metadata: Callable[[], None],
         rng: random.Random | None = None,

@@ -264,8 +264,13 @@ class Partition:
             # successive elections); recording ours at the log end lets it find where to
             # truncate (Kafka does the same).
             self.log.leader_epochs.assign(reg.leader_epoch, start)
+            # What we knew of the followers' logs holds only if no one else led since: led
+            # again after epochs we never saw (cut off while another broker led), a follower
+            # may have truncated under that leader, and its old log end would move our HW
+            # over batches it no longer has (Kafka keeps it whenever the leader stays).
+            forget = new_leader or reg.leader_epoch > self.leader_epoch + 1
             for state in self.followers.values():
-                state.reset(now_ms, start, new_leader, state.broker_id in reg.isr)
+                state.reset(now_ms, start, forget, state.broker_id in reg.isr)
             self.leader_epoch = reg.leader_epoch
             self.leader_epoch_start_offset = start
             log.info(

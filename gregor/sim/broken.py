@@ -11,6 +11,16 @@ for them.
                         replicas' logs differ below the HW
     lso-is-hw           read_committed reads up to the HW, with no aborted transactions
                         listed (as if there were no transactions)
+    offsets-at-append   the group coordinator answers once its records are appended, not once
+                        they are replicated: an acknowledged OffsetCommit a failover loses is
+                        read back lower
+    txn-offsets-abort-as-commit
+                        the group coordinator takes an ABORT marker in __consumer_offsets for a
+                        COMMIT: an aborted transaction's offsets are read back
+    markers-at-append   (FIXED) a transaction marker is answered once appended, not once on every ISR
+                        member (what gregor's WriteTxnMarkers did until the simulation found
+                        a marker lost with a stale leader, seed 41): a committed transaction
+                        stays open in that partition, and the next one's marker ends both
 """
 
 from __future__ import annotations
@@ -19,11 +29,15 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
+from gregor.coordinator.deferred import HeldAnswers
+from gregor.coordinator.runtime import GroupCoordinator
 from gregor.metadata.image import PartitionRegistration
 from gregor.protocol import errors
 from gregor.replication.follower import FollowerFetcher
 from gregor.replication.partition import Partition, ReplicaManager
+from gregor.replication.purgatory import DelayedOperation, DelayedOperationPurgatory
 from gregor.sim.broker_host import BrokerHost
+from gregor.sim.coordinator_host import Broker, Coordinators
 from gregor.sim.replication import ReplicationConfig, Result, Simulation
 from gregor.sim.rpc import ConsumerFetch
 from gregor.storage.config import LogConfig
@@ -121,12 +135,71 @@ class LsoIsHwBroker(BrokerHost):
         super()._consumer_fetch(src, corr, replace(body, read_committed=False))
 
 
+class AnswersAtAppend(HeldAnswers):
+    def answer(
+        self, index: int, partition: Partition, release: Any, fail: Any, deadline: Any
+    ) -> bool:
+        release()
+        return True
+
+
+class OffsetsAtAppendCoordinators(Coordinators):
+    def __init__(self, broker: Broker) -> None:
+        super().__init__(broker)
+        self.groups.runtime.held = AnswersAtAppend()
+
+
+class OffsetsAtAppendBroker(BrokerHost):
+    coordinators_class = OffsetsAtAppendCoordinators
+
+
+class AbortAsCommitGroups(GroupCoordinator):
+    def complete_transaction(
+        self, offsets_partition: int, producer_id: int, committed: bool
+    ) -> None:
+        super().complete_transaction(offsets_partition, producer_id, True)
+
+
+class AbortAsCommitCoordinators(Coordinators):
+    def __init__(self, broker: Broker) -> None:
+        super().__init__(broker)
+        self.groups.__class__ = AbortAsCommitGroups
+
+
+class AbortAsCommitBroker(BrokerHost):
+    coordinators_class = AbortAsCommitCoordinators
+
+
+class NoWaiting(DelayedOperationPurgatory):
+    """Every operation is done at once, with the answer it was made with."""
+
+    def try_complete_else_watch(self, op: DelayedOperation, keys: Any) -> bool:
+        return True
+
+
+class MarkersAtAppendCoordinators(Coordinators):
+    def __init__(self, broker: Broker) -> None:
+        super().__init__(broker)
+        self.purgatory = NoWaiting("markers")
+
+
+class MarkersAtAppendBroker(BrokerHost):
+    coordinators_class = MarkersAtAppendCoordinators
+
+
 BROKEN: dict[str, type[BrokerHost]] = {
     "acks-at-append": AcksAtAppendBroker,
     "hw-max-leo": MaxLeoBroker,
     "no-truncation": NoTruncationBroker,
     "no-divergence-check": NoDivergenceCheckBroker,
     "lso-is-hw": LsoIsHwBroker,
+    "offsets-at-append": OffsetsAtAppendBroker,
+    "txn-offsets-abort-as-commit": AbortAsCommitBroker,
+}
+# What gregor did before a fix the simulation found: its regression test runs the seed that
+# showed it (tests/sim), not a bounded search.
+FIXED: dict[str, type[BrokerHost]] = {
+    "markers-at-append": MarkersAtAppendBroker,
 }
 
 
@@ -134,9 +207,9 @@ def run_broken(name: str, seed: int, config: ReplicationConfig | None = None) ->
     """One seed of the simulation with every broker of the broken variant `name`."""
 
     class Broken(Simulation):
-        broker_class = BROKEN[name]
+        broker_class = BROKEN[name] if name in BROKEN else FIXED[name]
 
     return Broken(seed, config).run()
 
 
-__all__: list[Any] = ["BROKEN", "run_broken"]
+__all__: list[Any] = ["BROKEN", "FIXED", "run_broken"]

@@ -41,6 +41,7 @@ from gregor.replication.hosting import PartitionHosting
 from gregor.replication.isr_sender import IsrChangeSender
 from gregor.replication.partition import BrokerLiveness, Partition, ReplicaManager
 from gregor.replication.purgatory import DelayedOperation, DelayedOperationPurgatory
+from gregor.sim.coordinator_host import Coordinators
 from gregor.sim.core_driver import NoAnswer, OnAnswer, SimCoreDriver, SimPurgatoryDriver
 from gregor.sim.files import FileDisk
 from gregor.sim.metadata_view import MetadataView
@@ -109,6 +110,10 @@ class BrokerHost(SimHost):
             replica_lag_time_max_ms=self.lag_ms,
         )
         self._build_cores(logs, replicas)
+        self.coordinators = self.coordinators_class(self) if self.sim.config.coordinators else None
+        if self.coordinators is not None:
+            coordinators = self.coordinators
+            self.hosting.on_applied.append(lambda _now: coordinators.on_metadata())
         self.timer_metadata()
         self.sim.timer(self, self.sim.now + self.lag_ms // 2, "shrink")
         self.sim.timer(self, self.sim.now + self.sim.flush_interval_ms, "flush")
@@ -288,10 +293,19 @@ class BrokerHost(SimHost):
                 self.hosting.apply()
         self.sim.timer(self, self.sim.now + (1 if more else METADATA_MS), "metadata")
 
+    def maybe_apply_metadata(self) -> None:
+        """Take up what the metadata asks of this broker now (the coordinators call it once a
+        topic they need exists)."""
+        self.hosting.apply()
+
     # -- requests ----------------------------------------------------------------------------
 
     def on_request(self, src: int, correlation_id: int, body: Any) -> None:
         if self.replicas is None:
+            return
+        if self.coordinators is not None and self.coordinators.on_request(
+            src, correlation_id, body
+        ):
             return
         if isinstance(body, FetchRequest):
             self._serve_follower(src, correlation_id, body)
@@ -440,6 +454,15 @@ class BrokerHost(SimHost):
         records = data.read() if data is not None else b""
         hw = p.log.high_watermark
         self.answer(src, corr, ConsumerRecords(errors.NONE, records, hw, aborted))
+
+    # -- the coordinators (coordinator_host.py) ----------------------------------------------
+
+    coordinators_class: type[Coordinators] = Coordinators
+    coordinators: Coordinators | None = None
+
+    def timer_coordinators(self, token: int) -> None:
+        if self.coordinators is not None:
+            self.coordinators.poll(token)
 
 
 class FollowerFetchWait(DelayedOperation):

@@ -15,9 +15,11 @@ producer id and sequence, not its offset or leader epoch, which the leader stamp
   * the high watermark never goes backwards on a leader within one leader epoch (and one
     incarnation: it is not persisted exactly);
   * at most one broker appends as leader in each leader epoch of a partition;
-  * an idempotent producer's batch (producer id, base sequence) is in the history once;
+  * an idempotent producer's batch (producer id, epoch, base sequence) is in the history once
+    (in the clients' topics);
   * read_committed: a consumer keeps only batches of committed transactions (and no batch of
-    a transaction not decided yet), and drops only batches of aborted ones.
+    a transaction not decided yet), and drops only batches of aborted ones; committed
+    offsets never go back (coordinator_invariants.py, with what else the coordinators owe).
 
 The truth for the ISR is the committed metadata log, replayed here as the controllers commit
 it (they agree on it: the Raft simulation checks that).
@@ -31,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from gregor.metadata.image import EMPTY_IMAGE, MetadataImage
 from gregor.protocol.records.batch import BatchHeader, iter_headers
+from gregor.sim.coordinator_invariants import CommittedOffsets, TxnLedger
 from gregor.sim.invariants import InvariantViolation
 
 if TYPE_CHECKING:
@@ -54,7 +57,8 @@ class History:
 
     batches: dict[int, tuple[int, int]] = field(default_factory=dict)  # base -> (last, crc)
     end: int = 0  # one past the last committed offset
-    sequences: dict[tuple[int, int], int] = field(default_factory=dict)  # (pid, seq) -> base
+    # (producer id, epoch, base sequence) -> base offset
+    sequences: dict[tuple[int, int, int], int] = field(default_factory=dict)
 
 
 @dataclass
@@ -80,8 +84,8 @@ class DataChecker:
         self.last_state: dict[tuple[int, TopicPartition], tuple[Any, ...]] = {}
         self.acked = 0
         self.read = 0
-        # (producer id, partition, base sequence) -> committed, once the producer decided
-        self.decisions: dict[tuple[int, TopicPartition, int], bool] = {}
+        self.offsets = CommittedOffsets()
+        self.txns = TxnLedger(self.offsets)
 
     def history(self, tp: TopicPartition) -> History:
         h = self.histories.get(tp)
@@ -122,35 +126,18 @@ class DataChecker:
     def on_txn_decided(
         self, producer_id: int, batches: list[tuple[TopicPartition, int]], committed: bool
     ) -> None:
-        for tp, seq in batches:
-            self.decisions[(producer_id, tp, seq)] = committed
+        """A transaction of epoch 0 its producer decided alone (clients.py's)."""
+        txn = self.txns.begin(producer_id, [(producer_id, 0, tp, seq) for tp, seq in batches])
+        self.txns.decided(txn, committed)
 
     def on_read_committed(
         self, tp: TopicPartition, kept: list[BatchHeader], dropped: list[BatchHeader], who: Any
     ) -> None:
         for h in kept:
-            if not h.is_transactional:
-                continue
-            decided = self.decisions.get((h.producer_id, tp, h.base_sequence))
-            if decided is None:
-                raise InvariantViolation(
-                    "read_committed reads only decided transactions",
-                    f"consumer {who.node_id} read {tp} at {h.base_offset} of producer "
-                    f"{h.producer_id}, whose transaction is not decided",
-                )
-            if not decided:
-                raise InvariantViolation(
-                    "read_committed never sees aborted data",
-                    f"consumer {who.node_id} kept {tp} at {h.base_offset} of producer "
-                    f"{h.producer_id}, an aborted transaction",
-                )
+            if h.is_transactional:
+                self.txns.on_read(tp, h, True, who)
         for h in dropped:
-            if self.decisions.get((h.producer_id, tp, h.base_sequence)) is not False:
-                raise InvariantViolation(
-                    "read_committed drops only aborted data",
-                    f"consumer {who.node_id} dropped {tp} at {h.base_offset} of producer "
-                    f"{h.producer_id}, not an aborted transaction",
-                )
+            self.txns.on_read(tp, h, False, who)
 
     def on_leader_append(self, broker: BrokerHost, p: Partition, epoch: int) -> None:
         key = ((p.topic, p.index), epoch)
@@ -173,13 +160,16 @@ class DataChecker:
             history.batches[base] = (last, h.crc)
             history.end = max(history.end, last + 1)
             self.changed = True
-            if h.producer_id >= 0 and h.base_sequence >= 0:
-                seq = (h.producer_id, h.base_sequence)
+            # (a coordinator writes a producer's transactional offsets with sequence 0 each
+            # time, unchecked, as Kafka's does: only clients' batches are idempotent)
+            if h.producer_id >= 0 and h.base_sequence >= 0 and not tp[0].startswith("__"):
+                seq = (h.producer_id, h.producer_epoch, h.base_sequence)
                 other = history.sequences.setdefault(seq, base)
                 if other != base:
                     raise InvariantViolation(
                         "idempotent producers never duplicate",
-                        f"{tp}: producer {seq[0]} sequence {seq[1]} at offsets {other} and {base}",
+                        f"{tp}: producer {seq[0]} epoch {seq[1]} sequence {seq[2]} at offsets "
+                        f"{other} and {base}",
                     )
         elif known != (last, h.crc):
             raise InvariantViolation(

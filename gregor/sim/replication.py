@@ -42,8 +42,10 @@ from gregor.raft.config import RaftConfig
 from gregor.sim.broker_host import BrokerHost
 from gregor.sim.clients import Consumer, Producer, TransactionalProducer
 from gregor.sim.controller_host import ControllerHost
+from gregor.sim.coordinator_host import INTERNAL_TOPICS
 from gregor.sim.data_invariants import DataChecker
 from gregor.sim.faults import Faults
+from gregor.sim.group_clients import GroupConsumer, TxnProducer
 from gregor.sim.invariants import InvariantViolation
 from gregor.sim.network import Network
 from gregor.sim.result import RunResult
@@ -77,20 +79,29 @@ class Admin(SimHost):
 
     def timer_create(self) -> None:
         sim = self.sim
-        request = TopicRequest(
-            TOPIC,
-            num_partitions=sim.config.partitions,
-            replication_factor=min(3, sim.config.brokers),
-            configs={"min.insync.replicas": str(min(2, sim.config.brokers))},
+        factor, min_isr = min(3, sim.config.brokers), str(min(2, sim.config.brokers))
+        topics = [(TOPIC, sim.config.partitions)]
+        if sim.config.coordinators:
+            topics += INTERNAL_TOPICS
+        requests = tuple(
+            TopicRequest(
+                name,
+                num_partitions=n,
+                replication_factor=factor,
+                configs={"min.insync.replicas": min_isr},
+            )
+            for name, n in topics
         )
         target = self.rng.choice(sim.controller_ids)
-        self.request(target, CreateTopics((request,)), self._answered, 1000)
+        self.request(target, CreateTopics(requests), self._answered, 1000)
 
     def _answered(self, response: Any) -> None:
-        if isinstance(response, list) and isinstance(response[0], TopicResult):
-            if response[0].error_code in (errors.NONE, errors.BY_NAME["TOPIC_ALREADY_EXISTS"].code):
-                self.sim.record("topic created")
-                return
+        done = (errors.NONE, errors.BY_NAME["TOPIC_ALREADY_EXISTS"].code)
+        if isinstance(response, list) and all(
+            isinstance(r, TopicResult) and r.error_code in done for r in response
+        ):
+            self.sim.record("topics created")
+            return
         self.sim.timer(self, self.sim.now + 200, "create")
 
 
@@ -122,6 +133,8 @@ class Simulation(Scheduler, Faults):
         self.broker_ids = list(range(1, config.brokers + 1))
         self.controller_ids = list(range(3001, 3001 + config.controllers))
         self.partitions = [(TOPIC, i) for i in range(config.partitions)]
+        internal = INTERNAL_TOPICS if config.coordinators else ()
+        self.internal_partitions = [(name, i) for name, n in internal for i in range(n)]
         self.hosts: dict[int, SimHost] = {}
         self.directory = tempfile.mkdtemp(
             prefix=f"gregor-sim-{seed}-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
@@ -154,9 +167,14 @@ class Simulation(Scheduler, Faults):
             self.hosts[500 + i] = Producer(self, 500 + i, rng, 7000 + i, config.produce_interval_ms)
         for i in range(config.transactional_producers):
             rng = random.Random(self.rng.getrandbits(64))
-            self.hosts[700 + i] = TransactionalProducer(
-                self, 700 + i, rng, 9000 + i, config.produce_interval_ms
+            self.hosts[700 + i] = (
+                TxnProducer(self, 700 + i, rng, config.produce_interval_ms)
+                if config.coordinators
+                else TransactionalProducer(self, 700 + i, rng, 9000 + i, config.produce_interval_ms)
             )
+        for i in range(config.group_consumers if config.coordinators else 0):
+            rng = random.Random(self.rng.getrandbits(64))
+            self.hosts[800 + i] = GroupConsumer(self, 800 + i, rng, config.consume_interval_ms)
         for i in range(config.consumers):
             rng = random.Random(self.rng.getrandbits(64))
             self.hosts[600 + i] = Consumer(self, 600 + i, rng, config.consume_interval_ms)
@@ -326,7 +344,7 @@ class Simulation(Scheduler, Faults):
 
     def check_liveness(self) -> None:
         image = self.checker.image
-        for tp in self.partitions:
+        for tp in self.partitions + self.internal_partitions:
             part = image.partition(*tp)
             history = self.checker.history(tp)
             if part is None or part.leader < 0:
@@ -349,6 +367,9 @@ class Simulation(Scheduler, Faults):
                     "liveness: producers get their batches acknowledged",
                     f"producer {host.node_id} still sends {host.batch[0]}",
                 )
+        if self.config.read_committed_consumers:
+            self.checker.txns.check_visible()
+        self.checker.offsets.check_visible()
 
     def result(self, invariant: str | None, detail: str | None) -> Result:
         return Result(

@@ -69,3 +69,9 @@ class ReplicationConfig:
     # caught up, what gregor's broker did until the simulation found acknowledged writes lost
     # that way (broker_host.py; tests/sim/test_replication_sim.py).
     apply_after_registration: bool = True
+    # The brokers host the group and transaction coordinators (sim/coordinator_host.py) over
+    # replicated __consumer_offsets and __transaction_state; group consumers commit offsets and
+    # the transactional producers go through the transaction coordinator. False: the
+    # transactional producer writes its own markers (sim/clients.py), no group consumers.
+    coordinators: bool = True
+    group_consumers: int = 1

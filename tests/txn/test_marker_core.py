@@ -15,6 +15,7 @@ from gregor.metadata.image import MetadataImage
 from gregor.protocol import api_keys
 from gregor.protocol.messages import WriteTxnMarkersResponse as R
 from gregor.protocol.outbound import Outbound
+from gregor.replication.pending import Pending
 from gregor.runtime.client import DisconnectedError
 
 HERE = 1
@@ -166,3 +167,20 @@ def test_with_no_network_every_partition_is_written_here() -> None:
     assert s.local == [("t", 1), ("u", 0)]
     assert s.answers == [{("t", 1): 0, ("u", 0): 0, ("gone", 0): codes.UNKNOWN_TOPIC_OR_PARTITION}]
     assert s.poll() == {}
+
+
+def test_a_local_marker_waiting_for_its_isr_answers_when_it_is_settled() -> None:
+    """A marker led here waits for its ISR as a remote one does (the WriteTxnMarkers handler's
+    DelayedMarkers): `done` comes only once it is settled, with its mapped code."""
+    s = Setup(LEADERS)
+    held: dict[tuple[str, int], Pending] = {}
+
+    def write_local(topic: str, index: int, *_: Any) -> int | Pending:
+        held[(topic, index)] = Pending("marker")
+        return held[(topic, index)]
+
+    s.channel.write_local = write_local
+    s.write(10, [("t", 0)])
+    assert s.answers == [] and s.poll() == {}
+    held[("t", 0)].complete(codes.COORDINATOR_LOAD_IN_PROGRESS)  # the leadership moved
+    assert s.answers == [{("t", 0): codes.NOT_LEADER_OR_FOLLOWER}]

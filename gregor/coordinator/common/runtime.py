@@ -29,16 +29,16 @@ sleeps, reads a clock or touches an event loop.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from gregor.controller.admin import Admin, TopicSpec
+from gregor.controller.admin import TopicSpec
 from gregor.coordinator.deferred import HeldAnswers
 from gregor.coordinator.group.records import partition_for
 from gregor.coordinator.record_reader import RecordFormatError
 from gregor.coordinator.write_errors import CoordinatorWriteError, append_error_to_response_error
-from gregor.metadata.raft_store import RaftMetadataStore
+from gregor.metadata.store import TopicInfo
 from gregor.protocol.errors import BY_NAME, KafkaError
 from gregor.protocol.records.batch import HEADER_SIZE, NO_PRODUCER_ID, iter_headers
 from gregor.protocol.records.records import (
@@ -108,6 +108,23 @@ class ShardAdapter(Protocol[S, R]):
         """Work is waiting for the next poll (then `poll` asks to be called again at once)."""
 
 
+class TopicSource(Protocol):
+    """The topics as the broker's metadata has them (the broker's `RaftMetadataStore`; a
+    simulated broker's view of its image)."""
+
+    @property
+    def topics(self) -> Mapping[str, TopicInfo]: ...
+
+
+class TopicCreator(Protocol):
+    """What creates the internal topic on first use (the broker's `Admin`)."""
+
+    @property
+    def broker_ids(self) -> Sequence[int]: ...
+
+    def create_topic(self, spec: TopicSpec) -> TopicInfo: ...
+
+
 @dataclass(frozen=True)
 class InternalTopic:
     """The topic a runtime keeps its records in, and the config keys that size it."""
@@ -138,9 +155,9 @@ class CoordinatorRuntime(Generic[S, R]):
         self,
         topic: InternalTopic,
         node_id: int,
-        store: RaftMetadataStore,
+        store: TopicSource,
         replicas: ReplicaManager,
-        admin: Admin,
+        admin: TopicCreator,
         config_value: Callable[[str], Any],
         apply_metadata: Callable[[], None],
         adapter: ShardAdapter[S, R],

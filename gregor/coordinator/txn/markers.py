@@ -12,7 +12,9 @@ metadata image at the time of the call:
 
     not in the image (its topic was deleted)  UNKNOWN_TOPIC_OR_PARTITION: the shard counts the
                                               marker as done, as Kafka drops it
-    led here                                  written in place (`write_local`), at once
+    led here                                  written in place (`write_local`): its code at
+                                              once, or a Pending of it (the marker waits for
+                                              the ISR, as one sent to a broker does)
     no leader now, or a leader with no        NOT_LEADER_OR_FOLLOWER: retried
       registered endpoint
     led by another broker                     queued for that broker
@@ -54,13 +56,15 @@ from gregor.metadata.image import MetadataImage
 from gregor.protocol import api_keys
 from gregor.protocol.messages import WriteTxnMarkersRequest
 from gregor.protocol.outbound import Outbound, Poll, unique_batches
+from gregor.replication.pending import Pending
 
 log = logging.getLogger("gregor.txn.markers")
 
 TopicPartition = tuple[str, int]
 Done = Callable[[dict[TopicPartition, int]], None]
-# (topic, partition, producer id, producer epoch, coordinator epoch, committed) -> error code
-LocalWriter = Callable[[str, int, int, int, int, bool], int]
+# (topic, partition, producer id, producer epoch, coordinator epoch, committed) -> error code,
+# or a Pending of it
+LocalWriter = Callable[[str, int, int, int, int, bool], int | Pending]
 
 WRITE_TXN_MARKERS_VERSION = 1
 RETRY_AS_NOT_LEADER = frozenset(
@@ -140,7 +144,11 @@ class MarkerChannel:
                 code = self.write_local(
                     tp[0], tp[1], producer_id, producer_epoch, coordinator_epoch, committed
                 )
-                call.errors[tp] = self._outcome(tp, code)
+                if isinstance(code, Pending):
+                    call.waiting += 1
+                    code.add_done_callback(self._local_answer(call, tp))
+                else:
+                    call.errors[tp] = self._outcome(tp, code)
             elif part.leader < 0 or not self.reachable(part.leader):
                 call.errors[tp] = codes.NOT_LEADER_OR_FOLLOWER
             else:
@@ -152,6 +160,9 @@ class MarkerChannel:
         if remote:
             self.wakeup()
         call.answer({})
+
+    def _local_answer(self, call: _Call, tp: TopicPartition) -> Callable[[int], None]:
+        return lambda code: call.answer({tp: self._outcome(tp, code)})
 
     def _outcome(self, tp: TopicPartition, code: int) -> int:
         """The code the shard should see for a marker answered `code` (see the table above)."""

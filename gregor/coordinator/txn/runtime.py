@@ -34,8 +34,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gregor.controller.admin import Admin
-from gregor.coordinator.common.runtime import CoordinatorRuntime, InternalTopic
+from gregor.coordinator.common.runtime import (
+    CoordinatorRuntime,
+    InternalTopic,
+    TopicCreator,
+    TopicSource,
+)
 from gregor.coordinator.group.records import partition_for
 from gregor.coordinator.txn import codes
 from gregor.coordinator.txn.records import TopicPartition, TxnRecord, decode, encode
@@ -48,7 +52,6 @@ from gregor.coordinator.txn.results import (
 from gregor.coordinator.txn.shard import TransactionCoordinatorShard, TxnConfig
 from gregor.coordinator.txn.state import BY_NAME as STATE_BY_NAME
 from gregor.coordinator.write_errors import CoordinatorWriteError
-from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.replication.partition import ReplicaManager
 from gregor.replication.pending import Pending
 
@@ -218,9 +221,9 @@ class TransactionCoordinator:
     def __init__(
         self,
         node_id: int,
-        store: RaftMetadataStore,
+        store: TopicSource,
         replicas: ReplicaManager,
-        admin: Admin,
+        admin: TopicCreator,
         config_value: Callable[[str], Any],
         apply_metadata: Callable[[], None],
         new_producer_id: Callable[[], int],
