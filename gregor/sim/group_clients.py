@@ -305,42 +305,35 @@ class TxnProducer(Client):
         self.added = False
         self.committed = self.rng.random() < 0.5
 
-    def _added(self, response: Any) -> None:
-        if isinstance(response, int):
-            self.link.check(response)
-            if response == errors.NONE:
-                self.added = True
-                self._next(1)
-                return
-            if response in FENCED:
-                self._start_over(errors.name_of(response))
-                return
-        self._next(RETRY_MS)
-
-    def _offsets_added(self, response: Any) -> None:
-        if isinstance(response, int):
-            self.link.check(response)
-            if response == errors.NONE:
-                self.offset_added = True
-                self._next(1)
-                return
-            if response in FENCED:
-                self._start_over(errors.name_of(response))
-                return
-        self._next(RETRY_MS)
-
-    def _offset_committed(self, response: Any) -> None:
-        if isinstance(response, PartitionErrors):
-            code = response.error or (response.partitions[0][2] if response.partitions else 0)
-            self.group_link.check(code)
+    def _answered(self, link: CoordinatorLink, code: int | None) -> bool:
+        """True when a coordinator answered NONE; else start over if fenced, or retry later."""
+        if code is not None:
+            link.check(code)
             if code == errors.NONE:
-                self.offset_sent = True
-                self._next(1)
-                return
+                return True
             if code in FENCED:
                 self._start_over(errors.name_of(code))
-                return
+                return False
         self._next(RETRY_MS)
+        return False
+
+    def _added(self, response: Any) -> None:
+        if self._answered(self.link, response if isinstance(response, int) else None):
+            self.added = True
+            self._next(1)
+
+    def _offsets_added(self, response: Any) -> None:
+        if self._answered(self.link, response if isinstance(response, int) else None):
+            self.offset_added = True
+            self._next(1)
+
+    def _offset_committed(self, response: Any) -> None:
+        code = None
+        if isinstance(response, PartitionErrors):
+            code = response.error or (response.partitions[0][2] if response.partitions else 0)
+        if self._answered(self.group_link, code):
+            self.offset_sent = True
+            self._next(1)
 
     def _produce(self) -> None:
         tp, body = self.to_send[0]
@@ -382,15 +375,9 @@ class TxnProducer(Client):
     def _ended(self, txn: Transaction, response: Any) -> None:
         if txn is not self.txn:
             return
-        if isinstance(response, ProducerIdAndEpoch):
-            self.link.check(response.error)
-            if response.error == errors.NONE:
-                self.sim.checker.txns.decided(txn, self.committed)
-                self.sim.count("txn_committed" if self.committed else "txn_aborted")
-                self.txn = None
-                self._next()
-                return
-            if response.error in FENCED:
-                self._start_over(errors.name_of(response.error))
-                return
-        self._next(RETRY_MS)
+        code = response.error if isinstance(response, ProducerIdAndEpoch) else None
+        if self._answered(self.link, code):
+            self.sim.checker.txns.decided(txn, self.committed)
+            self.sim.count("txn_committed" if self.committed else "txn_aborted")
+            self.txn = None
+            self._next()
