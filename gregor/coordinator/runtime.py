@@ -35,6 +35,7 @@ from gregor.coordinator.common.runtime import (
     TopicCreator,
     TopicSource,
 )
+from gregor.coordinator.common.service import CoordinatorService, same
 from gregor.coordinator.group import codes
 from gregor.coordinator.group.records import Record, decode, encode
 from gregor.coordinator.group.results import (
@@ -101,7 +102,7 @@ class GroupShardAdapter:
         return False
 
 
-class GroupCoordinator:
+class GroupCoordinator(CoordinatorService[GroupCoordinatorShard, Record, GroupConfig]):
     def __init__(
         self,
         node_id: int,
@@ -114,21 +115,14 @@ class GroupCoordinator:
     ) -> None:
         self.store = store
         self.config_value = config_value
-        self.adapter = GroupShardAdapter(self._read_config(), rng or random.Random())
+        self.adapter: GroupShardAdapter = GroupShardAdapter(
+            self._read_config(), rng or random.Random()
+        )
         self.runtime: CoordinatorRuntime[GroupCoordinatorShard, Record] = CoordinatorRuntime(
             OFFSETS, node_id, store, replicas, admin, config_value, apply_metadata, self.adapter,
             lambda: self.write_timeout_ms,
         )  # fmt: skip
         self._topics: set[str] = set(store.topics)
-
-    @property
-    def wakeup(self) -> Callable[[], None] | None:
-        """Called when the next poll must come sooner than the deadline `poll` returned."""
-        return self.runtime.wakeup
-
-    @wakeup.setter
-    def wakeup(self, wakeup: Callable[[], None] | None) -> None:
-        self.runtime.wakeup = wakeup
 
     # -- configuration and the topic ------------------------------------------------------------
 
@@ -145,28 +139,10 @@ class GroupCoordinator:
         )
 
     @property
-    def config(self) -> GroupConfig:
-        return self.adapter.config
-
-    @property
     def write_timeout_ms(self) -> int:
         """How long an answer may wait for its records to be replicated (Kafka's
         offsets.commit.timeout.ms, which its coordinator applies to every write)."""
         return int(self.config_value("offsets.commit.timeout.ms"))
-
-    def refresh_config(self) -> None:
-        config = self._read_config()
-        if config != self.adapter.config:
-            self.adapter.config = config
-            for ctx in self.runtime.contexts.values():
-                ctx.shard.config = config
-
-    @property
-    def num_partitions(self) -> int | None:
-        return self.runtime.num_partitions
-
-    def partition_for(self, group_id: str) -> int:
-        return self.runtime.partition_for(group_id)
 
     def ensure_offsets_topic(self) -> None:
         """Create `__consumer_offsets` on first use (FindCoordinator), as Kafka does."""
@@ -175,13 +151,6 @@ class GroupCoordinator:
             "compression.type": "producer",
             "segment.bytes": str(self.config_value("offsets.topic.segment.bytes")),
         })  # fmt: skip
-
-    def coordinator_error(self, group_id: str) -> int:
-        """NONE if this broker coordinates the group and has loaded it."""
-        return self.runtime.locate(group_id)[0]
-
-    def is_leader_for(self, group_id: str) -> bool:
-        return self.runtime.is_leader_for(group_id)
 
     # -- leadership and timers ------------------------------------------------------------------
 
@@ -233,7 +202,7 @@ class GroupCoordinator:
         now_ms: int,
     ) -> int | Pending:
         return self.runtime.run(
-            group_id, lambda s: s.heartbeat(group_id, generation_id, member_id, instance_id, now_ms), _same, now_ms,
+            group_id, lambda s: s.heartbeat(group_id, generation_id, member_id, instance_id, now_ms), same, now_ms,
             what="heartbeat",
         )  # fmt: skip
 
@@ -348,7 +317,7 @@ class GroupCoordinator:
         """An error code per group; a Pending of them if one must wait for replication."""
         out: dict[str, Any] = {}
         for gid in group_ids:  # the empty group id too, as in Kafka
-            out[gid] = self.runtime.run(gid, _delete_one(gid), _same, now_ms, what="delete group")
+            out[gid] = self.runtime.run(gid, _delete_one(gid), same, now_ms, what="delete group")
         return all_of(out)
 
 
@@ -358,10 +327,6 @@ def _delete_one(group_id: str) -> Callable[[GroupCoordinatorShard], tuple[list[R
         return records, by_group[group_id]
 
     return op
-
-
-def _same(code: int) -> int:
-    return code
 
 
 def _completer(pending: Pending, value: Any) -> Callable[[], object]:

@@ -40,6 +40,7 @@ from gregor.coordinator.common.runtime import (
     TopicCreator,
     TopicSource,
 )
+from gregor.coordinator.common.service import CoordinatorService, same
 from gregor.coordinator.group.records import partition_for
 from gregor.coordinator.txn import codes
 from gregor.coordinator.txn.records import TopicPartition, TxnRecord, decode, encode
@@ -217,7 +218,7 @@ class TxnShardAdapter:
         return bool(answers)
 
 
-class TransactionCoordinator:
+class TransactionCoordinator(CoordinatorService[TransactionCoordinatorShard, TxnRecord, TxnConfig]):
     def __init__(
         self,
         node_id: int,
@@ -231,21 +232,13 @@ class TransactionCoordinator:
     ) -> None:
         self.store = store
         self.config_value = config_value
-        self.adapter = TxnShardAdapter(self._read_config(), new_producer_id, write_markers)
+        self.adapter: TxnShardAdapter = TxnShardAdapter(
+            self._read_config(), new_producer_id, write_markers
+        )
         self.runtime: Runtime = CoordinatorRuntime(
             TRANSACTIONS, node_id, store, replicas, admin, config_value, apply_metadata, self.adapter,
             lambda: WRITE_TIMEOUT_MS,
         )  # fmt: skip
-
-    @property
-    def wakeup(self) -> Callable[[], None] | None:
-        """Called when the next poll must come sooner than the deadline `poll` returned, or a
-        marker answer arrives outside an operation."""
-        return self.runtime.wakeup
-
-    @wakeup.setter
-    def wakeup(self, wakeup: Callable[[], None] | None) -> None:
-        self.runtime.wakeup = wakeup
 
     # -- configuration and the topic ------------------------------------------------------------
 
@@ -261,24 +254,6 @@ class TransactionCoordinator:
                 c("transaction.remove.expired.transaction.cleanup.interval.ms")
             ),
         )
-
-    @property
-    def config(self) -> TxnConfig:
-        return self.adapter.config
-
-    def refresh_config(self) -> None:
-        config = self._read_config()
-        if config != self.adapter.config:
-            self.adapter.config = config
-            for ctx in self.runtime.contexts.values():
-                ctx.shard.config = config
-
-    @property
-    def num_partitions(self) -> int | None:
-        return self.runtime.num_partitions
-
-    def partition_for(self, transactional_id: str) -> int:
-        return self.runtime.partition_for(transactional_id)
 
     def offsets_partition_for(self, group_id: str) -> int:
         """The `__consumer_offsets` partition of a group, as the group coordinator places it."""
@@ -306,13 +281,6 @@ class TransactionCoordinator:
             }
 
         self.runtime.ensure_topic(configs)
-
-    def coordinator_error(self, transactional_id: str) -> int:
-        """NONE if this broker coordinates the id and has loaded its partition."""
-        return self.runtime.locate(transactional_id)[0]
-
-    def is_leader_for(self, transactional_id: str) -> bool:
-        return self.runtime.is_leader_for(transactional_id)
 
     # -- leadership and timers ------------------------------------------------------------------
 
@@ -363,7 +331,7 @@ class TransactionCoordinator:
         return self.runtime.run(
             transactional_id,
             lambda s: s.add_partitions(transactional_id, producer_id, producer_epoch, tps, now_ms),
-            _same,
+            same,
             now_ms,
             what="add partitions",
         )
@@ -452,10 +420,6 @@ class TransactionCoordinator:
                 states, producer_ids, duration_ms, now_ms
             ).transactions
         return out
-
-
-def _same(code: int) -> int:
-    return code
 
 
 def _ignore(code: int) -> None:
