@@ -20,11 +20,9 @@ next deadline (an older scheduled poll is then void).
 
 from __future__ import annotations
 
-import hashlib
 import random
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from gregor.protocol import errors
@@ -129,17 +127,13 @@ class Simulation(Scheduler):
         self.network = Network(random.Random(self.rng.getrandbits(64)), self.scenario.network)
         self.fault_rng = random.Random(self.rng.getrandbits(64))
         self.client_rng = random.Random(self.rng.getrandbits(64))
-        Scheduler.__init__(self)
-        self.events = 0
+        Scheduler.__init__(self, recent=40)
         self.voters = list(range(1, self.config.nodes + 1))
         ids = self.voters + list(range(100, 100 + self.config.observers))
         self.hosts = {i: Host(i) for i in ids}
         self.checker = Checker()
-        self.faults: dict[str, int] = {}
         self.settling = False
         self.clients_on = True
-        self._trace = hashlib.sha256()
-        self._recent: deque[tuple[Any, ...]] = deque(maxlen=40)
         self._appends = 0
 
     # -- the event loop -----------------------------------------------------------------------
@@ -171,10 +165,7 @@ class Simulation(Scheduler):
         at, kind, payload = self.pop()
         if kind == "poll" and payload[1] != self.hosts[payload[0]].poll_token:
             return  # superseded by a later schedule
-        self.now = max(self.now, at)
-        self.events += 1
-        if self.events > self.config.max_events:
-            raise InvariantViolation("bounded run", f"more than {self.config.max_events} events")
+        self.advance(at, self.config.max_events)
         self._handle(kind, payload)
         for host in self.hosts.values():
             if host.node is not None:
@@ -187,17 +178,12 @@ class Simulation(Scheduler):
         self.run_until(self.now + self.config.settle_ms)
         self.check_liveness()
 
-    def _record(self, *event: Any) -> None:
-        entry = (self.now, *event)
-        self._recent.append(entry)
-        self._trace.update(repr(entry).encode())
-
     def _handle(self, kind: str, payload: tuple[Any, ...]) -> None:
         if kind == "deliver":
             self._deliver(*payload)
         elif kind == "poll":
             host = self.hosts[payload[0]]
-            self._record("poll", host.node_id)
+            self.record("poll", host.node_id)
             if host.node is not None:
                 self._apply(host, host.node.poll(self.now))
         elif kind == "append":
@@ -207,7 +193,7 @@ class Simulation(Scheduler):
                 self._inject_fault()
                 self.push(self.now + self._next_fault_delay(), "fault")
         elif kind == "heal":
-            self._record("heal", payload[0])
+            self.record("heal", payload[0])
             self.network.heal(payload[0])
         elif kind == "restart":
             host = self.hosts[payload[0]]
@@ -215,10 +201,10 @@ class Simulation(Scheduler):
                 self._boot(host)
         elif kind == "unslow":
             if self.network.slow.get(payload[0]) == payload[1]:
-                self._record("unslow", payload[0])
+                self.record("unslow", payload[0])
                 del self.network.slow[payload[0]]
         elif kind == "clients_off":
-            self._record("clients off")
+            self.record("clients off")
             self.clients_on = False
 
     # -- nodes --------------------------------------------------------------------------------
@@ -230,9 +216,7 @@ class Simulation(Scheduler):
         host.node = self.node_factory(
             host.node_id, self.voters, host.disk, host.store, rng, self.now, self.config.raft, "sim"
         )
-        self._record(
-            "boot", host.node_id, f"incarnation {host.incarnation}", repr(host.node.quorum)
-        )
+        self.record("boot", host.node_id, f"incarnation {host.incarnation}", repr(host.node.quorum))
         self._apply(host, host.node.poll(self.now))
 
     def _crash(self, host: Host, reason: str) -> None:
@@ -240,10 +224,8 @@ class Simulation(Scheduler):
             return
         lost = host.disk.crash(self.fault_rng, self.scenario.torn_rate)
         if lost:
-            self.faults["lost_unflushed_batches"] = (
-                self.faults.get("lost_unflushed_batches", 0) + lost
-            )
-        self._record("crash", host.node_id, reason, f"lost {lost} unflushed batches")
+            self.count("lost_unflushed_batches", lost)
+        self.record("crash", host.node_id, reason, f"lost {lost} unflushed batches")
         host.node = None
         host.incarnation += 1  # its connections die with it
         host.poll_token += 1
@@ -299,9 +281,9 @@ class Simulation(Scheduler):
             and target.node is not None
         )
         if not alive or self.network.blocked(src, dst):
-            self._record("drop", f"{src}->{dst}", describe(message))
+            self.record("drop", f"{src}->{dst}", describe(message))
             return
-        self._record("deliver", f"{src}->{dst}", describe(message))
+        self.record("deliver", f"{src}->{dst}", describe(message))
         assert target.node is not None
         self._apply(target, target.node.receive(self.now, src, message))
 
@@ -323,7 +305,7 @@ class Simulation(Scheduler):
             self._appends += 1
             records.append(b"v%d" % self._appends)
         result = host.node.append(records, self.now)
-        self._record(
+        self.record(
             "append",
             f"{len(records)} records to {host.node_id}:",
             result if isinstance(result, int) else "not leader",
@@ -357,7 +339,7 @@ class Simulation(Scheduler):
             k = rng.randint(1, len(ids) - 1)
             part = self.network.cut([ids[:k], ids[k:]], f"split {ids[:k]} | {ids[k:]}")
             self.push(self.now + rng.randint(1000, 6000), "heal", part.partition_id)
-            self._record("fault", part.description)
+            self.record("fault", part.description)
             done = True
         elif fault in ("crash", "crash_leader"):
             target = leader if fault == "crash_leader" else (rng.choice(up) if up else None)
@@ -370,23 +352,23 @@ class Simulation(Scheduler):
             token = self.events
             self.network.slow[host] = token
             self.push(self.now + rng.randint(2000, 8000), "unslow", host, token)
-            self._record("fault", f"slow {host}")
+            self.record("fault", f"slow {host}")
             done = True
         elif fault == "resign" and leader is not None and leader.node is not None:
             leader.node.resign(self.now)
-            self._record("fault", f"resign {leader.node_id}")
+            self.record("fault", f"resign {leader.node_id}")
             self._apply(leader, leader.node.poll(self.now))
             done = True
         elif fault == "snapshot" and up:
             done = self._snapshot(rng.choice(up))
         if done:
-            self.faults[fault] = self.faults.get(fault, 0) + 1
+            self.count(fault)
 
     def _isolate(self, node_id: int, what: str) -> bool:
         others = [i for i in self.hosts if i != node_id]
         part = self.network.cut([[node_id], others], f"isolate {what} {node_id}")
         self.push(self.now + self.fault_rng.randint(1000, 6000), "heal", part.partition_id)
-        self._record("fault", part.description)
+        self.record("fault", part.description)
         return True
 
     def _snapshot(self, host: Host) -> bool:
@@ -398,17 +380,15 @@ class Simulation(Scheduler):
         if end <= node.log.start_offset or end != node.applied_offset:
             return False
         sid = node.create_snapshot(end, encode_state(state))
-        self._record("snapshot", host.node_id, sid)
+        self.record("snapshot", host.node_id, sid)
         return True
 
     # -- the end ------------------------------------------------------------------------------
 
     def _begin_settle(self) -> None:
         self.settling = True
-        self._record("settle")
-        self.network.heal()
-        self.network.slow.clear()
-        self.network.config = replace(self.network.config, drop_rate=0.0, duplicate_rate=0.0)
+        self.record("settle")
+        self.network.calm()
         for host in self.hosts.values():
             if host.node is None:
                 self._boot(host)
@@ -444,16 +424,9 @@ class Simulation(Scheduler):
         return Result(
             seed=self.seed,
             scenario=self.scenario.name,
-            ok=invariant is None,
-            events=self.events,
-            time_ms=self.now,
             max_epoch=max_epoch,
             committed=len(self.checker.history),
-            faults=dict(self.faults),
-            trace_digest=self._trace.hexdigest(),
-            invariant=invariant,
-            detail=detail,
-            last_events=[" ".join(str(x) for x in e) for e in self._recent],
+            **self.outcome(invariant, detail),
         )
 
 

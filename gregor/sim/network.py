@@ -9,7 +9,7 @@ and no old request reaches a restarted node), and only if the link is not cut wh
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass
@@ -58,6 +58,12 @@ class Network:
             self.partitions.clear()
         else:
             self.partitions.pop(partition_id, None)
+
+    def calm(self) -> None:
+        """The end of the faults: every cut healed, no slow node, no message lost or doubled."""
+        self.heal()
+        self.slow.clear()
+        self.config = replace(self.config, drop_rate=0.0, duplicate_rate=0.0)
 
     def delays(self, src: int, dst: int) -> list[int]:
         """Delivery delays for one message: [] if dropped, two if duplicated."""

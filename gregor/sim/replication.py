@@ -26,14 +26,12 @@ not on their disks; losing the page cache of two of them at once loses it in Kaf
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import random
 import shutil
 import tempfile
-from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from gregor.controller.quorum_controller import ControllerConfig, TopicRequest, TopicResult
@@ -116,11 +114,7 @@ class Simulation(Scheduler, Faults):
         self.network = Network(random.Random(self.rng.getrandbits(64)), self.scenario.network)
         self.fault_rng = random.Random(self.rng.getrandbits(64))
         self.rng_admin = random.Random(self.rng.getrandbits(64))
-        Scheduler.__init__(self)
-        self.events = 0
-        self._trace = hashlib.sha256()
-        self._recent: deque[tuple[Any, ...]] = deque(maxlen=50)
-        self.faults: dict[str, int] = {}
+        Scheduler.__init__(self, recent=50)
         self.checker = DataChecker()
         self.clients_on = True
         self.settling = False
@@ -208,14 +202,6 @@ class Simulation(Scheduler, Faults):
                 target.incarnation, message, False,
             )  # fmt: skip
 
-    def record(self, *event: Any) -> None:
-        entry = (self.now, *event)
-        self._recent.append(entry)
-        self._trace.update(repr(entry).encode())
-
-    def count(self, name: str, n: int = 1) -> None:
-        self.faults[name] = self.faults.get(name, 0) + n
-
     def run(self) -> Result:
         quiet = logging.getLogger("gregor")
         level = quiet.level
@@ -250,10 +236,7 @@ class Simulation(Scheduler, Faults):
             if until is not None and at < until:
                 self.push(until, kind, *payload)
                 return
-        self.now = max(self.now, at)
-        self.events += 1
-        if self.events > self.config.max_events:
-            raise InvariantViolation("bounded run", f"more than {self.config.max_events} events")
+        self.advance(at, self.config.max_events)
         self._handle(kind, payload)
         # An event changes the host it happens on; what all brokers are checked against (the
         # committed metadata, the committed history) moves with events elsewhere: then all.
@@ -321,9 +304,7 @@ class Simulation(Scheduler, Faults):
     def settle(self) -> None:
         self.settling = True
         self.record("settle")
-        self.network.heal()
-        self.network.slow.clear()
-        self.network.config = replace(self.network.config, drop_rate=0.0, duplicate_rate=0.0)
+        self.network.calm()
         self.paused_until = {k: v for k, v in self.paused_until.items() if v > self.now}
         for host in self.hosts.values():
             if isinstance(host, BrokerHost):
@@ -375,16 +356,9 @@ class Simulation(Scheduler, Faults):
         return Result(
             seed=self.seed,
             scenario=self.scenario.name,
-            ok=invariant is None,
-            events=self.events,
-            time_ms=self.now,
             acked=self.checker.acked,
             read=self.checker.read,
-            faults=dict(self.faults),
-            trace_digest=self._trace.hexdigest(),
-            invariant=invariant,
-            detail=detail,
-            last_events=[" ".join(str(x) for x in e) for e in self._recent],
+            **self.outcome(invariant, detail),
         )
 
 
