@@ -12,22 +12,20 @@ leaving the `with` block) is SIGTERM, a clean shutdown.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-from types import TracebackType
 
 from gregor.clock import SYSTEM_CLOCK
 from gregor.testing import parent_death
+from gregor.testing.managed import Managed
 
 
 class BrokerStartError(RuntimeError):
     pass
 
 
-class Broker:
+class Broker(Managed):
     def __init__(
         self,
         config: dict[str, str] | None = None,
@@ -46,8 +44,7 @@ class Broker:
         # SIGTERM (a clean stop) for the node when the process that started it dies, even by
         # SIGKILL: `gregor cluster up` leaves nothing running
         self.die_with_parent = die_with_parent
-        self._own_dir = data_dir is None
-        self.data_dir = data_dir or tempfile.mkdtemp(prefix="gregor-")
+        self.data_dir = self._directory(data_dir, "gregor-")
         self.host = host
         self.port = port
         self.log_level = log_level
@@ -137,19 +134,3 @@ class Broker:
         else:
             self.kill()
         return self.start()
-
-    def close(self) -> None:
-        self.stop()
-        if self._own_dir:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-
-    def __enter__(self) -> Broker:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -18,15 +18,13 @@ there). `gregor cluster up` runs one in the foreground.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
-import tempfile
 from collections.abc import Callable, Collection
-from types import TracebackType
 
 from gregor.clock import SYSTEM_CLOCK
 from gregor.metadata.meta_properties import random_id
 from gregor.testing.broker import Broker
+from gregor.testing.managed import Managed
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
@@ -44,7 +42,7 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
             s.close()
 
 
-class LocalCluster:
+class LocalCluster(Managed):
     def __init__(
         self,
         nodes: int = 3,
@@ -58,8 +56,7 @@ class LocalCluster:
         bootstrap_only: Collection[int] = (),
         die_with_parent: bool = False,
     ) -> None:
-        self._own_dir = base_dir is None
-        self.base_dir = base_dir or tempfile.mkdtemp(prefix="gregor-cluster-")
+        self.base_dir = self._directory(base_dir, "gregor-cluster-")
         self.host = host
         self.cluster_id = cluster_id or random_id()
         dedicated = controllers > 0
@@ -213,19 +210,3 @@ class LocalCluster:
         """Brokers first, so that they can still ask a controller to fence them."""
         for i in sorted(self.ids, key=lambda i: i in self.controller_ids):
             self.nodes[i].stop()
-
-    def close(self) -> None:
-        self.stop()
-        if self._own_dir:
-            shutil.rmtree(self.base_dir, ignore_errors=True)
-
-    def __enter__(self) -> LocalCluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
