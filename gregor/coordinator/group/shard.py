@@ -58,6 +58,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gregor.coordinator.common.shard import ShardBase
 from gregor.coordinator.group import codes
 from gregor.coordinator.group.classic import (
     COMPLETING_REBALANCE,
@@ -100,7 +101,6 @@ log = logging.getLogger("gregor.coordinator.group")
 # Kafka's GroupCoordinatorConfig.CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS: a new member that
 # parks a JoinGroup and then vanishes is dropped after this long (it cannot heartbeat yet).
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
-MAX_TIMERS_PER_POLL = 100_000  # a limit on one poll's work
 EXPIRATION_KEY = ("expire-offsets",)
 NO_PRODUCER_ID = -1
 
@@ -133,10 +133,9 @@ def _sync_key(group_id: str) -> tuple[str, str]:
     return ("sync", group_id)
 
 
-class GroupCoordinatorShard:
+class GroupCoordinatorShard(ShardBase[Record, GroupConfig]):
     def __init__(self, partition: int, config: GroupConfig, rng: random.Random) -> None:
-        self.partition = partition
-        self.config = config
+        super().__init__(partition, config)
         self.rng = rng
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, dict[TopicPartitionKey, OffsetAndMetadata]] = {}
@@ -147,9 +146,6 @@ class GroupCoordinatorShard:
             int, dict[str, dict[TopicPartitionKey, OffsetAndMetadata]]
         ] = {}
         self.open_txns: dict[str, set[int]] = {}
-        self.timers = Timers()
-        self.loaded = False
-        self._records: list[Record] = []
         self._completions: list[tuple[Pending, Any]] = []
 
     # -- effects --------------------------------------------------------------------------------
@@ -157,13 +153,6 @@ class GroupCoordinatorShard:
     def take_completions(self) -> list[tuple[Pending, Any]]:
         out, self._completions = self._completions, []
         return out
-
-    def next_deadline_ms(self) -> int | None:
-        return self.timers.next_deadline()
-
-    def _done(self, result: Any) -> tuple[list[Record], Any]:
-        records, self._records = self._records, []
-        return records, result
 
     def _complete(self, pending: Pending | None, value: Any) -> None:
         if pending is not None:
@@ -322,16 +311,6 @@ class GroupCoordinatorShard:
         self.timers = Timers()
 
     # -- timers ---------------------------------------------------------------------------------
-
-    def poll(self, now_ms: int) -> list[Record]:
-        """Run every timer due at `now_ms`; the records they produce, to be appended."""
-        for _ in range(MAX_TIMERS_PER_POLL):
-            due = self.timers.pop_due(now_ms)
-            if due is None:
-                break
-            due[1](now_ms)
-        records, self._records = self._records, []
-        return records
 
     def _reschedule_heartbeat(
         self, group: ClassicGroup, member: Member, now_ms: int, timeout_ms: int | None = None

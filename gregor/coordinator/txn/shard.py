@@ -46,8 +46,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
+from gregor.coordinator.common.shard import ShardBase
 from gregor.coordinator.group.timers import Timers
 from gregor.coordinator.txn import codes
 from gregor.coordinator.txn.records import (
@@ -83,7 +83,6 @@ from gregor.protocol.errors import KafkaError
 log = logging.getLogger("gregor.coordinator.txn")
 
 MAX_EPOCH = 32767  # Short.MaxValue
-MAX_TIMERS_PER_POLL = 100_000
 ABORT_KEY = ("abort-timed-out",)
 EXPIRE_KEY = ("expire-ids",)
 PREPARE_STATES = (PREPARE_COMMIT, PREPARE_ABORT)
@@ -151,17 +150,13 @@ class _Markers:
     in_flight: MarkerRequest | None = None
 
 
-class TransactionCoordinatorShard:
+class TransactionCoordinatorShard(ShardBase[TxnRecord, TxnConfig]):
     def __init__(
         self, partition: int, config: TxnConfig, new_producer_id: Callable[[], int]
     ) -> None:
-        self.partition = partition
-        self.config = config
+        super().__init__(partition, config)
         self.new_producer_id = new_producer_id
         self.txns: dict[str, TransactionMetadata] = {}
-        self.timers = Timers()
-        self.loaded = False
-        self._records: list[TxnRecord] = []
         self._marker_requests: list[MarkerRequest] = []
         self._markers: dict[str, _Markers] = {}
 
@@ -170,13 +165,6 @@ class TransactionCoordinatorShard:
     def take_marker_requests(self) -> list[MarkerRequest]:
         out, self._marker_requests = self._marker_requests, []
         return out
-
-    def next_deadline_ms(self) -> int | None:
-        return self.timers.next_deadline()
-
-    def _done(self, answer: Any) -> tuple[list[TxnRecord], Any]:
-        records, self._records = self._records, []
-        return records, answer
 
     def _allocate_producer_id(self) -> tuple[int, int]:
         """(a new producer id, NONE), or (-1, the error to answer). As Kafka answers the
@@ -256,16 +244,6 @@ class TransactionCoordinatorShard:
         self.loaded = False
 
     # -- timers ---------------------------------------------------------------------------------
-
-    def poll(self, now_ms: int) -> list[TxnRecord]:
-        """Run every timer due at `now_ms`; the records they produce, to be appended."""
-        for _ in range(MAX_TIMERS_PER_POLL):
-            due = self.timers.pop_due(now_ms)
-            if due is None:
-                break
-            due[1](now_ms)
-        records, self._records = self._records, []
-        return records
 
     def _abort_timed_out(self, now_ms: int) -> None:
         """transaction.abort.timed.out.transaction.cleanup.interval.ms: a transaction open longer
