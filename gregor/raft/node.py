@@ -721,18 +721,26 @@ class RaftNode:
         leader = self.quorum.leader_id
         return (m.NO_LEADER if leader is None else leader), self.epoch
 
+    def _follow_leader(
+        self, cluster_id: str | None, leader_id: int, leader_epoch: int, now_ms: int
+    ) -> int:
+        """BeginQuorumEpoch and EndQuorumEpoch alike: refuse another cluster or an old epoch;
+        else learn of the leader and its epoch (NONE)."""
+        if not self._cluster_ok(cluster_id):
+            return INCONSISTENT_CLUSTER_ID
+        if leader_epoch < self.epoch:
+            return errors.FENCED_LEADER_EPOCH
+        self._maybe_transition(leader_id, leader_epoch, now_ms)
+        return errors.NONE
+
     def _handle_begin_quorum_epoch(
         self, request: m.BeginQuorumEpochRequest, now_ms: int
     ) -> m.BeginQuorumEpochResponse:
-        error = errors.NONE
-        if not self._cluster_ok(request.cluster_id):
-            error = INCONSISTENT_CLUSTER_ID
-        elif request.leader_epoch < self.epoch:
-            error = errors.FENCED_LEADER_EPOCH
-        else:
-            self._maybe_transition(request.leader_id, request.leader_epoch, now_ms)
-            if request.voter_id != self.node_id:
-                error = INVALID_VOTER_KEY
+        error = self._follow_leader(
+            request.cluster_id, request.leader_id, request.leader_epoch, now_ms
+        )
+        if error == errors.NONE and request.voter_id != self.node_id:
+            error = INVALID_VOTER_KEY
         return m.BeginQuorumEpochResponse(
             error, *self._epoch_response_fields(), request.correlation_id
         )
@@ -740,13 +748,10 @@ class RaftNode:
     def _handle_end_quorum_epoch(
         self, request: m.EndQuorumEpochRequest, now_ms: int
     ) -> m.EndQuorumEpochResponse:
-        error = errors.NONE
-        if not self._cluster_ok(request.cluster_id):
-            error = INCONSISTENT_CLUSTER_ID
-        elif request.leader_epoch < self.epoch:
-            error = errors.FENCED_LEADER_EPOCH
-        else:
-            self._maybe_transition(request.leader_id, request.leader_epoch, now_ms)
+        error = self._follow_leader(
+            request.cluster_id, request.leader_id, request.leader_epoch, now_ms
+        )
+        if error == errors.NONE:
             data = self.quorum.data
             if isinstance(data, FollowerState) and self.quorum.leader_id == request.leader_id:
                 data.fetch_deadline_ms = now_ms + self._end_epoch_backoff_ms(
