@@ -19,6 +19,7 @@ clients); OffsetDelete refuses it with INVALID_GROUP_ID, as Kafka does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from gregor.coordinator.group import codes
@@ -41,17 +42,51 @@ def _exists(ctx: RequestContext, topic: str, partition: int) -> bool:
     return info is not None and 0 <= partition < info.partitions
 
 
-@handles(api_keys.OFFSET_COMMIT)
-def offset_commit(ctx: RequestContext, request: Any) -> Any:
-    v = ctx.version
+def offsets_to_commit(
+    ctx: RequestContext, topics: Any, with_epoch: bool
+) -> list[tuple[str, int, int, int, str | None]]:
+    """(topic, partition, offset, leader epoch, metadata) of the partitions that exist (the
+    others are answered UNKNOWN_TOPIC_OR_PARTITION and never reach the coordinator); the epoch
+    is -1 unless the request version carries it."""
     wanted = []
-    for t in request.topics:
+    for t in topics:
         for p in t.partitions:
             if _exists(ctx, t.name, p.partition_index):
-                epoch = p.committed_leader_epoch if v >= 6 else -1
+                epoch = p.committed_leader_epoch if with_epoch else -1
                 wanted.append(
                     (t.name, p.partition_index, p.committed_offset, epoch, p.committed_metadata)
                 )
+    return wanted
+
+
+def partition_errors(
+    topics: Any, topic_type: Any, partition_type: Any, error: Callable[[str, int], int]
+) -> list[Any]:
+    """A response's topics, each partition of the request with `error(topic, partition)`."""
+    return [
+        topic_type(
+            name=t.name,
+            partitions=[
+                partition_type(
+                    partition_index=p.partition_index, error_code=error(t.name, p.partition_index)
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in topics
+    ]
+
+
+def error_by_partition(res: PartitionErrors | None) -> Callable[[str, int], int]:
+    """The coordinator's error of a partition; UNKNOWN_TOPIC_OR_PARTITION if it did not see it."""
+    by_tp = {(t, p): e for t, p, e in res.partitions} if res is not None else {}
+    return lambda topic, partition: by_tp.get((topic, partition), codes.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+@handles(api_keys.OFFSET_COMMIT)
+def offset_commit(ctx: RequestContext, request: Any) -> Any:
+    v = ctx.version
+    wanted = offsets_to_commit(ctx, request.topics, with_epoch=v >= 6)
     r = OffsetCommitRequest(
         group_id=request.group_id,
         generation_id=request.generation_id_or_member_epoch,
@@ -66,24 +101,14 @@ def offset_commit(ctx: RequestContext, request: Any) -> Any:
 
 
 def _commit_response(request: Any, res: PartitionErrors | None) -> Any:
-    by_tp = {(t, p): e for t, p, e in res.partitions} if res is not None else {}
     R = OffsetCommitResponse
     return R(
-        topics=[
-            R.OffsetCommitResponseTopic(
-                name=t.name,
-                partitions=[
-                    R.OffsetCommitResponsePartition(
-                        partition_index=p.partition_index,
-                        error_code=by_tp.get(
-                            (t.name, p.partition_index), codes.UNKNOWN_TOPIC_OR_PARTITION
-                        ),
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in request.topics
-        ]
+        topics=partition_errors(
+            request.topics,
+            R.OffsetCommitResponseTopic,
+            R.OffsetCommitResponsePartition,
+            error_by_partition(res),
+        )
     )
 
 
@@ -185,22 +210,12 @@ def _delete_response(request: Any, res: PartitionErrors) -> Any:
     R = OffsetDeleteResponse
     if res.error:
         return R(error_code=res.error, topics=[])
-    by_tp = {(t, p): e for t, p, e in res.partitions}
     return R(
         error_code=codes.NONE,
-        topics=[
-            R.OffsetDeleteResponseTopic(
-                name=t.name,
-                partitions=[
-                    R.OffsetDeleteResponsePartition(
-                        partition_index=p.partition_index,
-                        error_code=by_tp.get(
-                            (t.name, p.partition_index), codes.UNKNOWN_TOPIC_OR_PARTITION
-                        ),
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in request.topics
-        ],
+        topics=partition_errors(
+            request.topics,
+            R.OffsetDeleteResponseTopic,
+            R.OffsetDeleteResponsePartition,
+            error_by_partition(res),
+        ),
     )

@@ -22,27 +22,16 @@ from gregor.coordinator.group import codes
 from gregor.coordinator.group.results import PartitionErrors, TxnOffsetCommitRequest
 from gregor.handlers.context import RequestContext
 from gregor.handlers.groups import respond
+from gregor.handlers.offsets import error_by_partition, offsets_to_commit, partition_errors
 from gregor.handlers.registry import handles
 from gregor.protocol import api_keys
 from gregor.protocol.messages import TxnOffsetCommitResponse
 
 
-def _exists(ctx: RequestContext, topic: str, partition: int) -> bool:
-    info = ctx.services.store.topics.get(topic)
-    return info is not None and 0 <= partition < info.partitions
-
-
 @handles(api_keys.TXN_OFFSET_COMMIT)
 def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
     v = ctx.version
-    wanted = []
-    for t in request.topics:
-        for p in t.partitions:
-            if _exists(ctx, t.name, p.partition_index):
-                epoch = p.committed_leader_epoch if v >= 2 else -1
-                wanted.append(
-                    (t.name, p.partition_index, p.committed_offset, epoch, p.committed_metadata)
-                )
+    wanted = offsets_to_commit(ctx, request.topics, with_epoch=v >= 2)
     r = TxnOffsetCommitRequest(
         group_id=request.group_id,
         producer_id=request.producer_id,
@@ -58,27 +47,20 @@ def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
 
 
 def _response(v: int, request: Any, res: PartitionErrors | None) -> Any:
-    by_tp = {(t, p): e for t, p, e in res.partitions} if res is not None else {}
+    coordinator_error = error_by_partition(res)
 
     def error(topic: str, partition: int) -> int:
-        code = by_tp.get((topic, partition), codes.UNKNOWN_TOPIC_OR_PARTITION)
+        code = coordinator_error(topic, partition)
         if v < 2 and code == codes.COORDINATOR_LOAD_IN_PROGRESS:
             return codes.COORDINATOR_NOT_AVAILABLE
         return code
 
     R = TxnOffsetCommitResponse
     return R(
-        topics=[
-            R.TxnOffsetCommitResponseTopic(
-                name=t.name,
-                partitions=[
-                    R.TxnOffsetCommitResponsePartition(
-                        partition_index=p.partition_index,
-                        error_code=error(t.name, p.partition_index),
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in request.topics
-        ]
+        topics=partition_errors(
+            request.topics,
+            R.TxnOffsetCommitResponseTopic,
+            R.TxnOffsetCommitResponsePartition,
+            error,
+        )
     )
