@@ -70,27 +70,22 @@ def client_host(ctx: RequestContext) -> str:
 def _coordinator(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str | None]:
     """(error, message) for one key; NONE means this broker."""
     b = ctx.services
+    ensure_topic: Callable[[], None]
     if key_type == TRANSACTION:
-        try:
-            b.transactions.ensure_transaction_topic()
-        except KafkaError as exc:
-            return (
-                codes.COORDINATOR_NOT_AVAILABLE,
-                f"__transaction_state cannot be created: {exc.message}",
-            )
-        if not b.transactions.is_leader_for(key):
-            return codes.COORDINATOR_NOT_AVAILABLE, "the coordinator is not available"
-        return codes.NONE, None
-    if key_type != GROUP:
+        topic, ensure_topic, leads = (
+            "__transaction_state", b.transactions.ensure_transaction_topic, b.transactions.is_leader_for
+        )  # fmt: skip
+    elif key_type == GROUP:
+        topic, ensure_topic, leads = (
+            "__consumer_offsets", b.groups.ensure_offsets_topic, b.groups.is_leader_for
+        )  # fmt: skip
+    else:
         return codes.INVALID_REQUEST, f"key type {key_type} is not served"
     try:
-        b.groups.ensure_offsets_topic()
+        ensure_topic()
     except KafkaError as exc:
-        return (
-            codes.COORDINATOR_NOT_AVAILABLE,
-            f"__consumer_offsets cannot be created: {exc.message}",
-        )
-    if not b.groups.is_leader_for(key):
+        return codes.COORDINATOR_NOT_AVAILABLE, f"{topic} cannot be created: {exc.message}"
+    if not leads(key):
         return codes.COORDINATOR_NOT_AVAILABLE, "the coordinator is not available"
     return codes.NONE, None
 
