@@ -184,6 +184,7 @@ class Simulation(Scheduler):
         elif kind == "poll":
             host = self.hosts[payload[0]]
             self.record("poll", host.node_id)
+            host.poll_at = NEVER  # the timer is spent: the next deadline, even the same, re-arms
             if host.node is not None:
                 self._apply(host, host.node.poll(self.now))
         elif kind == "append":

@@ -111,6 +111,9 @@ class ControllerHost(SimHost):
 
     def timer_poll(self, token: int) -> None:
         if token == self.poll_token and self.node is not None:
+            # The timer is spent: a deadline equal to the one just reached (a candidate's
+            # election backoff of 0) needs a new one, as the real driver re-arms at each poll.
+            self.poll_at = NEVER
             self.apply(self.node.poll(self.now_ms()))
 
     def apply(self, effects: Effects) -> None:

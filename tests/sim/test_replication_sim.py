@@ -240,3 +240,13 @@ def test_a_leader_led_again_after_an_epoch_it_missed_forgets_its_followers_logs(
     epoch 4 (broker 1's, under which broker 3 truncated to 27); elected again in epoch 5 it
     moved the HW to 30 on broker 3's log end of epoch 3 (tests/replication/test_leader_again.py)."""
     assert run_seed(548, ReplicationConfig()).ok
+
+
+def test_a_candidate_whose_election_backoff_is_zero_runs_again():
+    """Seed 906 (with the coordinators): after a split vote, candidates 3001 and 3003 lost at
+    their election deadline and drew an election backoff of 0, so the node asked to be polled
+    again at the deadline just reached; the simulated controller's driver took it for the timer
+    already set and set none. No controller was ever active again: heartbeats were answered
+    NOT_CONTROLLER and broker 2 never came back into the ISR. The driver now re-arms at every
+    poll, as the real one does (tests/sim/test_controller_host.py)."""
+    assert run_seed(906, ReplicationConfig()).ok
