@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import codecs
 import random
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -239,7 +240,8 @@ def _produce(args: argparse.Namespace) -> int:
     start_ms = _now_ms()
     interrupted = False
     try:
-        _send(producer, args, payloads, run, progress, start_ms)
+        with _CtrlC() as ctrl_c:
+            _send(producer, args, payloads, run, progress, start_ms, ctrl_c)
     except KeyboardInterrupt:
         # What was sent is still waited for, --timeout at most (a second Ctrl-C ends it).
         interrupted = True
@@ -286,12 +288,14 @@ def _send(
     run: _ProduceRun,
     progress: ProgressLine,
     start_ms: float,
+    ctrl_c: _CtrlC,
 ) -> None:
     throttler = ThroughputThrottler(args.throughput, start_ms)
     rng = random.Random()
     only = payloads[0] if len(payloads) == 1 else None
     send, topic, on_delivery = producer.produce, args.topic, run.on_delivery
     for i in range(args.num_records):
+        ctrl_c.check()
         if not throttler.unlimited:
             # Waits under 1 ms are left to add up: sleeping for less costs more than it paces.
             while (wait_ms := throttler.wait_ms(i, _now_ms())) >= 1.0:
@@ -308,6 +312,34 @@ def _send(
             progress.update(
                 run.delivered, lambda: _live_figures(run.delivered, run.bytes, start_ms, run.hist)
             )
+
+
+class _CtrlC:
+    """While records are sent, Ctrl-C only sets a flag that the send loop reads between records:
+    a KeyboardInterrupt raised inside librdkafka's poll (in a delivery callback) would come out
+    of it as a SystemError."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+        self._previous: Any = None
+
+    def __enter__(self) -> _CtrlC:
+        try:
+            self._previous = signal.signal(signal.SIGINT, self._press)
+        except ValueError:  # not the main thread: Ctrl-C stays Python's default
+            self._previous = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def _press(self, _signum: int, _frame: Any) -> None:
+        self.pressed = True
+
+    def check(self) -> None:
+        if self.pressed:
+            raise KeyboardInterrupt
 
 
 def _drain(
