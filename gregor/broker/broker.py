@@ -49,6 +49,11 @@ from gregor.storage.log_manager import LogManager
 log = logging.getLogger("gregor.broker")
 
 
+def _settle(future: asyncio.Future[None] | None) -> None:
+    if future is not None and not future.done():
+        future.set_result(None)
+
+
 class BrokerServer:
     def __init__(
         self, config: BrokerConfig, ready_file: str | None = None, clock: Clock = SYSTEM_CLOCK
@@ -168,6 +173,9 @@ class BrokerServer:
         self.logs.startup()
         self.hosting.apply()
         dispatch = Dispatcher(self.services, self.forwarder)
+        if self.member is not None:  # clients wait until this broker has caught up
+            dispatch.held = asyncio.get_running_loop().create_future()
+            self.hosting.on_caught_up = lambda: _settle(dispatch.held)
         self.server = configured_server(
             dispatch, self.listen_host, self.listen_port, self.config_value, self._listen_sock
         )

@@ -5,6 +5,7 @@ waits; its response is encoded when it completes)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable
 from typing import Any
 
@@ -29,10 +30,17 @@ class Dispatcher:
     def __init__(self, services: Services, forwarder: Forwarder) -> None:
         self.services = services
         self.forwarder = forwarder
+        # Set while the node has not caught up with the metadata (a quorum member starting):
+        # requests wait for it, as Kafka's broker reads none before its initial catch-up.
+        self.held: asyncio.Future[None] | None = None
 
     def __call__(
         self, conn: Connection, frame: memoryview
     ) -> Output | Awaitable[Output | None] | None:
+        if self.held is not None:
+            if not self.held.done():
+                return self._when_caught_up(conn, bytes(frame))
+            self.held = None
         try:
             key, version, correlation_id = peek_request(frame)
         except CorruptFrameError as exc:
@@ -65,6 +73,12 @@ class Dispatcher:
         if isinstance(result, Data):
             return codec.encode_response(key, version, correlation_id, result)
         return self._finish(key, version, correlation_id, result)  # a request that waits
+
+    async def _when_caught_up(self, conn: Connection, frame: bytes) -> Output | None:
+        assert self.held is not None
+        await asyncio.shield(self.held)
+        answer = self(conn, memoryview(frame))
+        return await answer if isinstance(answer, Awaitable) else answer
 
     def _finish(
         self, key: int, version: int, correlation_id: int, pending: Pending

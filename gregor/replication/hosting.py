@@ -79,6 +79,7 @@ class PartitionHosting:
         # In a quorum, nothing is hosted before this says yes once (then it is not asked again):
         # the broker has registered and caught up to its registration (Kafka's initial catch-up).
         self.registered: Callable[[], bool] | None = None
+        self.on_caught_up: Callable[[], None] | None = None  # called once, when it says yes
         self.schedule: Callable[[Callable[[], None]], object] | None = None
         self.on_followers: Callable[[list[FollowerChange]], None] | None = None
         self.on_applied: list[Callable[[int], None]] = []
@@ -93,6 +94,8 @@ class PartitionHosting:
             if not self.registered():
                 return
             self.registered = None
+            if self.on_caught_up is not None:
+                self.on_caught_up()
         topics = self.store.topics
         changed = self.store.take_changes()
         if changed is not None:
