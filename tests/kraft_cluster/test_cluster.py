@@ -273,7 +273,9 @@ def test_a_restarted_node_answers_its_first_request_with_the_metadata_it_caught_
     ctrl = active_controller(cluster)
     wait_for("three unfenced brokers", lambda: len(metadata_of(cluster, ctrl).brokers) == 3)
     create(admin(cluster.bootstrap), "kept")
-    wait_for("the topic everywhere", lambda: all("kept" in topics_on(cluster, i) for i in cluster.ids))
+    wait_for(
+        "the topic everywhere", lambda: all("kept" in topics_on(cluster, i) for i in cluster.ids)
+    )
     other = next(i for i in cluster.ids if i != ctrl)
     for _ in range(3):
         cluster.stop_node(other)
