@@ -9,17 +9,24 @@ File layouts (big-endian, Kafka's exactly)::
 *last* offset of the batch that starts at `position`; a time-index entry says "the batches up to
 relativeOffset hold timestamps up to `timestamp`", and timestamps only grow along the file.
 
-While its segment is active an index file is preallocated to `segment.index.bytes` (rounded down
-to whole entries) and mapped read-write; the number of live entries is kept in memory. When the
-segment rolls, or the log closes, the file is trimmed to exactly its entries, so a reader that
-knows nothing of us (Kafka's DumpLogSegments) sees only real entries. A trimmed index is mapped
-read-only, and only when first used: 10,000 partitions open without touching their indexes.
+While its segment is active an index lives in memory: its entries sit in a `bytearray` that
+grows by doubling, and reach the file only when the segment is flushed, rolls or closes (then
+the new entries are written with one `pwrite`). The file is never mapped read-write: the first
+write into a fresh mapping of a large sparse file costs milliseconds (the page fault sets the
+whole mapping up), and the loop thread must not pay that once per segment. When the segment
+rolls, or the log closes, the file holds exactly its entries, so a reader that knows nothing of
+us (Kafka's DumpLogSegments) sees only real entries. An inactive index is mapped read-only, and
+only when first used: 10,000 partitions open without touching their indexes.
 
-A preallocated file is sparse: its pages get disk blocks only when written. Written through a
-map, a page with no block on a full disk cannot fail with an error, the kernel raises SIGBUS
-and the broker dies. So before entries are added, `reserve` allocates blocks for them with
-`posix_fallocate`, `_RESERVE_BYTES` at a time (with 4 KiB between entries, one call per ~32 MiB
-of log): a full disk is then an OSError at a point where nothing has changed yet.
+After a crash the file of an active index may lack its last entries (or hold reserved zeros):
+such a segment lies past the recovery point, and recovery rebuilds its indexes before anyone
+reads them. A flush writes and syncs the entries with the log, so a segment below the recovery
+point has its whole index on disk.
+
+On a full disk a write of entries must not fail half way through a roll. So before entries are
+added, `reserve` allocates blocks for them with `posix_fallocate`, `_RESERVE_BYTES` at a time
+(with 4 KiB between entries, one call per ~32 MiB of log): a full disk is an OSError at a point
+where nothing has changed yet, and the later `pwrite` of those entries lands in blocks it owns.
 
 Lookups are binary searches. Most lookups are for recent offsets (consumers near the tail,
 followers), so a search first tries the last `_WARM_BYTES` of the file, the pages that are
@@ -43,6 +50,7 @@ from typing import NamedTuple
 
 _WARM_BYTES = 8192
 _RESERVE_BYTES = 64 * 1024
+_FIRST_ENTRIES = 32  # an active index's first buffer: grown by doubling
 
 # One key of an entry, unpacked in place by the searches (no call or tuple per probe).
 _KEY32 = struct.Struct(">i").unpack_from
@@ -73,39 +81,68 @@ class _Index:
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self._writable = writable
-        self._mm: mmap.mmap | None = None
+        # The entries: a read-only map of the file, or (active) a bytearray of them in memory.
+        self._mm: mmap.mmap | bytearray | None = None
         self._entries: int | None = None  # known without mapping when the file is new
         self._max_entries = max(1, max_index_size // self.ENTRY_SIZE)
         self._allocated = 0  # bytes from the start known to have disk blocks (see `reserve`)
+        self._written = 0  # active: entries the file holds (those after it are in memory only)
+        self._unsynced = False  # active: entries written to the file and not yet synced
 
     # -- mapping ------------------------------------------------------------------------------
 
-    def _open(self) -> mmap.mmap | None:
-        """Map the file; an active index is grown to its preallocated size first."""
-        exists = os.path.exists(self.path)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+    def _open(self) -> mmap.mmap | bytearray | None:
+        """The entries: an active index's read into memory, an inactive one's file mapped."""
+        if self._writable:
+            return self._load()
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            self._entries = self._entries or 0
+            return None
         try:
             length = os.fstat(fd).st_size
             if self._entries is None:
                 # A file from a previous run: every whole entry in it counts. A trimmed index is
                 # exact; an untrimmed one (a crash) is rebuilt by recovery before anyone reads it.
-                self._entries = length // self.ENTRY_SIZE if exists else 0
-            if self._writable:
-                size = self._max_entries * self.ENTRY_SIZE
-                if length != size:
-                    os.ftruncate(fd, max(size, self._entries * self.ENTRY_SIZE))
-                length = max(size, self._entries * self.ENTRY_SIZE)
+                self._entries = length // self.ENTRY_SIZE
             if length == 0:
                 return None
-            access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
-            return mmap.mmap(fd, length, access=access)
+            return mmap.mmap(fd, length, access=mmap.ACCESS_READ)
         finally:
             os.close(fd)
 
-    def _map(self) -> mmap.mmap | None:
+    def _load(self) -> bytearray:
+        """An active index's entries, read once from its file (created if new)."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            length = os.fstat(fd).st_size
+            if self._entries is None:
+                self._entries = length // self.ENTRY_SIZE  # see `_open`
+            size = min(self._entries * self.ENTRY_SIZE, length)
+            data = os.pread(fd, size, 0) if size else b""
+        finally:
+            os.close(fd)
+        self._written = len(data) // self.ENTRY_SIZE
+        buf = bytearray(data)
+        capacity = max(_FIRST_ENTRIES, self._entries) * self.ENTRY_SIZE
+        if capacity > len(buf):
+            buf.extend(bytes(capacity - len(buf)))
+        return buf
+
+    def _map(self) -> mmap.mmap | bytearray | None:
         if self._mm is None:
             self._mm = self._open()
         return self._mm
+
+    def _release_views(self) -> None:
+        """Drop any view of the buffer (a bytearray cannot grow while one is alive)."""
+
+    def _grow(self, buf: bytearray) -> None:
+        """Double an active index's buffer (up to its maximum number of entries)."""
+        self._release_views()
+        top = self._max_entries * self.ENTRY_SIZE
+        buf.extend(bytes(max(self.ENTRY_SIZE, min(len(buf), top - len(buf)))))
 
     def reserve(self, more: int) -> None:
         """Make sure the next `more` entries have disk blocks (an OSError such as ENOSPC
@@ -137,14 +174,41 @@ class _Index:
         n = self._entries  # checked before every append: spare the property when known
         return (n if n is not None else self.entries) >= self._max_entries
 
+    def _write_out(self, sync: bool) -> None:
+        """An active index's entries not yet in its file, written there (and synced)."""
+        buf = self._mm
+        n = self._entries or 0
+        if not isinstance(buf, bytearray) or (n <= self._written and not self._unsynced):
+            return
+        size = self.ENTRY_SIZE
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if n > self._written:
+                os.pwrite(fd, buf[self._written * size : n * size], self._written * size)
+                self._written = n
+                self._unsynced = True
+            if sync:
+                os.fdatasync(fd)
+                self._unsynced = False
+        finally:
+            os.close(fd)
+
     def close(self) -> None:
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
+        """Release the map or the buffer (an active index's new entries go to its file first);
+        it is read again on next use."""
+        self._write_out(sync=False)
+        self._drop()
+
+    def _drop(self) -> None:
+        self._release_views()
+        mm = self._mm
+        self._mm = None
+        if mm is not None and not isinstance(mm, bytearray):
+            mm.close()
 
     def flush(self) -> None:
-        if self._mm is not None and self._writable:
-            self._mm.flush()
+        if self._writable:
+            self._write_out(sync=True)
 
     def trim_to_valid_size(self) -> None:
         """Cut the file to its live entries and map it read-only from now on."""
@@ -154,10 +218,11 @@ class _Index:
             with open(self.path, "r+b" if os.path.exists(self.path) else "w+b") as f:
                 f.truncate(entries * self.ENTRY_SIZE)
         self._allocated = 0
+        self._written = 0
         self._writable = False
 
     def make_writable(self, max_index_size: int) -> None:
-        """Reopen as an active index: preallocated again on next use."""
+        """Reopen as an active index: read into memory on next use."""
         entries = self.entries
         self.close()
         self.max_index_size = max_index_size
@@ -170,24 +235,25 @@ class _Index:
         self.truncate_to_entries(0)
 
     def truncate_to_entries(self, n: int) -> None:
-        self._map()
-        self._entries = min(n, self.entries)
+        """Keep the first `n` entries, in memory and in the file."""
+        if n <= 0 and self._mm is None:
+            self._entries = 0  # nothing to read first (a rebuild after a crash comes here)
+        else:
+            self._map()
+            self._entries = min(n, self.entries)
         if not self._writable:
-            self.close()
-            with open(self.path, "r+b") as f:
-                f.truncate(self._entries * self.ENTRY_SIZE)
-        elif self._mm is not None:
-            # Cut the file to the kept entries; the next use preallocates it again with a hole,
-            # which reads as zeros, as a new file does. (Writing zeros over the dropped region
-            # instead would allocate every preallocated byte: 20 MB of disk per partition at
-            # each recovery with the default segment.index.bytes.)
-            self.close()
+            self._drop()
+        else:
+            self._written = min(self._written, self._entries)
+        if os.path.exists(self.path):
+            # Cut the file to the kept entries (a reserved tail goes too; `reserve` makes it
+            # again). A bytearray keeps its capacity: entries past `_entries` are dead.
             with open(self.path, "r+b") as f:
                 f.truncate(self._entries * self.ENTRY_SIZE)
         self._allocated = min(self._allocated, self._entries * self.ENTRY_SIZE)
 
     def delete(self) -> None:
-        self.close()
+        self._drop()
         try:
             os.unlink(self.path)
         except FileNotFoundError:
@@ -201,18 +267,20 @@ class _Index:
 
     # -- entries ------------------------------------------------------------------------------
 
-    def _entry(self, mm: mmap.mmap, n: int) -> tuple[int, ...]:
+    def _entry(self, mm: mmap.mmap | bytearray, n: int) -> tuple[int, ...]:
         return self._ENTRY.unpack_from(mm, n * self.ENTRY_SIZE)
 
     def _append_raw(self, *values: int) -> None:
         mm = self._map()
         n = self.entries
-        if n >= self._max_entries or mm is None or not self._writable:
+        if n >= self._max_entries or not isinstance(mm, bytearray) or not self._writable:
             raise CorruptIndexError(f"index {self.path} is full or read-only ({n} entries)")
+        if (n + 1) * self.ENTRY_SIZE > len(mm):
+            self._grow(mm)
         self._ENTRY.pack_into(mm, n * self.ENTRY_SIZE, *values)
         self._entries = n + 1
 
-    def _search(self, key_of: Callable[[mmap.mmap, int], int], target: int) -> int:
+    def _search(self, key_of: Callable[[mmap.mmap | bytearray, int], int], target: int) -> int:
         """Slot of the largest entry whose key is <= target, or -1."""
         mm = self._map()
         n = self.entries
@@ -272,13 +340,12 @@ class OffsetIndex(_Index):
     # (the map, as 32-bit words, its offsets, its positions): views the searches bisect in C.
     _views: tuple[memoryview, memoryview, memoryview, memoryview] | None = None
 
-    def close(self) -> None:
+    def _release_views(self) -> None:
         views = self._views
         if views is not None:
             self._views = None
             for view in reversed(views):
-                view.release()  # the map cannot close while a view of it is alive
-        super().close()
+                view.release()  # the map cannot close, nor the buffer grow, while one is alive
 
     def _search32(self, field: int, target: int) -> int:
         """`_search` by offset (`field` 0) or position (1), bisecting in C.
@@ -312,8 +379,14 @@ class OffsetIndex(_Index):
     def append(self, offset: int, position: int) -> None:
         mm = self._mm
         n = self._entries
-        if mm is None or n is None or n >= self._max_entries or not self._writable:
-            self._append_raw(offset - self.base_offset, position)  # maps, or raises
+        if (
+            mm is None
+            or n is None
+            or n >= self._max_entries
+            or (n + 1) * 8 > len(mm)
+            or not self._writable
+        ):
+            self._append_raw(offset - self.base_offset, position)  # loads, grows, or raises
             return
         _PACK_OFFSET(mm, n * 8, offset - self.base_offset, position)
         self._entries = n + 1

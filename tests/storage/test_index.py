@@ -244,3 +244,56 @@ def test_time_index_lookup_is_floor_search(tmp_path_factory, n, seed, data):
         i = bisect.bisect_right(stamps, target) - 1
         assert tuple(idx.lookup(target)) == ((stamps[i], offsets[i]) if i >= 0 else (-1, 0))
     idx.close()
+
+
+def test_an_active_index_is_memory_until_flushed_and_its_file_is_never_mapped(
+    tmp_path, monkeypatch
+):
+    """The first write into a fresh map of a preallocated index cost milliseconds on the event
+    loop: an active index keeps its entries in memory and writes them with pwrite when flushed,
+    rolled or closed; only an inactive index is mapped, read-only."""
+    import mmap as mmap_module
+
+    maps = []
+    real_mmap = mmap_module.mmap
+
+    def counting_mmap(fd, length, *args, **kw):
+        maps.append(kw.get("access"))
+        return real_mmap(fd, length, *args, **kw)
+
+    monkeypatch.setattr("gregor.storage.index.mmap.mmap", counting_mmap)
+    path = str(tmp_path / "00000000000000000100.index")
+    idx = OffsetIndex(path, 100, 10 * 1024 * 1024, writable=True)
+    idx.reserve(1000)
+    for i in range(1000):  # grows its buffer many times over; lookups in between
+        idx.append(100 + 2 * i, 64 * i)
+        assert idx.lookup(100 + 2 * i + 1) == (100 + 2 * i, 64 * i)
+    assert maps == []
+    assert os.path.getsize(path) < 64 * 1024 + 8000  # reserved blocks, never 10 MiB
+    assert read_file(path)[:8] == bytes(8)  # nothing written yet: in memory
+    idx.flush()
+    data = read_file(path)
+    assert [int.from_bytes(data[i * 8 : i * 8 + 4], "big") for i in (0, 999)] == [0, 1998]
+    for i in range(1000, 1010):
+        idx.append(100 + 2 * i, 64 * i)
+    idx.trim_to_valid_size()  # a roll: the rest written, the file cut to its entries
+    assert os.path.getsize(path) == 1010 * 8
+    assert idx.lookup(100 + 2 * 1009) == (100 + 2 * 1009, 64 * 1009)
+    assert maps == [mmap_module.ACCESS_READ]
+
+
+def test_a_closed_active_index_reopens_with_its_entries_and_takes_more(tmp_path):
+    path = str(tmp_path / "00000000000000000000.timeindex")
+    idx = TimeIndex(path, 0, 1200, writable=True)
+    for i in range(40):
+        idx.maybe_append(1000 + i, i)
+    idx.close()  # closing an idle segment's handles: the entries reach the file
+    assert os.path.getsize(path) >= 40 * 12
+    assert idx.entries == 40 and idx.last_entry() == (1039, 39)
+    for i in range(40, 99):
+        idx.maybe_append(1000 + i, i)
+    assert idx.is_full()  # 100 slots, one kept for the roll's entry
+    idx.truncate_to(50)
+    assert idx.entries == 50 and idx.lookup(10**9) == (1049, 49)
+    idx.trim_to_valid_size()
+    assert os.path.getsize(path) == 50 * 12
