@@ -39,7 +39,7 @@ from gregor.replication.partition import ReplicaManager
 from gregor.replication.pending import Pending
 from gregor.replication.purgatory import DelayedOperationPurgatory
 from gregor.runtime.cleaner_thread import CleanerThreads
-from gregor.runtime.log_io import flush_after_roll, maintenance
+from gregor.runtime.log_io import DeferredSyncs, flush_after_roll, maintenance
 from gregor.runtime.process import serve_until_signalled, write_ready_file
 from gregor.runtime.purgatory_driver import PurgatoryDriver
 from gregor.runtime.server import Server, bind, configured_server, connection_limits
@@ -82,6 +82,7 @@ class BrokerServer:
             config.log_dirs, config_for=self.config_view.log_config_for, clock=clock
         )
         self.logs.roll_flusher = flush_after_roll
+        self.logs.deferred_sync = self.epoch_syncs = DeferredSyncs()
         self.replicas = ReplicaManager(
             self.node_id, self.logs, liveness=self.cluster.liveness,
             local_broker_epoch=self._broker_epoch,
@@ -228,6 +229,7 @@ class BrokerServer:
             if part is not None:
                 await part.stop()
         await self.cleaner.stop()  # before the logs close: no swap may reach a closed log
+        self.epoch_syncs.drain()
         self.logs.shutdown()
         self.store.close()
         log.info("shut down cleanly")

@@ -1,21 +1,26 @@
-"""The log manager's background work: fsyncs after a roll and checkpoint writes on worker
-threads (so they never hold the event loop), with their results handed back to the log on the
-loop; and the periodic tasks (flushes, deleted files, checkpoints, retention, idle producers).
+"""The log manager's background work: fsyncs after a roll, of leader-epoch checkpoints and
+checkpoint writes on worker threads (so they never hold the event loop), with their results
+handed back to the log on the loop; and the periodic tasks (flushes, deleted files,
+checkpoints, retention, idle producers).
 
     logs.roll_flusher = flush_after_roll      # LogManager calls it after each roll
+    logs.deferred_sync = DeferredSyncs()      # leader-epoch checkpoints, new dirs: fsynced later
     tasks = maintenance(logs, config_value, clock)      # coroutines to run until stopped
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
 import logging
 import os
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable, Collection, Coroutine
+from typing import Any, cast
 
 from gregor.clock import Clock
 from gregor.runtime.timers import every
+from gregor.storage import checkpoints
 from gregor.storage.log import Log
 from gregor.storage.log_manager import LogManager
 
@@ -51,6 +56,83 @@ def flush_after_roll(log_: Log, up_to: int) -> None:
             log.error("background flush of %s failed: %s", log_, exc)
 
     loop.run_in_executor(None, fsync_all).add_done_callback(done)
+
+
+class DeferredSyncs:
+    """fsyncs of files written without one (leader-epoch checkpoints), done on a worker thread
+    in batches: whatever was asked for while one batch ran makes the next.
+
+        logs.deferred_sync = syncs = DeferredSyncs()
+        ...
+        syncs.drain()      # at stop: what is still pending, synced before the logs close
+    """
+
+    def __init__(self) -> None:
+        self._pending: set[str] = set()
+        self._running = False
+
+    def __call__(self, path: str) -> None:
+        self._pending.add(path)
+        if self._running:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not serving: at once
+            self.drain()
+            return
+        self._running = True
+        loop.call_soon(self._next_batch)
+
+    def _next_batch(self) -> None:
+        paths, self._pending = self._pending, set()
+        if not paths:
+            self._running = False
+            return
+        asyncio.get_running_loop().run_in_executor(None, sync_files, paths).add_done_callback(
+            self._done
+        )
+
+    def _done(self, fut: asyncio.Future[None]) -> None:
+        exc = fut.exception()
+        if exc is not None:
+            log.error("could not sync leader-epoch checkpoints: %s", exc)
+        self._next_batch()
+
+    def drain(self) -> None:
+        paths, self._pending = self._pending, set()
+        sync_files(paths)
+
+
+def sync_files(paths: Collection[str]) -> None:
+    """fsync each file and its directory; many at once: one syncfs per file system."""
+    if len(paths) > _SYNCFS_ABOVE and _syncfs is not None:
+        devices: dict[int, str] = {}
+        for path in paths:
+            directory = os.path.dirname(path) or "."
+            with contextlib.suppress(OSError):
+                devices.setdefault(os.stat(directory).st_dev, directory)
+        for directory in devices.values():
+            fd = os.open(directory, os.O_RDONLY)
+            try:
+                if _syncfs(fd) != 0:
+                    raise OSError(ctypes.get_errno(), f"syncfs of {directory} failed")
+            finally:
+                os.close(fd)
+        return
+    for path in paths:
+        checkpoints.sync_file(path)
+
+
+def _load_syncfs() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return cast(Callable[[int], int], libc.syncfs)
+    except (OSError, AttributeError):
+        return None
+
+
+_SYNCFS_ABOVE = 32  # files per batch above which one syncfs beats a fsync each
+_syncfs = _load_syncfs()
 
 
 def checkpoint_in_background(logs: LogManager) -> None:

@@ -14,11 +14,15 @@ Format::
     my-topic 1 98
 or, for the leader-epoch checkpoint, `epoch startOffset` per line.
 
-Writes go to `<file>.tmp`, are fsynced, then renamed over the file and the directory fsynced.
+Writes go to `<file>.tmp`, are fsynced, then renamed over the file and the directory fsynced;
+or, for files a broker rewrites per partition on the event loop (the leader-epoch checkpoint),
+written in place when they do not shrink and fsynced later on a worker thread
+(`overwrite_lines`).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterable
 
@@ -29,15 +33,70 @@ class CheckpointError(Exception):
     pass
 
 
-def write_lines(path: str, entries: Iterable[str]) -> None:
+def _text(entries: Iterable[str]) -> str:
     lines = list(entries)
-    text = f"{VERSION}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)
+    return f"{VERSION}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)
+
+
+def write_lines(path: str, entries: Iterable[str], sync: bool = True) -> None:
+    """Replace the file atomically (a temporary file renamed over it); with `sync`, the file
+    and its directory are fsynced before this returns, else the caller syncs them later
+    (`sync_file`): a crash of the process loses nothing either way, a crash of the machine may
+    leave the previous version."""
+    text = _text(entries)
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
+    if sync:
+        fsync_dir(os.path.dirname(path) or ".")
+
+
+def overwrite_lines(path: str, entries: Iterable[str], known_size: int | None) -> int:
+    """Write the file without a rename and without fsync (the caller syncs it later), and
+    return its new size. A text at least as long as the file (`known_size`, or None: stat it)
+    is written over it in place with one `pwrite`, which a killed process either made or did
+    not: about 6 us, where a rename over the old file costs ext4 ~130 us (it starts the new
+    file's writeback) and now and then milliseconds. A shorter text takes `write_lines`."""
+    data = _text(entries).encode()
+    if known_size is None:
+        try:
+            known_size = os.stat(path).st_size
+        except FileNotFoundError:
+            known_size = 0
+    if len(data) < known_size or known_size == 0:
+        _replace(path, data)
+        return len(data)
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        written = os.pwrite(fd, data, 0)
+        if written != len(data):
+            raise OSError(errno.EIO, f"short write of {path}")
+    finally:
+        os.close(fd)
+    return len(data)
+
+
+def _replace(path: str, data: bytes) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def sync_file(path: str) -> None:
+    """fsync a file written with `sync=False`, then its directory (a missing file: nothing)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     fsync_dir(os.path.dirname(path) or ".")
 
 
@@ -83,8 +142,12 @@ def read_offsets(path: str) -> dict[tuple[str, int], int]:
     return out
 
 
-def write_epochs(path: str, entries: list[tuple[int, int]]) -> None:
-    write_lines(path, (f"{e} {o}" for e, o in entries))
+def write_epochs(path: str, entries: list[tuple[int, int]], sync: bool = True) -> None:
+    write_lines(path, (f"{e} {o}" for e, o in entries), sync)
+
+
+def overwrite_epochs(path: str, entries: list[tuple[int, int]], known_size: int | None) -> int:
+    return overwrite_lines(path, (f"{e} {o}" for e, o in entries), known_size)
 
 
 def read_epochs(path: str) -> list[tuple[int, int]]:

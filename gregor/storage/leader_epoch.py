@@ -1,7 +1,12 @@
 """The leader-epoch cache of a partition: which leader epoch began at which offset.
 
 Entries `(epoch, start_offset)`, both strictly increasing, persisted to the partition's
-`leader-epoch-checkpoint` whenever they change. It answers OffsetForLeaderEpoch (the end offset of
+`leader-epoch-checkpoint` whenever they change: written at once, and fsynced at once unless the
+owner set `sync_later` (a broker hands the fsyncs to a worker thread, so that becoming leader of
+thousands of partitions at start-up or after a failover does not wait for thousands of fsyncs
+on the event loop; a killed process loses nothing, the file is in the page cache). A truncation
+is written without waiting for its fsync even then, as Kafka does: a stale entry a machine crash
+brings back is cut again when the log is loaded, which truncates the cache to the log. It answers OffsetForLeaderEpoch (the end offset of
 an epoch: the start offset of the next larger epoch, or the log end offset) and is trimmed when
 the log is truncated at either end.
 """
@@ -10,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 
 from gregor.storage import checkpoints
 
@@ -27,9 +33,17 @@ class LeaderEpochCache:
         except (checkpoints.CheckpointError, ValueError) as exc:
             log.warning("ignoring damaged %s: %s", self.path, exc)
             self.entries = []
+        self.sync_later: Callable[[str], None] | None = None
+        self._size: int | None = None  # of the file, when this cache wrote it last
 
-    def _persist(self) -> None:
-        checkpoints.write_epochs(self.path, self.entries)
+    def _persist(self, truncated: bool = False) -> None:
+        later = self.sync_later
+        if later is None:
+            checkpoints.write_epochs(self.path, self.entries, sync=not truncated)
+            self._size = None
+            return
+        self._size = checkpoints.overwrite_epochs(self.path, self.entries, self._size)
+        later(self.path)
 
     @property
     def latest_epoch(self) -> int:
@@ -66,7 +80,7 @@ class LeaderEpochCache:
         before = len(self.entries)
         self.entries = [(e, o) for e, o in self.entries if o < end_offset]
         if len(self.entries) != before:
-            self._persist()
+            self._persist(truncated=True)
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at `start_offset`: the epoch holding it begins there."""
@@ -76,4 +90,4 @@ class LeaderEpochCache:
             keep.insert(0, (older[-1][0], start_offset))
         if keep != self.entries:
             self.entries = keep
-            self._persist()
+            self._persist(truncated=True)

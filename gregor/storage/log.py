@@ -122,6 +122,7 @@ class Log:
         log_end_offset: int,
         file_deleter: FileDeleter = delete_now,
         clock: Clock = SYSTEM_CLOCK,
+        deferred_sync: Callable[[str], None] | None = None,
     ) -> None:
         self.directory = directory
         self.clock = clock
@@ -135,6 +136,7 @@ class Log:
         self.log_end_offset = log_end_offset
         self.high_watermark = log_start_offset
         self.leader_epochs = LeaderEpochCache(directory)
+        self.leader_epochs.sync_later = deferred_sync  # see leader_epoch.py
         self.leader_epochs.truncate_from_end(log_end_offset)
         # Idempotent producers' epochs and sequences; loaded by `open` (producer_state.py).
         self.producer_state = ProducerStateManager(directory, f"{self.topic}-{self.partition}")
@@ -167,6 +169,7 @@ class Log:
         now_ms: int | None = None,
         file_deleter: FileDeleter = delete_now,
         clock: Clock = SYSTEM_CLOCK,
+        deferred_sync: Callable[[str], None] | None = None,
     ) -> Log:
         """Open (or create) the log in `directory`, recovering it if the shutdown was unclean.
         `now_ms` (default: the clock's time) is the time of the load: the creation time of the
@@ -194,6 +197,7 @@ class Log:
             log_end_offset=loaded.log_end_offset,
             file_deleter=file_deleter,
             clock=clock,
+            deferred_sync=deferred_sync,
         )
         if not clean_shutdown:
             # As Kafka's segment recovery does: the epochs of the recovered batches go back into

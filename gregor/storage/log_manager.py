@@ -78,6 +78,9 @@ class LogManager:
         self._checkpoint_written = 0
         # How a log's roll flushes its old segment (default: Log.flush, synchronously).
         self.roll_flusher: Callable[[Log, int], None] | None = None
+        # Set by a serving broker: fsyncs of leader-epoch checkpoints and of new partition
+        # directories, done off the loop (runtime/log_io.py).
+        self.deferred_sync: Callable[[str], None] | None = None
         self._pending_deletes: list[tuple[int, list[LogSegment]]] = []
         self.had_clean_shutdown: dict[str, bool] = {}
         # Told (partition, the active segment's base) after any log is truncated: the log
@@ -122,6 +125,7 @@ class LogManager:
                     clean_shutdown=clean,
                     file_deleter=self._schedule_delete,
                     clock=self.clock,
+                    deferred_sync=self.deferred_sync,
                 )
                 if tp in hws:
                     log_.update_high_watermark(hws[tp])
@@ -181,8 +185,12 @@ class LogManager:
                 config or self.config_for(topic),
                 file_deleter=self._schedule_delete,
                 clock=self.clock,
+                deferred_sync=self.deferred_sync,
             )
-            checkpoints.fsync_dir(d)
+            if self.deferred_sync is not None:  # the new directory, in the log dir
+                self.deferred_sync(log_.directory)
+            else:
+                checkpoints.fsync_dir(d)
         except OSError as exc:
             self.fail_dir(d, exc, f"creating {topic}-{partition}")
             raise KafkaError(
@@ -232,6 +240,7 @@ class LogManager:
     def _place(self, tp: TopicPartition, d: str, log_: Log) -> None:
         if self.roll_flusher is not None:
             log_.roll_flusher = self.roll_flusher
+        log_.leader_epochs.sync_later = self.deferred_sync
         log_.on_truncation = lambda offset: self._truncated(tp, log_, offset)
         log_.on_failure = lambda lg, exc, doing: self._log_failed(tp, lg, exc, doing)
         if d in self.offline_dirs:
