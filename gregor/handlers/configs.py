@@ -122,7 +122,10 @@ def _alter(ctx: RequestContext, request: Any, incremental: bool, response_cls: A
     before = services.store.last_appended
     for res in request.resources:
         r = response_cls.AlterConfigsResourceResponse(
-            error_code=errors.NONE, resource_type=res.resource_type, resource_name=res.resource_name
+            error_code=errors.NONE,
+            error_message=None,  # Kafka's null on success (the schema's default is "")
+            resource_type=res.resource_type,
+            resource_name=res.resource_name,
         )
         try:
             if refused is not None:

@@ -1,10 +1,11 @@
 """Produce v3-12: append record batches to the partitions this broker leads.
 
 v3: record batch v2 only, transactional_id. v5: log_start_offset. v8: record_errors and
-error_message (KIP-467). v9: flexible. v10: current_leader / node_endpoints on
-NOT_LEADER_OR_FOLLOWER (not filled: the client refreshes its metadata). acks: 0 (no response;
-an error closes the connection so the producer notices, as Kafka does), 1 (answered once
-appended here), -1 (all: refused with NOT_ENOUGH_REPLICAS before appending when the ISR is
+error_message (KIP-467: a batch refused for some of its records names each, by its index in
+the batch; `validate.RecordValidationError`). v9: flexible. v10: current_leader /
+node_endpoints on NOT_LEADER_OR_FOLLOWER (not filled: the client refreshes its metadata).
+acks: 0 (no response; an error closes the connection so the producer notices, as Kafka does),
+1 (answered once appended here), -1 (all: refused with NOT_ENOUGH_REPLICAS before appending when the ISR is
 smaller than min.insync.replicas; after appending, answered once the high watermark passes
 the batch, i.e. every ISR member has it (delayed_produce.py, parked in the purgatory of
 replication/purgatory.py): woken by the partition's high-watermark moves, it waits up to its
@@ -36,6 +37,7 @@ from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import ProduceResponse
 from gregor.protocol.records import batch as rb
+from gregor.protocol.records.validate import RecordValidationError
 from gregor.replication.partition import Partition
 from gregor.replication.pending import Pending
 
@@ -43,6 +45,7 @@ log = logging.getLogger("gregor.produce")
 
 TopicResp = ProduceResponse.TopicProduceResponse
 PartResp = ProduceResponse.PartitionProduceResponse
+RecordError = ProduceResponse.BatchIndexAndErrorMessage
 
 
 class AcksZeroError(Exception):
@@ -120,6 +123,7 @@ def _produce_partition(
     acks = request.acks
     code, message, base, append_time, start = errors.NONE, None, -1, -1, -1
     partition = info = None
+    record_errors: list[Any] = []
     try:
         if acks not in (-1, 0, 1):
             raise KafkaError(errors.INVALID_REQUIRED_ACKS, f"acks={acks} is not one of -1, 0, 1")
@@ -142,6 +146,11 @@ def _produce_partition(
         base, append_time, start = info.first_offset, info.log_append_time, info.log_start_offset
     except KafkaError as exc:
         code, message = exc.code, exc.message
+        if isinstance(exc, RecordValidationError):
+            record_errors = [
+                RecordError(batch_index=i, batch_index_error_message=text)
+                for i, text in exc.record_errors
+            ]
         if code not in (
             errors.UNKNOWN_TOPIC_OR_PARTITION,
             errors.NOT_LEADER_OR_FOLLOWER,
@@ -155,6 +164,7 @@ def _produce_partition(
         base_offset=base,
         log_append_time_ms=append_time,
         log_start_offset=start,
+        record_errors=record_errors,
         error_message=message,
     )
     if acks == -1 and info is not None and partition is not None:

@@ -702,31 +702,48 @@ class Partition:
 def check_timestamps(
     records: memoryview | bytearray, config: LogConfig, now_ms: int, where: str
 ) -> None:
-    """INVALID_TIMESTAMP for a CreateTime batch outside [now - message.timestamp.before.max.ms,
-    now + message.timestamp.after.max.ms] (KIP-937), judged by the header: its base timestamp
-    (the first record's) for the lower bound, its max timestamp for the upper one. Records are
-    not decoded; a batch whose records are out of order in time may pass on its first one."""
+    """Refuse a CreateTime batch holding records outside [now - message.timestamp.before.max.ms,
+    now + message.timestamp.after.max.ms] (KIP-937) as Kafka's LogValidator does: INVALID_TIMESTAMP
+    naming each such record (KIP-467, `validate.RecordValidationError`). The header decides
+    whether the records are read: its base timestamp (the first record's) and max timestamp
+    bound them when they are in order, so a batch within bounds by its header passes unread
+    under the default unbounded before.max.ms; with a lower bound set, or a header out of
+    bounds, every record's timestamp is read (a second walk, and a second decompression)."""
     if config.log_append_time:
         return
     before, after = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
-    if before >= now_ms and after >= LONG_MAX - now_ms:
+    low, high = now_ms - before, now_ms + after
+    lower = before < now_ms  # a lower bound above 0: a record before the first may be out
+    if not lower and after >= LONG_MAX - now_ms:
         return  # the defaults (before: unbounded) with after at its max: nothing to check
     view = memoryview(records)
+    refusal = None
     pos = 0
-    while pos + rb.HEADER_SIZE <= len(view):
+    while refusal is None and pos + rb.HEADER_SIZE <= len(view):
         header = rb.read_header(view, pos)
-        low = header.base_timestamp
+        first = header.base_timestamp
         if header.attributes & rb.DELETE_HORIZON_FLAG or header.is_control:
-            low = header.max_timestamp
-        for ts in (low, header.max_timestamp):
-            if ts != rb.NO_TIMESTAMP and not now_ms - before <= ts <= now_ms + after:
-                raise KafkaError(
+            first = header.max_timestamp
+        for ts in (first, header.max_timestamp):
+            if ts != rb.NO_TIMESTAMP and not low <= ts <= high:
+                refusal = KafkaError(
                     errors.INVALID_TIMESTAMP,
                     f"Timestamp {ts} of message with offset {header.base_offset} is out of range. "
-                    f"The timestamp should be within [{now_ms - before}, {now_ms + after}] "
-                    f"(topic partition {where}).",
+                    f"The timestamp should be within [{low}, {high}] (topic partition {where}).",
                 )
         pos += max(header.size, rb.HEADER_SIZE)
+    if refusal is None and not lower:
+        return
+    check_client_records(
+        view,
+        where,
+        max_size=config.max_message_bytes,
+        compacted=config.compact,
+        max_uncompressed=uncompressed_limit(config.max_message_bytes),
+        timestamp_bounds=(low, high),
+    )
+    if refusal is not None:
+        raise refusal  # a header naming a timestamp that none of its records has
 
 
 @dataclass(frozen=True, slots=True)

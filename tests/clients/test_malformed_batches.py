@@ -133,11 +133,15 @@ def test_compacted_topic_refuses_a_keyless_record_among_keyed_ones(
 ) -> None:
     topic = create(broker, "malformed-compacted", **{"cleanup.policy": "compact"})
     answer = raw.produce(topic, bytes(build_batch([(b"k", b"1"), (None, b"2")])))
-    # Kafka's words, then which record: the walk that checks the framing checks the keys.
-    assert (answer.error_code, answer.error_message) == (
-        errors.INVALID_RECORD,
-        "Compacted topic cannot accept message without key in topic partition "
-        f"{topic}-0 (batch at position 0, record 1).",
+    # Kafka's words (KIP-467): the record's index in the batch, and why.
+    words = f"Compacted topic cannot accept message without key in topic partition {topic}-0"
+    assert answer.error_code == errors.INVALID_RECORD
+    assert [(e.batch_index, e.batch_index_error_message) for e in answer.record_errors] == [
+        (1, words)
+    ]
+    assert answer.error_message == (
+        "One or more records have been rejected due to 1 record errors in total, and only "
+        f"showing the first three errors at most: [RecordError(batchIndex=1, message='{words}')]"
     )
     assert raw.log_end_offset(topic) == 0
 
@@ -147,8 +151,7 @@ ALLOWED = {
     errors.INVALID_RECORD,
     errors.UNSUPPORTED_COMPRESSION_TYPE,
     errors.MESSAGE_TOO_LARGE,
-    # A flipped bit in a header timestamp: the partition judges timestamps by the header before
-    # the log checks the CRC (Kafka checks the CRC first and answers CORRUPT_MESSAGE).
+    # A header timestamp out of bounds with a valid CRC (a header whose timestamps no record has).
     errors.INVALID_TIMESTAMP,
 }
 

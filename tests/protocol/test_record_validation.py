@@ -160,20 +160,23 @@ def test_any_batch_the_builder_makes_passes(records: list, codec: int, stamps: l
 
 
 def outcome(walk: Any, data: bytes, count: int, need_keys: bool = False) -> tuple[Any, ...]:
+    """What a walk says: why and where it refused, or "ok" and the keyless records it found
+    (a compacted topic's walk, with `need_keys`)."""
+    keyless: list[int] | None = [] if need_keys else None
     try:
-        walk(data, count, need_keys)
+        walk(data, count, keyless)
     except v.Malformed as exc:
         return exc.reason, exc.index, exc.position
-    return ("ok",)
+    return ("ok", keyless)
 
 
-def by_runs(data: bytes, count: int, need_keys: bool) -> None:
-    v.walk_records(memoryview(data), 0, len(data), count, need_keys)  # as the log walks them
+def by_runs(data: bytes, count: int, keyless: list[int] | None) -> None:
+    v.walk_records(memoryview(data), 0, len(data), count, keyless)  # as the log walks them
 
 
-def one_by_one(data: bytes, count: int, need_keys: bool) -> None:
+def one_by_one(data: bytes, count: int, keyless: list[int] | None) -> None:
     """The reference: every record through `_walk`, no runs."""
-    _, pos = v._walk(data, 0, len(data), 0, count, count, need_keys)
+    _, pos = v._walk(data, 0, len(data), 0, count, count, keyless)
     if pos != len(data):
         raise v.Malformed(f"bytes remain after the {count} records declared", count, pos)
 
@@ -204,7 +207,7 @@ def test_uniform_runs_agree_with_the_walk_one_by_one() -> None:
         need_keys = case % 5 == 0
         expected = outcome(one_by_one, bytes(data), count, need_keys)
         assert outcome(by_runs, bytes(data), count, need_keys) == expected, case
-        runs += expected == ("ok",)
+        runs += expected[0] == "ok"
     assert runs > 300  # most cases were valid, and taken in runs
 
 
@@ -217,7 +220,7 @@ def test_runs_across_offset_delta_widths(at: int) -> None:
     for i in range(n):
         encode_record(body, i, 0, None, b"x")
         encode_record(swapped, {at: at + 1, at + 1: at}.get(i, i), 0, None, b"x")
-    assert outcome(by_runs, bytes(body), n) == outcome(one_by_one, bytes(body), n) == ("ok",)
+    assert outcome(by_runs, bytes(body), n) == outcome(one_by_one, bytes(body), n) == ("ok", None)
     got = outcome(by_runs, bytes(swapped), n)
     assert got == outcome(one_by_one, bytes(swapped), n)
     assert got[:2] == (f"offset delta {at + 1}, expected {at}", at)
@@ -281,13 +284,97 @@ def test_malformed_records_are_invalid_record(name: str) -> None:
     assert fragment in exc.message and exc.message.startswith("t-0: batch at position 0")
 
 
-def test_compacted_topic_refuses_a_null_key_in_kafkas_words() -> None:
-    exc = refused(build_batch([(b"k", b"v"), (None, b"v")]), compacted=True)
-    assert exc.code == errors.INVALID_RECORD
-    assert exc.message == (
-        "Compacted topic cannot accept message without key in topic partition t-0 "
-        "(batch at position 0, record 1)."
+def refused_records(batch: bytes | bytearray, **kwargs: Any) -> v.RecordValidationError:
+    header = rb.check_batch(batch, 0, len(batch))
+    with pytest.raises(v.RecordValidationError) as info:
+        v.check_client_batch(batch, 0, header, "t-0", **kwargs)
+    return info.value
+
+
+KEYLESS = "Compacted topic cannot accept message without key in topic partition t-0"
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_compacted_topic_names_each_keyless_record_in_kafkas_words(codec: int) -> None:
+    batch = build_batch(
+        [(b"k", b"v"), (None, b"v"), (b"k", b"v"), (None, b"v"), (None, b"v"), (None, b"v")],
+        compression_type=codec,
     )
+    exc = refused_records(batch, compacted=True)
+    assert exc.code == errors.INVALID_RECORD
+    assert exc.record_errors == [(1, KEYLESS), (3, KEYLESS), (4, KEYLESS), (5, KEYLESS)]
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{KEYLESS}')" for i in (1, 3, 4))
+    assert exc.message == (
+        "One or more records have been rejected due to 4 record errors in total, and only "
+        f"showing the first three errors at most: [{shown}]"
+    )
+    check(batch)  # the same batch in a topic that does not compact
+
+
+def test_a_keyless_record_with_a_long_length_varint_is_named_too() -> None:
+    # A null key written in 2 bytes (zigzag -1 as 0x81 0x00) takes the walk's slow path.
+    body = record(fields(0, key=varint(1) + b"k")) + record(fields(1, key=b"\x81\x00"))
+    exc = refused_records(raw_batch(body, 2), compacted=True)
+    assert exc.record_errors == [(1, KEYLESS)]
+
+
+def test_keyless_records_are_found_inside_uniform_runs() -> None:
+    # Stretches of keyless and keyed records of one layout: runs must neither skip a keyless
+    # record nor name a keyed one.
+    rng = random.Random(5)
+    for _ in range(40):
+        keys = [None if rng.random() < rng.choice([0.02, 0.5, 0.98]) else b"kk" for _ in range(300)]
+        out = bytearray()
+        for i, key in enumerate(keys):
+            encode_record(out, i, i, key, None if key is None else b"v", [])
+        keyless: list[int] = []
+        v.walk_records(memoryview(bytes(out)), 0, len(out), len(keys), keyless)
+        assert keyless == [i for i, key in enumerate(keys) if key is None]
+
+
+def ts_bounds_batch(stamps: list[int], codec: int = 0) -> bytearray:
+    return build_batch(
+        [(b"k%d" % i, b"v") for i in range(len(stamps))],
+        timestamps=stamps,
+        base_offset=7,
+        compression_type=codec,
+    )
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_records_out_of_timestamp_bounds_are_named_in_kafkas_words(codec: int) -> None:
+    # Out of order in time: record 2 is below the first, record 3 above the rest.
+    batch = ts_bounds_batch([TS, TS + 5, TS - 2_000, TS + 9_000, TS + 10], codec)
+    exc = refused_records(batch, timestamp_bounds=(TS - 1_000, TS + 1_000))
+    assert exc.code == errors.INVALID_TIMESTAMP
+    assert exc.message == "One or more records have been rejected due to invalid timestamp"
+    within = f"The timestamp should be within [{TS - 1_000}, {TS + 1_000}]"
+    assert exc.record_errors == [
+        (2, f"Timestamp {TS - 2_000} of message with offset 9 is out of range. {within}"),
+        (3, f"Timestamp {TS + 9_000} of message with offset 10 is out of range. {within}"),
+    ]
+    check(batch, timestamp_bounds=(TS - 2_000, TS + 9_000))  # the bounds are inclusive
+
+
+def test_a_keyless_record_is_named_for_its_key_and_the_batch_for_timestamps() -> None:
+    # Kafka judges a record's key before its timestamp; one bad timestamp makes the whole
+    # answer INVALID_TIMESTAMP.
+    stamps = [TS, TS + 5, TS + 5]  # record 2 is out of bounds and keyless: named for its key
+    batch = build_batch([(None, b"v"), (b"k", b"v"), (None, b"v")], timestamps=stamps)
+    exc = refused_records(batch, compacted=True, timestamp_bounds=(TS, TS + 1))
+    assert exc.code == errors.INVALID_TIMESTAMP
+    assert [i for i, _ in exc.record_errors] == [0, 1, 2]
+    assert exc.record_errors[0][1] == exc.record_errors[2][1] == KEYLESS
+    assert exc.record_errors[1][1].startswith(f"Timestamp {TS + 5} of message with offset 1 ")
+    exc = refused_records(batch, compacted=True, timestamp_bounds=(TS, TS + 5))
+    assert exc.code == errors.INVALID_RECORD and [i for i, _ in exc.record_errors] == [0, 2]
+
+
+def test_a_malformed_batch_is_refused_for_its_framing_before_its_keys() -> None:
+    body = record(fields(0, key=b"\x01")) + record(fields(5))
+    exc = refused(raw_batch(body, 2), compacted=True)
+    assert not isinstance(exc, v.RecordValidationError) and exc.code == errors.INVALID_RECORD
+    assert "offset delta 5, expected 1" in exc.message
 
 
 @pytest.mark.parametrize("codec", [5, 6, 7])

@@ -14,16 +14,24 @@ positions only (no object per record), decompressing first when the batch is com
       length other than -1 (null key/value/header value), a
       null or negative header key, a varint longer than 5
       bytes (10 for the timestamp delta)
-    a null key in a compacted topic                           INVALID_RECORD
     more than one batch in a partition's Produce records      INVALID_RECORD
+    records without a key in a compacted topic; records whose INVALID_RECORD; INVALID_TIMESTAMP
+      timestamps are out of `timestamp_bounds` (a CreateTime    if any timestamp is out
+      topic's message.timestamp.*.max.ms, judged by the         (KIP-467: `record_errors`)
+      partition)
+
+The last row is Kafka's RecordValidationException (KIP-467): the batch is refused whole, and the
+error names each bad record (its index in the batch and why), so a client fails exactly those
+and the others as collateral. The walk collects the indexes of keyless records (a list that
+stays empty for a good batch); the timestamps are read only when bounds are given.
 
 Where we differ from Kafka (4.x), on purpose: it takes any negative length as null, never reads
 the offset deltas of an uncompressed batch (a batch with deltas [0, 0, 1] was stored and
 consumers saw repeated offsets) and rewrites a compressed batch whose deltas are not 0 .. n-1:
 all refused here. Codecs 5-7 and records that do not decompress reach Kafka's catch-all
 (IllegalArgumentException, KafkaException: UNKNOWN_SERVER_ERROR); we name them. Not done
-here: Kafka's check that a client's baseOffset is 0 (we overwrite it) and its per-record
-timestamp bounds (the partition judges the header's timestamps). Record layout: `records.py`.
+here: Kafka's check that a client's baseOffset is 0 (we overwrite it). Record layout:
+`records.py`.
 
 Decompression is bounded: codecs write into a buffer of at most `max_uncompressed` bytes and
 stop when it is full (cramjam's `decompress_into`; snappy's raw framing states its length
@@ -70,6 +78,15 @@ class Malformed(Exception):
         self.reason, self.index, self.position = reason, index, position
 
 
+class RecordValidationError(KafkaError):
+    """A batch refused for some of its records (Kafka's RecordValidationException):
+    `record_errors` holds (batch index, message) for each, in index order."""
+
+    def __init__(self, code: int, message: str, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__(code, message)
+        self.record_errors = record_errors
+
+
 def check_single_batch(records: memoryview | bytes | bytearray, where: str) -> None:
     """INVALID_RECORD unless `records` holds one batch and nothing after it (Kafka's
     ProduceRequest.validateRecords for magic 2). A batch claiming more bytes than there are is
@@ -92,15 +109,23 @@ def check_client_records(
     max_size: int,
     compacted: bool = False,
     max_uncompressed: int = UNCOMPRESSED_FLOOR,
+    timestamp_bounds: tuple[int, int] | None = None,
 ) -> None:
     """`check_batch` and `check_client_batch` for every batch in `records`: for a leader that
-    must know the records are sound before it decodes them (recompression)."""
+    must know the records are sound before it decodes them (recompression), or that judges
+    each record's timestamp."""
     view = memoryview(records)
     pos, end = 0, len(view)
     while pos < end:
         header = rb.check_batch(view, pos, end, max_size)
         check_client_batch(
-            view, pos, header, where, compacted=compacted, max_uncompressed=max_uncompressed
+            view,
+            pos,
+            header,
+            where,
+            compacted=compacted,
+            max_uncompressed=max_uncompressed,
+            timestamp_bounds=timestamp_bounds,
         )
         pos += header.batch_length + rb.LOG_OVERHEAD
 
@@ -113,9 +138,11 @@ def check_client_batch(
     *,
     compacted: bool = False,
     max_uncompressed: int = UNCOMPRESSED_FLOOR,
+    timestamp_bounds: tuple[int, int] | None = None,
 ) -> None:
     """Validate the records of the batch at `pos` whose header `check_batch` returned (CRC
-    checked); raise KafkaError as the table above says. `where` is the topic-partition."""
+    checked); raise KafkaError as the table above says. `where` is the topic-partition;
+    `timestamp_bounds` the (lowest, highest) record timestamp allowed, if any."""
     attributes = header.attributes
     codec = attributes & rb.COMPRESSION_MASK
     if codec > rb.COMPRESSION_ZSTD:
@@ -139,16 +166,59 @@ def check_client_batch(
             # than a memoryview and slice in strides 7 times faster (a uniform run); a copy
             # would cost a fresh megabyte's page faults, more than the walk of it.
             data = buf.obj
+    keyless: list[int] | None = [] if compacted else None
     try:
-        walk_records(data, start, end, header.records_count, compacted)
+        walk_records(data, start, end, header.records_count, keyless)
     except Malformed as exc:
         at = f"batch at position {pos}, record {exc.index}"
-        if exc.reason.startswith("Compacted topic"):  # Kafka's words, then ours
-            message = f"{exc.reason} in topic partition {where} ({at})."
-        else:
-            kind = "decompressed records" if codec else "records"
-            message = f"{where}: {at} (byte {exc.position - start} of its {kind}): {exc.reason}"
+        kind = "decompressed records" if codec else "records"
+        message = f"{where}: {at} (byte {exc.position - start} of its {kind}): {exc.reason}"
         raise KafkaError(errors.INVALID_RECORD, message) from None
+    late = None
+    if timestamp_bounds is not None:
+        late = _out_of_bounds(data, start, header, *timestamp_bounds)
+    if keyless or late:
+        raise _record_errors(where, keyless or [], late or {})
+
+
+def _out_of_bounds(
+    data: memoryview | bytes | bytearray, pos: int, header: rb.BatchHeader, low: int, high: int
+) -> dict[int, str]:
+    """Kafka's words for each walked record whose timestamp is outside [low, high], by index.
+    The walk has checked the framing: every length here is sound."""
+    base_ts, base_offset = header.base_timestamp, header.base_offset
+    late: dict[int, str] = {}
+    for index in range(header.records_count):
+        z, p = _uvarint(data, pos, 5)  # the record's length
+        delta, _ = _uvarint(data, p + 1, 10)  # after the attributes: the timestamp delta
+        ts = base_ts + _zigzag(delta)
+        if ts != rb.NO_TIMESTAMP and not low <= ts <= high:
+            late[index] = (
+                f"Timestamp {ts} of message with offset {base_offset + index} is out of range. "
+                f"The timestamp should be within [{low}, {high}]"
+            )
+        pos = p + (z >> 1)
+    return late
+
+
+def _record_errors(where: str, keyless: list[int], late: dict[int, str]) -> RecordValidationError:
+    """Kafka's answer to a batch refused for some records: a record without a key is named for
+    that (the key is judged first), others for their timestamp; INVALID_TIMESTAMP if any is."""
+    found = dict(late)
+    for index in keyless:
+        found[index] = (
+            f"Compacted topic cannot accept message without key in topic partition {where}"
+        )
+    record_errors = sorted(found.items())
+    if any(index not in keyless for index in late):
+        message = "One or more records have been rejected due to invalid timestamp"
+        return RecordValidationError(errors.INVALID_TIMESTAMP, message, record_errors)
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in record_errors[:3])
+    message = (
+        f"One or more records have been rejected due to {len(record_errors)} record errors in "
+        f"total, and only showing the first three errors at most: [{shown}]"
+    )
+    return RecordValidationError(errors.INVALID_RECORD, message, record_errors)
 
 
 def _decompress(
@@ -234,20 +304,28 @@ def _snappy_length(block: bytes) -> int:
 
 
 def walk_records(
-    data: memoryview | bytes | bytearray, pos: int, end: int, count: int, need_keys: bool = False
+    data: memoryview | bytes | bytearray,
+    pos: int,
+    end: int,
+    count: int,
+    keyless: list[int] | None = None,
 ) -> None:
     """Walk the uncompressed records in data[pos:end]; raise Malformed unless there are exactly
-    `count` well-formed records ending exactly at `end` with offset deltas 0 .. count-1 (and,
-    with `need_keys`, a key each). Reads lengths and skips bytes; builds nothing per record."""
+    `count` well-formed records ending exactly at `end` with offset deltas 0 .. count-1. With
+    a `keyless` list (a compacted topic), the index of each record without a key is added to
+    it. Reads lengths and skips bytes; builds nothing per record."""
     # Records are walked one by one (`_walk`, the reference); after each stretch, the records
     # that follow laid out byte for byte as the last one walked are taken in bulk
     # (`_uniform_run`). A stretch is 1 record after a run, doubling to 128 while none is found.
     index, step = 0, 1
     while index < count:
         stop = min(count, index + step)
-        template, pos = _walk(data, pos, end, index, stop, count, need_keys)
+        template, pos = _walk(data, pos, end, index, stop, count, keyless)
         index = stop
-        run = _uniform_run(data, template, pos, end, index, count) if index < count else 0
+        run = 0
+        # A run copies its template's layout: after a keyless template, walk on one by one.
+        if index < count and not (keyless and keyless[-1] == stop - 1):
+            run = _uniform_run(data, template, pos, end, index, count)
         if run:
             pos += run * (pos - template)
             index += run
@@ -265,7 +343,7 @@ def _walk(
     first: int,
     stop: int,
     count: int,
-    need_keys: bool,
+    keyless: list[int] | None,
 ) -> tuple[int, int]:
     """Walk records `first` .. `stop`-1 one by one from `pos`; (where the last one starts,
     where it ends)."""
@@ -305,10 +383,12 @@ def _walk(
             b = data[p]  # the key
             if not b & 0x81:
                 p += 1 + (b >> 1)
-            elif b == 1 and not need_keys:
+            elif b == 1:
                 p += 1
+                if keyless is not None:
+                    keyless.append(delta >> 1)
             else:
-                p = _length(data, p, "key", need_keys)
+                p = _length(data, p, "key", keyless, delta >> 1)
             b = data[p]  # the value
             if not b & 0x81:
                 p += 1 + (b >> 1)
@@ -317,7 +397,7 @@ def _walk(
             elif b & 0x81 == 0x80 and data[p + 1] < 0x80:
                 p += 2 + ((b & 0x7F | data[p + 1] << 7) >> 1)
             else:
-                p = _length(data, p, "value", False)
+                p = _length(data, p, "value")
             if p + 1 != rec_end or data[p]:  # not the usual 0 headers closing the record
                 p = _skip_headers(data, p, rec_end) if data[p] else p + 1
                 if p != rec_end:
@@ -408,15 +488,22 @@ def _short_uvarint(data: memoryview | bytes | bytearray, p: int) -> tuple[int, i
     return _uvarint(data, p, 5)
 
 
-def _length(data: memoryview | bytes | bytearray, p: int, field: str, need_key: bool) -> int:
-    """The position after the key or value at `p` whose length is not a 1-byte one."""
+def _length(
+    data: memoryview | bytes | bytearray,
+    p: int,
+    field: str,
+    keyless: list[int] | None = None,
+    index: int = -1,
+) -> int:
+    """The position after the key or value at `p` whose length is not a 1-byte one; a null
+    key's record `index` is added to `keyless`, if given."""
     z, p = _uvarint(data, p, 5)
     if not z & 1:
         return p + (z >> 1)
     if z != 1:
         raise Malformed(f"a {field} length of {_zigzag(z)}", -1, p)
-    if need_key:
-        raise Malformed("Compacted topic cannot accept message without key", -1, p)
+    if keyless is not None:
+        keyless.append(index)
     return p
 
 
