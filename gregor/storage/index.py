@@ -166,7 +166,13 @@ class _Index:
     @property
     def entries(self) -> int:
         if self._entries is None:
-            self._map()
+            if self._writable:  # counted from the file's size: no need to read it (see `_open`)
+                try:
+                    self._entries = os.stat(self.path).st_size // self.ENTRY_SIZE
+                except FileNotFoundError:
+                    self._entries = 0
+            else:
+                self._map()
         assert self._entries is not None
         return self._entries
 
@@ -214,9 +220,8 @@ class _Index:
         """Cut the file to its live entries and map it read-only from now on."""
         entries = self.entries
         self.close()
-        if os.path.exists(self.path) or entries:
-            with open(self.path, "r+b" if os.path.exists(self.path) else "w+b") as f:
-                f.truncate(entries * self.ENTRY_SIZE)
+        with open(self.path, "r+b" if os.path.exists(self.path) else "w+b") as f:
+            f.truncate(entries * self.ENTRY_SIZE)  # a segment always has both index files
         self._allocated = 0
         self._written = 0
         self._writable = False
