@@ -166,7 +166,13 @@ class _Index:
     @property
     def entries(self) -> int:
         if self._entries is None:
-            self._map()
+            if self._writable:  # counted from the file's size: no need to read it (see `_open`)
+                try:
+                    self._entries = os.stat(self.path).st_size // self.ENTRY_SIZE
+                except FileNotFoundError:
+                    self._entries = 0
+            else:
+                self._map()
         assert self._entries is not None
         return self._entries
 
@@ -214,9 +220,8 @@ class _Index:
         """Cut the file to its live entries and map it read-only from now on."""
         entries = self.entries
         self.close()
-        if os.path.exists(self.path) or entries:
-            with open(self.path, "r+b" if os.path.exists(self.path) else "w+b") as f:
-                f.truncate(entries * self.ENTRY_SIZE)
+        with open(self.path, "r+b" if os.path.exists(self.path) else "w+b") as f:
+            f.truncate(entries * self.ENTRY_SIZE)  # a segment always has both index files
         self._allocated = 0
         self._written = 0
         self._writable = False
@@ -235,22 +240,22 @@ class _Index:
         self.truncate_to_entries(0)
 
     def truncate_to_entries(self, n: int) -> None:
-        """Keep the first `n` entries, in memory and in the file."""
+        """Keep the first `n` entries. An inactive index's file is cut to them; an active
+        index's file is left as it is (cutting a file with reserved blocks costs ms on ext4):
+        its entries past `n` are dead, and the next write-out and the trim at roll or close
+        make the file exact."""
         if n <= 0 and self._mm is None:
             self._entries = 0  # nothing to read first (a rebuild after a crash comes here)
         else:
             self._map()
             self._entries = min(n, self.entries)
-        if not self._writable:
-            self._drop()
-        else:
+        if self._writable:
             self._written = min(self._written, self._entries)
+            return
+        self._drop()
         if os.path.exists(self.path):
-            # Cut the file to the kept entries (a reserved tail goes too; `reserve` makes it
-            # again). A bytearray keeps its capacity: entries past `_entries` are dead.
             with open(self.path, "r+b") as f:
                 f.truncate(self._entries * self.ENTRY_SIZE)
-        self._allocated = min(self._allocated, self._entries * self.ENTRY_SIZE)
 
     def delete(self) -> None:
         self._drop()

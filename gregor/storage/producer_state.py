@@ -786,9 +786,9 @@ class ProducerStateManager:
             return
         self._reload(segments, log_start_offset, log_end_offset, txn_index_from)
         if log_end_offset > log_start_offset:
-            self.take_snapshot(
-                log_end_offset
-            )  # unless one is there: recovery starts here next time
+            # Unless one is there: recovery starts here next time. Synced with the log's next
+            # flush (`sync_pending`); torn by a machine crash before, its CRC refuses it.
+            self.take_snapshot(log_end_offset, sync=False)
 
     def truncate_and_reload(
         self, segments: Sequence[LogSegment], log_start_offset: int, log_end_offset: int
