@@ -18,7 +18,9 @@ one topic of 8 partitions, then:
 4. 10 producing clients (`--producers`), bench/kclient.py produce processes, 1 KiB records,
    acks=1, linger.ms=5, round-robin over the 8 partitions, started together (`--start-at`):
    the aggregate records/s is all their records over the span from the first start to the last
-   flush; the broker's CPU seconds over that span too;
+   flush (`--start-delay` gives the 10 processes time to start; the start skew is reported);
+   the broker's CPU per record over that span too (the 10 clients share the 2 cores with the
+   broker, so records/s is partly theirs: the CPU per record is the broker's own figure);
 5. how many idle connections are still open afterwards (a recv that reads EOF: closed).
 
 Printed and written to bench/results/connections-<date>[-quick].md and .json. The goal (issue
@@ -142,6 +144,8 @@ def run_case(tree: Tree, idle: int, cfg: argparse.Namespace, base_dir: str) -> d
         c0 = proc_cpu_seconds(pid)
         out["produce"] = produce_all(broker.bootstrap, cfg)
         out["broker_cpu_s"] = proc_cpu_seconds(pid) - c0
+        if out["produce"].get("records"):
+            out["broker_cpu_us_per_record"] = out["broker_cpu_s"] / out["produce"]["records"] * 1e6
         out["after_produce"] = proc_snapshot(pid)
         out["idle_still_open"] = still_open(conns)
     except Exception as exc:  # one failed case must not lose the others
@@ -177,7 +181,7 @@ def main() -> int:
     ap.add_argument("--max-seconds", type=float, default=30.0, help="cap per producer")
     ap.add_argument("--settle", type=float, help="idle seconds before reading memory (default 3)")
     ap.add_argument(
-        "--start-delay", type=float, default=3.0, help="producers' common start, s ahead"
+        "--start-delay", type=float, default=8.0, help="producers' common start, s ahead"
     )
     args = ap.parse_args()
     q = args.quick
@@ -211,7 +215,13 @@ def main() -> int:
                 f"{n} idle: produce 1 KiB, {args.producers} clients, rec/s",
                 "rec/s",
             ),
-            Figure(str(n), "broker_cpu_s", f"{n} idle: broker CPU during the produce, s"),
+            Figure(str(n), "broker_cpu_us_per_record", f"{n} idle: broker CPU per record, us"),
+            Figure(
+                str(n),
+                "produce.start_skew_s",
+                f"{n} idle: producers' start skew, s (near 0: at once)",
+                ratio=False,
+            ),
             Figure(str(n), "rss_kib_per_conn", f"{n} idle: RSS per idle connection, KiB"),
             Figure(str(n), "fds_per_conn", f"{n} idle: fds per idle connection"),
             Figure(str(n), "with_idle.rss_kib", f"{n} idle: RSS with the idle connections, KiB"),

@@ -121,10 +121,13 @@ def produce(args: argparse.Namespace) -> dict[str, Any]:
     else:
         p.list_topics(timeout=30)
     targets = [(t, i) for i in range(parts) for t in topics]  # partition 0 of every topic first
+    warmup_s, warmup_left = 0.0, 0
     if args.warmup_each:
+        w0 = time.perf_counter()
         for t, i in targets:
             _produce_retrying(p, t, value, i)
-        p.flush(120)
+        warmup_left = p.flush(max(120.0, args.max_seconds))
+        warmup_s = time.perf_counter() - w0
     if args.start_at:
         time.sleep(max(0.0, args.start_at - time.time()))
     wall_start = time.time()
@@ -164,6 +167,8 @@ def produce(args: argparse.Namespace) -> dict[str, Any]:
         "errors": errors[0],
         "client_cpu_s": cpu_self() - c0,
     }
+    if args.warmup_each:
+        out.update(warmup_seconds=warmup_s, warmup_unflushed=warmup_left)
     if left or errors[0]:
         out["error"] = (
             f"{left} records not flushed, {errors[0]} delivery errors ({first_error[:1]})"

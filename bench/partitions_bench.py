@@ -10,8 +10,10 @@ A case "N" is one topic of N partitions; "TxP" is T topics of P partitions. Each
 tree in turn (`--tree`, alternating, `--runs` times), gets a fresh `gregor serve` (one node,
 gregor.testing.Broker, data under `--dir`) and measures, in order:
 
-- create_s: CreateTopics (confluent-kafka AdminClient; 100 topics per request when there are
-  many) until a raw Metadata request names every partition with a leader. Also partitions/s.
+- create_s: CreateTopics (confluent-kafka AdminClient; up to 100 topics and 5,000 partitions
+  per request; a topic of more than 5,000 grown by CreatePartitions 5,000 at a time, as Kafka
+  refuses an operation of over 10,000 records) until a raw Metadata request names every
+  partition with a leader. Also partitions/s.
 - produce records/s: bench/kclient.py produce in its own process, 100 B records, acks=1,
   linger.ms=5, sent round-robin over all the partitions by partition number; one warm-up record
   to every partition first (flushed, not timed), then `--records` (50,000) timed from the first
@@ -28,7 +30,8 @@ gregor.testing.Broker, data under `--dir`) and measures, in order:
   leaders_s until Metadata names every partition with a leader.
 - restart after SIGKILL: a producer (as above, no warm-up, unbounded count) runs for
   `--kill-after` seconds, the broker is SIGKILLed under it, the producer stopped, and the broker
-  started again: ready_s and leaders_s as above.
+  started again: ready_s and leaders_s as above. (A restart that finds its port taken by
+  another process's connection meanwhile is tried again; `port_taken_tries` counts those.)
 
 Printed and written to bench/results/partitions-<date>[-quick].md and .json. Goals (issue 14):
 produce over 1,000 partitions >= 0.7x produce over 8 (same tree, same run); memory per idle
@@ -52,13 +55,14 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]  # these benches, and this checkout's gregor
 
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic  # noqa: E402
 from scale_common import (  # noqa: E402
     Figure,
     Report,
     Tree,
     add_common_args,
     broker_pid,
+    fd_limit,
     kclient,
     latency_summary_ms,
     proc_snapshot,
@@ -94,15 +98,30 @@ def topic_names(case: str) -> list[str]:
 # -- create and wait --------------------------------------------------------------------------
 
 
+# Kafka's controller refuses an operation of more than 10,000 records (POLICY_VIOLATION,
+# "excessively large batch operation"): a topic of 10,000 partitions is one record more.
+PER_REQUEST = 5000
+
+
 def create(bootstrap: str, case: str) -> None:
+    """The topics of `case`, at most PER_REQUEST partitions per request: topics in groups,
+    and a bigger topic created with PER_REQUEST partitions then grown by CreatePartitions."""
     _, parts = parse_case(case)
     admin = AdminClient({"bootstrap.servers": bootstrap})
     names = topic_names(case)
-    for first in range(0, len(names), 100):
-        batch = [NewTopic(n, parts, 1) for n in names[first : first + 100]]
+    step = max(1, min(100, PER_REQUEST // parts))
+    first_parts = min(parts, PER_REQUEST)
+    for first in range(0, len(names), step):
+        batch = [NewTopic(n, first_parts, 1) for n in names[first : first + step]]
         futures = admin.create_topics(batch, operation_timeout=300, request_timeout=300)
         for f in futures.values():
             f.result(600)
+    for name in names:
+        for total in range(first_parts + PER_REQUEST, parts + PER_REQUEST, PER_REQUEST):
+            grow = NewPartitions(name, min(total, parts))
+            admin.create_partitions([grow], operation_timeout=300, request_timeout=300)[
+                name
+            ].result(600)
 
 
 def metadata_all(raw: RawClient) -> Any:
@@ -219,6 +238,7 @@ def run_case(tree: Tree, case: str, cfg: argparse.Namespace, base_dir: str) -> d
     try:
         out["fresh_start_s"] = time.perf_counter() - t0
         pid = broker_pid(broker)
+        out["fd_limit"] = fd_limit(pid)
         out["fresh"] = idle(pid, cfg.settle)
         t0 = time.perf_counter()
         create(broker.bootstrap, case)
@@ -255,10 +275,10 @@ def run_case(tree: Tree, case: str, cfg: argparse.Namespace, base_dir: str) -> d
 
 
 def timed_restart(tree: Tree, broker: Broker, n: int) -> dict[str, float]:
-    t0 = time.perf_counter()
-    ready = restart_broker(tree, broker)
+    ready, failed = restart_broker(tree, broker)
+    t0 = time.perf_counter() - ready  # the start of the attempt that succeeded
     wait_leaders(broker.bootstrap, n)
-    return {"ready_s": ready, "leaders_s": time.perf_counter() - t0}
+    return {"ready_s": ready, "leaders_s": time.perf_counter() - t0, "port_taken_tries": failed}
 
 
 def brief(case: str, tree: Tree, r: dict[str, Any]) -> str:
@@ -276,6 +296,9 @@ def brief(case: str, tree: Tree, r: dict[str, Any]) -> str:
         f"after kill {r.get('restart_after_kill', {}).get('leaders_s', 0):.2f}s",
     ]
     err = r.get("error") or r.get("produce", {}).get("error")
+    fds, limit = r.get("idle_after_produce", {}).get("fds"), r.get("fd_limit")
+    if fds and limit and fds >= limit - 16:
+        err = f"the broker's descriptors reached its limit ({fds} of {limit}); {err or ''}"
     return f"{case:>8} {tree.label}: " + ", ".join(bits) + (f"  ERROR {err}" if err else "")
 
 
@@ -286,6 +309,7 @@ def figures(cases: list[str]) -> list[Figure]:
             Figure(c, "create_s", f"{c}: create, s"),
             Figure(c, "partitions_created_per_s", f"{c}: partitions created/s"),
             Figure(c, "produce.records_per_s", f"{c}: produce 100 B, rec/s", "rec/s"),
+            Figure(c, "produce.warmup_seconds", f"{c}: warm-up, a record to each partition, s"),
             Figure(c, "per_partition.rss_kib", f"{c}: RSS per idle partition, KiB"),
             Figure(c, "per_partition.fds", f"{c}: open fds per partition"),
             Figure(c, "per_partition.maps", f"{c}: mappings per partition"),

@@ -12,8 +12,9 @@ controller, gregor.testing.cluster) and two topics of one partition, both led by
 bench/replication_bench.py makes them, and the bench waits until rf3's ISR holds all three.
 
 - produce: bench/kclient.py produce, `--records` of 100 B, acks=all, linger.ms=5, batch.size
-  16 KiB (as bench/replication_bench.py: many requests, Java's default), one partition: records/s,
-  rf1 then rf3. The ratio rf3/rf1 is the issue's "RF 3 at >= 0.7x RF 1".
+  16 KiB (as bench/replication_bench.py: many requests, Java's default), one partition, after
+  one untimed record (acknowledged by the ISR, so the followers are fetching): records/s, rf1
+  then rf3. The ratio rf3/rf1 is the issue's "RF 3 at >= 0.7x RF 1".
 - end-to-end latency: kclient.py latency-producer at 1,000 records/s of 100 B, linger.ms=0,
   acks=all, for `--seconds` after 1 s of warm-up, and a latency-consumer (poll(), fetch.wait.max.ms
   100) on the same partition: send to receipt, p50 / p99 / p99.9 / max, on rf1 and rf3 (a
@@ -140,6 +141,7 @@ def run_tree(tree: Tree, cfg: argparse.Namespace, base_dir: str) -> dict[str, An
                     cfg.records,
                     "--max-seconds",
                     cfg.max_seconds,
+                    "--warmup-each",
                 ),  # fmt: skip
                 cfg.max_seconds + 120,
             )
@@ -184,7 +186,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, help="measured seconds of latency (default 10)")
     args = ap.parse_args()
     q = args.quick
-    args.records = args.records or (20_000 if q else 300_000)
+    args.records = args.records or (100_000 if q else 300_000)
     args.seconds = args.seconds or (2.0 if q else 10.0)
     trees = trees_of(args)
     rep = Report("replication-latency", args, trees)

@@ -210,7 +210,7 @@ def main() -> int:
         "--records-1k", type=int, help="records of 1 KiB per producer (default 300,000)"
     )
     ap.add_argument("--max-seconds", type=float, default=60.0, help="cap per producer")
-    ap.add_argument("--start-delay", type=float, default=3.0, help="clients' common start, s ahead")
+    ap.add_argument("--start-delay", type=float, default=5.0, help="clients' common start, s ahead")
     args = ap.parse_args()
     q = args.quick
     args.records = {
@@ -234,9 +234,13 @@ def main() -> int:
     finally:
         shutil.rmtree(base_dir, ignore_errors=True)
     figs = [
-        Figure(f"{n}n", f"{size}.{ph}.records_per_s", f"{n} node(s): {ph} {size} B, rec/s", "rec/s")
+        Figure(f"{n}n", f"{size}.{ph}.{key}", f"{n} node(s): {ph} {size} B, {what}", unit, ratio)
         for size in SIZES
         for ph in ("produce", "consume")
+        for key, what, unit, ratio in (
+            ("records_per_s", "rec/s", "rec/s", True),
+            ("start_skew_s", "clients' start skew s", "", False),
+        )
         for n in layouts
     ]
     gl: list[str] = []
