@@ -216,7 +216,8 @@ class Member:
             ),
         )
         if join.error_code:
-            self.errors[join.error_code] += 1
+            if join.error_code != MEMBER_ID_REQUIRED:  # that one is the protocol's first step
+                self.errors[join.error_code] += 1
             self.member_id = join.member_id if join.error_code == MEMBER_ID_REQUIRED else ""
             if join.error_code != MEMBER_ID_REQUIRED:
                 await asyncio.sleep(0.05)

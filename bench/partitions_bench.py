@@ -7,7 +7,8 @@
     python bench/partitions_bench.py --quick                          # 1, 8, 100, 10x10; small
 
 A case "N" is one topic of N partitions; "TxP" is T topics of P partitions. Each case, for each
-tree in turn (`--tree`, alternating, `--runs` times), gets a fresh `gregor serve` (one node,
+tree in turn (`--tree`, alternating, `--runs` times; a case of 5,000 partitions or more
+`--large-runs` times, 1 by default: it takes minutes), gets a fresh `gregor serve` (one node,
 gregor.testing.Broker, data under `--dir`) and measures, in order:
 
 - create_s: CreateTopics (confluent-kafka AdminClient; up to 100 topics and 5,000 partitions
@@ -365,6 +366,12 @@ def main() -> int:
     ap.add_argument(
         "--cases", help="comma-separated: N (one topic) or TxP (default 1,8,100,1000,10000)"
     )
+    ap.add_argument(
+        "--large-runs",
+        type=int,
+        default=1,
+        help="runs of a case of 5,000 partitions or more, unless --runs is given (default 1)",
+    )
     ap.add_argument("--records", type=int, help="timed records per produce (default 50,000)")
     ap.add_argument("--max-seconds", type=float, default=60.0, help="cap on the timed produce")
     ap.add_argument("--settle", type=float, help="idle seconds before reading memory (default 3)")
@@ -385,7 +392,9 @@ def main() -> int:
     )
     try:
         for case in cases:
-            for _ in range(runs_of(args)):
+            big = parse_case(case)[0] * parse_case(case)[1] >= 5000
+            runs = args.large_runs if big and not args.runs else runs_of(args)
+            for _ in range(runs):
                 for tree in trees:
                     r = run_case(tree, case, args, base_dir)
                     rep.add(case, tree, r)
