@@ -3,7 +3,8 @@
 
     python bench/kclient.py create   --bootstrap H:P --topic T --partitions N
     python bench/kclient.py produce  --bootstrap H:P --topic T --partitions N --size B --count N [--max-seconds S]
-    python bench/kclient.py consume  --bootstrap H:P --topic T --partitions N --count N
+                                     [--acks A] [--batch-size B] [--topic-count K] [--warmup-each] [--start-at EPOCH]
+    python bench/kclient.py consume  --bootstrap H:P --topic T --partitions N --count N [--assign 0,1]
     python bench/kclient.py latency-consumer --bootstrap H:P --topic T --expect N
     python bench/kclient.py latency-producer --bootstrap H:P --topic T --rate R --seconds S [--warmup S]
 
@@ -17,17 +18,25 @@ equal share whatever the partitioner), `produce()` in a
 tight loop with `poll(0)` every 1,000 records (and on BufferError until there is room).
 Delivery reports only for errors (`delivery.report.only.error`), counted by a callback. The
 clock starts at the first produce() (after a metadata round trip, so the connection is up) and
-stops when flush() returns: every record acknowledged.
+stops when flush() returns: every record acknowledged. `--acks` (default 1) sets acks,
+`--batch-size` batch.size.
+`--topic-count K`: the records go round-robin over every partition of K topics named T-0 ..
+T-(K-1), `--partitions` each. `--warmup-each`: before the clock, one record to every partition,
+flushed (each partition's first append and the client's per-partition state are not the figure).
+`--start-at EPOCH`: after the warm-up, wait until that wall-clock time (time.time()) to start,
+so that several producer processes run at once; the output carries the wall-clock start and end
+(`wall_start`, `wall_end`) for an aggregate rate over all of them.
 
 consume: assign() every partition at offset 0 (no group membership, no commits), consume(10000,
 1.0) until `--count` records arrived (each checked for an error, nothing else done with it);
-the clock starts at assign() (after a metadata round trip). fetch.queue.backoff.ms=10 (see
+the clock starts at assign() (after a metadata round trip); `--assign 0,2` takes only those
+partitions (and `--start-at` as for produce). fetch.queue.backoff.ms=10 (see
 below); librdkafka defaults otherwise (fetch.max.bytes 50 MB, max.partition.fetch.bytes 1 MiB,
 queued.min.messages 100,000).
 
 latency: the producer sends `--rate` records/s (100-byte values that carry
 time.monotonic_ns() of the send, a sequence number and a warm-up flag) with linger.ms=0,
-acks=1, on a fixed schedule; after `--warmup` seconds of records the consumer ignores, it sends
+acks=1 (`--acks`), on a fixed schedule; after `--warmup` seconds of records the consumer ignores, it sends
 `--seconds` worth of measured ones. The consumer (another process) calls poll(1.0) with
 fetch.wait.max.ms=100 and records monotonic_ns() - sent for each measured record
 (CLOCK_MONOTONIC is one clock for the whole machine). The producer also reports its
@@ -91,28 +100,48 @@ def produce(args: argparse.Namespace) -> dict[str, Any]:
     p = Producer(
         {
             "bootstrap.servers": args.bootstrap,
-            "acks": 1,
+            "acks": args.acks,
             "linger.ms": 5,
             "compression.type": "none",
             "enable.idempotence": False,
             "delivery.report.only.error": True,
             "on_delivery": on_delivery,
+            **({"batch.size": args.batch_size} if args.batch_size else {}),
         }
     )
-    p.list_topics(args.topic, timeout=10)
     value = b"x" * args.size
     sizes = random.Random(0).choices(range(args.size // 2, args.size * 3 // 2 + 1), k=1009)
     values = [value[:1] * n for n in sizes] if args.vary else [value]
-    topic, parts, count = args.topic, args.partitions, args.count
+    parts, count = args.partitions, args.count
+    topics = (
+        [f"{args.topic}-{i}" for i in range(args.topic_count)] if args.topic_count else [args.topic]
+    )
+    if len(topics) == 1:
+        p.list_topics(topics[0], timeout=10)
+    else:
+        p.list_topics(timeout=30)
+    targets = [(t, i) for i in range(parts) for t in topics]  # partition 0 of every topic first
+    warmup_s, warmup_left = 0.0, 0
+    if args.warmup_each:
+        w0 = time.perf_counter()
+        for t, i in targets:
+            _produce_retrying(p, t, value, i)
+        warmup_left = p.flush(max(120.0, args.max_seconds))
+        warmup_s = time.perf_counter() - w0
+    if args.start_at:
+        time.sleep(max(0.0, args.start_at - time.time()))
+    wall_start = time.time()
     deadline = time.perf_counter() + args.max_seconds
     c0 = cpu_self()
     t0 = time.perf_counter()
     sent = 0
     produce_ = p.produce
     poll = p.poll
+    n_targets = len(targets)
     while sent < count:
+        topic, part = targets[sent % n_targets]
         try:
-            produce_(topic, values[sent % len(values)], partition=sent % parts)
+            produce_(topic, values[sent % len(values)], partition=part)
         except BufferError:
             poll(0.0005)
             continue
@@ -128,7 +157,9 @@ def produce(args: argparse.Namespace) -> dict[str, Any]:
         "kind": "client-produce",
         "records": sent,
         "size": args.size,
-        "partitions": parts,
+        "partitions": parts * len(topics),
+        "wall_start": wall_start,
+        "wall_end": wall_start + seconds,
         "seconds": seconds,
         "enqueue_seconds": t_enqueued,
         "records_per_s": sent / seconds,
@@ -136,11 +167,22 @@ def produce(args: argparse.Namespace) -> dict[str, Any]:
         "errors": errors[0],
         "client_cpu_s": cpu_self() - c0,
     }
+    if args.warmup_each:
+        out.update(warmup_seconds=warmup_s, warmup_unflushed=warmup_left)
     if left or errors[0]:
         out["error"] = (
             f"{left} records not flushed, {errors[0]} delivery errors ({first_error[:1]})"
         )
     return out
+
+
+def _produce_retrying(p: Any, topic: str, value: bytes, partition: int) -> None:
+    while True:
+        try:
+            p.produce(topic, value, partition=partition)
+            return
+        except BufferError:
+            p.poll(0.01)
 
 
 def consume(args: argparse.Namespace) -> dict[str, Any]:
@@ -159,15 +201,23 @@ def consume(args: argparse.Namespace) -> dict[str, Any]:
         }
     )
     c.list_topics(args.topic, timeout=10)
+    assigned = (
+        [int(x) for x in args.assign.split(",")] if args.assign else list(range(args.partitions))
+    )
+    if args.start_at:
+        time.sleep(max(0.0, args.start_at - time.time()))
+    wall_start = time.time()
     c0 = cpu_self()
     t0 = time.perf_counter()
-    c.assign([TopicPartition(args.topic, i, 0) for i in range(args.partitions)])
+    c.assign([TopicPartition(args.topic, i, 0) for i in assigned])
     n = 0
     last_progress = time.perf_counter()
     t_last = t0
     first_error = None
     while n < args.count:
-        msgs = c.consume(10000, 1.0)
+        # consume(n, timeout) waits for n messages or the timeout: never ask for more than are
+        # left, or the last call idles its whole second inside the clock
+        msgs = c.consume(min(10000, args.count - n), 1.0)
         now = time.perf_counter()
         if msgs:
             last_progress = now
@@ -185,7 +235,9 @@ def consume(args: argparse.Namespace) -> dict[str, Any]:
     out = {
         "kind": "client-consume",
         "records": n,
-        "partitions": args.partitions,
+        "partitions": len(assigned),
+        "wall_start": wall_start,
+        "wall_end": wall_start + seconds,
         "seconds": seconds,
         "records_per_s": n / seconds if seconds > 0 else None,
         "mb_per_s": n * args.size / seconds / 1e6 if seconds > 0 else None,
@@ -265,7 +317,7 @@ def latency_producer(args: argparse.Namespace) -> dict[str, Any]:
     p = Producer(
         {
             "bootstrap.servers": args.bootstrap,
-            "acks": 1,
+            "acks": args.acks,
             "linger.ms": 0,
             "compression.type": "none",
             "enable.idempotence": False,
@@ -320,11 +372,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--count", type=int, default=100_000)
     p.add_argument("--max-seconds", type=float, default=60.0)
     p.add_argument("--vary", action="store_true", help="values of 0.5 to 1.5 times --size")
+    p.add_argument("--acks", default="1")
+    p.add_argument("--batch-size", type=int, default=0, help="batch.size (default librdkafka's)")
+    p.add_argument("--topic-count", type=int, default=0, help="K topics named T-0 .. T-(K-1)")
+    p.add_argument("--warmup-each", action="store_true", help="one record per partition first")
+    p.add_argument("--start-at", type=float, default=0.0, help="wall-clock time to start at")
     p = sub.add_parser("consume")
     p.add_argument("--partitions", type=int, default=1)
     p.add_argument("--size", type=int, default=100, help="record value size (for MB/s)")
     p.add_argument("--count", type=int, default=100_000)
     p.add_argument("--stall-seconds", type=float, default=15.0)
+    p.add_argument("--assign", default="", help="only these partitions (comma-separated)")
+    p.add_argument("--start-at", type=float, default=0.0, help="wall-clock time to start at")
     p = sub.add_parser("latency-consumer")
     p.add_argument("--expect", type=int, required=True)
     p.add_argument("--timeout", type=float, default=60.0)
@@ -333,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--warmup", type=float, default=1.0)
     p.add_argument("--size", type=int, default=100)
+    p.add_argument("--acks", default="1")
     for sp in sub.choices.values():
         sp.add_argument("--bootstrap", required=True)
         sp.add_argument("--topic", required=True)
