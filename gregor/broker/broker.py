@@ -43,6 +43,7 @@ from gregor.runtime.log_io import flush_after_roll, maintenance
 from gregor.runtime.process import serve_until_signalled, write_ready_file
 from gregor.runtime.purgatory_driver import PurgatoryDriver
 from gregor.runtime.server import Server, bind, configured_server, connection_limits
+from gregor.runtime.stall_monitor import LoopStallMonitor, stall_monitor
 from gregor.runtime.timers import drive, every
 from gregor.storage.log_manager import LogManager
 
@@ -116,6 +117,7 @@ class BrokerServer:
             self.member.serve_admin(self.services)
         self.server: Server | None = None
         self._timers: list[asyncio.Task[None]] = []
+        self.stall_monitor: LoopStallMonitor | None = None
 
     def _build_services(self) -> Services:
         apply, value = self.hosting.apply, self.config_value
@@ -168,6 +170,9 @@ class BrokerServer:
 
     async def start(self) -> None:
         codec.compile_all()
+        self.stall_monitor = stall_monitor(self.config_value("gregor.loop.stall.log.ms"))
+        if self.stall_monitor is not None:
+            self.stall_monitor.start(asyncio.get_running_loop())
         self.purgatory_driver.start()
         self.logs.call_soon_on_owner = asyncio.get_running_loop().call_soon_threadsafe
         self.logs.startup()
@@ -230,6 +235,8 @@ class BrokerServer:
         await self.cleaner.stop()  # before the logs close: no swap may reach a closed log
         self.logs.shutdown()
         self.store.close()
+        if self.stall_monitor is not None:
+            self.stall_monitor.stop()
         log.info("shut down cleanly")
 
     async def run(self) -> None:
