@@ -60,6 +60,10 @@ class LoopStallMonitor:
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._posted: float | None = None  # when the waiting probe was posted
+        self._posted_sched = (0, 0)
+        self._posted_late = 0.0
+        self._wchan: int | None = None  # fd of the loop thread's /proc wchan
+        self._schedstat: int | None = None  # fd of the loop thread's /proc schedstat
         self._samples: list[str] = []
         self._gc_started = 0.0
         self._switch_interval = sys.getswitchinterval()
@@ -67,6 +71,12 @@ class LoopStallMonitor:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Watch `loop`, which runs on the calling thread."""
         self._loop, self._loop_thread = loop, threading.get_ident()
+        task = f"/proc/self/task/{threading.get_native_id()}"
+        try:
+            self._schedstat = os.open(f"{task}/schedstat", os.O_RDONLY)
+            self._wchan = os.open(f"{task}/wchan", os.O_RDONLY)
+        except OSError:  # not Linux: the log lines go without the split
+            self._schedstat = None
         self._switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(min(self._switch_interval, self.period_s))
         gc.callbacks.append(self._on_gc)
@@ -85,16 +95,27 @@ class LoopStallMonitor:
         if self._on_gc in gc.callbacks:
             gc.callbacks.remove(self._on_gc)
         sys.setswitchinterval(self._switch_interval)
+        for fd in (self._schedstat, self._wchan):
+            if fd is not None:
+                os.close(fd)
+        self._schedstat = self._wchan = None
 
     # -- the watchdog thread --------------------------------------------------------------------
 
     def _watch(self) -> None:
         assert self._loop is not None
-        while not self._stopping.wait(self.period_s):
+        due = time.perf_counter() + self.period_s
+        while not self._stopping.wait(max(0.0, due - time.perf_counter())):
             now = time.perf_counter()
+            # Woken late: the GIL was held all along (a collection, a long C call such as a
+            # page fault in an mmap write) and the loop could not have run a callback either;
+            # the probe counts from when it was due.
+            posted_at, due = min(now, due), now + self.period_s
             posted = self._posted
             if posted is None:
-                self._posted = now
+                self._posted_sched = self._sched()
+                self._posted_late = now - posted_at
+                self._posted = posted_at
                 try:
                     self._loop.call_soon_threadsafe(self._probe)
                 except RuntimeError:  # the loop is closed
@@ -102,7 +123,17 @@ class LoopStallMonitor:
             elif now - posted > self.threshold_s and len(self._samples) < MAX_SAMPLES:
                 frame = sys._current_frames().get(self._loop_thread)
                 if frame is not None:
-                    self._samples.append(stack_summary(frame))
+                    self._samples.append(stack_summary(frame) + self._in_kernel())
+
+    def _in_kernel(self) -> str:
+        """` [kernel: balance_dirty_pages]`: where the loop thread sleeps in the kernel now."""
+        if self._wchan is None:
+            return ""
+        try:
+            where = os.pread(self._wchan, 128, 0).decode(errors="replace").strip()
+        except OSError:
+            return ""
+        return f" [kernel: {where}]" if where not in ("", "0") else ""
 
     # -- on the loop ----------------------------------------------------------------------------
 
@@ -113,13 +144,43 @@ class LoopStallMonitor:
         if posted is None:
             return
         delay_s = time.perf_counter() - posted
+        before, late_s = self._posted_sched, self._posted_late
         if delay_s <= self.threshold_s:
             return
         self.stalls += 1
         self.worst_ms = max(self.worst_ms, delay_s * 1000)
         counted = collections.Counter(samples).most_common(4)
         held_by = "; ".join(f"{n}x {stack}" for stack, n in counted) or "(not sampled)"
-        log.warning("event loop held %.1f ms: %s", delay_s * 1000, held_by)
+        log.warning(
+            "event loop held %.1f ms%s: %s",
+            delay_s * 1000,
+            self._where_the_time_went(delay_s - late_s, before, late_s),
+            held_by,
+        )
+
+    def _sched(self) -> tuple[int, int]:
+        """The loop thread's (ns on a cpu, ns waiting in a run queue) so far, or (0, 0)."""
+        if self._schedstat is None:
+            return (0, 0)
+        on_cpu, waiting, _ = os.pread(self._schedstat, 96, 0).split()
+        return int(on_cpu), int(waiting)
+
+    def _where_the_time_went(self, delay_s: float, before: tuple[int, int], late_s: float) -> str:
+        """` (GIL held 12.0 ms, then loop thread: 1.0 ms on a cpu, 8.5 ms runnable, 0.3 ms
+        asleep)`: the first part passed before the probe could be posted; asleep is a blocking
+        syscall, a page fault on disk, or the GIL held by another thread; runnable is the
+        machine's other work. Without /proc, only the first part."""
+        gil = f"GIL held {late_s * 1000:.1f} ms, then " if late_s > self.threshold_s / 2 else ""
+        if self._schedstat is None:
+            return f" ({gil.removesuffix(', then ')})" if gil else ""
+        now = self._sched()
+        on_cpu_ms = (now[0] - before[0]) / 1e6
+        runnable_ms = (now[1] - before[1]) / 1e6
+        asleep_ms = max(0.0, delay_s * 1000 - on_cpu_ms - runnable_ms)
+        return (
+            f" ({gil}loop thread: {on_cpu_ms:.1f} ms on a cpu, {runnable_ms:.1f} ms runnable, "
+            f"{asleep_ms:.1f} ms asleep)"
+        )
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
@@ -127,12 +188,16 @@ class LoopStallMonitor:
             return
         took_s = time.perf_counter() - self._gc_started
         if took_s > self.threshold_s:
+            generation = info.get("generation", -1)
             log.warning(
-                "gc of generation %d took %.1f ms (collected %d, uncollectable %d)",
-                info.get("generation", -1),
+                "gc of generation %d took %.1f ms (collected %d, uncollectable %d; %d objects "
+                "in generation 2, %d frozen)",
+                generation,
                 took_s * 1000,
                 info.get("collected", 0),
                 info.get("uncollectable", 0),
+                len(gc.get_objects(2)),
+                gc.get_freeze_count(),
             )
 
 
@@ -153,7 +218,7 @@ def stack_summary(frame: FrameType | None, depth: int = STACK_DEPTH) -> str:
     ]
     if len(names) > depth:
         names = [names[0], "...", *names[-(depth - 1) :]]
-    return " > ".join(names) or "(in the loop itself)"
+    return " > ".join(names) or "(in the loop's own code: polling, or I/O in C)"
 
 
 def _in_loop(frame: FrameType) -> bool:

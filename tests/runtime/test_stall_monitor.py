@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import random
 import sys
 import threading
 import time
@@ -68,6 +69,29 @@ def test_a_held_loop_is_logged_with_what_held_it(
     assert named, held
     assert float(named[0].split("held ")[1].split(" ms")[0]) >= 20  # of 60 (a lower bound)
     assert monitor.stalls >= 1 and monitor.worst_ms >= 20
+    if callback is _sleep_on_the_loop and sys.platform == "linux":  # time.sleep: off the cpu
+        asleep = float(named[0].split(" ms asleep")[0].rpartition(", ")[2])
+        assert asleep >= 20, named[0]
+
+
+def test_a_long_call_holding_the_gil_is_measured_from_when_the_probe_was_due(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A C call that never lets the GIL go (here a sort; in the broker a collection or a page
+    fault in an mmap write) keeps the watchdog from posting its probe: the delay still counts
+    from when the probe was due, not from when the watchdog could post it."""
+    values = [random.random() for _ in range(400_000)]
+    took: list[float] = []
+
+    def sort_on_the_loop() -> None:
+        t0 = time.perf_counter()
+        sorted(values)
+        took.append(time.perf_counter() - t0)
+
+    caplog.set_level(logging.WARNING, logger="gregor.stall")
+    monitor = run_with_monitor(asyncio.new_event_loop, 10, sort_on_the_loop)
+    assert took[0] > 0.03, "the sort was too quick to tell"
+    assert monitor.worst_ms >= took[0] * 1000 * 0.7, (monitor.worst_ms, took[0])
 
 
 def test_short_callbacks_are_not_logged(caplog: pytest.LogCaptureFixture) -> None:
