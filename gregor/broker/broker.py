@@ -39,6 +39,7 @@ from gregor.replication.partition import ReplicaManager
 from gregor.replication.pending import Pending
 from gregor.replication.purgatory import DelayedOperationPurgatory
 from gregor.runtime.cleaner_thread import CleanerThreads
+from gregor.runtime.gc_settings import freeze_after_start
 from gregor.runtime.log_io import flush_after_roll, maintenance
 from gregor.runtime.process import serve_until_signalled, write_ready_file
 from gregor.runtime.purgatory_driver import PurgatoryDriver
@@ -202,6 +203,7 @@ class BrokerServer:
             "gregor broker %d ready on %s:%d (cluster %s, data in %s)",
             self.node_id, self.cluster.host, self.cluster.port, self.store.cluster_id, where,
         )  # fmt: skip
+        log.info("froze %d objects made at start-up (gc_settings.py)", freeze_after_start())
         if self.ready_file:
             write_ready_file(self.ready_file, self.cluster.host, self.cluster.port)
 

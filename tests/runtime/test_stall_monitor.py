@@ -162,6 +162,7 @@ def test_a_broker_runs_the_monitor_when_configured(tmp_path: Path) -> None:
     broker.start()
     try:
         assert "logging event-loop stalls and gc pauses over 0.5 ms" in broker.read_log()
+        assert "objects made at start-up (gc_settings.py)" in broker.read_log()  # frozen
     finally:
         assert broker.stop() == 0
     assert "shut down cleanly" in broker.read_log()
