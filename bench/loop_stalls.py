@@ -48,7 +48,9 @@ def kclient(broker: Broker, *args: str, timeout: float = 600) -> dict[str, Any]:
     return run_json([sys.executable, KCLIENT, *args, "--bootstrap", broker.bootstrap], timeout)
 
 
-def latency(broker: Broker, topic: str, seconds: float) -> dict[str, Any]:
+def latency(
+    broker: Broker, topic: str, seconds: float, py_spy: str | None = None
+) -> dict[str, Any]:
     kclient(broker, "create", "--topic", topic, "--partitions", "1")
     common = ["--bootstrap", broker.bootstrap, "--topic", topic]
     expect = str(int(seconds * 1000))
@@ -61,12 +63,22 @@ def latency(broker: Broker, topic: str, seconds: float) -> dict[str, Any]:
     if cons.stdout.readline().strip() != "ready":
         cons.kill()
         return {"error": "latency consumer did not start"}
+    spy = None
+    if py_spy and broker.process is not None:  # every thread of the broker, while it runs
+        spy = subprocess.Popen(
+            ["py-spy", "record", "--pid", str(broker.process.pid), "--rate", "1000",
+             "--nonblocking", "--threads", "--idle", "--format", "raw", "--output",
+             f"{py_spy}/{topic}.txt", "--duration", str(int(seconds + 2))],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
     prod = run_json(
         [sys.executable, KCLIENT, "latency-producer", *common, "--rate", "1000",
          "--seconds", str(seconds), "--warmup", "1"],
         seconds + 60,
     )  # fmt: skip
     rest, _ = cons.communicate(timeout=seconds + 40)
+    if spy is not None:
+        spy.wait(30)
     lines = [ln for ln in rest.splitlines() if ln.startswith("{")]
     out: dict[str, Any] = json.loads(lines[-1]) if lines else {"error": "no consumer result"}
     out["late_sends"] = prod.get("late_sends")
@@ -112,6 +124,7 @@ def main() -> int:
     ap.add_argument("--threshold-ms", type=float, default=1.0)
     ap.add_argument("--dir", default=None, help="where the broker's data goes")
     ap.add_argument("--set", action="append", default=[], help="extra broker config k=v")
+    ap.add_argument("--py-spy", metavar="DIR", help="py-spy raw profiles of each latency run")
     args = ap.parse_args()
     config = dict(kv.split("=", 1) for kv in args.set)
     config["gregor.loop.stall.log.ms"] = str(args.threshold_ms)
@@ -122,7 +135,7 @@ def main() -> int:
     report: dict[str, Any] = {}
     try:
         mark = len(broker.read_log())
-        report["fresh"] = {"latency": latency(broker, "latency-fresh", args.seconds)}
+        report["fresh"] = {"latency": latency(broker, "latency-fresh", args.seconds, args.py_spy)}
         report["fresh"].update(stalls(broker.read_log()[mark:]))
         kclient(broker, "create", "--topic", "bulk", "--partitions", "8")
         mark = len(broker.read_log())
@@ -132,7 +145,9 @@ def main() -> int:
         )  # fmt: skip
         report["bulk"].update(stalls(broker.read_log()[mark:]))
         mark = len(broker.read_log())
-        report["after_bulk"] = {"latency": latency(broker, "latency-after", args.seconds)}
+        report["after_bulk"] = {
+            "latency": latency(broker, "latency-after", args.seconds, args.py_spy)
+        }
         report["after_bulk"].update(stalls(broker.read_log()[mark:]))
     finally:
         broker.stop()

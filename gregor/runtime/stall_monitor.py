@@ -71,12 +71,12 @@ class LoopStallMonitor:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Watch `loop`, which runs on the calling thread."""
         self._loop, self._loop_thread = loop, threading.get_ident()
-        task = f"/proc/self/task/{threading.get_native_id()}"
+        tid = threading.get_native_id()
+        self._schedstat = _open_schedstat(tid)  # None off Linux: the lines go without the split
         try:
-            self._schedstat = os.open(f"{task}/schedstat", os.O_RDONLY)
-            self._wchan = os.open(f"{task}/wchan", os.O_RDONLY)
-        except OSError:  # not Linux: the log lines go without the split
-            self._schedstat = None
+            self._wchan = os.open(f"/proc/self/task/{tid}/wchan", os.O_RDONLY)
+        except OSError:
+            self._wchan = None
         self._switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(min(self._switch_interval, self.period_s))
         gc.callbacks.append(self._on_gc)
@@ -104,13 +104,25 @@ class LoopStallMonitor:
 
     def _watch(self) -> None:
         assert self._loop is not None
+        own = _open_schedstat(threading.get_native_id())
+        try:
+            self._watch_loop(own)
+        finally:
+            if own is not None:
+                os.close(own)
+
+    def _watch_loop(self, own: int | None) -> None:
+        assert self._loop is not None
         due = time.perf_counter() + self.period_s
+        runnable = _sched(own)[1]
         while not self._stopping.wait(max(0.0, due - time.perf_counter())):
             now = time.perf_counter()
-            # Woken late: the GIL was held all along (a collection, a long C call such as a
-            # page fault in an mmap write) and the loop could not have run a callback either;
-            # the probe counts from when it was due.
-            posted_at, due = min(now, due), now + self.period_s
+            # Woken late, and not for want of a cpu: the GIL was held all along (a collection,
+            # a long C call such as a page fault in an mmap write) and the loop could not have
+            # run a callback either; the probe counts from when it was due.
+            waited, runnable = runnable, _sched(own)[1]
+            posted_at = min(now, due + (runnable - waited) / 1e9)
+            due = now + self.period_s
             posted = self._posted
             if posted is None:
                 self._posted_sched = self._sched()
@@ -159,11 +171,7 @@ class LoopStallMonitor:
         )
 
     def _sched(self) -> tuple[int, int]:
-        """The loop thread's (ns on a cpu, ns waiting in a run queue) so far, or (0, 0)."""
-        if self._schedstat is None:
-            return (0, 0)
-        on_cpu, waiting, _ = os.pread(self._schedstat, 96, 0).split()
-        return int(on_cpu), int(waiting)
+        return _sched(self._schedstat)
 
     def _where_the_time_went(self, delay_s: float, before: tuple[int, int], late_s: float) -> str:
         """` (GIL held 12.0 ms, then loop thread: 1.0 ms on a cpu, 8.5 ms runnable, 0.3 ms
@@ -191,14 +199,28 @@ class LoopStallMonitor:
             generation = info.get("generation", -1)
             log.warning(
                 "gc of generation %d took %.1f ms (collected %d, uncollectable %d; %d objects "
-                "in generation 2, %d frozen)",
+                "frozen)",
                 generation,
                 took_s * 1000,
                 info.get("collected", 0),
                 info.get("uncollectable", 0),
-                len(gc.get_objects(2)),
                 gc.get_freeze_count(),
             )
+
+
+def _open_schedstat(tid: int) -> int | None:
+    try:
+        return os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)
+    except OSError:
+        return None
+
+
+def _sched(fd: int | None) -> tuple[int, int]:
+    """A thread's (ns on a cpu, ns waiting in a run queue) so far, or (0, 0)."""
+    if fd is None:
+        return (0, 0)
+    on_cpu, waiting, _ = os.pread(fd, 96, 0).split()
+    return int(on_cpu), int(waiting)
 
 
 def stack_summary(frame: FrameType | None, depth: int = STACK_DEPTH) -> str:
