@@ -53,6 +53,30 @@ def flush_after_roll(log_: Log, up_to: int) -> None:
     loop.run_in_executor(None, fsync_all).add_done_callback(done)
 
 
+def purge_in_background(logs: LogManager, now_ms: int) -> None:
+    """Remove the segment files whose `file.delete.delay.ms` has passed: their handles are
+    released on the loop, the files unlinked on a worker thread (freeing a large file's
+    extents takes milliseconds on ext4)."""
+    due = logs.take_due_deletions(now_ms)
+    if not due:
+        return
+    paths = []
+    for seg in due:
+        seg.close_handles()
+        paths += logs.deleted_paths(seg)
+
+    def unlink_all() -> None:
+        for path in paths:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                log.error("removing deleted segment file %s failed: %s", path, exc)
+
+    asyncio.get_running_loop().run_in_executor(None, unlink_all)
+
+
 def checkpoint_in_background(logs: LogManager) -> None:
     """Take the offsets on the loop; write and fsync the three files on a worker thread."""
     snapshot = logs.checkpoint_snapshot()
@@ -69,7 +93,7 @@ def maintenance(
     def flush_and_purge() -> None:
         now = clock.now_ms()
         logs.flush_due(now)
-        logs.purge_deleted(now)
+        purge_in_background(logs, now)
 
     def expire_producers() -> None:
         expiration_ms = int(value("producer.id.expiration.ms"))

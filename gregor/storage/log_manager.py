@@ -383,17 +383,28 @@ class LogManager:
 
     def purge_deleted(self, now_ms: int | None = None, force: bool = False) -> int:
         """Remove `.deleted` segment files whose `file.delete.delay.ms` has passed."""
+        due = self.take_due_deletions(now_ms, force)
+        for seg in due:
+            seg.delete()
+        return len(due)
+
+    def take_due_deletions(
+        self, now_ms: int | None = None, force: bool = False
+    ) -> list[LogSegment]:
+        """The `.deleted` segments whose `file.delete.delay.ms` has passed, no longer pending:
+        the caller removes them (`seg.delete()`, or `close_handles` here and `deleted_paths`
+        unlinked on another thread: a 1 GiB file's unlink frees its extents for milliseconds)."""
         now = self.clock.now_ms() if now_ms is None else now_ms
-        due = [(t, segs) for t, segs in self._pending_deletes if force or t <= now]
+        due = [seg for t, segs in self._pending_deletes if force or t <= now for seg in segs]
         self._pending_deletes = [
             (t, segs) for t, segs in self._pending_deletes if not (force or t <= now)
         ]
-        n = 0
-        for _t, segs in due:
-            for seg in segs:
-                seg.delete()
-                n += 1
-        return n
+        return due
+
+    @staticmethod
+    def deleted_paths(seg: LogSegment) -> list[str]:
+        """The files `seg.delete()` unlinks."""
+        return [seg.log_path, seg.offset_index.path, seg.time_index.path, seg.txn_index.path]
 
     @staticmethod
     def _read_checkpoint(d: str, name: str) -> dict[TopicPartition, int]:

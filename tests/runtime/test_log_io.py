@@ -1,0 +1,85 @@
+"""The log manager's background work as the broker runs it (runtime/log_io.py): what would
+hold the event loop on the disk happens on a worker thread, with the same files as the result."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gregor.clock import ManualClock
+from gregor.protocol.records.records import build_batch
+from gregor.runtime import log_io
+from gregor.storage.config import LogConfig
+from gregor.storage.log import Log
+from gregor.storage.log_manager import LogManager
+
+DAY = 86_400_000
+
+
+def fill(log: Log, batches: int, ts0: int, step_ms: int) -> None:
+    for i in range(batches):
+        log.append(build_batch([(b"k%d" % i, b"v" * 1000)], base_timestamp=ts0 + i * step_ms))
+    log.update_high_watermark(log.log_end_offset)
+
+
+def record_threads(monkeypatch: pytest.MonkeyPatch, name: str) -> list[tuple[int, Any]]:
+    """Calls of os.<name> from now on: (thread ident, first argument)."""
+    calls: list[tuple[int, Any]] = []
+    real: Callable[..., Any] = getattr(os, name)
+
+    def spy(arg: Any, *rest: Any, **kw: Any) -> Any:
+        calls.append((threading.get_ident(), arg))
+        return real(arg, *rest, **kw)
+
+    monkeypatch.setattr(os, name, spy)
+    return calls
+
+
+async def until(done: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    for _ in range(int(timeout_s / 0.01)):
+        if done():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("timed out")
+
+
+def retention_manager(tmp_path: Path) -> tuple[LogManager, Log, ManualClock]:
+    clock = ManualClock(10 * DAY)
+    config = LogConfig(segment_bytes=5000, retention_ms=DAY, file_delete_delay_ms=0)
+    mgr = LogManager([str(tmp_path)], config, clock=clock)
+    mgr.startup()
+    log = mgr.get_or_create("t", 0)
+    fill(log, 40, ts0=7 * DAY, step_ms=DAY // 10)
+    return mgr, log, clock
+
+
+def deleted_files(log: Log) -> list[str]:
+    return [n for n in os.listdir(log.directory) if n.endswith(".deleted")]
+
+
+def test_deleted_segment_files_are_unlinked_off_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mgr, log, clock = retention_manager(tmp_path)
+    gone = mgr.enforce_retention(clock.now_ms())
+    doomed = deleted_files(log)
+    assert gone > 0 and len(doomed) == 3 * gone  # .log, .index, .timeindex of each
+    unlinks = record_threads(monkeypatch, "unlink")
+
+    async def go() -> int:
+        log_io.purge_in_background(mgr, clock.now_ms())
+        await until(lambda: not deleted_files(log))
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(go())
+    mine = [(t, p) for t, p in unlinks if str(p).endswith(".deleted")]
+    assert {os.path.basename(p) for _, p in mine} >= set(doomed)
+    assert all(t != loop_thread for t, _ in mine)
+    assert mgr.take_due_deletions(clock.now_ms(), force=True) == []  # none left pending
+    mgr.shutdown()
