@@ -23,8 +23,9 @@ log = logging.getLogger("gregor.runtime")
 
 
 def flush_after_roll(log_: Log, up_to: int) -> None:
-    """fsync a rolled segment on a worker thread, as Kafka does after a roll, so the event loop
-    never waits for the disk; the recovery point moves when the fsync is done."""
+    """fsync a log up to `up_to` on a worker thread (a rolled segment, as Kafka does after a
+    roll; or every `flush.ms`), so the event loop never waits for the disk; the recovery point
+    moves when the fsync is done."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # not serving yet (opening logs): flush inline
@@ -46,7 +47,7 @@ def flush_after_roll(log_: Log, up_to: int) -> None:
         if exc is None:
             log_.mark_flushed(up_to, truncations)
         elif isinstance(exc, OSError):
-            log_.fail(exc, "flushing a rolled segment")
+            log_.fail(exc, "flushing")
         else:
             log.error("background flush of %s failed: %s", log_, exc)
 
@@ -92,7 +93,7 @@ def maintenance(
 
     def flush_and_purge() -> None:
         now = clock.now_ms()
-        logs.flush_due(now)
+        logs.flush_due(now, flush_after_roll)  # flush.ms: fsynced on a worker thread
         purge_in_background(logs, now)
 
     def expire_producers() -> None:

@@ -269,8 +269,10 @@ class LogManager:
 
     # -- background work ----------------------------------------------------------------------
 
-    def flush_due(self, now_ms: int) -> int:
-        """fsync logs whose `flush.ms` has passed since their last flush; how many were."""
+    def flush_due(self, now_ms: int, flusher: Callable[[Log, int], None] | None = None) -> int:
+        """fsync logs whose `flush.ms` has passed since their last flush; how many were.
+        `flusher(log, up_to)` (the broker's: on a worker thread, as after a roll) instead of
+        `Log.flush` here."""
         count = 0
         for log_ in self.online_logs():
             if (
@@ -278,7 +280,11 @@ class LogManager:
                 and now_ms - log_.last_flush_ms >= log_.config.flush_ms
             ):
                 try:
-                    log_.guarded("flushing", log_.flush)
+                    if flusher is not None:
+                        log_.last_flush_ms = now_ms  # begun: not begun again while it runs
+                        flusher(log_, log_.log_end_offset)
+                    else:
+                        log_.guarded("flushing", log_.flush)
                 except KafkaError:
                     continue  # offline now, with its dir
                 count += 1

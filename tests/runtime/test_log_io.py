@@ -83,3 +83,25 @@ def test_deleted_segment_files_are_unlinked_off_the_loop(
     assert all(t != loop_thread for t, _ in mine)
     assert mgr.take_due_deletions(clock.now_ms(), force=True) == []  # none left pending
     mgr.shutdown()
+
+
+def test_flush_ms_fsyncs_off_the_loop_and_moves_the_recovery_point_when_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = ManualClock(10 * DAY)
+    mgr = LogManager([str(tmp_path)], LogConfig(flush_ms=1000), clock=clock)
+    mgr.startup()
+    log = mgr.get_or_create("t", 0)
+    fill(log, 5, ts0=clock.now_ms(), step_ms=1)
+    fsyncs = record_threads(monkeypatch, "fsync")
+    now = log.last_flush_ms + 1000
+
+    async def go() -> int:
+        assert mgr.flush_due(now, log_io.flush_after_roll) == 1
+        assert mgr.flush_due(now, log_io.flush_after_roll) == 0  # begun: not begun again
+        await until(lambda: log.recovery_point == log.log_end_offset)
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(go())
+    assert fsyncs and all(t != loop_thread for t, _ in fsyncs)
+    mgr.shutdown()
