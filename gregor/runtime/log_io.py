@@ -84,6 +84,12 @@ def checkpoint_in_background(logs: LogManager) -> None:
     asyncio.get_running_loop().run_in_executor(None, logs.write_checkpoints, snapshot)
 
 
+def retention_in_background(logs: LogManager, now_ms: int) -> int:
+    """Apply retention on the loop (renames, offsets); the checkpoints after it are written on a
+    worker thread."""
+    return logs.enforce_retention(now_ms, lambda: checkpoint_in_background(logs))
+
+
 def maintenance(
     logs: LogManager, value: Callable[[str], Any], clock: Clock
 ) -> list[Coroutine[Any, Any, None]]:
@@ -115,6 +121,6 @@ def maintenance(
     return [
         every(1.0, flush_and_purge),
         every(seconds["log.flush.offset.checkpoint.interval.ms"], lambda: checkpoint_in_background(logs)),
-        every(seconds["log.retention.check.interval.ms"], lambda: logs.enforce_retention(clock.now_ms())),
+        every(seconds["log.retention.check.interval.ms"], lambda: retention_in_background(logs, clock.now_ms())),
         every(seconds["producer.id.expiration.check.interval.ms"], expire_producers),
     ]  # fmt: skip

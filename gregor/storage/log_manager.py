@@ -290,8 +290,10 @@ class LogManager:
                 count += 1
         return count
 
-    def enforce_retention(self, now_ms: int) -> int:
-        """Delete segments past retention.ms / retention.bytes in every log; how many went."""
+    def enforce_retention(self, now_ms: int, checkpoint: Callable[[], None] | None = None) -> int:
+        """Delete segments past retention.ms / retention.bytes in every log; how many went.
+        Then the checkpoints are written: `checkpoint()` (the broker's: on a worker thread), or
+        here."""
         from gregor.storage import retention
 
         deleted = 0
@@ -309,7 +311,7 @@ class LogManager:
                 )
                 deleted += n
         if deleted:
-            self.checkpoint()
+            (checkpoint or self.checkpoint)()
         return deleted
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:

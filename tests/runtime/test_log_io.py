@@ -105,3 +105,23 @@ def test_flush_ms_fsyncs_off_the_loop_and_moves_the_recovery_point_when_done(
     loop_thread = asyncio.run(go())
     assert fsyncs and all(t != loop_thread for t, _ in fsyncs)
     mgr.shutdown()
+
+
+def test_the_checkpoints_after_retention_are_written_off_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mgr, log, clock = retention_manager(tmp_path)
+    replaces = record_threads(monkeypatch, "replace")
+    checkpoint = tmp_path / "log-start-offset-checkpoint"
+
+    async def go() -> int:
+        assert log_io.retention_in_background(mgr, clock.now_ms()) > 0
+        await until(
+            lambda: checkpoint.exists() and f"t 0 {log.log_start_offset}" in checkpoint.read_text()
+        )
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(go())
+    written = [(t, p) for t, p in replaces if str(p).endswith("checkpoint.tmp")]
+    assert len(written) == 3 and all(t != loop_thread for t, _ in written)
+    mgr.shutdown()
