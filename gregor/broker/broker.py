@@ -40,7 +40,7 @@ from gregor.replication.pending import Pending
 from gregor.replication.purgatory import DelayedOperationPurgatory
 from gregor.runtime.cleaner_thread import CleanerThreads
 from gregor.runtime.gc_settings import freeze_after_start
-from gregor.runtime.log_io import flush_after_roll, maintenance
+from gregor.runtime.log_io import flush_after_roll, maintenance, write_later
 from gregor.runtime.process import serve_until_signalled, write_ready_file
 from gregor.runtime.purgatory_driver import PurgatoryDriver
 from gregor.runtime.server import Server, bind, configured_server, connection_limits
@@ -84,6 +84,7 @@ class BrokerServer:
             config.log_dirs, config_for=self.config_view.log_config_for, clock=clock
         )
         self.logs.roll_flusher = flush_after_roll
+        self.logs.write_later = write_later
         self.replicas = ReplicaManager(
             self.node_id, self.logs, liveness=self.cluster.liveness,
             local_broker_epoch=self._broker_epoch,

@@ -3,6 +3,7 @@ threads (so they never hold the event loop), with their results handed back to t
 loop; and the periodic tasks (flushes, deleted files, checkpoints, retention, idle producers).
 
     logs.roll_flusher = flush_after_roll      # LogManager calls it after each roll
+    logs.write_later = write_later            # and its logs, for deferred checkpoint writes
     tasks = maintenance(logs, config_value, clock)      # coroutines to run until stopped
 """
 
@@ -52,6 +53,21 @@ def flush_after_roll(log_: Log, up_to: int) -> None:
             log.error("background flush of %s failed: %s", log_, exc)
 
     loop.run_in_executor(None, fsync_all).add_done_callback(done)
+
+
+def write_later(write: Callable[[], None]) -> None:
+    """Run a log's deferred write (a leader-epoch truncation) on a worker thread."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not serving: at once
+        write()
+        return
+    loop.run_in_executor(None, write).add_done_callback(_log_failure)
+
+
+def _log_failure(fut: asyncio.Future[None]) -> None:
+    if (exc := fut.exception()) is not None:
+        log.error("a background write failed: %s", exc)
 
 
 def purge_in_background(logs: LogManager, now_ms: int) -> None:

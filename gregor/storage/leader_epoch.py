@@ -4,12 +4,21 @@ Entries `(epoch, start_offset)`, both strictly increasing, persisted to the part
 `leader-epoch-checkpoint` whenever they change. It answers OffsetForLeaderEpoch (the end offset of
 an epoch: the start offset of the next larger epoch, or the log end offset) and is trimmed when
 the log is truncated at either end.
+
+A new epoch is written (and fsynced) at once. A truncation's write may be handed to
+`write_later` (the broker: a worker thread), as Kafka does since KAFKA-15046/16541: retention
+and DeleteRecords move the start often, and an fsync there held the event loop. A deferred write
+writes the entries as they are when it runs, under the same lock as every write, so the file
+never goes back to an older state; `flush_pending` (at close) writes one still waiting. Entries
+the file may still hold after a crash are trimmed when the log opens (`truncate_from_*`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
+from collections.abc import Callable
 
 from gregor.storage import checkpoints
 
@@ -28,8 +37,47 @@ class LeaderEpochCache:
             log.warning("ignoring damaged %s: %s", self.path, exc)
             self.entries = []
 
+        # Runs a deferred write elsewhere (None: truncations write at once too); told of a
+        # failed one with its OSError.
+        self.write_later: Callable[[Callable[[], None]], object] | None = None
+        self.on_write_failure: Callable[[OSError], None] | None = None
+        self._lock = threading.Lock()
+        self._pending = False
+
     def _persist(self) -> None:
-        checkpoints.write_epochs(self.path, self.entries)
+        with self._lock:
+            self._pending = False
+            checkpoints.write_epochs(self.path, list(self.entries))
+
+    def _persist_truncation(self) -> None:
+        if self.write_later is None:
+            self._persist()
+        elif not self._pending:
+            self._pending = True
+            self.write_later(self._write_deferred)
+
+    def _write_deferred(self) -> None:
+        """The entries as they are now, unless a write since took them already; nothing if the
+        partition's dir is gone (deleted meanwhile)."""
+        with self._lock:
+            if not self._pending:
+                return
+            self._pending = False
+            if not os.path.isdir(os.path.dirname(self.path)):
+                return
+            try:
+                checkpoints.write_epochs(self.path, list(self.entries))
+            except FileNotFoundError:
+                return  # the dir went while writing
+            except OSError as exc:
+                if self.on_write_failure is None:
+                    raise
+                self.on_write_failure(exc)
+
+    def flush_pending(self) -> None:
+        """Write now a deferred write still waiting (a clean close)."""
+        if self._pending:
+            self._persist()
 
     @property
     def latest_epoch(self) -> int:
@@ -66,7 +114,7 @@ class LeaderEpochCache:
         before = len(self.entries)
         self.entries = [(e, o) for e, o in self.entries if o < end_offset]
         if len(self.entries) != before:
-            self._persist()
+            self._persist_truncation()
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at `start_offset`: the epoch holding it begins there."""
@@ -76,4 +124,4 @@ class LeaderEpochCache:
             keep.insert(0, (older[-1][0], start_offset))
         if keep != self.entries:
             self.entries = keep
-            self._persist()
+            self._persist_truncation()

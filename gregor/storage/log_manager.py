@@ -78,6 +78,8 @@ class LogManager:
         self._checkpoint_written = 0
         # How a log's roll flushes its old segment (default: Log.flush, synchronously).
         self.roll_flusher: Callable[[Log, int], None] | None = None
+        # Where a log's deferred writes run (leader-epoch truncations); None: at once.
+        self.write_later: Callable[[Callable[[], None]], object] | None = None
         self._pending_deletes: list[tuple[int, list[LogSegment]]] = []
         self.had_clean_shutdown: dict[str, bool] = {}
         # Told (partition, the active segment's base) after any log is truncated: the log
@@ -232,6 +234,11 @@ class LogManager:
     def _place(self, tp: TopicPartition, d: str, log_: Log) -> None:
         if self.roll_flusher is not None:
             log_.roll_flusher = self.roll_flusher
+        if self.write_later is not None:
+            log_.leader_epochs.write_later = self.write_later
+            log_.leader_epochs.on_write_failure = lambda exc: self._fail_dir_soon(
+                d, exc, f"writing the leader-epoch checkpoint of {tp[0]}-{tp[1]}"
+            )
         log_.on_truncation = lambda offset: self._truncated(tp, log_, offset)
         log_.on_failure = lambda lg, exc, doing: self._log_failed(tp, lg, exc, doing)
         if d in self.offline_dirs:

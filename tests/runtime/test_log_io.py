@@ -125,3 +125,28 @@ def test_the_checkpoints_after_retention_are_written_off_the_loop(
     written = [(t, p) for t, p in replaces if str(p).endswith("checkpoint.tmp")]
     assert len(written) == 3 and all(t != loop_thread for t, _ in written)
     mgr.shutdown()
+
+
+def test_the_leader_epoch_checkpoint_after_retention_is_written_off_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = ManualClock(10 * DAY)
+    config = LogConfig(segment_bytes=5000, retention_ms=DAY, file_delete_delay_ms=0)
+    mgr = LogManager([str(tmp_path)], config, clock=clock)
+    mgr.write_later = log_io.write_later  # as the broker sets it
+    mgr.startup()
+    log = mgr.get_or_create("t", 0)
+    log.leader_epochs.assign(5, 0)
+    fill(log, 40, ts0=7 * DAY, step_ms=DAY // 10)
+    replaces = record_threads(monkeypatch, "replace")
+    path = Path(log.leader_epochs.path)
+
+    async def go() -> int:
+        assert log_io.retention_in_background(mgr, clock.now_ms()) > 0
+        await until(lambda: f"5 {log.log_start_offset}" in path.read_text())
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(go())
+    written = [(t, p) for t, p in replaces if str(p).endswith("leader-epoch-checkpoint.tmp")]
+    assert written and all(t != loop_thread for t, _ in written)
+    mgr.shutdown()
