@@ -8,6 +8,7 @@ grouped by what held the loop.
     python bench/loop_stalls.py                       # 600 MB, 10 s latency runs, 1 ms
     python bench/loop_stalls.py --mb 100 --seconds 3  # a small check
     python bench/loop_stalls.py --threshold-ms 0.5 --set log.segment.bytes=104857600
+    python bench/loop_stalls.py --tree ../main          # the same load on another checkout
 
 Prints JSON: per phase, the client's latency percentiles and the monitor's stall lines (count,
 total and worst ms per stack, and the gc pauses). Figures, never asserts.
@@ -125,7 +126,11 @@ def main() -> int:
     ap.add_argument("--dir", default=None, help="where the broker's data goes")
     ap.add_argument("--set", action="append", default=[], help="extra broker config k=v")
     ap.add_argument("--py-spy", metavar="DIR", help="py-spy raw profiles of each latency run")
+    ap.add_argument("--tree", help="run the broker from this checkout (another branch, main)")
     args = ap.parse_args()
+    if args.tree:  # the broker process imports gregor from there (a tree without the monitor
+        # warns of the unknown key and gives client figures only)
+        os.environ["PYTHONPATH"] = os.path.abspath(args.tree)
     config = dict(kv.split("=", 1) for kv in args.set)
     config["gregor.loop.stall.log.ms"] = str(args.threshold_ms)
     data = tempfile.mkdtemp(prefix="gregor-stalls-", dir=args.dir)
