@@ -131,6 +131,9 @@ def main() -> int:
     if args.tree:  # the broker process imports gregor from there (a tree without the monitor
         # warns of the unknown key and gives client figures only)
         os.environ["PYTHONPATH"] = os.path.abspath(args.tree)
+        if args.dir:
+            args.dir = os.path.abspath(args.dir)
+        os.chdir(args.tree)  # `python -m gregor` imports from the working directory first
     config = dict(kv.split("=", 1) for kv in args.set)
     config["gregor.loop.stall.log.ms"] = str(args.threshold_ms)
     data = tempfile.mkdtemp(prefix="gregor-stalls-", dir=args.dir)
