@@ -16,6 +16,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from gregor.clock import Clock
+from gregor.runtime.slicing import run_in_slices
 from gregor.runtime.timers import every
 from gregor.storage.log import Log
 from gregor.storage.log_manager import LogManager
@@ -94,16 +95,21 @@ def purge_in_background(logs: LogManager, now_ms: int) -> None:
     asyncio.get_running_loop().run_in_executor(None, unlink_all)
 
 
-def checkpoint_in_background(logs: LogManager) -> None:
-    """Take the offsets on the loop; write and fsync the three files on a worker thread."""
-    snapshot = logs.checkpoint_snapshot()
+async def checkpoint_in_background(logs: LogManager) -> None:
+    """Take the offsets on the loop, in slices; write and fsync the three files on a worker
+    thread."""
+    snapshot = await run_in_slices(logs.checkpoint_snapshot_steps())
     asyncio.get_running_loop().run_in_executor(None, logs.write_checkpoints, snapshot)
 
 
-def retention_in_background(logs: LogManager, now_ms: int) -> int:
-    """Apply retention on the loop (renames, offsets); the checkpoints after it are written on a
-    worker thread."""
-    return logs.enforce_retention(now_ms, lambda: checkpoint_in_background(logs))
+async def retention_in_background(logs: LogManager, now_ms: int) -> int:
+    """Apply retention on the loop (renames, offsets), in slices; the checkpoints after it are
+    written on a worker thread."""
+
+    def checkpoint() -> None:
+        asyncio.ensure_future(checkpoint_in_background(logs))
+
+    return await run_in_slices(logs.enforce_retention_steps(now_ms, checkpoint))
 
 
 def maintenance(
@@ -113,19 +119,25 @@ def maintenance(
     producer.id.expiration.ms are forgotten at once (state loaded from snapshots may be old),
     then every check interval (producer_state.py)."""
 
-    def flush_and_purge() -> None:
+    async def flush_and_purge() -> None:
         now = clock.now_ms()
-        logs.flush_due(now, flush_after_roll)  # flush.ms: fsynced on a worker thread
+        # flush.ms: fsynced on a worker thread
+        await run_in_slices(logs.flush_due_steps(now, flush_after_roll))
         purge_in_background(logs, now)
 
-    def expire_producers() -> None:
-        expiration_ms = int(value("producer.id.expiration.ms"))
-        if n := logs.remove_expired_producers(clock.now_ms(), expiration_ms):
+    def forgot(n: int, expiration_ms: int) -> None:
+        if n:
             log.info(
                 "forgot %d partition producer state(s) idle for %d ms or more", n, expiration_ms
             )
 
-    expire_producers()
+    async def expire_producers() -> None:
+        expiration_ms = int(value("producer.id.expiration.ms"))
+        steps = logs.remove_expired_producers_steps(clock.now_ms(), expiration_ms)
+        forgot(await run_in_slices(steps), expiration_ms)
+
+    expiration_ms = int(value("producer.id.expiration.ms"))
+    forgot(logs.remove_expired_producers(clock.now_ms(), expiration_ms), expiration_ms)
     seconds = {
         key: int(value(key)) / 1000
         for key in (

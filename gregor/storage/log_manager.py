@@ -22,7 +22,9 @@ names it; `dir_failure_listeners` hear of it (the broker tells the controller). 
 carry on. Only a restart brings an offline dir back.
 
 No I/O scheduling lives here: the broker calls `flush_due`, `checkpoint`, `purge_deleted` from
-its timers (and may run them on a worker thread), passing the time in.
+its timers (and may run them on a worker thread), passing the time in. The sweeps over every log
+(flushes, retention, producer expiration, checkpoint offsets) are also generators (`*_steps`)
+that yield after each log, so the broker can run them in slices (runtime/slicing.py).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from typing import TypeVar
 
 from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.protocol import errors
@@ -53,6 +56,16 @@ METADATA_LOG_DIR = "__cluster_metadata-0"  # never loaded, retained, cleaned or 
 
 TopicPartition = tuple[str, int]
 CheckpointSnapshot = tuple[int, list[tuple[str, dict[TopicPartition, int]]]]
+T = TypeVar("T")
+
+
+def run_at_once(steps: Generator[None, None, T]) -> T:
+    """Run a sweep to its end without a break."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
 
 
 class LogManager:
@@ -280,10 +293,19 @@ class LogManager:
         """fsync logs whose `flush.ms` has passed since their last flush; how many were.
         `flusher(log, up_to)` (the broker's: on a worker thread, as after a roll) instead of
         `Log.flush` here."""
+        return run_at_once(self.flush_due_steps(now_ms, flusher))
+
+    def flush_due_steps(
+        self, now_ms: int, flusher: Callable[[Log, int], None] | None = None
+    ) -> Generator[None, None, int]:
+        """`flush_due` as a sweep."""
         count = 0
-        for log_ in self.online_logs():
+        for tp, log_ in list(self.logs.items()):
+            yield
             if (
-                log_.recovery_point < log_.log_end_offset
+                self.logs.get(tp) is log_
+                and not log_.offline
+                and log_.recovery_point < log_.log_end_offset
                 and now_ms - log_.last_flush_ms >= log_.config.flush_ms
             ):
                 try:
@@ -301,11 +323,18 @@ class LogManager:
         """Delete segments past retention.ms / retention.bytes in every log; how many went.
         Then the checkpoints are written: `checkpoint()` (the broker's: on a worker thread), or
         here."""
+        return run_at_once(self.enforce_retention_steps(now_ms, checkpoint))
+
+    def enforce_retention_steps(
+        self, now_ms: int, checkpoint: Callable[[], None] | None = None
+    ) -> Generator[None, None, int]:
+        """`enforce_retention` as a sweep."""
         from gregor.storage import retention
 
         deleted = 0
         for (topic, partition), log_ in list(self.logs.items()):
-            if log_.offline:
+            yield
+            if log_.offline or self.logs.get((topic, partition)) is not log_:
                 continue
             n = retention.enforce(log_, now_ms)
             if n:
@@ -323,9 +352,18 @@ class LogManager:
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
         """Forget idempotent producers idle for `producer.id.expiration.ms` in every log."""
-        return sum(
-            lg.producer_state.remove_expired(now_ms, expiration_ms) for lg in self.online_logs()
-        )
+        return run_at_once(self.remove_expired_producers_steps(now_ms, expiration_ms))
+
+    def remove_expired_producers_steps(
+        self, now_ms: int, expiration_ms: int
+    ) -> Generator[None, None, int]:
+        """`remove_expired_producers` as a sweep."""
+        removed = 0
+        for tp, lg in list(self.logs.items()):
+            yield
+            if not lg.offline and self.logs.get(tp) is lg:
+                removed += lg.producer_state.remove_expired(now_ms, expiration_ms)
+        return removed
 
     def checkpoint(self) -> None:
         """Write the three per-dir offset checkpoints."""
@@ -334,31 +372,32 @@ class LogManager:
     def checkpoint_snapshot(self) -> CheckpointSnapshot:
         """The offsets the checkpoints would hold now, taken on the logs' thread; the (fsyncing)
         writes can then happen on another with `write_checkpoints`."""
+        return run_at_once(self.checkpoint_snapshot_steps())
+
+    def checkpoint_snapshot_steps(self) -> Generator[None, None, CheckpointSnapshot]:
+        """`checkpoint_snapshot` as a sweep: each log's offsets as the sweep reaches it (as
+        Kafka's checkpoint task reads each log in turn); a log deleted meanwhile is left out."""
         self._checkpoint_seq += 1
+        seq = self._checkpoint_seq
+        per_dir: dict[str, tuple[dict[TopicPartition, int], ...]] = {
+            d: ({}, {}, {}) for d in self.log_dirs if d not in self.offline_dirs
+        }
+        taken = list(self.logs.items())
+        for tp, lg in taken:
+            yield
+            maps = per_dir.get(self._dir_of.get(tp, ""))
+            if maps is not None and self.logs.get(tp) is lg:
+                maps[0][tp] = lg.recovery_point
+                maps[1][tp] = lg.log_start_offset
+                maps[2][tp] = lg.high_watermark
         files: list[tuple[str, dict[TopicPartition, int]]] = []
-        for d in self.log_dirs:
-            if d in self.offline_dirs:
+        for d, (recovery, starts, hws) in per_dir.items():
+            if d in self.offline_dirs:  # failed meanwhile
                 continue
-            mine = {tp: lg for tp, lg in self.logs.items() if self._dir_of.get(tp) == d}
-            files.append(
-                (
-                    os.path.join(d, RECOVERY_POINT_CHECKPOINT),
-                    {tp: lg.recovery_point for tp, lg in mine.items()},
-                )
-            )
-            files.append(
-                (
-                    os.path.join(d, LOG_START_OFFSET_CHECKPOINT),
-                    {tp: lg.log_start_offset for tp, lg in mine.items()},
-                )
-            )
-            files.append(
-                (
-                    os.path.join(d, REPLICATION_OFFSET_CHECKPOINT),
-                    {tp: lg.high_watermark for tp, lg in mine.items()},
-                )
-            )
-        return self._checkpoint_seq, files
+            files.append((os.path.join(d, RECOVERY_POINT_CHECKPOINT), recovery))
+            files.append((os.path.join(d, LOG_START_OFFSET_CHECKPOINT), starts))
+            files.append((os.path.join(d, REPLICATION_OFFSET_CHECKPOINT), hws))
+        return seq, files
 
     def write_checkpoints(self, snapshot: CheckpointSnapshot) -> None:
         """Write a snapshot's files, unless a newer snapshot was written already (writes from

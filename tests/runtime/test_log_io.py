@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,8 @@ import pytest
 
 from gregor.clock import ManualClock
 from gregor.protocol.records.records import build_batch
-from gregor.runtime import log_io
+from gregor.runtime import log_io, slicing
+from gregor.runtime.timers import every
 from gregor.storage.config import LogConfig
 from gregor.storage.log import Log
 from gregor.storage.log_manager import LogManager
@@ -115,7 +116,7 @@ def test_the_checkpoints_after_retention_are_written_off_the_loop(
     checkpoint = tmp_path / "log-start-offset-checkpoint"
 
     async def go() -> int:
-        assert log_io.retention_in_background(mgr, clock.now_ms()) > 0
+        assert await log_io.retention_in_background(mgr, clock.now_ms()) > 0
         await until(
             lambda: checkpoint.exists() and f"t 0 {log.log_start_offset}" in checkpoint.read_text()
         )
@@ -142,11 +143,55 @@ def test_the_leader_epoch_checkpoint_after_retention_is_written_off_the_loop(
     path = Path(log.leader_epochs.path)
 
     async def go() -> int:
-        assert log_io.retention_in_background(mgr, clock.now_ms()) > 0
+        assert await log_io.retention_in_background(mgr, clock.now_ms()) > 0
         await until(lambda: f"5 {log.log_start_offset}" in path.read_text())
         return threading.get_ident()
 
     loop_thread = asyncio.run(go())
     written = [(t, p) for t, p in replaces if str(p).endswith("leader-epoch-checkpoint.tmp")]
     assert written and all(t != loop_thread for t, _ in written)
+    mgr.shutdown()
+
+
+def test_the_checkpoint_sweep_gives_the_loop_turns_and_every_awaits_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(slicing, "BUDGET_S", 0.0)  # a turn after every log
+    mgr = LogManager([str(tmp_path)], LogConfig())
+    mgr.startup()
+    for p in range(20):
+        mgr.get_or_create("t", p)
+    trace: list[str] = []
+    sweep = mgr.checkpoint_snapshot_steps
+
+    def traced() -> Generator[None, None, Any]:
+        steps = sweep()
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+            trace.append("log")
+            yield
+
+    monkeypatch.setattr(mgr, "checkpoint_snapshot_steps", traced)
+    checkpoint = tmp_path / "recovery-point-offset-checkpoint"
+
+    async def other() -> None:
+        while True:
+            trace.append("turn")
+            await asyncio.sleep(0)
+
+    async def go() -> None:
+        spinner = asyncio.ensure_future(other())
+        timer = asyncio.ensure_future(every(0.01, lambda: log_io.checkpoint_in_background(mgr)))
+        await until(lambda: checkpoint.exists() and "t 19 0" in checkpoint.read_text())
+        timer.cancel()
+        spinner.cancel()
+
+    asyncio.run(go())
+    first, last = trace.index("log"), len(trace) - 1 - trace[::-1].index("log")
+    during = trace[first : last + 1]
+    assert during.count("log") >= 20
+    assert "log,log" not in ",".join(during)  # the loop ran between any two logs
     mgr.shutdown()
