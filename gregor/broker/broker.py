@@ -40,7 +40,12 @@ from gregor.replication.pending import Pending
 from gregor.replication.purgatory import DelayedOperationPurgatory
 from gregor.runtime.cleaner_thread import CleanerThreads
 from gregor.runtime.gc_settings import freeze_after_start
-from gregor.runtime.log_io import flush_after_roll, maintenance, write_later
+from gregor.runtime.log_io import (
+    flush_after_roll,
+    maintenance,
+    remove_dir_in_background,
+    write_later,
+)
 from gregor.runtime.process import serve_until_signalled, write_ready_file
 from gregor.runtime.purgatory_driver import PurgatoryDriver
 from gregor.runtime.server import Server, bind, configured_server, connection_limits
@@ -85,6 +90,7 @@ class BrokerServer:
         )
         self.logs.roll_flusher = flush_after_roll
         self.logs.write_later = write_later
+        self.logs.dir_remover = remove_dir_in_background
         self.replicas = ReplicaManager(
             self.node_id, self.logs, liveness=self.cluster.liveness,
             local_broker_epoch=self._broker_epoch,

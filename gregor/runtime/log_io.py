@@ -4,14 +4,17 @@ loop; and the periodic tasks (flushes, deleted files, checkpoints, retention, id
 
     logs.roll_flusher = flush_after_roll      # LogManager calls it after each roll
     logs.write_later = write_later            # and its logs, for deferred checkpoint writes
+    logs.dir_remover = remove_dir_in_background  # a deleted partition's files
     tasks = maintenance(logs, config_value, clock)      # coroutines to run until stopped
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
+import shutil
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -69,6 +72,16 @@ def write_later(write: Callable[[], None]) -> None:
 def _log_failure(fut: asyncio.Future[None]) -> None:
     if (exc := fut.exception()) is not None:
         log.error("a background write failed: %s", exc)
+
+
+def remove_dir_in_background(path: str) -> None:
+    """Remove a deleted partition's renamed dir on a worker thread."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not serving: at once
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    loop.run_in_executor(None, functools.partial(shutil.rmtree, path, ignore_errors=True))
 
 
 def purge_in_background(logs: LogManager, now_ms: int) -> None:

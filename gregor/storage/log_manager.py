@@ -59,6 +59,10 @@ CheckpointSnapshot = tuple[int, list[tuple[str, dict[TopicPartition, int]]]]
 T = TypeVar("T")
 
 
+def _remove_dir(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def run_at_once(steps: Generator[None, None, T]) -> T:
     """Run a sweep to its end without a break."""
     while True:
@@ -91,6 +95,9 @@ class LogManager:
         self._checkpoint_written = 0
         # How a log's roll flushes its old segment (default: Log.flush, synchronously).
         self.roll_flusher: Callable[[Log, int], None] | None = None
+        # How a deleted partition's renamed dir is removed (the broker: on a worker thread,
+        # unlinking a large segment takes milliseconds); None: at once.
+        self.dir_remover: Callable[[str], None] | None = None
         # Where a log's deferred writes run (leader-epoch truncations); None: at once.
         self.write_later: Callable[[Callable[[], None]], object] | None = None
         self._pending_deletes: list[tuple[int, list[LogSegment]]] = []
@@ -279,7 +286,8 @@ class LogManager:
         )
         os.rename(log_.directory, target)
         checkpoints.fsync_dir(d)
-        shutil.rmtree(target, ignore_errors=True)
+        # Its files go now, or on another thread (a start removes a `-delete` dir left over).
+        (self.dir_remover or _remove_dir)(target)
 
     def partitions(self) -> Iterator[tuple[TopicPartition, Log]]:
         return iter(list(self.logs.items()))

@@ -195,3 +195,23 @@ def test_the_checkpoint_sweep_gives_the_loop_turns_and_every_awaits_it(
     assert during.count("log") >= 20
     assert "log,log" not in ",".join(during)  # the loop ran between any two logs
     mgr.shutdown()
+
+
+def test_a_deleted_partitions_files_are_removed_off_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mgr = LogManager([str(tmp_path)], LogConfig())
+    mgr.dir_remover = log_io.remove_dir_in_background  # as the broker sets it
+    mgr.startup()
+    fill(mgr.get_or_create("t", 0), 5, ts0=0, step_ms=1)
+    removals = record_threads(monkeypatch, "unlink")
+
+    async def go() -> int:
+        mgr.delete("t", 0)
+        await until(lambda: not os.listdir(tmp_path))
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(go())
+    logs = [(t, p) for t, p in removals if str(p).endswith(".log")]
+    assert logs and all(t != loop_thread for t, _ in logs)
+    mgr.shutdown()
