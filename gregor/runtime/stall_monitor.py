@@ -19,7 +19,8 @@ A sample needs the GIL: a loop thread blocked in a syscall (write, fsync) has re
 is sampled at once; one running Python code gives it up only every switch interval, so the
 monitor lowers `sys.setswitchinterval` to its period while it runs (restored on stop). A page
 fault inside an mmap write holds the GIL: its delay is measured right, but the stack sampled is
-the one after it. Cost while on: a thread wake-up and a loop wake-up every period.
+the one after it. Cost while on: a thread wake-up and a loop wake-up every period, 7-11% of a
+core on an idle broker at 1 ms (measured here); off, nothing.
 """
 
 from __future__ import annotations
