@@ -39,10 +39,18 @@ from gregor.replication.partition import ReplicaManager
 from gregor.replication.pending import Pending
 from gregor.replication.purgatory import DelayedOperationPurgatory
 from gregor.runtime.cleaner_thread import CleanerThreads
-from gregor.runtime.log_io import DeferredSyncs, flush_after_roll, maintenance
+from gregor.runtime.gc_settings import freeze_after_start
+from gregor.runtime.log_io import (
+    DeferredSyncs,
+    flush_after_roll,
+    maintenance,
+    remove_dir_in_background,
+    write_later,
+)
 from gregor.runtime.process import serve_until_signalled, write_ready_file
 from gregor.runtime.purgatory_driver import PurgatoryDriver
 from gregor.runtime.server import Server, bind, configured_server, connection_limits
+from gregor.runtime.stall_monitor import LoopStallMonitor, stall_monitor
 from gregor.runtime.timers import drive, every
 from gregor.storage.log_manager import LogManager
 
@@ -83,6 +91,8 @@ class BrokerServer:
         )
         self.logs.roll_flusher = flush_after_roll
         self.logs.deferred_sync = self.epoch_syncs = DeferredSyncs()
+        self.logs.write_later = write_later
+        self.logs.dir_remover = remove_dir_in_background
         self.replicas = ReplicaManager(
             self.node_id, self.logs, liveness=self.cluster.liveness,
             local_broker_epoch=self._broker_epoch,
@@ -117,6 +127,8 @@ class BrokerServer:
             self.member.serve_admin(self.services)
         self.server: Server | None = None
         self._timers: list[asyncio.Task[None]] = []
+        self.stall_monitor: LoopStallMonitor | None = None
+        self.freeze_at_start = False  # a server process (`run`): gc_settings.py
 
     def _build_services(self) -> Services:
         apply, value = self.hosting.apply, self.config_value
@@ -169,6 +181,9 @@ class BrokerServer:
 
     async def start(self) -> None:
         codec.compile_all()
+        self.stall_monitor = stall_monitor(self.config_value("gregor.loop.stall.log.ms"))
+        if self.stall_monitor is not None:
+            self.stall_monitor.start(asyncio.get_running_loop())
         self.purgatory_driver.start()
         self.logs.call_soon_on_owner = asyncio.get_running_loop().call_soon_threadsafe
         self.logs.startup()
@@ -198,6 +213,8 @@ class BrokerServer:
             "gregor broker %d ready on %s:%d (cluster %s, data in %s)",
             self.node_id, self.cluster.host, self.cluster.port, self.store.cluster_id, where,
         )  # fmt: skip
+        if self.freeze_at_start:
+            log.info("froze %d objects made at start-up (gc_settings.py)", freeze_after_start())
         if self.ready_file:
             write_ready_file(self.ready_file, self.cluster.host, self.cluster.port)
 
@@ -231,9 +248,13 @@ class BrokerServer:
         await self.cleaner.stop()  # before the logs close: no swap may reach a closed log
         self.epoch_syncs.drain()
         self.logs.shutdown()
+        self.epoch_syncs.drain()  # what closing the logs wrote
         self.store.close()
+        if self.stall_monitor is not None:
+            self.stall_monitor.stop()
         log.info("shut down cleanly")
 
     async def run(self) -> None:
         """Start, serve until SIGTERM or SIGINT, then stop cleanly."""
+        self.freeze_at_start = True  # not in a test's process: what it froze would stay
         await serve_until_signalled(self.start, self.stop)

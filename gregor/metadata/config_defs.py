@@ -394,6 +394,8 @@ _BROKER_ONLY: list[ConfigDef] = [
     # gregor's own (not Kafka's): clean in a child process rather than a thread of the broker
     # (runtime/cleaner_thread.py says why); on Linux only.
     ConfigDef("log.cleaner.worker.process", BOOLEAN, "true", None, read_only=True),
+    # gregor's own: log event-loop stalls and gc pauses longer than this (runtime/stall_monitor.py)
+    ConfigDef("gregor.loop.stall.log.ms", DOUBLE, "0", at_least(0), read_only=True),
     ConfigDef("log.retention.minutes", INT, None, None),
     ConfigDef("log.retention.hours", INT, "168", None),
     ConfigDef("log.roll.hours", INT, "168", at_least(1)),

@@ -5,6 +5,8 @@ checkpoints, retention, idle producers).
 
     logs.roll_flusher = flush_after_roll      # LogManager calls it after each roll
     logs.deferred_sync = DeferredSyncs()      # leader-epoch checkpoints, new dirs: fsynced later
+    logs.write_later = write_later            # and its logs, for deferred checkpoint writes
+    logs.dir_remover = remove_dir_in_background  # a deleted partition's files
     tasks = maintenance(logs, config_value, clock)      # coroutines to run until stopped
 """
 
@@ -13,12 +15,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import functools
 import logging
 import os
+import shutil
 from collections.abc import Callable, Collection, Coroutine
 from typing import Any, cast
 
 from gregor.clock import Clock
+from gregor.runtime.slicing import run_in_slices
 from gregor.runtime.timers import every
 from gregor.storage import checkpoints
 from gregor.storage.log import Log
@@ -28,8 +33,9 @@ log = logging.getLogger("gregor.runtime")
 
 
 def flush_after_roll(log_: Log, up_to: int) -> None:
-    """fsync a rolled segment on a worker thread, as Kafka does after a roll, so the event loop
-    never waits for the disk; the recovery point moves when the fsync is done."""
+    """fsync a log up to `up_to` on a worker thread (a rolled segment, as Kafka does after a
+    roll; or every `flush.ms`), so the event loop never waits for the disk; the recovery point
+    moves when the fsync is done."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # not serving yet (opening logs): flush inline
@@ -51,7 +57,7 @@ def flush_after_roll(log_: Log, up_to: int) -> None:
         if exc is None:
             log_.mark_flushed(up_to, truncations)
         elif isinstance(exc, OSError):
-            log_.fail(exc, "flushing a rolled segment")
+            log_.fail(exc, "flushing")
         else:
             log.error("background flush of %s failed: %s", log_, exc)
 
@@ -135,10 +141,70 @@ _SYNCFS_ABOVE = 32  # files per batch above which one syncfs beats a fsync each
 _syncfs = _load_syncfs()
 
 
-def checkpoint_in_background(logs: LogManager) -> None:
-    """Take the offsets on the loop; write and fsync the three files on a worker thread."""
-    snapshot = logs.checkpoint_snapshot()
+def write_later(write: Callable[[], None]) -> None:
+    """Run a log's deferred write (a leader-epoch truncation) on a worker thread."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not serving: at once
+        write()
+        return
+    loop.run_in_executor(None, write).add_done_callback(_log_failure)
+
+
+def _log_failure(fut: asyncio.Future[None]) -> None:
+    if (exc := fut.exception()) is not None:
+        log.error("a background write failed: %s", exc)
+
+
+def remove_dir_in_background(path: str) -> None:
+    """Remove a deleted partition's renamed dir on a worker thread."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not serving: at once
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    loop.run_in_executor(None, functools.partial(shutil.rmtree, path, ignore_errors=True))
+
+
+def purge_in_background(logs: LogManager, now_ms: int) -> None:
+    """Remove the segment files whose `file.delete.delay.ms` has passed: their handles are
+    released on the loop, the files unlinked on a worker thread (freeing a large file's
+    extents takes milliseconds on ext4)."""
+    due = logs.take_due_deletions(now_ms)
+    if not due:
+        return
+    paths = []
+    for seg in due:
+        seg.close_handles()
+        paths += logs.deleted_paths(seg)
+
+    def unlink_all() -> None:
+        for path in paths:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                log.error("removing deleted segment file %s failed: %s", path, exc)
+
+    asyncio.get_running_loop().run_in_executor(None, unlink_all)
+
+
+async def checkpoint_in_background(logs: LogManager) -> None:
+    """Take the offsets on the loop, in slices; write and fsync the three files on a worker
+    thread."""
+    snapshot = await run_in_slices(logs.checkpoint_snapshot_steps())
     asyncio.get_running_loop().run_in_executor(None, logs.write_checkpoints, snapshot)
+
+
+async def retention_in_background(logs: LogManager, now_ms: int) -> int:
+    """Apply retention on the loop (renames, offsets), in slices; the checkpoints after it are
+    written on a worker thread."""
+
+    def checkpoint() -> None:
+        asyncio.ensure_future(checkpoint_in_background(logs))
+
+    return await run_in_slices(logs.enforce_retention_steps(now_ms, checkpoint))
 
 
 def maintenance(
@@ -148,19 +214,25 @@ def maintenance(
     producer.id.expiration.ms are forgotten at once (state loaded from snapshots may be old),
     then every check interval (producer_state.py)."""
 
-    def flush_and_purge() -> None:
+    async def flush_and_purge() -> None:
         now = clock.now_ms()
-        logs.flush_due(now)
-        logs.purge_deleted(now)
+        # flush.ms: fsynced on a worker thread
+        await run_in_slices(logs.flush_due_steps(now, flush_after_roll))
+        purge_in_background(logs, now)
 
-    def expire_producers() -> None:
-        expiration_ms = int(value("producer.id.expiration.ms"))
-        if n := logs.remove_expired_producers(clock.now_ms(), expiration_ms):
+    def forgot(n: int, expiration_ms: int) -> None:
+        if n:
             log.info(
                 "forgot %d partition producer state(s) idle for %d ms or more", n, expiration_ms
             )
 
-    expire_producers()
+    async def expire_producers() -> None:
+        expiration_ms = int(value("producer.id.expiration.ms"))
+        steps = logs.remove_expired_producers_steps(clock.now_ms(), expiration_ms)
+        forgot(await run_in_slices(steps), expiration_ms)
+
+    expiration_ms = int(value("producer.id.expiration.ms"))
+    forgot(logs.remove_expired_producers(clock.now_ms(), expiration_ms), expiration_ms)
     seconds = {
         key: int(value(key)) / 1000
         for key in (
@@ -172,6 +244,6 @@ def maintenance(
     return [
         every(1.0, flush_and_purge),
         every(seconds["log.flush.offset.checkpoint.interval.ms"], lambda: checkpoint_in_background(logs)),
-        every(seconds["log.retention.check.interval.ms"], lambda: logs.enforce_retention(clock.now_ms())),
+        every(seconds["log.retention.check.interval.ms"], lambda: retention_in_background(logs, clock.now_ms())),
         every(seconds["producer.id.expiration.check.interval.ms"], expire_producers),
     ]  # fmt: skip

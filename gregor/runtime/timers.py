@@ -10,6 +10,7 @@ Both log (never raise) what the function raises, so one failure does not end the
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -28,10 +29,13 @@ class Pollable(Protocol):
 
 
 async def every(seconds: float, fn: Callable[[], Any]) -> None:
+    """`fn()` every `seconds`; a coroutine it returns is awaited before the next wait."""
     while True:
         await asyncio.sleep(max(seconds, 0.01))
         try:
-            fn()
+            result = fn()
+            if inspect.isawaitable(result):
+                await result
         except Exception:
             log.exception("background task %s failed", getattr(fn, "__name__", fn))
 

@@ -1,20 +1,27 @@
 """The leader-epoch cache of a partition: which leader epoch began at which offset.
 
 Entries `(epoch, start_offset)`, both strictly increasing, persisted to the partition's
-`leader-epoch-checkpoint` whenever they change: written at once, and fsynced at once unless the
-owner set `sync_later` (a broker hands the fsyncs to a worker thread, so that becoming leader of
-thousands of partitions at start-up or after a failover does not wait for thousands of fsyncs
-on the event loop; a killed process loses nothing, the file is in the page cache). A truncation
-is written without waiting for its fsync even then, as Kafka does: a stale entry a machine crash
-brings back is cut again when the log is loaded, which truncates the cache to the log. It answers OffsetForLeaderEpoch (the end offset of
+`leader-epoch-checkpoint` whenever they change. It answers OffsetForLeaderEpoch (the end offset of
 an epoch: the start offset of the next larger epoch, or the log end offset) and is trimmed when
 the log is truncated at either end.
+
+A new epoch is written at once, and fsynced at once unless the owner set `sync_later`: a broker
+hands the fsyncs to a worker thread, so that becoming leader of thousands of partitions at
+start-up or after a failover waits for no fsync on the event loop (a killed process loses
+nothing: the file is in the page cache), and the file is then written in place when it does not
+shrink (checkpoints.overwrite_lines). A truncation's write may be handed to `write_later` (the
+broker: a worker thread), as Kafka does since KAFKA-15046/16541: retention and DeleteRecords
+move the start often. A deferred write writes the entries as they are when it runs, under the
+same lock as every write, so the file never goes back to an older state, and fsyncs it after
+the lock is released; `flush_pending` (at close) writes one still waiting. Entries the file may
+still hold after a crash are trimmed when the log opens (`truncate_from_*`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable
 
 from gregor.storage import checkpoints
@@ -33,17 +40,74 @@ class LeaderEpochCache:
         except (checkpoints.CheckpointError, ValueError) as exc:
             log.warning("ignoring damaged %s: %s", self.path, exc)
             self.entries = []
+
+        # Where the fsync of a write goes (None: done at once), and where a truncation's write
+        # goes (None: written at once); told of a failed deferred write with its OSError.
         self.sync_later: Callable[[str], None] | None = None
+        self.write_later: Callable[[Callable[[], None]], object] | None = None
+        self.on_write_failure: Callable[[OSError], None] | None = None
+        self._lock = threading.Lock()
+        self._pending = False
         self._size: int | None = None  # of the file, when this cache wrote it last
 
-    def _persist(self, truncated: bool = False) -> None:
-        later = self.sync_later
-        if later is None:
-            checkpoints.write_epochs(self.path, self.entries, sync=not truncated)
+    def _write(self, sync: bool) -> None:
+        """The entries to the file (the lock held): replaced by a rename and fsynced with
+        `sync`, else written in place when it does not shrink, for a fsync later."""
+        entries = list(self.entries)
+        if sync or self.sync_later is None:
+            checkpoints.write_epochs(self.path, entries, sync=sync)
             self._size = None
-            return
-        self._size = checkpoints.overwrite_epochs(self.path, self.entries, self._size)
-        later(self.path)
+        else:
+            self._size = checkpoints.overwrite_epochs(self.path, entries, self._size)
+
+    def _persist(self) -> None:
+        later = self.sync_later
+        with self._lock:
+            self._pending = False
+            self._write(sync=later is None)
+        if later is not None:
+            later(self.path)
+
+    def _persist_truncation(self) -> None:
+        if self.write_later is None:
+            with self._lock:
+                self._pending = False
+                self._write(sync=False)  # not fsynced: a crash brings back what opening cuts
+            if self.sync_later is not None:
+                self.sync_later(self.path)
+        elif not self._pending:
+            self._pending = True
+            self.write_later(self._write_deferred)
+
+    def _write_deferred(self) -> None:
+        """The entries as they are now, unless a write since took them already; nothing if the
+        partition's dir is gone (deleted meanwhile). Runs on a worker thread."""
+        with self._lock:
+            if not self._pending:
+                return
+            self._pending = False
+            if not os.path.isdir(os.path.dirname(self.path)):
+                return
+            try:
+                self._write(sync=False)
+            except FileNotFoundError:
+                return  # the dir went while writing
+            except OSError as exc:
+                if self.on_write_failure is None:
+                    raise
+                self.on_write_failure(exc)
+                return
+        try:
+            checkpoints.sync_file(self.path)
+        except OSError as exc:
+            if self.on_write_failure is None:
+                raise
+            self.on_write_failure(exc)
+
+    def flush_pending(self) -> None:
+        """Write now a deferred write still waiting (a clean close)."""
+        if self._pending:
+            self._persist()
 
     @property
     def latest_epoch(self) -> int:
@@ -80,7 +144,7 @@ class LeaderEpochCache:
         before = len(self.entries)
         self.entries = [(e, o) for e, o in self.entries if o < end_offset]
         if len(self.entries) != before:
-            self._persist(truncated=True)
+            self._persist_truncation()
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at `start_offset`: the epoch holding it begins there."""
@@ -90,4 +154,4 @@ class LeaderEpochCache:
             keep.insert(0, (older[-1][0], start_offset))
         if keep != self.entries:
             self.entries = keep
-            self._persist(truncated=True)
+            self._persist_truncation()

@@ -974,6 +974,7 @@ class Log:
         """Clean close: flush, stamp the active segment's final time-index entry, trim indexes."""
         if self.closed:
             return
+        self.leader_epochs.flush_pending()
         self.flush()
         # Producer state at the log end: a clean start reads it and scans nothing.
         if self.log_end_offset > self.log_start_offset or self.producer_state.producers:

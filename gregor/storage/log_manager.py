@@ -22,7 +22,9 @@ names it; `dir_failure_listeners` hear of it (the broker tells the controller). 
 carry on. Only a restart brings an offline dir back.
 
 No I/O scheduling lives here: the broker calls `flush_due`, `checkpoint`, `purge_deleted` from
-its timers (and may run them on a worker thread), passing the time in.
+its timers (and may run them on a worker thread), passing the time in. The sweeps over every log
+(flushes, retention, producer expiration, checkpoint offsets) are also generators (`*_steps`)
+that yield after each log, so the broker can run them in slices (runtime/slicing.py).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from typing import TypeVar
 
 from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.protocol import errors
@@ -53,6 +56,20 @@ METADATA_LOG_DIR = "__cluster_metadata-0"  # never loaded, retained, cleaned or 
 
 TopicPartition = tuple[str, int]
 CheckpointSnapshot = tuple[int, list[tuple[str, dict[TopicPartition, int]]]]
+T = TypeVar("T")
+
+
+def _remove_dir(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def run_at_once(steps: Generator[None, None, T]) -> T:
+    """Run a sweep to its end without a break."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
 
 
 class LogManager:
@@ -81,6 +98,11 @@ class LogManager:
         # Set by a serving broker: fsyncs of leader-epoch checkpoints and of new partition
         # directories, done off the loop (runtime/log_io.py).
         self.deferred_sync: Callable[[str], None] | None = None
+        # How a deleted partition's renamed dir is removed (the broker: on a worker thread,
+        # unlinking a large segment takes milliseconds); None: at once.
+        self.dir_remover: Callable[[str], None] | None = None
+        # Where a log's deferred writes run (leader-epoch truncations); None: at once.
+        self.write_later: Callable[[Callable[[], None]], object] | None = None
         self._pending_deletes: list[tuple[int, list[LogSegment]]] = []
         self.had_clean_shutdown: dict[str, bool] = {}
         # Told (partition, the active segment's base) after any log is truncated: the log
@@ -241,6 +263,11 @@ class LogManager:
         if self.roll_flusher is not None:
             log_.roll_flusher = self.roll_flusher
         log_.leader_epochs.sync_later = self.deferred_sync
+        if self.write_later is not None:
+            log_.leader_epochs.write_later = self.write_later
+            log_.leader_epochs.on_write_failure = lambda exc: self._fail_dir_soon(
+                d, exc, f"writing the leader-epoch checkpoint of {tp[0]}-{tp[1]}"
+            )
         log_.on_truncation = lambda offset: self._truncated(tp, log_, offset)
         log_.on_failure = lambda lg, exc, doing: self._log_failed(tp, lg, exc, doing)
         if d in self.offline_dirs:
@@ -268,7 +295,8 @@ class LogManager:
         )
         os.rename(log_.directory, target)
         checkpoints.fsync_dir(d)
-        shutil.rmtree(target, ignore_errors=True)
+        # Its files go now, or on another thread (a start removes a `-delete` dir left over).
+        (self.dir_remover or _remove_dir)(target)
 
     def partitions(self) -> Iterator[tuple[TopicPartition, Log]]:
         return iter(list(self.logs.items()))
@@ -278,28 +306,52 @@ class LogManager:
 
     # -- background work ----------------------------------------------------------------------
 
-    def flush_due(self, now_ms: int) -> int:
-        """fsync logs whose `flush.ms` has passed since their last flush; how many were."""
+    def flush_due(self, now_ms: int, flusher: Callable[[Log, int], None] | None = None) -> int:
+        """fsync logs whose `flush.ms` has passed since their last flush; how many were.
+        `flusher(log, up_to)` (the broker's: on a worker thread, as after a roll) instead of
+        `Log.flush` here."""
+        return run_at_once(self.flush_due_steps(now_ms, flusher))
+
+    def flush_due_steps(
+        self, now_ms: int, flusher: Callable[[Log, int], None] | None = None
+    ) -> Generator[None, None, int]:
+        """`flush_due` as a sweep."""
         count = 0
-        for log_ in self.online_logs():
+        for tp, log_ in list(self.logs.items()):
+            yield
             if (
-                log_.recovery_point < log_.log_end_offset
+                self.logs.get(tp) is log_
+                and not log_.offline
+                and log_.recovery_point < log_.log_end_offset
                 and now_ms - log_.last_flush_ms >= log_.config.flush_ms
             ):
                 try:
-                    log_.guarded("flushing", log_.flush)
+                    if flusher is not None:
+                        log_.last_flush_ms = now_ms  # begun: not begun again while it runs
+                        flusher(log_, log_.log_end_offset)
+                    else:
+                        log_.guarded("flushing", log_.flush)
                 except KafkaError:
                     continue  # offline now, with its dir
                 count += 1
         return count
 
-    def enforce_retention(self, now_ms: int) -> int:
-        """Delete segments past retention.ms / retention.bytes in every log; how many went."""
+    def enforce_retention(self, now_ms: int, checkpoint: Callable[[], None] | None = None) -> int:
+        """Delete segments past retention.ms / retention.bytes in every log; how many went.
+        Then the checkpoints are written: `checkpoint()` (the broker's: on a worker thread), or
+        here."""
+        return run_at_once(self.enforce_retention_steps(now_ms, checkpoint))
+
+    def enforce_retention_steps(
+        self, now_ms: int, checkpoint: Callable[[], None] | None = None
+    ) -> Generator[None, None, int]:
+        """`enforce_retention` as a sweep."""
         from gregor.storage import retention
 
         deleted = 0
         for (topic, partition), log_ in list(self.logs.items()):
-            if log_.offline:
+            yield
+            if log_.offline or self.logs.get((topic, partition)) is not log_:
                 continue
             n = retention.enforce(log_, now_ms)
             if n:
@@ -312,14 +364,23 @@ class LogManager:
                 )
                 deleted += n
         if deleted:
-            self.checkpoint()
+            (checkpoint or self.checkpoint)()
         return deleted
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
         """Forget idempotent producers idle for `producer.id.expiration.ms` in every log."""
-        return sum(
-            lg.producer_state.remove_expired(now_ms, expiration_ms) for lg in self.online_logs()
-        )
+        return run_at_once(self.remove_expired_producers_steps(now_ms, expiration_ms))
+
+    def remove_expired_producers_steps(
+        self, now_ms: int, expiration_ms: int
+    ) -> Generator[None, None, int]:
+        """`remove_expired_producers` as a sweep."""
+        removed = 0
+        for tp, lg in list(self.logs.items()):
+            yield
+            if not lg.offline and self.logs.get(tp) is lg:
+                removed += lg.producer_state.remove_expired(now_ms, expiration_ms)
+        return removed
 
     def checkpoint(self) -> None:
         """Write the three per-dir offset checkpoints."""
@@ -328,31 +389,32 @@ class LogManager:
     def checkpoint_snapshot(self) -> CheckpointSnapshot:
         """The offsets the checkpoints would hold now, taken on the logs' thread; the (fsyncing)
         writes can then happen on another with `write_checkpoints`."""
+        return run_at_once(self.checkpoint_snapshot_steps())
+
+    def checkpoint_snapshot_steps(self) -> Generator[None, None, CheckpointSnapshot]:
+        """`checkpoint_snapshot` as a sweep: each log's offsets as the sweep reaches it (as
+        Kafka's checkpoint task reads each log in turn); a log deleted meanwhile is left out."""
         self._checkpoint_seq += 1
+        seq = self._checkpoint_seq
+        per_dir: dict[str, tuple[dict[TopicPartition, int], ...]] = {
+            d: ({}, {}, {}) for d in self.log_dirs if d not in self.offline_dirs
+        }
+        taken = list(self.logs.items())
+        for tp, lg in taken:
+            yield
+            maps = per_dir.get(self._dir_of.get(tp, ""))
+            if maps is not None and self.logs.get(tp) is lg:
+                maps[0][tp] = lg.recovery_point
+                maps[1][tp] = lg.log_start_offset
+                maps[2][tp] = lg.high_watermark
         files: list[tuple[str, dict[TopicPartition, int]]] = []
-        for d in self.log_dirs:
-            if d in self.offline_dirs:
+        for d, (recovery, starts, hws) in per_dir.items():
+            if d in self.offline_dirs:  # failed meanwhile
                 continue
-            mine = {tp: lg for tp, lg in self.logs.items() if self._dir_of.get(tp) == d}
-            files.append(
-                (
-                    os.path.join(d, RECOVERY_POINT_CHECKPOINT),
-                    {tp: lg.recovery_point for tp, lg in mine.items()},
-                )
-            )
-            files.append(
-                (
-                    os.path.join(d, LOG_START_OFFSET_CHECKPOINT),
-                    {tp: lg.log_start_offset for tp, lg in mine.items()},
-                )
-            )
-            files.append(
-                (
-                    os.path.join(d, REPLICATION_OFFSET_CHECKPOINT),
-                    {tp: lg.high_watermark for tp, lg in mine.items()},
-                )
-            )
-        return self._checkpoint_seq, files
+            files.append((os.path.join(d, RECOVERY_POINT_CHECKPOINT), recovery))
+            files.append((os.path.join(d, LOG_START_OFFSET_CHECKPOINT), starts))
+            files.append((os.path.join(d, REPLICATION_OFFSET_CHECKPOINT), hws))
+        return seq, files
 
     def write_checkpoints(self, snapshot: CheckpointSnapshot) -> None:
         """Write a snapshot's files, unless a newer snapshot was written already (writes from
@@ -392,17 +454,28 @@ class LogManager:
 
     def purge_deleted(self, now_ms: int | None = None, force: bool = False) -> int:
         """Remove `.deleted` segment files whose `file.delete.delay.ms` has passed."""
+        due = self.take_due_deletions(now_ms, force)
+        for seg in due:
+            seg.delete()
+        return len(due)
+
+    def take_due_deletions(
+        self, now_ms: int | None = None, force: bool = False
+    ) -> list[LogSegment]:
+        """The `.deleted` segments whose `file.delete.delay.ms` has passed, no longer pending:
+        the caller removes them (`seg.delete()`, or `close_handles` here and `deleted_paths`
+        unlinked on another thread: a 1 GiB file's unlink frees its extents for milliseconds)."""
         now = self.clock.now_ms() if now_ms is None else now_ms
-        due = [(t, segs) for t, segs in self._pending_deletes if force or t <= now]
+        due = [seg for t, segs in self._pending_deletes if force or t <= now for seg in segs]
         self._pending_deletes = [
             (t, segs) for t, segs in self._pending_deletes if not (force or t <= now)
         ]
-        n = 0
-        for _t, segs in due:
-            for seg in segs:
-                seg.delete()
-                n += 1
-        return n
+        return due
+
+    @staticmethod
+    def deleted_paths(seg: LogSegment) -> list[str]:
+        """The files `seg.delete()` unlinks."""
+        return [seg.log_path, seg.offset_index.path, seg.time_index.path, seg.txn_index.path]
 
     @staticmethod
     def _read_checkpoint(d: str, name: str) -> dict[TopicPartition, int]:
