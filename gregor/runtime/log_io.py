@@ -20,7 +20,7 @@ import logging
 import os
 import shutil
 from collections.abc import Callable, Collection, Coroutine
-from typing import Any, cast
+from typing import Any
 
 from gregor.clock import Clock
 from gregor.runtime.slicing import run_in_slices
@@ -129,16 +129,8 @@ def sync_files(paths: Collection[str]) -> None:
         checkpoints.sync_file(path)
 
 
-def _load_syncfs() -> Callable[[int], int] | None:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return cast(Callable[[int], int], libc.syncfs)
-    except (OSError, AttributeError):
-        return None
-
-
 _SYNCFS_ABOVE = 32  # files per batch above which one syncfs beats a fsync each
-_syncfs = _load_syncfs()
+_syncfs = checkpoints.load_syncfs()
 
 
 def write_later(write: Callable[[], None]) -> None:

@@ -22,9 +22,11 @@ written in place when they do not shrink and fsynced later on a worker thread
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import cast
 
 VERSION = 0
 
@@ -85,6 +87,33 @@ def _replace(path: str, data: bytes) -> None:
     with open(tmp, "wb") as f:
         f.write(data)
     os.replace(tmp, path)
+
+
+def load_syncfs() -> Callable[[int], int] | None:
+    """libc's syncfs(2) (one call writes back every file of a file system), or None."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return cast(Callable[[int], int], libc.syncfs)
+    except (OSError, AttributeError):
+        return None
+
+
+_syncfs = load_syncfs()
+
+
+def syncfs(directory: str) -> bool:
+    """Sync the whole file system holding `directory` (OSError if that fails); False, with
+    nothing done, where there is no syncfs."""
+    if _syncfs is None:
+        return False
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        if _syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"syncfs of {directory}: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+    return True
 
 
 def sync_file(path: str) -> None:

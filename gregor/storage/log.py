@@ -970,17 +970,20 @@ class Log:
             self.recovery_point = max(self.recovery_point, min(up_to_offset, self.log_end_offset))
             self.last_flush_ms = self.clock.now_ms()
 
-    def close(self) -> None:
-        """Clean close: flush, stamp the active segment's final time-index entry, trim indexes."""
+    def close(self, sync: bool = True) -> None:
+        """Clean close: flush, stamp the active segment's final time-index entry, trim indexes.
+        `sync=False` writes everything without an fsync: the caller syncs the whole file system
+        at once, then calls `synced` (the log manager, closing thousands of logs)."""
         if self.closed:
             return
         self.leader_epochs.flush_pending()
-        self.flush()
+        if sync:
+            self.flush()
         # Producer state at the log end: a clean start reads it and scans nothing.
         if self.log_end_offset > self.log_start_offset or self.producer_state.producers:
             previous = self._bases[-2] if len(self._bases) > 1 else self._bases[-1]
             keep_from = min(self.recovery_point, previous)
-            self.producer_state.take_snapshot(self.log_end_offset, keep_from=keep_from)
+            self.producer_state.take_snapshot(self.log_end_offset, keep_from=keep_from, sync=sync)
         # Unlike a roll, closing adds no time-index entry: the active segment's index stays what
         # a rebuild would make, and opening it again finds its largest timestamp with a short scan.
         for seg in self.segments:
@@ -988,6 +991,11 @@ class Log:
             seg.time_index.trim_to_valid_size()
             seg.close()
         self.closed = True
+
+    def synced(self) -> None:
+        """Everything `close(sync=False)` wrote is on disk (the caller synced its file system)."""
+        self.recovery_point = self.log_end_offset
+        self.producer_state.unsynced.clear()
 
     def close_handles(self) -> None:
         for seg in self.segments:

@@ -52,6 +52,7 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
+SYNC_EACH_UP_TO = 32  # logs a shutdown fsyncs one by one; more: one syncfs per log dir
 METADATA_LOG_DIR = "__cluster_metadata-0"  # never loaded, retained, cleaned or recovered here
 
 TopicPartition = tuple[str, int]
@@ -164,18 +165,25 @@ class LogManager:
         )
 
     def shutdown(self) -> None:
-        """Flush and close every log, write the checkpoints, then the clean-shutdown markers."""
+        """Flush and close every log, write the checkpoints, then the clean-shutdown markers.
+        Many logs are closed without an fsync each, then each log dir's file system is synced
+        once (syncfs): 10,000 partitions stop in a second, not after 30,000 fsyncs."""
+        at_once = len(self.logs) > SYNC_EACH_UP_TO and checkpoints.load_syncfs() is not None
+        closed = []
         for log_ in self.logs.values():
             if log_.offline:
                 log_.close_handles()  # nothing more is written there; its start recovers it
                 continue
             try:
-                log_.close()
+                log_.close(sync=not at_once)
+                closed.append(log_)
             except OSError as exc:
                 log_.close_handles()
                 self.fail_dir(
                     self._dir_of.get((log_.topic, log_.partition), ""), exc, f"closing {log_}"
                 )
+        if at_once:
+            self._sync_dirs_at_once(closed)
         self.checkpoint()
         self.purge_deleted(force=True)
         for d in self.log_dirs:
@@ -187,6 +195,20 @@ class LogManager:
                 f.flush()
                 os.fsync(f.fileno())
             checkpoints.fsync_dir(d)
+
+    def _sync_dirs_at_once(self, closed: list[Log]) -> None:
+        synced = set()
+        for d in self.log_dirs:
+            if d in self.offline_dirs:
+                continue
+            try:
+                checkpoints.syncfs(d)
+                synced.add(d)
+            except OSError as exc:
+                self.fail_dir(d, exc, "syncing the log dir at shutdown")
+        for log_ in closed:
+            if self._dir_of.get((log_.topic, log_.partition)) in synced:
+                log_.synced()
 
     # -- partitions ---------------------------------------------------------------------------
 

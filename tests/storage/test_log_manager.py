@@ -314,3 +314,41 @@ def test_an_older_checkpoint_snapshot_never_replaces_a_newer_one(tmp_path):
     mgr.write_checkpoints(older)  # arrives late: ignored
     assert checkpoints.read_offsets(str(tmp_path / LOG_START_OFFSET_CHECKPOINT)) == {("t", 0): 2}
     mgr.shutdown()
+
+
+def test_many_logs_stop_with_one_syncfs_per_log_dir_and_no_fsync_each(tmp_path, monkeypatch):
+    if checkpoints.load_syncfs() is None:
+        pytest.skip("no syncfs(2) on this platform: each log is fsynced as before")
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    lm = LogManager(dirs, CONFIG, clock=ManualClock(1_000_000))
+    lm.startup()
+    logs = [lm.get_or_create("t", p) for p in range(40)]
+    for log in logs:
+        for _ in range(30):  # a few segments each, with index entries and producer state
+            log.append(_batch(2), now_ms=0)
+    contents = [all_batches(log) for log in logs]
+    calls = {"fsync": 0, "syncfs": 0}
+    real_fsync, real_syncfs = os.fsync, checkpoints._syncfs
+
+    def fsync(fd):
+        calls["fsync"] += 1
+        real_fsync(fd)
+
+    def syncfs(fd):
+        calls["syncfs"] += 1
+        return real_syncfs(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(checkpoints, "_syncfs", syncfs)
+    lm.shutdown()
+    monkeypatch.undo()
+    assert calls["syncfs"] == 2  # one per log dir
+    # per log dir, not per log: 3 checkpoint files and the marker, each with its dir
+    assert calls["fsync"] == 8 * len(dirs)
+    again = LogManager(dirs, CONFIG, clock=ManualClock(1_000_000))
+    again.startup()
+    assert all(again.had_clean_shutdown[d] for d in dirs)
+    for p, content in enumerate(contents):
+        log = again.get("t", p)
+        assert log.recovery_point == log.log_end_offset == 60  # nothing to recover next time
+        assert all_batches(log) == content
