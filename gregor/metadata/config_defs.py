@@ -13,6 +13,7 @@ typed value and raises `ConfigError` (INVALID_CONFIG) naming the key and the rea
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -514,7 +515,29 @@ def effective_topic_configs(
 def log_config(
     topic: Mapping[str, str], static: Mapping[str, str], dynamic: Mapping[str, str]
 ) -> LogConfig:
-    """The storage settings of a topic, after every fallback."""
+    """The storage settings of a topic, after every fallback. Remembered for the last few
+    combinations of settings (a LogConfig is immutable): 10,000 partitions of a few topics
+    resolve their ~40 configs once per topic, not once per partition."""
+    key = (tuple(topic.items()), tuple(static.items()), tuple(dynamic.items()))
+    try:
+        return _log_config_of(key)
+    except TypeError:  # a value that is not hashable: resolved without the cache
+        return _log_config(topic, static, dynamic)
+
+
+@functools.lru_cache(maxsize=256)
+def _log_config_of(
+    key: tuple[
+        tuple[tuple[str, str], ...], tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]
+    ],
+) -> LogConfig:
+    topic, static, dynamic = (dict(items) for items in key)
+    return _log_config(topic, static, dynamic)
+
+
+def _log_config(
+    topic: Mapping[str, str], static: Mapping[str, str], dynamic: Mapping[str, str]
+) -> LogConfig:
     values = effective_topic_configs(topic, static, dynamic)
     policy = values.get("cleanup.policy") or "delete"
     present = {k: v for k, v in values.items() if v is not None and k != "cleanup.policy"}
