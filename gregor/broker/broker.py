@@ -126,6 +126,7 @@ class BrokerServer:
         if self.member is not None:
             self.member.serve_admin(self.services)
         self.server: Server | None = None
+        self.dispatch: Dispatcher | None = None
         self._timers: list[asyncio.Task[None]] = []
         self.stall_monitor: LoopStallMonitor | None = None
         self.freeze_at_start = False  # a server process (`run`): gc_settings.py
@@ -188,7 +189,7 @@ class BrokerServer:
         self.logs.call_soon_on_owner = asyncio.get_running_loop().call_soon_threadsafe
         self.logs.startup()
         self.hosting.apply()
-        dispatch = Dispatcher(self.services, self.forwarder)
+        dispatch = self.dispatch = Dispatcher(self.services, self.forwarder)
         if self.member is not None:  # clients wait until this broker has caught up
             dispatch.held = asyncio.get_running_loop().create_future()
             self.hosting.on_caught_up = lambda: _settle(dispatch.held)
@@ -237,7 +238,10 @@ class BrokerServer:
             # catching up, waiting acks=all produces are answered, clients move on.
             await self.member.leave()
         if self.server is not None:
-            await self.server.stop()
+            held = self.dispatch is not None and self.dispatch.waiting_for_catch_up()
+            if held:  # they would wait for nothing: this node never caught up
+                log.info("closing every client connection: not caught up with the metadata yet")
+            await self.server.stop(grace_s=0.0 if held else 5.0)
         self.purgatory_driver.stop()
         await self.forwarder.close()
         if self.links is not None:

@@ -74,6 +74,10 @@ class Dispatcher:
             return codec.encode_response(key, version, correlation_id, result)
         return self._finish(key, version, correlation_id, result)  # a request that waits
 
+    def waiting_for_catch_up(self) -> bool:
+        """True while requests are held until the initial catch-up."""
+        return self.held is not None and not self.held.done()
+
     async def _when_caught_up(self, conn: Connection, frame: bytes) -> Output | None:
         assert self.held is not None
         await asyncio.shield(self.held)

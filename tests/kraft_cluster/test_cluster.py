@@ -16,6 +16,7 @@ import pytest
 
 from gregor.protocol import api_keys
 from gregor.protocol.errors import BY_NAME
+from gregor.protocol.messages import ApiVersionsRequest
 from gregor.testing.cluster import LocalCluster
 from tests.kraft_broker.helpers import Raw
 from tests.kraft_cluster.helpers import (
@@ -284,3 +285,27 @@ def test_a_restarted_node_answers_its_first_request_with_the_metadata_it_caught_
         # its own unfencing comes after (Kafka's order): the other two are named at least
         assert {b.node_id for b in first.brokers} >= set(cluster.ids) - {other}
         assert "kept" in {t.name for t in first.topics}
+
+
+def test_a_node_stopped_before_its_catch_up_closes_the_connections_it_held(
+    cluster: LocalCluster,
+) -> None:
+    # Requests wait for the initial catch-up; a node stopped before it came has nothing to
+    # answer them with, so it closes their connections at once (no 5 s grace for them).
+    active_controller(cluster)
+    all_brokers_seen(cluster)
+    for node in cluster.ids:
+        cluster.stop_node(node)
+    cluster.start_node(1)  # alone of three voters: no quorum, so no catch-up
+    raw = Raw(cluster.bootstrap_of(1))
+    raw.send(
+        api_keys.API_VERSIONS,
+        3,
+        ApiVersionsRequest(client_software_name="t", client_software_version="1"),
+    )
+    assert cluster.nodes[1].stop() == 0  # SIGTERM: a clean stop
+    with pytest.raises((ConnectionError, EOFError, OSError)):
+        raw.recv()  # closed without an answer
+    log_text = cluster.nodes[1].read_log()
+    assert "closing every client connection: not caught up with the metadata yet" in log_text
+    assert "shut down cleanly" in log_text.rsplit("closing every client connection", 1)[1]
