@@ -3,12 +3,13 @@
 value of every key by its `hlc` header, and writes each new winner to a compacted topic
 (`orders.resolved` unless --resolved-topic names another; created if missing), and the losing
 writes of conflicts (writes with `hlc-vv` version vectors) and the records it refuses to
---dead-letter-topic. It runs until Ctrl-C, or with --until-caught-up until it has read what the
+--dead-letter-topic. It runs until Ctrl-C or SIGTERM, or with --until-caught-up until it has read what the
 sources held when it started."""
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import threading
 from typing import Any
@@ -84,6 +85,9 @@ def resolve(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, process: Any) -> int:
+    """Ctrl-C or SIGTERM stops it cleanly: what was produced is flushed, the summary printed."""
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         process.start()
         print(
@@ -92,10 +96,11 @@ def _run(args: argparse.Namespace, process: Any) -> int:
         )
         process.catch_up()
         if not args.until_caught_up:
-            process.run(threading.Event())  # until Ctrl-C
+            process.run(stop)
     except KeyboardInterrupt:
         pass
     finally:
+        signal.signal(signal.SIGTERM, previous)
         process.close()
     _report(args, process)
     return 0

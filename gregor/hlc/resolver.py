@@ -147,10 +147,13 @@ class Resolver:
 
     def values(self) -> dict[bytes, bytes]:
         """Every key's resolved value, deleted keys left out."""
-        return {k: s.winner.value for k, s in self._states.items() if s.winner.value is not None}
+        states = self._states.copy()
+        return {k: s.winner.value for k, s in states.items() if s.winner.value is not None}
 
     def states(self) -> dict[bytes, KeyState]:
-        return dict(self._states)
+        """Every key's state. Like `values`, safe while another thread applies writes (one
+        `dict.copy`, which holds the GIL throughout: the keys are bytes)."""
+        return self._states.copy()
 
     def __len__(self) -> int:
         return len(self._states)
