@@ -6,8 +6,14 @@ if missing), and the losing writes of conflicts and refused records to a dead-le
 It reads without a consumer group and commits nothing: at start it reads every source from its
 beginning and rebuilds the view (so it never trusts a previous run; the resolved topic gets the
 same values again, which compaction folds away, and dead letters may repeat). `catch_up()`
-reads the sources one after the other, in the order given, each up to its end as of then;
-`run()` then follows all of them. The decisions are `records.handle`'s; this is the I/O.
+reads the sources one after the other, in the order given, each up to its end as of then,
+and writes each changed key's winner once at its end; `run()` then follows all of them,
+writing the winners changed by each batch read. The decisions are `records.handle`'s; this
+is the I/O.
+
+The view depends on the set of records read, not their order, with one exception by design: a
+record stamped more than max.clock.skew.ms ahead of this process's clock is refused (a dead
+letter), and whether it is depends on when it is read. Only a clock that far wrong meets it.
 """
 
 from __future__ import annotations
@@ -86,6 +92,7 @@ class ResolverProcess:
         self._consumer: Any = None
         self._producer: Any = None
         self._errors: list[str] = []
+        self._pending: dict[bytes | None, Out] = {}  # new winners not produced yet, by key
 
     def start(self) -> None:
         """Connect, check the sources, create the resolved (and dead-letter) topic if missing."""
@@ -141,6 +148,7 @@ class ResolverProcess:
                     raise ResolverError(
                         f"no progress reading {', '.join(behind)} in {self._timeout_s:g} s"
                     )
+        self._drain()
         self.flush()
 
     def run(self, stop: threading.Event | Callable[[], bool]) -> None:
@@ -149,6 +157,7 @@ class ResolverProcess:
         self._assign(list(self._next))
         while not done():
             self._poll()
+            self._drain()
         self.flush()
 
     def flush(self) -> None:
@@ -213,13 +222,21 @@ class ResolverProcess:
         if refused:
             self.stats.refused += 1
         for out in outs:
+            if out.topic == self.resolved_topic:
+                self._pending[out.key] = out
+            else:
+                self.stats.dead_letters += 1
+                self._send(out)
+
+    def _drain(self) -> None:
+        """Produce the latest winner of each key changed since the last drain: a catch-up
+        writes each key once, not once per write it read."""
+        pending, self._pending = self._pending, {}
+        for out in pending.values():
+            self.stats.resolved_written += 1
             self._send(out)
 
     def _send(self, out: Out) -> None:
-        if out.topic == self.resolved_topic:
-            self.stats.resolved_written += 1
-        else:
-            self.stats.dead_letters += 1
         while True:
             try:
                 self._producer.produce(

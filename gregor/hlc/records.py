@@ -5,7 +5,8 @@ A record becomes a Write from its key, value and `hlc` (and optional `hlc-vv`) h
 that cannot take part are dead letters, never dropped silently: no key, no or a bad `hlc`
 header, or a timestamp further ahead of the resolver's clock than max.clock.skew.ms (adopting it
 would let one runaway clock win every key for as long as it is ahead). So are the writes that
-lose a conflict. Each dead letter is the record as it was read (key, value, its headers) plus
+lose a conflict. A dead letter is the record's key and value, its headers (for a losing write,
+its `hlc` and `hlc-vv`), and
 `hlc.dead-letter.reason` (conflict, clock-skew, no-key, no-hlc-header, bad-header),
 `hlc.dead-letter.topic`, `.partition`, `.offset` (where it was read), and for a conflict
 `hlc.dead-letter.winner` (the winning write's `hlc` header).

@@ -94,11 +94,18 @@ def _strictly_after(a: Write, b: Write) -> bool:
 def merge(a: KeyState, b: KeyState) -> KeyState:
     """Two states of one key as one: commutative, associative, idempotent."""
     assert a.winner.key == b.winner.key, "merge is per key"
-    winner = a.winner if a.winner.rank() >= b.winner.rank() else b.winner
+    winner = a.winner if _at_least(a.winner, b.winner) else b.winner
     siblings = a.siblings | b.siblings
     if a.siblings and b.siblings:
         siblings = maximal(siblings)
     return KeyState(winner, siblings)
+
+
+def _at_least(a: Write, b: Write) -> bool:
+    """a.rank() >= b.rank(), comparing the HLCs alone when they differ (nearly always)."""
+    if a.hlc != b.hlc:
+        return a.hlc > b.hlc
+    return a.rank() >= b.rank()
 
 
 def merge_views(a: dict[bytes, KeyState], b: dict[bytes, KeyState]) -> dict[bytes, KeyState]:
