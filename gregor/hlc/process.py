@@ -75,6 +75,7 @@ class ResolverProcess:
         clock: Clock = SYSTEM_CLOCK,
         build: Callable[[str, dict[str, Any]], Any] = _default_build,
         timeout_s: float = 30.0,
+        refresh_interval_s: float = 30.0,
     ) -> None:
         self.sources = [topic, *[m for m in mirrors if m != topic]]
         self.resolved_topic = resolved_topic or topic + RESOLVED_SUFFIX
@@ -88,6 +89,7 @@ class ResolverProcess:
         self._clock = clock
         self._build = build
         self._timeout_s = timeout_s
+        self._refresh_interval_s = refresh_interval_s
         self._next: dict[tuple[str, int], int] = {}  # next offset to read
         self._consumer: Any = None
         self._producer: Any = None
@@ -152,13 +154,31 @@ class ResolverProcess:
         self.flush()
 
     def run(self, stop: threading.Event | Callable[[], bool]) -> None:
-        """Follow every source until `stop` is set (or returns True)."""
+        """Follow every source until `stop` is set (or returns True); partitions added to a
+        source are read from their start within `refresh_interval_s`."""
         done = stop.is_set if isinstance(stop, threading.Event) else stop
         self._assign(list(self._next))
+        refresh_at = self._clock.monotonic_s() + self._refresh_interval_s
         while not done():
             self._poll()
             self._drain()
+            if self._clock.monotonic_s() >= refresh_at:
+                self._maybe_add_partitions()
+                refresh_at = self._clock.monotonic_s() + self._refresh_interval_s
         self.flush()
+
+    def _maybe_add_partitions(self) -> None:
+        md = self._consumer.list_topics(timeout=self._timeout_s)
+        added = False
+        for name in self.sources:
+            t = md.topics.get(name)
+            for p in t.partitions if t is not None and t.error is None else ():
+                if (name, p) not in self._next:
+                    self._next[(name, p)] = 0  # below the log start: auto.offset.reset earliest
+                    added = True
+        if added:
+            self._note_positions()
+            self._assign(list(self._next))
 
     def flush(self) -> None:
         """Wait until everything produced is acknowledged; ResolverError if any failed."""

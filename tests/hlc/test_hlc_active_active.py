@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import confluent_kafka as ck
 import pytest
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from gregor import Broker
 from gregor.clock import SYSTEM_CLOCK
@@ -285,7 +285,7 @@ def test_the_process_follows_new_writes_until_stopped(broker) -> None:
     a, b = HlcProducer(HybridClock(1), conf), HlcProducer(HybridClock(2), conf)
     a.produce(local, value=b"a1", key=b"k")
     assert a.flush(30) == 0
-    process = ResolverProcess(conf, local, [mirror])
+    process = ResolverProcess(conf, local, [mirror], refresh_interval_s=0.2)
     process.start()
     process.catch_up()
     assert process.resolver.values() == {b"k": b"a1"}
@@ -297,6 +297,13 @@ def test_the_process_follows_new_writes_until_stopped(broker) -> None:
         b.produce(mirror, value=b"b2", key=b"j")
         assert b.flush(30) == 0
         wait_for(lambda: process.resolver.values() == {b"k": b"b1", b"j": b"b2"})
+        # A partition added to a source (as a mirror follows its source) is read too.
+        admin = AdminClient(conf)
+        admin.create_partitions([NewPartitions(mirror, 5)])[mirror].result(30)
+        wait_for(lambda: len(b.list_topics(mirror, timeout=5).topics[mirror].partitions) == 5)
+        b.produce(mirror, value=b"new", key=b"n", partition=4)
+        assert b.flush(30) == 0
+        wait_for(lambda: process.resolver.value(b"n") == b"new")
     finally:
         stop.set()
         runner.join(30)
@@ -305,6 +312,7 @@ def test_the_process_follows_new_writes_until_stopped(broker) -> None:
     assert resolved_topic_view(broker.bootstrap, process.resolved_topic) == {
         b"k": b"b1",
         b"j": b"b2",
+        b"n": b"new",
     }
 
 
