@@ -18,6 +18,7 @@ from gregor.cli import connect, output
 from gregor.cli.connect import add_verb
 from gregor.cli.errors import CliError
 from gregor.cli.specs import positive_int
+from gregor.hlc.clock import DEFAULT_MAX_CLOCK_SKEW_MS
 
 RESOLVE_JSON = """{"sources": [str], "resolved_topic": str, "dead_letter_topic": str|null,
  "records": int, "keys": int, "resolved_written": int, "conflicts": int, "refused": int,
@@ -47,9 +48,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument(
         "--max-clock-skew-ms",
         type=positive_int,
-        default=60_000,
+        default=DEFAULT_MAX_CLOCK_SKEW_MS,
         metavar="MS",
-        help="refuse writes stamped further ahead of this clock (max.clock.skew.ms, default 60000)",
+        help="refuse writes stamped further ahead of this clock (max.clock.skew.ms, default "
+        f"{DEFAULT_MAX_CLOCK_SKEW_MS})",
     )
     v.add_argument(
         "--until-caught-up",

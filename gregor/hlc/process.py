@@ -81,6 +81,10 @@ class ResolverProcess:
         self.resolved_topic = resolved_topic or topic + RESOLVED_SUFFIX
         if self.resolved_topic in self.sources:
             raise ResolverError(f"the resolved topic {self.resolved_topic} is also a source")
+        if dead_letter_topic in (*self.sources, self.resolved_topic):
+            raise ResolverError(
+                f"the dead-letter topic {dead_letter_topic} is also a source or the resolved topic"
+            )
         self.dead_letter_topic = dead_letter_topic
         self.resolver = Resolver()
         self.stats = Stats()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 import subprocess
 import sys
 import threading
@@ -275,6 +276,15 @@ def test_a_missing_source_topic_is_one_line(broker) -> None:
     )  # fmt: skip
     assert done.returncode == 1
     assert done.stderr == "gregor: source topic no-such-orders does not exist\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "gregor.cli.main", "hlc", "resolve", "-b", broker.bootstrap,
+         "--topic", "orders", "--mirrors", "B.orders", "--dead-letter-topic", "B.orders"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr == (
+        "gregor: the dead-letter topic B.orders is also a source or the resolved topic\n"
+    )
 
 
 def test_the_process_follows_new_writes_until_stopped(broker) -> None:
@@ -321,3 +331,34 @@ def wait_for(pred, timeout_s: float = 30.0) -> None:
     while not pred():
         assert SYSTEM_CLOCK.monotonic_s() < deadline, "timed out waiting for the resolver"
         SYSTEM_CLOCK.sleep(0.05)
+
+
+def test_the_resolve_verb_follows_until_sigterm(broker) -> None:
+    uid = uuid.uuid4().hex[:8]
+    local, mirror = f"orders-{uid}", f"B.orders-{uid}"
+    create_topics(broker.bootstrap, local, mirror)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gregor.cli.main", "hlc", "resolve", "-b", broker.bootstrap,
+         "--topic", local, "--mirrors", mirror, "-o", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        b = HlcProducer(HybridClock(2), {"bootstrap.servers": broker.bootstrap})
+        b.produce(mirror, value=b"v", key=b"k")
+        assert b.flush(30) == 0
+
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+        def resolved() -> bool:
+            if f"{local}.resolved" not in admin.list_topics(timeout=10).topics:
+                return False  # not created by the resolver yet (and not to be auto-created)
+            return resolved_topic_view(broker.bootstrap, f"{local}.resolved") == {b"k": b"v"}
+
+        wait_for(resolved)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    doc = json.loads(out)
+    assert (doc["records"], doc["keys"], doc["resolved_written"]) == (1, 1, 1)
