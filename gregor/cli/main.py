@@ -18,6 +18,7 @@ from gregor.cli import (
     configs,
     dump_log,
     groups,
+    hlc,
     leader_election,
     log_dirs,
     offsets,
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     log_dirs.register(sub)
     leader_election.register(sub)
     perf.register(sub)
+    hlc.register(sub)
     completion.register(sub, parser)
     return parser
 
