@@ -20,6 +20,7 @@ from gregor.cli import (
     groups,
     leader_election,
     log_dirs,
+    mirror,
     offsets,
     perf,
     quorum,
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     log_dirs.register(sub)
     leader_election.register(sub)
     perf.register(sub)
+    mirror.register(sub)
     completion.register(sub, parser)
     return parser
 

@@ -52,10 +52,14 @@ class NameFilter:
         object.__setattr__(self, "_include", compile_pattern_list(self.include))
         object.__setattr__(self, "_exclude", compile_pattern_list(self.exclude))
 
+    def includes(self, name: str) -> bool:
+        return _matches(self._include, name)  # type: ignore[attr-defined]
+
+    def excludes(self, name: str) -> bool:
+        return _matches(self._exclude, name)  # type: ignore[attr-defined]
+
     def accepts(self, name: str) -> bool:
-        include: re.Pattern[str] | None = self._include  # type: ignore[attr-defined]
-        exclude: re.Pattern[str] | None = self._exclude  # type: ignore[attr-defined]
-        return _matches(include, name) and not _matches(exclude, name)
+        return self.includes(name) and not self.excludes(name)
 
 
 def topic_filter(
@@ -109,3 +113,24 @@ def should_checkpoint_group(
     """Whether a source group gets checkpoints: the group filter accepts it and it has committed
     offsets for at least one topic the topic filter accepts (MirrorCheckpointConnector)."""
     return groups.accepts(group) and any(topics.accepts(topic) for topic in committed_topics)
+
+
+def why_not_replicated(
+    topic: str,
+    topics: NameFilter,
+    policy: DefaultReplicationPolicy,
+    target_cluster_alias: str,
+    heartbeats_replication_enabled: bool = True,
+) -> str | None:
+    """The reason `should_replicate_topic` refuses a topic, None when it is mirrored."""
+    if policy.is_internal_topic(topic):
+        return "an internal topic"
+    if policy.is_cycle(topic, target_cluster_alias):
+        return f"it came from {target_cluster_alias} (a cycle)"
+    if heartbeats_replication_enabled and policy.is_heartbeats_topic(topic):
+        return None
+    if not topics.includes(topic):
+        return "not matched by topics"
+    if topics.excludes(topic):
+        return "matched by topics.exclude"
+    return None

@@ -98,3 +98,21 @@ def test_should_checkpoint_group() -> None:
     assert should_checkpoint_group("app", ["payments", "orders"], group_filter(), topics)
     assert not should_checkpoint_group("app", ["payments"], group_filter(), topics)
     assert not should_checkpoint_group("console-consumer-1", ["orders"], group_filter(), topics)
+
+
+def test_why_not_replicated_agrees_with_should_replicate_topic() -> None:
+    from gregor.mirror.filters import why_not_replicated
+
+    policy = DefaultReplicationPolicy()
+    f = NameFilter(("orders.*", "heartbeats"), ("orders-secret",))
+    cases = {
+        "orders": None,
+        "orders-secret": "matched by topics.exclude",
+        "payments": "not matched by topics",
+        "B.orders": "it came from B (a cycle)",
+        "__consumer_offsets": "an internal topic",
+        "C.heartbeats": None,
+    }
+    for topic, reason in cases.items():
+        assert why_not_replicated(topic, f, policy, "B") == reason
+        assert should_replicate_topic(topic, f, policy, "B") == (reason is None)
