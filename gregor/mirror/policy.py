@@ -184,6 +184,66 @@ class IdentityReplicationPolicy(DefaultReplicationPolicy):
         return any(key == PROVENANCE_HEADER and value == alias for key, value in headers)
 
 
+# What a cluster's topic names say about replication (MirrorClient), given its topic list.
+
+
+def count_hops(topic: str, upstream_alias: str, policy: DefaultReplicationPolicy) -> int:
+    """How many hops `topic` travelled from `upstream_alias` (`B.A.heartbeats` is 2 from A),
+    -1 if it did not come from there."""
+    seen: set[str] = set()
+    hops = 0
+    current: str | None = topic
+    while current is not None:
+        hops += 1
+        source = policy.topic_source(current)
+        if source is None or source in seen:
+            return -1  # a local topic, or a loop a name-keeping policy cannot see through
+        if source == upstream_alias:
+            return hops
+        seen.add(source)
+        current = policy.upstream_topic(current)
+    return -1
+
+
+def replication_hops(
+    topics: Iterable[str], upstream_alias: str, policy: DefaultReplicationPolicy
+) -> int:
+    """The fewest hops from `upstream_alias` along which heartbeats arrive, -1 if none do."""
+    hops = [count_hops(t, upstream_alias, policy) for t in topics if policy.is_heartbeats_topic(t)]
+    return min((h for h in hops if h != -1), default=-1)
+
+
+def upstream_clusters(topics: Iterable[str], policy: DefaultReplicationPolicy) -> set[str]:
+    """Every cluster, however many hops away, whose heartbeats reach this one."""
+    out: set[str] = set()
+    for topic in topics:
+        if not policy.is_heartbeats_topic(topic):
+            continue
+        sources: set[str] = set()
+        current: str | None = topic
+        while current is not None and (source := policy.topic_source(current)) is not None:
+            if source in sources:
+                break
+            sources.add(source)
+            current = policy.upstream_topic(current)
+        out |= sources
+    return out
+
+
+def remote_topics(
+    topics: Iterable[str], policy: DefaultReplicationPolicy, source_alias: str | None = None
+) -> set[str]:
+    """The mirrored topics among `topics` (internal ones aside), or those mirrored directly
+    from `source_alias`."""
+    return {
+        t
+        for t in topics
+        if not policy.is_internal_topic(t)
+        and (source := policy.topic_source(t)) is not None
+        and (source_alias is None or source == source_alias)
+    }
+
+
 ReplicationPolicy = DefaultReplicationPolicy
 
 POLICY_CLASSES: dict[str, type[DefaultReplicationPolicy]] = {

@@ -150,3 +150,31 @@ def test_policy_by_java_class_name(name: str, cls: type) -> None:
 def test_unknown_policy() -> None:
     with pytest.raises(ValueError, match="known: DefaultReplicationPolicy"):
         policy_class("com.example.MyPolicy")
+
+
+def test_what_topic_names_say_about_replication() -> None:
+    from gregor.mirror.policy import count_hops, remote_topics, replication_hops, upstream_clusters
+
+    topics = [
+        "orders",
+        "heartbeats",
+        "A.heartbeats",
+        "C.A.heartbeats",
+        "A.orders",
+        "C.pay",
+        "A.checkpoints.internal",
+    ]
+    assert count_hops("C.A.heartbeats", "A", default) == 2
+    assert count_hops("C.A.heartbeats", "C", default) == 1
+    assert count_hops("C.A.heartbeats", "B", default) == -1
+    assert replication_hops(topics, "A", default) == 1
+    assert replication_hops(topics, "C", default) == 1
+    assert replication_hops(topics, "Z", default) == -1
+    assert upstream_clusters(topics, default) == {"A", "C"}
+    assert remote_topics(topics, default) == {"A.heartbeats", "C.A.heartbeats", "A.orders", "C.pay"}
+    assert remote_topics(topics, default, "A") == {"A.heartbeats", "A.orders"}
+    # a name-keeping policy cannot loop forever on its own answers
+    identity = IdentityReplicationPolicy(source_cluster_alias="A")
+    assert count_hops("orders", "B", identity) == -1
+    assert count_hops("orders", "A", identity) == 1
+    assert upstream_clusters(["B.heartbeats"], identity) == {"B"}
