@@ -109,7 +109,9 @@ def _separator(text: str) -> str:
     return text  # not stripped: MirrorMaker keeps the separator as written
 
 
-# The flow settings: key, default (as MirrorMaker's text), parser.
+# The flow settings: key, default (as MirrorMaker's text), parser. Keys MirrorMaker does not
+# know are ignored, as it ignores them. One difference: a top-level `exactly.once.support`
+# applies to every flow here (MirrorMaker drops it; only `A->B.exactly.once.support` counts).
 FLOW_SETTINGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "enabled": ("false", _boolean),
     "topics": (", ".join(filters.TOPICS_DEFAULT), _regex_list),
@@ -204,11 +206,13 @@ def _client_config(props: Mapping[str, Origin], side: str, role: str) -> dict[st
     config = {
         k: v for k, (v, _) in _with_prefix(props, f"{side}.cluster.").items() if _is_client_key(k)
     }
-    config.update({k: v for k, (v, _) in _with_prefix(props, f"{role}.").items()})
+    # the flow's `consumer.*` and so on, but not the task's own `consumer.poll.timeout.ms`
+    # and `admin.timeout.ms`, which no client library knows
+    flow_level = _with_prefix(props, f"{role}.")
+    config.update(
+        {k: v for k, (v, _) in flow_level.items() if f"{role}.{k}" not in _CONNECTOR_KEYS}
+    )
     config.update({k: v for k, (v, _) in _with_prefix(props, f"{side}.{role}.").items()})
-    config.pop(
-        "poll.timeout.ms", None
-    )  # `consumer.poll.timeout.ms` is the task's, not the client's
     if role == "consumer":
         config["enable.auto.commit"] = "false"
         config.setdefault("auto.offset.reset", "earliest")

@@ -124,6 +124,7 @@ A->B.source.consumer.fetch.min.bytes = 200
 B.producer.compression.type = zstd
 B.producer.bootstrap.servers = b-internal:9092
 consumer.poll.timeout.ms = 500
+admin.timeout.ms = 9000
 """
     )
     flow = c.flow("A", "B")
@@ -136,6 +137,7 @@ consumer.poll.timeout.ms = 500
     assert consumer["enable.auto.commit"] == "false"
     assert consumer["auto.offset.reset"] == "earliest"
     assert "poll.timeout.ms" not in consumer
+    assert "timeout.ms" not in flow.client_config("source", "admin")
     producer = flow.client_config("target", "producer")
     assert producer["bootstrap.servers"] == "b-internal:9092"
     assert producer["compression.type"] == "zstd"
