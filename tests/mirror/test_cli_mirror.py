@@ -61,3 +61,27 @@ def test_a_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 def test_without_check_says_what_exists(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["mirror", "-c", write(tmp_path, CONFIG)]) == 1
     assert "--check" in capsys.readouterr().err
+
+
+def test_the_shipped_example_checks(capsys: pytest.CaptureFixture[str]) -> None:
+    example = Path(__file__).resolve().parents[2] / "config" / "mm2.properties"
+    assert (
+        main(
+            [
+                "mirror",
+                "-c",
+                str(example),
+                "--check",
+                "--topic",
+                "orders",
+                "--topic",
+                "primary.orders",
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out.splitlines()
+    assert "primary->backup:" in out and "backup->primary:" in out
+    assert "  orders -> primary.orders" in out
+    assert "  primary.orders not mirrored: it came from primary (a cycle)" in out
+    assert "  group offsets synced to backup: every 60 s" in out
