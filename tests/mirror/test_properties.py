@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gregor.mirror.properties import PropertiesError, parse_properties
 
@@ -72,3 +74,44 @@ def test_later_keys_win() -> None:
 def test_malformed_unicode_escape_names_the_line() -> None:
     with pytest.raises(PropertiesError, match="line 2"):
         parse_properties("a=1\nb=\\u12")
+
+
+def _escape(text: str, is_key: bool) -> str:
+    """As Java's Properties.store writes text (non-ASCII as \\uXXXX)."""
+    out = []
+    for i, c in enumerate(text):
+        if c == " " and (is_key or i == 0):
+            out.append("\\ ")
+        elif c in "\\=:#!":
+            out.append("\\" + c)
+        elif c in "\t\n\r\f":
+            out.append("\\" + {"\t": "t", "\n": "n", "\r": "r", "\f": "f"}[c])
+        elif not (" " <= c <= "~"):
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+text_values = st.text(st.characters(max_codepoint=0xFFFF, exclude_categories=("Cs",)), max_size=20)
+
+
+@given(
+    st.dictionaries(text_values, text_values, max_size=8),
+    st.sampled_from(["=", ": ", " = ", " "]),
+    st.data(),
+)
+def test_what_java_writes_reads_back(props: dict[str, str], sep: str, data: st.DataObject) -> None:
+    lines = []
+    for key, value in props.items():
+        # an empty key needs a visible separator (a blank line is no property)
+        line = _escape(key, True) + (sep if key or sep.strip() else "=") + _escape(value, False)
+        # continue the line on an indented next one, at a cut outside an escape and before
+        # anything but whitespace (a continuation drops the next line's leading whitespace)
+        cut = data.draw(st.integers(1, max(len(line) - 1, 1)))
+        head, tail = line[:cut], line[cut:]
+        if tail and tail[0] not in " \t\f" and (len(head) - len(head.rstrip("\\"))) % 2 == 0:
+            line = head + "\\\n    " + tail
+        lines.append(line)
+    comment = "# a comment\n\n! another\n"
+    assert parse_properties(comment + "\n".join(lines)) == props
