@@ -21,6 +21,7 @@ from gregor.cli import (
     hlc,
     leader_election,
     log_dirs,
+    mirror,
     offsets,
     perf,
     quorum,
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     leader_election.register(sub)
     perf.register(sub)
     hlc.register(sub)
+    mirror.register(sub)
     completion.register(sub, parser)
     return parser
 
