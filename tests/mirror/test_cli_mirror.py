@@ -58,9 +58,13 @@ def test_a_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert "nope.properties" in capsys.readouterr().err
 
 
-def test_without_check_says_what_exists(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_exactly_once_is_refused_as_not_supported_yet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["mirror", "-c", write(tmp_path, CONFIG)]) == 1
-    assert "--check" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("gregor: B.exactly.once.source.support: enabled is not supported yet")
+    assert len(err.splitlines()) == 1
 
 
 def test_the_shipped_example_checks(capsys: pytest.CaptureFixture[str]) -> None:
