@@ -63,6 +63,7 @@ class CheckpointTask:
 
     def start(self) -> None:
         flow = self.flow
+        clients.reach_both(flow, self.source_admin, self.target_admin)
         syncs_admin = self.source_admin if self.syncs_cluster == flow.source else self.target_admin
         clients.ensure_internal_topic(
             syncs_admin,

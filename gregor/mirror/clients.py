@@ -15,11 +15,13 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
+from gregor.mirror.config import Flow
 from gregor.mirror.source import ConfigEntry
 
 log = logging.getLogger("gregor.mirror")
 
 ADMIN_TIMEOUT_S = 30.0
+REACH_TIMEOUT_S = 10.0
 
 
 class MirrorError(RuntimeError):
@@ -62,6 +64,20 @@ def topic_partitions(client: Any, timeout_s: float = ADMIN_TIMEOUT_S) -> dict[st
     """Every topic of the cluster and its partition count (raises when it cannot be reached)."""
     metadata = client.list_topics(timeout=timeout_s)
     return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
+
+
+def reach(client: Any, alias: str, bootstrap: str, timeout_s: float = REACH_TIMEOUT_S) -> None:
+    """Raise a MirrorError naming the cluster when it does not answer within `timeout_s`."""
+    try:
+        client.list_topics(timeout=timeout_s)
+    except KafkaException as e:
+        raise MirrorError(f"cluster {alias} unreachable at {bootstrap}: {describe(e)}") from None
+
+
+def reach_both(flow: Flow, source_admin: Any, target_admin: Any) -> None:
+    for side, client in (("source", source_admin), ("target", target_admin)):
+        alias = flow.source if side == "source" else flow.target
+        reach(client, alias, flow.client_config(side, "admin").get("bootstrap.servers", ""))
 
 
 def broker_count(client: Any, timeout_s: float = ADMIN_TIMEOUT_S) -> int:

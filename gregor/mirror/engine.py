@@ -25,6 +25,7 @@ log = logging.getLogger("gregor.mirror")
 
 BACKOFF_MIN_S = 1.0
 BACKOFF_MAX_S = 30.0
+STOP_TIMEOUT_S = 60.0
 
 
 class Task(Protocol):
@@ -100,6 +101,11 @@ def run(config: MirrorMakerConfig, stop: threading.Event, clock: Clock = SYSTEM_
     )
     while not stop.is_set():
         stop.wait(0.5)
+    deadline = clock.monotonic_s() + STOP_TIMEOUT_S
     for t in threads:
-        t.join()
-    log.info("stopped")
+        t.join(max(0.0, deadline - clock.monotonic_s()))
+    stuck = [t.name for t in threads if t.is_alive()]
+    if stuck:
+        log.warning("stopped without waiting for %s", ", ".join(stuck))
+    else:
+        log.info("stopped")

@@ -24,6 +24,8 @@ class HeartbeatTask:
         self.next_ms = 0
 
     def start(self) -> None:
+        bootstrap = self.flow.client_config("target", "admin").get("bootstrap.servers", "")
+        clients.reach(self.admin, self.flow.target, bootstrap)
         clients.ensure_internal_topic(
             self.admin,
             self.topic,

@@ -88,8 +88,8 @@ class SourceTask:
 
     def start(self) -> None:
         """Reach both clusters and create the offset-syncs topic (raises when unreachable)."""
-        clients.topic_partitions(self.source_admin)
-        clients.topic_partitions(self.target_admin)
+        flow = self.flow
+        clients.reach_both(flow, self.source_admin, self.target_admin)
         if self.emit_syncs:
             clients.ensure_internal_topic(
                 self.syncs_admin,
@@ -112,7 +112,9 @@ class SourceTask:
                 log.info("%s: mirroring %s", self.flow.name, ", ".join(added))
             self.subscribed = topics
             if topics:
-                self.consumer.subscribe(topics, on_revoke=self._on_revoke)
+                self.consumer.subscribe(
+                    topics, on_assign=self._on_assign, on_revoke=self._on_revoke
+                )
             else:
                 self.consumer.unsubscribe()
         interval = self.flow.get("refresh.topics.interval.seconds") * 1000
@@ -223,6 +225,9 @@ class SourceTask:
             self.consumed.clear()
         self.emitter.commit()
         self._send_syncs()
+
+    def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        log.info("%s: copying %d partitions", self.flow.name, len(partitions))
 
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         """A rebalance takes partitions away: commit what B has acknowledged first, so the

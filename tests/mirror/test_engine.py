@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from gregor import Broker
 from gregor.mirror import translate_offsets
@@ -341,3 +342,77 @@ def test_sigkill_three_times_loses_nothing(
                 seen.add(v)
                 first_seen.append(v)
         assert first_seen == values  # all there, in order; duplicates allowed
+
+
+def free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = int(s.getsockname()[1])
+    s.close()
+    return port
+
+
+def test_an_unreachable_cluster_is_reported_in_one_line_and_retried(
+    tmp_path: Path, mirror: Callable[[str], Mirror]
+) -> None:
+    with Broker() as a:
+        create(a.bootstrap, "orders", 1)
+        produce(a.bootstrap, "orders", [(0, b"x")])
+        b = Broker(port=free_port())
+        m = mirror(FAST.format(a=a.bootstrap, b=b.bootstrap) + "A->B.enabled = true\n")
+        line = f"A->B source: cluster B unreachable at {b.bootstrap}"
+        wait_for("the report", lambda: line in m.output())
+        time.sleep(3)  # a few more attempts: still one line
+        assert m.output().count(line) == 1
+        assert m.process is not None and m.process.poll() is None
+        with b:  # B comes up on that port: the mirror gets there
+            wait_for("A.orders on B", lambda: count(b.bootstrap, "A.orders") == 1, 60)
+            assert m.stop() == 0
+    out = m.output()
+    assert "A->B source: running again" in out
+    assert "Traceback" not in out
+
+
+def test_topic_configs_follow_and_the_replication_factor_is_capped(
+    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
+) -> None:
+    a, b = clusters
+    admin = AdminClient({"bootstrap.servers": a.bootstrap})
+    new = NewTopic("logs", 1, 1, config={"retention.ms": "123456", "min.insync.replicas": "1"})
+    for f in admin.create_topics([new]).values():
+        f.result(timeout=30)
+    config = FAST.format(a=a.bootstrap, b=b.bootstrap).replace(
+        "replication.factor = 1\n", "replication.factor = 3\n", 1
+    )
+    m = mirror(config + "A->B.enabled = true\n")
+    wait_for("A.logs on B", lambda: "A.logs" in topics(b.bootstrap))
+    assert m.stop() == 0
+    target = AdminClient({"bootstrap.servers": b.bootstrap})
+    (future,) = target.describe_configs([ConfigResource("topic", "A.logs")]).values()
+    configs = future.result(timeout=30)
+    assert configs["retention.ms"].value == "123456"
+    assert configs["min.insync.replicas"].is_default  # excluded by config.properties.exclude
+    assert "replication factor 3 capped to 1, the number of brokers of B" in m.output()
+
+
+def test_two_processes_share_a_flow(
+    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
+) -> None:
+    a, b = clusters
+    create(a.bootstrap, "shared", 4)
+    config = FAST.format(a=a.bootstrap, b=b.bootstrap)
+    config += "A->B.enabled = true\nemit.heartbeats.enabled = false\n"
+    first = mirror(config)
+    wait_for("the first at work", lambda: "A->B: copying 4 partitions" in first.output())
+    second = mirror(config)
+    wait_for("the second at work", lambda: "A->B: copying 2 partitions" in second.output())
+    wait_for("the first giving up half", lambda: "A->B: copying 2 partitions" in first.output())
+    produce(a.bootstrap, "shared", [(i % 4, b"v%d" % i) for i in range(2000)])
+    wait_for("every record copied", lambda: count(b.bootstrap, "A.shared") >= 2000)
+    assert first.stop() == 0
+    produce(a.bootstrap, "shared", [(i % 4, b"w%d" % i) for i in range(400)])
+    wait_for("the rest, by the second alone", lambda: count(b.bootstrap, "A.shared") >= 2400)
+    assert second.stop() == 0
+    copied = by_partition(read_all(b.bootstrap, "A.shared"))
+    source = by_partition(read_all(a.bootstrap, "shared"))
+    assert copied == source  # clean stops commit: nothing twice
