@@ -24,7 +24,8 @@ from gregor.mirror import clients
 from gregor.mirror.clients import MirrorError
 from gregor.mirror.config import Flow
 from gregor.mirror.offsets import OffsetSyncEmitter
-from gregor.mirror.source import SourceRecord, TargetRecord, convert_record
+from gregor.mirror.policy import DefaultReplicationPolicy
+from gregor.mirror.source import SourceRecord, convert_record
 from gregor.mirror.topics import TopicSync
 
 log = logging.getLogger("gregor.mirror")
@@ -85,6 +86,9 @@ class SourceTask:
         self.next_config_sync_ms = 0
         self.next_flush_ms = 0
         self.records = 0
+        # under DefaultReplicationPolicy a copy differs from its source only by its topic name
+        self.renames_only = type(flow.policy) is DefaultReplicationPolicy
+        self.remote_names: dict[str, str] = {}
 
     def start(self) -> None:
         """Reach both clusters and create the offset-syncs topic (raises when unreachable)."""
@@ -125,7 +129,7 @@ class SourceTask:
         now = self.clock.now_ms()
         if now >= self.next_refresh_ms:
             self._refresh(now)
-        batch = self.consumer.consume(500, timeout=0.1) if self.subscribed else []
+        batch = self._consume() if self.subscribed else []
         if not self.subscribed:
             self.clock.sleep(0.1)
         for m in batch:
@@ -142,28 +146,55 @@ class SourceTask:
         if self.clock.now_ms() >= self.next_flush_ms:
             self.flush()
 
+    def _consume(self) -> list[Any]:
+        """Up to 500 records: waits up to 100 ms for the first, not for the rest (a batch
+        call would wait for all 500, delaying a trickle of records by the whole timeout)."""
+        first = self.consumer.poll(0.1)
+        if first is None:
+            return []
+        return [first, *self.consumer.consume(499, timeout=0)]
+
     def _copy(self, m: Any) -> None:
-        record = convert_record(
-            _source_record(m), self.flow.policy, self.flow.source, self.flow.target
-        )
-        tp = (m.topic(), m.partition())
-        self.consumed[tp] = m.offset() + 1
-        if record is None:
-            return  # it came from the target (provenance): never copied back
-        self._produce(record, self._on_delivery(tp, m.offset()))
+        topic, partition, offset = m.topic(), m.partition(), m.offset()
+        tp = (topic, partition)
+        self.consumed[tp] = offset + 1
+        callback = self._on_delivery(tp, offset)
+        if self.renames_only:  # the common case, without building records
+            remote = self.remote_names.get(topic)
+            if remote is None:
+                remote = self.remote_names[topic] = self.flow.remote_topic(topic)
+            timestamp = m.timestamp()[1]
+            self._produce(remote, partition, m.key(), m.value(), m.headers(), timestamp, callback)
+        else:
+            r = convert_record(
+                _source_record(m), self.flow.policy, self.flow.source, self.flow.target
+            )
+            if r is None:
+                return  # it came from the target (provenance): never copied back
+            headers = list(r.headers) or None
+            self._produce(r.topic, r.partition, r.key, r.value, headers, r.timestamp, callback)
         self.records += 1
 
-    def _produce(self, r: TargetRecord, callback: Callable[[Any, Any], None]) -> None:
+    def _produce(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[Any] | None,
+        timestamp: int,
+        callback: Callable[[Any, Any], None],
+    ) -> None:
         waited_s = 0.0
         while True:
             try:
                 self.producer.produce(
-                    r.topic,
-                    r.value,
-                    r.key,
-                    partition=r.partition,
-                    timestamp=r.timestamp if r.timestamp > 0 else 0,
-                    headers=list(r.headers) or None,
+                    topic,
+                    value,
+                    key,
+                    partition=partition,
+                    timestamp=timestamp if timestamp > 0 else 0,
+                    headers=headers,
                     on_delivery=callback,
                 )
                 return
@@ -174,11 +205,11 @@ class SourceTask:
                     raise
                 if waited_s >= UNKNOWN_PARTITION_WAIT_S:
                     raise MirrorError(
-                        f"{r.topic} has no partition {r.partition} on {self.flow.target}"
+                        f"{topic} has no partition {partition} on {self.flow.target}"
                     ) from None
                 # A grew before our refresh saw it: grow B now, then wait for the metadata
                 self.topics.refresh()
-                self.producer.list_topics(r.topic, timeout=5)
+                self.producer.list_topics(topic, timeout=5)
                 self.clock.sleep(0.2)
                 waited_s += 0.2
 
