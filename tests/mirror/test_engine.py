@@ -416,3 +416,29 @@ def test_two_processes_share_a_flow(
     copied = by_partition(read_all(b.bootstrap, "A.shared"))
     source = by_partition(read_all(a.bootstrap, "shared"))
     assert copied == source  # clean stops commit: nothing twice
+
+
+def test_both_ways_under_the_identity_policy_copies_each_record_once(
+    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
+) -> None:
+    a, b = clusters
+    create(a.bootstrap, "orders", 1)
+    create(b.bootstrap, "orders", 1)
+    config = FAST.format(a=a.bootstrap, b=b.bootstrap)
+    config += "replication.policy.class = IdentityReplicationPolicy\n"
+    m = mirror(
+        config + "A->B.enabled = true\nB->A.enabled = true\nemit.heartbeats.enabled = false\n"
+    )
+    produce(a.bootstrap, "orders", [(0, b"from-a-%d" % i) for i in range(50)])
+    produce(b.bootstrap, "orders", [(0, b"from-b-%d" % i) for i in range(50)])
+    wait_for("A's records in B", lambda: count(b.bootstrap, "orders") >= 100)
+    wait_for("B's records in A", lambda: count(a.bootstrap, "orders") >= 100)
+    time.sleep(2)  # time enough for a copy to come back, were it not stopped
+    assert m.stop() == 0
+    for cluster, origin in ((a, b"from-b-"), (b, b"from-a-")):
+        records = read_all(cluster.bootstrap, "orders")
+        assert len(records) == 100  # 50 written here, 50 copied in, none back
+        copies = [r for r in records if r.value().startswith(origin)]
+        assert len(copies) == 50
+        source = b"B" if origin == b"from-b-" else b"A"
+        assert all(r.headers() == [("gregor.mirror.provenance", source)] for r in copies)
