@@ -47,12 +47,6 @@ def run(args: argparse.Namespace) -> int:
         for line in describe(config, args.topic):
             print(line)
         return 0
-    eos = [f for f in config.enabled_flows() if f.exactly_once]
-    if eos:
-        raise CliError(
-            f"{eos[0].target}.exactly.once.source.support: enabled is not supported yet "
-            "(the mirror copies at least once); set it to disabled"
-        )
     return _run(config)
 
 

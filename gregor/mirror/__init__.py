@@ -5,7 +5,8 @@ A client of two (or more) clusters, never imported by the broker. The sans-I/O c
 filters (`filters`), MirrorMaker's record formats (`formats`), the source connector's
 decisions (`source`), and offset syncs, checkpoints and offset translation (`offsets`). The
 engine around them, with confluent-kafka clients: `engine` runs the tasks (`replicator`,
-`topics`, `checkpoints`, `heartbeats`); `translate_offsets` reads checkpoints for a failover.
+`exactly_once`, `topics`, `checkpoints`, `heartbeats`); `translate_offsets` reads checkpoints
+for a failover.
 """
 
 from __future__ import annotations

@@ -72,13 +72,15 @@ def supervise(
 def tasks(config: MirrorMakerConfig, clock: Clock) -> dict[str, Callable[[], Task]]:
     """The tasks of a config, by name, each as a factory."""
     from gregor.mirror.checkpoints import CheckpointTask
+    from gregor.mirror.exactly_once import ExactlyOnceSourceTask
     from gregor.mirror.heartbeats import HeartbeatTask
     from gregor.mirror.replicator import SourceTask
 
     flush_ms = int(config.raw.get("offset.flush.interval.ms", "1000"))
     out: dict[str, Callable[[], Task]] = {}
     for flow in config.enabled_flows():
-        out[f"{flow.name} source"] = partial(SourceTask, flow, clock, flush_ms)
+        source_task = ExactlyOnceSourceTask if flow.exactly_once else SourceTask
+        out[f"{flow.name} source"] = partial(source_task, flow, clock, flush_ms)
         if flow.get("emit.checkpoints.enabled") or flow.get("sync.group.offsets.enabled"):
             out[f"{flow.name} checkpoints"] = partial(CheckpointTask, flow, clock)
     for flow in config.flows.values():

@@ -159,12 +159,15 @@ class SourceTask:
         tp = (topic, partition)
         self.consumed[tp] = offset + 1
         callback = self._on_delivery(tp, offset)
+        producer = self._producer_for(tp)
         if self.renames_only:  # the common case, without building records
             remote = self.remote_names.get(topic)
             if remote is None:
                 remote = self.remote_names[topic] = self.flow.remote_topic(topic)
             timestamp = m.timestamp()[1]
-            self._produce(remote, partition, m.key(), m.value(), m.headers(), timestamp, callback)
+            self._produce(
+                producer, remote, partition, m.key(), m.value(), m.headers(), timestamp, callback
+            )
         else:
             r = convert_record(
                 _source_record(m), self.flow.policy, self.flow.source, self.flow.target
@@ -172,11 +175,17 @@ class SourceTask:
             if r is None:
                 return  # it came from the target (provenance): never copied back
             headers = list(r.headers) or None
-            self._produce(r.topic, r.partition, r.key, r.value, headers, r.timestamp, callback)
+            self._produce(
+                producer, r.topic, r.partition, r.key, r.value, headers, r.timestamp, callback
+            )
         self.records += 1
+
+    def _producer_for(self, tp: tuple[str, int]) -> Any:
+        return self.producer
 
     def _produce(
         self,
+        producer: Any,
         topic: str,
         partition: int,
         key: bytes | None,
@@ -188,7 +197,7 @@ class SourceTask:
         waited_s = 0.0
         while True:
             try:
-                self.producer.produce(
+                producer.produce(
                     topic,
                     value,
                     key,
@@ -199,7 +208,7 @@ class SourceTask:
                 )
                 return
             except BufferError:
-                self.producer.poll(0.05)
+                producer.poll(0.05)
             except KafkaException as e:
                 if e.args[0].code() != KafkaError._UNKNOWN_PARTITION:
                     raise
@@ -209,7 +218,7 @@ class SourceTask:
                     ) from None
                 # A grew before our refresh saw it: grow B now, then wait for the metadata
                 self.topics.refresh()
-                self.producer.list_topics(topic, timeout=5)
+                producer.list_topics(topic, timeout=5)
                 self.clock.sleep(0.2)
                 waited_s += 0.2
 
@@ -219,12 +228,16 @@ class SourceTask:
                 if self.failure is None:
                     self.failure = f"{self.flow.name}: a record of {tp[0]} not written: {err.str()}"
                 return
-            if self.emit_syncs:
-                self.emitter.record_written(tp, upstream, msg.offset())
-                if self.emitter.pending:
-                    self._send_syncs()
+            self._written(tp, upstream, msg.offset())
 
         return delivered
+
+    def _written(self, tp: tuple[str, int], upstream: int, downstream: int) -> None:
+        """B acknowledged a copy."""
+        if self.emit_syncs:
+            self.emitter.record_written(tp, upstream, downstream)
+            if self.emitter.pending:
+                self._send_syncs()
 
     def _send_syncs(self) -> None:
         if not self.emit_syncs:

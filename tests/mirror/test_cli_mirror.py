@@ -58,15 +58,6 @@ def test_a_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert "nope.properties" in capsys.readouterr().err
 
 
-def test_exactly_once_is_refused_as_not_supported_yet(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["mirror", "-c", write(tmp_path, CONFIG)]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("gregor: B.exactly.once.source.support: enabled is not supported yet")
-    assert len(err.splitlines()) == 1
-
-
 def test_the_shipped_example_checks(capsys: pytest.CaptureFixture[str]) -> None:
     example = Path(__file__).resolve().parents[2] / "config" / "mm2.properties"
     assert (

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -313,23 +314,58 @@ def test_checkpoints_and_group_failover(
         assert seen[p][-1] == b"e%d" % (998 + p)
 
 
+class SteadyWriter:
+    """Writes `s0`, `s1`, ... to A's topic round-robin over 3 partitions, ~2,000 records/s,
+    in a thread, until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        self.bootstrap, self.topic = bootstrap, topic
+        self.written = 0
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True})
+        while not self.stopping.is_set():
+            for _ in range(20):
+                p.produce(self.topic, b"s%d" % self.written, partition=self.written % 3)
+                self.written += 1
+            p.poll(0.01)
+        assert p.flush(30) == 0
+
+    def stop(self) -> int:
+        self.stopping.set()
+        self.thread.join()
+        return self.written
+
+
+def kill_three_times_mid_stream(
+    a: Broker, b: Broker, config: str, mirror: Callable[[str], Mirror], seed: int
+) -> Mirror:
+    """Mirror while A is being written, SIGKILL the mirror 3 times at random moments once it
+    is copying, then let a last one run; returns that one once A's writes stopped."""
+    create(a.bootstrap, "stream", 3)
+    rng = random.Random(seed)
+    writer = SteadyWriter(a.bootstrap, "stream")
+    for _ in range(3):
+        m = mirror(config)
+        wait_for("the mirror copying", lambda: "A->B: copying" in m.output())  # noqa: B023
+        time.sleep(rng.uniform(0.2, 1.5))
+        m.kill()
+    m = mirror(config)
+    time.sleep(1)
+    writer.stop()
+    return m
+
+
 def test_sigkill_three_times_loses_nothing(
     clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
 ) -> None:
     a, b = clusters
-    create(a.bootstrap, "stream", 3)
     config = FAST.format(a=a.bootstrap, b=b.bootstrap) + "A->B.enabled = true\n"
-    rng = random.Random(15)
-    total = 0
-    for _ in range(3):
-        batch = [(i % 3, b"s%d" % (total + i)) for i in range(3000)]
-        produce(a.bootstrap, "stream", batch)
-        total += len(batch)
-        m = mirror(config)
-        wait_for("some records copied", lambda: count(b.bootstrap, "A.stream") > 0)
-        time.sleep(rng.uniform(0.2, 2.0))
-        m.kill()
-    m = mirror(config)
+    m = kill_three_times_mid_stream(a, b, config, mirror, 15)
+    total = count(a.bootstrap, "stream")
     wait_for("every record copied", lambda: count(b.bootstrap, "A.stream") >= total, 60)
     assert m.stop() == 0
     source = by_partition(read_all(a.bootstrap, "stream"))
@@ -442,3 +478,53 @@ def test_both_ways_under_the_identity_policy_copies_each_record_once(
         assert len(copies) == 50
         source = b"B" if origin == b"from-b-" else b"A"
         assert all(r.headers() == [("gregor.mirror.provenance", source)] for r in copies)
+
+
+def read_committed(bootstrap: str, topic: str) -> list[Any]:
+    """Every committed record of `topic` (read_committed, to the last stable offset)."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "reader",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        md = c.list_topics(topic, timeout=10).topics[topic]
+        ends = {
+            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in md.partitions
+        }
+        c.assign([TopicPartition(topic, p, 0) for p in ends])
+        out: list[Any] = []
+        deadline = time.monotonic() + 20
+        while ends and time.monotonic() < deadline:
+            out += [m for m in c.consume(500, timeout=0.2) if m.error() is None]
+            for tp in c.position([TopicPartition(topic, p) for p in list(ends)]):
+                if tp.offset >= ends[tp.partition]:
+                    ends.pop(tp.partition)
+        assert not ends, f"{topic} not read to its end"
+        return out
+    finally:
+        c.close()
+
+
+def test_exactly_once_survives_three_sigkills_without_doubles(
+    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
+) -> None:
+    a, b = clusters
+    config = FAST.format(a=a.bootstrap, b=b.bootstrap)
+    config += "A->B.enabled = true\nB.exactly.once.source.support = enabled\n"
+    config += "emit.heartbeats.enabled = false\n"
+    m = kill_three_times_mid_stream(a, b, config, mirror, 656)
+    total = count(a.bootstrap, "stream")
+    wait_for(
+        "every record copied", lambda: len(read_committed(b.bootstrap, "A.stream")) >= total, 60
+    )
+    assert m.stop() == 0
+    source = by_partition(read_all(a.bootstrap, "stream"))
+    copied = by_partition(read_committed(b.bootstrap, "A.stream"))
+    assert copied == source  # each record exactly once, in order
+    positions = read_committed(b.bootstrap, "mm2-offsets.B.internal")
+    assert positions and all(m.key().startswith(b'["MirrorSourceConnector",') for m in positions)
