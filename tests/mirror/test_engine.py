@@ -314,6 +314,29 @@ def test_checkpoints_and_group_failover(
         assert seen[p][-1] == b"e%d" % (998 + p)
 
 
+def last_values(bootstrap: str, topic: str) -> dict[int, bytes]:
+    """The value of the last record of each partition of `topic`."""
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False}
+    )
+    try:
+        md = c.list_topics(topic, timeout=10).topics[topic]
+        ends = {
+            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in md.partitions
+        }
+        c.assign([TopicPartition(topic, p, e - 1) for p, e in ends.items() if e > 0])
+        out: dict[int, bytes] = {}
+        deadline = time.monotonic() + 10
+        while len(out) < sum(1 for e in ends.values() if e > 0) and time.monotonic() < deadline:
+            for m in c.consume(10, timeout=0.2):
+                if m.error() is None:
+                    out[m.partition()] = m.value()
+        return out
+    finally:
+        c.close()
+
+
 class SteadyWriter:
     """Writes `s0`, `s1`, ... to A's topic round-robin over 3 partitions, ~2,000 records/s,
     in a thread, until stopped."""
@@ -365,8 +388,9 @@ def test_sigkill_three_times_loses_nothing(
     a, b = clusters
     config = FAST.format(a=a.bootstrap, b=b.bootstrap) + "A->B.enabled = true\n"
     m = kill_three_times_mid_stream(a, b, config, mirror, 15)
-    total = count(a.bootstrap, "stream")
-    wait_for("every record copied", lambda: count(b.bootstrap, "A.stream") >= total, 60)
+    last = last_values(a.bootstrap, "stream")
+    # copies are in order: once each partition's last record is on B, all are
+    wait_for("every record copied", lambda: last_values(b.bootstrap, "A.stream") == last, 60)
     assert m.stop() == 0
     source = by_partition(read_all(a.bootstrap, "stream"))
     copied = by_partition(read_all(b.bootstrap, "A.stream"))
