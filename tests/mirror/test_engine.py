@@ -17,7 +17,14 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
 
 from gregor import Broker
 from gregor.mirror import translate_offsets
@@ -444,14 +451,29 @@ def test_topic_configs_follow_and_the_replication_factor_is_capped(
     config = FAST.format(a=a.bootstrap, b=b.bootstrap).replace(
         "replication.factor = 1\n", "replication.factor = 3\n", 1
     )
-    m = mirror(config + "A->B.enabled = true\n")
+    m = mirror(config + "A->B.enabled = true\nsync.topic.configs.interval.seconds = 1\n")
     wait_for("A.logs on B", lambda: "A.logs" in topics(b.bootstrap))
-    assert m.stop() == 0
     target = AdminClient({"bootstrap.servers": b.bootstrap})
-    (future,) = target.describe_configs([ConfigResource("topic", "A.logs")]).values()
-    configs = future.result(timeout=30)
+
+    def remote_configs() -> Any:
+        (future,) = target.describe_configs([ConfigResource("topic", "A.logs")]).values()
+        return future.result(timeout=30)
+
+    configs = remote_configs()
     assert configs["retention.ms"].value == "123456"
     assert configs["min.insync.replicas"].is_default  # excluded by config.properties.exclude
+    # a later change on A follows within sync.topic.configs.interval.seconds
+    change = ConfigResource(
+        "topic",
+        "logs",
+        incremental_configs=[
+            ConfigEntry("retention.ms", "654321", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    for f in admin.incremental_alter_configs([change]).values():
+        f.result(timeout=30)
+    wait_for("the change on B", lambda: remote_configs()["retention.ms"].value == "654321")
+    assert m.stop() == 0
     assert "replication factor 3 capped to 1, the number of brokers of B" in m.output()
 
 
