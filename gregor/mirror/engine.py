@@ -1,9 +1,11 @@
 """The running mirror: every task of an `mm2.properties`, each in its own thread, until told to
 stop.
 
-Tasks: per enabled flow A->B a source task (records, remote topics, offset syncs) and, with
-`emit.checkpoints.enabled` or `sync.group.offsets.enabled`, a checkpoint task; per pair of
-clusters a heartbeat task unless `emit.heartbeats.enabled` is false. A task that fails (a
+Tasks: per enabled flow A->B `tasks.max` source tasks (records, remote topics, offset syncs;
+each a member of the flow's consumer group, which splits A's partitions between them and the
+tasks of other processes) and, with `emit.checkpoints.enabled` or `sync.group.offsets.enabled`,
+a checkpoint task; per pair of clusters a heartbeat task unless `emit.heartbeats.enabled` is
+false. A task that fails (a
 cluster unreachable, a delivery refused) is closed without committing and started again after
 a backoff of 1 s doubling to 30 s; the failure is logged once, in one line, until the task
 runs again (then that is logged too). A stop flushes, commits and closes every task.
@@ -80,7 +82,10 @@ def tasks(config: MirrorMakerConfig, clock: Clock) -> dict[str, Callable[[], Tas
     out: dict[str, Callable[[], Task]] = {}
     for flow in config.enabled_flows():
         source_task = ExactlyOnceSourceTask if flow.exactly_once else SourceTask
-        out[f"{flow.name} source"] = partial(source_task, flow, clock, flush_ms)
+        count = flow.get("tasks.max")
+        for i in range(count):  # members of the flow's group: it splits the partitions
+            name = f"{flow.name} source" + (f" {i + 1}" if count > 1 else "")
+            out[name] = partial(source_task, flow, clock, flush_ms)
         if flow.get("emit.checkpoints.enabled") or flow.get("sync.group.offsets.enabled"):
             out[f"{flow.name} checkpoints"] = partial(CheckpointTask, flow, clock)
     for flow in config.flows.values():

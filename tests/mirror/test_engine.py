@@ -574,3 +574,20 @@ def test_exactly_once_survives_three_sigkills_without_doubles(
     assert copied == source  # each record exactly once, in order
     positions = read_committed(b.bootstrap, "mm2-offsets.B.internal")
     assert positions and all(m.key().startswith(b'["MirrorSourceConnector",') for m in positions)
+
+
+def test_tasks_max_splits_a_flow_within_one_process(
+    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
+) -> None:
+    a, b = clusters
+    create(a.bootstrap, "split", 4)
+    config = FAST.format(a=a.bootstrap, b=b.bootstrap)
+    config += "A->B.enabled = true\nemit.heartbeats.enabled = false\nA->B.tasks.max = 2\n"
+    m = mirror(config)
+    wait_for("two tasks at work", lambda: m.output().count("A->B: copying 2 partitions") >= 2)
+    produce(a.bootstrap, "split", [(i % 4, b"v%d" % i) for i in range(400)])
+    wait_for("every record copied", lambda: count(b.bootstrap, "A.split") >= 400)
+    assert m.stop() == 0
+    assert by_partition(read_all(b.bootstrap, "A.split")) == by_partition(
+        read_all(a.bootstrap, "split")
+    )
