@@ -1,9 +1,10 @@
-"""`gregor mirror --config mm2.properties --check`: read and validate a MirrorMaker 2
-configuration and print what it would do: the clusters, each enabled flow with its topic and
-group filters, how it names remote topics, and its internal topics; with `--topic NAME`, whether
-each flow would mirror that topic and under which name. Nothing is contacted.
+"""`gregor mirror --config mm2.properties`: replicate between clusters as MirrorMaker 2 does,
+every enabled flow, until SIGTERM or SIGINT (then flush, commit and exit 0).
 
-Running the mirror itself arrives with the mirror engine; today only `--check` exists.
+With `--check`, read and validate the configuration and print what it would do instead: the
+clusters, each enabled flow with its topic and group filters, how it names remote topics, and
+its internal topics; with `--topic NAME`, whether each flow would mirror that topic and under
+which name. Nothing is contacted.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "mirror",
-        help="replicate between clusters as MirrorMaker 2 does (today: --check a config)",
+        help="replicate between clusters as MirrorMaker 2 does",
         description=__doc__.split("\n\n", 1)[0] if __doc__ else None,
     )
     p.add_argument("--config", "-c", required=True, metavar="FILE", help="an mm2.properties")
@@ -42,10 +43,36 @@ def run(args: argparse.Namespace) -> int:
         config = load(args.config)
     except ConfigError as e:
         raise CliError(str(e)) from None
-    if not args.check:
-        raise CliError("mirror: replication itself is not built yet; --check validates the config")
-    for line in describe(config, args.topic):
-        print(line)
+    if args.check:
+        for line in describe(config, args.topic):
+            print(line)
+        return 0
+    return _run(config)
+
+
+def _run(config: MirrorMakerConfig) -> int:
+    """The mirror in this process until SIGTERM or SIGINT."""
+    import logging
+    import signal
+    import sys
+    import threading
+
+    from gregor.mirror import engine
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s gregor mirror: %(message)s"))
+    logger = logging.getLogger("gregor.mirror")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    engine.run(config, stop)
     return 0
 
 

@@ -75,26 +75,40 @@ class OffsetSyncEmitter:
     max_outstanding: int = MAX_OUTSTANDING_OFFSET_SYNCS
     partitions: dict[TopicPartition, PartitionSyncState] = field(default_factory=dict)
     pending: dict[TopicPartition, OffsetSync] = field(default_factory=dict)
-    delayed: dict[TopicPartition, OffsetSync] = field(default_factory=dict)
+    delayed_partitions: set[TopicPartition] = field(default_factory=set)
     in_flight: int = 0
 
     def record_written(
         self, tp: TopicPartition, upstream_offset: int, downstream_offset: int
     ) -> None:
+        """Called for every record copied: cheap unless a sync is due (a delayed sync is the
+        partition's latest position, built only when it is sent)."""
         state = self.partitions.get(tp)
         if state is None:
             state = self.partitions[tp] = PartitionSyncState(self.max_offset_lag)
-        sync = OffsetSync(tp[0], tp[1], upstream_offset, downstream_offset)
         if state.update(upstream_offset, downstream_offset):
-            self.delayed.pop(tp, None)
-            self.pending[tp] = sync  # a partition already pending keeps its place in line
+            self.delayed_partitions.discard(tp)
+            # a partition already pending keeps its place in line
+            self.pending[tp] = OffsetSync(tp[0], tp[1], upstream_offset, downstream_offset)
         else:
-            self.delayed[tp] = sync
+            self.delayed_partitions.add(tp)
+
+    def _latest(self, tp: TopicPartition) -> OffsetSync:
+        state = self.partitions[tp]
+        return OffsetSync(
+            tp[0], tp[1], state.previous_upstream_offset, state.previous_downstream_offset
+        )
+
+    @property
+    def delayed(self) -> dict[TopicPartition, OffsetSync]:
+        """The delayed syncs, one per partition."""
+        return {tp: self._latest(tp) for tp in self.delayed_partitions}
 
     def commit(self) -> None:
         """The periodic commit: delayed syncs become pending."""
-        self.pending.update(self.delayed)
-        self.delayed.clear()
+        for tp in self.delayed_partitions:
+            self.pending[tp] = self._latest(tp)
+        self.delayed_partitions.clear()
 
     def take_sendable(self) -> list[OffsetSync]:
         """Pending syncs to send now, oldest first, up to the in-flight limit; each must be

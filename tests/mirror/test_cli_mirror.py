@@ -58,11 +58,6 @@ def test_a_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert "nope.properties" in capsys.readouterr().err
 
 
-def test_without_check_says_what_exists(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["mirror", "-c", write(tmp_path, CONFIG)]) == 1
-    assert "--check" in capsys.readouterr().err
-
-
 def test_the_shipped_example_checks(capsys: pytest.CaptureFixture[str]) -> None:
     example = Path(__file__).resolve().parents[2] / "config" / "mm2.properties"
     assert (

@@ -1,0 +1,299 @@
+"""The source task of one flow A->B: consume A's mirrored topics in the consumer group
+`connect-mm2-A->B` on A, produce each record to the same partition of its remote topic on B
+(key, value, headers, timestamp; idempotent producer, acks=all, so order is kept), and emit
+offset syncs from the delivery reports.
+
+At least once: A's positions are the group's committed offsets, committed (every
+`offset.flush.interval.ms`, on a rebalance and at a clean stop) only after every record
+consumed so far was acknowledged by B. A failed delivery stops the task without committing; it
+restarts from the last commit, so a record may be copied twice but never lost, SIGKILL or not.
+Several `gregor mirror` processes with the same config share a flow's partitions through the
+group, which rebalances them when one joins or dies.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from gregor.clock import Clock
+from gregor.mirror import clients
+from gregor.mirror.clients import MirrorError
+from gregor.mirror.config import Flow
+from gregor.mirror.offsets import OffsetSyncEmitter
+from gregor.mirror.policy import DefaultReplicationPolicy
+from gregor.mirror.source import SourceRecord, convert_record
+from gregor.mirror.topics import TopicSync
+
+log = logging.getLogger("gregor.mirror")
+
+FLUSH_TIMEOUT_S = 30.0
+UNKNOWN_PARTITION_WAIT_S = 30.0
+MAX_SYNCS_IN_FLIGHT = 1000
+
+
+def source_group(flow: Flow) -> str:
+    """The consumer group on the source that holds flow A->B's positions: `connect-mm2-A->B`
+    (Connect names its consumers' groups `connect-<name>`, and MirrorMaker's default
+    `groups.exclude` leaves them out of checkpoints)."""
+    return f"connect-mm2-{flow.name}"
+
+
+def _source_record(m: Any) -> SourceRecord:
+    kind, timestamp = m.timestamp()
+    headers = tuple(m.headers() or ())
+    return SourceRecord(
+        m.topic(), m.partition(), m.offset(), timestamp, m.key(), m.value(), headers
+    )
+
+
+class SourceTask:
+    """Flow A->B's records, A to B. `step()` does one round; `close()` stops cleanly."""
+
+    def __init__(self, flow: Flow, clock: Clock, flush_interval_ms: int = 1000):
+        self.flow = flow
+        self.clock = clock
+        self.flush_interval_ms = flush_interval_ms
+        refresh_ms = max(1000, min(300_000, flow.get("refresh.topics.interval.seconds") * 1000))
+        self.source_admin = clients.admin(flow.client_config("source", "admin"))
+        self.target_admin = clients.admin(flow.client_config("target", "admin"))
+        self.topics = TopicSync(flow, self.source_admin, self.target_admin)
+        self.producer = clients.producer(
+            flow.client_config("target", "producer"),
+            **{"enable.idempotence": True, "acks": "all"},
+            **{"topic.metadata.refresh.interval.ms": refresh_ms},
+        )
+        self.consumer = clients.consumer(
+            flow.client_config("source", "consumer"),
+            **{"group.id": source_group(flow), "topic.metadata.refresh.interval.ms": refresh_ms},
+        )
+        on_source = flow.get("offset-syncs.topic.location") == "source"
+        side = "source" if on_source else "target"
+        self.syncs_cluster = flow.source if on_source else flow.target
+        self.syncs_admin = self.source_admin if on_source else self.target_admin
+        self.syncs_producer = clients.producer(flow.client_config(side, "producer"))
+        self.emit_syncs = bool(flow.get("emit.offset-syncs.enabled"))
+        # syncs in flight: more than MirrorMaker's 10, as deliveries arrive here in bursts and
+        # a sync overwritten while waiting for a slot would coarsen translation
+        self.emitter = OffsetSyncEmitter(flow.get("offset.lag.max"), MAX_SYNCS_IN_FLIGHT)
+        self.consumed: dict[tuple[str, int], int] = {}  # next offset to commit, per partition
+        self.failure: str | None = None
+        self.subscribed: list[str] = []
+        self.next_refresh_ms = 0
+        self.next_config_sync_ms = 0
+        self.next_flush_ms = 0
+        self.records = 0
+        # under DefaultReplicationPolicy a copy differs from its source only by its topic name
+        self.renames_only = type(flow.policy) is DefaultReplicationPolicy
+        self.remote_names: dict[str, str] = {}
+
+    def start(self) -> None:
+        """Reach both clusters and create the offset-syncs topic (raises when unreachable)."""
+        flow = self.flow
+        clients.reach_both(flow, self.source_admin, self.target_admin)
+        if self.emit_syncs:
+            clients.ensure_internal_topic(
+                self.syncs_admin,
+                self.flow.offset_syncs_topic,
+                self.flow.get("offset-syncs.topic.replication.factor"),
+                self.syncs_cluster,
+            )
+        self._refresh(self.clock.now_ms())
+
+    def _refresh(self, now_ms: int) -> None:
+        topics = sorted(self.topics.refresh())
+        if now_ms >= self.next_config_sync_ms:
+            self.topics.sync_configs(topics)
+            self.next_config_sync_ms = (
+                now_ms + self.flow.get("sync.topic.configs.interval.seconds") * 1000
+            )
+        if topics != self.subscribed:
+            added = sorted(set(topics) - set(self.subscribed))
+            if added:
+                log.info("%s: mirroring %s", self.flow.name, ", ".join(added))
+            self.subscribed = topics
+            if topics:
+                self.consumer.subscribe(
+                    topics, on_assign=self._on_assign, on_revoke=self._on_revoke
+                )
+            else:
+                self.consumer.unsubscribe()
+        interval = self.flow.get("refresh.topics.interval.seconds") * 1000
+        enabled = self.flow.get("refresh.topics.enabled")
+        self.next_refresh_ms = now_ms + interval if enabled else 2**62
+
+    def step(self) -> None:
+        now = self.clock.now_ms()
+        if now >= self.next_refresh_ms:
+            self._refresh(now)
+        batch = self._consume() if self.subscribed else []
+        if not self.subscribed:
+            self.clock.sleep(0.1)
+        for m in batch:
+            error = m.error()
+            if error is not None:
+                if error.fatal():
+                    raise KafkaException(error)
+                continue
+            self._copy(m)
+        self.producer.poll(0)
+        self._send_syncs()
+        if self.failure is not None:
+            raise MirrorError(self.failure)
+        if self.clock.now_ms() >= self.next_flush_ms:
+            self.flush()
+
+    def _consume(self) -> list[Any]:
+        """Up to 500 records: waits up to 100 ms for the first, not for the rest (a batch
+        call would wait for all 500, delaying a trickle of records by the whole timeout)."""
+        first = self.consumer.poll(0.1)
+        if first is None:
+            return []
+        return [first, *self.consumer.consume(499, timeout=0)]
+
+    def _copy(self, m: Any) -> None:
+        topic, partition, offset = m.topic(), m.partition(), m.offset()
+        tp = (topic, partition)
+        self.consumed[tp] = offset + 1
+        callback = self._on_delivery(tp, offset)
+        producer = self._producer_for(tp)
+        if self.renames_only:  # the common case, without building records
+            remote = self.remote_names.get(topic)
+            if remote is None:
+                remote = self.remote_names[topic] = self.flow.remote_topic(topic)
+            timestamp = m.timestamp()[1]
+            self._produce(
+                producer, remote, partition, m.key(), m.value(), m.headers(), timestamp, callback
+            )
+        else:
+            r = convert_record(
+                _source_record(m), self.flow.policy, self.flow.source, self.flow.target
+            )
+            if r is None:
+                return  # it came from the target (provenance): never copied back
+            headers = list(r.headers) or None
+            self._produce(
+                producer, r.topic, r.partition, r.key, r.value, headers, r.timestamp, callback
+            )
+        self.records += 1
+
+    def _producer_for(self, tp: tuple[str, int]) -> Any:
+        return self.producer
+
+    def _produce(
+        self,
+        producer: Any,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[Any] | None,
+        timestamp: int,
+        callback: Callable[[Any, Any], None],
+    ) -> None:
+        waited_s = 0.0
+        while True:
+            try:
+                producer.produce(
+                    topic,
+                    value,
+                    key,
+                    partition=partition,
+                    timestamp=timestamp if timestamp > 0 else 0,
+                    headers=headers,
+                    on_delivery=callback,
+                )
+                return
+            except BufferError:
+                producer.poll(0.05)
+            except KafkaException as e:
+                if e.args[0].code() != KafkaError._UNKNOWN_PARTITION:
+                    raise
+                if waited_s >= UNKNOWN_PARTITION_WAIT_S:
+                    raise MirrorError(
+                        f"{topic} has no partition {partition} on {self.flow.target}"
+                    ) from None
+                # A grew before our refresh saw it: grow B now, then wait for the metadata
+                self.topics.refresh()
+                producer.list_topics(topic, timeout=5)
+                self.clock.sleep(0.2)
+                waited_s += 0.2
+
+    def _on_delivery(self, tp: tuple[str, int], upstream: int) -> Callable[[Any, Any], None]:
+        def delivered(err: Any, msg: Any) -> None:
+            if err is not None:
+                if self.failure is None:
+                    self.failure = f"{self.flow.name}: a record of {tp[0]} not written: {err.str()}"
+                return
+            self._written(tp, upstream, msg.offset())
+
+        return delivered
+
+    def _written(self, tp: tuple[str, int], upstream: int, downstream: int) -> None:
+        """B acknowledged a copy."""
+        if self.emit_syncs:
+            self.emitter.record_written(tp, upstream, downstream)
+            if self.emitter.pending:
+                self._send_syncs()
+
+    def _send_syncs(self) -> None:
+        if not self.emit_syncs:
+            return
+        self.syncs_producer.poll(0)
+        for sync in self.emitter.take_sendable():
+            self.syncs_producer.produce(
+                self.flow.offset_syncs_topic,
+                sync.record_value(),
+                sync.record_key(),
+                partition=0,
+                on_delivery=lambda err, msg: self.emitter.sync_completed(),
+            )
+
+    def flush(self) -> None:
+        """Wait for B's acknowledgements, then commit A's positions of what was consumed."""
+        self.next_flush_ms = self.clock.now_ms() + self.flush_interval_ms
+        left = self.producer.flush(FLUSH_TIMEOUT_S)
+        if self.failure is not None:
+            raise MirrorError(self.failure)
+        if left:
+            raise MirrorError(
+                f"{self.flow.name}: {left} records not acknowledged by {self.flow.target} "
+                f"in {FLUSH_TIMEOUT_S:.0f} s"
+            )
+        if self.consumed:
+            offsets = [TopicPartition(t, p, o) for (t, p), o in self.consumed.items()]
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+            self.consumed.clear()
+        self.emitter.commit()
+        self._send_syncs()
+
+    def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        log.info("%s: copying %d partitions", self.flow.name, len(partitions))
+
+    def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        """A rebalance takes partitions away: commit what B has acknowledged first, so the
+        next owner starts after it."""
+        if self.failure is None:
+            try:
+                self.flush()
+            except Exception as e:  # noqa: BLE001 - reported by the next step
+                self.failure = (
+                    f"{self.flow.name}: commit at rebalance failed: {clients.describe(e)}"
+                )
+        for tp in partitions:
+            self.consumed.pop((tp.topic, tp.partition), None)
+
+    def close(self, clean: bool) -> None:
+        """Clean: flush, commit, leave the group. Otherwise drop what is in flight (it is
+        consumed again from the last commit)."""
+        try:
+            if clean and self.failure is None:
+                self.flush()
+                self.syncs_producer.flush(5)
+        finally:
+            if not clean:
+                self.producer.purge()
+            self.consumer.close()

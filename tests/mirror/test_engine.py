@@ -1,0 +1,593 @@
+"""`gregor mirror --config mm2.properties` between two single-node gregor brokers, run as a
+child process (`python -m gregor mirror`), with real confluent-kafka clients on both sides."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
+
+from gregor import Broker
+from gregor.mirror import translate_offsets
+from gregor.mirror.formats import Checkpoint, Heartbeat
+
+pytestmark = pytest.mark.cluster
+
+FAST = """\
+clusters = A, B
+A.bootstrap.servers = {a}
+B.bootstrap.servers = {b}
+replication.factor = 1
+offset-syncs.topic.replication.factor = 1
+checkpoints.topic.replication.factor = 1
+heartbeats.topic.replication.factor = 1
+refresh.topics.interval.seconds = 1
+emit.heartbeats.interval.seconds = 1
+emit.checkpoints.interval.seconds = 1
+sync.group.offsets.interval.seconds = 1
+offset.flush.interval.ms = 200
+A.consumer.session.timeout.ms = 6000
+A.consumer.heartbeat.interval.ms = 500
+B.consumer.session.timeout.ms = 6000
+B.consumer.heartbeat.interval.ms = 500
+"""
+WAIT_S = 40.0
+
+
+@pytest.fixture
+def clusters() -> Iterator[tuple[Broker, Broker]]:
+    with Broker() as a, Broker() as b:
+        yield a, b
+
+
+class Mirror:
+    """`python -m gregor mirror --config FILE` as a child process."""
+
+    def __init__(self, path: Path, log: Path):
+        self.path = path
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Mirror:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+        with open(self.log, "ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "gregor", "mirror", "--config", str(self.path)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        return self
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+
+    def stop(self) -> int:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=60)
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+
+@pytest.fixture
+def mirror(tmp_path: Path) -> Iterator[Callable[[str], Mirror]]:
+    started: list[Mirror] = []
+
+    def start(config: str) -> Mirror:
+        path = tmp_path / "mm2.properties"
+        path.write_text(config)
+        m = Mirror(path, tmp_path / f"mirror-{len(started)}.log").start()
+        started.append(m)
+        return m
+
+    yield start
+    for m in started:
+        if m.process is not None and m.process.poll() is None:
+            m.kill()
+
+
+def create(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        f.result(timeout=30)
+
+
+def topics(bootstrap: str) -> dict[str, int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    md = admin.list_topics(timeout=30)
+    return {name: len(t.partitions) for name, t in md.topics.items()}
+
+
+def produce(bootstrap: str, topic: str, records: list[tuple[int, bytes]], **kw: Any) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i, (partition, value) in enumerate(records):
+        p.produce(topic, value, key=b"k%d" % i, partition=partition, **kw)
+        p.poll(0)
+    assert p.flush(30) == 0
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def read_all(bootstrap: str, topic: str, timeout_s: float = 10.0) -> list[Any]:
+    """Every record of every partition of `topic`, from the start to the current end."""
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False}
+    )
+    try:
+        md = c.list_topics(topic, timeout=10).topics[topic]
+        ends = {
+            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in md.partitions
+        }
+        want = {p: e for p, e in ends.items() if e > 0}
+        c.assign([TopicPartition(topic, p, 0) for p in want])
+        out: list[Any] = []
+        deadline = time.monotonic() + timeout_s
+        while want and time.monotonic() < deadline:
+            for m in c.consume(500, timeout=0.2):
+                if m.error() is None:
+                    out.append(m)
+                    if m.offset() + 1 >= want.get(m.partition(), 0):
+                        want.pop(m.partition(), None)
+        return out
+    finally:
+        c.close()
+
+
+def count(bootstrap: str, topic: str) -> int:
+    if topic not in topics(bootstrap):
+        return 0
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "counter"})
+    try:
+        md = c.list_topics(topic, timeout=10).topics[topic]
+        return sum(
+            c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in md.partitions
+        )
+    finally:
+        c.close()
+
+
+def by_partition(records: list[Any]) -> dict[int, list[bytes]]:
+    out: dict[int, list[bytes]] = {}
+    for m in sorted(records, key=lambda m: (m.partition(), m.offset())):
+        out.setdefault(m.partition(), []).append(m.value())
+    return out
+
+
+def test_records_arrive_once_in_order_with_headers_and_timestamps(
+    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
+) -> None:
+    a, b = clusters
+    create(a.bootstrap, "orders", 3)
+    records = [(i % 3, b"v%d" % i) for i in range(600)]
+    produce(a.bootstrap, "orders", records, headers=[("h", b"x"), ("n", None)], timestamp=1234567)
+    m = mirror(FAST.format(a=a.bootstrap, b=b.bootstrap) + "A->B.enabled = true\n")
+    wait_for("A.orders on B", lambda: count(b.bootstrap, "A.orders") >= 600)
+    assert topics(b.bootstrap)["A.orders"] == 3
+    assert m.stop() == 0
+    copied = read_all(b.bootstrap, "A.orders")
+    assert len(copied) == 600
+    source = read_all(a.bootstrap, "orders")
+    assert by_partition(copied) == by_partition(source)
+    for c in copied:
+        assert c.headers() == [("h", b"x"), ("n", None)]
+        assert c.timestamp()[1] == 1234567
+        assert c.key() is not None
+    assert "Traceback" not in m.output()
+
+
+def test_both_ways_never_loop_and_new_topics_and_partitions_follow(
+    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
+) -> None:
+    a, b = clusters
+    create(a.bootstrap, "orders", 2)
+    create(b.bootstrap, "payments", 1)
+    config = FAST.format(a=a.bootstrap, b=b.bootstrap)
+    m = mirror(config + "A->B.enabled = true\nB->A.enabled = true\n")
+    produce(a.bootstrap, "orders", [(0, b"a0"), (1, b"a1")])
+    produce(b.bootstrap, "payments", [(0, b"b0")])
+    wait_for("A.orders on B", lambda: count(b.bootstrap, "A.orders") >= 2)
+    wait_for("B.payments on A", lambda: count(a.bootstrap, "B.payments") >= 1)
+    # a topic created after start is picked up, and partitions added on A are added on B
+    create(a.bootstrap, "late", 1)
+    produce(a.bootstrap, "late", [(0, b"l0")])
+    admin = AdminClient({"bootstrap.servers": a.bootstrap})
+    for f in admin.create_partitions([NewPartitions("orders", 4)]).values():
+        f.result(timeout=30)
+    produce(a.bootstrap, "orders", [(3, b"a3")])
+    wait_for("A.late on B", lambda: count(b.bootstrap, "A.late") >= 1)
+    wait_for("A.orders grown", lambda: topics(b.bootstrap).get("A.orders") == 4)
+    wait_for("the record in the new partition", lambda: count(b.bootstrap, "A.orders") >= 3)
+    # heartbeats went both ways and came back as remote topics, never as B.A.x or A.B.x
+    wait_for("A.heartbeats on B", lambda: count(b.bootstrap, "A.heartbeats") >= 1)
+    time.sleep(2)  # two more refreshes: a loop would show by now
+    assert m.stop() == 0
+    names = set(topics(a.bootstrap)) | set(topics(b.bootstrap))
+    assert not [n for n in names if n.startswith(("A.B.", "B.A.", "A.A.", "B.B."))]
+    assert count(a.bootstrap, "B.payments") == 1 and count(b.bootstrap, "A.orders") == 3
+
+
+def test_heartbeats_arrive_as_remote_heartbeats_in_mm2_format(
+    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
+) -> None:
+    a, b = clusters
+    m = mirror(FAST.format(a=a.bootstrap, b=b.bootstrap) + "A->B.enabled = true\n")
+    wait_for("A.heartbeats on B", lambda: count(b.bootstrap, "A.heartbeats") >= 2)
+    assert m.stop() == 0
+    remote = [
+        Heartbeat.from_record(r.key(), r.value()) for r in read_all(b.bootstrap, "A.heartbeats")
+    ]
+    # A's heartbeats are written there by the pair B->A, then mirrored A->B
+    assert {(h.source_cluster_alias, h.target_cluster_alias) for h in remote} == {("B", "A")}
+    assert all(h.timestamp > 1_600_000_000_000 for h in remote)
+    local = [Heartbeat.from_record(r.key(), r.value()) for r in read_all(b.bootstrap, "heartbeats")]
+    assert {(h.source_cluster_alias, h.target_cluster_alias) for h in local} == {("A", "B")}
+
+
+def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+    c.close()
+
+
+def test_checkpoints_and_group_failover(
+    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
+) -> None:
+    a, b = clusters
+    create(a.bootstrap, "events", 2)
+    produce(a.bootstrap, "events", [(i % 2, b"e%d" % i) for i in range(1000)])
+    config = FAST.format(a=a.bootstrap, b=b.bootstrap)
+    config += "A->B.enabled = true\nA->B.sync.group.offsets.enabled = true\noffset.lag.max = 50\n"
+    m = mirror(config)
+    wait_for("A.events on B", lambda: count(b.bootstrap, "A.events") >= 1000)
+    # a group consumes half of each partition in A and commits
+    commit(a.bootstrap, "billing", "events", {0: 250, 1: 250})
+    expected_min = 250 - 50  # at most offset.lag.max records again
+
+    def translated() -> dict[Any, int]:
+        offsets = translate_offsets(b.bootstrap, "A", "billing")
+        return offsets if len(offsets) == 2 else {}
+
+    offsets = wait_for("checkpoints of billing", translated)
+    assert {(tp.topic, tp.partition) for tp in offsets} == {("A.events", 0), ("A.events", 1)}
+    for offset in offsets.values():
+        assert expected_min <= offset <= 250
+    # the checkpoints topic holds MM2's records
+    cps = [
+        Checkpoint.from_record(r.key(), r.value())
+        for r in read_all(b.bootstrap, "A.checkpoints.internal")
+    ]
+    assert {(c.group, c.topic, c.upstream_offset) for c in cps} >= {("billing", "A.events", 250)}
+
+    # the group's offsets were also committed in B (it has no members there)
+    def synced() -> dict[int, int]:
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "billing"})
+        try:
+            tps = c.committed([TopicPartition("A.events", p) for p in (0, 1)], timeout=10)
+            return {tp.partition: tp.offset for tp in tps if tp.offset >= 0}
+        finally:
+            c.close()
+
+    committed = wait_for("billing's offsets synced to B", lambda: len(synced()) == 2 and synced())
+    assert m.stop() == 0
+    # failing over: a consumer of billing in B resumes from them and rereads at most 50 each
+    c = Consumer(
+        {"bootstrap.servers": b.bootstrap, "group.id": "billing", "auto.offset.reset": "earliest"}
+    )
+    c.subscribe(["A.events"])
+    seen: dict[int, list[bytes]] = {}
+    deadline = time.monotonic() + WAIT_S
+    while sum(map(len, seen.values())) < sum(500 - committed[p] for p in (0, 1)):
+        assert time.monotonic() < deadline
+        for msg in c.consume(500, timeout=0.2):
+            if msg.error() is None:
+                seen.setdefault(msg.partition(), []).append(msg.value())
+    c.close()
+    for p in (0, 1):
+        assert expected_min <= committed[p] <= 250
+        assert len(seen[p]) == 500 - committed[p] <= 300
+        assert seen[p][-1] == b"e%d" % (998 + p)
+
+
+def last_values(bootstrap: str, topic: str) -> dict[int, bytes]:
+    """The value of the last record of each partition of `topic`."""
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False}
+    )
+    try:
+        md = c.list_topics(topic, timeout=10).topics[topic]
+        ends = {
+            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in md.partitions
+        }
+        c.assign([TopicPartition(topic, p, e - 1) for p, e in ends.items() if e > 0])
+        out: dict[int, bytes] = {}
+        deadline = time.monotonic() + 10
+        while len(out) < sum(1 for e in ends.values() if e > 0) and time.monotonic() < deadline:
+            for m in c.consume(10, timeout=0.2):
+                if m.error() is None:
+                    out[m.partition()] = m.value()
+        return out
+    finally:
+        c.close()
+
+
+class SteadyWriter:
+    """Writes `s0`, `s1`, ... to A's topic round-robin over 3 partitions, ~2,000 records/s,
+    in a thread, until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        self.bootstrap, self.topic = bootstrap, topic
+        self.written = 0
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True})
+        while not self.stopping.is_set():
+            for _ in range(20):
+                p.produce(self.topic, b"s%d" % self.written, partition=self.written % 3)
+                self.written += 1
+            p.poll(0.01)
+        assert p.flush(30) == 0
+
+    def stop(self) -> int:
+        self.stopping.set()
+        self.thread.join()
+        return self.written
+
+
+def kill_three_times_mid_stream(
+    a: Broker, b: Broker, config: str, mirror: Callable[[str], Mirror], seed: int
+) -> Mirror:
+    """Mirror while A is being written, SIGKILL the mirror 3 times at random moments once it
+    is copying, then let a last one run; returns that one once A's writes stopped."""
+    create(a.bootstrap, "stream", 3)
+    rng = random.Random(seed)
+    writer = SteadyWriter(a.bootstrap, "stream")
+    for _ in range(3):
+        m = mirror(config)
+        wait_for("the mirror copying", lambda: "A->B: copying" in m.output())  # noqa: B023
+        time.sleep(rng.uniform(0.2, 1.5))
+        m.kill()
+    m = mirror(config)
+    time.sleep(1)
+    writer.stop()
+    return m
+
+
+def test_sigkill_three_times_loses_nothing(
+    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
+) -> None:
+    a, b = clusters
+    config = FAST.format(a=a.bootstrap, b=b.bootstrap) + "A->B.enabled = true\n"
+    m = kill_three_times_mid_stream(a, b, config, mirror, 15)
+    last = last_values(a.bootstrap, "stream")
+    # copies are in order: once each partition's last record is on B, all are
+    wait_for("every record copied", lambda: last_values(b.bootstrap, "A.stream") == last, 60)
+    assert m.stop() == 0
+    source = by_partition(read_all(a.bootstrap, "stream"))
+    copied = by_partition(read_all(b.bootstrap, "A.stream"))
+    for p, values in source.items():
+        first_seen: list[bytes] = []
+        seen: set[bytes] = set()
+        for v in copied[p]:
+            if v not in seen:
+                seen.add(v)
+                first_seen.append(v)
+        assert first_seen == values  # all there, in order; duplicates allowed
+
+
+def free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = int(s.getsockname()[1])
+    s.close()
+    return port
+
+
+def test_an_unreachable_cluster_is_reported_in_one_line_and_retried(
+    tmp_path: Path, mirror: Callable[[str], Mirror]
+) -> None:
+    with Broker() as a:
+        create(a.bootstrap, "orders", 1)
+        produce(a.bootstrap, "orders", [(0, b"x")])
+        b = Broker(port=free_port())
+        m = mirror(FAST.format(a=a.bootstrap, b=b.bootstrap) + "A->B.enabled = true\n")
+        line = f"A->B source: cluster B unreachable at {b.bootstrap}"
+        wait_for("the report", lambda: line in m.output())
+        time.sleep(3)  # a few more attempts: still one line
+        assert m.output().count(line) == 1
+        assert m.process is not None and m.process.poll() is None
+        with b:  # B comes up on that port: the mirror gets there
+            wait_for("A.orders on B", lambda: count(b.bootstrap, "A.orders") == 1, 60)
+            assert m.stop() == 0
+    out = m.output()
+    assert "A->B source: running again" in out
+    assert "Traceback" not in out
+
+
+def test_topic_configs_follow_and_the_replication_factor_is_capped(
+    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
+) -> None:
+    a, b = clusters
+    admin = AdminClient({"bootstrap.servers": a.bootstrap})
+    new = NewTopic("logs", 1, 1, config={"retention.ms": "123456", "min.insync.replicas": "1"})
+    for f in admin.create_topics([new]).values():
+        f.result(timeout=30)
+    config = FAST.format(a=a.bootstrap, b=b.bootstrap).replace(
+        "replication.factor = 1\n", "replication.factor = 3\n", 1
+    )
+    m = mirror(config + "A->B.enabled = true\nsync.topic.configs.interval.seconds = 1\n")
+    wait_for("A.logs on B", lambda: "A.logs" in topics(b.bootstrap))
+    target = AdminClient({"bootstrap.servers": b.bootstrap})
+
+    def remote_configs() -> Any:
+        (future,) = target.describe_configs([ConfigResource("topic", "A.logs")]).values()
+        return future.result(timeout=30)
+
+    configs = remote_configs()
+    assert configs["retention.ms"].value == "123456"
+    assert configs["min.insync.replicas"].is_default  # excluded by config.properties.exclude
+    # a later change on A follows within sync.topic.configs.interval.seconds
+    change = ConfigResource(
+        "topic",
+        "logs",
+        incremental_configs=[
+            ConfigEntry("retention.ms", "654321", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    for f in admin.incremental_alter_configs([change]).values():
+        f.result(timeout=30)
+    wait_for("the change on B", lambda: remote_configs()["retention.ms"].value == "654321")
+    assert m.stop() == 0
+    assert "replication factor 3 capped to 1, the number of brokers of B" in m.output()
+
+
+def test_two_processes_share_a_flow(
+    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
+) -> None:
+    a, b = clusters
+    create(a.bootstrap, "shared", 4)
+    config = FAST.format(a=a.bootstrap, b=b.bootstrap)
+    config += "A->B.enabled = true\nemit.heartbeats.enabled = false\n"
+    first = mirror(config)
+    wait_for("the first at work", lambda: "A->B: copying 4 partitions" in first.output())
+    second = mirror(config)
+    wait_for("the second at work", lambda: "A->B: copying 2 partitions" in second.output())
+    wait_for("the first giving up half", lambda: "A->B: copying 2 partitions" in first.output())
+    produce(a.bootstrap, "shared", [(i % 4, b"v%d" % i) for i in range(2000)])
+    wait_for("every record copied", lambda: count(b.bootstrap, "A.shared") >= 2000)
+    assert first.stop() == 0
+    produce(a.bootstrap, "shared", [(i % 4, b"w%d" % i) for i in range(400)])
+    wait_for("the rest, by the second alone", lambda: count(b.bootstrap, "A.shared") >= 2400)
+    assert second.stop() == 0
+    copied = by_partition(read_all(b.bootstrap, "A.shared"))
+    source = by_partition(read_all(a.bootstrap, "shared"))
+    assert copied == source  # clean stops commit: nothing twice
+
+
+def test_both_ways_under_the_identity_policy_copies_each_record_once(
+    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
+) -> None:
+    a, b = clusters
+    create(a.bootstrap, "orders", 1)
+    create(b.bootstrap, "orders", 1)
+    config = FAST.format(a=a.bootstrap, b=b.bootstrap)
+    config += "replication.policy.class = IdentityReplicationPolicy\n"
+    m = mirror(
+        config + "A->B.enabled = true\nB->A.enabled = true\nemit.heartbeats.enabled = false\n"
+    )
+    produce(a.bootstrap, "orders", [(0, b"from-a-%d" % i) for i in range(50)])
+    produce(b.bootstrap, "orders", [(0, b"from-b-%d" % i) for i in range(50)])
+    wait_for("A's records in B", lambda: count(b.bootstrap, "orders") >= 100)
+    wait_for("B's records in A", lambda: count(a.bootstrap, "orders") >= 100)
+    time.sleep(2)  # time enough for a copy to come back, were it not stopped
+    assert m.stop() == 0
+    for cluster, origin in ((a, b"from-b-"), (b, b"from-a-")):
+        records = read_all(cluster.bootstrap, "orders")
+        assert len(records) == 100  # 50 written here, 50 copied in, none back
+        copies = [r for r in records if r.value().startswith(origin)]
+        assert len(copies) == 50
+        source = b"B" if origin == b"from-b-" else b"A"
+        assert all(r.headers() == [("gregor.mirror.provenance", source)] for r in copies)
+
+
+def read_committed(bootstrap: str, topic: str) -> list[Any]:
+    """Every committed record of `topic` (read_committed, to the last stable offset)."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "reader",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        md = c.list_topics(topic, timeout=10).topics[topic]
+        ends = {
+            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in md.partitions
+        }
+        c.assign([TopicPartition(topic, p, 0) for p in ends])
+        out: list[Any] = []
+        deadline = time.monotonic() + 20
+        while ends and time.monotonic() < deadline:
+            out += [m for m in c.consume(500, timeout=0.2) if m.error() is None]
+            for tp in c.position([TopicPartition(topic, p) for p in list(ends)]):
+                if tp.offset >= ends[tp.partition]:
+                    ends.pop(tp.partition)
+        assert not ends, f"{topic} not read to its end"
+        return out
+    finally:
+        c.close()
+
+
+def test_exactly_once_survives_three_sigkills_without_doubles(
+    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
+) -> None:
+    a, b = clusters
+    config = FAST.format(a=a.bootstrap, b=b.bootstrap)
+    config += "A->B.enabled = true\nB.exactly.once.source.support = enabled\n"
+    config += "emit.heartbeats.enabled = false\n"
+    m = kill_three_times_mid_stream(a, b, config, mirror, 656)
+    total = count(a.bootstrap, "stream")
+    wait_for(
+        "every record copied", lambda: len(read_committed(b.bootstrap, "A.stream")) >= total, 60
+    )
+    assert m.stop() == 0
+    source = by_partition(read_all(a.bootstrap, "stream"))
+    copied = by_partition(read_committed(b.bootstrap, "A.stream"))
+    assert copied == source  # each record exactly once, in order
+    positions = read_committed(b.bootstrap, "mm2-offsets.B.internal")
+    assert positions and all(m.key().startswith(b'["MirrorSourceConnector",') for m in positions)
+
+
+def test_tasks_max_splits_a_flow_within_one_process(
+    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
+) -> None:
+    a, b = clusters
+    create(a.bootstrap, "split", 4)
+    config = FAST.format(a=a.bootstrap, b=b.bootstrap)
+    config += "A->B.enabled = true\nemit.heartbeats.enabled = false\nA->B.tasks.max = 2\n"
+    m = mirror(config)
+    wait_for("two tasks at work", lambda: m.output().count("A->B: copying 2 partitions") >= 2)
+    produce(a.bootstrap, "split", [(i % 4, b"v%d" % i) for i in range(400)])
+    wait_for("every record copied", lambda: count(b.bootstrap, "A.split") >= 400)
+    assert m.stop() == 0
+    assert by_partition(read_all(b.bootstrap, "A.split")) == by_partition(
+        read_all(a.bootstrap, "split")
+    )
