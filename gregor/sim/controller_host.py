@@ -10,7 +10,9 @@ appends, at once, so the next operation sees them. A request's answer goes out o
 are committed; on losing leadership the waiting ones get NOT_CONTROLLER.
 
 The raft log and quorum state are the memory ones of the Raft simulation (disk.py): a crash
-keeps what was flushed and maybe a torn prefix of the rest.
+keeps what was flushed and maybe a torn prefix of the rest. The node flushes asynchronously, as
+the real driver runs it: the disk does a flush in an event of its own (`FLUSH_MS` later), then the node
+is told (`flushed`); a crash before then loses it.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from gregor.sim.rpc import (
 
 METADATA_FETCH_MAX = 200  # records per MetadataFetch answer
 TICK_MS = 250  # fencing and leader balancing checks
+FLUSH_MS = 0  # the disk's delay for an asynchronous flush: another event, at the same time
 
 
 class ControllerHost(SimHost):
@@ -89,7 +92,14 @@ class ControllerHost(SimHost):
         self.quorum, self.active_epoch, self.waiting = None, -1, []
         rng = random.Random(self.sim.rng.getrandbits(64))
         self.node = self.node_factory(
-            self.node_id, self.voters, self.disk, self.store, rng, self.now_ms(), self.raft_config
+            self.node_id,
+            self.voters,
+            self.disk,
+            self.store,
+            rng,
+            self.now_ms(),
+            self.raft_config,
+            async_flush=True,
         )
         self.poll_at = NEVER
         self.apply(self.node.poll(self.now_ms()))
@@ -116,9 +126,17 @@ class ControllerHost(SimHost):
             self.poll_at = NEVER
             self.apply(self.node.poll(self.now_ms()))
 
+    def timer_flushed(self, offset: int) -> None:
+        """The disk wrote what the node asked for (a crash since voids the timer)."""
+        if self.node is not None:
+            self.disk.flush(offset)
+            self.apply(self.node.flushed(self.now_ms(), offset))
+
     def apply(self, effects: Effects) -> None:
         node = self.node
         assert node is not None
+        if effects.flush is not None:
+            self.sim.timer(self, self.sim.now + FLUSH_MS, "flushed", effects.flush)
         for send in effects.outbound:
             self.sim.send(self, send.destination, send.message)
         if effects.snapshot is not None:
