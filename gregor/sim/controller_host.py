@@ -11,8 +11,9 @@ are committed; on losing leadership the waiting ones get NOT_CONTROLLER.
 
 The raft log and quorum state are the memory ones of the Raft simulation (disk.py): a crash
 keeps what was flushed and maybe a torn prefix of the rest. The node flushes asynchronously, as
-the real driver runs it: the disk does a flush in an event of its own (`FLUSH_MS` later), then the node
-is told (`flushed`); a crash before then loses it.
+the real driver runs it (`Effects.flush`, then `flushed`); here the disk completes a flush at
+once, within the effects that asked for it (the Raft simulation, cluster.py, delays them), so
+the seeds this simulation pins keep their runs.
 """
 
 from __future__ import annotations
@@ -54,7 +55,6 @@ from gregor.sim.rpc import (
 
 METADATA_FETCH_MAX = 200  # records per MetadataFetch answer
 TICK_MS = 250  # fencing and leader balancing checks
-FLUSH_MS = 0  # the disk's delay for an asynchronous flush: another event, at the same time
 
 
 class ControllerHost(SimHost):
@@ -126,17 +126,16 @@ class ControllerHost(SimHost):
             self.poll_at = NEVER
             self.apply(self.node.poll(self.now_ms()))
 
-    def timer_flushed(self, offset: int) -> None:
-        """The disk wrote what the node asked for (a crash since voids the timer)."""
-        if self.node is not None:
-            self.disk.flush(offset)
-            self.apply(self.node.flushed(self.now_ms(), offset))
-
     def apply(self, effects: Effects) -> None:
         node = self.node
         assert node is not None
-        if effects.flush is not None:
-            self.sim.timer(self, self.sim.now + FLUSH_MS, "flushed", effects.flush)
+        while effects.flush is not None:  # done at once: these effects, then the flush's
+            self.disk.flush(effects.flush)
+            more = node.flushed(self.now_ms(), effects.flush)
+            more.outbound[:0] = effects.outbound
+            more.committed[:0] = effects.committed
+            more.leader_change = more.leader_change or effects.leader_change
+            effects = more
         for send in effects.outbound:
             self.sim.send(self, send.destination, send.message)
         if effects.snapshot is not None:
