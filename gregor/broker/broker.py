@@ -201,7 +201,7 @@ class BrokerServer:
         self.hosting.schedule = asyncio.get_running_loop().call_soon
         if self.member is not None:
             self.hosting.ready = True
-            self.store.on_replayed = self.hosting.apply
+            self.store.on_replayed = self.hosting.apply_soon
             await self.member.start()
             if self.isr_sender is not None:
                 self.isr_sender.start()

@@ -86,8 +86,21 @@ class PartitionHosting:
         self.on_broker_config: Callable[[], None] | None = None
         self._unhosted: set[str] = set()  # topics a previous call had no budget left for
         self._scheduled = False
+        # The most partitions each topic name had here: the indexes a change may have to drop.
+        self._widths: dict[str, int] = {}
+
+    def apply_soon(self) -> None:
+        """`apply` at the next turn of the loop, once however often asked (at once when not
+        serving). A quorum member's replay calls it: what the same commit woke first, the
+        answers waiting for it and the next Fetch, goes out before partitions are created."""
+        if self.schedule is None:
+            self.apply()
+        elif not self._scheduled:
+            self._scheduled = True
+            self.schedule(self.apply)
 
     def apply(self) -> None:
+        self._scheduled = False
         if not self.store.caught_up or not self.ready:
             return
         if self.registered is not None:
@@ -101,7 +114,6 @@ class PartitionHosting:
         if changed is not None:
             changed |= self._unhosted
         self._unhosted = set()
-        self._scheduled = False
         todo = topics.values() if changed is None else [topics[n] for n in changed if n in topics]
         now = self.clock.now_ms()
         budget = self.step if self.schedule is not None else None
@@ -116,7 +128,10 @@ class PartitionHosting:
         if self._unhosted and not self._scheduled and self.schedule is not None:
             self._scheduled = True
             self.schedule(self.apply)
-        self._remove_unwanted(topics)
+        if changed is None or any(name not in topics for name in changed):
+            self._remove_unwanted(topics)  # everything, or a topic deleted: look at all
+        else:
+            self._remove_unwanted_of(topics, changed)
         changes = self.replicas.take_follower_changes()
         if changes and self.on_followers is not None:
             self.on_followers(changes)
@@ -132,6 +147,7 @@ class PartitionHosting:
             for index, replicas in enumerate(info.replicas)
             if self.node_id in replicas
         }
+        self._widths = {info.name: len(info.replicas) for info in topics.values()}
         for tp in list(self.replicas.partitions):
             if tp not in wanted:
                 self.replicas.remove(*tp)
@@ -139,6 +155,23 @@ class PartitionHosting:
             if tp not in wanted:
                 log.warning("deleting %s-%d: no topic in the metadata names it", *tp)
                 self.logs.delete(*tp)
+
+    def _remove_unwanted_of(self, topics: dict[str, TopicInfo], changed: set[str]) -> None:
+        """`_remove_unwanted` for the partitions of the `changed` topics only (all exist): a
+        reassignment may have moved one away, a topic deleted and created again under the same
+        name may have fewer partitions. The cost then grows with the change, not the cluster."""
+        for name in changed:
+            info = topics[name]
+            width = max(self._widths.get(name, 0), len(info.replicas))
+            self._widths[name] = width
+            for index in range(width):
+                if index < len(info.replicas) and self.node_id in info.replicas[index]:
+                    continue
+                if self.replicas.get(name, index) is not None:
+                    self.replicas.remove(name, index)
+                if (name, index) in self.logs.logs:
+                    log.warning("deleting %s-%d: no topic in the metadata names it", name, index)
+                    self.logs.delete(name, index)
 
     def _host_topic(
         self, info: TopicInfo, image: MetadataImage, now: int, budget: int | None
