@@ -43,6 +43,7 @@ from gregor.runtime.gc_settings import freeze_after_start
 from gregor.runtime.log_io import (
     DeferredSyncs,
     flush_after_roll,
+    in_thread,
     maintenance,
     remove_dir_in_background,
     write_later,
@@ -202,6 +203,7 @@ class BrokerServer:
         if self.member is not None:
             self.hosting.ready = True
             self.store.on_replayed = self.hosting.apply_soon
+            self.hosting.in_thread = in_thread  # new partitions' files: off the loop
             await self.member.start()
             if self.isr_sender is not None:
                 self.isr_sender.start()

@@ -11,6 +11,11 @@ serving, at most `step` partitions are created per call (about 1 ms each: their 
 becoming leader) and the rest are left to a call `schedule`d for the next turn of the loop, so
 a topic of 10,000 partitions never holds every other request for seconds.
 
+A quorum member that serves hands the making of new partitions' directories and files to a
+worker thread (`in_thread`, set by the owner): the file system's metadata operations (mkdir,
+creating the segment file) wait behind its journal's commits, often for milliseconds, and the
+loop should not. The partition is hosted by the `apply` that follows, over the log made there.
+
 In a quorum a broker takes up no partition before it has registered and caught up to its
 registration (as Kafka's broker waits for its initial catch-up): back from a crash, the metadata
 it replays may still name it leader in its old epoch, with an ISR change of its previous
@@ -26,7 +31,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from gregor.clock import Clock
 from gregor.metadata.config_view import BrokerConfigView
@@ -34,6 +39,8 @@ from gregor.metadata.image import MetadataImage
 from gregor.metadata.store import TopicInfo
 from gregor.protocol.errors import KafkaError
 from gregor.replication.partition import FollowerChange, ReplicaManager
+from gregor.storage.config import LogConfig
+from gregor.storage.log import Log
 from gregor.storage.log_manager import LogManager
 
 log = logging.getLogger("gregor.replication")
@@ -88,6 +95,11 @@ class PartitionHosting:
         self._scheduled = False
         # The most partitions each topic name had here: the indexes a change may have to drop.
         self._widths: dict[str, int] = {}
+        # Set by the owner: run the first function on a worker thread, then the second with its
+        # result (or exception) back on this one. New partitions' logs are made there.
+        self.in_thread: Callable[[Callable[[], Any], Callable[[Any], None]], object] | None = None
+        self._preparing: set[tuple[str, int]] = set()
+        self._to_prepare: list[tuple[str, int, LogConfig]] = []
 
     def apply_soon(self) -> None:
         """`apply` at the next turn of the loop, once however often asked (at once when not
@@ -125,6 +137,8 @@ class PartitionHosting:
             if left is not None and left < 0:
                 self._unhosted.add(info.name)
             budget = left
+        if self._to_prepare:
+            self._prepare_logs()
         if self._unhosted and not self._scheduled and self.schedule is not None:
             self._scheduled = True
             self.schedule(self.apply)
@@ -173,6 +187,48 @@ class PartitionHosting:
                     log.warning("deleting %s-%d: no topic in the metadata names it", name, index)
                     self.logs.delete(name, index)
 
+    def _needs_log(self, topic: str, index: int, cfg: LogConfig) -> bool:
+        """A new partition whose log is (now) to be made on a worker thread."""
+        if self.in_thread is None or self.logs.get(topic, index) is not None:
+            return False
+        if (topic, index) not in self._preparing:
+            self._preparing.add((topic, index))
+            self._to_prepare.append((topic, index, cfg))
+        return True
+
+    def _prepare_logs(self) -> None:
+        """Make the logs of `_to_prepare` on a worker thread, then place them and apply again."""
+        batch, self._to_prepare = self._to_prepare, []
+        jobs = []
+        for topic, index, cfg in batch:
+            try:
+                d, open_log = self.logs.prepare(topic, index, cfg)
+            except KafkaError:  # every log dir offline: the hosting says so, inline
+                self._preparing.discard((topic, index))
+                self._unhosted.add(topic)
+                continue
+            jobs.append((topic, index, d, open_log))
+
+        def make() -> list[Log | BaseException]:
+            made: list[Log | BaseException] = []
+            for _topic, _index, _d, open_log in jobs:
+                try:
+                    made.append(open_log())
+                except OSError as exc:
+                    made.append(exc)
+            return made
+
+        def made(result: list[Log | BaseException] | BaseException) -> None:
+            for i, (topic, index, d, _open) in enumerate(jobs):
+                self._preparing.discard((topic, index))
+                self._unhosted.add(topic)
+                outcome = result if isinstance(result, BaseException) else result[i]
+                self.logs.adopt(topic, index, d, outcome)
+            self.apply_soon()
+
+        assert self.in_thread is not None
+        self.in_thread(make, made)
+
     def _host_topic(
         self, info: TopicInfo, image: MetadataImage, now: int, budget: int | None
     ) -> int | None:
@@ -187,6 +243,8 @@ class PartitionHosting:
             reg = topic_image.partitions.get(index)
             if self.node_id not in replicas or reg is None:
                 continue
+            if self._needs_log(info.name, index, cfg):
+                continue  # its log is being made on a worker thread: hosted once it is
             if self.replicas.get(info.name, index) is None and budget is not None:
                 if budget <= 0:
                     return -1
