@@ -95,6 +95,7 @@ def test_new_partitions_logs_are_made_on_a_worker_thread_then_hosted(tmp_path: P
     hosting = b.hosting
     scheduled: list[Callable[[], None]] = []
     hosting.schedule = scheduled.append
+    hosting.on_broker_config = lambda: None  # (the broker's reconfigures its cleaner on a loop)
     jobs: list[tuple[Callable[[], object], Callable[[object], None]]] = []
     hosting.in_thread = lambda work, done: jobs.append((work, done))
     b.admin.create_topic(TopicSpec("t", 3, 1))
@@ -123,6 +124,7 @@ def test_a_partition_made_for_a_topic_deleted_meanwhile_is_removed(tmp_path: Pat
     hosting = b.hosting
     scheduled: list[Callable[[], None]] = []
     hosting.schedule = scheduled.append
+    hosting.on_broker_config = lambda: None  # (the broker's reconfigures its cleaner on a loop)
     jobs: list[tuple[Callable[[], object], Callable[[object], None]]] = []
     hosting.in_thread = lambda work, done: jobs.append((work, done))
     b.admin.create_topic(TopicSpec("gone", 1, 1))
@@ -140,6 +142,7 @@ def test_apply_soon_applies_once_at_the_next_turn(tmp_path: Path) -> None:
     b = broker(tmp_path)
     scheduled: list[Callable[[], None]] = []
     b.hosting.schedule = scheduled.append
+    b.hosting.on_broker_config = lambda: None
     b.admin.create_topic(TopicSpec("t", 2, 1))
     b.hosting.apply_soon()
     b.hosting.apply_soon()
