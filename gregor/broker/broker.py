@@ -43,6 +43,7 @@ from gregor.runtime.gc_settings import freeze_after_start
 from gregor.runtime.log_io import (
     DeferredSyncs,
     flush_after_roll,
+    in_thread,
     maintenance,
     remove_dir_in_background,
     write_later,
@@ -202,7 +203,8 @@ class BrokerServer:
         self.hosting.schedule = asyncio.get_running_loop().call_soon
         if self.member is not None:
             self.hosting.ready = True
-            self.store.on_replayed = self.hosting.apply
+            self.store.on_replayed = self.hosting.apply_soon
+            self.hosting.in_thread = in_thread  # new partitions' files: off the loop
             await self.member.start()
             if self.isr_sender is not None:
                 self.isr_sender.start()

@@ -31,6 +31,7 @@ the active replicas. Leader election rules are in partition_change.py.
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -81,6 +82,30 @@ NONE = errors.NONE
 
 def _code(name: str) -> int:
     return errors.BY_NAME[name].code
+
+
+MAX_COLLISION_VARIANTS_BITS = 10  # names with more '.' and '_' are compared with every topic
+
+
+def colliding_topic(name: str, existing: Mapping[str, Any]) -> str | None:
+    """An existing topic whose name differs from `name` only in '.' against '_' (Kafka refuses
+    both: their metric names collide), or None. Only such names can collide, so the 2**k
+    spellings of a name with k of those characters are looked up: the cost grows with the
+    name, not with the number of topics (a name with none of them collides with nothing)."""
+    positions = [i for i, c in enumerate(name) if c in "._"]
+    if not positions:
+        return None
+    if len(positions) > MAX_COLLISION_VARIANTS_BITS:
+        key = name.replace(".", "_")
+        return next((o for o in existing if o != name and o.replace(".", "_") == key), None)
+    chars = list(name)
+    for spelling in itertools.product("._", repeat=len(positions)):
+        for i, c in zip(positions, spelling, strict=True):
+            chars[i] = c
+        candidate = "".join(chars)
+        if candidate != name and candidate in existing:
+            return candidate
+    return None
 
 
 def bootstrap_records(metadata_version: int = DEFAULT_METADATA_VERSION) -> list[Any]:
@@ -457,12 +482,12 @@ class QuorumController:
             )
         if t.name in self.image.topics_by_name:
             raise KafkaError(errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
-        for other in self.image.topics_by_name:
-            if other.replace(".", "_") == t.name.replace(".", "_"):
-                raise KafkaError(
-                    errors.INVALID_TOPIC_EXCEPTION,
-                    f"Topic '{t.name}' collides with existing topic: {other}",
-                )
+        other = colliding_topic(t.name, self.image.topics_by_name)
+        if other is not None:
+            raise KafkaError(
+                errors.INVALID_TOPIC_EXCEPTION,
+                f"Topic '{t.name}' collides with existing topic: {other}",
+            )
         configs = {k: v for k, v in (t.configs or {}).items() if v is not None}
         try:
             config_defs.validate_topic_configs(configs)

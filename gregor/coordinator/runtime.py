@@ -123,6 +123,8 @@ class GroupCoordinator(CoordinatorService[GroupCoordinatorShard, Record, GroupCo
             lambda: self.write_timeout_ms,
         )  # fmt: skip
         self._topics: set[str] = set(store.topics)
+        removed: list[str] | None = getattr(store, "removed_topics", None)
+        self._removed_seen = None if removed is None else len(removed)
 
     # -- configuration and the topic ------------------------------------------------------------
 
@@ -158,10 +160,21 @@ class GroupCoordinator(CoordinatorService[GroupCoordinatorShard, Record, GroupCo
         """Coordinate exactly the `__consumer_offsets` partitions this broker leads; drop the
         committed offsets of topics deleted since."""
         self.runtime.on_metadata(now_ms)
-        deleted = self._topics - set(self.store.topics)
-        self._topics = set(self.store.topics)
+        deleted = self._deleted_topics()
         if deleted:
             self._delete_topic_offsets(deleted, now_ms)
+
+    def _deleted_topics(self) -> set[str]:
+        """Topics deleted since the last call: from the store's list of removals when it keeps
+        one (the cost grows with the deletions, not with the topics), else by comparing."""
+        topics = self.store.topics
+        removed: list[str] | None = getattr(self.store, "removed_topics", None)
+        if removed is None or self._removed_seen is None:
+            deleted = self._topics - set(topics)
+            self._topics = set(topics)
+            return deleted
+        new, self._removed_seen = removed[self._removed_seen :], len(removed)
+        return {name for name in new if name not in topics}
 
     def _delete_topic_offsets(self, topics: set[str], now_ms: int) -> None:
         # Loaded shards only: one still loading may replay offsets of a deleted topic; they expire.

@@ -93,6 +93,7 @@ def _topic_result(ctx: RequestContext, name: str, outcome: TopicInfo | KafkaErro
             configs=None,
         )
     services = ctx.services
+    static, dynamic = services.static_config, services.store.dynamic(services.node_id)
     configs = [
         CreateTopicsResponse.CreatableTopicConfigs(
             name=r.name,
@@ -102,9 +103,7 @@ def _topic_result(ctx: RequestContext, name: str, outcome: TopicInfo | KafkaErro
             is_sensitive=r.sensitive,
         )
         for r in (
-            config_defs.resolve_topic_config(
-                n, outcome.configs, services.static_config, services.store.dynamic(services.node_id)
-            )
+            config_defs.resolve_topic_config(n, outcome.configs, static, dynamic)
             for n in config_defs.TOPIC_CONFIGS
         )
     ]

@@ -191,6 +191,9 @@ class RaftMetadataStore:
         self.image: MetadataImage = EMPTY_IMAGE
         self.topics: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        # Every topic name removed from `topics`, in order (deletions are rare): a reader that
+        # remembers how many it saw learns of deletions without comparing every topic.
+        self.removed_topics: list[str] = []
         # Topic names created, changed or removed since take_changes(); None: anything may have.
         self._changed: set[str] | None = None
         self.wakeup: Callable[[], None] | None = (
@@ -772,6 +775,7 @@ class RaftMetadataStore:
             if info.topic_id not in image.topics_by_id:
                 del self._by_id[info.topic_id]
                 self.topics.pop(info.name, None)
+                self.removed_topics.append(info.name)
         self._changed = None
         self._txn.reset()  # a snapshot is never inside a transaction
         self._bytes_since_snapshot = 0
@@ -816,6 +820,7 @@ class RaftMetadataStore:
                 if info is not None:
                     del self._by_id[topic_id]
                     self.topics.pop(info.name, None)
+                    self.removed_topics.append(info.name)
                 continue
             replicas = [list(topic.partitions[i].replicas) for i in sorted(topic.partitions)]
             configs = dict(image.config(TOPIC_RESOURCE, topic.name))

@@ -40,6 +40,14 @@ flushes before every Fetch, since its fetch offset is its acknowledgement; a lea
 its flushed end offset toward the high watermark and flushes `append.linger.ms` after an
 append; every node flushes before it asks for (pre-)votes, so the log it claims is durable.
 
+Flushes are synchronous (`log.flush()` inside the call) unless the node is made with
+`async_flush=True`: then a flush is an effect, `Effects.flush = offset`, which the driver does
+off the caller's thread (the fsync) and reports with `flushed(now_ms, offset)`. One is in flight
+at a time. A leader counts its own end offset toward the high watermark only at that report
+(appends made meanwhile ride on the next flush: a group commit); a follower sends its next
+Fetch only once its log is durable to its end. Votes are asked for after a synchronous flush
+either way (elections are rare).
+
 Choices of our own (Kafka's code differs or the KIPs leave them open): a Resigned node grants
 pre-votes, and an EndQuorumEpoch makes a follower grant them at once (its leader has left); a
 prospective counts pre-vote answers from voters in an older epoch; errors that change nothing
@@ -144,6 +152,9 @@ class Effects:
     committed: list[Entry] = field(default_factory=list)
     leader_change: LeaderAndEpoch | None = None
     next_deadline_ms: int = NEVER
+    # Asynchronous flushes only: make the log durable below this offset, then call
+    # `RaftNode.flushed(now_ms, offset)`. At most one is asked for until that call.
+    flush: int | None = None
 
 
 def _leader_or_none(leader_id: int) -> int | None:
@@ -162,6 +173,7 @@ class RaftNode:
         config: RaftConfig | None = None,
         cluster_id: str | None = None,
         bootstrap: Sequence[int] = (),
+        async_flush: bool = False,
     ) -> None:
         self.node_id = node_id
         self.log = log
@@ -186,6 +198,9 @@ class RaftNode:
         self._applied = log.start_offset  # the next offset to hand to the state machine
         self._parked = FetchPurgatory()
         self._flush_deadline_ms: int | None = None
+        self._async_flush = async_flush
+        self._flush_inflight: int | None = None  # the offset of the flush asked for, not done
+        self._flush_out: int | None = None  # a flush to ask for in the next Effects
         self._lost_elections = 0
         self._foreign_peers: set[tuple[int, str | None]] = set()  # warned of: (peer, cluster.id)
         self._reported = LeaderAndEpoch(None, -1)
@@ -268,6 +283,19 @@ class RaftNode:
             self._requests.backoff(destination, now_ms)
         return self.poll(now_ms)
 
+    def flushed(self, now_ms: int, offset: int) -> Effects:
+        """The flush asked for in `Effects.flush` is done: the log is durable below `offset`,
+        as far as it still holds those entries (the driver marks the flush in the log, which
+        ignores one a truncation overtook). A leader now counts it toward the high watermark;
+        a follower may send the Fetch that acknowledges it. Then poll."""
+        self._flush_inflight = None
+        leader = self.leader_state
+        if leader is not None:
+            durable = min(offset, self.log.flushed_offset)
+            if leader.update_local(durable, now_ms):
+                self._on_leader_high_watermark()
+        return self.poll(now_ms)
+
     def append(self, records: Sequence[bytes], now_ms: int) -> int | NotLeader:
         """Append `records` as one batch of this leader's epoch; the offset of the last one.
 
@@ -319,9 +347,14 @@ class RaftNode:
         if current != self._reported:
             change = self._reported = current
         effects = Effects(
-            self._out, self._snapshot, self._committed, change, self._next_deadline(now_ms)
+            self._out,
+            self._snapshot,
+            self._committed,
+            change,
+            self._next_deadline(now_ms),
+            self._flush_out,
         )
-        self._out, self._snapshot, self._committed = [], None, []
+        self._out, self._snapshot, self._committed, self._flush_out = [], None, [], None
         return effects
 
     def _deliver_committed(self) -> None:
@@ -361,7 +394,7 @@ class RaftNode:
             deadline = min(deadline, data.election_deadline_ms)
         elif isinstance(data, LeaderState):
             deadline = min(deadline, data.check_quorum_deadline_ms, data.begin_quorum_deadline_ms)
-            if self._flush_deadline_ms is not None:
+            if self._flush_deadline_ms is not None and self._flush_inflight is None:
                 deadline = min(deadline, self._flush_deadline_ms)
             deadline = min(deadline, self._parked.next_deadline())
         return deadline
@@ -412,10 +445,33 @@ class RaftNode:
     def _flush_leader(self, now_ms: int) -> None:
         leader = self.leader_state
         assert leader is not None
+        if self._async_flush:
+            # One flush at a time: appends made meanwhile wait for the next, which the
+            # completion's poll asks for (the deadline has passed by then): a group commit.
+            if self._flush_inflight is None:
+                self._flush_deadline_ms = None
+                self._request_flush()
+            return
         self.log.flush()
         self._flush_deadline_ms = None
         if leader.update_local(self.log.flushed_offset, now_ms):
             self._on_leader_high_watermark()
+
+    def _request_flush(self) -> None:
+        """Ask the driver to make the log durable to its end (asynchronous flushes)."""
+        self._flush_inflight = self._flush_out = self.log.end_offset
+
+    def _durable_to_end(self) -> bool:
+        """The log is durable to its end, flushing it now (synchronous) or asking for a flush
+        (asynchronous: then False until `flushed`)."""
+        if not self._async_flush:
+            self.log.flush()
+            return True
+        if self.log.flushed_offset >= self.log.end_offset:
+            return True
+        if self._flush_inflight is None:
+            self._request_flush()
+        return False
 
     def _on_leader_high_watermark(self) -> None:
         leader = self.leader_state
@@ -491,8 +547,8 @@ class RaftNode:
         assert leader_id is not None
         if follower.download is not None:
             self._send_request(leader_id, now_ms, self._fetch_snapshot_request, follower.download)
-        elif self._requests.is_ready(leader_id, now_ms):
-            self.log.flush()  # the fetch offset acknowledges everything below it
+        elif self._requests.is_ready(leader_id, now_ms) and self._durable_to_end():
+            # the fetch offset acknowledges everything below it: sent once that is durable
             self._send_request(leader_id, now_ms, self._fetch_request)
 
     def _poll_unattached(self, state: UnattachedState, now_ms: int) -> None:

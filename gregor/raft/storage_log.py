@@ -177,6 +177,26 @@ class StorageRaftLog:
     def flush(self, up_to: int | None = None) -> None:
         self._log.flush(up_to)
 
+    def begin_flush(self, up_to: int) -> tuple[Callable[[], None], Callable[[], None]]:
+        """`flush(up_to)` in two halves, so the fsync runs on a worker thread: `sync()` fsyncs
+        duplicates of the segments' descriptors (any thread, once); `done()`, back on the log's
+        thread, moves the flushed offset, unless the log was truncated meanwhile."""
+        fds = [os.dup(seg.fd) for seg in self._log.segments_to_flush(up_to)]
+        truncations = self._log.truncations
+
+        def sync() -> None:
+            try:
+                for fd in fds:
+                    os.fsync(fd)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+
+        def done() -> None:
+            self._log.mark_flushed(up_to, truncations)
+
+        return sync, done
+
     # -- reads ----------------------------------------------------------------------------------
 
     def read(self, offset: int, max_bytes: int) -> list[Batch]:

@@ -11,6 +11,11 @@ serving, at most `step` partitions are created per call (about 1 ms each: their 
 becoming leader) and the rest are left to a call `schedule`d for the next turn of the loop, so
 a topic of 10,000 partitions never holds every other request for seconds.
 
+A quorum member that serves hands the making of new partitions' directories and files to a
+worker thread (`in_thread`, set by the owner): the file system's metadata operations (mkdir,
+creating the segment file) wait behind its journal's commits, often for milliseconds, and the
+loop should not. The partition is hosted by the `apply` that follows, over the log made there.
+
 In a quorum a broker takes up no partition before it has registered and caught up to its
 registration (as Kafka's broker waits for its initial catch-up): back from a crash, the metadata
 it replays may still name it leader in its old epoch, with an ISR change of its previous
@@ -26,7 +31,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from gregor.clock import Clock
 from gregor.metadata.config_view import BrokerConfigView
@@ -34,6 +39,8 @@ from gregor.metadata.image import MetadataImage
 from gregor.metadata.store import TopicInfo
 from gregor.protocol.errors import KafkaError
 from gregor.replication.partition import FollowerChange, ReplicaManager
+from gregor.storage.config import LogConfig
+from gregor.storage.log import Log
 from gregor.storage.log_manager import LogManager
 
 log = logging.getLogger("gregor.replication")
@@ -86,8 +93,26 @@ class PartitionHosting:
         self.on_broker_config: Callable[[], None] | None = None
         self._unhosted: set[str] = set()  # topics a previous call had no budget left for
         self._scheduled = False
+        # The most partitions each topic name had here: the indexes a change may have to drop.
+        self._widths: dict[str, int] = {}
+        # Set by the owner: run the first function on a worker thread, then the second with its
+        # result (or exception) back on this one. New partitions' logs are made there.
+        self.in_thread: Callable[[Callable[[], Any], Callable[[Any], None]], object] | None = None
+        self._preparing: set[tuple[str, int]] = set()
+        self._to_prepare: list[tuple[str, int, LogConfig]] = []
+
+    def apply_soon(self) -> None:
+        """`apply` at the next turn of the loop, once however often asked (at once when not
+        serving). A quorum member's replay calls it: what the same commit woke first, the
+        answers waiting for it and the next Fetch, goes out before partitions are created."""
+        if self.schedule is None:
+            self.apply()
+        elif not self._scheduled:
+            self._scheduled = True
+            self.schedule(self.apply)
 
     def apply(self) -> None:
+        self._scheduled = False
         if not self.store.caught_up or not self.ready:
             return
         if self.registered is not None:
@@ -101,7 +126,6 @@ class PartitionHosting:
         if changed is not None:
             changed |= self._unhosted
         self._unhosted = set()
-        self._scheduled = False
         todo = topics.values() if changed is None else [topics[n] for n in changed if n in topics]
         now = self.clock.now_ms()
         budget = self.step if self.schedule is not None else None
@@ -113,10 +137,15 @@ class PartitionHosting:
             if left is not None and left < 0:
                 self._unhosted.add(info.name)
             budget = left
+        if self._to_prepare:
+            self._prepare_logs()
         if self._unhosted and not self._scheduled and self.schedule is not None:
             self._scheduled = True
             self.schedule(self.apply)
-        self._remove_unwanted(topics)
+        if changed is None or any(name not in topics for name in changed):
+            self._remove_unwanted(topics)  # everything, or a topic deleted: look at all
+        else:
+            self._remove_unwanted_of(topics, changed)
         changes = self.replicas.take_follower_changes()
         if changes and self.on_followers is not None:
             self.on_followers(changes)
@@ -132,6 +161,7 @@ class PartitionHosting:
             for index, replicas in enumerate(info.replicas)
             if self.node_id in replicas
         }
+        self._widths = {info.name: len(info.replicas) for info in topics.values()}
         for tp in list(self.replicas.partitions):
             if tp not in wanted:
                 self.replicas.remove(*tp)
@@ -139,6 +169,65 @@ class PartitionHosting:
             if tp not in wanted:
                 log.warning("deleting %s-%d: no topic in the metadata names it", *tp)
                 self.logs.delete(*tp)
+
+    def _remove_unwanted_of(self, topics: dict[str, TopicInfo], changed: set[str]) -> None:
+        """`_remove_unwanted` for the partitions of the `changed` topics only (all exist): a
+        reassignment may have moved one away, a topic deleted and created again under the same
+        name may have fewer partitions. The cost then grows with the change, not the cluster."""
+        for name in changed:
+            info = topics[name]
+            width = max(self._widths.get(name, 0), len(info.replicas))
+            self._widths[name] = width
+            for index in range(width):
+                if index < len(info.replicas) and self.node_id in info.replicas[index]:
+                    continue
+                if self.replicas.get(name, index) is not None:
+                    self.replicas.remove(name, index)
+                if (name, index) in self.logs.logs:
+                    log.warning("deleting %s-%d: no topic in the metadata names it", name, index)
+                    self.logs.delete(name, index)
+
+    def _needs_log(self, topic: str, index: int, cfg: LogConfig) -> bool:
+        """A new partition whose log is (now) to be made on a worker thread."""
+        if self.in_thread is None or self.logs.get(topic, index) is not None:
+            return False
+        if (topic, index) not in self._preparing:
+            self._preparing.add((topic, index))
+            self._to_prepare.append((topic, index, cfg))
+        return True
+
+    def _prepare_logs(self) -> None:
+        """Make the logs of `_to_prepare` on a worker thread, then place them and apply again."""
+        batch, self._to_prepare = self._to_prepare, []
+        jobs = []
+        for topic, index, cfg in batch:
+            try:
+                d, open_log = self.logs.prepare(topic, index, cfg)
+            except KafkaError:  # every log dir offline: the hosting says so, inline
+                self._preparing.discard((topic, index))
+                self._unhosted.add(topic)
+                continue
+            jobs.append((topic, index, d, open_log))
+
+        def make() -> list[Log | BaseException]:
+            made: list[Log | BaseException] = []
+            for _topic, _index, _d, open_log in jobs:
+                try:
+                    made.append(open_log())
+                except OSError as exc:
+                    made.append(exc)
+            return made
+
+        def made(result: list[Log | BaseException] | BaseException) -> None:
+            for i, (topic, index, d, _open) in enumerate(jobs):
+                self._preparing.discard((topic, index))
+                self._unhosted.add(topic)
+                outcome = result if isinstance(result, BaseException) else result[i]
+                self.logs.adopt(topic, index, d, outcome)
+            self.apply_soon()
+
+        assert self.in_thread is not None
+        self.in_thread(make, made)
 
     def _host_topic(
         self, info: TopicInfo, image: MetadataImage, now: int, budget: int | None
@@ -154,6 +243,8 @@ class PartitionHosting:
             reg = topic_image.partitions.get(index)
             if self.node_id not in replicas or reg is None:
                 continue
+            if self._needs_log(info.name, index, cfg):
+                continue  # its log is being made on a worker thread: hosted once it is
             if self.replicas.get(info.name, index) is None and budget is not None:
                 if budget <= 0:
                     return -1

@@ -143,6 +143,19 @@ def write_later(write: Callable[[], None]) -> None:
     loop.run_in_executor(None, write).add_done_callback(_log_failure)
 
 
+def in_thread(work: Callable[[], Any], done: Callable[[Any], None]) -> None:
+    """Run `work` on a worker thread, then `done` with its result (or the exception it raised)
+    back on the event loop (the partition hosting makes new partitions' logs so)."""
+
+    def finished(fut: asyncio.Future[Any]) -> None:
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        done(exc if exc is not None else fut.result())
+
+    asyncio.get_running_loop().run_in_executor(None, work).add_done_callback(finished)
+
+
 def _log_failure(fut: asyncio.Future[None]) -> None:
     if (exc := fut.exception()) is not None:
         log.error("a background write failed: %s", exc)

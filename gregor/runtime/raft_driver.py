@@ -29,12 +29,19 @@ servers (`controller.quorum.bootstrap.servers`), which it addresses as nodes -2,
 Kafka does) until a Fetch answer names the leader and where it listens (`endpoint(id)`); with
 no bootstrap servers it asks the voters. Voters may then be empty.
 
+Flushes of the log leave the event loop: the node runs with `async_flush=True`, and an
+`Effects.flush` is done on the driver's own flush thread (`begin_flush` of the log: the fsync
+there, the flushed offset moved back on the loop), then reported with `node.flushed`. So the
+loop serves requests, replays commits and answers fetches while the disk syncs, and appends
+made meanwhile share the next fsync. A log without `begin_flush` is flushed inline.
+
 Time is the monotonic clock in milliseconds unless a clock is given.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import random
@@ -124,6 +131,7 @@ class RaftDriver:
         self._next_inbound_id = 0
         self._tasks: set[asyncio.Future[Any]] = set()
         self._stopped = False
+        self._flusher: concurrent.futures.ThreadPoolExecutor | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -166,6 +174,7 @@ class RaftDriver:
             self.config,
             self.cluster_id,
             bootstrap=sorted(bootstrap_ids, reverse=True),
+            async_flush=True,
         )
         self._started.set()
         self._apply(self.node.poll(self.clock()))
@@ -208,6 +217,8 @@ class RaftDriver:
         for task in list(self._tasks):
             with contextlib.suppress(BaseException):
                 await task
+        if self._flusher is not None:
+            self._flusher.shutdown(wait=True)  # a flush under way finishes before the close
         close = getattr(self.log, "close", None)
         if close is not None:
             self.log.flush()
@@ -250,6 +261,38 @@ class RaftDriver:
         if effects.leader_change is not None and self.on_leader_change is not None:
             self.on_leader_change(effects.leader_change)
         self._arm_timer(effects.next_deadline_ms)
+        if effects.flush is not None:
+            self._flush(effects.flush)
+
+    def _flush(self, offset: int) -> None:
+        """Make the log durable below `offset` on the flush thread, then tell the node."""
+        loop = asyncio.get_running_loop()
+        begin = getattr(self.log, "begin_flush", None)
+        if begin is None:
+            self.log.flush(offset)
+            loop.call_soon(self._flushed, offset)
+            return
+        sync, done = begin(offset)
+        if self._flusher is None:
+            self._flusher = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix=f"raft-{self.node_id}-flush"
+            )
+
+        def finished(fut: asyncio.Future[None]) -> None:
+            exc = fut.exception()
+            if exc is not None:
+                # Kafka stops on a failed metadata log write; here the node waits for a flush
+                # that never completes (it stops acknowledging and committing) and says why.
+                log.error("raft %d: flushing the metadata log failed: %s", self.node_id, exc)
+                return
+            done()
+            self._flushed(offset)
+
+        loop.run_in_executor(self._flusher, sync).add_done_callback(finished)
+
+    def _flushed(self, offset: int) -> None:
+        if self.node is not None and not self._stopped:
+            self._apply(self.node.flushed(self.clock(), offset))
 
     def _arm_timer(self, deadline_ms: int) -> None:
         if self._timer is not None:

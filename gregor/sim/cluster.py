@@ -15,7 +15,10 @@ A run has two phases:
 
 A node's effects are applied at once: its messages enter the network, its committed entries
 and snapshots go to its state machine (through the checker), and a poll is scheduled at its
-next deadline (an older scheduled poll is then void).
+next deadline (an older scheduled poll is then void). Nodes flush asynchronously, as the real
+driver runs them: a flush the node asks for is done by its disk `disk_delay_ms` later (drawn
+from the seed's own disk generator; more on a slow node), then reported with `flushed`. A crash
+before then loses what that flush would have made durable.
 """
 
 from __future__ import annotations
@@ -90,6 +93,7 @@ class SimConfig:
     fault_interval_ms: int = 1500
     scenario: str = "mixed"
     raft: RaftConfig = field(default_factory=RaftConfig)
+    disk_delay_ms: tuple[int, int] = (0, 4)  # an asynchronous flush takes this long (min, max)
     max_events: int = 200_000  # a bound on the whole run, in case something loops
 
 
@@ -127,6 +131,7 @@ class Simulation(Scheduler):
         self.network = Network(random.Random(self.rng.getrandbits(64)), self.scenario.network)
         self.fault_rng = random.Random(self.rng.getrandbits(64))
         self.client_rng = random.Random(self.rng.getrandbits(64))
+        self.disk_rng = random.Random(f"disk-{seed}")  # its own stream: the others are unchanged
         Scheduler.__init__(self, recent=40)
         self.voters = list(range(1, self.config.nodes + 1))
         ids = self.voters + list(range(100, 100 + self.config.observers))
@@ -187,6 +192,8 @@ class Simulation(Scheduler):
             host.poll_at = NEVER  # the timer is spent: the next deadline, even the same, re-arms
             if host.node is not None:
                 self._apply(host, host.node.poll(self.now))
+        elif kind == "flushed":
+            self._flushed(*payload)
         elif kind == "append":
             self._client_append()
         elif kind == "fault":
@@ -215,7 +222,15 @@ class Simulation(Scheduler):
         self.checker.on_restart(host.node_id)
         rng = random.Random(self.rng.getrandbits(64))
         host.node = self.node_factory(
-            host.node_id, self.voters, host.disk, host.store, rng, self.now, self.config.raft, "sim"
+            host.node_id,
+            self.voters,
+            host.disk,
+            host.store,
+            rng,
+            self.now,
+            self.config.raft,
+            "sim",
+            async_flush=True,
         )
         self.record("boot", host.node_id, f"incarnation {host.incarnation}", repr(host.node.quorum))
         self._apply(host, host.node.poll(self.now))
@@ -247,6 +262,12 @@ class Simulation(Scheduler):
             self.checker.on_snapshot(node_id, effects.snapshot.snapshot_id, effects.snapshot.data)
         for entry in effects.committed:
             self.checker.on_committed(node_id, entry)
+        if effects.flush is not None:
+            low, high = self.config.disk_delay_ms
+            delay = self.disk_rng.randint(low, high)
+            if node_id in self.network.slow:
+                delay += self.disk_rng.randint(0, 50)
+            self.push(self.now + delay, "flushed", node_id, host.incarnation, effects.flush)
         deadline = effects.next_deadline_ms
         if deadline != host.poll_at:
             host.poll_at = deadline
@@ -256,6 +277,15 @@ class Simulation(Scheduler):
                 if host.node_id in self.network.slow:
                     at += self.fault_rng.randint(0, 50)
                 self.push(at, "poll", node_id, host.poll_token)
+
+    def _flushed(self, node_id: int, incarnation: int, offset: int) -> None:
+        """The disk wrote what a flush asked for (unless the node crashed since)."""
+        host = self.hosts[node_id]
+        if host.incarnation != incarnation or host.node is None:
+            return
+        self.record("flushed", node_id, offset)
+        host.disk.flush(offset)
+        self._apply(host, host.node.flushed(self.now, offset))
 
     # -- network ------------------------------------------------------------------------------
 

@@ -10,7 +10,10 @@ appends, at once, so the next operation sees them. A request's answer goes out o
 are committed; on losing leadership the waiting ones get NOT_CONTROLLER.
 
 The raft log and quorum state are the memory ones of the Raft simulation (disk.py): a crash
-keeps what was flushed and maybe a torn prefix of the rest.
+keeps what was flushed and maybe a torn prefix of the rest. The node flushes asynchronously, as
+the real driver runs it (`Effects.flush`, then `flushed`); here the disk completes a flush at
+once, within the effects that asked for it (the Raft simulation, cluster.py, delays them), so
+the seeds this simulation pins keep their runs.
 """
 
 from __future__ import annotations
@@ -89,7 +92,14 @@ class ControllerHost(SimHost):
         self.quorum, self.active_epoch, self.waiting = None, -1, []
         rng = random.Random(self.sim.rng.getrandbits(64))
         self.node = self.node_factory(
-            self.node_id, self.voters, self.disk, self.store, rng, self.now_ms(), self.raft_config
+            self.node_id,
+            self.voters,
+            self.disk,
+            self.store,
+            rng,
+            self.now_ms(),
+            self.raft_config,
+            async_flush=True,
         )
         self.poll_at = NEVER
         self.apply(self.node.poll(self.now_ms()))
@@ -119,6 +129,13 @@ class ControllerHost(SimHost):
     def apply(self, effects: Effects) -> None:
         node = self.node
         assert node is not None
+        while effects.flush is not None:  # done at once: these effects, then the flush's
+            self.disk.flush(effects.flush)
+            more = node.flushed(self.now_ms(), effects.flush)
+            more.outbound[:0] = effects.outbound
+            more.committed[:0] = effects.committed
+            more.leader_change = more.leader_change or effects.leader_change
+            effects = more
         for send in effects.outbound:
             self.sim.send(self, send.destination, send.message)
         if effects.snapshot is not None:

@@ -244,6 +244,46 @@ class LogManager:
         self._place(tp, d, log_)
         return log_
 
+    def prepare(
+        self, topic: str, partition: int, config: LogConfig | None = None
+    ) -> tuple[str, Callable[[], Log]]:
+        """A new partition's log in two halves, so its directory and files are made on a worker
+        thread: (log dir, open) where `open()` creates and opens the log without placing it
+        (any thread, once); `adopt(topic, partition, log dir, log)` then places it, on this one.
+        The log dir is taken now, as `get_or_create` takes it (the least loaded)."""
+        d = self._least_loaded_dir()
+        self._dir_counts[d] += 1  # reserved: partitions prepared at once spread over the dirs
+        path = os.path.join(d, dir_name(topic, partition))
+        cfg = config or self.config_for(topic)
+
+        def open_log() -> Log:
+            return Log.open(
+                path,
+                cfg,
+                file_deleter=self._schedule_delete,
+                clock=self.clock,
+                deferred_sync=self.deferred_sync,
+            )
+
+        return d, open_log
+
+    def adopt(self, topic: str, partition: int, d: str, log_: Log | BaseException) -> None:
+        """Place a log `prepare`d in log dir `d` (or take `d` offline: the OSError opening it
+        raised). A partition placed meanwhile keeps its log; the prepared one is closed."""
+        self._dir_counts[d] -= 1
+        if isinstance(log_, BaseException):
+            if isinstance(log_, OSError):
+                self.fail_dir(d, log_, f"creating {topic}-{partition}")
+            return
+        if (topic, partition) in self.logs:
+            log_.close()
+            return
+        if self.deferred_sync is not None:  # the new directory, in the log dir
+            self.deferred_sync(log_.directory)
+        else:
+            checkpoints.fsync_dir(d)
+        self._place((topic, partition), d, log_)
+
     def _least_loaded_dir(self) -> str:
         online = [d for d in self.log_dirs if d not in self.offline_dirs]
         if not online:

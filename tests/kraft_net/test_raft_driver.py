@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,61 @@ def test_graceful_resign_hands_over_quickly(tmp_path: Path) -> None:
                 await d.stop()
 
     asyncio.run(main())
+
+
+def test_the_log_is_fsynced_off_the_event_loop_and_commits_are_durable_on_a_majority(
+    tmp_path: Path,
+) -> None:
+    """Every node's flushes run on the driver's flush thread, never the loop's; what the leader
+    reports committed is flushed on a majority's disks when it is reported."""
+    flush_threads: set[str] = set()
+    durable_at_commit: list[int] = []
+
+    async def main() -> None:
+        cluster = Cluster(tmp_path)
+        for i in IDS:
+            driver = cluster.make(i)
+            begin = driver.log.begin_flush  # type: ignore[attr-defined]
+
+            def traced(up_to: int, begin=begin):  # type: ignore[no-untyped-def]
+                sync, done = begin(up_to)
+
+                def sync_traced() -> None:
+                    flush_threads.add(threading.current_thread().name)
+                    sync()
+
+                return sync_traced, done
+
+            driver.log.begin_flush = traced  # type: ignore[attr-defined]
+        ports = {i: await cluster.drivers[i].bind("127.0.0.1", 0) for i in IDS}
+        cluster.voters = {i: ("127.0.0.1", p) for i, p in ports.items()}
+        for d in cluster.drivers.values():
+            await d.start(cluster.voters)
+        try:
+            await wait_for("a leader", lambda: len(cluster.leaders()) == 1, 5.0)
+            (leader,) = cluster.leaders()
+            records = [b"r%d" % i for i in range(30)]
+            for r in records:
+                assert not isinstance(cluster.drivers[leader].append([r]), NotLeader)
+                await asyncio.sleep(0)
+
+            def committed_on_leader() -> bool:
+                if cluster.committed[leader] != records:
+                    return False
+                hw = cluster.drivers[leader].node.high_watermark  # type: ignore[union-attr]
+                durable_at_commit.extend(
+                    sorted((d.log.flushed_offset for d in cluster.drivers.values()), reverse=True)
+                )
+                durable_at_commit.append(hw or 0)
+                return True
+
+            await wait_for("commit", committed_on_leader)
+        finally:
+            for d in cluster.drivers.values():
+                await d.stop()
+
+    asyncio.run(main())
+    assert flush_threads and all("flush" in name for name in flush_threads), flush_threads
+    assert threading.main_thread().name not in flush_threads
+    *durable, hw = durable_at_commit
+    assert durable[1] >= hw  # the second most durable of three: a majority holds the commit

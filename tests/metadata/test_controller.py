@@ -469,3 +469,16 @@ def test_a_partly_failed_broker_keeps_partitions_in_other_dirs() -> None:
     ctx.run(ctx.heartbeat(1, offline_log_dirs=[uuid.UUID(int=610)]))
     assert ctx.part("t").leader == 1
     assert 1 not in ctx.c.dirs_offline
+
+
+def test_a_name_collides_with_any_spelling_that_differs_only_in_dots_and_underscores() -> None:
+    existing = dict.fromkeys(["orders.v1", "a_b.c", "plain", "x" + "._" * 6])
+    assert qc.colliding_topic("orders_v1", existing) == "orders.v1"
+    assert qc.colliding_topic("a.b_c", existing) == "a_b.c"
+    assert qc.colliding_topic("a.b.c", existing) == "a_b.c"
+    assert qc.colliding_topic("orders.v1", existing) is None  # itself: TOPIC_ALREADY_EXISTS
+    assert qc.colliding_topic("plain", existing) is None
+    assert qc.colliding_topic("orders-v1", existing) is None
+    many = "x" + "_." * 6  # 12 of them: compared with every topic instead
+    assert qc.colliding_topic(many, existing) == "x" + "._" * 6
+    assert qc.colliding_topic("y" + "_." * 6, existing) is None

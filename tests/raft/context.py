@@ -45,8 +45,10 @@ class Context:
         seed: int = 0,
         now_ms: int = 0,
         bootstrap: Sequence[int] = (),
+        async_flush: bool = False,
     ) -> None:
         self.local_id = local_id
+        self.async_flush = async_flush
         self.voters = tuple(voters)
         self.log = log if log is not None else MemoryLog()
         self.store = store if store is not None else MemoryQuorumStateStore(election)
@@ -63,8 +65,10 @@ class Context:
             now_ms,
             config,
             bootstrap=self.bootstrap,
+            async_flush=async_flush,
         )
         self.sent: list[Send] = []
+        self.flushes: list[int] = []  # offsets of the asynchronous flushes asked for
         self.committed: list[Entry] = []
         self.snapshots: list[LoadSnapshot] = []
         self.next_deadline_ms = 0
@@ -80,6 +84,7 @@ class Context:
             self.time,
             self.config,
             bootstrap=self.bootstrap,
+            async_flush=self.async_flush,
         )
         self.sent.clear()
 
@@ -91,7 +96,15 @@ class Context:
             self.snapshots.append(effects.snapshot)
         self.committed.extend(effects.committed)
         self.next_deadline_ms = effects.next_deadline_ms
+        if effects.flush is not None:
+            self.flushes.append(effects.flush)
         return effects
+
+    def complete_flush(self) -> Effects:
+        """The disk did the oldest flush asked for: mark it in the log, tell the node."""
+        offset = self.flushes.pop(0)
+        self.log.flush(offset)
+        return self._collect(self.node.flushed(self.time, offset))
 
     def poll(self) -> Effects:
         return self._collect(self.node.poll(self.time))

@@ -4,6 +4,7 @@ partition no topic names any more is removed with its files."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -84,4 +85,84 @@ def test_in_a_quorum_nothing_is_hosted_before_the_broker_has_registered(tmp_path
     b.admin.create_topic(TopicSpec("u", 1, 1))
     b.hosting.apply()  # not asked again
     assert len(b.replicas.partitions) == 4 and answers == [False]
+    b.logs.shutdown()
+
+
+def test_new_partitions_logs_are_made_on_a_worker_thread_then_hosted(tmp_path: Path) -> None:
+    """With `in_thread` (a quorum member serving), a new partition's directory and files are
+    made by the job handed there; it is hosted by the apply that follows, over that log."""
+    b = broker(tmp_path)
+    hosting = b.hosting
+    scheduled: list[Callable[[], None]] = []
+    hosting.schedule = scheduled.append
+    hosting.on_broker_config = lambda: None  # (the broker's reconfigures its cleaner on a loop)
+    jobs: list[tuple[Callable[[], object], Callable[[object], None]]] = []
+    hosting.in_thread = lambda work, done: jobs.append((work, done))
+    b.admin.create_topic(TopicSpec("t", 3, 1))
+    hosting.apply()
+    assert not b.replicas.partitions and len(jobs) == 1
+    assert not (tmp_path / "logs" / "t-0").exists()  # nothing made on the caller's thread
+    hosting.apply()
+    assert len(jobs) == 1, "a partition being made is not asked for twice"
+    work, done = jobs.pop()
+    made: list[object] = []
+    worker = threading.Thread(target=lambda: made.append(work()))
+    worker.start()
+    worker.join()
+    assert (tmp_path / "logs" / "t-0").is_dir()
+    done(made[0])
+    assert scheduled, "placing the logs asks for another apply"
+    scheduled.pop()()
+    assert sorted(b.replicas.partitions) == [("t", 0), ("t", 1), ("t", 2)]
+    assert all(p.is_leader for p in b.replicas.partitions.values())
+    assert all(b.replicas.get("t", i).log is b.logs.get("t", i) for i in range(3))  # type: ignore[union-attr]
+    b.logs.shutdown()
+
+
+def test_a_partition_made_for_a_topic_deleted_meanwhile_is_removed(tmp_path: Path) -> None:
+    b = broker(tmp_path)
+    hosting = b.hosting
+    scheduled: list[Callable[[], None]] = []
+    hosting.schedule = scheduled.append
+    hosting.on_broker_config = lambda: None  # (the broker's reconfigures its cleaner on a loop)
+    jobs: list[tuple[Callable[[], object], Callable[[object], None]]] = []
+    hosting.in_thread = lambda work, done: jobs.append((work, done))
+    b.admin.create_topic(TopicSpec("gone", 1, 1))
+    hosting.apply()
+    b.admin.delete_topic("gone")
+    hosting.apply()
+    work, done = jobs.pop()
+    done(work())
+    scheduled.pop()()
+    assert b.replicas.get("gone", 0) is None and b.logs.get("gone", 0) is None
+    b.logs.shutdown()
+
+
+def test_apply_soon_applies_once_at_the_next_turn(tmp_path: Path) -> None:
+    b = broker(tmp_path)
+    scheduled: list[Callable[[], None]] = []
+    b.hosting.schedule = scheduled.append
+    b.hosting.on_broker_config = lambda: None
+    b.admin.create_topic(TopicSpec("t", 2, 1))
+    b.hosting.apply_soon()
+    b.hosting.apply_soon()
+    assert len(scheduled) == 1 and not b.replicas.partitions
+    scheduled.pop()()
+    assert len(b.replicas.partitions) == 2
+    b.logs.shutdown()
+
+
+def test_a_change_that_moves_a_partition_away_drops_it_without_looking_at_every_topic(
+    tmp_path: Path,
+) -> None:
+    b = broker(tmp_path)
+    b.admin.create_topic(TopicSpec("a", 2, 1))
+    b.admin.create_topic(TopicSpec("b", 2, 1))
+    b.hosting.apply()
+    assert len(b.replicas.partitions) == 4
+    b.admin.delete_topic("b")
+    b.admin.create_topic(TopicSpec("b", 1, 1))  # the same name, fewer partitions
+    b.hosting.apply()
+    assert sorted(b.replicas.partitions) == [("a", 0), ("a", 1), ("b", 0)]
+    assert b.logs.get("b", 1) is None
     b.logs.shutdown()

@@ -58,7 +58,7 @@ def test_a_deadline_equal_to_the_one_just_reached_is_polled_again():
     sim = Sim()
     node = Node([WALL + 50, WALL + 50, WALL + 150])
     host = ControllerHost(
-        sim, 3001, [3001], ControllerConfig(), RaftConfig(), node_factory=lambda *_a: node
+        sim, 3001, [3001], ControllerConfig(), RaftConfig(), node_factory=lambda *_a, **_k: node
     )  # type: ignore[arg-type]
     host.boot()
     while len(node.polls) < 3:
