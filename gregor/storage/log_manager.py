@@ -149,6 +149,7 @@ class LogManager:
                     file_deleter=self._schedule_delete,
                     clock=self.clock,
                     deferred_sync=self.deferred_sync,
+                    write_later=self.write_later,
                 )
                 if tp in hws:
                     log_.update_high_watermark(hws[tp])

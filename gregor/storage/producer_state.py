@@ -785,9 +785,13 @@ class ProducerStateManager:
                 self.take_snapshot(log_end_offset)
             return
         self._reload(segments, log_start_offset, log_end_offset, txn_index_from)
-        if log_end_offset > log_start_offset:
-            # Unless one is there: recovery starts here next time. Synced with the log's next
-            # flush (`sync_pending`); torn by a machine crash before, its CRC refuses it.
+        if log_end_offset > log_start_offset and (self.producers or txn_index_from is None):
+            # Unless one is there: a reload (a truncation) starts here next time. Synced with
+            # the log's next flush (`sync_pending`); torn by a machine crash before, its CRC
+            # refuses it. After a recovery that found no producer at all there is nothing to
+            # save a later load: the older snapshot (or none) and the batches after it give the
+            # same empty state, and a roll or a clean close writes the next one. (Creating a
+            # file costs ext4 ~0.2 ms: 10,000 partitions of plain producers recover without.)
             self.take_snapshot(log_end_offset, sync=False)
 
     def truncate_and_reload(
