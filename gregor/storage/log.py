@@ -222,6 +222,7 @@ class Log:
             clean_shutdown,
             now_ms,
             txn_index_from=loaded.txn_index_from,
+            snapshots=loaded.snapshots,
         )
         if loaded.txn_index_from is not None:
             # The rebuilt .txnindex files are as durable as the recovered segments (fsynced by

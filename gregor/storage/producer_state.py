@@ -746,14 +746,18 @@ class ProducerStateManager:
         now_ms: int = -1,
         *,
         txn_index_from: int | None = None,
+        snapshots: list[int] | None = None,
     ) -> None:
         """Build the state of a log just opened (see the module docstring); every producer
-        found counts as seen at `now_ms`.
+        found counts as seen at `now_ms`. `snapshots`: the offsets of the snapshot files, if
+        the caller listed the directory already.
 
         `txn_index_from` (a segment base, after a recovery): the .txnindex of every segment from
         there on is rebuilt while the batches are replayed, as Kafka's segment recovery does; the
         replay then starts from a snapshot at or below it."""
-        self._load(segments, log_start_offset, log_end_offset, clean_shutdown, txn_index_from)
+        self._load(
+            segments, log_start_offset, log_end_offset, clean_shutdown, txn_index_from, snapshots
+        )
         for entry in self.producers.values():
             entry.last_seen_ms = now_ms
 
@@ -764,9 +768,12 @@ class ProducerStateManager:
         log_end_offset: int,
         clean_shutdown: bool,
         txn_index_from: int | None,
+        snapshots: list[int] | None = None,
     ) -> None:
         self._clear()
-        self.snapshots = snap.list_offsets(self.directory)
+        self.snapshots = (
+            list(snapshots) if snapshots is not None else snap.list_offsets(self.directory)
+        )
         first_base = segments[0].base_offset if segments else log_start_offset
         stale = [o for o in self.snapshots if o > log_end_offset or o < first_base]
         if stale:

@@ -139,7 +139,10 @@ class LogSegment:
             base_offset,
         )
         self._fd: int | None = None
-        self.size = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
+        try:
+            self.size = os.stat(self.log_path).st_size
+        except FileNotFoundError:
+            self.size = 0
         self.created_ms = now_ms  # when this broker made or first opened it (segment.ms)
         self._bytes_since_index = 0
         # Largest timestamp so far and the last offset of the batch that holds it; None until
