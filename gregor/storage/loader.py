@@ -65,6 +65,9 @@ class Loaded:
     txn_index_from: int | None = None
     # The producer snapshots found in the directory (listed once here, for the producer state).
     snapshots: list[int] | None = None
+    # After an unclean shutdown: the base of the first recovered segment if no recovered batch
+    # carries a producer id (a replay of the producer state from there on finds nothing).
+    no_producers_from: int | None = None
 
 
 def _new_segment(
@@ -193,7 +196,7 @@ def load_segments(
         seg.ensure_created()
         seg.close_handles()
         return Loaded([seg], log_start_offset, log_start_offset, log_start_offset, None, snapshots)
-    txn_index_from = None
+    txn_index_from = no_producers_from = None
 
     active = segments[-1]
     active.offset_index.make_writable(config.segment_index_bytes)
@@ -208,7 +211,7 @@ def load_segments(
         end = active.read_next_offset()
         recovery_point = end
     else:
-        segments, end, txn_index_from = _recover_unclean(
+        segments, end, txn_index_from, no_producers_from = _recover_unclean(
             directory, segments, config, recovery_point, indexed
         )
         recovery_point = end
@@ -218,7 +221,9 @@ def load_segments(
         start = end
     for seg in segments:
         seg.close_handles()
-    return Loaded(segments, start, end, recovery_point, txn_index_from, snapshots)
+    return Loaded(
+        segments, start, end, recovery_point, txn_index_from, snapshots, no_producers_from
+    )
 
 
 def _recover(seg: LogSegment, config: LogConfig, active: bool) -> int:
@@ -247,9 +252,10 @@ def _recover_unclean(
     config: LogConfig,
     recovery_point: int,
     indexed: set[int],
-) -> tuple[list[LogSegment], int, int]:
+) -> tuple[list[LogSegment], int, int, int | None]:
     """Recover the segments from the one holding the recovery point; (the segments kept, the
-    log end offset, the base from which their .txnindex files must be rebuilt)."""
+    log end offset, the base from which their .txnindex files must be rebuilt, that of the
+    first recovered segment if none of them holds a batch with a producer id)."""
     first_unflushed = 0
     for i, seg in enumerate(segments):
         if seg.base_offset <= recovery_point:
@@ -275,7 +281,7 @@ def _recover_unclean(
                     doomed.delete()
                 seg.flush()
                 end = seg.read_next_offset() if seg.size else seg.base_offset
-                return segments[: i + 1], end, min(txn_index_from, seg.base_offset)
+                return segments[: i + 1], end, min(txn_index_from, seg.base_offset), None
             seg.on_become_inactive()
     kept = list(segments)
     last = len(segments) - 1
@@ -298,7 +304,9 @@ def _recover_unclean(
         seg.flush()
     active = kept[-1]
     end = active.read_next_offset() if active.size else active.base_offset
-    return kept, end, txn_index_from
+    recovered = kept[first_unflushed:]
+    plain = not any(seg.recovered_producer_batches for seg in recovered)
+    return kept, end, txn_index_from, recovered[0].base_offset if plain else None
 
 
 def _txn_index_sound(seg: LogSegment) -> bool:

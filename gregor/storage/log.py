@@ -223,6 +223,7 @@ class Log:
             now_ms,
             txn_index_from=loaded.txn_index_from,
             snapshots=loaded.snapshots,
+            no_producers_from=loaded.no_producers_from,
         )
         if loaded.txn_index_from is not None:
             # The rebuilt .txnindex files are as durable as the recovered segments (fsynced by

@@ -747,16 +747,24 @@ class ProducerStateManager:
         *,
         txn_index_from: int | None = None,
         snapshots: list[int] | None = None,
+        no_producers_from: int | None = None,
     ) -> None:
         """Build the state of a log just opened (see the module docstring); every producer
         found counts as seen at `now_ms`. `snapshots`: the offsets of the snapshot files, if
-        the caller listed the directory already.
+        the caller listed the directory already. `no_producers_from`: an offset from which the
+        recovery found no batch with a producer id (no replay from there on).
 
         `txn_index_from` (a segment base, after a recovery): the .txnindex of every segment from
         there on is rebuilt while the batches are replayed, as Kafka's segment recovery does; the
         replay then starts from a snapshot at or below it."""
         self._load(
-            segments, log_start_offset, log_end_offset, clean_shutdown, txn_index_from, snapshots
+            segments,
+            log_start_offset,
+            log_end_offset,
+            clean_shutdown,
+            txn_index_from,
+            snapshots,
+            no_producers_from,
         )
         for entry in self.producers.values():
             entry.last_seen_ms = now_ms
@@ -769,6 +777,7 @@ class ProducerStateManager:
         clean_shutdown: bool,
         txn_index_from: int | None,
         snapshots: list[int] | None = None,
+        no_producers_from: int | None = None,
     ) -> None:
         self._clear()
         self.snapshots = (
@@ -791,7 +800,7 @@ class ProducerStateManager:
             if log_end_offset > log_start_offset:
                 self.take_snapshot(log_end_offset)
             return
-        self._reload(segments, log_start_offset, log_end_offset, txn_index_from)
+        self._reload(segments, log_start_offset, log_end_offset, txn_index_from, no_producers_from)
         if log_end_offset > log_start_offset and (self.producers or txn_index_from is None):
             # Unless one is there: a reload (a truncation) starts here next time. Synced with
             # the log's next flush (`sync_pending`); torn by a machine crash before, its CRC
@@ -828,6 +837,7 @@ class ProducerStateManager:
         log_start_offset: int,
         log_end_offset: int,
         txn_index_from: int | None = None,
+        no_producers_from: int | None = None,
     ) -> None:
         self._clear()
         upper = log_end_offset
@@ -839,7 +849,11 @@ class ProducerStateManager:
         start = self._load_snapshot(upper)
         if start is None:
             start = log_start_offset
-        if start < log_end_offset:
+        if no_producers_from is not None and start >= no_producers_from:
+            # The batches from here on were just read by recovery: none has a producer id, so
+            # a replay would change nothing (and write no .txnindex entry).
+            self._update_first_unstable()
+        elif start < log_end_offset:
             self.rebuild_from_log(segments, start, log_end_offset, txn_index_from)
 
     def rebuild_from_log(

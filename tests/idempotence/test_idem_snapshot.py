@@ -261,3 +261,41 @@ def test_a_torn_snapshot_written_straight_to_its_name_is_refused_and_rebuilt(tmp
     log = open_log(d, SMALL)  # even a clean start reads it, finds it torn, replays the log
     assert log.producer_state.producers == state == expected_state(log_batches(log))
     log.close()
+
+
+def test_a_recovered_tail_without_producers_is_not_replayed_and_older_producers_stay(
+    tmp_path, monkeypatch
+) -> None:
+    d = str(tmp_path / "t-0")
+    log = open_log(d, SMALL)
+    for seq in range(0, 12, 3):
+        log.append(idem_batch(7, 0, seq, 3))  # rolls: a snapshot at each new segment's base
+    log.roll()
+    log.flush()
+    active_base = log.active_segment.base_offset
+    log.append(plain_batch(2))
+    log.append(plain_batch(1))
+    crash(log)
+    replays: list[tuple[int, int]] = []
+    real = ProducerStateManager.rebuild_from_log
+    monkeypatch.setattr(
+        ProducerStateManager,
+        "rebuild_from_log",
+        lambda self, segs, start, end, *a: (
+            replays.append((start, end)),
+            real(self, segs, start, end, *a),
+        )[1],
+    )
+    log = open_log(d, SMALL, clean_shutdown=False, recovery_point=active_base)
+    assert replays == []  # the tail recovery read holds no producer batch
+    assert log.producer_state.producers == expected_state(log_batches(log))
+    assert 7 in log.producer_state.producers
+    log.append(idem_batch(7, 0, 12, 1))  # the producer carries on at its next sequence
+    log.append(idem_batch(8, 0, 0, 1))
+    end = log.log_end_offset
+    crash(log)
+    log = open_log(d, SMALL, clean_shutdown=False, recovery_point=active_base)
+    assert replays == [(active_base, end)]  # now the tail has producers: replayed
+    assert log.producer_state.producers == expected_state(log_batches(log))
+    assert {7, 8} <= set(log.producer_state.producers)
+    log.close()
