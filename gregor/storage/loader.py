@@ -149,8 +149,9 @@ def _remove_leftovers(
     directory: str, config: LogConfig, now_ms: int
 ) -> tuple[set[int], set[int], list[int]]:
     """Delete unfinished deletes and temp files and settle an interrupted cleaner swap; return
-    (bases with a .log, bases with an index, offsets of the producer snapshots). The directory is listed again only when
-    something was removed or renamed (10,000 logs open with one listing each)."""
+    (bases with a .log, bases with an index, offsets of the producer snapshots). The directory
+    is listed again only when something was removed or renamed (10,000 logs open with one
+    listing each)."""
     logs: set[int] = set()
     indexed: set[int] = set()
     names = os.listdir(directory)
