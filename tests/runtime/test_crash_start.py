@@ -65,8 +65,18 @@ def test_a_crash_start_cuts_every_torn_tail_and_trims_stale_epochs_off_the_loop(
     root, ends = crashed
     replaces = record_threads(monkeypatch, "replace")
     mgr = manager(root)
+    batched = mgr.deferred_sync
+    assert batched is not None
+    synced: list[str] = []
+
+    def deferred_sync(path: str) -> None:  # the broker's batched fsyncs, recorded
+        synced.append(path)
+        batched(path)
+
+    mgr.deferred_sync = deferred_sync
 
     async def go() -> tuple[int, dict[int, list[tuple[int, int]]]]:
+        mgr.call_soon_on_owner = asyncio.get_running_loop().call_soon_threadsafe
         mgr.startup()
         loop_thread = threading.get_ident()
         on_disk_at_start = {
@@ -99,6 +109,9 @@ def test_a_crash_start_cuts_every_torn_tail_and_trims_stale_epochs_off_the_loop(
         assert checkpoints.read_epochs(log.leader_epochs.path) == expected
     epoch_renames = [t for t, path in replaces if str(path).endswith("leader-epoch-checkpoint.tmp")]
     assert epoch_renames and loop_thread not in epoch_renames
+    # the trims that ran were fsynced with the other checkpoints, not one by one on the worker
+    trimmed = {mgr.logs[("t", p)].leader_epochs.path for p in range(PARTITIONS) if p % 4}
+    assert trimmed <= set(synced)
     mgr.shutdown()
     again = manager(root)
     again.startup()  # clean now
