@@ -42,11 +42,11 @@ from gregor.runtime.cleaner_thread import CleanerThreads
 from gregor.runtime.gc_settings import freeze_after_start
 from gregor.runtime.log_io import (
     DeferredSyncs,
+    DeferredWrites,
     flush_after_roll,
     in_thread,
     maintenance,
     remove_dir_in_background,
-    write_later,
 )
 from gregor.runtime.process import serve_until_signalled, write_ready_file
 from gregor.runtime.purgatory_driver import PurgatoryDriver
@@ -92,7 +92,7 @@ class BrokerServer:
         )
         self.logs.roll_flusher = flush_after_roll
         self.logs.deferred_sync = self.epoch_syncs = DeferredSyncs()
-        self.logs.write_later = write_later
+        self.logs.write_later = DeferredWrites()
         self.logs.dir_remover = remove_dir_in_background
         self.replicas = ReplicaManager(
             self.node_id, self.logs, liveness=self.cluster.liveness,

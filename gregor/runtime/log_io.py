@@ -5,7 +5,7 @@ checkpoints, retention, idle producers).
 
     logs.roll_flusher = flush_after_roll      # LogManager calls it after each roll
     logs.deferred_sync = DeferredSyncs()      # leader-epoch checkpoints, new dirs: fsynced later
-    logs.write_later = write_later            # and its logs, for deferred checkpoint writes
+    logs.write_later = DeferredWrites()       # and its logs, for deferred checkpoint writes
     logs.dir_remover = remove_dir_in_background  # a deleted partition's files
     tasks = maintenance(logs, config_value, clock)      # coroutines to run until stopped
 """
@@ -133,14 +133,50 @@ _SYNCFS_ABOVE = 32  # files per batch above which one syncfs beats a fsync each
 _syncfs = checkpoints.load_syncfs()
 
 
-def write_later(write: Callable[[], None]) -> None:
-    """Run a log's deferred write (a leader-epoch truncation) on a worker thread."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # not serving: at once
-        write()
-        return
-    loop.run_in_executor(None, write).add_done_callback(_log_failure)
+class DeferredWrites:
+    """A log's deferred writes (leader-epoch truncations), run on a worker thread in batches:
+    those asked for while the loop is busy go in one job, which starts once the loop is free.
+    Opening 10,000 logs after a crash asks for thousands; by the time the job runs, the new
+    epoch each partition got as it was led has written most of those files already, and their
+    deferred writes find nothing left to do (leader_epoch.py).
+
+        logs.write_later = DeferredWrites()
+    """
+
+    def __init__(self) -> None:
+        self._pending: list[Callable[[], None]] = []
+        self._scheduled = False
+
+    def __call__(self, write: Callable[[], None]) -> None:
+        self._pending.append(write)
+        if self._scheduled:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not serving: at once
+            self._run(self._take())
+            return
+        self._scheduled = True
+        loop.call_soon(self._submit)
+
+    def _take(self) -> list[Callable[[], None]]:
+        writes, self._pending = self._pending, []
+        self._scheduled = False
+        return writes
+
+    def _submit(self) -> None:
+        writes = self._take()
+        asyncio.get_running_loop().run_in_executor(None, self._run, writes).add_done_callback(
+            _log_failure
+        )
+
+    @staticmethod
+    def _run(writes: list[Callable[[], None]]) -> None:
+        for write in writes:  # one failure does not keep the others from their files
+            try:
+                write()
+            except Exception as exc:
+                log.error("a background write failed: %s", exc)
 
 
 def in_thread(work: Callable[[], Any], done: Callable[[Any], None]) -> None:

@@ -227,7 +227,13 @@ class _Index:
         self._writable = False
 
     def make_writable(self, max_index_size: int) -> None:
-        """Reopen as an active index: read into memory on next use."""
+        """Reopen as an active index: read into memory on next use. An index not yet read
+        counts its entries from the file's size (as `_open` would), without mapping it."""
+        if self._mm is None and self._entries is None:
+            try:
+                self._entries = os.stat(self.path).st_size // self.ENTRY_SIZE
+            except FileNotFoundError:
+                self._entries = 0
         entries = self.entries
         self.close()
         self.max_index_size = max_index_size

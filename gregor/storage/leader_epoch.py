@@ -13,7 +13,7 @@ shrink (checkpoints.overwrite_lines). A truncation's write may be handed to `wri
 broker: a worker thread), as Kafka does since KAFKA-15046/16541: retention and DeleteRecords
 move the start often. A deferred write writes the entries as they are when it runs, under the
 same lock as every write, so the file never goes back to an older state, and fsyncs it after
-the lock is released; `flush_pending` (at close) writes one still waiting. Entries the file may
+the lock is released (or hands it to `sync_deferred`: the broker batches those fsyncs); `flush_pending` (at close) writes one still waiting. Entries the file may
 still hold after a crash are trimmed when the log opens (`truncate_from_*`).
 """
 
@@ -46,6 +46,9 @@ class LeaderEpochCache:
         self.sync_later: Callable[[str], None] | None = None
         self.write_later: Callable[[Callable[[], None]], object] | None = None
         self.on_write_failure: Callable[[OSError], None] | None = None
+        # Where a deferred write's fsync goes (callable from its worker thread; None: done
+        # there, file by file). The log manager hands it to the broker's batched fsyncs.
+        self.sync_deferred: Callable[[str], None] | None = None
         self._lock = threading.Lock()
         self._pending = False
         self._size: int | None = None  # of the file, when this cache wrote it last
@@ -97,6 +100,9 @@ class LeaderEpochCache:
                     raise
                 self.on_write_failure(exc)
                 return
+        if self.sync_deferred is not None:
+            self.sync_deferred(self.path)
+            return
         try:
             checkpoints.sync_file(self.path)
         except OSError as exc:

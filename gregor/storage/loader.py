@@ -37,6 +37,7 @@ import re
 from dataclasses import dataclass
 
 from gregor.protocol.records import batch as rb
+from gregor.storage import producer_snapshot
 from gregor.storage.checkpoints import fsync_dir
 from gregor.storage.config import LogConfig
 from gregor.storage.index import CorruptIndexError
@@ -62,6 +63,11 @@ class Loaded:
     recovery_point: int
     # After an unclean shutdown: the base of the first segment whose .txnindex must be rebuilt.
     txn_index_from: int | None = None
+    # The producer snapshots found in the directory (listed once here, for the producer state).
+    snapshots: list[int] | None = None
+    # After an unclean shutdown: the base of the first recovered segment if no recovered batch
+    # carries a producer id (a replay of the producer state from there on finds nothing).
+    no_producers_from: int | None = None
 
 
 def _new_segment(
@@ -77,9 +83,9 @@ def _new_segment(
     )
 
 
-def _finish_swaps(directory: str, config: LogConfig, now_ms: int) -> None:
-    """Undo or complete an interrupted cleaner swap (see the module docstring)."""
-    names = os.listdir(directory)
+def _finish_swaps(directory: str, config: LogConfig, now_ms: int, names: list[str]) -> bool:
+    """Undo or complete an interrupted cleaner swap (see the module docstring); whether there
+    was one (`names`: the directory's)."""
     cleaned = [
         n
         for n in names
@@ -89,7 +95,7 @@ def _finish_swaps(directory: str, config: LogConfig, now_ms: int) -> None:
         n for n in names if n.endswith(SWAP_SUFFIX) and _SEGMENT_FILE.match(n[: -len(SWAP_SUFFIX)])
     ]
     if not cleaned and not swaps:
-        return
+        return False
     lowest_cleaned = min((int(n[:20]) for n in cleaned), default=None)
     for name in cleaned:
         os.unlink(os.path.join(directory, name))
@@ -136,18 +142,26 @@ def _finish_swaps(directory: str, config: LogConfig, now_ms: int) -> None:
         log.info("%s: completing the swap of %s", directory, name)
         os.rename(os.path.join(directory, name), os.path.join(directory, name[: -len(SWAP_SUFFIX)]))
     fsync_dir(directory)
+    return True
 
 
-def _remove_leftovers(directory: str, config: LogConfig, now_ms: int) -> tuple[set[int], set[int]]:
+def _remove_leftovers(
+    directory: str, config: LogConfig, now_ms: int
+) -> tuple[set[int], set[int], list[int]]:
     """Delete unfinished deletes and temp files and settle an interrupted cleaner swap; return
-    (bases with a .log, bases with an index)."""
+    (bases with a .log, bases with an index, offsets of the producer snapshots). The directory
+    is listed again only when something was removed or renamed (10,000 logs open with one
+    listing each)."""
     logs: set[int] = set()
     indexed: set[int] = set()
-    for name in os.listdir(directory):
-        if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp"):
-            os.unlink(os.path.join(directory, name))
-    _finish_swaps(directory, config, now_ms)
     names = os.listdir(directory)
+    leftovers = [n for n in names if n.endswith(DELETED_SUFFIX) or n.endswith(".tmp")]
+    for name in leftovers:
+        os.unlink(os.path.join(directory, name))
+    if leftovers:
+        names = os.listdir(directory)
+    if _finish_swaps(directory, config, now_ms, names):
+        names = os.listdir(directory)
     for name in names:
         m = _SEGMENT_FILE.match(name)
         if not m:
@@ -162,7 +176,8 @@ def _remove_leftovers(directory: str, config: LogConfig, now_ms: int) -> tuple[s
         if m and m.group(2) != LOG_SUFFIX and int(m.group(1)) not in logs:
             log.warning("removing %s: it has no log segment", os.path.join(directory, name))
             os.unlink(os.path.join(directory, name))
-    return logs, indexed
+    snapshots = sorted(o for o in map(producer_snapshot.offset_of, names) if o is not None)
+    return logs, indexed, snapshots
 
 
 def load_segments(
@@ -174,15 +189,15 @@ def load_segments(
     clean_shutdown: bool,
     now_ms: int,
 ) -> Loaded:
-    logs, indexed = _remove_leftovers(directory, config, now_ms)
+    logs, indexed, snapshots = _remove_leftovers(directory, config, now_ms)
     bases = sorted(logs)
     segments = [_new_segment(directory, b, config, active=False, now_ms=now_ms) for b in bases]
     if not segments:
         seg = _new_segment(directory, log_start_offset, config, active=True, now_ms=now_ms)
         seg.ensure_created()
         seg.close_handles()
-        return Loaded([seg], log_start_offset, log_start_offset, log_start_offset)
-    txn_index_from = None
+        return Loaded([seg], log_start_offset, log_start_offset, log_start_offset, None, snapshots)
+    txn_index_from = no_producers_from = None
 
     active = segments[-1]
     active.offset_index.make_writable(config.segment_index_bytes)
@@ -197,7 +212,7 @@ def load_segments(
         end = active.read_next_offset()
         recovery_point = end
     else:
-        segments, end, txn_index_from = _recover_unclean(
+        segments, end, txn_index_from, no_producers_from = _recover_unclean(
             directory, segments, config, recovery_point, indexed
         )
         recovery_point = end
@@ -207,7 +222,9 @@ def load_segments(
         start = end
     for seg in segments:
         seg.close_handles()
-    return Loaded(segments, start, end, recovery_point, txn_index_from)
+    return Loaded(
+        segments, start, end, recovery_point, txn_index_from, snapshots, no_producers_from
+    )
 
 
 def _recover(seg: LogSegment, config: LogConfig, active: bool) -> int:
@@ -236,9 +253,10 @@ def _recover_unclean(
     config: LogConfig,
     recovery_point: int,
     indexed: set[int],
-) -> tuple[list[LogSegment], int, int]:
+) -> tuple[list[LogSegment], int, int, int | None]:
     """Recover the segments from the one holding the recovery point; (the segments kept, the
-    log end offset, the base from which their .txnindex files must be rebuilt)."""
+    log end offset, the base from which their .txnindex files must be rebuilt, that of the
+    first recovered segment if none of them holds a batch with a producer id)."""
     first_unflushed = 0
     for i, seg in enumerate(segments):
         if seg.base_offset <= recovery_point:
@@ -264,7 +282,7 @@ def _recover_unclean(
                     doomed.delete()
                 seg.flush()
                 end = seg.read_next_offset() if seg.size else seg.base_offset
-                return segments[: i + 1], end, min(txn_index_from, seg.base_offset)
+                return segments[: i + 1], end, min(txn_index_from, seg.base_offset), None
             seg.on_become_inactive()
     kept = list(segments)
     last = len(segments) - 1
@@ -287,7 +305,9 @@ def _recover_unclean(
         seg.flush()
     active = kept[-1]
     end = active.read_next_offset() if active.size else active.base_offset
-    return kept, end, txn_index_from
+    recovered = kept[first_unflushed:]
+    plain = not any(seg.recovered_producer_batches for seg in recovered)
+    return kept, end, txn_index_from, recovered[0].base_offset if plain else None
 
 
 def _txn_index_sound(seg: LogSegment) -> bool:

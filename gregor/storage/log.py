@@ -123,6 +123,7 @@ class Log:
         file_deleter: FileDeleter = delete_now,
         clock: Clock = SYSTEM_CLOCK,
         deferred_sync: Callable[[str], None] | None = None,
+        write_later: Callable[[Callable[[], None]], object] | None = None,
     ) -> None:
         self.directory = directory
         self.clock = clock
@@ -137,6 +138,10 @@ class Log:
         self.high_watermark = log_start_offset
         self.leader_epochs = LeaderEpochCache(directory)
         self.leader_epochs.sync_later = deferred_sync  # see leader_epoch.py
+        # Set before the first truncation: after a crash, the epochs the log no longer holds
+        # are cut from the file later (the broker: once the loop runs, usually by the write of
+        # the new epoch the partition gets as it is led), not by a rename per log at start-up.
+        self.leader_epochs.write_later = write_later
         self.leader_epochs.truncate_from_end(log_end_offset)
         # Idempotent producers' epochs and sequences; loaded by `open` (producer_state.py).
         self.producer_state = ProducerStateManager(directory, f"{self.topic}-{self.partition}")
@@ -170,6 +175,7 @@ class Log:
         file_deleter: FileDeleter = delete_now,
         clock: Clock = SYSTEM_CLOCK,
         deferred_sync: Callable[[str], None] | None = None,
+        write_later: Callable[[Callable[[], None]], object] | None = None,
     ) -> Log:
         """Open (or create) the log in `directory`, recovering it if the shutdown was unclean.
         `now_ms` (default: the clock's time) is the time of the load: the creation time of the
@@ -198,6 +204,7 @@ class Log:
             file_deleter=file_deleter,
             clock=clock,
             deferred_sync=deferred_sync,
+            write_later=write_later,
         )
         if not clean_shutdown:
             # As Kafka's segment recovery does: the epochs of the recovered batches go back into
@@ -215,6 +222,8 @@ class Log:
             clean_shutdown,
             now_ms,
             txn_index_from=loaded.txn_index_from,
+            snapshots=loaded.snapshots,
+            no_producers_from=loaded.no_producers_from,
         )
         if loaded.txn_index_from is not None:
             # The rebuilt .txnindex files are as durable as the recovered segments (fsynced by

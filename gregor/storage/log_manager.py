@@ -149,6 +149,7 @@ class LogManager:
                     file_deleter=self._schedule_delete,
                     clock=self.clock,
                     deferred_sync=self.deferred_sync,
+                    write_later=self.write_later,
                 )
                 if tp in hws:
                     log_.update_high_watermark(hws[tp])
@@ -330,6 +331,10 @@ class LogManager:
             log_.leader_epochs.on_write_failure = lambda exc: self._fail_dir_soon(
                 d, exc, f"writing the leader-epoch checkpoint of {tp[0]}-{tp[1]}"
             )
+            if self.deferred_sync is not None and self.call_soon_on_owner is not None:
+                # A deferred write's fsync joins the others (one syncfs for many files, as
+                # after a crash start, when thousands of trims may run on the worker at once).
+                log_.leader_epochs.sync_deferred = self._sync_on_owner
         log_.on_truncation = lambda offset: self._truncated(tp, log_, offset)
         log_.on_failure = lambda lg, exc, doing: self._log_failed(tp, lg, exc, doing)
         if d in self.offline_dirs:
@@ -337,6 +342,11 @@ class LogManager:
         self.logs[tp] = log_
         self._dir_of[tp] = d
         self._dir_counts[d] += 1
+
+    def _sync_on_owner(self, path: str) -> None:
+        """Hand a file written on a worker thread to `deferred_sync`, on the logs' thread."""
+        if self.deferred_sync is not None and self.call_soon_on_owner is not None:
+            self.call_soon_on_owner(self.deferred_sync, path)
 
     def _truncated(self, tp: TopicPartition, log_: Log, offset: int) -> None:
         if self.logs.get(tp) is log_:

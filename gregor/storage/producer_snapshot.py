@@ -29,8 +29,12 @@ producer id, so it reads our files as its own; ours merges the entries back into
 so a restart remembers what the running broker did.
 
 Written to `<name>.tmp`, fsynced, renamed over the name, the directory fsynced: a crash leaves
-the old file or the new one. A file whose CRC does not match is refused (`CorruptSnapshotError`)
-and the caller falls back to an older snapshot or the log itself.
+the old file or the new one. A snapshot whose fsync is left to a later flush (`sync=False`: at a
+roll, after a recovery) is written straight to its name, as Kafka writes every snapshot: a
+rename would not make it durable before that flush anyway, and it costs ext4 ~0.2 ms per file
+(10,000 partitions recovered at once). A file whose CRC does not match (torn by a crash) is
+refused (`CorruptSnapshotError`) and the caller falls back to an older snapshot or the log
+itself.
 """
 
 from __future__ import annotations
@@ -120,11 +124,12 @@ def decode(data: bytes) -> list[SnapshotEntry]:
 
 
 def write(directory: str, offset: int, entries: Iterable[SnapshotEntry], sync: bool = True) -> str:
-    """Write the snapshot for `offset` crash-safely; returns its path."""
+    """Write the snapshot for `offset`; returns its path. `sync`: crash-safely (a temp file,
+    fsynced, renamed); else straight to its name, for an fsync later (see above)."""
     path = os.path.join(directory, file_name(offset))
-    tmp = path + ".tmp"
+    target = path + ".tmp" if sync else path
     data = encode(entries)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
         while view:
@@ -133,8 +138,8 @@ def write(directory: str, offset: int, entries: Iterable[SnapshotEntry], sync: b
             os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
     if sync:
+        os.replace(target, path)
         fsync_dir(directory)
     return path
 

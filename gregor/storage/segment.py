@@ -139,7 +139,10 @@ class LogSegment:
             base_offset,
         )
         self._fd: int | None = None
-        self.size = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
+        try:
+            self.size = os.stat(self.log_path).st_size
+        except FileNotFoundError:
+            self.size = 0
         self.created_ms = now_ms  # when this broker made or first opened it (segment.ms)
         self._bytes_since_index = 0
         # Largest timestamp so far and the last offset of the batch that holds it; None until
@@ -150,6 +153,9 @@ class LogSegment:
         # (leader epoch, base offset) where a larger epoch begins among the batches the last
         # `recover` kept: the leader-epoch cache takes them back (see Log.open).
         self.recovered_epochs: list[tuple[int, int]] = []
+        # Whether a batch the last `recover` kept carries a producer id (the log then skips the
+        # producer-state replay of a recovered tail that has none; see loader.py).
+        self.recovered_producer_batches = True
 
     # -- files --------------------------------------------------------------------------------
 
@@ -435,6 +441,7 @@ class LogSegment:
         file_size = os.fstat(fd).st_size
         prev_next = self.base_offset
         epochs: list[tuple[int, int]] = []
+        producers = False
         while pos < file_size:
             head = os.pread(fd, rb.HEADER_SIZE, pos)
             if len(head) < rb.HEADER_SIZE:
@@ -461,12 +468,14 @@ class LogSegment:
                 pos,
                 BatchInfo(pos, header.base_offset, header.last_offset, header.max_timestamp, size),
             )
+            producers = producers or header.producer_id >= 0
             epoch = header.partition_leader_epoch
             if epoch >= 0 and (not epochs or epoch > epochs[-1][0]):
                 epochs.append((epoch, header.base_offset))
             prev_next = header.last_offset + 1
             pos += size
         self.recovered_epochs = epochs
+        self.recovered_producer_batches = producers
         truncated = file_size - pos
         if truncated:
             os.ftruncate(fd, pos)

@@ -19,6 +19,7 @@ from idem_helpers import (
 
 from gregor.storage import producer_snapshot as snap
 from gregor.storage.config import LogConfig
+from gregor.storage.log import Log
 from gregor.storage.producer_state import (
     BatchMetadata,
     ProducerStateEntry,
@@ -192,4 +193,109 @@ def test_a_rolls_snapshot_is_fsynced_with_the_rolled_segment(tmp_path) -> None:
     assert log.producer_state.unsynced
     log.flush()
     assert log.producer_state.unsynced == []
+    log.close()
+
+
+def crash(log: Log) -> None:
+    """A kill: no flush, no snapshot at close; the page cache keeps the bytes."""
+    log.close_handles()
+
+
+def test_a_recovery_that_found_producers_snapshots_the_log_end_straight_to_its_name(
+    tmp_path, monkeypatch
+) -> None:
+    d = str(tmp_path / "t-0")
+    log = open_log(d, SMALL)
+    log.append(idem_batch(7, 0, 0, 3))
+    log.append(plain_batch(2))
+    end = log.log_end_offset
+    crash(log)
+    renamed: list[str] = []
+    real = os.replace
+    monkeypatch.setattr(os, "replace", lambda a, b: (renamed.append(b), real(a, b))[1])
+    log = open_log(d, SMALL, clean_shutdown=False)
+    assert end in snapshot_files(d) and end in log.producer_state.unsynced  # for the next flush
+    assert not any(p.endswith(".snapshot") for p in renamed)  # no temp file renamed over it
+    state = log.producer_state.producers
+    assert state == expected_state(log_batches(log)) and 7 in state
+    assert snap.read(os.path.join(d, snap.file_name(end)))  # whole: its CRC holds
+    crash(log)
+    log = open_log(d, SMALL, clean_shutdown=False)
+    assert log.producer_state.producers == state
+    log.close()
+
+
+def test_a_recovery_that_found_no_producer_writes_no_snapshot_and_loses_nothing(tmp_path) -> None:
+    d = str(tmp_path / "t-0")
+    log = open_log(d, SMALL)
+    log.append(plain_batch(3))
+    log.close()  # a clean close: a snapshot at 3
+    log = open_log(d, SMALL)
+    log.append(plain_batch(2))
+    crash(log)
+    log = open_log(d, SMALL, clean_shutdown=False)
+    assert log.log_end_offset == 5
+    assert snapshot_files(d) == [3]  # none at 5: the one at 3 and the batches after say as much
+    assert log.producer_state.producers == {}
+    log.append(idem_batch(9, 0, 0, 1))  # a producer comes: its state is kept as usual
+    log.close()
+    assert snapshot_files(d)[-1] == 6
+    log = open_log(d, SMALL)
+    assert log.producer_state.producers == expected_state(log_batches(log)) and 9 in (
+        log.producer_state.producers
+    )
+    log.close()
+
+
+def test_a_torn_snapshot_written_straight_to_its_name_is_refused_and_rebuilt(tmp_path) -> None:
+    d = str(tmp_path / "t-0")
+    log = open_log(d, SMALL)
+    log.append(idem_batch(7, 0, 0, 3))
+    crash(log)
+    log = open_log(d, SMALL, clean_shutdown=False)  # snapshot at 3, not yet synced
+    state = log.producer_state.producers
+    crash(log)
+    path = os.path.join(d, snap.file_name(3))
+    with open(path, "r+b") as f:  # a machine crash tore it
+        f.truncate(os.path.getsize(path) - 5)
+    log = open_log(d, SMALL)  # even a clean start reads it, finds it torn, replays the log
+    assert log.producer_state.producers == state == expected_state(log_batches(log))
+    log.close()
+
+
+def test_a_recovered_tail_without_producers_is_not_replayed_and_older_producers_stay(
+    tmp_path, monkeypatch
+) -> None:
+    d = str(tmp_path / "t-0")
+    log = open_log(d, SMALL)
+    for seq in range(0, 12, 3):
+        log.append(idem_batch(7, 0, seq, 3))  # rolls: a snapshot at each new segment's base
+    log.roll()
+    log.flush()
+    active_base = log.active_segment.base_offset
+    log.append(plain_batch(2))
+    log.append(plain_batch(1))
+    crash(log)
+    replays: list[tuple[int, int]] = []
+    real = ProducerStateManager.rebuild_from_log
+    monkeypatch.setattr(
+        ProducerStateManager,
+        "rebuild_from_log",
+        lambda self, segs, start, end, *a: (
+            replays.append((start, end)),
+            real(self, segs, start, end, *a),
+        )[1],
+    )
+    log = open_log(d, SMALL, clean_shutdown=False, recovery_point=active_base)
+    assert replays == []  # the tail recovery read holds no producer batch
+    assert log.producer_state.producers == expected_state(log_batches(log))
+    assert 7 in log.producer_state.producers
+    log.append(idem_batch(7, 0, 12, 1))  # the producer carries on at its next sequence
+    log.append(idem_batch(8, 0, 0, 1))
+    end = log.log_end_offset
+    crash(log)
+    log = open_log(d, SMALL, clean_shutdown=False, recovery_point=active_base)
+    assert replays == [(active_base, end)]  # now the tail has producers: replayed
+    assert log.producer_state.producers == expected_state(log_batches(log))
+    assert {7, 8} <= set(log.producer_state.producers)
     log.close()

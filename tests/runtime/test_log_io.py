@@ -134,7 +134,7 @@ def test_the_leader_epoch_checkpoint_after_retention_is_written_off_the_loop(
     clock = ManualClock(10 * DAY)
     config = LogConfig(segment_bytes=5000, retention_ms=DAY, file_delete_delay_ms=0)
     mgr = LogManager([str(tmp_path)], config, clock=clock)
-    mgr.write_later = log_io.write_later  # as the broker sets it
+    mgr.write_later = log_io.DeferredWrites()  # as the broker sets it
     mgr.startup()
     log = mgr.get_or_create("t", 0)
     log.leader_epochs.assign(5, 0)
