@@ -37,7 +37,9 @@ queued.min.messages 100,000).
 latency: the producer sends `--rate` records/s (100-byte values that carry
 time.monotonic_ns() of the send, a sequence number and a warm-up flag) with linger.ms=0,
 acks=1 (`--acks`), on a fixed schedule; after `--warmup` seconds of records the consumer ignores, it sends
-`--seconds` worth of measured ones. The consumer (another process) calls poll(1.0) with
+`--seconds` worth of measured ones. The consumer (another process) starts at the partition's
+end (records written before it, say by a throughput run on the same topic, would otherwise be
+read first and delay the first measured ones), calls poll(1.0) with
 fetch.wait.max.ms=100 and records monotonic_ns() - sent for each measured record
 (CLOCK_MONOTONIC is one clock for the whole machine). The producer also reports its
 acknowledgement latency (send to delivery callback; the callback is served by poll()).
@@ -54,7 +56,7 @@ import sys
 import time
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -270,7 +272,7 @@ def latency_consumer(args: argparse.Namespace) -> dict[str, Any]:
         }
     )
     c.list_topics(args.topic, timeout=10)
-    c.assign([TopicPartition(args.topic, 0, 0)])
+    c.assign([TopicPartition(args.topic, 0, OFFSET_END)])
     print("ready", flush=True)
     lat_ns: list[int] = []
     seen = 0

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""The least a broker can do for a client benchmark: the client's ceiling on this machine.
+"""A server that does no broker work, for client benchmarks: what the client gets when the broker
+costs next to nothing.
 
     python bench/null_broker.py --port 0 [--partitions 8]     # prints "listening HOST:PORT"
 
@@ -7,9 +8,9 @@ A Kafka-protocol server for bench/client_ceiling.py: it speaks just enough of th
 bench/kclient.py's producer and assign()-consumer (ApiVersions, Metadata, CreateTopics,
 Produce, ListOffsets, Fetch) and does no broker work: no validation, no CRC check, no disk, no
 index, no replication. A produced batch is kept in memory as received (its base offset patched,
-as any broker must); a fetch answers the kept batches from the asked offset. So a client
-measured against it is limited only by itself and the machine: a real broker's rate divided by
-this one's says how much of the client's ceiling it reaches. Not a product: it loses
+as any broker must); a fetch answers the kept batches from the asked offset. It is plain
+Python (asyncio streams, one copy per batch), so a broker with leaner I/O can pass it with large
+records; with small ones the client limits both. Not a product: it loses
 everything on exit, and it trusts its input.
 """
 

@@ -12,7 +12,9 @@ After an unclean shutdown:
   * every older segment keeps its data (it was fsynced) but its indexes are checked: structure
     (sizes, order, bounds), and each entry against the batch it names; a missing or damaged
     index is rebuilt by re-reading that segment;
-  * the recovered segments are fsynced and the recovery point moves to the log end offset;
+  * the recovered segments are not fsynced here and the recovery point stays where the last
+    flush left it (as Kafka's LogLoader): what the crash left in the page cache only is made
+    durable by the next flush, and re-checked if another crash comes first;
   * the .txnindex files of the recovered segments (and of an older one whose .txnindex fails
     its sanity check) cannot be rebuilt here: an entry needs the first offset of a transaction
     that may have begun segments earlier. `txn_index_from` says from which segment on the log
@@ -215,7 +217,9 @@ def load_segments(
         segments, end, txn_index_from, no_producers_from = _recover_unclean(
             directory, segments, config, recovery_point, indexed
         )
-        recovery_point = end
+        # As Kafka's LogLoader: the recovered tail was checked, not fsynced, so the recovery
+        # point stays where the last flush left it; a crash before the next flush re-checks it.
+        recovery_point = min(recovery_point, end)
         active = segments[-1]
     start = max(log_start_offset, segments[0].base_offset)
     if start > end:
@@ -301,8 +305,6 @@ def _recover_unclean(
             break
         if i < last:
             seg.on_become_inactive()
-    for seg in kept[first_unflushed:]:
-        seg.flush()
     active = kept[-1]
     end = active.read_next_offset() if active.size else active.base_offset
     recovered = kept[first_unflushed:]

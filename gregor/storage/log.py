@@ -226,8 +226,8 @@ class Log:
             no_producers_from=loaded.no_producers_from,
         )
         if loaded.txn_index_from is not None:
-            # The rebuilt .txnindex files are as durable as the recovered segments (fsynced by
-            # the loader): the recovery point is past them.
+            # The rebuilt .txnindex files are written out; a crash before the next flush of
+            # their segments rebuilds them again (the recovery point is below them).
             for seg in log_.segments:
                 if seg.base_offset >= loaded.txn_index_from:
                     seg.txn_index.flush()

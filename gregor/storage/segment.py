@@ -480,7 +480,9 @@ class LogSegment:
         if truncated:
             os.ftruncate(fd, pos)
         self.size = pos
-        self._flushed_size = min(self._flushed_size, pos)
+        # What a crash left may be in the page cache only: no byte of it is known durable
+        # until the next flush of this segment fsyncs it.
+        self._flushed_size = 0
         return RecoveryResult(pos, truncated, reason)
 
     def truncate_to(self, offset: int) -> int:
@@ -551,9 +553,16 @@ class LogSegment:
         self.time_index.trim_to_valid_size()
 
     def flush(self) -> None:
-        if self._fd is not None and self._flushed_size != self.size:
+        if self._flushed_size != self.size:
             size = self.size
-            os.fsync(self._fd)
+            if self._fd is not None:
+                os.fsync(self._fd)
+            else:  # recovered after a crash, its handles closed since: fsync without keeping one
+                fd = os.open(self.log_path, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
             self._flushed_size = size
         self.offset_index.flush()
         self.time_index.flush()

@@ -103,3 +103,29 @@ def test_recovery_point_bounds_recovery(tmp_path):
     recovered.close_handles()
     recovered = Log.open(d, config, clean_shutdown=False, recovery_point=0, now_ms=0)
     assert recovered.log_end_offset == 0 and all_batches(recovered) == []
+
+
+def test_a_recovered_tail_is_durable_only_after_the_next_flush_fsyncs_it(tmp_path, fsyncs):
+    # After a crash, what the loader re-read may be in the page cache only: the recovery point
+    # stays where the last flush left it (as Kafka's LogLoader keeps it), so a second crash
+    # re-checks that tail, and the next flush fsyncs every recovered segment, closed or not.
+    config = LogConfig(segment_bytes=2048, segment_index_bytes=65536)
+    directory = str(tmp_path / "t-0")
+    log = Log.open(directory, config, now_ms=0)
+    for _ in range(10):
+        log.append(_batch(), now_ms=0)
+    log.flush()
+    flushed = log.recovery_point
+    for _ in range(30):  # rolls fsync the old segments; the last ones are never flushed
+        log.append(_batch(), now_ms=0)
+    end = log.log_end_offset
+    log.close_handles()  # a crash: no flush
+    log = Log.open(directory, config, recovery_point=flushed, clean_shutdown=False, now_ms=0)
+    assert log.log_end_offset == end
+    assert log.recovery_point == flushed  # not the log end: nothing recovered was fsynced
+    recovered = [s.log_path for s in log.segments if s.base_offset + 1 > flushed]
+    assert len(recovered) > 1  # the tail spans closed segments and the active one
+    fsyncs.clear()
+    log.flush()
+    assert log.recovery_point == end
+    assert set(recovered) <= set(fsyncs)
