@@ -164,12 +164,7 @@ class ExactlyOnceSourceTask(SourceTask):
         for tp, upstream, downstream in self.uncommitted:
             super()._written(tp, upstream, downstream)
         self.uncommitted.clear()
-        if self.consumed:
-            offsets = [TopicPartition(t, p, o) for (t, p), o in self.consumed.items()]
-            self.consumer.commit(offsets=offsets, asynchronous=False)
-            self.consumed.clear()
-        self.emitter.commit()
-        self._send_syncs()
+        self._commit_positions()
 
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         super()._on_revoke(consumer, partitions)

@@ -263,6 +263,10 @@ class SourceTask:
                 f"{self.flow.name}: {left} records not acknowledged by {self.flow.target} "
                 f"in {FLUSH_TIMEOUT_S:.0f} s"
             )
+        self._commit_positions()
+
+    def _commit_positions(self) -> None:
+        """Once every consumed record is written: the source positions, then the offset syncs."""
         if self.consumed:
             offsets = [TopicPartition(t, p, o) for (t, p), o in self.consumed.items()]
             self.consumer.commit(offsets=offsets, asynchronous=False)
