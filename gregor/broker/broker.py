@@ -23,6 +23,7 @@ from gregor.broker import cores
 from gregor.broker.auto_create import auto_creator
 from gregor.broker.config import BrokerConfig
 from gregor.broker.dispatch import Dispatcher
+from gregor.broker.listener_security import listener_security
 from gregor.broker.metadata_node import open_metadata
 from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.controller.admin import Admin
@@ -72,6 +73,8 @@ class BrokerServer:
             raise ValueError("a controller-only node runs as a ControllerServer")
         self.config, self.node_id, self.ready_file, self.clock = config, config.node_id, ready_file, clock  # fmt: skip
         self.listen_host, self.listen_port = config.listener()
+        # TLS context and SASL settings of the client listener: a bad one stops the start here
+        self.security = listener_security(config.client_listener_config())
         host, port = config.advertised()
         # Port 0: bound now, so the registration below names the port clients will use.
         self._listen_sock = bind(*config.listener()) if self.listen_port == 0 else None
@@ -195,7 +198,13 @@ class BrokerServer:
             dispatch.held = asyncio.get_running_loop().create_future()
             self.hosting.on_caught_up = lambda: _settle(dispatch.held)
         self.server = configured_server(
-            dispatch, self.listen_host, self.listen_port, self.config_value, self._listen_sock
+            self.security.wrap(dispatch),
+            self.listen_host,
+            self.listen_port,
+            self.config_value,
+            self._listen_sock,
+            tls=self.security.tls,
+            on_secure=self.security.on_secure,
         )
         await self.server.start()
         if self.cluster.port == 0 or self.listen_port == 0:

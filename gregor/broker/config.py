@@ -27,9 +27,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gregor.broker.security_settings import check_security, is_security_setting
+from gregor.broker.security_settings import check_security, is_security_setting, protocol_map
 from gregor.metadata.config_defs import BROKER_CONFIGS, ConfigError
 from gregor.runtime.raft_driver import parse_voters
+from gregor.security.listener_config import ListenerConfig, protocol_of
 
 log = logging.getLogger("gregor.config")
 
@@ -164,6 +165,14 @@ class BrokerConfig:
         return parse_listener(
             self._client_listeners(self.get_str("listeners") or "PLAINTEXT://127.0.0.1:9092")
         )
+
+    def client_listener_config(self) -> ListenerConfig:
+        """The security settings of the client listener (the first that is not a controller
+        listener), its protocol from listener.security.protocol.map."""
+        spec = self._client_listeners(self.get_str("listeners") or "PLAINTEXT://127.0.0.1:9092")
+        name = listener_name(spec.split(",")[0])
+        protocol = protocol_of(name, protocol_map(self.values), self._controller_names())
+        return ListenerConfig(name, protocol or "PLAINTEXT", self.values)
 
     def advertised(self) -> tuple[str, int]:
         raw = self.get_str("advertised.listeners")

@@ -38,6 +38,7 @@ from gregor.runtime.drivers import CoreDriver, controller_send, links_send, node
 from gregor.runtime.forwarding import CHANNEL_TIMEOUT_MS, Forwarder
 from gregor.runtime.inter_broker import InterBroker
 from gregor.runtime.lifecycle import BrokerLifecycle, shut_down_this_process
+from gregor.security.listener_config import SECURITY_PROTOCOL_IDS
 from gregor.storage.log_manager import LogManager
 
 Clock = Callable[[], int]
@@ -147,6 +148,7 @@ def broker_lifecycle(
         return {d: dir_ids.get(os.path.abspath(d)) for d in sorted(logs.offline_dirs)}
 
     channel = member.controller_channel(f"broker-{member.node_id}")
+    listener = config.client_listener_config()
     lifecycle_config = LifecycleConfig(
         node_id=member.node_id,
         heartbeat_interval_ms=config.get_int("broker.heartbeat.interval.ms"),
@@ -154,6 +156,8 @@ def broker_lifecycle(
         rack=config.get_str("broker.rack"),
         log_dir_ids=tuple(m.directory_id for m in meta.values() if m.directory_id is not None),
         incarnation_id=uuid.uuid4(),
+        listener_name=listener.name,
+        security_protocol=SECURITY_PROTOCOL_IDS[listener.protocol],
     )
     core = BrokerLifecycleCore(
         lifecycle_config,

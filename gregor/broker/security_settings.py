@@ -1,21 +1,22 @@
-"""Security settings a node is given, refused until gregor can honour them (fail closed).
+"""Security settings a node is given: what gregor honours passes, the rest is refused (fail
+closed), naming the first setting it cannot honour:
 
-gregor serves PLAINTEXT only: no TLS, no SASL, no authorizer. A node asked for any of these
-would otherwise start and serve everyone in clear text, so `check_security` refuses, naming the
-first setting that asks for security:
-
-    a listener whose security protocol is not PLAINTEXT   listeners=SASL_PLAINTEXT://..., SSL://...,
-                                                          or a name mapped to one in
-                                                          listener.security.protocol.map
-    security.inter.broker.protocol other than PLAINTEXT
+    the client listener           PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (its protocol from
+                                  listener.security.protocol.map, else its own name); a second
+                                  client listener when either is not PLAINTEXT (one is served)
+    a controller listener         any protocol but PLAINTEXT (the controllers' traffic)
+    security.inter.broker.protocol / inter.broker.listener.name   other than the client
+                                  listener's protocol / name (brokers talk over that listener)
+    sasl.enabled.mechanisms       a mechanism gregor has no server for (GSSAPI, Kafka's default
+                                  when a SASL listener names none); PLAIN without user_ entries
+    ssl.* / sasl.* (bare or under listener.name.<listener>[.<mechanism>].) not in SUPPORTED,
+                                  ssl.keystore.type / ssl.truststore.type other than PEM
     authorizer.class.name, super.users, allow.everyone.if.no.acl.found, principal.builder.class
-    sasl.*, ssl.*, and their per-listener forms listener.name.<listener>[.<mechanism>].sasl.* /
-    .ssl.* (listener.name.internal.plain.sasl.jaas.config, ...)
 
-A setting given an empty value asks for nothing and passes. A listener's protocol is the one the
-map gives its name; without a map entry, a name that is a protocol's own name (PLAINTEXT, SSL,
-SASL_PLAINTEXT, SASL_SSL) is that protocol, and a controller listener name is PLAINTEXT, as in
-Kafka's KRaft mode. Pure: strings in, a ConfigError (one line) out.
+A setting given an empty value asks for nothing and passes. Without a map entry, a listener
+named as a protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) is that protocol, and a
+controller listener is PLAINTEXT, as in Kafka's KRaft mode. Pure: strings in, a ConfigError
+(one line) out.
 """
 
 from __future__ import annotations
@@ -24,59 +25,155 @@ import re
 from collections.abc import Mapping
 
 from gregor.metadata.config_defs import ConfigError
+from gregor.security.jaas import parse_jaas
+from gregor.security.listener_config import PROTOCOLS as _PROTOCOLS
+from gregor.security.listener_config import ListenerConfig, protocol_of
+from gregor.security.plain import plain_users
+from gregor.security.sasl import supported_mechanisms
 
-PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
+PROTOCOLS = frozenset(_PROTOCOLS)
 SECURITY_KEYS = (
     "authorizer.class.name",
     "super.users",
     "allow.everyone.if.no.acl.found",
     "principal.builder.class",
 )
+INTER_BROKER_KEYS = ("security.inter.broker.protocol", "inter.broker.listener.name")
+# The ssl.* and sasl.* settings gregor honours (per listener too); the rest are refused.
+SUPPORTED = frozenset(
+    {
+        "ssl.keystore.location",
+        "ssl.keystore.password",  # of a PEM keystore: unused (ssl.key.password unlocks the key)
+        "ssl.keystore.type",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.key.password",
+        "ssl.truststore.location",
+        "ssl.truststore.password",  # of a PEM truststore: unused
+        "ssl.truststore.type",
+        "ssl.truststore.certificates",
+        "ssl.client.auth",
+        "ssl.enabled.protocols",
+        "ssl.protocol",
+        "ssl.cipher.suites",
+        "ssl.principal.mapping.rules",
+        "ssl.endpoint.identification.algorithm",
+        "sasl.enabled.mechanisms",
+        "sasl.jaas.config",
+        "sasl.mechanism.inter.broker.protocol",
+    }
+)
+PEM_ONLY = ("ssl.keystore.type", "ssl.truststore.type")
 # sasl.* / ssl.*, bare or under listener.name.<listener>. or listener.name.<listener>.<mechanism>.
 _SECURITY_PREFIX = re.compile(r"^(listener\.name\.[^.]+\.([^.]+\.)?)?(sasl|ssl)\.", re.IGNORECASE)
-NOT_SUPPORTED = "security (TLS, SASL, ACLs) is not supported yet"
+DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
+ACLS_NOT_SUPPORTED = "ACLs and authorizers are not supported yet"
 
 
 def check_security(values: Mapping[str, str]) -> None:
-    """ConfigError naming the first setting that asks for security (the module docstring)."""
+    """ConfigError naming the first setting gregor cannot honour (the module docstring)."""
     protocols = protocol_map(values)
     controller_names = _names(values.get("controller.listener.names", "CONTROLLER"))
-    for key in ("listeners", "advertised.listeners"):
-        for spec in _entries(values.get(key, "")):
+    client: list[tuple[str, str, str]] = []  # (name, protocol, spec)
+    for key, default in (("listeners", DEFAULT_LISTENERS), ("advertised.listeners", "")):
+        for spec in _entries(values.get(key) or default):
             name, sep, _ = spec.partition("://")
             name = name.strip().upper() if sep else "PLAINTEXT"
-            protocol = protocols.get(name) or (
-                name if name in PROTOCOLS else "PLAINTEXT" if name in controller_names else None
-            )
+            protocol = protocol_of(name, protocols, controller_names)
             if protocol is None:
                 raise ConfigError(
                     f"{key}: listener {name} ({spec}) has no security protocol in "
-                    f"listener.security.protocol.map: map it to PLAINTEXT, e.g. "
+                    f"listener.security.protocol.map: map it to one, e.g. "
                     f"listener.security.protocol.map={name}:PLAINTEXT"
                 )
-            if protocol != "PLAINTEXT":
+            if name in controller_names and protocol != "PLAINTEXT":
                 raise ConfigError(
-                    f"{key}: listener {spec} uses {protocol}, but {NOT_SUPPORTED}: use a "
-                    "PLAINTEXT listener (the node would otherwise serve it without security)"
+                    f"{key}: controller listener {spec} uses {protocol}, but controller "
+                    "listeners are PLAINTEXT only: map it to PLAINTEXT"
                 )
-    inter = values.get("security.inter.broker.protocol", "").strip().upper()
-    if inter and inter != "PLAINTEXT":
+            if key == "listeners" and name not in controller_names:
+                client.append((name, protocol, spec))
+    if len(client) > 1 and any(p != "PLAINTEXT" for _, p, _ in client):
         raise ConfigError(
-            f"security.inter.broker.protocol={inter}: {NOT_SUPPORTED}: remove it or set PLAINTEXT"
+            f"listeners: {', '.join(s for _, _, s in client)}: a node serves one client "
+            "listener; name one (with its security protocol)"
         )
-    for key, value in values.items():
-        if not value.strip():
-            continue  # an empty value asks for nothing
-        if is_security_setting(key):
+    _check_keys(values)
+    if client:
+        _check_listener(values, *client[0][:2])
+
+
+def _check_listener(values: Mapping[str, str], name: str, protocol: str) -> None:
+    """The inter-broker settings and the SASL mechanisms of the client listener."""
+    inter = values.get("security.inter.broker.protocol", "").strip().upper()
+    if inter and inter != protocol:
+        raise ConfigError(
+            f"security.inter.broker.protocol={inter}: brokers talk over the client listener "
+            f"{name} ({protocol}): remove it or set {protocol}"
+        )
+    inter_name = values.get("inter.broker.listener.name", "").strip().upper()
+    if inter_name and inter_name != name:
+        raise ConfigError(
+            f"inter.broker.listener.name={inter_name}: brokers talk over the client listener "
+            f"{name}: remove it or set {name}"
+        )
+    config = ListenerConfig(name, protocol, values)
+    if not config.uses_sasl:
+        return
+    known = supported_mechanisms()
+    for mechanism in config.sasl_mechanisms():
+        if mechanism not in known:
             raise ConfigError(
-                f"{key} is set, but {NOT_SUPPORTED}: remove it (the node would otherwise run "
-                "without the security it asks for)"
+                f"sasl.enabled.mechanisms: listener {name} enables {mechanism} (Kafka's default "
+                f"is GSSAPI), which gregor does not support: set sasl.enabled.mechanisms to "
+                f"{', '.join(sorted(known))}"
+            )
+    if "PLAIN" in config.sasl_mechanisms():
+        try:
+            users = plain_users(config)
+        except ValueError as exc:
+            raise ConfigError(
+                f"listener.name.{name.lower()}.plain.sasl.jaas.config: {exc}"
+            ) from None
+        if not users:
+            raise ConfigError(
+                f"listener {name} enables PLAIN but no user: set listener.name.{name.lower()}"
+                '.plain.sasl.jaas.config with user_NAME="password" entries'
             )
 
 
+def _check_keys(values: Mapping[str, str]) -> None:
+    for key, value in values.items():
+        if not value.strip():
+            continue  # an empty value asks for nothing
+        if key in SECURITY_KEYS:
+            raise ConfigError(
+                f"{key} is set, but {ACLS_NOT_SUPPORTED}: remove it (the node would otherwise "
+                "run without the security it asks for)"
+            )
+        found = _SECURITY_PREFIX.match(key)
+        if found is None:
+            continue
+        bare = key[len(found[1] or "") :].lower()
+        if bare not in SUPPORTED:
+            raise ConfigError(
+                f"{key} is set, but gregor does not support {bare}: remove it (the node would "
+                "otherwise run without the security it asks for)"
+            )
+        if bare in PEM_ONLY and value.strip().upper() != "PEM":
+            raise ConfigError(f"{key}={value.strip()}: gregor reads PEM only: convert it to PEM")
+        if bare == "sasl.jaas.config":
+            try:
+                parse_jaas(value)
+            except ValueError as exc:
+                raise ConfigError(f"{key}: {exc}") from None
+
+
 def is_security_setting(key: str) -> bool:
-    """A key that asks for security whatever its (non-empty) value: refused, not warned of."""
-    return key in SECURITY_KEYS or _SECURITY_PREFIX.match(key) is not None
+    """A key that asks for security whatever its (non-empty) value: checked, not warned of."""
+    return (
+        key in SECURITY_KEYS or key in INTER_BROKER_KEYS or _SECURITY_PREFIX.match(key) is not None
+    )
 
 
 def protocol_map(values: Mapping[str, str]) -> dict[str, str]:

@@ -101,12 +101,12 @@ def _load(args: argparse.Namespace) -> BrokerConfig | None:
                 n.strip().upper()
                 for n in given.get("controller.listener.names", "CONTROLLER").split(",")
             }
-            kept = [
-                spec.strip()
-                for spec in given.get("listeners", "").split(",")
-                if spec.strip() and spec.strip().partition("://")[0].strip().upper() in names
-            ]
-            overrides["listeners"] = ",".join([f"PLAINTEXT://{args.listen}", *kept])
+            specs = [s.strip() for s in given.get("listeners", "").split(",") if s.strip()]
+            kept = [s for s in specs if s.partition("://")[0].strip().upper() in names]
+            # ... and the client listener keeps its name (its security protocol): SSL://, ...
+            client = [s.partition("://") for s in specs if s not in kept]
+            name = client[0][0].strip() if client and client[0][1] else "PLAINTEXT"
+            overrides["listeners"] = ",".join([f"{name}://{args.listen}", *kept])
         if args.data_dir:
             overrides["log.dirs"] = args.data_dir
         return BrokerConfig.load(args.config, overrides)

@@ -1,12 +1,13 @@
-"""SaslHandshake v0-1 and SaslAuthenticate v0-2 on a listener without SASL.
+"""SaslHandshake v0-1 and SaslAuthenticate v0-2 where no SASL exchange is under way.
 
-Every listener here is PLAINTEXT (no SASL mechanism is served yet), and Kafka answers both
-there from KafkaApis, never closing the connection: SaslHandshake with ILLEGAL_SASL_STATE and
-no enabled mechanisms, SaslAuthenticate with ILLEGAL_SASL_STATE and "SaslAuthenticate request
-received after successful authentication" (the connection counts as authenticated). Both stay
-in ApiVersions, as Kafka lists them on every broker listener. A client configured for SASL
-against this listener so fails its handshake at once with a clear error instead of waiting on
-a connection the broker dropped.
+On a SASL listener the exchange before authentication is answered by the listener's SASL gate
+(broker/sasl_gate.py); what reaches these handlers comes on a PLAINTEXT or SSL listener, or after
+the connection authenticated. Kafka answers both there from KafkaApis, never closing the
+connection: SaslHandshake with ILLEGAL_SASL_STATE and no mechanisms, SaslAuthenticate with
+ILLEGAL_SASL_STATE and "SaslAuthenticate request received after successful authentication" (the
+connection counts as authenticated). Both stay in ApiVersions, as Kafka lists them on every
+broker listener. A client configured for SASL against a listener without it so fails its
+handshake at once with a clear error instead of waiting on a connection the broker dropped.
 """
 
 from __future__ import annotations

@@ -294,6 +294,7 @@ _BROKER_ONLY: list[ConfigDef] = [
     ConfigDef("queued.max.requests", INT, "500", at_least(1), read_only=True),
     ConfigDef("queued.max.request.bytes", LONG, "-1", None, read_only=True),
     ConfigDef("connections.max.idle.ms", LONG, "600000", None, read_only=True),
+    ConfigDef("connection.failed.authentication.delay.ms", INT, "100", at_least(0), read_only=True),
     ConfigDef("max.connections", INT, str(INT_MAX), at_least(0)),
     ConfigDef("max.connections.per.ip", INT, str(INT_MAX), at_least(0)),
     ConfigDef("max.connections.per.ip.overrides", STRING, "", _overrides_problem),

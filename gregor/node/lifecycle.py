@@ -84,6 +84,8 @@ class LifecycleConfig:
     rack: str | None = None  # broker.rack
     log_dir_ids: tuple[uuid.UUID, ...] = ()
     incarnation_id: uuid.UUID = uuid.UUID(int=0)
+    listener_name: str = "PLAINTEXT"  # the client listener, as registered
+    security_protocol: int = 0  # its protocol's id: PLAINTEXT 0, SSL 1, SASL_PLAINTEXT 2, ...
 
 
 class MetadataProgress(Protocol):
@@ -225,7 +227,14 @@ class BrokerLifecycleCore:
             broker_id=self.node_id,
             cluster_id=self.metadata.cluster_id,
             incarnation_id=self.config.incarnation_id,
-            listeners=[R.Listener(name="PLAINTEXT", host=host, port=port, security_protocol=0)],
+            listeners=[
+                R.Listener(
+                    name=self.config.listener_name,
+                    host=host,
+                    port=port,
+                    security_protocol=self.config.security_protocol,
+                )
+            ],
             features=[
                 R.Feature(name=METADATA_VERSION, min_supported_version=1, max_supported_version=25)
             ],

@@ -12,6 +12,13 @@ handed to the dispatcher at once. A slot is filled when its response is ready (a
 an awaitable completes: a long-poll fetch, an acks=all produce) and responses leave strictly
 from the head, so they go out in request order whatever order they complete in.
 
+TLS (`tls`, a server SSLContext): the socket is wrapped and its handshake driven by the same
+callbacks before the first read; `on_secure` then sees the connection (the peer's certificate).
+`sendmsg` and `sendfile` cannot go through an SSL object, so on TLS the output is copied into
+records of up to `_TLS_WRITE` bytes (file slices read with `pread`) and each is written whole,
+retried unchanged after a would-block as OpenSSL requires. Decrypted bytes OpenSSL holds beyond
+one read are not signalled by the socket: they are read on the loop's next turn.
+
 Limits: a frame above `socket.request.max.bytes` is logged and closes this connection only;
 with `queued.max.requests` responses outstanding, reading pauses until they drain; with a
 `MemoryPool` (`queued.max.request.bytes`), a frame is read only once the pool has memory for it;
@@ -27,6 +34,7 @@ import logging
 import mmap
 import os
 import socket
+import ssl
 import struct
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -50,6 +58,7 @@ _MAX_CHUNK = 256 * 1024
 # a frame being received is at most max(2 MiB, the bytes that arrived).
 _WHOLE_FRAME_MAX = 2 * 1024 * 1024
 _NO_CHUNK = memoryview(bytearray(0))
+_TLS_WRITE = 256 * 1024  # bytes given to one SSL write (several TLS records)
 
 Output = list[Any]  # bytes-like buffers and file slices, in wire order
 
@@ -151,6 +160,8 @@ class Connection:
         on_close: Callable[[Connection], None],
         now_ms: Callable[[], int],
         pool: MemoryPool | None = None,
+        tls: ssl.SSLContext | None = None,
+        on_secure: Callable[[Connection], None] | None = None,
     ) -> None:
         self.sock = sock
         self.fd = sock.fileno()
@@ -187,6 +198,11 @@ class Connection:
         self._out_offset = 0  # bytes of the head item already sent
         self._writing = False
         self._tasks: set[asyncio.Future[Any]] = set()
+        self.tls = tls
+        self.on_secure = on_secure
+        self._tls_record: memoryview | None = None  # being written; retried unchanged
+        self._handshaking = False
+        self._close_after: str | None = None  # close once the responses queued are sent
         # Per-connection state handlers may keep (client software name, fetch sessions...).
         self.attributes: dict[str, Any] = {}
 
@@ -195,6 +211,46 @@ class Connection:
     def start(self) -> None:
         self.sock.setblocking(False)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.tls is None:
+            self._resume_reading()
+            return
+        try:
+            self.sock = self.tls.wrap_socket(
+                self.sock, server_side=True, do_handshake_on_connect=False
+            )
+        except (OSError, ValueError) as exc:
+            self.close(f"TLS setup failed: {exc}")
+            return
+        self._handshaking = True
+        self._handshake()
+
+    def _handshake(self) -> None:
+        """One step of the TLS handshake; reading starts once it is done."""
+        assert isinstance(self.sock, ssl.SSLSocket)
+        try:
+            self.sock.do_handshake()
+        except ssl.SSLWantReadError:
+            self.loop.remove_writer(self.fd)
+            self.loop.add_reader(self.fd, self._handshake)
+            return
+        except ssl.SSLWantWriteError:
+            self.loop.remove_reader(self.fd)
+            self.loop.add_writer(self.fd, self._handshake)
+            return
+        except (ssl.SSLError, OSError) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            self.close(f"TLS handshake failed: {reason}", error=True)
+            return
+        self.loop.remove_reader(self.fd)
+        self.loop.remove_writer(self.fd)
+        self._handshaking = False
+        self.last_active_ms = self.now_ms()
+        if self.on_secure is not None:
+            try:
+                self.on_secure(self)
+            except ValueError as exc:  # no principal for this certificate
+                self.close(f"TLS authentication failed: {exc}", error=True)
+                return
         self._resume_reading()
 
     def _resume_reading(self) -> None:
@@ -202,10 +258,24 @@ class Connection:
             not self._reading
             and not self.closed
             and not self._waiting_memory
+            and not self._handshaking
+            and self._close_after is None
             and len(self._slots) < self.max_queued_requests
         ):
             self.loop.add_reader(self.fd, self._on_readable)
             self._reading = True
+            self._maybe_pending()
+
+    def _maybe_pending(self) -> None:
+        """TLS: bytes OpenSSL decrypted beyond the last read make no fd readable: read them
+        on the loop's next turn."""
+        sock = self.sock
+        if isinstance(sock, ssl.SSLSocket) and self._reading and not self.closed and sock.pending():
+            self.loop.call_soon(self._on_pending)
+
+    def _on_pending(self) -> None:
+        if self._reading and not self.closed:
+            self._on_readable()
 
     def _pause_reading(self) -> None:
         if self._reading:
@@ -217,7 +287,7 @@ class Connection:
         (then it is closed)."""
         try:
             n = self.sock.recv_into(view)
-        except (BlockingIOError, InterruptedError):
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return 0
         except OSError as exc:
             self.close(f"read failed: {exc}")
@@ -239,6 +309,7 @@ class Connection:
         """
         if self._big is not None:
             self._read_big()
+            self._maybe_pending()
             return
         if self._waiting_memory:
             return
@@ -256,6 +327,7 @@ class Connection:
             # Caught up: back to a small chunk; the big one goes with its frames' last views.
             self._chunk, self._start, self._end = memoryview(bytearray(_MIN_CHUNK)), 0, 0
             self._chunk_size = _MIN_CHUNK
+        self._maybe_pending()
 
     def _consume_received(self) -> None:
         self._in_read = True
@@ -284,6 +356,8 @@ class Connection:
         while end - pos >= 4:
             (size,) = _SIZE.unpack_from(chunk, pos)
             if size < 0 or size > self.max_request_bytes:
+                if self.tls is None and chunk[pos] == 0x16 and chunk[pos + 1] == 0x03:
+                    raise FrameError("TLS handshake on a PLAINTEXT listener (a TLS ClientHello)")
                 raise FrameError(
                     f"frame of {size} bytes is above socket.request.max.bytes "
                     f"{self.max_request_bytes}"
@@ -425,10 +499,31 @@ class Connection:
             self._write()
         if len(self._slots) < self.max_queued_requests:
             self._resume_reading()
+        self._maybe_close_after()
+
+    def close_after_responses(self, reason: str) -> None:
+        """Read no more; close once every response already asked for has been sent (a failed
+        authentication: its answer goes out, then the connection closes)."""
+        self._close_after = reason
+        self._pause_reading()
+        self._maybe_close_after()
+
+    def _maybe_close_after(self) -> None:
+        if (
+            self._close_after is not None
+            and not self.closed
+            and not self._slots
+            and not self._out
+            and self._tls_record is None
+        ):
+            self.close(self._close_after)
 
     # -- writing ------------------------------------------------------------------------------
 
     def _write(self) -> None:
+        if self.tls is not None:
+            self._write_tls()
+            return
         out = self._out
         try:
             while out:
@@ -473,14 +568,67 @@ class Connection:
             if exc.errno not in (errno.EAGAIN, errno.EWOULDBLOCK):
                 self.close(f"write failed: {exc}")
                 return
-        if out and not self._writing:
+        self._wait_writable(bool(out))
+
+    def _wait_writable(self, more: bool) -> None:
+        """Be called back when the socket can take more, while output is left."""
+        if more and not self._writing:
             self.loop.add_writer(self.fd, self._write)
             self._writing = True
-        elif not out and self._writing:
+        elif not more and self._writing:
             self.loop.remove_writer(self.fd)
             self._writing = False
-        if not out:
+        if not more:
             self.last_active_ms = self.now_ms()
+            self._maybe_close_after()
+
+    def _write_tls(self) -> None:
+        """The output through the SSL object, one record of up to _TLS_WRITE bytes at a time."""
+        try:
+            while True:
+                record = self._tls_record
+                if record is None:
+                    record = self._tls_record = self._next_tls_record()
+                    if record is None:
+                        break
+                sent = self.sock.send(record)
+                self._tls_record = record[sent:] if sent < len(record) else None
+        except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError, InterruptedError):
+            pass
+        except FrameError as exc:
+            self.close(str(exc), error=True)
+            return
+        except OSError as exc:
+            self.close(f"write failed: {exc}")
+            return
+        self._wait_writable(self._tls_record is not None or bool(self._out))
+
+    def _next_tls_record(self) -> memoryview | None:
+        """Up to _TLS_WRITE bytes from the head of the output (file slices read by pread)."""
+        out, parts, size = self._out, [], 0
+        while out and size < _TLS_WRITE:
+            head = out[0]
+            if is_buffer(head):
+                view = memoryview(head)[self._out_offset :]
+                part = view[: _TLS_WRITE - size]
+                if len(part) < len(view):
+                    self._out_offset += len(part)
+                else:
+                    out.popleft()
+                    self._out_offset = 0
+            else:
+                want = min(head.length - self._out_offset, _TLS_WRITE - size)
+                part = memoryview(os.pread(head.fd, want, head.position + self._out_offset))
+                if not part:
+                    raise FrameError(f"segment file was truncated while sending ({want} short)")
+                self._out_offset += len(part)
+                if self._out_offset == head.length:
+                    out.popleft()
+                    os.close(head.fd)
+                    self._out_offset = 0
+            parts.append(part)
+            size += len(part)
+        return memoryview(b"".join(parts)) if parts else None
 
     def _advance_buffers(self, sent: int) -> None:
         """Drop fully sent buffers from the head; remember how far into the next one we got."""
@@ -498,14 +646,14 @@ class Connection:
 
     @property
     def idle(self) -> bool:
-        return not self._slots and not self._out and not self._tasks
+        return not self._slots and not self._out and not self._tasks and self._tls_record is None
 
     # -- closing ------------------------------------------------------------------------------
 
     def close(self, reason: str | None, error: bool = False) -> None:
         if self.closed:
             return
-        if self._out and not self._final_write:
+        if (self._out or self._tls_record is not None) and not self._final_write:
             # Responses already complete go out first (best effort, without blocking): a bad
             # frame after good requests still lets their answers through.
             self._final_write = True
@@ -519,6 +667,9 @@ class Connection:
                 "closing connection from %s: %s", self.peer, reason
             )
         self._pause_reading()
+        if self._handshaking:
+            self.loop.remove_reader(self.fd)
+            self.loop.remove_writer(self.fd)
         self._release()
         if self.pool is not None:
             self.pool.forget(self._on_memory)

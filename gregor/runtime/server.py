@@ -23,6 +23,7 @@ import errno
 import ipaddress
 import logging
 import socket
+import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -92,8 +93,11 @@ def configured_server(
     port: int,
     value: Callable[[str], Any],
     sock: socket.socket | None = None,
+    tls: ssl.SSLContext | None = None,
+    on_secure: Callable[[Connection], None] | None = None,
 ) -> Server:
-    """A client listener with the limits the broker's configs set (`value`: key -> typed)."""
+    """A client listener with the limits the broker's configs set (`value`: key -> typed);
+    `tls` makes it a TLS listener, `on_secure` sees each connection once its handshake is done."""
     return Server(
         dispatch,
         host=host,
@@ -104,6 +108,8 @@ def configured_server(
         max_queued_request_bytes=int(value("queued.max.request.bytes")),
         max_idle_ms=int(value("connections.max.idle.ms")),
         limits=connection_limits(value),
+        tls=tls,
+        on_secure=on_secure,
     )
 
 
@@ -164,8 +170,12 @@ class Server:
         limits: ConnectionLimits | None = None,
         clock: Callable[[], int] = now_ms,
         sock: socket.socket | None = None,
+        tls: ssl.SSLContext | None = None,
+        on_secure: Callable[[Connection], None] | None = None,
     ) -> None:
         self.dispatch = dispatch
+        self.tls = tls
+        self.on_secure = on_secure
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
@@ -199,7 +209,7 @@ class Server:
             self.pool = MemoryPool(self.max_queued_request_bytes, self._loop.call_soon)
         self._update_accepting()
         self._sweeper = asyncio.ensure_future(self._sweep_idle())
-        log.info("listening on %s:%d", self.host, self.port)
+        log.info("listening on %s:%d%s", self.host, self.port, " (TLS)" if self.tls else "")
 
     def reconfigure(self, limits: ConnectionLimits) -> None:
         """New connection limits (dynamic broker configs) for the connections accepted from now
@@ -268,6 +278,8 @@ class Server:
             on_close=self._on_closed,
             now_ms=self.clock,
             pool=self.pool,
+            tls=self.tls,
+            on_secure=self.on_secure,
         )
         self.connections.add(conn)
         self._ip_of[conn] = ip

@@ -1,4 +1,4 @@
-"""broker/security_settings.py: what asks for security is refused by name; what does not passes."""
+"""broker/security_settings.py: what gregor cannot honour is refused by name; the rest passes."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ import pytest
 from gregor.broker.config import BrokerConfig
 from gregor.broker.security_settings import check_security, is_security_setting
 from gregor.metadata.config_defs import ConfigError
+
+
+JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="a-secret";'
 
 
 @pytest.mark.parametrize(
@@ -18,28 +21,49 @@ from gregor.metadata.config_defs import ConfigError
         {"listeners": "INTERNAL://:9092", "listener.security.protocol.map": "INTERNAL:PLAINTEXT"},
         {"authorizer.class.name": "", "super.users": " "},  # empty: asks for nothing
         {"security.inter.broker.protocol": "PLAINTEXT"},
+        {
+            "listeners": "SSL://:9093",
+            "ssl.keystore.location": "k.pem",
+            "ssl.client.auth": "required",
+        },
+        {
+            "listeners": "INTERNAL://:9092",
+            "listener.security.protocol.map": "INTERNAL:SASL_SSL",
+            "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.internal.plain.sasl.jaas.config": JAAS,
+            "security.inter.broker.protocol": "SASL_SSL",
+        },
     ],
 )
-def test_plaintext_passes(values: dict[str, str]) -> None:
+def test_what_gregor_serves_passes(values: dict[str, str]) -> None:
     check_security(values)
 
 
 @pytest.mark.parametrize(
     ("values", "named"),
     [
-        ({"listeners": "SASL_SSL://:9092"}, "listeners: listener SASL_SSL://:9092 uses SASL_SSL"),
+        ({"listeners": "SASL_SSL://:9092"}, "enables GSSAPI (Kafka's default is GSSAPI)"),
         (
-            {"advertised.listeners": "SSL://h:9092"},
-            "advertised.listeners: listener SSL://h:9092 uses SSL",
+            {"listeners": "SASL_PLAINTEXT://:9092", "sasl.enabled.mechanisms": "PLAIN"},
+            "listener SASL_PLAINTEXT enables PLAIN but no user",
         ),
         (
             {"listeners": "CONTROLLER://:9093", "listener.security.protocol.map": "CONTROLLER:SSL"},
-            "uses SSL",
+            "controller listener CONTROLLER://:9093 uses SSL",
+        ),
+        (
+            {"listeners": "SSL://:9093,PLAINTEXT://:9092"},
+            "a node serves one client listener",
         ),
         ({"listeners": "INTERNAL://:9092"}, "listener INTERNAL (INTERNAL://:9092) has no security"),
         ({"security.inter.broker.protocol": "SSL"}, "security.inter.broker.protocol=SSL"),
         ({"allow.everyone.if.no.acl.found": "true"}, "allow.everyone.if.no.acl.found is set"),
-        ({"listener.name.external.ssl.keystore.location": "k"}, "listener.name.external.ssl."),
+        (
+            {"listener.name.external.ssl.keymanager.algorithm": "SunX509"},
+            "does not support ssl.keymanager.algorithm",
+        ),
+        ({"ssl.keystore.type": "JKS"}, "ssl.keystore.type=JKS: gregor reads PEM only"),
+        ({"sasl.jaas.config": "nonsense"}, "sasl.jaas.config: sasl.jaas.config must end"),
     ],
 )
 def test_security_is_refused_by_name(values: dict[str, str], named: str) -> None:
@@ -64,7 +88,7 @@ def test_which_keys_ask_for_security() -> None:
 
 
 def test_security_settings_are_refused_with_the_quorum_settings_not_warned_of(caplog) -> None:
-    config = BrokerConfig.load(None, {"sasl.enabled.mechanisms": "PLAIN"})  # loads, no warning
+    config = BrokerConfig.load(None, {"sasl.kerberos.service.name": "kafka"})  # no warning
     assert not [r for r in caplog.records if "sasl" in r.getMessage()]
-    with pytest.raises(ConfigError, match="sasl.enabled.mechanisms is set"):
+    with pytest.raises(ConfigError, match="does not support sasl.kerberos.service.name"):
         config.membership()  # what BrokerServer and ControllerServer ask first

@@ -186,7 +186,8 @@ def test_a_node_joining_a_quorum_needs_the_cluster_id(tmp_path: Path) -> None:
     assert not (data / "meta.properties").exists()
 
 
-NOT_SUPPORTED = "security (TLS, SASL, ACLs) is not supported yet"
+ACLS = "ACLs and authorizers are not supported yet"
+REFUSED = "(the node would otherwise run without the security it asks for)"
 
 
 @pytest.mark.parametrize(
@@ -194,43 +195,48 @@ NOT_SUPPORTED = "security (TLS, SASL, ACLs) is not supported yet"
     [
         (
             "listeners=SASL_PLAINTEXT://127.0.0.1:0",
-            f"listeners: listener SASL_PLAINTEXT://127.0.0.1:0 uses SASL_PLAINTEXT, but "
-            f"{NOT_SUPPORTED}: use a PLAINTEXT listener (the node would otherwise serve it "
-            "without security)",
+            "sasl.enabled.mechanisms: listener SASL_PLAINTEXT enables GSSAPI (Kafka's default is "
+            "GSSAPI), which gregor does not support: set sasl.enabled.mechanisms to PLAIN",
         ),
         (
             "listeners=SSL://127.0.0.1:0",
-            f"listeners: listener SSL://127.0.0.1:0 uses SSL, but {NOT_SUPPORTED}: use a "
-            "PLAINTEXT listener (the node would otherwise serve it without security)",
+            "listener SSL (SSL) needs a certificate: set ssl.keystore.location (a PEM file with "
+            "the certificate chain and key)",
         ),
-        *[
-            (
-                f"{key}={value}",
-                f"{key} is set, but {NOT_SUPPORTED}: remove it (the node would otherwise run "
-                "without the security it asks for)",
-            )
-            for key, value in [
-                (
-                    "authorizer.class.name",
-                    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-                ),
-                ("super.users", "User:admin"),
-                ("sasl.enabled.mechanisms", "PLAIN"),
-                ("sasl.mechanism.inter.broker.protocol", "PLAIN"),
-                ("listener.name.sasl_plaintext.plain.sasl.jaas.config", "x required;"),
-                ("ssl.keystore.location", "/etc/kafka/broker.jks"),
-            ]
-        ],
+        (
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            f"authorizer.class.name is set, but {ACLS}: remove it {REFUSED}",
+        ),
+        ("super.users=User:admin", f"super.users is set, but {ACLS}: remove it {REFUSED}"),
+        (
+            "sasl.kerberos.service.name=kafka",
+            "sasl.kerberos.service.name is set, but gregor does not support "
+            f"sasl.kerberos.service.name: remove it {REFUSED}",
+        ),
+        (
+            "security.inter.broker.protocol=SASL_SSL",
+            "security.inter.broker.protocol=SASL_SSL: brokers talk over the client listener "
+            "PLAINTEXT (PLAINTEXT): remove it or set PLAINTEXT",
+        ),
+        (
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config=x required",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config: sasl.jaas.config must end "
+            "with ';'",
+        ),
+        (
+            "ssl.keystore.type=JKS",
+            "ssl.keystore.type=JKS: gregor reads PEM only: convert it to PEM",
+        ),
     ],
     ids=[
-        "sasl-listener",
-        "ssl-listener",
+        "sasl-listener-without-mechanism",
+        "ssl-listener-without-keystore",
         "authorizer",
         "super-users",
-        "sasl-mechanisms",
+        "kerberos",
         "sasl-inter-broker",
         "jaas-config",
-        "ssl-setting",
+        "jks",
     ],
 )
 def test_security_settings_are_refused(tmp_path: Path, setting: str, line: str) -> None:
@@ -239,7 +245,7 @@ def test_security_settings_are_refused(tmp_path: Path, setting: str, line: str) 
     assert os.listdir(tmp_path) == []  # refused before anything was written
 
 
-def test_a_listener_mapped_to_a_security_protocol_is_refused(tmp_path: Path) -> None:
+def test_a_listener_mapped_to_a_security_protocol_is_checked(tmp_path: Path) -> None:
     proc = serve(
         "--data-dir",
         str(tmp_path),
@@ -247,11 +253,13 @@ def test_a_listener_mapped_to_a_security_protocol_is_refused(tmp_path: Path) -> 
         "listeners=INTERNAL://127.0.0.1:0",
         "--set",
         "listener.security.protocol.map=INTERNAL:SASL_SSL,CONTROLLER:PLAINTEXT",
+        "--set",
+        "sasl.enabled.mechanisms=PLAIN",
     )
     assert_one_line(
         proc,
-        f"listeners: listener INTERNAL://127.0.0.1:0 uses SASL_SSL, but {NOT_SUPPORTED}: use a "
-        "PLAINTEXT listener (the node would otherwise serve it without security)",
+        "listener INTERNAL enables PLAIN but no user: set "
+        'listener.name.internal.plain.sasl.jaas.config with user_NAME="password" entries',
     )
 
 

@@ -1,0 +1,57 @@
+"""What a client listener's security protocol puts around its connections: a TLS context (SSL,
+SASL_SSL), the principal of a TLS client (SSL: its certificate's name, mapped by
+`ssl.principal.mapping.rules`; User:ANONYMOUS without a client certificate), and the SASL
+exchange in front of the dispatcher (SASL_PLAINTEXT, SASL_SSL; sasl_gate.py).
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gregor.broker.sasl_gate import SaslGate
+from gregor.runtime.connection import Connection, Dispatcher
+from gregor.runtime.tls import server_context
+from gregor.security.listener_config import ListenerConfig
+from gregor.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal, set_principal
+from gregor.security.ssl_principal import distinguished_name, map_principal_name, parse_rules
+
+DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100
+
+
+@dataclass
+class ListenerSecurity:
+    config: ListenerConfig
+    tls: ssl.SSLContext | None
+    on_secure: Callable[[Connection], None] | None
+    failed_delay_ms: int
+
+    def wrap(self, dispatch: Dispatcher) -> Dispatcher:
+        """The dispatcher this listener's connections use."""
+        if not self.config.uses_sasl:
+            return dispatch
+        return SaslGate(dispatch, self.config, self.failed_delay_ms)
+
+
+def listener_security(config: ListenerConfig) -> ListenerSecurity:
+    """Built at start: a bad ssl.* setting is a ConfigError naming it."""
+    raw_delay = config.values.get("connection.failed.authentication.delay.ms", "")
+    delay = int(raw_delay) if raw_delay.strip() else DEFAULT_FAILED_AUTHENTICATION_DELAY_MS
+    if not config.uses_tls:
+        return ListenerSecurity(config, None, None, delay)
+    context = server_context(config)
+    on_secure = None
+    if config.protocol == "SSL":
+        rules = parse_rules(config.get("ssl.principal.mapping.rules", default="DEFAULT"))
+
+        def on_secure(conn: Connection) -> None:
+            assert isinstance(conn.sock, ssl.SSLSocket)
+            cert = conn.sock.getpeercert()
+            principal = ANONYMOUS
+            if cert:
+                dn = distinguished_name(cert.get("subject", ()))  # type: ignore[arg-type]
+                principal = KafkaPrincipal(USER_TYPE, map_principal_name(dn, rules))
+            set_principal(conn.attributes, principal)
+
+    return ListenerSecurity(config, context, on_secure, delay)
