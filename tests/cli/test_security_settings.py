@@ -8,7 +8,6 @@ from gregor.broker.config import BrokerConfig
 from gregor.broker.security_settings import check_security, is_security_setting
 from gregor.metadata.config_defs import ConfigError
 
-
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="a-secret";'
 
 

@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-_NOW = datetime.datetime.now(datetime.timezone.utc)
+_NOW = datetime.datetime.now(datetime.UTC)
 
 
 @dataclass(frozen=True)
