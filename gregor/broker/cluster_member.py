@@ -35,6 +35,7 @@ from dataclasses import replace
 
 from gregor.broker.config import BrokerConfig, Membership
 from gregor.broker.controller_apis import admin_handlers
+from gregor.broker.listener_security import NodeSecurity
 from gregor.clock import Clock
 from gregor.controller.local import LocalController
 from gregor.handlers.context import Services
@@ -76,6 +77,7 @@ class ClusterMember:
         raft_config: RaftConfig,
         *,
         clock: Clock,
+        security: NodeSecurity | None = None,
     ) -> None:
         """A controller's admin handlers come with `serve_admin`, a broker's `lifecycle` is
         set; both before `start`."""
@@ -83,6 +85,8 @@ class ClusterMember:
         self.store = store
         self.controller = controller
         self.membership = membership
+        self.security = security
+        listener = security.controller_listener if security is not None else None
         self.voters = dict(membership.voters or {})
         core = ActiveControllerCore(node_id, store, controller, duties=membership.is_controller)
         self.controller_driver = ControllerDriver(core, clock)
@@ -97,6 +101,10 @@ class ClusterMember:
             on_leader_change=self._on_leader_change,
             clock=clock.now_ms,  # wall clock: DescribeQuorum reports fetch times in it
             handlers=self.controller_driver.handlers(),
+            tls=listener.tls if listener is not None else None,
+            on_secure=listener.on_secure if listener is not None else None,
+            wrap=listener.wrap if listener is not None else None,
+            client_security=security.to_controllers if security is not None else None,
         )
         self.store.attach(self.driver)
         self.lifecycle: BrokerLifecycle | None = None  # a broker's, set before start
@@ -110,6 +118,7 @@ class ClusterMember:
             self.driver.endpoint,
             client_id=client_id,
             request_timeout_ms=request_timeout_ms,
+            security=self.security.to_controllers if self.security is not None else None,
         )
 
     def serve_admin(self, services: Services) -> None:

@@ -174,6 +174,14 @@ class BrokerConfig:
         protocol = protocol_of(name, protocol_map(self.values), self._controller_names())
         return ListenerConfig(name, protocol or "PLAINTEXT", self.values)
 
+    def controller_listener_config(self) -> ListenerConfig:
+        """The security settings of the controller listener (the first name of
+        controller.listener.names), as the controllers serve it and every node connects to it."""
+        raw = self.get_str("controller.listener.names") or "CONTROLLER"
+        name = raw.split(",")[0].strip().upper()
+        protocol = protocol_of(name, protocol_map(self.values), self._controller_names() | {name})
+        return ListenerConfig(name, protocol or "PLAINTEXT", self.values)
+
     def advertised(self) -> tuple[str, int]:
         raw = self.get_str("advertised.listeners")
         return parse_listener(self._client_listeners(raw)) if raw else self.listener()

@@ -26,6 +26,7 @@ from typing import Any, cast
 
 from gregor.broker.cluster_member import ClusterMember, networked_controller
 from gregor.broker.config import BrokerConfig
+from gregor.broker.listener_security import node_security
 from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.controller.admin import Admin
 from gregor.handlers.context import Services
@@ -93,6 +94,7 @@ class ControllerServer:
             quorum_state,
             raft_config,
             clock=clock,
+            security=node_security(config),
         )
         self.member.serve_admin(_metadata_services(self, cluster))
 

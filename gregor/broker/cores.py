@@ -33,7 +33,7 @@ from gregor.replication.follower import FetcherConfig
 from gregor.replication.hosting import PartitionHosting
 from gregor.replication.isr_sender import IsrChangeSender
 from gregor.replication.partition import ReplicaManager
-from gregor.runtime.client import NetworkClient
+from gregor.runtime.client import ClientSecurity, NetworkClient
 from gregor.runtime.drivers import CoreDriver, controller_send, links_send, node_send
 from gregor.runtime.forwarding import CHANNEL_TIMEOUT_MS, Forwarder
 from gregor.runtime.inter_broker import InterBroker
@@ -76,13 +76,14 @@ def quorum_parts(
     member.lifecycle = broker_lifecycle(
         member, config, value, meta, logs, lambda: (cluster.host, cluster.port), clock
     )
+    to_brokers = member.security.to_brokers if member.security is not None else None
     fetchers = replica_fetchers(
-        member.node_id, value, replicas, broker_epoch, cluster.broker_endpoint, clock
+        member.node_id, value, replicas, broker_epoch, cluster.broker_endpoint, clock, to_brokers
     )
     sender = isr_sender(member, clock)
     replicas.on_isr_update = sender.core.submit
     hosting.on_followers = fetchers.core.apply
-    client = NetworkClient(client_id=f"broker-{member.node_id}")
+    client = NetworkClient(client_id=f"broker-{member.node_id}", security=to_brokers)
     links = InterBroker(member.node_id, lambda: member.store.image, client)
     return QuorumParts(forwarder(member, cluster.host, clock), fetchers, sender, links)
 
@@ -104,6 +105,7 @@ def replica_fetchers(
     broker_epoch: Callable[[], int],
     endpoint_of: Callable[[int], tuple[str, int] | None],
     clock: Clock,
+    security: ClientSecurity | None = None,
 ) -> CoreDriver:
     """The replica fetchers, running: they fetch once partitions are applied to them."""
     config = FetcherConfig(
@@ -126,6 +128,7 @@ def replica_fetchers(
         connect_timeout_ms=2000,
         reconnect_backoff_ms=50,
         reconnect_backoff_max_ms=1000,
+        security=security,
     )
     driver = CoreDriver(core, node_send(client), clock, name="replica-fetchers", close=client.close)
     driver.start()

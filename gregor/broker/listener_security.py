@@ -10,7 +10,14 @@ import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gregor.broker.config import BrokerConfig
 from gregor.broker.sasl_gate import SaslGate
+from gregor.runtime.client import ClientSecurity
+from gregor.runtime.client_security import (
+    CONTROLLER_MECHANISM,
+    INTER_BROKER_MECHANISM,
+    client_security,
+)
 from gregor.runtime.connection import Connection, Dispatcher
 from gregor.runtime.tls import server_context
 from gregor.security.listener_config import ListenerConfig
@@ -32,6 +39,26 @@ class ListenerSecurity:
         if not self.config.uses_sasl:
             return dispatch
         return SaslGate(dispatch, self.config, self.failed_delay_ms)
+
+
+@dataclass
+class NodeSecurity:
+    """A node's listeners' security and how it connects to the other nodes."""
+
+    controller_listener: ListenerSecurity  # what this node's controller listener serves
+    to_controllers: ClientSecurity | None  # how it connects to the controller listeners
+    to_brokers: ClientSecurity | None  # how it connects to the brokers' client listeners
+
+
+def node_security(config: BrokerConfig) -> NodeSecurity:
+    """Built at start: ConfigError naming a bad or missing setting."""
+    controller = config.controller_listener_config()
+    brokers = config.client_listener_config()
+    return NodeSecurity(
+        listener_security(controller),
+        client_security(controller, CONTROLLER_MECHANISM),
+        client_security(brokers, INTER_BROKER_MECHANISM),
+    )
 
 
 def listener_security(config: ListenerConfig) -> ListenerSecurity:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from gregor.broker.cluster_member import ClusterMember, networked_controller
 from gregor.broker.config import BrokerConfig, Membership
+from gregor.broker.listener_security import node_security
 from gregor.clock import Clock
 from gregor.controller.local import LocalController
 from gregor.controller.quorum_controller import Listener
@@ -99,5 +100,6 @@ def _join_quorum(
         quorum_state,
         raft_config,
         clock=clock,
+        security=node_security(config),
     )
     return store, controller, member

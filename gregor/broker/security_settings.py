@@ -61,6 +61,7 @@ SUPPORTED = frozenset(
         "sasl.enabled.mechanisms",
         "sasl.jaas.config",
         "sasl.mechanism.inter.broker.protocol",
+        "sasl.mechanism.controller.protocol",
     }
 )
 PEM_ONLY = ("ssl.keystore.type", "ssl.truststore.type")
@@ -86,12 +87,11 @@ def check_security(values: Mapping[str, str]) -> None:
                     f"listener.security.protocol.map: map it to one, e.g. "
                     f"listener.security.protocol.map={name}:PLAINTEXT"
                 )
-            if name in controller_names and protocol != "PLAINTEXT":
-                raise ConfigError(
-                    f"{key}: controller listener {spec} uses {protocol}, but controller "
-                    "listeners are PLAINTEXT only: map it to PLAINTEXT"
-                )
-            if key == "listeners" and name not in controller_names:
+            if key != "listeners":
+                continue
+            if name in controller_names:
+                _check_mechanisms(ListenerConfig(name, protocol, values))
+            else:
                 client.append((name, protocol, spec))
     if len(client) > 1 and any(p != "PLAINTEXT" for _, p, _ in client):
         raise ConfigError(
@@ -117,7 +117,12 @@ def _check_listener(values: Mapping[str, str], name: str, protocol: str) -> None
             f"inter.broker.listener.name={inter_name}: brokers talk over the client listener "
             f"{name}: remove it or set {name}"
         )
-    config = ListenerConfig(name, protocol, values)
+    _check_mechanisms(ListenerConfig(name, protocol, values))
+
+
+def _check_mechanisms(config: ListenerConfig) -> None:
+    """A SASL listener's mechanisms: each served, PLAIN with users."""
+    name = config.name
     if not config.uses_sasl:
         return
     known = supported_mechanisms()

@@ -20,6 +20,10 @@ new connection, but not before the reconnect backoff has passed since the last f
 starts at `reconnect_backoff_ms`, doubles with each failure up to `reconnect_backoff_max_ms`,
 and resets on a successful connect. With `api_versions=True` every new connection first asks
 ApiVersions (v3) and keeps the node's answer (`NodeConnection.api_versions`).
+
+Security (`ClientSecurity`): a TLS context wraps each connection, and a SASL mechanism
+authenticates it (SaslHandshake v1, then SaslAuthenticate v1 until the mechanism is done)
+before any request; a refusal fails the connection like any other (`DisconnectedError`).
 """
 
 from __future__ import annotations
@@ -27,14 +31,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import struct
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from gregor.protocol import api_keys, codec
 from gregor.protocol.exceptions import ProtocolError
+from gregor.security.sasl_client import SaslClient
 
 log = logging.getLogger("gregor.client")
 
@@ -57,6 +63,15 @@ class DisconnectedError(ClientError, ConnectionError):
 
 class RequestTimeoutError(ClientError, TimeoutError):
     """No response within the request's timeout; the connection was closed."""
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    """How this node connects to a listener of another: TLS, SASL, or both."""
+
+    ssl_context: ssl.SSLContext | None = None
+    sasl_mechanism: str | None = None
+    sasl_client: Callable[[], SaslClient] | None = None
 
 
 @dataclass(slots=True)
@@ -100,16 +115,51 @@ class NodeConnection:
         client_id: str | None = None,
         connect_timeout_ms: int = 10000,
         max_in_flight: int = 100,
+        security: ClientSecurity | None = None,
     ) -> NodeConnection:
+        tls = security.ssl_context if security is not None else None
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port), connect_timeout_ms / 1000
+                asyncio.open_connection(host, port, ssl=tls, server_hostname=host if tls else None),
+                connect_timeout_ms / 1000,
             )
         except (OSError, TimeoutError) as e:
             raise DisconnectedError(f"cannot connect to {host}:{port}: {e}") from e
-        return cls(
+        conn = cls(
             reader, writer, client_id=client_id, max_in_flight=max_in_flight, label=f"{host}:{port}"
         )
+        if security is not None and security.sasl_client is not None:
+            try:
+                await conn.authenticate(security, connect_timeout_ms)
+            except BaseException:
+                conn.close()
+                raise
+        return conn
+
+    async def authenticate(self, security: ClientSecurity, timeout_ms: int) -> None:
+        """The SASL exchange (SaslHandshake v1, SaslAuthenticate v1); ClientError if refused."""
+        assert security.sasl_client is not None and security.sasl_mechanism is not None
+        shake = codec.message_class(api_keys.SASL_HANDSHAKE, "request")
+        answer = await self.send(
+            api_keys.SASL_HANDSHAKE, 1, shake(mechanism=security.sasl_mechanism), timeout_ms
+        )
+        if answer.error_code != 0:
+            raise DisconnectedError(
+                f"{self._label}: SASL mechanism {security.sasl_mechanism} refused (error "
+                f"{answer.error_code}; enabled: {', '.join(answer.mechanisms)})"
+            )
+        client = security.sasl_client()
+        token: bytes | None = client.initial()
+        authenticate = codec.message_class(api_keys.SASL_AUTHENTICATE, "request")
+        while token is not None:
+            answer = await self.send(
+                api_keys.SASL_AUTHENTICATE, 1, authenticate(auth_bytes=token), timeout_ms
+            )
+            if answer.error_code != 0:
+                raise DisconnectedError(
+                    f"{self._label}: SASL authentication failed: {answer.error_message}"
+                )
+            token = client.respond(bytes(answer.auth_bytes))
 
     @property
     def closed(self) -> bool:
@@ -249,8 +299,10 @@ class NetworkClient:
         reconnect_backoff_max_ms: int = 1000,
         max_in_flight: int = 100,
         api_versions: bool = False,
+        security: ClientSecurity | None = None,
     ) -> None:
         self._nodes: dict[int, _Node] = {}
+        self.security = security
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
@@ -313,6 +365,7 @@ class NetworkClient:
                 client_id=self.client_id,
                 connect_timeout_ms=self.connect_timeout_ms,
                 max_in_flight=self.max_in_flight,
+                security=self.security,
             )
             if self.api_versions:
                 try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from gregor.runtime.client import ClientError, NetworkClient
+from gregor.runtime.client import ClientError, ClientSecurity, NetworkClient
 
 
 class NoControllerError(ClientError):
@@ -39,6 +39,7 @@ class ControllerChannel:
         *,
         client_id: str,
         request_timeout_ms: int = 5000,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.store = store
         self.endpoint_of = endpoint_of
@@ -49,6 +50,7 @@ class ControllerChannel:
             connect_timeout_ms=2000,
             reconnect_backoff_ms=50,
             reconnect_backoff_max_ms=500,
+            security=security,
         )
 
     def controller_id(self) -> int | None:

@@ -45,6 +45,7 @@ import concurrent.futures
 import contextlib
 import logging
 import random
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -57,8 +58,8 @@ from gregor.raft.config import RaftConfig
 from gregor.raft.log import RaftLog
 from gregor.raft.node import Effects, Entry, LeaderAndEpoch, LoadSnapshot, NotLeader, RaftNode
 from gregor.raft.store import QuorumStateStore
-from gregor.runtime.client import ClientError, NetworkClient
-from gregor.runtime.connection import Connection, FrameError, Output
+from gregor.runtime.client import ClientError, ClientSecurity, NetworkClient
+from gregor.runtime.connection import Connection, Dispatcher, FrameError, Output
 from gregor.runtime.server import Server
 
 log = logging.getLogger("gregor.raft_driver")
@@ -108,9 +109,18 @@ class RaftDriver:
         clock: Callable[[], int] = monotonic_ms,
         rng: random.Random | None = None,
         handlers: Mapping[int, ListenerHandler] | None = None,
+        tls: ssl.SSLContext | None = None,
+        on_secure: Callable[[Connection], None] | None = None,
+        wrap: Callable[[Dispatcher], Dispatcher] | None = None,
+        client_security: ClientSecurity | None = None,
     ) -> None:
+        """`tls`, `on_secure`, `wrap`: the controller listener's security (TLS, the principal of
+        a TLS client, the SASL exchange in front of its dispatcher); `client_security`: how
+        this node connects to the other controllers."""
         self.node_id = node_id
         self.handlers = dict(handlers or {})
+        self._tls, self._on_secure, self._wrap = tls, on_secure, wrap
+        self.client_security = client_security
         self.log = log
         self.store = store
         self.config = config or RaftConfig()
@@ -137,7 +147,12 @@ class RaftDriver:
 
     async def bind(self, host: str = "127.0.0.1", port: int = 0) -> int:
         """Open the controller listener; the port it got."""
-        self.server = Server(self._dispatch, host=host, port=port)
+        dispatch: Dispatcher = self._dispatch
+        if self._wrap is not None:
+            dispatch = self._wrap(dispatch)
+        self.server = Server(
+            dispatch, host=host, port=port, tls=self._tls, on_secure=self._on_secure
+        )
         await self.server.start()
         return self.server.port
 
@@ -163,6 +178,7 @@ class RaftDriver:
             connect_timeout_ms=self.config.request_timeout_ms,
             reconnect_backoff_ms=max(1, self.config.retry_backoff_ms),
             reconnect_backoff_max_ms=max(self.config.retry_backoff_ms, 1000),
+            security=self.client_security,
         )
         self.node = RaftNode(
             self.node_id,

@@ -55,7 +55,10 @@ class LocalCluster(Managed):
         controllers: int = 0,
         bootstrap_only: Collection[int] = (),
         die_with_parent: bool = False,
+        client_listener: str = "PLAINTEXT",
     ) -> None:
+        """`client_listener`: the brokers' listener name (its protocol: `config`'s
+        listener.security.protocol.map, or the name's own, e.g. SASL_SSL)."""
         self.base_dir = self._directory(base_dir, "gregor-cluster-")
         self.host = host
         self.cluster_id = cluster_id or random_id()
@@ -77,7 +80,7 @@ class LocalCluster(Managed):
             os.makedirs(f"{self.base_dir}/node-{i}", exist_ok=True)
             listeners = []
             if i in self.broker_ports:
-                listeners.append(f"PLAINTEXT://{host}:{self.broker_ports[i]}")
+                listeners.append(f"{client_listener}://{host}:{self.broker_ports[i]}")
             if i in self.controller_ports:
                 listeners.append(f"CONTROLLER://{host}:{self.controller_ports[i]}")
             quorum = (
