@@ -452,6 +452,7 @@ class Connection:
             self.close("request handling failed", error=True)
             return
         if result is None:
+            self._maybe_close_after()
             return
         slot = _Slot()
         self._slots.append(slot)
@@ -502,11 +503,11 @@ class Connection:
         self._maybe_close_after()
 
     def close_after_responses(self, reason: str) -> None:
-        """Read no more; close once every response already asked for has been sent (a failed
-        authentication: its answer goes out, then the connection closes)."""
+        """Read no more; close once every response asked for (this request's too, when called
+        while it is dispatched) has been sent: a failed authentication's answer goes out, then
+        the connection closes."""
         self._close_after = reason
         self._pause_reading()
-        self._maybe_close_after()
 
     def _maybe_close_after(self) -> None:
         if (

@@ -1,0 +1,180 @@
+"""One round trip (produce N records to partition 0, read them back without a group) with each
+client library, from one description of how to reach a listener (`Target`)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import aiokafka
+import confluent_kafka as ck
+import kafka
+from aiokafka.helpers import create_ssl_context
+
+KCAT = shutil.which("kcat") or shutil.which("kafkacat")
+N = 20
+
+
+@dataclass(frozen=True)
+class Target:
+    bootstrap: str
+    protocol: str  # security.protocol
+    ca: Path | None = None
+    cert: Path | None = None
+    key: Path | None = None
+    user: str | None = None
+    password: str | None = None
+
+    def with_(self, **changes: object) -> Target:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def values(topic: str) -> list[bytes]:
+    return [f"{topic}-{i}".encode() for i in range(N)]
+
+
+def confluent_conf(t: Target) -> dict[str, object]:
+    conf: dict[str, object] = {"bootstrap.servers": t.bootstrap, "security.protocol": t.protocol}
+    if t.ca:
+        conf["ssl.ca.location"] = str(t.ca)
+    if t.cert and t.key:
+        conf.update({"ssl.certificate.location": str(t.cert), "ssl.key.location": str(t.key)})
+    if t.user is not None:
+        conf.update(
+            {"sasl.mechanism": "PLAIN", "sasl.username": t.user, "sasl.password": t.password}
+        )
+    return conf
+
+
+def roundtrip_confluent(t: Target, topic: str) -> list[bytes]:
+    producer = ck.Producer({**confluent_conf(t), "acks": "all"})
+    for value in values(topic):
+        producer.produce(topic, value, partition=0)
+    assert producer.flush(30) == 0
+    consumer = ck.Consumer({**confluent_conf(t), "group.id": "unused", "enable.auto.commit": False})
+    consumer.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < N and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None:
+            assert msg.error() is None, msg.error()
+            got.append(msg.value())
+    consumer.close()
+    return got
+
+
+def kafka_python_conf(t: Target) -> dict[str, object]:
+    conf: dict[str, object] = {"bootstrap_servers": t.bootstrap, "security_protocol": t.protocol}
+    if t.ca:
+        conf["ssl_cafile"] = str(t.ca)
+    if t.cert and t.key:
+        conf.update({"ssl_certfile": str(t.cert), "ssl_keyfile": str(t.key)})
+    if t.user is not None:
+        conf.update(
+            {
+                "sasl_mechanism": "PLAIN",
+                "sasl_plain_username": t.user,
+                "sasl_plain_password": t.password,
+            }
+        )
+    return conf
+
+
+def roundtrip_kafka_python(t: Target, topic: str) -> list[bytes]:
+    producer = kafka.KafkaProducer(**kafka_python_conf(t), acks="all")
+    for value in values(topic):
+        producer.send(topic, value, partition=0).get(30)
+    producer.close()
+    consumer = kafka.KafkaConsumer(**kafka_python_conf(t), consumer_timeout_ms=10000)
+    partition = kafka.TopicPartition(topic, 0)
+    consumer.assign([partition])
+    consumer.seek_to_beginning(partition)
+    got = []
+    for record in consumer:
+        got.append(record.value)
+        if len(got) == N:
+            break
+    consumer.close()
+    return got
+
+
+def aiokafka_conf(t: Target) -> dict[str, object]:
+    conf: dict[str, object] = {"bootstrap_servers": t.bootstrap, "security_protocol": t.protocol}
+    if t.protocol.endswith("SSL"):
+        conf["ssl_context"] = create_ssl_context(
+            cafile=str(t.ca) if t.ca else None,
+            certfile=str(t.cert) if t.cert else None,
+            keyfile=str(t.key) if t.key else None,
+        )
+    if t.user is not None:
+        conf.update(
+            {
+                "sasl_mechanism": "PLAIN",
+                "sasl_plain_username": t.user,
+                "sasl_plain_password": t.password,
+            }
+        )
+    return conf
+
+
+def roundtrip_aiokafka(t: Target, topic: str) -> list[bytes]:
+    async def run() -> list[bytes]:
+        producer = aiokafka.AIOKafkaProducer(**aiokafka_conf(t), acks="all")
+        await producer.start()
+        try:
+            for value in values(topic):
+                await producer.send_and_wait(topic, value, partition=0)
+        finally:
+            await producer.stop()
+        consumer = aiokafka.AIOKafkaConsumer(**aiokafka_conf(t), auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            partition = aiokafka.TopicPartition(topic, 0)
+            consumer.assign([partition])
+            await consumer.seek_to_beginning(partition)
+            got: list[bytes] = []
+            while len(got) < N:
+                batch = await consumer.getmany(partition, timeout_ms=10000)
+                assert batch, f"no records within 10 s after {len(got)}"
+                got += [r.value for r in batch[partition]]
+            return got
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(run())
+
+
+def kcat_args(t: Target) -> list[str]:
+    args = ["-b", t.bootstrap, "-X", f"security.protocol={t.protocol}"]
+    for key, value in confluent_conf(t).items():
+        if key not in ("bootstrap.servers", "security.protocol"):
+            args += ["-X", f"{key}={value}"]
+    return args
+
+
+def kcat(t: Target, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    assert KCAT, "kcat is not installed (apt-get install kcat)"
+    return subprocess.run(
+        [KCAT, *kcat_args(t), *args], input=input, capture_output=True, timeout=60
+    )
+
+
+def roundtrip_kcat(t: Target, topic: str) -> list[bytes]:
+    produced = kcat(t, "-P", "-t", topic, "-p", "0", input=b"\n".join(values(topic)) + b"\n")
+    assert produced.returncode == 0, produced.stderr.decode(errors="replace")
+    consumed = kcat(t, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q")
+    assert consumed.returncode == 0, consumed.stderr.decode(errors="replace")
+    return consumed.stdout.split(b"\n")[:-1]
+
+
+ROUNDTRIPS = {
+    "confluent": roundtrip_confluent,
+    "kafka-python": roundtrip_kafka_python,
+    "aiokafka": roundtrip_aiokafka,
+    "kcat": roundtrip_kcat,
+}

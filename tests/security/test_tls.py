@@ -1,0 +1,183 @@
+"""TLS listeners with real clients: server authentication and mutual TLS with confluent-kafka,
+kafka-python, aiokafka and kcat; an untrusted CA, a client certificate from another CA and an
+expired certificate fail the handshake; plain text to a TLS port closes that connection only;
+the principal of a mutual-TLS client is its certificate's name, mapped by the rules."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import struct
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import confluent_kafka as ck
+import pytest
+from security_certs import Pki
+from security_clients import ROUNDTRIPS, Target, confluent_conf, kcat, values
+
+from gregor import Broker
+from gregor.broker.listener_security import listener_security
+from gregor.runtime.server import Server
+from gregor.security.listener_config import ListenerConfig
+from gregor.security.principal import principal_of
+
+pytestmark = pytest.mark.client
+
+RULES = "RULE:^CN=(.*?),OU=(.*?),O=Gregor Tests$/$1@$2/L,DEFAULT"
+
+
+@pytest.fixture(scope="module")
+def broker(pki: Pki) -> Iterator[Broker]:
+    config = {
+        "listeners": "SSL://127.0.0.1:0",
+        "ssl.keystore.location": str(pki.server),
+        "ssl.truststore.location": str(pki.ca),
+        "ssl.client.auth": "requested",
+        "ssl.principal.mapping.rules": RULES,
+    }
+    with Broker(config, log_level="INFO") as b:
+        yield b
+
+
+@pytest.fixture
+def target(broker: Broker, pki: Pki) -> Target:
+    return Target(broker.bootstrap, "SSL", ca=pki.ca)
+
+
+@pytest.mark.parametrize("client", sorted(ROUNDTRIPS))
+@pytest.mark.parametrize("mutual", [False, True], ids=["server-auth", "mutual-tls"])
+def test_produce_and_consume_over_tls(client: str, mutual: bool, target: Target, pki: Pki) -> None:
+    if mutual:
+        target = target.with_(cert=pki.client_cert, key=pki.client_key)
+    topic = f"tls-{client}-{'mutual' if mutual else 'server'}"
+    assert ROUNDTRIPS[client](target, topic) == values(topic)
+
+
+def handshake_error(conf: dict[str, Any]) -> str:
+    """The first error a confluent-kafka producer reports (it never gets metadata)."""
+    errors: list[str] = []
+    producer = ck.Producer({**conf, "error_cb": lambda e: errors.append(str(e))})
+    deadline = time.monotonic() + 20
+    while not errors and time.monotonic() < deadline:
+        producer.poll(0.2)
+    with pytest.raises(ck.KafkaException):
+        producer.list_topics(timeout=1)
+    assert errors, "no error within 20 s"
+    return errors[0]
+
+
+def test_a_server_from_an_untrusted_ca_fails_the_handshake(target: Target, pki: Pki) -> None:
+    error = handshake_error(confluent_conf(target.with_(ca=pki.other_ca)))
+    assert "certificate verify failed" in error, error
+    result = kcat(target.with_(ca=pki.other_ca), "-L", "-m", "5")
+    assert result.returncode != 0 and b"certificate verify failed" in result.stderr
+
+
+@pytest.mark.parametrize("which", ["other-ca", "expired"])
+def test_a_client_certificate_the_broker_does_not_trust_fails_the_handshake(
+    which: str, target: Target, broker: Broker, pki: Pki
+) -> None:
+    if which == "other-ca":
+        bad = target.with_(cert=pki.rogue_client_cert, key=pki.rogue_client_key)
+    else:  # expired yesterday, from the trusted CA
+        bad = target.with_(cert=pki.expired_server, key=pki.expired_server)
+    before = broker.read_log().count("TLS handshake failed")
+    handshake_error(confluent_conf(bad))
+    failures = [line for line in broker.read_log().splitlines() if "TLS handshake failed" in line]
+    assert len(failures) > before
+    reason = "CERTIFICATE_VERIFY_FAILED"
+    assert all(reason in line for line in failures[before:]), failures[before:]
+    assert ROUNDTRIPS["confluent"](target, f"tls-after-{which}") == values(f"tls-after-{which}")
+
+
+def test_an_expired_server_certificate_fails_the_handshake(pki: Pki) -> None:
+    """The client refuses a broker whose certificate expired (checked in this process with the
+    same ssl settings the broker uses, so no broker start is spent on it)."""
+    config = ListenerConfig("SSL", "SSL", {"ssl.keystore.location": str(pki.expired_server)})
+    security = listener_security(config)
+    assert security.tls is not None
+    client = ssl.create_default_context(cafile=str(pki.ca))
+    a, b = socket.socketpair()
+    with a, b:
+        server = security.tls.wrap_socket(a, server_side=True, do_handshake_on_connect=False)
+        tls_client = client.wrap_socket(
+            b, server_hostname="localhost", do_handshake_on_connect=False
+        )
+        server.setblocking(False)
+        tls_client.setblocking(False)
+        failed = None
+        for _ in range(100):
+            for side in (tls_client, server):
+                try:
+                    side.do_handshake()
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                    pass
+                except ssl.SSLError as exc:
+                    failed = failed or (side, exc)
+            if failed:
+                break
+        assert failed is not None and failed[0] is tls_client
+        assert "certificate has expired" in str(failed[1])
+
+
+def test_plaintext_to_a_tls_port_closes_that_connection_only(
+    broker: Broker, target: Target
+) -> None:
+    before = broker.read_log().count("TLS handshake failed")
+    host, port = broker.bootstrap.rsplit(":", 1)
+    api_versions = struct.pack(">ihhih", 10, 18, 0, 1, 0)  # size, key, version, id, client id
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(api_versions)
+        try:
+            answer = s.recv(100)
+        except ConnectionResetError:
+            answer = b""
+    assert not answer.startswith(struct.pack(">i", 1))  # no Kafka answer to it
+    failures = [line for line in broker.read_log().splitlines() if "TLS handshake failed" in line]
+    assert len(failures) == before + 1 and "WRONG_VERSION_NUMBER" in failures[-1], failures
+    assert ROUNDTRIPS["confluent"](target, "tls-after-plaintext") == values("tls-after-plaintext")
+
+
+def test_the_principal_of_a_mutual_tls_client_is_its_mapped_certificate_name(pki: Pki) -> None:
+    """A real TLS listener (the broker's server and listener security) and a client presenting
+    CN=alice,OU=eng,O=Gregor Tests: RULES map it to User:alice@eng; without a certificate the
+    connection is User:ANONYMOUS."""
+    config = ListenerConfig(
+        "SSL",
+        "SSL",
+        {
+            "ssl.keystore.location": str(pki.server),
+            "ssl.truststore.location": str(pki.ca),
+            "ssl.client.auth": "requested",
+            "ssl.principal.mapping.rules": RULES,
+        },
+    )
+    security = listener_security(config)
+    seen: list[str] = []
+
+    def dispatch(conn: Any, frame: memoryview) -> list[bytes]:
+        seen.append(str(principal_of(conn.attributes)))
+        return [struct.pack(">ii", 4, 0)]
+
+    async def run() -> None:
+        server = Server(
+            dispatch, host="127.0.0.1", port=0, tls=security.tls, on_secure=security.on_secure
+        )
+        await server.start()
+        for cert in (True, False):
+            context = ssl.create_default_context(cafile=str(pki.ca))
+            if cert:
+                context.load_cert_chain(str(pki.client_cert), str(pki.client_key))
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", server.port, ssl=context, server_hostname="localhost"
+            )
+            writer.write(struct.pack(">i", 4) + b"ping")
+            await reader.readexactly(8)
+            writer.close()
+        await server.stop(0)
+
+    asyncio.run(run())
+    assert seen == ["User:alice@eng", "User:ANONYMOUS"]
