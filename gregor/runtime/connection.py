@@ -59,6 +59,11 @@ _MAX_CHUNK = 256 * 1024
 _WHOLE_FRAME_MAX = 2 * 1024 * 1024
 _NO_CHUNK = memoryview(bytearray(0))
 _TLS_WRITE = 256 * 1024  # bytes given to one SSL write (several TLS records)
+# A connection closed after its last answer (`close_after_responses`) first sends FIN and drops
+# what the client still sends, for up to this long, so the answer is read before the close: a
+# close with unread input sends RST, and an RST makes the client's kernel discard an answer it
+# has not read yet.
+_LINGER_S = 1.0
 
 Output = list[Any]  # bytes-like buffers and file slices, in wire order
 
@@ -203,6 +208,7 @@ class Connection:
         self._tls_record: memoryview | None = None  # being written; retried unchanged
         self._handshaking = False
         self._close_after: str | None = None  # close once the responses queued are sent
+        self._linger: asyncio.TimerHandle | None = None  # set while lingering (see _LINGER_S)
         # Per-connection state handlers may keep (client software name, fetch sessions...).
         self.attributes: dict[str, Any] = {}
 
@@ -513,11 +519,32 @@ class Connection:
         if (
             self._close_after is not None
             and not self.closed
+            and self._linger is None
             and not self._slots
             and not self._out
             and self._tls_record is None
         ):
-            self.close(self._close_after)
+            self._start_linger(self._close_after)
+
+    def _start_linger(self, reason: str) -> None:
+        """FIN now, the close once the client closes too (or after _LINGER_S)."""
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            self.close(reason)
+            return
+        self._linger = self.loop.call_later(_LINGER_S, self.close, reason)
+        self.loop.add_reader(self.fd, self._discard, reason)
+
+    def _discard(self, reason: str) -> None:
+        try:
+            data = self.sock.recv(65536)
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.close(reason)
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -668,6 +695,9 @@ class Connection:
                 "closing connection from %s: %s", self.peer, reason
             )
         self._pause_reading()
+        if self._linger is not None:
+            self._linger.cancel()
+            self.loop.remove_reader(self.fd)
         if self._handshaking:
             self.loop.remove_reader(self.fd)
             self.loop.remove_writer(self.fd)
