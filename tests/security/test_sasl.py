@@ -236,7 +236,9 @@ def test_a_tls_client_hello_to_a_plaintext_port_closes_that_connection_only(
         except ConnectionResetError:
             pass
     lines = [
-        l for l in plaintext_broker.read_log().splitlines() if "TLS handshake on a PLAINTEXT" in l
+        line
+        for line in plaintext_broker.read_log().splitlines()
+        if "TLS handshake on a PLAINTEXT" in line
     ]
     assert len(lines) == 1, lines
     assert ROUNDTRIPS["kcat"](plain, "sasl-after-hello") == values("sasl-after-hello")
