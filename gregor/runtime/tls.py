@@ -60,8 +60,9 @@ def client_context(config: ListenerConfig) -> ssl.SSLContext:
     _common(ctx, config)
     _load_truststore(ctx, config, ssl.Purpose.SERVER_AUTH)
     _load_keystore(ctx, config)  # a client certificate, for listeners that ask for one
-    algorithm = config.get("ssl.endpoint.identification.algorithm", default="https")
-    ctx.check_hostname = algorithm.lower() == "https"
+    # Kafka's default is https; set to nothing, the host name is not checked
+    algorithm = config.lookup("ssl.endpoint.identification.algorithm")
+    ctx.check_hostname = (algorithm if algorithm is not None else "https").lower() == "https"
     return ctx
 
 

@@ -38,15 +38,20 @@ class ListenerConfig:
 
     def get(self, key: str, mechanism: str | None = None, default: str = "") -> str:
         """`key` for this listener: under listener.name.<name>.<mechanism>. (with a mechanism),
-        then listener.name.<name>., then bare; `default` when none is set."""
+        then listener.name.<name>., then bare; `default` when none is set or it is empty."""
+        value = self.lookup(key, mechanism)
+        return value if value else default
+
+    def lookup(self, key: str, mechanism: str | None = None) -> str | None:
+        """As `get`, but an empty value is returned as "" (set, to nothing); None if unset."""
         prefix = f"listener.name.{self.name.lower()}."
         candidates = [f"{prefix}{mechanism.lower()}.{key}"] if mechanism else []
         candidates += [prefix + key, key]
         for candidate in candidates:
             value = _lookup(self.values, candidate)
-            if value is not None and value.strip():
+            if value is not None:
                 return value.strip()
-        return default
+        return None
 
     def sasl_mechanisms(self) -> list[str]:
         raw = self.get("sasl.enabled.mechanisms", default=DEFAULT_SASL_MECHANISMS)
