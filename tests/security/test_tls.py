@@ -181,3 +181,27 @@ def test_the_principal_of_a_mutual_tls_client_is_its_mapped_certificate_name(pki
 
     asyncio.run(run())
     assert seen == ["User:alice@eng", "User:ANONYMOUS"]
+
+
+def test_megabytes_each_way_over_tls(target: Target) -> None:
+    """Produce requests of ~1 MiB batches (frames read across many TLS records) and fetch
+    responses of several MiB (segment slices read with pread and written through the SSL
+    object in pieces): every byte arrives, in order."""
+    conf = confluent_conf(target)
+    records = [bytes([i % 251]) * 1000 + i.to_bytes(4, "big") for i in range(6000)]
+    producer = ck.Producer({**conf, "linger.ms": 50, "batch.size": 1_000_000, "acks": 1})
+    for record in records:
+        producer.produce("tls-bulk", record, partition=0)
+    assert producer.flush(60) == 0
+    consumer = ck.Consumer(
+        {**conf, "group.id": "unused", "enable.auto.commit": False, "fetch.max.bytes": 8_000_000}
+    )
+    consumer.assign([ck.TopicPartition("tls-bulk", 0, ck.OFFSET_BEGINNING)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(got) < len(records) and time.monotonic() < deadline:
+        for msg in consumer.consume(1000, 0.5):
+            assert msg.error() is None, msg.error()
+            got.append(msg.value())
+    consumer.close()
+    assert got == records
