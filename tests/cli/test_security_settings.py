@@ -32,6 +32,7 @@ JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_al
             "listener.name.internal.plain.sasl.jaas.config": JAAS,
             "security.inter.broker.protocol": "SASL_SSL",
         },
+        {"listeners": "CONTROLLER://:9093", "listener.security.protocol.map": "CONTROLLER:SSL"},
     ],
 )
 def test_what_gregor_serves_passes(values: dict[str, str]) -> None:
@@ -47,8 +48,11 @@ def test_what_gregor_serves_passes(values: dict[str, str]) -> None:
             "listener SASL_PLAINTEXT enables PLAIN but no user",
         ),
         (
-            {"listeners": "CONTROLLER://:9093", "listener.security.protocol.map": "CONTROLLER:SSL"},
-            "controller listener CONTROLLER://:9093 uses SSL",
+            {
+                "listeners": "CONTROLLER://:9093",
+                "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT",
+            },
+            "listener CONTROLLER enables GSSAPI",
         ),
         (
             {"listeners": "SSL://:9093,PLAINTEXT://:9092"},
