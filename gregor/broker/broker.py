@@ -166,9 +166,13 @@ class BrokerServer:
         return write_marker(self.replicas, groups, self.purgatory, now, topic, index, *marker)
 
     def _reconfigure(self) -> None:
-        """Dynamic broker configs may have changed: connection limits and the cleaner."""
+        """Dynamic broker configs may have changed: connection limits, the listener's TLS
+        stores and the cleaner."""
         if self.server is not None:
             self.server.reconfigure(connection_limits(self.config_view.value))
+            tls = self.security.reload_tls(self.store.dynamic(self.node_id))
+            if tls is not None:
+                self.server.tls = tls
         asyncio.ensure_future(self.cleaner.reconfigure(self.config_view.cleaner_config()))
 
     def now_ms(self) -> int:

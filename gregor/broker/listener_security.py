@@ -6,12 +6,14 @@ exchange in front of the dispatcher (SASL_PLAINTEXT, SASL_SSL; sasl_gate.py).
 
 from __future__ import annotations
 
+import logging
 import ssl
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 
 from gregor.broker.config import BrokerConfig
 from gregor.broker.sasl_gate import SaslGate
+from gregor.metadata.config_defs import ConfigError
 from gregor.runtime.client import ClientSecurity
 from gregor.runtime.client_security import (
     CONTROLLER_MECHANISM,
@@ -24,6 +26,8 @@ from gregor.security.listener_config import ListenerConfig
 from gregor.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal, set_principal
 from gregor.security.ssl_principal import distinguished_name, map_principal_name, parse_rules
 
+log = logging.getLogger("gregor.tls")
+
 DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100
 
 
@@ -33,6 +37,29 @@ class ListenerSecurity:
     tls: ssl.SSLContext | None
     on_secure: Callable[[Connection], None] | None
     failed_delay_ms: int
+
+    dynamic_ssl: dict[str, str] = field(default_factory=dict)  # applied by reload_tls
+
+    def reload_tls(self, dynamic: Mapping[str, str]) -> ssl.SSLContext | None:
+        """A new TLS context if the dynamic `listener.name.<this>.ssl.*` configs changed (new
+        connections use it); None if they did not, or if the new stores do not load (logged;
+        the listener keeps the old ones)."""
+        if self.tls is None:
+            return None
+        prefix = f"listener.name.{self.config.name.lower()}.ssl."
+        wanted = {k: v for k, v in dynamic.items() if k.lower().startswith(prefix)}
+        if wanted == self.dynamic_ssl:
+            return None
+        self.dynamic_ssl = wanted
+        config = replace(self.config, values={**self.config.values, **wanted})
+        try:
+            context = server_context(config)
+        except ConfigError as exc:
+            log.error("listener %s: new TLS settings not applied: %s", self.config.name, exc)
+            return None
+        self.tls = context
+        log.info("listener %s: TLS stores reloaded, new connections use them", self.config.name)
+        return context
 
     def wrap(self, dispatch: Dispatcher) -> Dispatcher:
         """The dispatcher this listener's connections use."""

@@ -284,6 +284,8 @@ class Admin:
             new = {k: v for k, v in configs.items() if v is not None}
         for key, value in new.items():
             d = config_defs.BROKER_CONFIGS.get(key)
+            if d is None and config_defs.is_dynamic_listener_ssl(key):
+                continue  # a file or PEM text: the broker loads it, and keeps the old on failure
             if d is None:
                 raise KafkaError(errors.INVALID_CONFIG, f"Unknown broker config name: {key}")
             if d.read_only:

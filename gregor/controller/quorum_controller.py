@@ -674,6 +674,8 @@ class QuorumController:
                 return
             for key, value in configs.items():
                 d = config_defs.BROKER_CONFIGS.get(key)
+                if d is None and config_defs.is_dynamic_listener_ssl(key):
+                    continue  # the broker loads it, and keeps its old stores on failure
                 if d is None:
                     raise KafkaError(errors.INVALID_CONFIG, f"Unknown broker config name: {key}")
                 if d.read_only:

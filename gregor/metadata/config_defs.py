@@ -544,3 +544,27 @@ def _log_config(
     present = {k: v for k, v in values.items() if v is not None and k != "cleanup.policy"}
     cfg = LogConfig.from_topic_configs(present)
     return LogConfig.from_topic_configs({"cleanup.policy": policy.replace(" ", "")}, cfg)
+
+
+# A listener's TLS stores, updatable with AlterConfigs without a restart, as in Kafka: per
+# listener only (`listener.name.<listener>.ssl.keystore.location`, ...). New connections use them.
+DYNAMIC_LISTENER_SSL = frozenset(
+    {
+        "keystore.location",
+        "keystore.type",
+        "keystore.password",
+        "keystore.certificate.chain",
+        "keystore.key",
+        "key.password",
+        "truststore.location",
+        "truststore.type",
+        "truststore.password",
+        "truststore.certificates",
+    }
+)
+_LISTENER_SSL = re.compile(r"^listener\.name\.[^.]+\.ssl\.(.+)$", re.IGNORECASE)
+
+
+def is_dynamic_listener_ssl(key: str) -> bool:
+    found = _LISTENER_SSL.match(key)
+    return found is not None and found[1].lower() in DYNAMIC_LISTENER_SSL

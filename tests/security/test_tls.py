@@ -205,3 +205,46 @@ def test_megabytes_each_way_over_tls(target: Target) -> None:
             got.append(msg.value())
     consumer.close()
     assert got == records
+
+
+def test_the_keystore_is_reloaded_by_alter_configs(
+    broker: Broker, target: Target, pki: Pki
+) -> None:
+    """IncrementalAlterConfigs on listener.name.ssl.ssl.keystore.location swaps the certificate
+    without a restart: new connections get the new one (signed by another CA), so a client
+    trusting only that CA connects and one trusting only the old CA does not; a keystore that
+    does not load is logged and the listener keeps the certificate it has."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    key = "listener.name.ssl.ssl.keystore.location"
+
+    def set_keystore(path: str, via: Target) -> None:
+        admin = AdminClient(confluent_conf(via))
+        entry = ConfigEntry(key, path, incremental_operation=AlterConfigOpType.SET)
+        resource = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[entry])
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(30)
+
+    def wait_for_log(text: str, count: int) -> None:
+        deadline = time.monotonic() + 20
+        while broker.read_log().count(text) < count:
+            assert time.monotonic() < deadline, f"no {text!r} in the log"
+            time.sleep(0.1)
+
+    reloaded = broker.read_log().count("TLS stores reloaded")
+    set_keystore(str(pki.rogue_server), target)
+    wait_for_log("TLS stores reloaded", reloaded + 1)
+    rotated = target.with_(ca=pki.other_ca)
+    assert ROUNDTRIPS["confluent"](rotated, "tls-rotated") == values("tls-rotated")
+    assert "certificate verify failed" in handshake_error(confluent_conf(target))
+    set_keystore("/nonexistent/keystore.pem", rotated)
+    wait_for_log("new TLS settings not applied", 1)
+    assert ROUNDTRIPS["kcat"](rotated, "tls-kept") == values("tls-kept")
+    set_keystore(str(pki.server), rotated)  # back, for whatever runs next
+    wait_for_log("TLS stores reloaded", reloaded + 2)
