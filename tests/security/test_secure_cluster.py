@@ -1,6 +1,6 @@
 """A 3-node cluster whose every node-to-node connection is SASL_SSL: Raft between the
 controllers, brokers to the active controller, replica fetchers and inter-broker links, each
-authenticated with PLAIN over TLS. Records produced with acks=all to an RF-3 topic are
+authenticated with PLAIN over mutual TLS. Records produced with acks=all to an RF-3 topic are
 replicated and read back; the controller listener refuses a client that is not TLS."""
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ def cluster(pki: Pki) -> Iterator[LocalCluster]:
         "listener.name.controller.plain.sasl.jaas.config": JAAS,
         "ssl.keystore.location": str(pki.server),
         "ssl.truststore.location": str(pki.ca),
+        "ssl.client.auth": "required",  # nodes present their certificates to each other too
     }
     with LocalCluster(3, config=config, client_listener="SASL_SSL") as c:
         c.start()
@@ -46,7 +47,15 @@ def cluster(pki: Pki) -> Iterator[LocalCluster]:
 
 def test_acks_all_over_sasl_ssl_between_every_node(cluster: LocalCluster, pki: Pki) -> None:
     conf = confluent_conf(
-        Target(cluster.bootstrap, "SASL_SSL", ca=pki.ca, user="alice", password="alice-secret")
+        Target(
+            cluster.bootstrap,
+            "SASL_SSL",
+            ca=pki.ca,
+            cert=pki.client_cert,
+            key=pki.client_key,
+            user="alice",
+            password="alice-secret",
+        )
     )
     admin = AdminClient(conf)
     deadline = time.monotonic() + 60
