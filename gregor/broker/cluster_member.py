@@ -87,6 +87,7 @@ class ClusterMember:
         self.membership = membership
         self.security = security
         listener = security.controller_listener if security is not None else None
+        assert listener is not None or security is None or not membership.is_controller
         self.voters = dict(membership.voters or {})
         core = ActiveControllerCore(node_id, store, controller, duties=membership.is_controller)
         self.controller_driver = ControllerDriver(core, clock)

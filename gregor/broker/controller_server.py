@@ -94,7 +94,7 @@ class ControllerServer:
             quorum_state,
             raft_config,
             clock=clock,
-            security=node_security(config),
+            security=node_security(config, membership),
         )
         self.member.serve_admin(_metadata_services(self, cluster))
 

@@ -11,7 +11,7 @@ import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from gregor.broker.config import BrokerConfig
+from gregor.broker.config import BrokerConfig, Membership
 from gregor.broker.sasl_gate import SaslGate
 from gregor.metadata.config_defs import ConfigError
 from gregor.runtime.client import ClientSecurity
@@ -72,19 +72,20 @@ class ListenerSecurity:
 class NodeSecurity:
     """A node's listeners' security and how it connects to the other nodes."""
 
-    controller_listener: ListenerSecurity  # what this node's controller listener serves
+    controller_listener: ListenerSecurity | None  # what its controller listener serves
     to_controllers: ClientSecurity | None  # how it connects to the controller listeners
     to_brokers: ClientSecurity | None  # how it connects to the brokers' client listeners
 
 
-def node_security(config: BrokerConfig) -> NodeSecurity:
-    """Built at start: ConfigError naming a bad or missing setting."""
+def node_security(config: BrokerConfig, membership: Membership) -> NodeSecurity:
+    """Built at start, for what the node's roles use: ConfigError naming a bad or missing
+    setting."""
     controller = config.controller_listener_config()
     brokers = config.client_listener_config()
     return NodeSecurity(
-        listener_security(controller),
+        listener_security(controller) if membership.is_controller else None,
         client_security(controller, CONTROLLER_MECHANISM),
-        client_security(brokers, INTER_BROKER_MECHANISM),
+        client_security(brokers, INTER_BROKER_MECHANISM) if membership.is_broker else None,
     )
 
 

@@ -100,6 +100,6 @@ def _join_quorum(
         quorum_state,
         raft_config,
         clock=clock,
-        security=node_security(config),
+        security=node_security(config, membership),
     )
     return store, controller, member
