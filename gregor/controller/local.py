@@ -58,6 +58,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from gregor.controller import scram_credentials
 from gregor.controller.quorum_controller import (
     BrokerHeartbeat,
     BrokerRegistration,
@@ -409,6 +410,17 @@ class LocalController:
         if code != errors.NONE:
             raise KafkaError(code, message or "")
         self._commit(result.records)
+
+    def alter_user_scram_credentials(
+        self,
+        deletions: Sequence[scram_credentials.Deletion],
+        upsertions: Sequence[scram_credentials.Upsertion],
+    ) -> list[scram_credentials.Result]:
+        """AlterUserScramCredentials: the records of every accepted user in one commit."""
+        records, results = scram_credentials.alter(self._planner().image, deletions, upsertions)
+        if records:
+            self._commit(records)
+        return results
 
     def elect_leaders(
         self, election_type: int, partitions: Sequence[tuple[str, int]] | None

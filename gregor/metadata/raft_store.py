@@ -129,6 +129,7 @@ from gregor.raft.storage_log import (
     snapshot_file_name,
 )
 from gregor.raft.store import FileQuorumStateStore
+from gregor.security.scram import ScramCredential
 from gregor.storage.config import LogConfig
 
 log = logging.getLogger("gregor.metadata")
@@ -381,6 +382,10 @@ class RaftMetadataStore:
         return DynamicConfigs(
             image.config(BROKER_RESOURCE, ""), image.config(BROKER_RESOURCE, str(node_id))
         )
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """The committed SCRAM credential of `user` for `mechanism`: what SCRAM servers check."""
+        return self.image.scram_credential(user, mechanism)
 
     def broker_configs_of(self, resource: str) -> dict[str, str]:
         """The dynamic configs of BROKER `resource` ("" for the cluster-wide default)."""
