@@ -379,3 +379,14 @@ class OAuthBearerServer:
         self._token, self._lifetime_ms = valid, valid.expiry_ms - now_ms
         self._state = "complete"
         return b""
+
+
+def oauthbearer_server_factory(
+    configs: Mapping[str, str], now_ms: Callable[[], int]
+) -> Callable[[], OAuthBearerServer]:
+    """`factory() -> SaslServer` for a listener's OAUTHBEARER: its effective configs (Kafka's
+    names above, listener prefix resolved) are checked and the JWKS file read once, here;
+    `now_ms` is the clock each exchange checks token times against."""
+    url = configs.get(JWKS_URL)
+    config = oauthbearer_config(configs, read_jwks(url) if url else None)
+    return lambda: OAuthBearerServer(config, now_ms)

@@ -312,3 +312,21 @@ def test_arbitrary_bearer_tokens_are_refused_safely(token: str) -> None:
     except AuthenticationFailed:
         return
     assert answer == INVALID and not srv.complete
+
+
+def test_the_listener_factory_reads_the_jwks_once_and_makes_a_server_per_exchange(
+    idp: Issuer, jwt_conf: Any, tmp_path: Path
+) -> None:
+    from gregor.security.oauthbearer import oauthbearer_server_factory
+
+    conf, _text = jwt_conf
+    factory = oauthbearer_server_factory(conf, lambda: NOW_MS)
+    (tmp_path / "jwks.json").unlink()  # read when the factory was made, not per exchange
+    first, second = factory(), factory()
+    assert first is not second
+    assert accepted(first, idp.sign(good())) == "User:alice"
+    assert not second.complete
+    unsecured_factory = oauthbearer_server_factory({}, lambda: NOW_MS)
+    assert accepted(unsecured_factory(), unsecured(claims())) == "User:alice"
+    with pytest.raises(FileNotFoundError):
+        oauthbearer_server_factory(conf, lambda: NOW_MS)
