@@ -240,3 +240,19 @@ def test_near_miss_final_messages_only_fail_with_authentication_failed(final: st
     server.evaluate(client.first())
     with pytest.raises(AuthenticationFailed):
         server.evaluate(final.encode())
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_kafka_pythons_scram_client_authenticates_and_checks_the_server(mechanism: str) -> None:
+    from kafka.net.sasl.scram import ScramClient
+
+    server = ScramServer(mechanism, store(mechanism, {"alice": "s3cret"}))
+    client = ScramClient("alice", "s3cret", mechanism)
+    client.process_server_first_message(server.evaluate(client.first_message()))
+    client.process_server_final_message(server.evaluate(client.final_message()))  # checks v=
+    assert str(server.principal()) == "User:alice"
+    wrong = ScramClient("alice", "guess", mechanism)
+    server = ScramServer(mechanism, store(mechanism, {"alice": "s3cret"}))
+    wrong.process_server_first_message(server.evaluate(wrong.first_message()))
+    with pytest.raises(AuthenticationFailed):
+        server.evaluate(wrong.final_message())
