@@ -3,6 +3,8 @@
 
     for name, factory in FACTORIES.items():
         sasl.register(name, factory)
+    for name, client in CLIENT_FACTORIES.items():      # a node's side toward another node's
+        sasl_client.register_client(name, client)      # listener: JAAS options -> SaslClient
 
 What each takes from the listener (anything with `get(key, mechanism)`, which resolves Kafka's
 `listener.name.<l>.<mechanism>.` and `listener.name.<l>.` prefixes, and an `extras` mapping):
@@ -23,7 +25,7 @@ from typing import Any, Protocol
 from gregor.security import oauthbearer
 from gregor.security.oauthbearer import OAuthBearerConfig, OAuthBearerServer
 from gregor.security.sasl_server import SaslServer
-from gregor.security.scram import ScramServer
+from gregor.security.scram import ScramClient, ScramServer
 
 SCRAM_CREDENTIAL = "scram_credential"
 NOW_MS = "now_ms"
@@ -88,4 +90,14 @@ FACTORIES: dict[str, Callable[[Listener], SaslServer]] = {
     "SCRAM-SHA-256": _scram("SCRAM-SHA-256"),
     "SCRAM-SHA-512": _scram("SCRAM-SHA-512"),
     "OAUTHBEARER": _oauth,
+}
+
+
+def _scram_client(mechanism: str) -> Callable[[Mapping[str, str]], ScramClient]:
+    return lambda options: ScramClient(mechanism, options)
+
+
+CLIENT_FACTORIES: dict[str, Callable[[Mapping[str, str]], ScramClient]] = {
+    "SCRAM-SHA-256": _scram_client("SCRAM-SHA-256"),
+    "SCRAM-SHA-512": _scram_client("SCRAM-SHA-512"),
 }

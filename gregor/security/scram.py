@@ -30,7 +30,7 @@ import hashlib
 import hmac
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from gregor.security.principal import USER_TYPE, KafkaPrincipal
@@ -260,3 +260,59 @@ class ScramServer:
 def scram_server_factory(lookup: CredentialLookup) -> Callable[[str], ScramServer]:
     """`factory(mechanism) -> SaslServer` for both SCRAM mechanisms over one credential lookup."""
     return lambda mechanism: ScramServer(mechanism, lookup)
+
+
+class ScramClient:
+    """The client side, as a node authenticates to another node's listener with SCRAM (the
+    `username` and `password` options of its JAAS config): `initial()` is client-first,
+    `respond(server-first)` client-final, `respond(server-final)` checks the server's signature
+    (AuthenticationFailed if it does not prove the server knows the credential) and ends."""
+
+    def __init__(
+        self, mechanism: str, options: Mapping[str, str], nonce: Callable[[], str] | None = None
+    ) -> None:
+        if mechanism not in MECHANISMS:
+            raise ValueError(f"{mechanism} is not a SCRAM mechanism ({', '.join(MECHANISMS)})")
+        user, password = options.get("username"), options.get("password")
+        if not user or not password:
+            raise ValueError(f"{mechanism} needs username and password options in sasl.jaas.config")
+        self._mech, self._password = MECHANISMS[mechanism], password
+        self._bare = f"n={saslname(user)},r={(nonce or random_nonce)()}"
+        self._server_signature: bytes | None = None
+
+    def initial(self) -> bytes:
+        return f"n,,{self._bare}".encode()
+
+    def respond(self, token: bytes) -> bytes | None:
+        if self._server_signature is not None:
+            if not hmac.compare_digest(
+                bytes(token), b"v=" + base64.b64encode(self._server_signature)
+            ):
+                raise AuthenticationFailed(f"the server's {self._mech.name} signature is wrong")
+            return None
+        server_first = _ascii(bytes(token), "server-first")
+        attrs = dict(a.split("=", 1) for a in server_first.split(",") if "=" in a)
+        try:
+            nonce, salt, iterations = (
+                attrs["r"],
+                base64.b64decode(attrs["s"], validate=True),
+                int(attrs["i"]),
+            )
+        except (KeyError, ValueError, binascii.Error):
+            raise AuthenticationFailed(
+                "Authentication failed: invalid SCRAM server-first message"
+            ) from None
+        if (
+            not nonce.startswith(self._bare.rsplit("r=", 1)[1])
+            or not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS
+        ):
+            raise AuthenticationFailed("Authentication failed: invalid SCRAM server-first message")
+        salted = salted_password(self._mech, self._password, salt, iterations)
+        client_key = self._mech.hmac(salted, b"Client Key")
+        without_proof = f"c=biws,r={nonce}"
+        auth_message = f"{self._bare},{server_first},{without_proof}".encode()
+        signature = self._mech.hmac(self._mech.digest(client_key), auth_message)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        server_key = self._mech.hmac(salted, b"Server Key")
+        self._server_signature = self._mech.hmac(server_key, auth_message)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gregor.security.mechanisms import FACTORIES, check
+from gregor.security.mechanisms import CLIENT_FACTORIES, FACTORIES, check
 from gregor.security.scram import SCRAM_SHA_512, credential_from_password
 
 pytestmark = pytest.mark.unit
@@ -56,6 +56,10 @@ def test_scram_servers_look_credentials_up_through_the_extras() -> None:
     assert asked == [("alice", "SCRAM-SHA-512")]
     assert check(listener, ["SCRAM-SHA-256", "SCRAM-SHA-512"]) is None
     assert "credential lookup" in (check(FakeListener({}, {}), ["SCRAM-SHA-256"]) or "")
+    client = CLIENT_FACTORIES["SCRAM-SHA-512"]({"username": "alice", "password": "pw"})
+    server = FACTORIES["SCRAM-SHA-512"](listener)
+    final = client.respond(server.evaluate(client.initial()))
+    assert client.respond(server.evaluate(final or b"")) is None and server.complete
 
 
 def test_oauthbearer_takes_the_listeners_mechanism_settings_and_the_nodes_clock() -> None:

@@ -256,3 +256,43 @@ def test_kafka_pythons_scram_client_authenticates_and_checks_the_server(mechanis
     wrong.process_server_first_message(server.evaluate(wrong.first_message()))
     with pytest.raises(AuthenticationFailed):
         server.evaluate(wrong.final_message())
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_the_nodes_scram_client_against_the_server(mechanism: str) -> None:
+    from gregor.security.scram import ScramClient
+
+    lookup = store(mechanism, {"broker": "inter-secret"})
+    client = ScramClient(mechanism, {"username": "broker", "password": "inter-secret"})
+    server = ScramServer(mechanism, lookup)
+    final = client.respond(server.evaluate(client.initial()))
+    assert final is not None
+    assert client.respond(server.evaluate(final)) is None and server.complete
+    wrong = ScramClient(mechanism, {"username": "broker", "password": "nope"})
+    server = ScramServer(mechanism, lookup)
+    final = wrong.respond(server.evaluate(wrong.initial()))
+    with pytest.raises(AuthenticationFailed):
+        server.evaluate(final or b"")
+
+
+def test_the_nodes_scram_client_refuses_a_server_that_cannot_prove_itself() -> None:
+    from gregor.security.scram import ScramClient
+
+    client = ScramClient("SCRAM-SHA-256", {"username": "u", "password": "p"}, nonce=lambda: "abc")
+    assert client.initial() == b"n,,n=u,r=abc"
+    server_first = b"r=abcXYZ,s=" + base64.b64encode(b"salt") + b",i=4096"
+    assert client.respond(server_first) is not None
+    with pytest.raises(AuthenticationFailed, match="signature"):
+        client.respond(b"v=" + base64.b64encode(b"x" * 32))
+    for bad in (
+        b"r=zzz,s=c2FsdA==,i=4096",
+        b"r=abcX,s=c2FsdA==,i=10",
+        b"r=abcX,s=!!,i=4096",
+        b"\xff",
+    ):
+        with pytest.raises(AuthenticationFailed):
+            ScramClient(
+                "SCRAM-SHA-256", {"username": "u", "password": "p"}, nonce=lambda: "abc"
+            ).respond(bad)
+    with pytest.raises(ValueError, match="username and password"):
+        ScramClient("SCRAM-SHA-256", {"username": "u"})
