@@ -168,3 +168,23 @@ def test_scram_users_through_the_cli_and_the_admin_client(tmp_path) -> None:
             assert not login(store, "SCRAM-SHA-512", "alice", "pw512")  # deleted
         finally:
             store.close()
+
+
+def test_users_added_at_format_time_are_there_at_the_first_start(tmp_path) -> None:
+    logs = str(tmp_path / "logs")
+    run = gregor(
+        "storage", "format", "--data-dir", logs,
+        "--add-scram", "SCRAM-SHA-256=[name=admin,password=admin-secret]",
+        "-S", "SCRAM-SHA-512=[name=bob,password=bob-pw,iterations=8192]",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    with Broker(data_dir=str(tmp_path)) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "logger": QUIET})
+        assert described(admin) == {
+            "admin": [("SCRAM_SHA_256", 4096)],
+            "bob": [("SCRAM_SHA_512", 8192)],
+        }
+    run = gregor(
+        "storage", "format", "--data-dir", str(tmp_path / "other"), "-S", "SCRAM-SHA-256=[name=x]"
+    )
+    assert run.returncode == 2 and "--add-scram" in run.stderr
