@@ -119,10 +119,6 @@ class LocalController:
         self._spec_epoch = -1  # networked: the leader epoch the speculative image belongs to
         self._spec_image = store.image
         self._spec_offset = -1  # the last offset replayed into the speculative image
-        # What a new log starts with: metadata.version, and the users `storage format` added.
-        self.bootstrap = bootstrap_records() + (
-            bootstrap.read(store.log_dir) if store.log_dir else []
-        )
 
     def _planner(self) -> QuorumController:
         """The controller over the committed image (nothing is planned but not committed);

@@ -82,6 +82,10 @@ def test_bootstrap_users_are_committed_once_with_the_first_records(tmp_path: Pat
     store, _ = start()  # a log already bootstrapped: the file's users are not written again
     assert set(store.image.scram) == {("broker", 2)}
     store.close()
+    (tmp_path / bootstrap.FILE_NAME).write_bytes(b"damaged later")  # not read again either
+    store, _ = start()
+    assert set(store.image.scram) == {("broker", 2)}
+    store.close()
 
 
 def test_a_damaged_bootstrap_file_is_an_error_naming_it(tmp_path: Path) -> None:
