@@ -1,6 +1,6 @@
 """Admin writes served on the controller listener, as Kafka's ControllerApis serves them:
-CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs and
-ElectLeaders, and the
+CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
+ElectLeaders and AlterUserScramCredentials, and the
 Envelope (API 58) in which brokers forward their clients' requests of those kinds and
 DescribeQuorum (node/forwarding.py, KIP-590).
 
@@ -46,6 +46,7 @@ ADMIN_WRITES = frozenset(
         api_keys.ALTER_CONFIGS,
         api_keys.INCREMENTAL_ALTER_CONFIGS,
         api_keys.ELECT_LEADERS,
+        api_keys.ALTER_USER_SCRAM_CREDENTIALS,
     }
 )
 # What a broker never answers itself in a quorum: the admin writes, and DescribeQuorum (only the

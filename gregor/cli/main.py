@@ -29,6 +29,7 @@ from gregor.cli import (
     serve,
     storage,
     topics,
+    users,
 )
 from gregor.cli.errors import CliError, describe
 
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     perf.register(sub)
     hlc.register(sub)
     mirror.register(sub)
+    users.register(sub)
     completion.register(sub, parser)
     return parser
 

@@ -3,12 +3,18 @@
     gregor storage random-uuid                                   # a new cluster id
     gregor storage format --data-dir D [--cluster-id ID] [--node-id N] [--ignore-formatted]
     gregor storage format --config server.properties [--cluster-id ID]  # its log.dirs, node.id
+    gregor storage format --data-dir D --add-scram 'SCRAM-SHA-256=[name=admin,password=admin-secret]'
 
 `format` writes meta.properties (version 1: cluster.id, node.id, a new directory.id) in each
 dir of D (comma-separated, as log.dirs); without --cluster-id it makes a new one. A dir that
 already has one is an error unless --ignore-formatted. `gregor serve` does the same implicitly on
 an empty data dir, and refuses a dir formatted for another cluster or node.id. The metadata log's
 first records (metadata.version) are written by the first `gregor serve`.
+
+`--add-scram MECHANISM=[name=USER,password=P[,iterations=N][,salt=BASE64]]` (repeatable, as
+Kafka's) gives the new cluster SCRAM users before its first start, for listeners that take only
+SCRAM: their credentials go into `bootstrap.checkpoint` in the first data dir (the metadata
+log's), and the first controller commits them with metadata.version.
 """
 
 from __future__ import annotations
@@ -35,6 +41,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--node-id", type=int, help="this node's node.id (default 1)")
     v.add_argument(
         "--ignore-formatted", "-g", action="store_true", help="skip dirs already formatted"
+    )
+    v.add_argument(
+        "--add-scram",
+        "-S",
+        action="append",
+        default=[],
+        metavar="MECH=[name=U,password=P,...]",
+        help="a SCRAM user of the new cluster, e.g. 'SCRAM-SHA-256=[name=admin,password=secret]'",
     )
     v.set_defaults(func=format_storage)
     v = verbs.add_parser("random-uuid", help="print a new cluster id")
@@ -77,6 +91,11 @@ def format_storage(args: argparse.Namespace) -> int:
         return 2
     cluster_id = args.cluster_id or meta_properties.random_id()
     try:
+        users = [scram_record(spec) for spec in args.add_scram]
+    except ValueError as exc:
+        print(f"gregor storage format: --add-scram: {exc}", file=sys.stderr)
+        return 2
+    try:
         written = meta_properties.format_dirs(dirs, cluster_id, args.node_id, args.ignore_formatted)
     except ValueError as exc:
         print(f"gregor storage format: --cluster-id: {exc}", file=sys.stderr)
@@ -84,9 +103,62 @@ def format_storage(args: argparse.Namespace) -> int:
     except (meta_properties.MetaPropertiesError, OSError) as exc:
         print(f"gregor storage format: {exc}", file=sys.stderr)
         return 1
+    if users and dirs[0] in written:
+        _write_bootstrap(dirs[0], users)
     for d in written:
         print(f"Formatted {d}: cluster.id={cluster_id} node.id={args.node_id}")
     for d in dirs:
         if d not in written:
             print(f"Skipped {d}: already formatted")
     return 0
+
+
+def _write_bootstrap(log_dir: str, users: list[object]) -> None:
+    from gregor.clock import SYSTEM_CLOCK
+    from gregor.controller.quorum_controller import DEFAULT_METADATA_VERSION
+    from gregor.metadata import bootstrap
+
+    bootstrap.write(log_dir, users, DEFAULT_METADATA_VERSION, SYSTEM_CLOCK.now_ms())
+
+
+def scram_record(spec: str) -> object:
+    """'SCRAM-SHA-256=[name=alice,password=secret,iterations=8192]' -> its
+    UserScramCredentialRecord (the password salted here, never stored); ValueError naming
+    what is wrong."""
+    import base64
+    import binascii
+    import secrets
+
+    from gregor.controller.scram_credentials import Upsertion, alter
+    from gregor.metadata.image import EMPTY_IMAGE
+    from gregor.security.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, salted_password
+
+    mechanism, eq, rest = spec.partition("=")
+    mech = MECHANISMS.get(mechanism.strip().upper())
+    if mech is None or not eq or not (rest.startswith("[") and rest.endswith("]")):
+        raise ValueError(
+            f"expected SCRAM-SHA-256=[name=USER,password=P] or SCRAM-SHA-512=[...], got {spec!r}"
+        )
+    fields = {}
+    for item in rest[1:-1].split(","):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"expected key=value in {spec!r}, got {item!r}")
+        fields[key.strip().lower()] = value.strip().strip('"')
+    unknown = set(fields) - {"name", "password", "iterations", "salt"}
+    if unknown or not fields.get("name") or not fields.get("password"):
+        raise ValueError(f"{spec!r}: give name and password (and optionally iterations, salt)")
+    try:
+        iterations = int(fields.get("iterations", "4096"))
+        salt = base64.b64decode(fields["salt"], validate=True) if "salt" in fields else None
+    except (ValueError, binascii.Error):
+        raise ValueError(f"{spec!r}: iterations is a number, salt base64") from None
+    salt = salt or secrets.token_bytes(32)
+    in_range = MIN_ITERATIONS <= iterations <= MAX_ITERATIONS  # else refused below, unsalted
+    salted = salted_password(mech, fields["password"], salt, iterations) if in_range else b""
+    records, [(_user, code, message)] = alter(
+        EMPTY_IMAGE, [], [Upsertion(fields["name"], mech.type, iterations, salt, salted)]
+    )
+    if not records:
+        raise ValueError(f"{spec!r}: {message} (error {code})")
+    return records[0]

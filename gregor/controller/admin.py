@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gregor.controller import scram_credentials
 from gregor.controller.rules import (
     MAX_PARTITIONS_PER_BATCH,
     MAX_RECORDS_PER_USER_OP,
@@ -301,6 +302,16 @@ class Admin:
             self.controller.set_broker_configs(
                 resource, {k: v for k, v in new.items() if v is not None}
             )
+
+    # -- SCRAM credentials ----------------------------------------------------------------------
+
+    def alter_user_scram_credentials(
+        self,
+        deletions: Sequence[scram_credentials.Deletion],
+        upsertions: Sequence[scram_credentials.Upsertion],
+    ) -> list[scram_credentials.Result]:
+        """AlterUserScramCredentials: (user, error code, message) for each user named."""
+        return self.controller.alter_user_scram_credentials(deletions, upsertions)
 
 
 def _zero_uuid() -> uuid.UUID:

@@ -18,7 +18,8 @@ raft_store.MAX_BATCH_BYTES, as a large migration may, several framed as a metada
 applied all together or not at all: metadata/transactions.py). A transaction left open by a
 crash is aborted first (AbortTransactionRecord), as every newly active controller does:
 
-    FeatureLevelRecord metadata.version      only when the log has none yet (a new cluster)
+    FeatureLevelRecord metadata.version      only when the log has none yet (a new cluster),
+    UserScramCredentialRecords               with the users of bootstrap.checkpoint, if any
     RegisterBrokerRecord                     this broker, a new incarnation; epoch = its offset
     PartitionChangeRecords + unfence         as QuorumController does for a re-registering
                                              broker, then its heartbeat: caught up, unfenced,
@@ -58,6 +59,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from gregor.controller import scram_credentials
 from gregor.controller.quorum_controller import (
     BrokerHeartbeat,
     BrokerRegistration,
@@ -69,6 +71,7 @@ from gregor.controller.quorum_controller import (
     TopicRequest,
     bootstrap_records,
 )
+from gregor.metadata import bootstrap
 from gregor.metadata import records as r
 from gregor.metadata.image import BROKER_RESOURCE, METADATA_VERSION, TOPIC_RESOURCE
 from gregor.metadata.raft_store import RaftMetadataStore
@@ -139,11 +142,17 @@ class LocalController:
                 self._spec_offset = store.last_appended
             self.quorum.image = self._spec_image
             if METADATA_VERSION not in self._spec_image.features:  # a new log: bootstrap it
-                self._commit(bootstrap_records())
+                self._commit(self._bootstrap_records())
         elif store.applied >= self._spec_offset:
             self._spec_image, self._spec_offset = store.image, store.applied
         self.quorum.image = self._spec_image
         return self.quorum
+
+    def _bootstrap_records(self) -> list[Any]:
+        """What a new log starts with: metadata.version, and the users `storage format` put in
+        bootstrap.checkpoint (read only then: a log once bootstrapped never needs the file)."""
+        log_dir = self.store.log_dir
+        return bootstrap_records() + (bootstrap.read(log_dir) if log_dir else [])
 
     def _commit(self, records: Sequence[Any], name: str | None = None) -> int:
         """Append (one voter: and commit) `records`, as a metadata transaction named `name`
@@ -279,7 +288,7 @@ class LocalController:
         scratch = QuorumController(self.config, self.store.image, self.new_uuid)
         plan = _Plan(scratch, first_offset, self.store.epoch)
         if METADATA_VERSION not in scratch.image.features:
-            plan.add(bootstrap_records())
+            plan.add(self._bootstrap_records())
         reg = scratch.register_broker(
             BrokerRegistration(
                 self.node_id, incarnation, tuple(listeners), rack, tuple(log_dir_ids)
@@ -409,6 +418,17 @@ class LocalController:
         if code != errors.NONE:
             raise KafkaError(code, message or "")
         self._commit(result.records)
+
+    def alter_user_scram_credentials(
+        self,
+        deletions: Sequence[scram_credentials.Deletion],
+        upsertions: Sequence[scram_credentials.Upsertion],
+    ) -> list[scram_credentials.Result]:
+        """AlterUserScramCredentials: the records of every accepted user in one commit."""
+        records, results = scram_credentials.alter(self._planner().image, deletions, upsertions)
+        if records:
+            self._commit(records)
+        return results
 
     def elect_leaders(
         self, election_type: int, partitions: Sequence[tuple[str, int]] | None

@@ -17,6 +17,7 @@ from gregor.handlers import (  # noqa: F401
     quorum,
     records_admin,
     sasl,
+    scram_credentials,
     topics,
     txn,
     txn_markers,

@@ -26,6 +26,8 @@ What each record does (as Kafka's image classes):
     ProducerIdsRecord            next_producer_id: the first id not yet handed out
     FeatureLevelRecord           a feature's finalized level; level 0 removes the feature
     NoOpRecord                   nothing but the offset
+    UserScramCredentialRecord    sets the credential of (user, mechanism)
+    RemoveUserScramCredential    removes it; one that is not there is a MetadataReplayError
     Begin/End/AbortTransaction   nothing but the offset: which records a transaction lets
                                  through is transactions.py's business, before the image
 
@@ -42,6 +44,7 @@ from types import MappingProxyType
 from typing import Any
 
 from gregor.metadata import records as r
+from gregor.security.scram import MECHANISMS, ScramCredential
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -53,6 +56,7 @@ DIRECTORY_UNASSIGNED = uuid.UUID(int=0)
 DIRECTORY_MIGRATING = uuid.UUID(int=2)
 
 ConfigResource = tuple[int, str]
+ScramKey = tuple[str, int]  # (user name, mechanism type: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512)
 
 
 class MetadataReplayError(ValueError):
@@ -186,6 +190,7 @@ class MetadataImage:
     configs: Mapping[ConfigResource, Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
     next_producer_id: int = 0
     features: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
+    scram: Mapping[ScramKey, ScramCredential] = field(default_factory=lambda: _EMPTY)
 
     def topic(self, name: str) -> TopicImage | None:
         topic_id = self.topics_by_name.get(name)
@@ -197,6 +202,11 @@ class MetadataImage:
 
     def config(self, resource_type: int, name: str) -> Mapping[str, str]:
         return self.configs.get((resource_type, name), _EMPTY)
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """The SCRAM credential of `user` for `mechanism` (SCRAM-SHA-256 or SCRAM-SHA-512)."""
+        mech = MECHANISMS.get(mechanism)
+        return None if mech is None else self.scram.get((user, mech.type))
 
     def unfenced_brokers(self) -> list[int]:
         return sorted(b for b, reg in self.brokers.items() if not reg.fenced)
@@ -234,6 +244,7 @@ class MetadataDelta:
         self.configs: Mapping[ConfigResource, Mapping[str, str]] = image.configs
         self.next_producer_id = image.next_producer_id
         self.features: Mapping[str, int] = image.features
+        self.scram: Mapping[ScramKey, ScramCredential] = image.scram
         self.partitions: dict[uuid.UUID, dict[int, PartitionRegistration]] = {}
         self._owned: set[str] = set()
 
@@ -274,6 +285,7 @@ class MetadataDelta:
             configs=done("configs"),
             next_producer_id=self.next_producer_id,
             features=done("features"),
+            scram=done("scram"),
         )
         self._owned.clear()  # the image holds them now: a later write copies again
         self.partitions = {}
@@ -401,6 +413,22 @@ class MetadataDelta:
     def _no_op(self, rec: Any) -> None:
         pass
 
+    def _scram_credential(self, rec: Any) -> None:
+        self._own("scram")[(rec.name, rec.mechanism)] = ScramCredential(
+            salt=rec.salt,
+            stored_key=rec.stored_key,
+            server_key=rec.server_key,
+            iterations=rec.iterations,
+        )
+
+    def _remove_scram_credential(self, rec: Any) -> None:
+        if (rec.name, rec.mechanism) not in self.scram:
+            raise MetadataReplayError(
+                f"RemoveUserScramCredentialRecord: user {rec.name!r} has no credential of "
+                f"mechanism {rec.mechanism}"
+            )
+        self._own("scram").pop((rec.name, rec.mechanism))
+
 
 _HANDLERS: dict[type, Any] = {
     r.RegisterBrokerRecord: MetadataDelta._register_broker,
@@ -416,6 +444,8 @@ _HANDLERS: dict[type, Any] = {
     r.ProducerIdsRecord: MetadataDelta._producer_ids,
     r.FeatureLevelRecord: MetadataDelta._feature_level,
     r.NoOpRecord: MetadataDelta._no_op,
+    r.UserScramCredentialRecord: MetadataDelta._scram_credential,
+    r.RemoveUserScramCredentialRecord: MetadataDelta._remove_scram_credential,
     r.BeginTransactionRecord: MetadataDelta._no_op,
     r.EndTransactionRecord: MetadataDelta._no_op,
     r.AbortTransactionRecord: MetadataDelta._no_op,

@@ -129,6 +129,7 @@ from gregor.raft.storage_log import (
     snapshot_file_name,
 )
 from gregor.raft.store import FileQuorumStateStore
+from gregor.security.scram import ScramCredential
 from gregor.storage.config import LogConfig
 
 log = logging.getLogger("gregor.metadata")
@@ -214,6 +215,7 @@ class RaftMetadataStore:
         self._closed = False
         self._waiters: list[tuple[int, CommitCallback]] = []
         self._raft_log: object | None = None  # a networked store's log, before its driver runs
+        self.log_dir: str | None = None  # the log dir holding __cluster_metadata-0
 
     @property
     def node(self) -> RaftNode:
@@ -246,6 +248,7 @@ class RaftMetadataStore:
         store = cls(None, cluster_id, clock.now_ms, *_snapshot_settings(configs, log_config))
         store._raft_log = raft_log  # the driver that runs the node opens nothing more
         store.local_id = node_id
+        store.log_dir = log_dir
         return store, raft_log, quorum_state, config
 
     def attach(self, driver: QuorumDriver) -> None:
@@ -358,6 +361,7 @@ class RaftMetadataStore:
             cluster_id,
         )
         store = cls(node, cluster_id, clock.now_ms, *_snapshot_settings(configs, log_config))
+        store.log_dir = log_dir
         store.poll(clock.now_ms())
         if not node.is_leader:
             raise MetadataLogError(
@@ -381,6 +385,10 @@ class RaftMetadataStore:
         return DynamicConfigs(
             image.config(BROKER_RESOURCE, ""), image.config(BROKER_RESOURCE, str(node_id))
         )
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """The committed SCRAM credential of `user` for `mechanism`: what SCRAM servers check."""
+        return self.image.scram_credential(user, mechanism)
 
     def broker_configs_of(self, resource: str) -> dict[str, str]:
         """The dynamic configs of BROKER `resource` ("" for the cluster-wide default)."""

@@ -18,6 +18,8 @@ is the version we write of each: the one a Kafka 4.0 cluster at its default meta
     7    FenceBrokerRecord               0         0
     8    UnfenceBrokerRecord             0         0
     9    RemoveTopicRecord               0         0
+    11   UserScramCredentialRecord       0         0  (a user's SCRAM credential for one
+    22   RemoveUserScramCredentialRecord 0         0   mechanism; never the password)
     12   FeatureLevelRecord              0         0
     15   ProducerIdsRecord               0         0
     17   BrokerRegistrationChangeRecord  0-2       2  (v1: InControlledShutdown tag 1, v2:
@@ -224,6 +226,32 @@ log_dirs: []uuid versions 2+ tag 2
 
 NO_OP = _record(20, "NoOpRecord", "0", 0, "")
 
+USER_SCRAM_CREDENTIAL = _record(
+    11,
+    "UserScramCredentialRecord",
+    "0",
+    0,
+    """
+name: string         # the user name
+mechanism: int8      # 1 SCRAM-SHA-256, 2 SCRAM-SHA-512
+salt: bytes
+stored_key: bytes
+server_key: bytes
+iterations: int32
+""",
+)
+
+REMOVE_USER_SCRAM_CREDENTIAL = _record(
+    22,
+    "RemoveUserScramCredentialRecord",
+    "0",
+    0,
+    """
+name: string
+mechanism: int8
+""",
+)
+
 BEGIN_TRANSACTION = _record(
     23,
     "BeginTransactionRecord",
@@ -260,6 +288,8 @@ ALL: tuple[RecordSchema, ...] = (
     PRODUCER_IDS,
     BROKER_REGISTRATION_CHANGE,
     NO_OP,
+    USER_SCRAM_CREDENTIAL,
+    REMOVE_USER_SCRAM_CREDENTIAL,
     BEGIN_TRANSACTION,
     END_TRANSACTION,
     ABORT_TRANSACTION,

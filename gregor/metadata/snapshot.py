@@ -10,6 +10,7 @@ Order (each section only when there is something in it):
     PartitionRecord           whole (leader and partition epochs, directories, ...)
     ConfigRecord              per (resource type, resource name, config name), sorted
     ProducerIdsRecord         the next producer id, if any was ever handed out
+    UserScramCredentialRecord per (user, mechanism), sorted
 
 Replaying these onto the empty image gives back an image equal to the one written, except for
 `offset` and `epoch`: a snapshot knows only its end offset and epoch, so the rebuilt image has
@@ -92,6 +93,17 @@ def image_records(image: MetadataImage) -> list[Any]:
         out.append(
             r.ProducerIdsRecord(
                 broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id
+            )
+        )
+    for (user, mechanism), cred in sorted(image.scram.items()):
+        out.append(
+            r.UserScramCredentialRecord(
+                name=user,
+                mechanism=mechanism,
+                salt=cred.salt,
+                stored_key=cred.stored_key,
+                server_key=cred.server_key,
+                iterations=cred.iterations,
             )
         )
     return out

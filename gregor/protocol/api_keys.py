@@ -65,6 +65,8 @@ DELETE_GROUPS = 42
 ELECT_LEADERS = 43
 INCREMENTAL_ALTER_CONFIGS = 44
 OFFSET_DELETE = 47
+DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+ALTER_USER_SCRAM_CREDENTIALS = 51
 VOTE = 52
 BEGIN_QUORUM_EPOCH = 53
 END_QUORUM_EPOCH = 54
@@ -116,6 +118,8 @@ SUPPORTED: tuple[ApiKey, ...] = (
     ApiKey(ELECT_LEADERS, "ElectLeaders", 0, 2),
     ApiKey(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
     ApiKey(OFFSET_DELETE, "OffsetDelete", 0, 0),
+    ApiKey(DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0),
+    ApiKey(ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0),
     ApiKey(VOTE, "Vote", 0, 2),
     ApiKey(BEGIN_QUORUM_EPOCH, "BeginQuorumEpoch", 0, 1),
     ApiKey(END_QUORUM_EPOCH, "EndQuorumEpoch", 0, 1),

@@ -263,6 +263,8 @@ def _scalar(f: Field) -> st.SearchStrategy[Any]:
         return st.uuids()
     if f.type == "string":
         return st.text(max_size=10)
+    if f.type == "bytes":
+        return st.binary(max_size=10)
     raise AssertionError(f.type)
 
 
@@ -303,16 +305,18 @@ def test_every_record_type_is_declared_once() -> None:
         7,
         8,
         9,
+        11,
         12,
         15,
         17,
         20,
+        22,
         23,
         24,
         25,
     ]
     assert (
-        len(_CASES) == 25
+        len(_CASES) == 27
     )  # RegisterBroker 0-3, PartitionRecord, PartitionChange, BrokerRegistrationChange 0-2
 
 

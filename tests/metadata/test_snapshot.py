@@ -18,6 +18,7 @@ import pytest
 from gregor.clock import ManualClock
 from gregor.controller.local import LocalController
 from gregor.controller.quorum_controller import Listener
+from gregor.controller.scram_credentials import Deletion, Upsertion
 from gregor.metadata import records as r
 from gregor.metadata import snapshot as ms
 from gregor.metadata.image import MetadataImage
@@ -71,7 +72,7 @@ def same(a: MetadataImage, b: MetadataImage) -> bool:
 def random_operations(ctl: LocalController, rng: random.Random, n: int) -> None:
     for _ in range(n):
         topics = sorted(ctl.store.topics)
-        op = rng.randrange(7)
+        op = rng.randrange(8)
         if op <= 1 or not topics:
             name = f"t{rng.randrange(1000)}"
             if name not in ctl.store.topics:
@@ -91,8 +92,17 @@ def random_operations(ctl: LocalController, rng: random.Random, n: int) -> None:
             ctl.set_broker_configs(
                 rng.choice(["", "1"]), {"log.retention.ms": str(rng.randrange(1, 10**7))}
             )
-        else:
+        elif op == 6:
             ctl.allocate_producer_ids(1000)
+        else:
+            user, mech = f"u{rng.randrange(5)}", rng.choice([1, 2])
+            if (user, mech) in ctl.store.image.scram and rng.random() < 0.5:
+                ctl.alter_user_scram_credentials([Deletion(user, mech)], [])
+            else:
+                up = Upsertion(
+                    user, mech, rng.randrange(4096, 16385), rng.randbytes(16), rng.randbytes(32)
+                )
+                ctl.alter_user_scram_credentials([], [up])
 
 
 def segments(d: Path) -> list[str]:

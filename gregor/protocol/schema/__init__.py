@@ -12,6 +12,7 @@ from gregor.protocol.schema.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
 from gregor.protocol.schema.allocate_producer_ids import ALLOCATE_PRODUCER_IDS
 from gregor.protocol.schema.alter_configs import ALTER_CONFIGS
 from gregor.protocol.schema.alter_partition import ALTER_PARTITION
+from gregor.protocol.schema.alter_user_scram_credentials import ALTER_USER_SCRAM_CREDENTIALS
 from gregor.protocol.schema.api_versions import API_VERSIONS
 from gregor.protocol.schema.begin_quorum_epoch import BEGIN_QUORUM_EPOCH
 from gregor.protocol.schema.broker_heartbeat import BROKER_HEARTBEAT
@@ -29,6 +30,7 @@ from gregor.protocol.schema.describe_producers import DESCRIBE_PRODUCERS
 from gregor.protocol.schema.describe_quorum import DESCRIBE_QUORUM
 from gregor.protocol.schema.describe_topic_partitions import DESCRIBE_TOPIC_PARTITIONS
 from gregor.protocol.schema.describe_transactions import DESCRIBE_TRANSACTIONS
+from gregor.protocol.schema.describe_user_scram_credentials import DESCRIBE_USER_SCRAM_CREDENTIALS
 from gregor.protocol.schema.dsl import Api
 from gregor.protocol.schema.elect_leaders import ELECT_LEADERS
 from gregor.protocol.schema.end_quorum_epoch import END_QUORUM_EPOCH
@@ -78,6 +80,8 @@ ALL: tuple[Api, ...] = (
     OFFSET_FOR_LEADER_EPOCH,
     DESCRIBE_TOPIC_PARTITIONS,
     ELECT_LEADERS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
+    ALTER_USER_SCRAM_CREDENTIALS,
     # 3. Consumer groups.
     FIND_COORDINATOR,
     JOIN_GROUP,

@@ -1,0 +1,66 @@
+"""DescribeUserScramCredentials v0 and AlterUserScramCredentials v0: SCRAM users (KIP-554).
+
+Describe is answered from this node's metadata image (every broker has the credentials).
+Alter is a metadata write: a broker in a quorum forwards it to the active controller (Envelope,
+KIP-590), which turns it into UserScramCredentialRecord / RemoveUserScramCredentialRecord
+(controller/scram_credentials.py has the rules) and answers once they are committed. Results
+are one per user; the salted password in an upsertion is never logged or echoed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gregor.controller.scram_credentials import Deletion, Upsertion, describe
+from gregor.handlers.context import RequestContext
+from gregor.handlers.controller_writes import answer_after_commit, not_controller
+from gregor.handlers.registry import handles
+from gregor.protocol import api_keys, errors
+from gregor.protocol.messages import (
+    AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsResponse,
+)
+
+
+@handles(api_keys.DESCRIBE_USER_SCRAM_CREDENTIALS)
+def describe_user_scram_credentials(ctx: RequestContext, request: Any) -> Any:
+    users = None if request.users is None else [u.name for u in request.users]
+    R = DescribeUserScramCredentialsResponse
+    results = [
+        R.DescribeUserScramCredentialsResult(
+            user=user,
+            error_code=code,
+            error_message=message,
+            credential_infos=[
+                R.CredentialInfo(mechanism=mech, iterations=iterations)
+                for mech, iterations in infos
+            ],
+        )
+        for user, code, message, infos in describe(ctx.services.store.image, users)
+    ]
+    return R(error_code=errors.NONE, error_message=None, results=results)
+
+
+@handles(api_keys.ALTER_USER_SCRAM_CREDENTIALS)
+def alter_user_scram_credentials(ctx: RequestContext, request: Any) -> Any:
+    services = ctx.services
+    deletions = [Deletion(d.name, d.mechanism) for d in request.deletions]
+    upsertions = [
+        Upsertion(u.name, u.mechanism, u.iterations, bytes(u.salt), bytes(u.salted_password))
+        for u in request.upsertions
+    ]
+    refused = not_controller(ctx)
+    before = services.store.last_appended
+    outcome: list[tuple[str, int, str | None]]
+    if refused is not None:
+        names = dict.fromkeys([d.name for d in deletions] + [u.name for u in upsertions])
+        outcome = [(name, refused.code, refused.message) for name in names]
+    else:
+        outcome = services.admin.alter_user_scram_credentials(deletions, upsertions)
+    R = AlterUserScramCredentialsResponse
+    results = [
+        R.AlterUserScramCredentialsResult(user=user, error_code=code, error_message=message)
+        for user, code, message in outcome
+    ]
+    ok = [res for res in results if res.error_code == errors.NONE]
+    return answer_after_commit(ctx, before, R(results=results), ok)
