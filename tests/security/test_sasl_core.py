@@ -111,6 +111,7 @@ def test_session_failure_and_unknown_mechanism() -> None:
         INVALID,
         True,
     )
+    assert answer.principal == KafkaPrincipal("User", "admin")  # claimed, for the log
     assert not session.allows(api_keys.SASL_AUTHENTICATE) and not session.complete
     other = sasl.SaslSession(listener())
     shake = other.handshake("SCRAM-SHA-256", 1)
