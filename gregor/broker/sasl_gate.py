@@ -89,14 +89,15 @@ class SaslGate:
     def _settle(
         self, conn: Connection, session: SaslSession, answer: AuthenticateAnswer, out: Output
     ) -> Output | Awaitable[Output | None]:
-        if answer.principal is not None:
-            set_principal(conn.attributes, answer.principal)
-            log.debug("%s authenticated as %s (%s)", conn.peer, answer.principal, session.mechanism)
         if not answer.failed:
+            if answer.principal is not None:
+                set_principal(conn.attributes, answer.principal)
+                log.debug("%s authenticated as %s", conn.peer, answer.principal)
             return out
         log.info(
-            "Failed authentication with %s (mechanism %s on listener %s): %s",
-            conn.peer, session.mechanism, self.config.name, answer.error_message,
+            "Failed authentication with %s (%s, mechanism %s on listener %s): %s",
+            conn.peer, answer.principal or "no principal", session.mechanism, self.config.name,
+            answer.error_message,
         )  # fmt: skip
         conn.close_after_responses("failed authentication")
         return self._after_delay(out)

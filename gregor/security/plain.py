@@ -56,12 +56,14 @@ class PlainServer:
         good = hmac.compare_digest(
             (expected if expected is not None else "\x00" + password).encode(), password.encode()
         )
+        claimed = KafkaPrincipal(USER_TYPE, username)
         if not good or expected is None:
-            raise AuthenticationFailed(INVALID)
+            raise AuthenticationFailed(INVALID, claimed)
         if authzid and authzid != username:
             raise AuthenticationFailed(
                 "Authentication failed: Client requested an authorization id that is different "
-                "from username"
+                "from username",
+                claimed,
             )
         self._user = username
         return b""

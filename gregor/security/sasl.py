@@ -71,7 +71,7 @@ class AuthenticateAnswer:
     error_message: str | None
     auth_bytes: bytes
     session_lifetime_ms: int
-    principal: KafkaPrincipal | None  # set once the exchange completed
+    principal: KafkaPrincipal | None  # once the exchange completed; if it failed, the claimed one
     failed: bool  # close after connection.failed.authentication.delay.ms
 
 
@@ -118,7 +118,9 @@ class SaslSession:
             answer = self._server.evaluate(token)
         except AuthenticationFailed as exc:
             self.state = FAILED
-            return AuthenticateAnswer(SASL_AUTHENTICATION_FAILED, str(exc), b"", 0, None, True)
+            return AuthenticateAnswer(
+                SASL_AUTHENTICATION_FAILED, str(exc), b"", 0, exc.principal, True
+            )
         if not self._server.complete:
             return AuthenticateAnswer(NONE, None, answer, 0, None, False)
         self.state = COMPLETE

@@ -16,7 +16,12 @@ from gregor.security.principal import KafkaPrincipal
 
 
 class AuthenticationFailed(Exception):
-    """SASL_AUTHENTICATION_FAILED, with a message safe to send to the client and to log."""
+    """SASL_AUTHENTICATION_FAILED, with a message safe to send to the client and to log, and
+    the principal the client claimed to be, when the mechanism got that far (for the log)."""
+
+    def __init__(self, message: str, principal: KafkaPrincipal | None = None) -> None:
+        super().__init__(message)
+        self.principal = principal
 
 
 class SaslServer(Protocol):

@@ -221,6 +221,7 @@ def test_200_failed_logins_in_a_row_leave_the_broker_serving(
     assert ROUNDTRIPS["confluent"](plain, "sasl-after-200") == values("sasl-after-200")
     log = plaintext_broker.read_log()
     assert log.count("Failed authentication with") - before == 200
+    assert "(User:alice, mechanism PLAIN on listener SASL_PLAINTEXT)" in log
     assert WRONG not in log and "alice-secret" not in log
 
 

@@ -111,6 +111,7 @@ def test_session_failure_and_unknown_mechanism() -> None:
         INVALID,
         True,
     )
+    assert answer.principal == KafkaPrincipal("User", "admin")  # claimed, for the log
     assert not session.allows(api_keys.SASL_AUTHENTICATE) and not session.complete
     other = sasl.SaslSession(listener())
     shake = other.handshake("SCRAM-SHA-256", 1)
@@ -176,3 +177,14 @@ def test_no_rule_applies_fails() -> None:
         map_principal_name("CN=x", parse_rules("RULE:^OU=(.*)$/$1/"))
     with pytest.raises(ValueError):
         parse_rules("RULE:broken")
+
+
+def test_per_listener_enabled_mechanisms() -> None:
+    values = {
+        "sasl.enabled.mechanisms": "GSSAPI",
+        "listener.name.internal.sasl.enabled.mechanisms": "PLAIN, SCRAM-SHA-256",
+        "sasl.jaas.config": JAAS,
+    }
+    session = sasl.SaslSession(ListenerConfig("INTERNAL", "SASL_SSL", values))
+    assert session.enabled == ["PLAIN"]  # SCRAM-SHA-256: not registered here
+    assert ListenerConfig("EXTERNAL", "SASL_SSL", values).sasl_mechanisms() == ["GSSAPI"]
