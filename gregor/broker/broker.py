@@ -83,6 +83,7 @@ class BrokerServer:
             port = port or self.listen_port
         node = open_metadata(config, membership, clock, host, port)
         self.store, self.controller, self.member = node.store, node.controller, node.member
+        self.security.bind_node(self.store.scram_credential, clock.now_ms)
         self.meta_properties = node.meta_properties
         self.cluster = ClusterView(
             self.store, self.node_id, quorum=membership.networked, host=host, port=port,

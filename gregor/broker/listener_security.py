@@ -22,6 +22,7 @@ from gregor.runtime.client_security import (
 )
 from gregor.runtime.connection import Connection, Dispatcher
 from gregor.runtime.tls import server_context
+from gregor.security import mechanisms
 from gregor.security.listener_config import ListenerConfig
 from gregor.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal, set_principal
 from gregor.security.ssl_principal import distinguished_name, map_principal_name, parse_rules
@@ -60,6 +61,17 @@ class ListenerSecurity:
         self.tls = context
         log.info("listener %s: TLS stores reloaded, new connections use them", self.config.name)
         return context
+
+    def bind_node(self, scram_credential: Callable[..., object], now_ms: Callable[[], int]) -> None:
+        """Give the mechanisms what they read of the node: SCRAM its credentials in the
+        metadata image, OAUTHBEARER the clock. ConfigError if a mechanism cannot be served (a
+        JWKS file that cannot be read, a bad sasl.oauthbearer.* setting)."""
+        extras = {mechanisms.SCRAM_CREDENTIAL: scram_credential, mechanisms.NOW_MS: now_ms}
+        self.config = replace(self.config, extras=extras)
+        if self.config.uses_sasl:
+            problem = mechanisms.check(self.config, self.config.sasl_mechanisms())
+            if problem is not None:
+                raise ConfigError(f"listener {self.config.name}: {problem}")
 
     def wrap(self, dispatch: Dispatcher) -> Dispatcher:
         """The dispatcher this listener's connections use."""

@@ -62,6 +62,11 @@ SUPPORTED = frozenset(
         "sasl.jaas.config",
         "sasl.mechanism.inter.broker.protocol",
         "sasl.mechanism.controller.protocol",
+        "sasl.oauthbearer.jwks.endpoint.url",
+        "sasl.oauthbearer.expected.audience",
+        "sasl.oauthbearer.expected.issuer",
+        "sasl.oauthbearer.sub.claim.name",
+        "sasl.oauthbearer.clock.skew.seconds",
     }
 )
 PEM_ONLY = ("ssl.keystore.type", "ssl.truststore.type")

@@ -23,13 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gregor.protocol import api_keys, errors
+from gregor.security import mechanisms
 from gregor.security.listener_config import ListenerConfig
 from gregor.security.plain import plain_server
 from gregor.security.principal import KafkaPrincipal
 from gregor.security.sasl_server import AuthenticationFailed, SaslServer
 
 MechanismFactory = Callable[[ListenerConfig], SaslServer]
-MECHANISMS: dict[str, MechanismFactory] = {"PLAIN": plain_server}
+MECHANISMS: dict[str, MechanismFactory] = {"PLAIN": plain_server, **mechanisms.FACTORIES}
 
 SASL_AUTHENTICATION_FAILED = errors.BY_NAME["SASL_AUTHENTICATION_FAILED"].code
 UNSUPPORTED_SASL_MECHANISM = errors.BY_NAME["UNSUPPORTED_SASL_MECHANISM"].code

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from gregor.security import mechanisms
+
 
 class SaslClient(Protocol):
     def initial(self) -> bytes: ...
@@ -34,7 +36,7 @@ class PlainClient:
 
 
 ClientFactory = Callable[[Mapping[str, str]], SaslClient]
-CLIENTS: dict[str, ClientFactory] = {"PLAIN": PlainClient}
+CLIENTS: dict[str, ClientFactory] = {"PLAIN": PlainClient, **mechanisms.CLIENT_FACTORIES}
 
 
 def register_client(name: str, factory: ClientFactory) -> None:

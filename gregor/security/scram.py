@@ -153,6 +153,7 @@ class ScramServer:
         self._user = ""
         self._gs2_header = ""
         self._nonce = ""
+        self._client_nonce = ""
         self._auth_prefix = ""  # client-first-bare "," server-first
         self._credential: ScramCredential | None = None
         self._known = False
@@ -171,6 +172,14 @@ class ScramServer:
 
     def session_lifetime_ms(self) -> int | None:
         return None
+
+    def _nonce_matches(self, sent: str) -> bool:
+        """The client-final nonce is the server-first one. librdkafka before 2.6.1 sends its
+        client nonce once more in front of it (librdkafka#4895), as Kafka 3.8.1+ tolerates, so
+        that form passes too: the server's fresh nonce must still be there whole."""
+        expected, doubled = self._nonce.encode(), (self._client_nonce + self._nonce).encode()
+        sent_bytes = sent.encode()
+        return hmac.compare_digest(sent_bytes, expected) or hmac.compare_digest(sent_bytes, doubled)
 
     def evaluate(self, token: bytes) -> bytes:
         state, self._state = self._state, "failed"  # any exception leaves the exchange failed
@@ -215,6 +224,7 @@ class ScramServer:
             credential = self._decoy(user)
         server_nonce = self._server_nonce()
         self._user, self._gs2_header, self._credential = user, match["gs2"], credential
+        self._client_nonce = match["nonce"]
         self._nonce = match["nonce"] + server_nonce
         salt = base64.b64encode(credential.salt).decode()
         server_first = f"r={self._nonce},s={salt},i={credential.iterations}"
@@ -239,7 +249,7 @@ class ScramServer:
             ) from None
         if channel != self._gs2_header.encode():
             raise AuthenticationFailed("Authentication failed: SCRAM channel bindings do not match")
-        if not hmac.compare_digest(match["nonce"].encode(), self._nonce.encode()):
+        if not self._nonce_matches(match["nonce"]):
             raise AuthenticationFailed("Invalid client nonce in the final client message.")
         credential = self._credential
         assert credential is not None

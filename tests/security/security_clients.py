@@ -28,6 +28,7 @@ class Target:
     key: Path | None = None
     user: str | None = None
     password: str | None = None
+    mechanism: str = "PLAIN"  # sasl.mechanism when user is set
 
     def with_(self, **changes: object) -> Target:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -45,7 +46,7 @@ def confluent_conf(t: Target) -> dict[str, object]:
         conf.update({"ssl.certificate.location": str(t.cert), "ssl.key.location": str(t.key)})
     if t.user is not None:
         conf.update(
-            {"sasl.mechanism": "PLAIN", "sasl.username": t.user, "sasl.password": t.password}
+            {"sasl.mechanism": t.mechanism, "sasl.username": t.user, "sasl.password": t.password}
         )
     return conf
 
@@ -77,7 +78,7 @@ def kafka_python_conf(t: Target) -> dict[str, object]:
     if t.user is not None:
         conf.update(
             {
-                "sasl_mechanism": "PLAIN",
+                "sasl_mechanism": t.mechanism,
                 "sasl_plain_username": t.user,
                 "sasl_plain_password": t.password,
             }
@@ -114,7 +115,7 @@ def aiokafka_conf(t: Target) -> dict[str, object]:
     if t.user is not None:
         conf.update(
             {
-                "sasl_mechanism": "PLAIN",
+                "sasl_mechanism": t.mechanism,
                 "sasl_plain_username": t.user,
                 "sasl_plain_password": t.password,
             }

@@ -171,6 +171,26 @@ def test_a_wrong_nonce_in_the_final_message_fails() -> None:
     assert "nonce" in message
 
 
+def test_librdkafka_before_2_6_1_sending_its_nonce_twice_is_accepted() -> None:
+    # librdkafka#4895: the client nonce once more in front of the server-first nonce, as
+    # Debian's kcat (librdkafka 2.0) sends it; the whole server nonce is still required.
+    client = RfcClient("SCRAM-SHA-256", "alice", "s3cret")
+    server = ScramServer("SCRAM-SHA-256", store("SCRAM-SHA-256", {"alice": "s3cret"}))
+    server_first = server.evaluate(client.first())
+    both = dict(a.split("=", 1) for a in server_first.decode().split(","))["r"]
+    assert server.evaluate(client.final(server_first, nonce=client.nonce + both)).startswith(b"v=")
+    assert server.complete
+
+
+def test_the_client_nonce_twice_without_the_server_nonce_fails() -> None:
+    client = RfcClient("SCRAM-SHA-256", "alice", "s3cret")
+    server = ScramServer("SCRAM-SHA-256", store("SCRAM-SHA-256", {"alice": "s3cret"}))
+    message = exchange_fails(
+        server, client.first(), lambda sf: client.final(sf, nonce=client.nonce * 2)
+    )
+    assert "nonce" in message
+
+
 def test_channel_binding_must_match_the_gs2_header() -> None:
     client = RfcClient("SCRAM-SHA-256", "alice", "s3cret")
     server = ScramServer("SCRAM-SHA-256", store("SCRAM-SHA-256", {"alice": "s3cret"}))
