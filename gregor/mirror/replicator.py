@@ -23,6 +23,7 @@ from gregor.clock import Clock
 from gregor.mirror import clients
 from gregor.mirror.clients import MirrorError
 from gregor.mirror.config import Flow
+from gregor.mirror.metrics import MirrorMetrics, PartitionTracker
 from gregor.mirror.offsets import OffsetSyncEmitter
 from gregor.mirror.policy import DefaultReplicationPolicy
 from gregor.mirror.source import SourceRecord, convert_record
@@ -53,7 +54,13 @@ def _source_record(m: Any) -> SourceRecord:
 class SourceTask:
     """Flow A->B's records, A to B. `step()` does one round; `close()` stops cleanly."""
 
-    def __init__(self, flow: Flow, clock: Clock, flush_interval_ms: int = 1000):
+    def __init__(
+        self,
+        flow: Flow,
+        clock: Clock,
+        flush_interval_ms: int = 1000,
+        metrics: MirrorMetrics | None = None,
+    ):
         self.flow = flow
         self.clock = clock
         self.flush_interval_ms = flush_interval_ms
@@ -89,6 +96,14 @@ class SourceTask:
         # under DefaultReplicationPolicy a copy differs from its source only by its topic name
         self.renames_only = type(flow.policy) is DefaultReplicationPolicy
         self.remote_names: dict[str, str] = {}
+        self.metrics = metrics
+        self.tracker = (
+            None
+            if metrics is None
+            else PartitionTracker(metrics, flow.source, flow.target, flow.remote_topic)
+        )
+        self.acked: dict[tuple[str, int], int] = {}  # without offset syncs: last acknowledged
+        self.next_lag_ms = 0
 
     def start(self) -> None:
         """Reach both clusters and create the offset-syncs topic (raises when unreachable)."""
@@ -132,11 +147,13 @@ class SourceTask:
         batch = self._consume() if self.subscribed else []
         if not self.subscribed:
             self.clock.sleep(0.1)
+        clean = True
         for m in batch:
             error = m.error()
             if error is not None:
                 if error.fatal():
                     raise KafkaException(error)
+                clean = False
                 continue
             self._copy(m)
         self.producer.poll(0)
@@ -145,6 +162,38 @@ class SourceTask:
             raise MirrorError(self.failure)
         if self.clock.now_ms() >= self.next_flush_ms:
             self.flush()
+        if self.tracker is not None:
+            self._measure(batch if clean else [m for m in batch if m.error() is None])
+
+    def _measure(self, batch: list[Any]) -> None:
+        """Once per round: the batch read, what the target acknowledged, every second the lag."""
+        assert self.tracker is not None and self.metrics is not None
+        now = self.clock.now_ms()
+        if batch:
+            self.tracker.polled(batch, now)
+        self.tracker.acknowledged(self._acked, now)
+        if now >= self.next_lag_ms:
+            self.next_lag_ms = now + 1000
+            self.metrics.set_lags(self.flow.source, self.flow.target, self._lags())
+
+    def _acked(self, tp: tuple[str, int]) -> int:
+        """The last source offset of `tp` the target acknowledged (-1: none yet)."""
+        if self.emit_syncs:
+            state = self.emitter.partitions.get(tp)
+            return -1 if state is None else state.previous_upstream_offset
+        return self.acked.get(tp, -1)
+
+    def _lags(self) -> dict[tuple[str, int], int]:
+        """Source end offset minus the next offset to copy, per assigned partition, from the
+        consumer's cached watermarks (no request)."""
+        out: dict[tuple[str, int], int] = {}
+        for tp in self.consumer.position(self.consumer.assignment()):
+            if tp.offset < 0:
+                continue
+            _, high = self.consumer.get_watermark_offsets(tp, cached=True)
+            if high >= 0:
+                out[(tp.topic, tp.partition)] = max(0, high - tp.offset)
+        return out
 
     def _consume(self) -> list[Any]:
         """Up to 500 records: waits up to 100 ms for the first, not for the rest (a batch
@@ -238,6 +287,8 @@ class SourceTask:
             self.emitter.record_written(tp, upstream, downstream)
             if self.emitter.pending:
                 self._send_syncs()
+        else:
+            self.acked[tp] = upstream
 
     def _send_syncs(self) -> None:
         if not self.emit_syncs:
@@ -289,6 +340,9 @@ class SourceTask:
                 )
         for tp in partitions:
             self.consumed.pop((tp.topic, tp.partition), None)
+        if self.tracker is not None:  # credit what was acknowledged, drop the rest
+            self.tracker.acknowledged(self._acked, self.clock.now_ms())
+            self.tracker.forget((tp.topic, tp.partition) for tp in partitions)
 
     def close(self, clean: bool) -> None:
         """Clean: flush, commit, leave the group. Otherwise drop what is in flight (it is
