@@ -174,11 +174,11 @@ def _tail(consumer: Any, topic: str, partitions: int, count: int, timeout_s: flo
     while ends and idle < int(timeout_s * 10):
         batch = consumer.consume(500, timeout=0.1)
         idle = 0 if batch else idle + 1
-        for m in batch:
-            if m.error() is None:
-                out.append(m)
-                if m.offset() + 1 >= ends.get(m.partition(), 0):
-                    ends.pop(m.partition(), None)
+        out += [m for m in batch if m.error() is None]
+        # by position, not by the last record: a transaction's marker may end the partition
+        for tp in consumer.position([TopicPartition(topic, p) for p in ends]):
+            if tp.offset >= ends[tp.partition]:
+                ends.pop(tp.partition)
     consumer.unassign()
     if ends:
         raise MirrorError(f"{topic}: not read to its end in {timeout_s:g} s")
