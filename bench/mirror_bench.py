@@ -107,11 +107,11 @@ def baseline(a: str, b: str, topic: str, n: int) -> float:
     return elapsed
 
 
-def start_mirror(config: str, log: str) -> subprocess.Popen[bytes]:
+def start_mirror(config: str, log: str, *args: str) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     with open(log, "ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "gregor", "mirror", "--config", config],
+            [sys.executable, "-m", "gregor", "mirror", "--config", config, *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,
@@ -119,7 +119,14 @@ def start_mirror(config: str, log: str) -> subprocess.Popen[bytes]:
 
 
 def mirrored(
-    a: str, b: str, workdir: str, topic: str, n: int, processes: int, extra: str = ""
+    a: str,
+    b: str,
+    workdir: str,
+    topic: str,
+    n: int,
+    processes: int,
+    extra: str = "",
+    args: tuple[str, ...] = (),
 ) -> tuple[float, float]:
     config = os.path.join(workdir, f"mm2-{topic}.properties")
     with open(config, "w") as f:
@@ -132,7 +139,7 @@ def mirrored(
         )
     start = time.monotonic()
     procs = [
-        start_mirror(config, os.path.join(workdir, f"mirror-{processes}-{i}.log"))
+        start_mirror(config, os.path.join(workdir, f"mirror-{processes}-{i}.log"), *args)
         for i in range(processes)
     ]
     first = None
@@ -202,14 +209,24 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--runs", type=int, default=3, help="runs alternate; medians reported")
     parser.add_argument("--latency-seconds", type=int, default=10)
+    parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="also one process serving --metrics (what measuring costs), in the same runs",
+    )
+    parser.add_argument("--only-one-process", action="store_true", help="skip the other cases")
     args = parser.parse_args()
     n = args.records
     eos = "B.exactly.once.source.support = enabled\n"
-    cases: dict[str, tuple[int, str]] = {
-        "gregor mirror, 1 process": (1, ""),
-        "gregor mirror, 2 processes": (2, ""),
-        "gregor mirror, exactly once, 1 process": (1, eos),
+    cases: dict[str, tuple[int, str, tuple[str, ...]]] = {
+        "gregor mirror, 1 process": (1, "", ()),
+        "gregor mirror, 2 processes": (2, "", ()),
+        "gregor mirror, exactly once, 1 process": (1, eos, ()),
     }
+    if args.only_one_process:
+        del cases["gregor mirror, 2 processes"], cases["gregor mirror, exactly once, 1 process"]
+    if args.metrics:
+        cases["gregor mirror, 1 process, --metrics"] = (1, "", ("--metrics", "127.0.0.1:0"))
     base: list[float] = []
     figures: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
     with tempfile.TemporaryDirectory() as workdir, Broker() as a, Broker() as b:
@@ -217,12 +234,12 @@ def main() -> None:
             create(a.bootstrap, f"base{run}")
             fill(a.bootstrap, f"base{run}", n)
             base.append(n / baseline(a.bootstrap, b.bootstrap, f"base{run}", n))
-            for i, (name, (processes, extra)) in enumerate(cases.items()):
+            for i, (name, (processes, extra, mirror_args)) in enumerate(cases.items()):
                 topic = f"data{run}-{i}"
                 create(a.bootstrap, topic)
                 fill(a.bootstrap, topic, n)
                 total, steady = mirrored(
-                    a.bootstrap, b.bootstrap, workdir, topic, n, processes, extra
+                    a.bootstrap, b.bootstrap, workdir, topic, n, processes, extra, mirror_args
                 )
                 figures[name].append((n / total, steady))
         kib = len(VALUE) / 1e6

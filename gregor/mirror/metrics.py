@@ -11,9 +11,10 @@ group and partition: checkpoint latency (checkpoint written minus checkpoint mad
 Windows are Kafka's `SampledStat`: 2 samples of 30 s; a value counts while its sample is one of
 the two newest. Rates are a count over the window's span.
 
-The source task calls `PartitionTracker.polled` once per consumed batch and
-`PartitionTracker.acknowledged` once per round; nothing is done per record but the value sizes
-summed in C. A batch is split into runs of one partition by probing a few records (the
+The source task calls `PartitionTracker.polled` once per consumed batch,
+`PartitionTracker.acknowledged` once per round and `PartitionTracker.publish` once a second
+(the only call that takes the process-wide lock); nothing is done per record but summing the
+value sizes in C. A batch is split into runs of one partition by probing a few records (the
 consumer hands out a partition's records in chunks); a run whose offsets are not contiguous is
 scanned record by record instead.
 """
@@ -22,9 +23,8 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import methodcaller
 from typing import Any
 
 SAMPLE_MS = 30_000
@@ -40,6 +40,40 @@ class Sample:
     total: float = 0.0
     low: float = float("inf")
     high: float = float("-inf")
+
+
+class Summary:
+    """Count, total, min, max and last of observations (a task's, between two publishes)."""
+
+    __slots__ = ("count", "total", "low", "high", "last")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total = 0.0
+        self.low = float("inf")
+        self.high = float("-inf")
+        self.last: float | None = None
+
+    def add(self, value: float) -> None:
+        self.count += 1
+        self.total += value
+        if value < self.low:
+            self.low = value
+        if value > self.high:
+            self.high = value
+        self.last = value
+
+
+class Gathered:
+    """What a task measured of one partition since it last published."""
+
+    __slots__ = ("records", "bytes", "latency", "age")
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.bytes = 0
+        self.latency = Summary()
+        self.age = Summary()
 
 
 @dataclass
@@ -65,6 +99,19 @@ class WindowedStat:
         s.low = min(s.low, value)
         s.high = max(s.high, value)
         self.last = value
+
+    def merge(self, summary: Summary, now_ms: int) -> None:
+        """Observations gathered elsewhere since the last merge, as if recorded now."""
+        if summary.count == 0:
+            return
+        if self.first_ms is None:
+            self.first_ms = now_ms
+        s = self._current(now_ms)
+        s.count += summary.count
+        s.total += summary.total
+        s.low = min(s.low, summary.low)
+        s.high = max(s.high, summary.high)
+        self.last = summary.last
 
     def _live(self, now_ms: int) -> list[Sample]:
         return [s for s in self.samples if now_ms - s.start_ms < SAMPLE_MS * SAMPLES]
@@ -138,27 +185,19 @@ class MirrorMetrics:
             m = self.partitions[key] = PartitionMetrics()
         return m
 
-    def polled(self, source: str, target: str, runs: Sequence[tuple[str, Run]], now_ms: int):
-        """Records read: their age (remote topic, run) pairs."""
+    def publish(
+        self, source: str, target: str, gathered: Mapping[TP, Gathered], now_ms: int
+    ) -> None:
+        """A task's measurements per remote topic-partition since its last publish."""
         with self.lock:
-            for remote, run in runs:
-                m = self._partition((source, target, remote, run.tp[1]))
-                m.age.record(now_ms - run.first_timestamp, now_ms)
-                if run.count > 1:
-                    m.age.record(now_ms - run.last_timestamp, now_ms)
-
-    def copied(self, source: str, target: str, runs: Sequence[tuple[str, Run]], now_ms: int):
-        """Runs the target acknowledged at `now_ms`."""
-        with self.lock:
-            for remote, run in runs:
-                m = self._partition((source, target, remote, run.tp[1]))
-                m.records += run.count
-                m.bytes += run.value_bytes
-                m.record_rate.record(run.count, now_ms, count=run.count)
-                m.byte_rate.record(run.value_bytes, now_ms, count=run.count)
-                m.latency.record(now_ms - run.first_timestamp, now_ms)
-                if run.count > 1:
-                    m.latency.record(now_ms - run.last_timestamp, now_ms)
+            for (remote, partition), g in gathered.items():
+                m = self._partition((source, target, remote, partition))
+                m.records += g.records
+                m.bytes += g.bytes
+                m.record_rate.record(g.records, now_ms, count=g.records)
+                m.byte_rate.record(g.bytes, now_ms, count=g.records)
+                m.latency.merge(g.latency, now_ms)
+                m.age.merge(g.age, now_ms)
 
     def set_lags(self, source: str, target: str, lags: dict[TP, int]) -> None:
         with self.lock:
@@ -176,14 +215,10 @@ class MirrorMetrics:
             stat.record(latency_ms, now_ms)
 
 
-_VALUE = methodcaller("value")
-
-
 def _value_bytes(batch: Sequence[Any], start: int, end: int) -> int:
-    try:
-        return sum(map(len, map(_VALUE, batch[start:end])))
-    except TypeError:  # a tombstone among them
-        return sum(len(m.value() or b"") for m in batch[start:end])
+    """The records' value sizes: the client's records measure their value with len() (0 for
+    a tombstone), in C."""
+    return sum(map(len, batch if start == 0 and end == len(batch) else batch[start:end]))
 
 
 def _run_end(batch: Sequence[Any], start: int, tp: TP) -> int:
@@ -213,7 +248,8 @@ def _run_end(batch: Sequence[Any], start: int, tp: TP) -> int:
 
 
 def runs(batch: Sequence[Any]) -> list[Run]:
-    """The batch (records of the client: topic(), partition(), offset(), timestamp(), value())
+    """The batch (records of the client: topic(), partition(), offset(), timestamp(), and len() the
+    value's size)
     as runs of one partition, in order; errors must be filtered out before."""
     out: list[Run] = []
     start = 0
@@ -221,8 +257,12 @@ def runs(batch: Sequence[Any]) -> list[Run]:
     while start < n:
         first = batch[start]
         tp = (first.topic(), first.partition())
-        end = _run_end(batch, start, tp)
-        last = batch[end - 1]
+        last = batch[n - 1]
+        if last.partition() == tp[1] and last.topic() == tp[0]:
+            end = n  # the usual batch: one partition's records (checked below)
+        else:
+            end = _run_end(batch, start, tp)
+            last = batch[end - 1]
         if last.offset() - first.offset() != end - 1 - start:
             end = _scan_end(batch, start, tp)  # gaps or another partition inside: be exact
             last = batch[end - 1]
@@ -249,7 +289,8 @@ def _scan_end(batch: Sequence[Any], start: int, tp: TP) -> int:
 
 
 class PartitionTracker:
-    """One source task's runs between being read and being acknowledged by the target."""
+    """One source task's runs between being read and being acknowledged by the target, and
+    what it measured since it last published to the process's `MirrorMetrics`."""
 
     def __init__(
         self,
@@ -263,38 +304,62 @@ class PartitionTracker:
         self.target = target
         self.remote_topic = remote_topic
         self.remote_names: dict[str, str] = {}
-        self.pending: dict[TP, deque[Run]] = {}
+        self.pending: dict[TP, deque[Run]] = {}  # only partitions with runs in flight
+        self.gathered: dict[TP, Gathered] = {}
 
-    def _remote(self, topic: str) -> str:
-        name = self.remote_names.get(topic)
-        if name is None:
-            name = self.remote_names[topic] = self.remote_topic(topic)
-        return name
+    def _gathered(self, tp: TP) -> Gathered:
+        g = self.gathered.get(tp)
+        if g is None:
+            g = self.gathered[tp] = Gathered()
+        return g
 
     def polled(self, batch: Sequence[Any], now_ms: int) -> None:
-        """A batch was read (and handed to the producer)."""
-        found = runs(batch)
-        for run in found:
+        """A batch was read (and handed to the producer): its records' age."""
+        for run in runs(batch):
             queue = self.pending.get(run.tp)
             if queue is None:
                 queue = self.pending[run.tp] = deque()
             queue.append(run)
-        self.metrics.polled(
-            self.source, self.target, [(self._remote(r.tp[0]), r) for r in found], now_ms
-        )
+            age = self._gathered(run.tp).age
+            age.add(now_ms - run.first_timestamp)
+            if run.count > 1:
+                age.add(now_ms - run.last_timestamp)
 
     def acknowledged(self, acked: Callable[[TP], int], now_ms: int) -> None:
-        """Credit the runs whose last record the target acknowledged; `acked(tp)` is the last
+        """Count the runs whose last record the target acknowledged; `acked(tp)` is the last
         acknowledged source offset of a partition (-1 when none)."""
-        done: list[tuple[str, Run]] = []
+        if not self.pending:
+            return
+        emptied = []
         for tp, queue in self.pending.items():
-            if not queue:
-                continue
             offset = acked(tp)
+            if queue[0].last_offset > offset:
+                continue
+            g = self._gathered(tp)
             while queue and queue[0].last_offset <= offset:
-                done.append((self._remote(tp[0]), queue.popleft()))
-        if done:
-            self.metrics.copied(self.source, self.target, done, now_ms)
+                run = queue.popleft()
+                g.records += run.count
+                g.bytes += run.value_bytes
+                g.latency.add(now_ms - run.first_timestamp)
+                if run.count > 1:
+                    g.latency.add(now_ms - run.last_timestamp)
+            if not queue:
+                emptied.append(tp)
+        for tp in emptied:
+            del self.pending[tp]
+
+    def publish(self, now_ms: int) -> None:
+        """Hand what was measured to the process's metrics (about once a second)."""
+        if not self.gathered:
+            return
+        by_remote = {}
+        for (topic, partition), g in self.gathered.items():
+            remote = self.remote_names.get(topic)
+            if remote is None:
+                remote = self.remote_names[topic] = self.remote_topic(topic)
+            by_remote[(remote, partition)] = g
+        self.gathered = {}
+        self.metrics.publish(self.source, self.target, by_remote, now_ms)
 
     def forget(self, tps: Iterable[TP]) -> None:
         """Partitions taken away: what was not acknowledged is copied again by their next

@@ -166,7 +166,8 @@ class SourceTask:
             self._measure(batch if clean else [m for m in batch if m.error() is None])
 
     def _measure(self, batch: list[Any]) -> None:
-        """Once per round: the batch read, what the target acknowledged, every second the lag."""
+        """Once per round: the batch read and what the target acknowledged; every second,
+        publish them and the lag."""
         assert self.tracker is not None and self.metrics is not None
         now = self.clock.now_ms()
         if batch:
@@ -174,6 +175,7 @@ class SourceTask:
         self.tracker.acknowledged(self._acked, now)
         if now >= self.next_lag_ms:
             self.next_lag_ms = now + 1000
+            self.tracker.publish(now)
             self.metrics.set_lags(self.flow.source, self.flow.target, self._lags())
 
     def _acked(self, tp: tuple[str, int]) -> int:
@@ -341,7 +343,9 @@ class SourceTask:
         for tp in partitions:
             self.consumed.pop((tp.topic, tp.partition), None)
         if self.tracker is not None:  # credit what was acknowledged, drop the rest
-            self.tracker.acknowledged(self._acked, self.clock.now_ms())
+            now = self.clock.now_ms()
+            self.tracker.acknowledged(self._acked, now)
+            self.tracker.publish(now)
             self.tracker.forget((tp.topic, tp.partition) for tp in partitions)
 
     def close(self, clean: bool) -> None:

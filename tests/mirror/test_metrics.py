@@ -67,18 +67,29 @@ def test_records_count_once_the_target_acknowledged_them() -> None:
     tracker.polled(batch, now_ms=1200)
     acked = {("t", 0): 4}
     tracker.acknowledged(lambda tp: acked.get(tp, -1), now_ms=1300)
+    tracker.publish(1300)
     assert metrics.partitions[("A", "B", "A.t", 0)].records == 0  # the run is not all written
     acked[("t", 0)] = 9
     tracker.acknowledged(lambda tp: acked.get(tp, -1), now_ms=1400)
+    assert metrics.partitions[("A", "B", "A.t", 0)].records == 0  # not published yet
+    tracker.publish(1400)
     p0 = metrics.partitions[("A", "B", "A.t", 0)]
     assert (p0.records, p0.bytes) == (10, 40)
     assert (p0.latency.last, p0.latency.max(1400)) == (400, 400)
     assert p0.age.max(1400) == 200
-    assert metrics.partitions[("A", "B", "A.t", 1)].records == 0
+    assert ("A", "B", "A.t", 1) not in metrics.partitions or (
+        metrics.partitions[("A", "B", "A.t", 1)].records == 0
+    )
     tracker.forget([("t", 1)])  # revoked: its next owner copies and counts it
     acked[("t", 1)] = 0
     tracker.acknowledged(lambda tp: acked.get(tp, -1), now_ms=1500)
+    tracker.publish(1500)
     assert metrics.partitions[("A", "B", "A.t", 1)].records == 0
+    tracker.polled([msg("t", 0, 10, b"12", ts=1500)], now_ms=1600)
+    acked[("t", 0)] = 10
+    tracker.acknowledged(lambda tp: acked.get(tp, -1), now_ms=1700)
+    tracker.publish(1700)
+    assert (p0.records, p0.bytes, p0.latency.last, p0.latency.max(1700)) == (11, 42, 200, 400)
 
 
 def test_the_exporter_renders_mirror_maker_names_as_the_jmx_exporter() -> None:
@@ -86,6 +97,7 @@ def test_the_exporter_renders_mirror_maker_names_as_the_jmx_exporter() -> None:
     tracker = PartitionTracker(metrics, "A", "B", lambda t: f"A.{t}")
     tracker.polled([msg("orders", 3, o, b"xy", ts=0) for o in range(4)], now_ms=50)
     tracker.acknowledged(lambda tp: 3, now_ms=80)
+    tracker.publish(80)
     metrics.set_lags("A", "B", {("orders", 3): 12})
     metrics.checkpoint_written("A", "B", "app", ("A.orders", 3), 25, now_ms=80)
     registry = CollectorRegistry(auto_describe=False)
