@@ -11,6 +11,9 @@ group and partition: checkpoint latency (checkpoint written minus checkpoint mad
 Windows are Kafka's `SampledStat`: 2 samples of 30 s; a value counts while its sample is one of
 the two newest. Rates are a count over the window's span.
 
+Byte counts are exact for runs of up to 32 records and estimated from every 8th record's size
+in longer ones (exact when values have one size).
+
 The source task calls `PartitionTracker.polled` once per consumed batch,
 `PartitionTracker.acknowledged` once per round and `PartitionTracker.publish` once a second
 (the only call that takes the process-wide lock); nothing is done per record but summing the
@@ -215,10 +218,19 @@ class MirrorMetrics:
             stat.record(latency_ms, now_ms)
 
 
+EXACT_BYTES_UP_TO = 32
+BYTES_STRIDE = 8
+
+
 def _value_bytes(batch: Sequence[Any], start: int, end: int) -> int:
-    """The records' value sizes: the client's records measure their value with len() (0 for
-    a tombstone), in C."""
-    return sum(map(len, batch if start == 0 and end == len(batch) else batch[start:end]))
+    """The records' value sizes (the client's records measure their value with len(), 0 for a
+    tombstone, in C): exact for up to 32 records, else estimated from every 8th record's size,
+    which is exact when the sizes are equal (measuring them all would cost the copy about 1%)."""
+    count = end - start
+    if count <= EXACT_BYTES_UP_TO:
+        return sum(map(len, batch[start:end]))
+    sampled = batch[start:end:BYTES_STRIDE]
+    return sum(map(len, sampled)) * count // len(sampled)
 
 
 def _run_end(batch: Sequence[Any], start: int, tp: TP) -> int:
@@ -258,14 +270,15 @@ def runs(batch: Sequence[Any]) -> list[Run]:
         first = batch[start]
         tp = (first.topic(), first.partition())
         last = batch[n - 1]
-        if last.partition() == tp[1] and last.topic() == tp[0]:
-            end = n  # the usual batch: one partition's records (checked below)
-        else:
+        end = n
+        if last.offset() - first.offset() != n - 1 - start or not (
+            last.partition() == tp[1] and last.topic() == tp[0]
+        ):  # not the usual batch, one partition's records with no gap: find the run's end
             end = _run_end(batch, start, tp)
             last = batch[end - 1]
-        if last.offset() - first.offset() != end - 1 - start:
-            end = _scan_end(batch, start, tp)  # gaps or another partition inside: be exact
-            last = batch[end - 1]
+            if last.offset() - first.offset() != end - 1 - start:
+                end = _scan_end(batch, start, tp)  # gaps or another partition inside
+                last = batch[end - 1]
         out.append(
             Run(
                 tp,

@@ -47,6 +47,13 @@ def test_a_run_with_gaps_or_a_foreign_record_inside_is_counted_exactly() -> None
     assert [r.count for r in runs([msg("t", 0, o * 3) for o in range(9)])] == [9]
 
 
+def test_value_bytes_are_exact_in_short_runs_and_estimated_from_every_eighth_in_long_ones() -> None:
+    mixed = [msg("t", 0, o, b"x" * (o % 3)) for o in range(32)]
+    assert runs(mixed)[0].value_bytes == sum(o % 3 for o in range(32))
+    same = [msg("t", 0, o, b"abcde") for o in range(1000)]
+    assert runs(same)[0].value_bytes == 5000
+
+
 def test_windowed_stat_keeps_two_samples_of_thirty_seconds() -> None:
     s = WindowedStat()
     s.record(10, 0)
