@@ -5,7 +5,10 @@ target=B,topic=A.orders,partition=0` attribute `record-count` becomes
 `kafka_connect_mirror_mirrorsourceconnector_record_count{source="A",target="B",
 topic="A.orders",partition="0"}`. Like the exporter's, every value is a gauge.
 
-The lag, which MirrorMaker leaves to its consumer's metrics, has the consumer's name:
+Added to MirrorMaker's: `kafka_connect_mirror_mirrorcheckpointconnector_checkpoint_age_ms`,
+the time since this process last wrote a checkpoint of the group and partition (checkpoints
+are written when a group's offset moves). The lag, which MirrorMaker leaves to its consumer's
+metrics, has the consumer's name:
 `kafka_consumer_consumer_fetch_manager_metrics_records_lag{client_id,topic,partition}` (the
 source topic), with the flow's `source` and `target` added.
 """
@@ -78,6 +81,11 @@ class MirrorCollector:
             fams.update(make(SOURCE, name, text, PARTITION_LABELS))
         latency = "Time it takes consumer group offsets to replicate from source to target cluster."
         checkpoints = _stat_families(CHECKPOINT, "checkpoint_latency_ms", latency, GROUP_LABELS)
+        age = GaugeMetricFamily(
+            CHECKPOINT + "checkpoint_age_ms",
+            "Time since this process last wrote a checkpoint of the group and partition.",
+            labels=GROUP_LABELS,
+        )
         lag = GaugeMetricFamily(
             LAG,
             "Records of the source partition not copied yet.",
@@ -96,11 +104,15 @@ class MirrorCollector:
                 source, target, group, topic, partition = key
                 labels = [source, target, group, topic, str(partition)]
                 _add_stat(checkpoints, "checkpoint_latency_ms", stat, labels, now)
+                written = self.metrics.checkpoint_written_ms.get(key)
+                if written is not None:
+                    age.add_metric(labels, max(0, now - written))
             for (source, target, topic, partition), value in sorted(self.metrics.lags.items()):
                 client = f"connect-mm2-{source}->{target}"
                 lag.add_metric([client, source, target, topic, str(partition)], value)
         yield from fams.values()
         yield from checkpoints.values()
+        yield age
         yield lag
 
 

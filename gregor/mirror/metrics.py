@@ -181,6 +181,8 @@ class MirrorMetrics:
         self.checkpoints: dict[tuple[str, str, str, str, int], WindowedStat] = {}
         # (source, target, source topic, partition) -> lag in records
         self.lags: dict[tuple[str, str, str, int], int] = {}
+        # (source, target, group, topic, partition) -> when its last checkpoint was written
+        self.checkpoint_written_ms: dict[tuple[str, str, str, str, int], int] = {}
 
     def _partition(self, key: tuple[str, str, str, int]) -> PartitionMetrics:
         m = self.partitions.get(key)
@@ -207,6 +209,12 @@ class MirrorMetrics:
             for (topic, partition), lag in lags.items():
                 self.lags[(source, target, topic, partition)] = lag
 
+    def drop_lags(self, source: str, target: str, tps: Iterable[TP]) -> None:
+        """Partitions this process no longer copies: their lag is its new owner's to say."""
+        with self.lock:
+            for topic, partition in tps:
+                self.lags.pop((source, target, topic, partition), None)
+
     def checkpoint_written(
         self, source: str, target: str, group: str, tp: TP, latency_ms: int, now_ms: int
     ) -> None:
@@ -216,6 +224,7 @@ class MirrorMetrics:
             if stat is None:
                 stat = self.checkpoints[key] = WindowedStat()
             stat.record(latency_ms, now_ms)
+            self.checkpoint_written_ms[key] = now_ms
 
 
 EXACT_BYTES_UP_TO = 32

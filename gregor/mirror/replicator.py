@@ -346,7 +346,10 @@ class SourceTask:
             now = self.clock.now_ms()
             self.tracker.acknowledged(self._acked, now)
             self.tracker.publish(now)
-            self.tracker.forget((tp.topic, tp.partition) for tp in partitions)
+            taken = [(tp.topic, tp.partition) for tp in partitions]
+            self.tracker.forget(taken)
+            if self.metrics is not None:
+                self.metrics.drop_lags(self.flow.source, self.flow.target, taken)
 
     def close(self, clean: bool) -> None:
         """Clean: flush, commit, leave the group. Otherwise drop what is in flight (it is

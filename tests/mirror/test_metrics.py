@@ -119,12 +119,13 @@ def test_the_exporter_renders_mirror_maker_names_as_the_jmx_exporter() -> None:
     assert f"{source}record_age_ms_avg{{{labels}}} 50.0" in text
     assert f"{source}record_rate{{{labels}}}" in text and f"{source}byte_rate{{{labels}}}" in text
     group = 'group="app",partition="3",source="A",target="B",topic="A.orders"'
-    assert (
-        f"kafka_connect_mirror_mirrorcheckpointconnector_checkpoint_latency_ms{{{group}}} 25.0"
-        in text
-    )
+    checkpoint = "kafka_connect_mirror_mirrorcheckpointconnector_"
+    assert f"{checkpoint}checkpoint_latency_ms{{{group}}} 25.0" in text
+    assert f"{checkpoint}checkpoint_age_ms{{{group}}} 20.0" in text
     lag_labels = 'client_id="connect-mm2-A->B",partition="3",source="A",target="B",topic="orders"'
     assert f"kafka_consumer_consumer_fetch_manager_metrics_records_lag{{{lag_labels}}} 12.0" in text
+    metrics.drop_lags("A", "B", [("orders", 3)])
+    assert "records_lag{" not in generate_latest(registry).decode()
 
 
 def test_status_core() -> None:
