@@ -157,7 +157,7 @@ class PartitionMetrics:
     age: WindowedStat = field(default_factory=WindowedStat)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Run:
     """Consecutive records of one source partition in a consumed batch."""
 
@@ -310,6 +310,20 @@ def _scan_end(batch: Sequence[Any], start: int, tp: TP) -> int:
     return len(batch)
 
 
+def _discount(found: list[Run], skipped: Mapping[TP, Sequence[int]]) -> None:
+    """Take records that were not copied out of the runs of their partition, latest first."""
+    for tp, (records, value_bytes) in skipped.items():
+        for run in reversed(found):
+            if run.tp != tp or not records:
+                continue
+            take = min(records, run.count)
+            share = value_bytes * take // records
+            run.count -= take
+            run.value_bytes = max(0, run.value_bytes - share)
+            records -= take
+            value_bytes -= share
+
+
 class PartitionTracker:
     """One source task's runs between being read and being acknowledged by the target, and
     what it measured since it last published to the process's `MirrorMetrics`."""
@@ -335,13 +349,24 @@ class PartitionTracker:
             g = self.gathered[tp] = Gathered()
         return g
 
-    def polled(self, batch: Sequence[Any], now_ms: int) -> None:
-        """A batch was read (and handed to the producer): its records' age."""
-        for run in runs(batch):
+    def polled(
+        self,
+        batch: Sequence[Any],
+        now_ms: int,
+        skipped: Mapping[TP, Sequence[int]] | None = None,
+    ) -> None:
+        """A batch was read (and handed to the producer): its records' age. `skipped`: per
+        partition, [records, value bytes] of the batch that were not copied (a cycle's)."""
+        found = runs(batch)
+        if skipped:
+            _discount(found, skipped)
+        for run in found:
             queue = self.pending.get(run.tp)
             if queue is None:
                 queue = self.pending[run.tp] = deque()
             queue.append(run)
+            if not run.count:
+                continue
             age = self._gathered(run.tp).age
             age.add(now_ms - run.first_timestamp)
             if run.count > 1:
@@ -360,6 +385,8 @@ class PartitionTracker:
             g = self._gathered(tp)
             while queue and queue[0].last_offset <= offset:
                 run = queue.popleft()
+                if not run.count:
+                    continue
                 g.records += run.count
                 g.bytes += run.value_bytes
                 g.latency.add(now_ms - run.first_timestamp)

@@ -103,6 +103,8 @@ class SourceTask:
             else PartitionTracker(metrics, flow.source, flow.target, flow.remote_topic)
         )
         self.acked: dict[tuple[str, int], int] = {}  # without offset syncs: last acknowledged
+        self.committed: dict[tuple[str, int], int] = {}  # next offset, as last committed
+        self.skipped: dict[tuple[str, int], list[int]] = {}  # not copied: [records, bytes]
         self.next_lag_ms = 0
 
     def start(self) -> None:
@@ -171,7 +173,8 @@ class SourceTask:
         assert self.tracker is not None and self.metrics is not None
         now = self.clock.now_ms()
         if batch:
-            self.tracker.polled(batch, now)
+            self.tracker.polled(batch, now, self.skipped)
+            self.skipped.clear()
         self.tracker.acknowledged(self._acked, now)
         if now >= self.next_lag_ms:
             self.next_lag_ms = now + 1000
@@ -179,11 +182,13 @@ class SourceTask:
             self.metrics.set_lags(self.flow.source, self.flow.target, self._lags())
 
     def _acked(self, tp: tuple[str, int]) -> int:
-        """The last source offset of `tp` the target acknowledged (-1: none yet)."""
+        """The last source offset of `tp` the target acknowledged, or that is behind the last
+        commit (records not copied, as a cycle's, are acknowledged by none) (-1: none yet)."""
+        done = self.committed.get(tp, 0) - 1
         if self.emit_syncs:
             state = self.emitter.partitions.get(tp)
-            return -1 if state is None else state.previous_upstream_offset
-        return self.acked.get(tp, -1)
+            return done if state is None else max(done, state.previous_upstream_offset)
+        return max(done, self.acked.get(tp, -1))
 
     def _lags(self) -> dict[tuple[str, int], int]:
         """Source end offset minus the next offset to copy, per assigned partition, from the
@@ -223,8 +228,12 @@ class SourceTask:
             r = convert_record(
                 _source_record(m), self.flow.policy, self.flow.source, self.flow.target
             )
-            if r is None:
-                return  # it came from the target (provenance): never copied back
+            if r is None:  # it came from the target (provenance): never copied back
+                if self.tracker is not None:
+                    skipped = self.skipped.setdefault(tp, [0, 0])
+                    skipped[0] += 1
+                    skipped[1] += len(m)
+                return
             headers = list(r.headers) or None
             self._produce(
                 producer, r.topic, r.partition, r.key, r.value, headers, r.timestamp, callback
@@ -323,6 +332,8 @@ class SourceTask:
         if self.consumed:
             offsets = [TopicPartition(t, p, o) for (t, p), o in self.consumed.items()]
             self.consumer.commit(offsets=offsets, asynchronous=False)
+            if self.tracker is not None:
+                self.committed.update(self.consumed)
             self.consumed.clear()
         self.emitter.commit()
         self._send_syncs()

@@ -164,3 +164,17 @@ def test_status_core() -> None:
     assert [(r.remote_topic, r.position, r.lag, r.target_end) for r in rows] == [
         ("A.orders", 4, 6, 4)
     ]
+
+
+def test_records_not_copied_back_in_a_cycle_are_not_counted() -> None:
+    metrics = MirrorMetrics()
+    tracker = PartitionTracker(metrics, "A", "B", lambda t: t)  # the identity policy
+    batch = [msg("t", 0, o, b"1234", ts=1000) for o in range(6)] + [msg("t", 1, 0, b"1")]
+    batch += [msg("t", 0, o, b"1234", ts=1000) for o in range(6, 9)]
+    # three records of t-0 came from B (their provenance header says so): not copied
+    tracker.polled(batch, 1100, {("t", 0): [3, 12]})
+    tracker.acknowledged(lambda tp: 8 if tp == ("t", 0) else 0, 1200)
+    tracker.publish(1200)
+    p0 = metrics.partitions[("A", "B", "t", 0)]
+    assert (p0.records, p0.bytes) == (6, 24)
+    assert metrics.partitions[("A", "B", "t", 1)].records == 1
