@@ -23,10 +23,11 @@ from gregor.clock import Clock
 from gregor.mirror import clients
 from gregor.mirror.clients import MirrorError
 from gregor.mirror.config import Flow
-from gregor.mirror.metrics import MirrorMetrics, PartitionTracker
+from gregor.mirror.metrics import MirrorMetrics
 from gregor.mirror.offsets import OffsetSyncEmitter
 from gregor.mirror.policy import DefaultReplicationPolicy
 from gregor.mirror.source import SourceRecord, convert_record
+from gregor.mirror.task_metrics import MeasuredSource
 from gregor.mirror.topics import TopicSync
 
 log = logging.getLogger("gregor.mirror")
@@ -51,7 +52,7 @@ def _source_record(m: Any) -> SourceRecord:
     )
 
 
-class SourceTask:
+class SourceTask(MeasuredSource):
     """Flow A->B's records, A to B. `step()` does one round; `close()` stops cleanly."""
 
     def __init__(
@@ -96,16 +97,7 @@ class SourceTask:
         # under DefaultReplicationPolicy a copy differs from its source only by its topic name
         self.renames_only = type(flow.policy) is DefaultReplicationPolicy
         self.remote_names: dict[str, str] = {}
-        self.metrics = metrics
-        self.tracker = (
-            None
-            if metrics is None
-            else PartitionTracker(metrics, flow.source, flow.target, flow.remote_topic)
-        )
-        self.acked: dict[tuple[str, int], int] = {}  # without offset syncs: last acknowledged
-        self.committed: dict[tuple[str, int], int] = {}  # next offset, as last committed
-        self.skipped: dict[tuple[str, int], list[int]] = {}  # not copied: [records, bytes]
-        self.next_lag_ms = 0
+        self._init_metrics(metrics)
 
     def start(self) -> None:
         """Reach both clusters and create the offset-syncs topic (raises when unreachable)."""
@@ -167,41 +159,6 @@ class SourceTask:
         if self.tracker is not None:
             self._measure(batch if clean else [m for m in batch if m.error() is None])
 
-    def _measure(self, batch: list[Any]) -> None:
-        """Once per round: the batch read and what the target acknowledged; every second,
-        publish them and the lag."""
-        assert self.tracker is not None and self.metrics is not None
-        now = self.clock.now_ms()
-        if batch:
-            self.tracker.polled(batch, now, self.skipped)
-            self.skipped.clear()
-        self.tracker.acknowledged(self._acked, now)
-        if now >= self.next_lag_ms:
-            self.next_lag_ms = now + 1000
-            self.tracker.publish(now)
-            self.metrics.set_lags(self.flow.source, self.flow.target, self._lags())
-
-    def _acked(self, tp: tuple[str, int]) -> int:
-        """The last source offset of `tp` the target acknowledged, or that is behind the last
-        commit (records not copied, as a cycle's, are acknowledged by none) (-1: none yet)."""
-        done = self.committed.get(tp, 0) - 1
-        if self.emit_syncs:
-            state = self.emitter.partitions.get(tp)
-            return done if state is None else max(done, state.previous_upstream_offset)
-        return max(done, self.acked.get(tp, -1))
-
-    def _lags(self) -> dict[tuple[str, int], int]:
-        """Source end offset minus the next offset to copy, per assigned partition, from the
-        consumer's cached watermarks (no request)."""
-        out: dict[tuple[str, int], int] = {}
-        for tp in self.consumer.position(self.consumer.assignment()):
-            if tp.offset < 0:
-                continue
-            _, high = self.consumer.get_watermark_offsets(tp, cached=True)
-            if high >= 0:
-                out[(tp.topic, tp.partition)] = max(0, high - tp.offset)
-        return out
-
     def _consume(self) -> list[Any]:
         """Up to 500 records: waits up to 100 ms for the first, not for the rest (a batch
         call would wait for all 500, delaying a trickle of records by the whole timeout)."""
@@ -230,9 +187,7 @@ class SourceTask:
             )
             if r is None:  # it came from the target (provenance): never copied back
                 if self.tracker is not None:
-                    skipped = self.skipped.setdefault(tp, [0, 0])
-                    skipped[0] += 1
-                    skipped[1] += len(m)
+                    self._measure_skipped(tp, m)
                 return
             headers = list(r.headers) or None
             self._produce(
@@ -353,14 +308,8 @@ class SourceTask:
                 )
         for tp in partitions:
             self.consumed.pop((tp.topic, tp.partition), None)
-        if self.tracker is not None:  # credit what was acknowledged, drop the rest
-            now = self.clock.now_ms()
-            self.tracker.acknowledged(self._acked, now)
-            self.tracker.publish(now)
-            taken = [(tp.topic, tp.partition) for tp in partitions]
-            self.tracker.forget(taken)
-            if self.metrics is not None:
-                self.metrics.drop_lags(self.flow.source, self.flow.target, taken)
+        if self.tracker is not None:
+            self._measure_revoked([(tp.topic, tp.partition) for tp in partitions])
 
     def close(self, clean: bool) -> None:
         """Clean: flush, commit, leave the group. Otherwise drop what is in flight (it is
