@@ -107,11 +107,11 @@ def baseline(a: str, b: str, topic: str, n: int) -> float:
     return elapsed
 
 
-def start_mirror(config: str, log: str) -> subprocess.Popen[bytes]:
+def start_mirror(config: str, log: str, *args: str) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     with open(log, "ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "gregor", "mirror", "--config", config],
+            [sys.executable, "-m", "gregor", "mirror", "--config", config, *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,
@@ -119,8 +119,17 @@ def start_mirror(config: str, log: str) -> subprocess.Popen[bytes]:
 
 
 def mirrored(
-    a: str, b: str, workdir: str, topic: str, n: int, processes: int, extra: str = ""
-) -> tuple[float, float]:
+    a: str,
+    b: str,
+    workdir: str,
+    topic: str,
+    n: int,
+    processes: int,
+    extra: str = "",
+    args: tuple[str, ...] = (),
+) -> tuple[float, float, float]:
+    """(seconds from start, steady records/s, mirror CPU microseconds per record copied after
+    the first)"""
     config = os.path.join(workdir, f"mm2-{topic}.properties")
     with open(config, "w") as f:
         f.write(
@@ -132,23 +141,33 @@ def mirrored(
         )
     start = time.monotonic()
     procs = [
-        start_mirror(config, os.path.join(workdir, f"mirror-{processes}-{i}.log"))
+        start_mirror(config, os.path.join(workdir, f"mirror-{processes}-{i}.log"), *args)
         for i in range(processes)
     ]
     first = None
     remote = f"A.{topic}"
+    cpu_first = 0.0
     while (seen := count(b, remote)) < n:
         if first is None and seen > 0:
             first = (time.monotonic(), seen)
+            cpu_first = sum(cpu_seconds(p.pid) for p in procs)
         time.sleep(0.01)
     end = time.monotonic()
+    cpu_copy = sum(cpu_seconds(p.pid) for p in procs) - cpu_first
     for proc in procs:
         proc.send_signal(signal.SIGTERM)
     for proc in procs:
         proc.wait(60)
     f_t, f_n = first or (start, 0)
     steady = (n - f_n) / max(end - f_t, 1e-9)
-    return end - start, steady
+    return end - start, steady, cpu_copy * 1e6 / max(n - f_n, 1)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far (Linux), steadier than wall time on a busy
+    machine."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def latency(a: str, b: str, workdir: str, seconds: int) -> tuple[float, float]:
@@ -202,29 +221,39 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--runs", type=int, default=3, help="runs alternate; medians reported")
     parser.add_argument("--latency-seconds", type=int, default=10)
+    parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="also one process serving --metrics (what measuring costs), in the same runs",
+    )
+    parser.add_argument("--only-one-process", action="store_true", help="skip the other cases")
     args = parser.parse_args()
     n = args.records
     eos = "B.exactly.once.source.support = enabled\n"
-    cases: dict[str, tuple[int, str]] = {
-        "gregor mirror, 1 process": (1, ""),
-        "gregor mirror, 2 processes": (2, ""),
-        "gregor mirror, exactly once, 1 process": (1, eos),
+    cases: dict[str, tuple[int, str, tuple[str, ...]]] = {
+        "gregor mirror, 1 process": (1, "", ()),
+        "gregor mirror, 2 processes": (2, "", ()),
+        "gregor mirror, exactly once, 1 process": (1, eos, ()),
     }
+    if args.only_one_process:
+        del cases["gregor mirror, 2 processes"], cases["gregor mirror, exactly once, 1 process"]
+    if args.metrics:
+        cases["gregor mirror, 1 process, --metrics"] = (1, "", ("--metrics", "127.0.0.1:0"))
     base: list[float] = []
-    figures: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
+    figures: dict[str, list[tuple[float, float, float]]] = {name: [] for name in cases}
     with tempfile.TemporaryDirectory() as workdir, Broker() as a, Broker() as b:
         for run in range(args.runs):
             create(a.bootstrap, f"base{run}")
             fill(a.bootstrap, f"base{run}", n)
             base.append(n / baseline(a.bootstrap, b.bootstrap, f"base{run}", n))
-            for i, (name, (processes, extra)) in enumerate(cases.items()):
+            for i, (name, (processes, extra, mirror_args)) in enumerate(cases.items()):
                 topic = f"data{run}-{i}"
                 create(a.bootstrap, topic)
                 fill(a.bootstrap, topic, n)
-                total, steady = mirrored(
-                    a.bootstrap, b.bootstrap, workdir, topic, n, processes, extra
+                total, steady, cpu = mirrored(
+                    a.bootstrap, b.bootstrap, workdir, topic, n, processes, extra, mirror_args
                 )
-                figures[name].append((n / total, steady))
+                figures[name].append((n / total, steady, cpu))
         kib = len(VALUE) / 1e6
         b_rate = statistics.median(base)
         print(f"{n:,} records of 1 KiB, {PARTITIONS} partitions, medians of {args.runs} runs")
@@ -232,6 +261,7 @@ def main() -> None:
         for name, runs in figures.items():
             total = statistics.median(r[0] for r in runs)
             steady = statistics.median(r[1] for r in runs)
+            cpu = statistics.median(r[2] for r in runs)
             if "exactly once" in name:  # B's stable offset moves a transaction at a time
                 print(
                     f"{name}: {total:,.0f} records/s ({total * kib:.1f} MB/s) start-up "
@@ -241,7 +271,8 @@ def main() -> None:
             print(
                 f"{name}: {total:,.0f} records/s ({total * kib:.1f} MB/s) start-up included, "
                 f"steady {steady:,.0f} records/s ({steady * kib:.1f} MB/s): "
-                f"{total / b_rate:.2f}x / {steady / b_rate:.2f}x the baseline"
+                f"{total / b_rate:.2f}x / {steady / b_rate:.2f}x the baseline; "
+                f"mirror CPU {cpu:.2f} us per record"
             )
         p50, p99 = latency(a.bootstrap, b.bootstrap, workdir, args.latency_seconds)
         print(f"replication latency at 1,000 records/s: p50 {p50:.1f} ms, p99 {p99:.1f} ms")

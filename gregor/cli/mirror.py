@@ -5,6 +5,15 @@ With `--check`, read and validate the configuration and print what it would do i
 clusters, each enabled flow with its topic and group filters, how it names remote topics, and
 its internal topics; with `--topic NAME`, whether each flow would mirror that topic and under
 which name. Nothing is contacted.
+
+With `--metrics HOST:PORT` (port 0: any free port; the bound address is logged), the process
+serves its metrics at `/metrics` in Prometheus' text format, with MirrorMaker 2's names as the
+JMX exporter renders them (`kafka_connect_mirror_mirrorsourceconnector_record_count`, ...).
+
+`gregor mirror status -c mm2.properties` prints where every enabled flow stands, read from the
+clusters: per partition the source end offset, the mirror's committed position, the lag and
+the target end offset; per flow the age of the newest replicated heartbeat; per group the age
+of its newest checkpoint.
 """
 
 from __future__ import annotations
@@ -12,7 +21,10 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from gregor.cli import output
+from gregor.cli.connect import DEFAULT_TIMEOUT_S
 from gregor.cli.errors import CliError
+from gregor.cli.specs import positive_seconds
 
 if TYPE_CHECKING:
     from gregor.mirror.config import Flow, MirrorMakerConfig
@@ -24,6 +36,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="replicate between clusters as MirrorMaker 2 does",
         description=__doc__.split("\n\n", 1)[0] if __doc__ else None,
     )
+    p.add_argument(
+        "action",
+        nargs="?",
+        choices=["status"],
+        help="status: print where every enabled flow stands (lag, heartbeat and checkpoint age)",
+    )
     p.add_argument("--config", "-c", required=True, metavar="FILE", help="an mm2.properties")
     p.add_argument("--check", action="store_true", help="validate the config and print the flows")
     p.add_argument(
@@ -33,6 +51,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help="say whether and as what each flow would mirror this source topic (repeatable)",
     )
+    p.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (port 0: any free port)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"status: how long a cluster may take to answer (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    from gregor.cli.mirror_status import STATUS_JSON
+
+    output.add_output_arg(p, "(status) " + STATUS_JSON)
     p.set_defaults(func=run)
 
 
@@ -43,14 +76,26 @@ def run(args: argparse.Namespace) -> int:
         config = load(args.config)
     except ConfigError as e:
         raise CliError(str(e)) from None
+    if args.action == "status":
+        from gregor.cli.mirror_status import status
+
+        return status(config, args)
     if args.check:
         for line in describe(config, args.topic):
             print(line)
         return 0
-    return _run(config)
+    metrics = _metrics_address(args.metrics) if args.metrics else None
+    return _run(config, metrics)
 
 
-def _run(config: MirrorMakerConfig) -> int:
+def _metrics_address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise CliError(f"--metrics: not a HOST:PORT address: {text!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)  # noqa: S104 - the user's choice
+
+
+def _run(config: MirrorMakerConfig, metrics_at: tuple[str, int] | None) -> int:
     """The mirror in this process until SIGTERM or SIGINT."""
     import logging
     import signal
@@ -72,7 +117,21 @@ def _run(config: MirrorMakerConfig) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    engine.run(config, stop)
+    metrics = None
+    if metrics_at is not None:
+        from gregor.clock import SYSTEM_CLOCK
+        from gregor.mirror.exporter import serve
+        from gregor.mirror.metrics import MirrorMetrics
+
+        metrics = MirrorMetrics()
+        try:
+            _server, bound = serve(metrics, *metrics_at, SYSTEM_CLOCK.now_ms)
+        except OSError as e:
+            raise CliError(
+                f"--metrics {metrics_at[0]}:{metrics_at[1]}: {e.strerror or e}"
+            ) from None
+        logger.info("metrics at http://%s/metrics", bound)
+    engine.run(config, stop, metrics=metrics)
     return 0
 
 

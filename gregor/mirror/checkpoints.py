@@ -27,6 +27,7 @@ from gregor.mirror import clients
 from gregor.mirror.config import Flow
 from gregor.mirror.filters import should_checkpoint_group
 from gregor.mirror.formats import Checkpoint, FormatError, OffsetSync
+from gregor.mirror.metrics import MirrorMetrics
 from gregor.mirror.offsets import OffsetSyncStore, checkpoints_for_group, offsets_to_sync
 
 log = logging.getLogger("gregor.mirror")
@@ -40,9 +41,10 @@ def _group_id(flow: Flow) -> str:
 
 
 class CheckpointTask:
-    def __init__(self, flow: Flow, clock: Clock):
+    def __init__(self, flow: Flow, clock: Clock, metrics: MirrorMetrics | None = None):
         self.flow = flow
         self.clock = clock
+        self.metrics = metrics
         on_source = flow.get("offset-syncs.topic.location") == "source"
         syncs_side = "source" if on_source else "target"
         self.syncs_cluster = flow.source if on_source else flow.target
@@ -146,7 +148,8 @@ class CheckpointTask:
     def emit_checkpoints(self) -> None:
         assert self.store is not None
         flow = self.flow
-        written = 0
+        made_ms = self.clock.now_ms()  # as MirrorCheckpointTask: before reading the offsets
+        written: list[tuple[str, tuple[str, int]]] = []
         for group in self._source_groups():
             committed = self._committed(self.source_admin, group)
             topics = sorted({t for t, _ in committed})
@@ -168,11 +171,17 @@ class CheckpointTask:
                     flow.checkpoints_topic, cp.record_value(), cp.record_key(), partition=0
                 )
                 self.latest.setdefault(group, {})[renamed] = cp
-                written += 1
+                written.append((group, renamed))
         if written:
             left = self.producer.flush(clients.ADMIN_TIMEOUT_S)
             if left:
                 raise clients.MirrorError(f"{flow.name}: {left} checkpoints not acknowledged")
+            if self.metrics is not None:
+                now = self.clock.now_ms()
+                for group, tp in written:
+                    self.metrics.checkpoint_written(
+                        flow.source, flow.target, group, tp, now - made_ms, now
+                    )
 
     def sync_group_offsets(self) -> None:
         """Commit the latest checkpoints to B's idle groups of the same name."""

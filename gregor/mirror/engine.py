@@ -22,6 +22,7 @@ from typing import Protocol
 from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.mirror import clients
 from gregor.mirror.config import MirrorMakerConfig
+from gregor.mirror.metrics import MirrorMetrics
 
 log = logging.getLogger("gregor.mirror")
 
@@ -71,8 +72,11 @@ def supervise(
             backoff = min(backoff * 2, BACKOFF_MAX_S)
 
 
-def tasks(config: MirrorMakerConfig, clock: Clock) -> dict[str, Callable[[], Task]]:
-    """The tasks of a config, by name, each as a factory."""
+def tasks(
+    config: MirrorMakerConfig, clock: Clock, metrics: MirrorMetrics | None = None
+) -> dict[str, Callable[[], Task]]:
+    """The tasks of a config, by name, each as a factory; `metrics` collects what the source
+    and checkpoint tasks measure."""
     from gregor.mirror.checkpoints import CheckpointTask
     from gregor.mirror.exactly_once import ExactlyOnceSourceTask
     from gregor.mirror.heartbeats import HeartbeatTask
@@ -85,20 +89,25 @@ def tasks(config: MirrorMakerConfig, clock: Clock) -> dict[str, Callable[[], Tas
         count = flow.get("tasks.max")
         for i in range(count):  # members of the flow's group: it splits the partitions
             name = f"{flow.name} source" + (f" {i + 1}" if count > 1 else "")
-            out[name] = partial(source_task, flow, clock, flush_ms)
+            out[name] = partial(source_task, flow, clock, flush_ms, metrics)
         if flow.get("emit.checkpoints.enabled") or flow.get("sync.group.offsets.enabled"):
-            out[f"{flow.name} checkpoints"] = partial(CheckpointTask, flow, clock)
+            out[f"{flow.name} checkpoints"] = partial(CheckpointTask, flow, clock, metrics)
     for flow in config.flows.values():
         if flow.emits_heartbeats:
             out[f"{flow.name} heartbeats"] = partial(HeartbeatTask, flow, clock)
     return out
 
 
-def run(config: MirrorMakerConfig, stop: threading.Event, clock: Clock = SYSTEM_CLOCK) -> None:
+def run(
+    config: MirrorMakerConfig,
+    stop: threading.Event,
+    clock: Clock = SYSTEM_CLOCK,
+    metrics: MirrorMetrics | None = None,
+) -> None:
     """Run every task of `config` until `stop` is set, then stop them cleanly."""
     threads = [
         threading.Thread(target=supervise, args=(name, make, stop, clock), name=name, daemon=True)
-        for name, make in tasks(config, clock).items()
+        for name, make in tasks(config, clock, metrics).items()
     ]
     for t in threads:
         t.start()

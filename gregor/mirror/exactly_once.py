@@ -28,6 +28,7 @@ from gregor.clock import Clock
 from gregor.mirror import clients
 from gregor.mirror.clients import MirrorError
 from gregor.mirror.config import Flow
+from gregor.mirror.metrics import MirrorMetrics
 from gregor.mirror.replicator import FLUSH_TIMEOUT_S, SourceTask, source_group
 
 log = logging.getLogger("gregor.mirror")
@@ -58,9 +59,31 @@ def parse_offset_record(
         return None
 
 
+def stored_positions(reader: Any, flow: Flow, timeout_s: float = FLUSH_TIMEOUT_S) -> dict[TP, int]:
+    """The last copied offset per source partition of `flow`, as committed on its target
+    (`reader`: a read_committed consumer of the target)."""
+    out: dict[TP, int] = {}
+    for m in clients.read_to_end(reader, offsets_topic(flow), timeout_s):
+        parsed = parse_offset_record(m.key(), m.value(), flow.source)
+        if parsed is None:
+            continue
+        tp, offset = parsed
+        if offset is None:
+            out.pop(tp, None)
+        else:
+            out[tp] = offset
+    return out
+
+
 class ExactlyOnceSourceTask(SourceTask):
-    def __init__(self, flow: Flow, clock: Clock, flush_interval_ms: int = 1000):
-        super().__init__(flow, clock, flush_interval_ms)
+    def __init__(
+        self,
+        flow: Flow,
+        clock: Clock,
+        flush_interval_ms: int = 1000,
+        metrics: MirrorMetrics | None = None,
+    ):
+        super().__init__(flow, clock, flush_interval_ms, metrics)
         self.offsets_topic = offsets_topic(flow)
         self.producers: dict[TP, Any] = {}
         self.open: set[TP] = set()
@@ -96,20 +119,9 @@ class ExactlyOnceSourceTask(SourceTask):
             },
         )
         try:
-            records = clients.read_to_end(reader, self.offsets_topic)
+            return stored_positions(reader, self.flow)
         finally:
             reader.close()
-        out: dict[TP, int] = {}
-        for m in records:
-            parsed = parse_offset_record(m.key(), m.value(), self.flow.source)
-            if parsed is None:
-                continue
-            tp, offset = parsed
-            if offset is None:
-                out.pop(tp, None)
-            else:
-                out[tp] = offset
-        return out
 
     def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         super()._on_assign(consumer, partitions)

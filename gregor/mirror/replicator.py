@@ -23,9 +23,11 @@ from gregor.clock import Clock
 from gregor.mirror import clients
 from gregor.mirror.clients import MirrorError
 from gregor.mirror.config import Flow
+from gregor.mirror.metrics import MirrorMetrics
 from gregor.mirror.offsets import OffsetSyncEmitter
 from gregor.mirror.policy import DefaultReplicationPolicy
 from gregor.mirror.source import SourceRecord, convert_record
+from gregor.mirror.task_metrics import MeasuredSource
 from gregor.mirror.topics import TopicSync
 
 log = logging.getLogger("gregor.mirror")
@@ -50,10 +52,16 @@ def _source_record(m: Any) -> SourceRecord:
     )
 
 
-class SourceTask:
+class SourceTask(MeasuredSource):
     """Flow A->B's records, A to B. `step()` does one round; `close()` stops cleanly."""
 
-    def __init__(self, flow: Flow, clock: Clock, flush_interval_ms: int = 1000):
+    def __init__(
+        self,
+        flow: Flow,
+        clock: Clock,
+        flush_interval_ms: int = 1000,
+        metrics: MirrorMetrics | None = None,
+    ):
         self.flow = flow
         self.clock = clock
         self.flush_interval_ms = flush_interval_ms
@@ -89,6 +97,7 @@ class SourceTask:
         # under DefaultReplicationPolicy a copy differs from its source only by its topic name
         self.renames_only = type(flow.policy) is DefaultReplicationPolicy
         self.remote_names: dict[str, str] = {}
+        self._init_metrics(metrics)
 
     def start(self) -> None:
         """Reach both clusters and create the offset-syncs topic (raises when unreachable)."""
@@ -132,11 +141,13 @@ class SourceTask:
         batch = self._consume() if self.subscribed else []
         if not self.subscribed:
             self.clock.sleep(0.1)
+        clean = True
         for m in batch:
             error = m.error()
             if error is not None:
                 if error.fatal():
                     raise KafkaException(error)
+                clean = False
                 continue
             self._copy(m)
         self.producer.poll(0)
@@ -145,6 +156,8 @@ class SourceTask:
             raise MirrorError(self.failure)
         if self.clock.now_ms() >= self.next_flush_ms:
             self.flush()
+        if self.tracker is not None:
+            self._measure(batch if clean else [m for m in batch if m.error() is None])
 
     def _consume(self) -> list[Any]:
         """Up to 500 records: waits up to 100 ms for the first, not for the rest (a batch
@@ -172,8 +185,10 @@ class SourceTask:
             r = convert_record(
                 _source_record(m), self.flow.policy, self.flow.source, self.flow.target
             )
-            if r is None:
-                return  # it came from the target (provenance): never copied back
+            if r is None:  # it came from the target (provenance): never copied back
+                if self.tracker is not None:
+                    self._measure_skipped(tp, m)
+                return
             headers = list(r.headers) or None
             self._produce(
                 producer, r.topic, r.partition, r.key, r.value, headers, r.timestamp, callback
@@ -238,6 +253,8 @@ class SourceTask:
             self.emitter.record_written(tp, upstream, downstream)
             if self.emitter.pending:
                 self._send_syncs()
+        else:
+            self.acked[tp] = upstream
 
     def _send_syncs(self) -> None:
         if not self.emit_syncs:
@@ -270,6 +287,8 @@ class SourceTask:
         if self.consumed:
             offsets = [TopicPartition(t, p, o) for (t, p), o in self.consumed.items()]
             self.consumer.commit(offsets=offsets, asynchronous=False)
+            if self.tracker is not None:
+                self.committed.update(self.consumed)
             self.consumed.clear()
         self.emitter.commit()
         self._send_syncs()
@@ -289,6 +308,8 @@ class SourceTask:
                 )
         for tp in partitions:
             self.consumed.pop((tp.topic, tp.partition), None)
+        if self.tracker is not None:
+            self._measure_revoked([(tp.topic, tp.partition) for tp in partitions])
 
     def close(self, clean: bool) -> None:
         """Clean: flush, commit, leave the group. Otherwise drop what is in flight (it is

@@ -80,3 +80,11 @@ def test_the_shipped_example_checks(capsys: pytest.CaptureFixture[str]) -> None:
     assert "  orders -> primary.orders" in out
     assert "  primary.orders not mirrored: it came from primary (a cycle)" in out
     assert "  group offsets synced to backup: every 60 s" in out
+
+
+def test_a_bad_metrics_address_is_one_line_and_status_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, CONFIG)
+    assert main(["mirror", "-c", path, "--metrics", "localhost"]) == 1
+    assert capsys.readouterr().err == "gregor: --metrics: not a HOST:PORT address: 'localhost'\n"
