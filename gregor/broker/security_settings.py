@@ -8,7 +8,7 @@ first setting that asks for security:
                                                           or a name mapped to one in
                                                           listener.security.protocol.map
     security.inter.broker.protocol other than PLAINTEXT
-    authorizer.class.name, super.users, allow.everyone.if.no.acl.found, principal.builder.class
+    principal.builder.class
     sasl.*, ssl.*, and their per-listener forms listener.name.<listener>[.<mechanism>].sasl.* /
     .ssl.* (listener.name.internal.plain.sasl.jaas.config, ...)
 
@@ -26,12 +26,9 @@ from collections.abc import Mapping
 from gregor.metadata.config_defs import ConfigError
 
 PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
-SECURITY_KEYS = (
-    "authorizer.class.name",
-    "super.users",
-    "allow.everyone.if.no.acl.found",
-    "principal.builder.class",
-)
+# authorizer.class.name (Kafka's StandardAuthorizer), super.users and
+# allow.everyone.if.no.acl.found are served: ACLs (gregor/security/authorizer.py).
+SECURITY_KEYS = ("principal.builder.class",)
 # sasl.* / ssl.*, bare or under listener.name.<listener>. or listener.name.<listener>.<mechanism>.
 _SECURITY_PREFIX = re.compile(r"^(listener\.name\.[^.]+\.([^.]+\.)?)?(sasl|ssl)\.", re.IGNORECASE)
 NOT_SUPPORTED = "security (TLS, SASL, ACLs) is not supported yet"

@@ -10,6 +10,7 @@ Order (each section only when there is something in it):
     PartitionRecord           whole (leader and partition epochs, directories, ...)
     ConfigRecord              per (resource type, resource name, config name), sorted
     ProducerIdsRecord         the next producer id, if any was ever handed out
+    AccessControlEntryRecord  per ACL, by id
 
 Replaying these onto the empty image gives back an image equal to the one written, except for
 `offset` and `epoch`: a snapshot knows only its end offset and epoch, so the rebuilt image has
@@ -94,7 +95,24 @@ def image_records(image: MetadataImage) -> list[Any]:
                 broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id
             )
         )
+    out += acl_records(image)
     return out
+
+
+def acl_records(image: MetadataImage) -> list[Any]:
+    return [
+        r.AccessControlEntryRecord(
+            id=acl_id,
+            resource_type=acl.resource_type,
+            resource_name=acl.name,
+            pattern_type=acl.pattern_type,
+            principal=acl.principal,
+            host=acl.host,
+            operation=acl.operation,
+            permission_type=acl.permission,
+        )
+        for acl_id, acl in sorted(image.acls.items())
+    ]
 
 
 def replay_snapshot_records(records: list[Any], snapshot_id: SnapshotId) -> MetadataImage:

@@ -26,8 +26,8 @@ slice of the name per prefix length in use (not one per character). Decisions ar
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple
 
 from gregor.security.acls import (
     ALL,
@@ -197,3 +197,56 @@ def all_operations(resource_type: int) -> int:
     for op in SUPPORTED_OPERATIONS[resource_type]:
         bits |= 1 << op
     return bits
+
+
+class LiveAuthorizer:
+    """The authorizer a node runs: an `Authorizer` over the ACLs its metadata image holds now,
+    rebuilt when that set changes (a new mapping object: images share unchanged mappings, so
+    every other metadata change costs one identity test).
+
+        live = LiveAuthorizer(lambda: store.image.acls, super_users, allow_if_no_acl)
+        live.authorize("User:alice", host, READ, TOPIC, "orders")
+    """
+
+    def __init__(
+        self,
+        acls: Callable[[], Mapping[Any, AclBinding]],
+        super_users: Iterable[str] = (),
+        allow_if_no_acl: bool = False,
+    ) -> None:
+        self._source = acls
+        self.super_users = frozenset(super_users)
+        self.allow_if_no_acl = allow_if_no_acl
+        self._seen: Mapping[Any, AclBinding] | None = None
+        self._current = Authorizer((), self.super_users, allow_if_no_acl)
+
+    def current(self) -> Authorizer:
+        acls = self._source()
+        if acls is not self._seen:
+            self._current = Authorizer(acls.values(), self.super_users, self.allow_if_no_acl)
+            self._seen = acls
+        return self._current
+
+    def authorize(
+        self, principal: str, host: str, operation: int, resource_type: int, name: str
+    ) -> bool:
+        return self.current().authorize(principal, host, operation, resource_type, name)
+
+    def acls(self) -> list[AclBinding]:
+        return list(self._source().values())
+
+
+def parse_super_users(value: str) -> list[str]:
+    """`super.users`: principals separated by semicolons (`User:admin;User:ops`)."""
+    return [p.strip() for p in value.split(";") if p.strip()]
+
+
+def live_authorizer(
+    config: Mapping[str, str], acls: Callable[[], Mapping[Any, AclBinding]]
+) -> LiveAuthorizer | None:
+    """The node's authorizer from its static config; None when `authorizer.class.name` is
+    empty (every request is allowed, and the ACL APIs answer SECURITY_DISABLED, as Kafka)."""
+    if not config.get("authorizer.class.name", "").strip():
+        return None
+    allow = config.get("allow.everyone.if.no.acl.found", "false").strip().lower() == "true"
+    return LiveAuthorizer(acls, parse_super_users(config.get("super.users", "")), allow)

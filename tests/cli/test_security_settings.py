@@ -38,7 +38,7 @@ def test_plaintext_passes(values: dict[str, str]) -> None:
         ),
         ({"listeners": "INTERNAL://:9092"}, "listener INTERNAL (INTERNAL://:9092) has no security"),
         ({"security.inter.broker.protocol": "SSL"}, "security.inter.broker.protocol=SSL"),
-        ({"allow.everyone.if.no.acl.found": "true"}, "allow.everyone.if.no.acl.found is set"),
+        ({"principal.builder.class": "x.Builder"}, "principal.builder.class is set"),
         ({"listener.name.external.ssl.keystore.location": "k"}, "listener.name.external.ssl."),
     ],
 )
@@ -54,12 +54,20 @@ def test_which_keys_ask_for_security() -> None:
         "sasl.kerberos.service.name",
         "listener.name.internal.ssl.client.auth",
         "listener.name.internal.scram-sha-256.sasl.jaas.config",
-        "super.users",
+        "principal.builder.class",
     ]
     assert all(is_security_setting(key) for key in asks)
     assert not any(
         is_security_setting(key)
-        for key in ("listeners", "log.dirs", "listener.security.protocol.map", "num.partitions")
+        for key in (
+            "listeners",
+            "log.dirs",
+            "listener.security.protocol.map",
+            "num.partitions",
+            "authorizer.class.name",  # served: ACLs
+            "super.users",
+            "allow.everyone.if.no.acl.found",
+        )
     )
 
 

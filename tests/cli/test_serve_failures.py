@@ -210,11 +210,7 @@ NOT_SUPPORTED = "security (TLS, SASL, ACLs) is not supported yet"
                 "without the security it asks for)",
             )
             for key, value in [
-                (
-                    "authorizer.class.name",
-                    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-                ),
-                ("super.users", "User:admin"),
+                ("principal.builder.class", "com.example.PrincipalBuilder"),
                 ("sasl.enabled.mechanisms", "PLAIN"),
                 ("sasl.mechanism.inter.broker.protocol", "PLAIN"),
                 ("listener.name.sasl_plaintext.plain.sasl.jaas.config", "x required;"),
@@ -225,8 +221,7 @@ NOT_SUPPORTED = "security (TLS, SASL, ACLs) is not supported yet"
     ids=[
         "sasl-listener",
         "ssl-listener",
-        "authorizer",
-        "super-users",
+        "principal-builder",
         "sasl-mechanisms",
         "sasl-inter-broker",
         "jaas-config",

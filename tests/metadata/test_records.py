@@ -306,13 +306,15 @@ def test_every_record_type_is_declared_once() -> None:
         12,
         15,
         17,
+        18,
+        19,
         20,
         23,
         24,
         25,
     ]
     assert (
-        len(_CASES) == 25
+        len(_CASES) == 27
     )  # RegisterBroker 0-3, PartitionRecord, PartitionChange, BrokerRegistrationChange 0-2
 
 

@@ -7,6 +7,7 @@ parsed declaration; `codec` generates classes and codecs from it.
 
 from __future__ import annotations
 
+from gregor.protocol.schema.acls import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
 from gregor.protocol.schema.add_offsets_to_txn import ADD_OFFSETS_TO_TXN
 from gregor.protocol.schema.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
 from gregor.protocol.schema.allocate_producer_ids import ALLOCATE_PRODUCER_IDS
@@ -103,6 +104,10 @@ ALL: tuple[Api, ...] = (
     # 5. Authentication (no SASL listener yet: both answer ILLEGAL_SASL_STATE).
     SASL_HANDSHAKE,
     SASL_AUTHENTICATE,
+    # 5b. Authorization: ACLs.
+    DESCRIBE_ACLS,
+    CREATE_ACLS,
+    DELETE_ACLS,
     # 6. KRaft: the quorum (controller listener; DescribeQuorum also on brokers).
     VOTE,
     BEGIN_QUORUM_EPOCH,
