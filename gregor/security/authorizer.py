@@ -180,6 +180,44 @@ class Authorizer:
                     out.append(section)
         return out
 
+    def authorize_any(self, principal: str, host: str, operation: int, resource_type: int) -> bool:
+        """May the principal do `operation` on some resource of the type (Kafka's
+        authorizeByResourceType, as InitProducerId asks of an idempotent producer: WRITE on
+        any topic)? Allowed when a name with no ACL would be (super users, the default), else
+        when some ALLOW of that operation (or ALL) names a resource no DENY covers; a DENY on
+        the literal `*` denies."""
+        key = (principal, host, -operation, resource_type, "")
+        decision = self._memo.get(key)
+        if decision is None:
+            decision = self._decide_any(principal, host, operation, resource_type)
+            self._memo[key] = decision
+        return decision
+
+    def _decide_any(self, principal: str, host: str, operation: int, resource_type: int) -> bool:
+        if self.decide(principal, host, operation, resource_type, "hardcode"):
+            return True
+        found: dict[tuple[bool, int], set[str]] = {}
+        for literal, index in ((True, self._literal), (False, self._prefixed)):
+            for (rtype, name), section in index.items():
+                if rtype != resource_type:
+                    continue
+                for who in (principal, WILDCARD_PRINCIPAL):
+                    for e in section.get(who, ()):
+                        if e.host not in (WILDCARD, host) or e.operation not in (ALL, operation):
+                            continue
+                        found.setdefault((literal, e.permission), set()).add(name)
+        deny_literal = found.get((True, DENY), set())
+        deny_prefix = found.get((False, DENY), set())
+        if WILDCARD in deny_literal:
+            return False
+        for name in found.get((True, ALLOW), ()):
+            if name not in deny_literal and not any(name.startswith(p) for p in deny_prefix):
+                return True
+        return any(
+            not any(name.startswith(p) for p in deny_prefix)
+            for name in found.get((False, ALLOW), ())
+        )
+
     def authorized_operations(
         self, principal: str, host: str, resource_type: int, name: str
     ) -> int:

@@ -7,7 +7,6 @@ parsed declaration; `codec` generates classes and codecs from it.
 
 from __future__ import annotations
 
-from gregor.protocol.schema.acls import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
 from gregor.protocol.schema.add_offsets_to_txn import ADD_OFFSETS_TO_TXN
 from gregor.protocol.schema.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
 from gregor.protocol.schema.allocate_producer_ids import ALLOCATE_PRODUCER_IDS
@@ -17,11 +16,14 @@ from gregor.protocol.schema.api_versions import API_VERSIONS
 from gregor.protocol.schema.begin_quorum_epoch import BEGIN_QUORUM_EPOCH
 from gregor.protocol.schema.broker_heartbeat import BROKER_HEARTBEAT
 from gregor.protocol.schema.broker_registration import BROKER_REGISTRATION
+from gregor.protocol.schema.create_acls import CREATE_ACLS
 from gregor.protocol.schema.create_partitions import CREATE_PARTITIONS
 from gregor.protocol.schema.create_topics import CREATE_TOPICS
+from gregor.protocol.schema.delete_acls import DELETE_ACLS
 from gregor.protocol.schema.delete_groups import DELETE_GROUPS
 from gregor.protocol.schema.delete_records import DELETE_RECORDS
 from gregor.protocol.schema.delete_topics import DELETE_TOPICS
+from gregor.protocol.schema.describe_acls import DESCRIBE_ACLS
 from gregor.protocol.schema.describe_cluster import DESCRIBE_CLUSTER
 from gregor.protocol.schema.describe_configs import DESCRIBE_CONFIGS
 from gregor.protocol.schema.describe_groups import DESCRIBE_GROUPS
