@@ -19,11 +19,13 @@ from gregor.metadata.cluster import BrokerNode, ClusterView
 from gregor.metadata.config_view import BrokerConfigView
 from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.metadata.store import TopicInfo
+from gregor.protocol import errors
+from gregor.protocol.errors import KafkaError
 from gregor.protocol.headers import RequestHeader
 from gregor.replication.partition import ReplicaManager
 from gregor.replication.pending import Pending
 from gregor.replication.purgatory import DelayedOperationPurgatory
-from gregor.security.acls import CLUSTER, CLUSTER_NAME
+from gregor.security.acls import CLUSTER, CLUSTER_NAME, TOPIC
 from gregor.security.authorizer import LiveAuthorizer, all_operations
 from gregor.security.principal import principal_of
 from gregor.storage.log_manager import LogManager
@@ -137,6 +139,11 @@ class RequestContext:
             return True
         principal = str(principal_of(self.connection))
         return authz.authorize(principal, self.client_host, operation, resource_type, name)
+
+    def check_topic(self, operation: int, name: str) -> None:
+        """KafkaError TOPIC_AUTHORIZATION_FAILED unless `authorize(operation, TOPIC, name)`."""
+        if not self.authorize(operation, TOPIC, name):
+            raise KafkaError(errors.TOPIC_AUTHORIZATION_FAILED, f"Topic {name} is not authorized.")
 
     def authorize_cluster(self, operation: int) -> bool:
         return self.authorize(operation, CLUSTER, CLUSTER_NAME)
