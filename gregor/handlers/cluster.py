@@ -102,11 +102,13 @@ def describe_topic_partitions(ctx: RequestContext, request: Any) -> Any:
     next_cursor = None
     for name in names:
         info = store.topics.get(name)
-        if info is None:
+        denied = not ctx.authorize(DESCRIBE, TOPIC, name)
+        if info is None or denied:
+            code = (
+                errors.TOPIC_AUTHORIZATION_FAILED if denied else errors.UNKNOWN_TOPIC_OR_PARTITION
+            )
             topics.append(
-                R.DescribeTopicPartitionsResponseTopic(
-                    error_code=errors.UNKNOWN_TOPIC_OR_PARTITION, name=name, partitions=[]
-                )
+                R.DescribeTopicPartitionsResponseTopic(error_code=code, name=name, partitions=[])
             )
             continue
         meta = topic_response(ctx, info)
@@ -137,6 +139,7 @@ def describe_topic_partitions(ctx: RequestContext, request: Any) -> Any:
                 topic_id=info.topic_id,
                 is_internal=info.internal,
                 partitions=parts,
+                topic_authorized_operations=ctx.authorized_operations(TOPIC, name),
             )
         )
         if next_cursor is not None:
