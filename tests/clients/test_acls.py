@@ -8,7 +8,9 @@ allowing the caller is denied. One broker for the module; the last test restarts
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 
@@ -277,6 +279,54 @@ def test_authorized_operations_are_reported_when_asked(broker: Broker, admin: Ad
         ck.TopicCollection([topic]), include_authorized_operations=True
     )[topic].result()
     assert set(described.authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
+
+
+def gregor(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gregor.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+
+
+def test_the_acls_command_adds_lists_and_removes_as_kafka_acls(broker: Broker) -> None:
+    b = ["-b", broker.bootstrap]
+    topic, group = unique("cli"), unique("cli-g")
+    added = gregor(
+        "acls", "add", *b, "--allow-principal", "User:app", "--consumer", "--topic", topic,
+        "--group", group, "-o", "json",
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    want = {("TOPIC", topic, "READ"), ("TOPIC", topic, "DESCRIBE"), ("GROUP", group, "READ")}
+    assert {
+        (d["resource_type"], d["name"], d["operation"]) for d in json.loads(added.stdout)
+    } == want
+    listed = gregor("acls", "list", *b, "--topic", topic, "-o", "json")
+    assert {(d["operation"], d["principal"]) for d in json.loads(listed.stdout)} == {
+        ("READ", "User:app"),
+        ("DESCRIBE", "User:app"),
+    }
+    removed = gregor(
+        "acls", "remove", *b, "--allow-principal", "User:app", "--operation", "Read",
+        "--topic", topic, "-o", "plain",
+    )  # fmt: skip
+    assert removed.returncode == 0 and removed.stdout.splitlines()[1].split("\t")[5] == "READ"
+    left = gregor("acls", "list", *b, "--resource-pattern-type", "any", "-o", "json")
+    ops = {(d["name"], d["operation"]) for d in json.loads(left.stdout)}
+    assert (topic, "DESCRIBE") in ops and (topic, "READ") not in ops and (group, "READ") in ops
+    bad = gregor(
+        "acls", "add", *b, "--allow-principal", "User:a", "--group", group, "--operation", "Write"
+    )
+    assert bad.returncode == 1
+    assert (
+        bad.stderr
+        == "gregor: GROUP does not support operation Write: one of Delete, Describe, Read or All\n"
+    )
+    bad = gregor("acls", "add", *b, "--allow-principal", "alice", "--topic", topic)
+    assert (
+        bad.stderr == "gregor: principal 'alice' is not of the form Type:name (e.g. User:alice)\n"
+    )
 
 
 def test_acls_survive_a_restart(broker: Broker, admin: AdminClient) -> None:
