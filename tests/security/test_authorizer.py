@@ -175,3 +175,35 @@ def test_filters_with_unknown_elements_are_invalid() -> None:
     for f in (AclFilter(resource_type=UNKNOWN), AclFilter(operation=UNKNOWN)):
         with pytest.raises(KafkaError):
             check_filter(f)
+
+
+@pytest.mark.parametrize(
+    ("acls", "allow_if_no_acl", "expected"),
+    [
+        ([], False, False),
+        ([], True, True),  # a name with no ACL is allowed
+        ([acl(TOPIC, "t", LITERAL, ALICE, WRITE, ALLOW)], False, True),
+        ([acl(TOPIC, "t-", PREFIXED, "User:*", WRITE, ALLOW)], False, True),
+        ([acl(TOPIC, "t", LITERAL, BOB, WRITE, ALLOW)], False, False),  # someone else's
+        ([acl(TOPIC, "t", LITERAL, ALICE, READ, ALLOW)], False, False),  # another operation
+        (
+            [
+                acl(TOPIC, "t", LITERAL, ALICE, WRITE, ALLOW),
+                acl(TOPIC, "*", LITERAL, ALICE, WRITE, DENY),
+            ],
+            False,
+            False,
+        ),  # a DENY of every name
+        (
+            [
+                acl(TOPIC, "t-1", LITERAL, ALICE, WRITE, ALLOW),
+                acl(TOPIC, "t-", PREFIXED, ALICE, WRITE, DENY),
+            ],
+            False,
+            False,
+        ),  # the only ALLOW is covered by a prefixed DENY
+    ],
+)
+def test_authorize_any_resource_of_a_type(acls, allow_if_no_acl, expected) -> None:
+    authz = Authorizer(acls, allow_if_no_acl=allow_if_no_acl)
+    assert authz.authorize_any(ALICE, "h", WRITE, TOPIC) is expected
