@@ -113,6 +113,28 @@ def test_acls_are_created_described_and_deleted_with_confluent(admin: AdminClien
     assert str(bindings[2]) in left and str(bindings[0]) not in left
 
 
+def test_without_an_authorizer_the_acl_apis_answer_security_disabled(bootstrap: str) -> None:
+    client = AdminClient({"bootstrap.servers": bootstrap})  # the shared broker: no authorizer
+    binding = acl(ResourceType.TOPIC, "t", ALICE, AclOperation.READ)
+    with pytest.raises(ck.KafkaException) as info:
+        client.create_acls([binding], request_timeout=10)[binding].result()
+    assert info.value.args[0].code() == ck.KafkaError.SECURITY_DISABLED
+    # (librdkafka drops DescribeAcls' top-level error: kafka-python shows it)
+    kp = kadmin.KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        every = kadmin.ACLFilter(
+            principal=None, host=None, operation=kadmin.ACLOperation.ANY,
+            permission_type=kadmin.ACLPermissionType.ANY,
+            resource_pattern=kadmin.ResourcePatternFilter(
+                kadmin.ResourceType.ANY, None, kadmin.ACLResourcePatternType.ANY
+            ),
+        )  # fmt: skip
+        with pytest.raises(kerrors.SecurityDisabledError):
+            kp.describe_acls(every)
+    finally:
+        kp.close()
+
+
 def test_an_invalid_acl_is_refused_with_invalid_request(broker: Broker) -> None:
     client = kadmin.KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
