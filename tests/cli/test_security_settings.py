@@ -76,3 +76,19 @@ def test_security_settings_are_refused_with_the_quorum_settings_not_warned_of(ca
     assert not [r for r in caplog.records if "sasl" in r.getMessage()]
     with pytest.raises(ConfigError, match="sasl.enabled.mechanisms is set"):
         config.membership()  # what BrokerServer and ControllerServer ask first
+
+
+def test_the_standard_authorizer_is_served_and_no_other() -> None:
+    config = BrokerConfig.load(
+        None,
+        {
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:admin;User:ops",
+            "allow.everyone.if.no.acl.found": "true",
+        },
+    )
+    config.membership()  # nothing refused
+    with pytest.raises(ConfigError, match="authorizer.class.name: the authorizer served is"):
+        BrokerConfig.load(
+            None, {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
+        )
