@@ -184,6 +184,43 @@ def test_a_producer_without_write_gets_topic_authorization_failed(
     assert produce_error(broker.bootstrap, topic) is None  # allowed now (CREATE: no ACL)
 
 
+def test_aiokafka_sees_topic_and_group_authorization_failures(
+    broker: Broker, admin: AdminClient
+) -> None:
+    import asyncio
+
+    import aiokafka
+    import aiokafka.errors as aerrors
+
+    topic, group = unique("aio"), unique("aio-g")
+    create(
+        admin,
+        acl(ResourceType.TOPIC, topic, ANON, AclOperation.DESCRIBE),
+        acl(ResourceType.TOPIC, topic, ANON, AclOperation.READ),
+        acl(ResourceType.GROUP, group, ALICE, AclOperation.READ),
+    )
+
+    async def main() -> None:
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
+        await producer.start()
+        try:
+            with pytest.raises(aerrors.TopicAuthorizationFailedError):
+                await producer.send_and_wait(topic, b"v")
+        finally:
+            await producer.stop()
+        consumer = aiokafka.AIOKafkaConsumer(
+            topic, bootstrap_servers=broker.bootstrap, group_id=group
+        )
+        try:
+            with pytest.raises(aerrors.GroupAuthorizationFailedError):
+                await consumer.start()  # it finds the coordinator, or fails, as it starts
+                await asyncio.wait_for(consumer.getone(), 30)
+        finally:
+            await consumer.stop()
+
+    asyncio.run(main())
+
+
 def test_metadata_hides_topics_the_caller_may_not_describe(
     broker: Broker, admin: AdminClient
 ) -> None:
