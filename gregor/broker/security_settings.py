@@ -1,7 +1,8 @@
 """Security settings a node is given, refused until gregor can honour them (fail closed).
 
-gregor serves PLAINTEXT only: no TLS, no SASL, no authorizer. A node asked for any of these
-would otherwise start and serve everyone in clear text, so `check_security` refuses, naming the
+gregor serves PLAINTEXT only: no TLS, no SASL (ACLs are served: authorizer.class.name,
+super.users and allow.everyone.if.no.acl.found are broker configs). A node asked for TLS or
+SASL would otherwise start and serve everyone in clear text, so `check_security` refuses, naming the
 first setting that asks for security:
 
     a listener whose security protocol is not PLAINTEXT   listeners=SASL_PLAINTEXT://..., SSL://...,
