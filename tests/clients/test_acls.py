@@ -221,6 +221,23 @@ def test_aiokafka_sees_topic_and_group_authorization_failures(
     asyncio.run(main())
 
 
+def test_an_acl_for_another_host_does_not_apply(broker: Broker, admin: AdminClient) -> None:
+    topic = unique("hosts")
+
+    def allow_write_from(host: str) -> AclBinding:
+        return AclBinding(
+            ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, ANON, host,
+            AclOperation.WRITE, AclPermissionType.ALLOW,
+        )  # fmt: skip
+
+    create(admin, acl(ResourceType.TOPIC, topic, ANON, AclOperation.DESCRIBE))
+    create(admin, allow_write_from("10.9.9.9"))
+    err = produce_error(broker.bootstrap, topic)
+    assert err is not None and err.code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
+    create(admin, allow_write_from("127.0.0.1"))  # the clients' address here
+    assert produce_error(broker.bootstrap, topic) is None
+
+
 def test_metadata_hides_topics_the_caller_may_not_describe(
     broker: Broker, admin: AdminClient
 ) -> None:
