@@ -54,6 +54,7 @@ from gregor.runtime.purgatory_driver import PurgatoryDriver
 from gregor.runtime.server import Server, bind, configured_server, connection_limits
 from gregor.runtime.stall_monitor import LoopStallMonitor, stall_monitor
 from gregor.runtime.timers import drive, every
+from gregor.security.authorizer import live_authorizer
 from gregor.storage.log_manager import LogManager
 
 log = logging.getLogger("gregor.broker")
@@ -157,6 +158,7 @@ class BrokerServer:
             cores.txn_verifier(self.node_id, transactions, lambda: self.store.image, self.links,
                                self.now_ms), self.purgatory, apply,
             auto_creator(self.config_view, self.admin, apply),
+            authorizer=live_authorizer(self.config.values, lambda: self.store.image.acls),
         )  # fmt: skip
 
     def _write_marker_here(self, topic: str, index: int, *marker: Any) -> int | Pending:

@@ -1,6 +1,6 @@
 """Admin writes served on the controller listener, as Kafka's ControllerApis serves them:
 CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
-ElectLeaders and AlterUserScramCredentials, and the
+ElectLeaders, AlterUserScramCredentials, CreateAcls and DeleteAcls, and the
 Envelope (API 58) in which brokers forward their clients' requests of those kinds and
 DescribeQuorum (node/forwarding.py, KIP-590).
 
@@ -26,7 +26,7 @@ import logging
 from typing import Any
 
 import gregor.handlers  # noqa: F401  (registers every handler)
-from gregor.handlers.context import RequestContext
+from gregor.handlers.context import CLIENT_HOST, RequestContext
 from gregor.handlers.registry import HANDLERS
 from gregor.protocol import api_keys, codec, errors
 from gregor.protocol.exceptions import ProtocolError
@@ -35,6 +35,8 @@ from gregor.protocol.messages import EnvelopeResponse
 from gregor.replication.pending import Pending
 from gregor.runtime.purgatory_driver import future_of
 from gregor.runtime.raft_driver import ListenerHandler
+from gregor.security import principal_data
+from gregor.security.principal import set_principal
 
 log = logging.getLogger("gregor.controller")
 
@@ -47,6 +49,8 @@ ADMIN_WRITES = frozenset(
         api_keys.INCREMENTAL_ALTER_CONFIGS,
         api_keys.ELECT_LEADERS,
         api_keys.ALTER_USER_SCRAM_CREDENTIALS,
+        api_keys.CREATE_ACLS,
+        api_keys.DELETE_ACLS,
     }
 )
 # What a broker never answers itself in a quorum: the admin writes, and DescribeQuorum (only the
@@ -79,6 +83,15 @@ def _peer(address: bytes) -> str:
         return "?"
 
 
+def _forwarded_state(req: Any) -> dict[str, Any]:
+    """The connection state the forwarded request is handled with: the client's principal and
+    address, as the Envelope names them (ANONYMOUS when it names none)."""
+    state: dict[str, Any] = {CLIENT_HOST: _peer(bytes(req.client_host_address))}
+    if req.request_principal:
+        set_principal(state, principal_data.deserialize(bytes(req.request_principal)))
+    return state
+
+
 def _envelope(services: Any) -> ListenerHandler:
     async def serve(version: int, req: Any) -> Any:
         if not services.store.is_active():
@@ -92,7 +105,12 @@ def _envelope(services: Any) -> ListenerHandler:
         if key not in FORWARDED:
             log.warning("an Envelope carried %s, which is not forwarded", api_keys.name_of(key))
             return EnvelopeResponse(error_code=errors.INVALID_REQUEST)
-        ctx = RequestContext(services, header, _peer(bytes(req.client_host_address)))
+        try:
+            connection = _forwarded_state(req)
+        except ValueError as exc:
+            log.warning("an Envelope's principal cannot be read: %s", exc)
+            return EnvelopeResponse(error_code=errors.PRINCIPAL_DESERIALIZATION_FAILURE)
+        ctx = RequestContext(services, header, _peer(bytes(req.client_host_address)), connection)
         try:
             result = HANDLERS[key](ctx, body)
             if isinstance(result, Pending):

@@ -42,6 +42,7 @@ from gregor.runtime.process import (
     write_ready_file,
 )
 from gregor.runtime.purgatory_driver import PurgatoryDriver
+from gregor.security.authorizer import live_authorizer
 
 log = logging.getLogger("gregor.controller")
 
@@ -141,4 +142,5 @@ def _metadata_services(server: ControllerServer, cluster: ClusterView) -> Servic
         server.node_id, server.clock, BrokerConfigView(server.store, server.node_id,
         server.config.values), server.store, cluster, server.admin, absent, absent, absent,
         absent, absent, absent, server.purgatory, lambda: None, lambda _topic: None,
+        authorizer=live_authorizer(server.config.values, lambda: server.store.image.acls),
     )  # fmt: skip

@@ -21,6 +21,8 @@ from gregor.replication.pending import Pending
 from gregor.runtime.connection import Connection, FrameError, Output, close_slices
 from gregor.runtime.forwarding import Forwarder
 from gregor.runtime.purgatory_driver import future_of
+from gregor.security import principal_data
+from gregor.security.principal import principal_of
 
 FORWARD_TIMEOUT_MS = 30_000
 FORWARD_DEFAULT_TIMEOUT_MS = {api_keys.DESCRIBE_QUORUM: 5_000}  # requests with no timeout_ms
@@ -111,7 +113,10 @@ class Dispatcher:
             or FORWARD_DEFAULT_TIMEOUT_MS.get(key, FORWARD_TIMEOUT_MS)
         )
         answer = await self.forwarder.forward(
-            frame, ctx.peer, min(max(timeout_ms, 1000), FORWARD_TIMEOUT_MS)
+            frame,
+            ctx.peer,
+            min(max(timeout_ms, 1000), FORWARD_TIMEOUT_MS),
+            principal_data.serialize(principal_of(ctx.connection)),
         )
         if answer is not None:
             return answer

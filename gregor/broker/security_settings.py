@@ -11,7 +11,7 @@ closed), naming the first setting it cannot honour:
                                   when a SASL listener names none); PLAIN without user_ entries
     ssl.* / sasl.* (bare or under listener.name.<listener>[.<mechanism>].) not in SUPPORTED,
                                   ssl.keystore.type / ssl.truststore.type other than PEM
-    authorizer.class.name, super.users, allow.everyone.if.no.acl.found, principal.builder.class
+    principal.builder.class       (principals come from the listener: TLS names, SASL users)
 
 A setting given an empty value asks for nothing and passes. Without a map entry, a listener
 named as a protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) is that protocol, and a
@@ -32,12 +32,9 @@ from gregor.security.plain import plain_users
 from gregor.security.sasl import supported_mechanisms
 
 PROTOCOLS = frozenset(_PROTOCOLS)
-SECURITY_KEYS = (
-    "authorizer.class.name",
-    "super.users",
-    "allow.everyone.if.no.acl.found",
-    "principal.builder.class",
-)
+# authorizer.class.name (Kafka's StandardAuthorizer), super.users and
+# allow.everyone.if.no.acl.found are broker configs: ACLs (gregor/security/authorizer.py).
+SECURITY_KEYS = ("principal.builder.class",)
 INTER_BROKER_KEYS = ("security.inter.broker.protocol", "inter.broker.listener.name")
 # The ssl.* and sasl.* settings gregor honours (per listener too); the rest are refused.
 SUPPORTED = frozenset(
@@ -73,7 +70,7 @@ PEM_ONLY = ("ssl.keystore.type", "ssl.truststore.type")
 # sasl.* / ssl.*, bare or under listener.name.<listener>. or listener.name.<listener>.<mechanism>.
 _SECURITY_PREFIX = re.compile(r"^(listener\.name\.[^.]+\.([^.]+\.)?)?(sasl|ssl)\.", re.IGNORECASE)
 DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
-ACLS_NOT_SUPPORTED = "ACLs and authorizers are not supported yet"
+PRINCIPAL_BUILDER_NOT_SUPPORTED = "custom principal builders are not supported"
 
 
 def check_security(values: Mapping[str, str]) -> None:
@@ -158,7 +155,7 @@ def _check_keys(values: Mapping[str, str]) -> None:
             continue  # an empty value asks for nothing
         if key in SECURITY_KEYS:
             raise ConfigError(
-                f"{key} is set, but {ACLS_NOT_SUPPORTED}: remove it (the node would otherwise "
+                f"{key} is set, but {PRINCIPAL_BUILDER_NOT_SUPPORTED}: remove it (the node would otherwise "
                 "run without the security it asks for)"
             )
         found = _SECURITY_PREFIX.match(key)

@@ -12,6 +12,7 @@ import traceback
 from typing import NoReturn
 
 from gregor.cli import (
+    acls,
     clients,
     cluster,
     completion,
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     topics.register(sub)
     clients.register(sub)
     groups.register(sub)
+    acls.register(sub)
     dump_log.register(sub)
     storage.register(sub)
     quorum.register(sub)

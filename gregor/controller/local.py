@@ -59,7 +59,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gregor.controller import scram_credentials
+from gregor.controller import acls, scram_credentials
 from gregor.controller.quorum_controller import (
     BrokerHeartbeat,
     BrokerRegistration,
@@ -78,6 +78,7 @@ from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.metadata.store import MIGRATED_SUFFIX, MetadataStore, TopicInfo
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
+from gregor.security.acls import AclBinding, AclFilter
 from gregor.storage.checkpoints import fsync_dir
 
 log = logging.getLogger("gregor.controller")
@@ -429,6 +430,22 @@ class LocalController:
         if records:
             self._commit(records)
         return results
+
+    def create_acls(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
+        """CreateAcls (controller/acls.py): None per binding stored (or already there), else
+        its error; the new ACLs are appended in one commit (networked: wait for
+        store.last_appended)."""
+        result = acls.create_acls(self._planner().image, bindings, self.new_uuid)
+        if result.records:
+            self._commit(result.records, "create acls")
+        return result.response
+
+    def delete_acls(self, filters: Sequence[AclFilter]) -> list[list[AclBinding] | KafkaError]:
+        """DeleteAcls: per filter the ACLs it removed, or its error; one commit."""
+        result = acls.delete_acls(self._planner().image, filters)
+        if result.records:
+            self._commit(result.records, "delete acls")
+        return result.response
 
     def elect_leaders(
         self, election_type: int, partitions: Sequence[tuple[str, int]] | None

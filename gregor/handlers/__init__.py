@@ -1,6 +1,7 @@
 """One module per API family; importing this package registers them all in `registry.HANDLERS`."""
 
 from gregor.handlers import (  # noqa: F401
+    acls,
     api_versions,
     cluster,
     configs,

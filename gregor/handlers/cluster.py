@@ -19,12 +19,13 @@ from gregor.protocol.messages import (
     DescribeLogDirsResponse,
     DescribeTopicPartitionsResponse,
 )
+from gregor.security.acls import CLUSTER, CLUSTER_NAME, DESCRIBE, TOPIC
 
 
 @handles(api_keys.DESCRIBE_CLUSTER)
 def describe_cluster(ctx: RequestContext, request: Any) -> Any:
     b = ctx.services
-    return DescribeClusterResponse(
+    response = DescribeClusterResponse(
         error_code=errors.NONE,
         endpoint_type=getattr(request, "endpoint_type", 1),
         cluster_id=b.cluster_id,
@@ -34,11 +35,16 @@ def describe_cluster(ctx: RequestContext, request: Any) -> Any:
             for n, h, p, rack in b.cluster_brokers()
         ],
     )
+    if request.include_cluster_authorized_operations:
+        response.cluster_authorized_operations = ctx.authorized_operations(CLUSTER, CLUSTER_NAME)
+    return response
 
 
 @handles(api_keys.DESCRIBE_LOG_DIRS)
 def describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
     R = DescribeLogDirsResponse
+    if not ctx.authorize_cluster(DESCRIBE):
+        return R(error_code=errors.CLUSTER_AUTHORIZATION_FAILED, results=[])
     logs = ctx.services.logs
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:
@@ -85,6 +91,8 @@ def describe_topic_partitions(ctx: RequestContext, request: Any) -> Any:
     R = DescribeTopicPartitionsResponse
     store = ctx.services.store
     names = [t.name for t in request.topics] if request.topics else sorted(store.topics)
+    if not request.topics and ctx.services.authorizer is not None:  # those it may describe
+        names = [n for n in names if ctx.authorize(DESCRIBE, TOPIC, n)]
     names = sorted(names)
     cursor = request.cursor
     if cursor is not None:
@@ -94,11 +102,13 @@ def describe_topic_partitions(ctx: RequestContext, request: Any) -> Any:
     next_cursor = None
     for name in names:
         info = store.topics.get(name)
-        if info is None:
+        denied = not ctx.authorize(DESCRIBE, TOPIC, name)
+        if info is None or denied:
+            code = (
+                errors.TOPIC_AUTHORIZATION_FAILED if denied else errors.UNKNOWN_TOPIC_OR_PARTITION
+            )
             topics.append(
-                R.DescribeTopicPartitionsResponseTopic(
-                    error_code=errors.UNKNOWN_TOPIC_OR_PARTITION, name=name, partitions=[]
-                )
+                R.DescribeTopicPartitionsResponseTopic(error_code=code, name=name, partitions=[])
             )
             continue
         meta = topic_response(ctx, info)
@@ -129,6 +139,7 @@ def describe_topic_partitions(ctx: RequestContext, request: Any) -> Any:
                 topic_id=info.topic_id,
                 is_internal=info.internal,
                 partitions=parts,
+                topic_authorized_operations=ctx.authorized_operations(TOPIC, name),
             )
         )
         if next_cursor is not None:

@@ -24,8 +24,10 @@ from gregor.protocol.messages import (
     DescribeConfigsResponse,
     IncrementalAlterConfigsResponse,
 )
+from gregor.security import acls
+from gregor.security.acls import ALTER_CONFIGS, DESCRIBE_CONFIGS
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8  # config resource types
 
 
 def _check_broker(ctx: RequestContext, name: str) -> None:
@@ -34,6 +36,16 @@ def _check_broker(ctx: RequestContext, name: str) -> None:
             errors.INVALID_REQUEST,
             f"Unexpected broker id, expected {ctx.services.node_id} or empty string, but received {name}",
         )
+
+
+def _check_authorized(ctx: RequestContext, operation: int, resource_type: int, name: str) -> None:
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a
+    broker, on the cluster (CLUSTER_AUTHORIZATION_FAILED), as Kafka's ConfigHelper."""
+    if resource_type == TOPIC:
+        if not ctx.authorize(operation, acls.TOPIC, name):
+            raise KafkaError(errors.TOPIC_AUTHORIZATION_FAILED, f"Topic {name} is not authorized.")
+    elif resource_type in (BROKER, BROKER_LOGGER) and not ctx.authorize_cluster(operation):
+        raise KafkaError(errors.CLUSTER_AUTHORIZATION_FAILED, "Cluster is not authorized.")
 
 
 def _check_broker_name(name: str) -> None:
@@ -58,6 +70,7 @@ def describe_configs(ctx: RequestContext, request: Any) -> Any:
             configs=[],
         )
         try:
+            _check_authorized(ctx, DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
             if res.resource_type == TOPIC:
                 info = services.store.topics.get(res.resource_name)
                 if info is None:
@@ -128,6 +141,7 @@ def _alter(ctx: RequestContext, request: Any, incremental: bool, response_cls: A
             resource_name=res.resource_name,
         )
         try:
+            _check_authorized(ctx, ALTER_CONFIGS, res.resource_type, res.resource_name)
             if refused is not None:
                 raise refused
             if res.resource_type == TOPIC:

@@ -19,10 +19,15 @@ from gregor.metadata.cluster import BrokerNode, ClusterView
 from gregor.metadata.config_view import BrokerConfigView
 from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.metadata.store import TopicInfo
+from gregor.protocol import errors
+from gregor.protocol.errors import KafkaError
 from gregor.protocol.headers import RequestHeader
 from gregor.replication.partition import ReplicaManager
 from gregor.replication.pending import Pending
 from gregor.replication.purgatory import DelayedOperationPurgatory
+from gregor.security.acls import CLUSTER, CLUSTER_NAME, TOPIC
+from gregor.security.authorizer import LiveAuthorizer, all_operations
+from gregor.security.principal import principal_of
 from gregor.storage.log_manager import LogManager
 
 
@@ -65,6 +70,8 @@ class Services:
     apply_metadata: Callable[[], None]
     # Create a topic with the defaults if auto.create.topics.enable allows; else None.
     maybe_auto_create: Callable[[str], TopicInfo | None]
+    # ACLs (authorizer.class.name); None: no authorizer, every request is allowed.
+    authorizer: LiveAuthorizer | None = None
 
     @property
     def cluster_id(self) -> str:
@@ -99,6 +106,10 @@ class Services:
         return self.cluster.controller_id()
 
 
+# The connection-state key of a forwarded request's client address (an Envelope's).
+CLIENT_HOST = "client_host"
+
+
 @dataclass
 class RequestContext:
     services: Services
@@ -109,3 +120,40 @@ class RequestContext:
     @property
     def version(self) -> int:
         return self.header.request_api_version
+
+    # -- authorization: one call per check, free when no authorizer is configured -------------
+
+    @property
+    def client_host(self) -> str:
+        """The client's address without its port (an ACL's host); a forwarded request's is
+        the one its Envelope names (CLIENT_HOST in the connection state)."""
+        host = self.connection.get(CLIENT_HOST)
+        if host is None:
+            host = self.peer.rsplit(":", 1)[0].strip("[]")
+        return str(host)
+
+    def authorize(self, operation: int, resource_type: int, name: str) -> bool:
+        """May this request's principal, from its host, do `operation` on the resource?"""
+        authz = self.services.authorizer
+        if authz is None:
+            return True
+        principal = str(principal_of(self.connection))
+        return authz.authorize(principal, self.client_host, operation, resource_type, name)
+
+    def check_topic(self, operation: int, name: str) -> None:
+        """KafkaError TOPIC_AUTHORIZATION_FAILED unless `authorize(operation, TOPIC, name)`."""
+        if not self.authorize(operation, TOPIC, name):
+            raise KafkaError(errors.TOPIC_AUTHORIZATION_FAILED, f"Topic {name} is not authorized.")
+
+    def authorize_cluster(self, operation: int) -> bool:
+        return self.authorize(operation, CLUSTER, CLUSTER_NAME)
+
+    def authorized_operations(self, resource_type: int, name: str) -> int:
+        """Kafka's `authorized_operations` bit field for the resource."""
+        authz = self.services.authorizer
+        if authz is None:
+            return all_operations(resource_type)
+        principal = str(principal_of(self.connection))
+        return authz.current().authorized_operations(
+            principal, self.client_host, resource_type, name
+        )

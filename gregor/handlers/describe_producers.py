@@ -15,6 +15,7 @@ from gregor.handlers.registry import handles
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import DescribeProducersResponse
+from gregor.security.acls import READ
 
 R = DescribeProducersResponse
 
@@ -27,6 +28,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         for index in t.partition_indexes:
             code, message, active = errors.NONE, None, []
             try:
+                ctx.check_topic(READ, t.name)
                 state = ctx.services.replicas.leader(t.name, index).log.producer_state
                 active = [
                     R.ProducerState(

@@ -20,6 +20,7 @@ from gregor.handlers.registry import handles
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import ElectLeadersResponse
+from gregor.security.acls import ALTER
 
 log = logging.getLogger("gregor.admin")
 
@@ -57,6 +58,8 @@ def elect_leaders(ctx: RequestContext, request: Any) -> Any:
     before = services.store.last_appended
     try:
         refused = not_controller(ctx)
+        if not ctx.authorize_cluster(ALTER):
+            refused = KafkaError(errors.CLUSTER_AUTHORIZATION_FAILED, "Cluster is not authorized.")
         if refused is not None:
             raise refused
         codes = services.admin.controller.elect_leaders(election_type, asked)

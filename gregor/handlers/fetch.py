@@ -41,6 +41,7 @@ from gregor.protocol.messages import FetchResponse
 from gregor.replication.partition import FollowerRead, Partition
 from gregor.replication.pending import Pending
 from gregor.replication.purgatory import DelayedOperation
+from gregor.security.acls import CLUSTER_ACTION, READ, TOPIC
 
 TopicResp = FetchResponse.FetchableTopicResponse
 PartResp = FetchResponse.PartitionData
@@ -49,9 +50,17 @@ Diverging = FetchResponse.EpochEndOffset
 READ_COMMITTED = 1
 
 
+class Unauthorized(str):
+    """The name of a topic the caller may not fetch from."""
+
+    __slots__ = ()
+
+
 def _resolve_topics(ctx: RequestContext, request: Any) -> list[tuple[str | None, Any]]:
-    """(topic name or None if unknown, the request topic) for every requested topic."""
-    out = []
+    """(topic name or None if unknown, the request topic) for every requested topic; with an
+    authorizer, a topic the caller may not read (a follower: without CLUSTER_ACTION) is named
+    Unauthorized."""
+    out: list[tuple[str | None, Any]] = []
     store = ctx.services.store
     for t in request.topics:
         if ctx.version >= 13:
@@ -59,6 +68,14 @@ def _resolve_topics(ctx: RequestContext, request: Any) -> list[tuple[str | None,
             out.append((info.name if info else None, t))
         else:
             out.append((t.topic, t))
+    if ctx.services.authorizer is not None:
+        if _replica_of(ctx, request)[0] >= 0:
+            allowed = ctx.authorize_cluster(CLUSTER_ACTION)
+            return [(n if allowed or n is None else Unauthorized(n), t) for n, t in out]
+        return [
+            (n if n is None or ctx.authorize(READ, TOPIC, n) else Unauthorized(n), t)
+            for n, t in out
+        ]
     return out
 
 
@@ -108,6 +125,8 @@ def _fetch_partition(s: _Pass, name: str | None, fp: Any) -> Any:
     """The answer for one partition of the request."""
     if name is None:
         return _failed(fp, errors.UNKNOWN_TOPIC_ID)
+    if isinstance(name, Unauthorized):
+        return _failed(fp, errors.TOPIC_AUTHORIZATION_FAILED)
     p = s.ctx.services.replicas.get(name, fp.partition)
     if p is None:
         return _failed(fp, errors.UNKNOWN_TOPIC_OR_PARTITION)

@@ -18,12 +18,13 @@ from gregor.coordinator.group import codes
 from gregor.handlers.context import RequestContext
 from gregor.handlers.groups import respond
 from gregor.handlers.registry import handles
-from gregor.protocol import api_keys
+from gregor.protocol import api_keys, errors
 from gregor.protocol.messages import (
     DeleteGroupsResponse,
     DescribeGroupsResponse,
     ListGroupsResponse,
 )
+from gregor.security.acls import DELETE, DESCRIBE, GROUP
 
 
 @handles(api_keys.DESCRIBE_GROUPS)
@@ -31,7 +32,9 @@ def describe_groups(ctx: RequestContext, request: Any) -> Any:
     R = DescribeGroupsResponse
     out = []
     for gid in request.groups:
-        d = ctx.services.groups.describe_group(gid)
+        d: Any = ctx.services.groups.describe_group(gid)
+        if not ctx.authorize(DESCRIBE, GROUP, gid):
+            d = errors.GROUP_AUTHORIZATION_FAILED
         if isinstance(d, int):
             out.append(
                 R.DescribedGroup(
@@ -77,6 +80,8 @@ def describe_groups(ctx: RequestContext, request: Any) -> Any:
                     ],
                 )
             )
+            if ctx.version >= 3 and request.include_authorized_operations:
+                out[-1].authorized_operations = ctx.authorized_operations(GROUP, gid)
     return R(groups=out)
 
 
@@ -87,6 +92,8 @@ def list_groups(ctx: RequestContext, request: Any) -> Any:
         request.states_filter if v >= 4 else (), request.types_filter if v >= 5 else ()
     )
     R = ListGroupsResponse
+    if not ctx.authorize_cluster(DESCRIBE):  # then only the groups it may describe, as Kafka
+        groups = [g for g in groups if ctx.authorize(DESCRIBE, GROUP, g.group_id)]
     return R(
         error_code=error,
         groups=[
@@ -104,11 +111,18 @@ def list_groups(ctx: RequestContext, request: Any) -> Any:
 @handles(api_keys.DELETE_GROUPS)
 def delete_groups(ctx: RequestContext, request: Any) -> Any:
     names = list(request.groups_names)
-    results = ctx.services.groups.delete_groups(list(dict.fromkeys(names)), ctx.services.now_ms())
+    allowed = [g for g in dict.fromkeys(names) if ctx.authorize(DELETE, GROUP, g)]
+    results = ctx.services.groups.delete_groups(allowed, ctx.services.now_ms())
     R = DeleteGroupsResponse
+
+    def error(by_group: dict[str, int], g: str) -> int:
+        return by_group.get(g, errors.GROUP_AUTHORIZATION_FAILED)
+
     return respond(
         results,
         lambda by_group: R(
-            results=[R.DeletableGroupResult(group_id=g, error_code=by_group[g]) for g in names]
+            results=[
+                R.DeletableGroupResult(group_id=g, error_code=error(by_group, g)) for g in names
+            ]
         ),
     )

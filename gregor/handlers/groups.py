@@ -36,7 +36,7 @@ from gregor.coordinator.group.results import (
 from gregor.coordinator.txn.runtime import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from gregor.handlers.context import RequestContext
 from gregor.handlers.registry import handles, later
-from gregor.protocol import api_keys
+from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import (
     FindCoordinatorResponse,
@@ -46,6 +46,8 @@ from gregor.protocol.messages import (
     SyncGroupResponse,
 )
 from gregor.replication.pending import Pending
+from gregor.security import acls
+from gregor.security.acls import DESCRIBE, READ
 
 GROUP, TRANSACTION = 0, 1
 
@@ -119,6 +121,25 @@ def _find(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str | None
     return error, message, -1, "", -1
 
 
+def may_read_group(ctx: RequestContext, group_id: str) -> bool:
+    """READ on the group: what every membership and offset API of a group needs (else
+    GROUP_AUTHORIZATION_FAILED, as Kafka)."""
+    return ctx.authorize(READ, acls.GROUP, group_id)
+
+
+def _find_authorized(
+    ctx: RequestContext, key_type: int, key: str
+) -> tuple[int, str | None, int, str, int]:
+    """`_find`, after DESCRIBE on the group or transactional id the key names (Kafka's
+    FindCoordinator: GROUP_ / TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
+    if key_type == GROUP:
+        if not ctx.authorize(DESCRIBE, acls.GROUP, key):
+            return errors.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
+    elif not ctx.authorize(DESCRIBE, acls.TRANSACTIONAL_ID, key):
+        return errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
+    return _find(ctx, key_type, key)
+
+
 @handles(api_keys.FIND_COORDINATOR)
 def find_coordinator(ctx: RequestContext, request: Any) -> Any:
     key_type = request.key_type if ctx.version >= 1 else GROUP
@@ -126,7 +147,7 @@ def find_coordinator(ctx: RequestContext, request: Any) -> Any:
     if ctx.version >= 4:
         out = []
         for key in request.coordinator_keys:
-            error, message, node, host, port = _find(ctx, key_type, key)
+            error, message, node, host, port = _find_authorized(ctx, key_type, key)
             out.append(
                 R.Coordinator(
                     key=key,
@@ -138,7 +159,7 @@ def find_coordinator(ctx: RequestContext, request: Any) -> Any:
                 )
             )
         return R(coordinators=out)
-    error, message, node, host, port = _find(ctx, key_type, request.key)
+    error, message, node, host, port = _find_authorized(ctx, key_type, request.key)
     return R(error_code=error, error_message=message, node_id=node, host=host, port=port)
 
 
@@ -148,6 +169,8 @@ def find_coordinator(ctx: RequestContext, request: Any) -> Any:
 @handles(api_keys.JOIN_GROUP)
 def join_group(ctx: RequestContext, request: Any) -> Any:
     v = ctx.version
+    if not may_read_group(ctx, request.group_id):
+        return JoinGroupResponse(error_code=errors.GROUP_AUTHORIZATION_FAILED)
     r = JoinRequest(
         group_id=request.group_id,
         member_id=request.member_id,
@@ -189,6 +212,8 @@ def _join_response(version: int, res: JoinResult) -> Any:
 @handles(api_keys.SYNC_GROUP)
 def sync_group(ctx: RequestContext, request: Any) -> Any:
     v = ctx.version
+    if not may_read_group(ctx, request.group_id):
+        return SyncGroupResponse(error_code=errors.GROUP_AUTHORIZATION_FAILED)
     r = SyncRequest(
         group_id=request.group_id,
         generation_id=request.generation_id,
@@ -216,6 +241,8 @@ def _sync_response(res: SyncResult) -> Any:
 
 @handles(api_keys.HEARTBEAT)
 def heartbeat(ctx: RequestContext, request: Any) -> Any:
+    if not may_read_group(ctx, request.group_id):
+        return HeartbeatResponse(error_code=errors.GROUP_AUTHORIZATION_FAILED)
     result = ctx.services.groups.heartbeat(
         request.group_id,
         request.generation_id,
@@ -229,6 +256,8 @@ def heartbeat(ctx: RequestContext, request: Any) -> Any:
 @handles(api_keys.LEAVE_GROUP)
 def leave_group(ctx: RequestContext, request: Any) -> Any:
     v = ctx.version
+    if not may_read_group(ctx, request.group_id):
+        return LeaveGroupResponse(error_code=errors.GROUP_AUTHORIZATION_FAILED)
     if v >= 3:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:

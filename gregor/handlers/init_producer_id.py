@@ -21,6 +21,27 @@ from gregor.handlers.txn import fenced_for
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import InitProducerIdResponse
+from gregor.security.acls import IDEMPOTENT_WRITE, TOPIC, TRANSACTIONAL_ID, WRITE
+from gregor.security.principal import principal_of
+
+
+def _authorization_refusal(ctx: RequestContext, transactional_id: str | None) -> int:
+    """As Kafka: a transactional producer needs WRITE on its transactional id
+    (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent one IDEMPOTENT_WRITE on the cluster
+    or WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED). 0 when allowed."""
+    authz = ctx.services.authorizer
+    if authz is None:
+        return 0
+    if transactional_id is not None:
+        if ctx.authorize(WRITE, TRANSACTIONAL_ID, transactional_id):
+            return 0
+        return errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if ctx.authorize_cluster(IDEMPOTENT_WRITE):
+        return 0
+    principal = str(principal_of(ctx.connection))
+    if authz.current().authorize_any(principal, ctx.client_host, WRITE, TOPIC):
+        return 0
+    return errors.CLUSTER_AUTHORIZATION_FAILED
 
 
 @handles(api_keys.INIT_PRODUCER_ID)
@@ -34,6 +55,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return InitProducerIdResponse(
             error_code=errors.INVALID_REQUEST, producer_id=-1, producer_epoch=-1
         )
+    refusal = _authorization_refusal(ctx, request.transactional_id)
+    if refusal:
+        return InitProducerIdResponse(error_code=refusal, producer_id=-1, producer_epoch=-1)
     if request.transactional_id is None:
         try:
             producer_id = b.producer_ids.next_id()

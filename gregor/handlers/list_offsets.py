@@ -16,6 +16,7 @@ from gregor.handlers.registry import handles
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import ListOffsetsResponse
+from gregor.security.acls import DESCRIBE
 from gregor.storage import log as storage_log
 
 TopicResp = ListOffsetsResponse.ListOffsetsTopicResponse
@@ -32,6 +33,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         for rp in t.partitions:
             offset, ts, epoch, code = -1, -1, -1, errors.NONE
             try:
+                ctx.check_topic(DESCRIBE, t.name)
                 p = replicas.leader(t.name, rp.partition_index)
                 log = p.log
                 epoch = p.leader_epoch

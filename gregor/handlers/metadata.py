@@ -4,6 +4,11 @@ v0: an empty topic list means all topics; v1+: null means all, empty means none.
 v4+: allow_auto_topic_creation (with the broker's auto.create.topics.enable). v10+: topic ids.
 v12: topics may be named by id only. Unknown topics get UNKNOWN_TOPIC_OR_PARTITION (or
 UNKNOWN_TOPIC_ID), illegal names INVALID_TOPIC_EXCEPTION.
+
+With an authorizer (as Kafka's KafkaApis): all topics means those the caller may DESCRIBE; a
+topic named without DESCRIBE gets TOPIC_AUTHORIZATION_FAILED, one named by id UNKNOWN_TOPIC_ID;
+auto-creation needs CREATE on the cluster or the topic. v8+: topic_authorized_operations (and,
+v8-10, cluster_authorized_operations) when asked.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from gregor.metadata.store import TopicInfo, validate_topic_name
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import MetadataResponse
+from gregor.security.acls import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, TOPIC
 
 ZERO_UUID = uuid.UUID(int=0)
 Topic = MetadataResponse.MetadataResponseTopic
@@ -63,6 +69,35 @@ def topic_response(ctx: RequestContext, info: TopicInfo) -> Any:
     )
 
 
+def _error(code: int, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> Any:
+    return Topic(error_code=code, name=name, topic_id=topic_id, partitions=[])
+
+
+def _named_topic(ctx: RequestContext, name: str, auto: bool) -> Any:
+    """The answer for a topic asked for by name: TOPIC_AUTHORIZATION_FAILED without DESCRIBE on
+    it (existing or not, so nothing leaks), auto-created when allowed (which needs CREATE on
+    the cluster or on the topic, as Kafka), else UNKNOWN_TOPIC_OR_PARTITION."""
+    services = ctx.services
+    if not ctx.authorize(DESCRIBE, TOPIC, name):
+        return _error(errors.TOPIC_AUTHORIZATION_FAILED, name)
+    info = services.store.topics.get(name)
+    if info is None:
+        try:
+            validate_topic_name(name)
+        except KafkaError as exc:
+            return _error(exc.code, name)
+        if auto:
+            if not (ctx.authorize_cluster(CREATE) or ctx.authorize(CREATE, TOPIC, name)):
+                return _error(errors.TOPIC_AUTHORIZATION_FAILED, name)
+            try:
+                info = services.maybe_auto_create(name)
+            except KafkaError as exc:  # e.g. LEADER_NOT_AVAILABLE: being created
+                return _error(exc.code, name)
+    if info is None:
+        return _error(errors.UNKNOWN_TOPIC_OR_PARTITION, name)
+    return topic_response(ctx, info)
+
+
 @handles(api_keys.METADATA)
 def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
@@ -70,54 +105,25 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     topics: list[Any] = []
     wanted = request.topics
     if wanted is None or (ctx.version == 0 and not wanted):
-        topics = [topic_response(ctx, t) for t in store.topics.values()]
+        # every topic the caller may describe; the others are left out, as Kafka leaves them
+        everything = services.authorizer is None
+        topics = [
+            topic_response(ctx, t)
+            for t in store.topics.values()
+            if everything or ctx.authorize(DESCRIBE, TOPIC, t.name)
+        ]
     else:
         auto = request.allow_auto_topic_creation if ctx.version >= 4 else True
         for t in wanted:
-            name = t.name
-            if name is None:
-                info = store.topic_by_id(t.topic_id)
-                if info is None:
-                    topics.append(
-                        Topic(
-                            error_code=errors.UNKNOWN_TOPIC_ID,
-                            name=None,
-                            topic_id=t.topic_id,
-                            partitions=[],
-                        )
-                    )
-                else:
-                    topics.append(topic_response(ctx, info))
+            if t.name is not None:
+                topics.append(_named_topic(ctx, t.name, auto))
                 continue
-            info = store.topics.get(name)
-            if info is None:
-                try:
-                    validate_topic_name(name)
-                except KafkaError as exc:
-                    topics.append(
-                        Topic(error_code=exc.code, name=name, topic_id=ZERO_UUID, partitions=[])
-                    )
-                    continue
-                if auto:
-                    try:
-                        info = services.maybe_auto_create(name)
-                    except KafkaError as exc:  # e.g. LEADER_NOT_AVAILABLE: being created
-                        topics.append(
-                            Topic(error_code=exc.code, name=name, topic_id=ZERO_UUID, partitions=[])
-                        )
-                        continue
-            if info is None:
-                topics.append(
-                    Topic(
-                        error_code=errors.UNKNOWN_TOPIC_OR_PARTITION,
-                        name=name,
-                        topic_id=ZERO_UUID,
-                        partitions=[],
-                    )
-                )
+            info = store.topic_by_id(t.topic_id)
+            if info is None or not ctx.authorize(DESCRIBE, TOPIC, info.name):
+                topics.append(_error(errors.UNKNOWN_TOPIC_ID, None, t.topic_id))
             else:
                 topics.append(topic_response(ctx, info))
-    return MetadataResponse(
+    response = MetadataResponse(
         brokers=[
             MetadataResponse.MetadataResponseBroker(node_id=n, host=h, port=p, rack=rack)
             for n, h, p, rack in services.cluster_brokers()
@@ -126,3 +132,16 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         controller_id=services.controller_id(),
         topics=topics,
     )
+    if ctx.version >= 8:
+        _authorized_operations(ctx, request, response)
+    return response
+
+
+def _authorized_operations(ctx: RequestContext, request: Any, response: Any) -> None:
+    """What the caller may do with each topic, and (v8-10) the cluster, when asked."""
+    if request.include_topic_authorized_operations:
+        for t in response.topics:
+            if t.error_code == errors.NONE and t.name is not None:
+                t.topic_authorized_operations = ctx.authorized_operations(TOPIC, t.name)
+    if ctx.version <= 10 and request.include_cluster_authorized_operations:
+        response.cluster_authorized_operations = ctx.authorized_operations(CLUSTER, CLUSTER_NAME)

@@ -30,11 +30,12 @@ from gregor.coordinator.group.results import (
     PartitionErrors,
 )
 from gregor.handlers.context import RequestContext
-from gregor.handlers.groups import respond
-from gregor.handlers.registry import handles
-from gregor.protocol import api_keys
+from gregor.handlers.groups import may_read_group, respond
+from gregor.handlers.registry import handles, later
+from gregor.protocol import api_keys, errors
 from gregor.protocol.messages import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
-from gregor.replication.pending import all_of
+from gregor.replication.pending import Pending, all_of
+from gregor.security.acls import READ, TOPIC
 
 
 def _exists(ctx: RequestContext, topic: str, partition: int) -> bool:
@@ -83,10 +84,36 @@ def error_by_partition(res: PartitionErrors | None) -> Callable[[str, int], int]
     return lambda topic, partition: by_tp.get((topic, partition), codes.UNKNOWN_TOPIC_OR_PARTITION)
 
 
+def unreadable_topics(ctx: RequestContext, names: Any) -> set[str]:
+    """The topics among `names` the caller may not READ (empty without an authorizer)."""
+    if ctx.services.authorizer is None:
+        return set()
+    return {n for n in names if not ctx.authorize(READ, TOPIC, n)}
+
+
+def refused_topics(error: Callable[[str, int], int], denied: set[str]) -> Callable[[str, int], int]:
+    """`error`, but TOPIC_AUTHORIZATION_FAILED for the partitions of `denied` topics."""
+    if not denied:
+        return error
+    return lambda t, p: errors.TOPIC_AUTHORIZATION_FAILED if t in denied else error(t, p)
+
+
 @handles(api_keys.OFFSET_COMMIT)
 def offset_commit(ctx: RequestContext, request: Any) -> Any:
     v = ctx.version
-    wanted = offsets_to_commit(ctx, request.topics, with_epoch=v >= 6)
+    if not may_read_group(ctx, request.group_id):
+        R = OffsetCommitResponse
+        return R(
+            topics=partition_errors(
+                request.topics,
+                R.OffsetCommitResponseTopic,
+                R.OffsetCommitResponsePartition,
+                lambda _t, _p: errors.GROUP_AUTHORIZATION_FAILED,
+            )
+        )
+    denied = unreadable_topics(ctx, (t.name for t in request.topics))
+    allowed = [t for t in request.topics if t.name not in denied]
+    wanted = offsets_to_commit(ctx, allowed, with_epoch=v >= 6)
     r = OffsetCommitRequest(
         group_id=request.group_id,
         generation_id=request.generation_id_or_member_epoch,
@@ -97,17 +124,17 @@ def offset_commit(ctx: RequestContext, request: Any) -> Any:
         api_version=v,
     )
     result = ctx.services.groups.commit_offsets(r, ctx.services.now_ms()) if wanted else None
-    return respond(result, lambda res: _commit_response(request, res))
+    return respond(result, lambda res: _commit_response(request, res, denied))
 
 
-def _commit_response(request: Any, res: PartitionErrors | None) -> Any:
+def _commit_response(request: Any, res: PartitionErrors | None, denied: set[str]) -> Any:
     R = OffsetCommitResponse
     return R(
         topics=partition_errors(
             request.topics,
             R.OffsetCommitResponseTopic,
             R.OffsetCommitResponsePartition,
-            error_by_partition(res),
+            refused_topics(error_by_partition(res), denied),
         )
     )
 
@@ -119,16 +146,48 @@ def _by_topic(offsets: list[FetchedOffset]) -> dict[str, list[FetchedOffset]]:
     return out
 
 
+def _authorized_fetch(
+    ctx: RequestContext, group_id: str, topics: list[tuple[str, list[int]]] | None, result: Any
+) -> Any:
+    """An OffsetFetch result as the caller may see it: GROUP_AUTHORIZATION_FAILED without READ
+    on the group; the partitions of topics it may not READ are TOPIC_AUTHORIZATION_FAILED
+    when named, left out when all were asked for (Kafka's KafkaApis)."""
+    if not may_read_group(ctx, group_id):
+        return OffsetFetchResult(errors.GROUP_AUTHORIZATION_FAILED)
+    if ctx.services.authorizer is None:
+        return result
+
+    def filtered(res: OffsetFetchResult) -> OffsetFetchResult:
+        denied = unreadable_topics(ctx, {o.topic for o in res.offsets})
+        if not denied:
+            return res
+        kept = [
+            FetchedOffset(o.topic, o.partition, -1, -1, "", errors.TOPIC_AUTHORIZATION_FAILED)
+            if o.topic in denied
+            else o
+            for o in res.offsets
+            if topics is not None or o.topic not in denied
+        ]
+        return OffsetFetchResult(res.error, kept)
+
+    return later(result, filtered) if isinstance(result, Pending) else filtered(result)
+
+
 @handles(api_keys.OFFSET_FETCH)
 def offset_fetch(ctx: RequestContext, request: Any) -> Any:
     v = ctx.version
     groups = ctx.services.groups
     now = ctx.services.now_ms()
     if v >= 8:
+        asked = [
+            None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
+            for g in request.groups
+        ]
         fetched = all_of({
-            str(i): groups.fetch_offsets(
-                g.group_id, None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics],
-                request.require_stable, now,
+            str(i): _authorized_fetch(
+                ctx, g.group_id, asked[i],
+                groups.fetch_offsets(g.group_id, asked[i], request.require_stable, now)
+                if may_read_group(ctx, g.group_id) else None,
             )
             for i, g in enumerate(request.groups)
         })  # fmt: skip
@@ -138,7 +197,12 @@ def offset_fetch(ctx: RequestContext, request: Any) -> Any:
         if request.topics is None
         else [(t.name, list(t.partition_indexes)) for t in request.topics]
     )
-    result = groups.fetch_offsets(request.group_id, topics, v >= 7 and request.require_stable, now)
+    result = None
+    if may_read_group(ctx, request.group_id):
+        result = groups.fetch_offsets(
+            request.group_id, topics, v >= 7 and request.require_stable, now
+        )
+    result = _authorized_fetch(ctx, request.group_id, topics, result)
     return respond(result, lambda res: _fetch_response(v, topics, res))
 
 
@@ -195,6 +259,8 @@ def _topics(offsets: list[FetchedOffset], topic_cls: Any, partition_cls: Any) ->
 
 @handles(api_keys.OFFSET_DELETE)
 def offset_delete(ctx: RequestContext, request: Any) -> Any:
+    if not may_read_group(ctx, request.group_id):
+        return OffsetDeleteResponse(error_code=errors.GROUP_AUTHORIZATION_FAILED, topics=[])
     wanted = [
         (
             t.name,

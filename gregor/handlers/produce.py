@@ -40,6 +40,7 @@ from gregor.protocol.records import batch as rb
 from gregor.protocol.records.validate import RecordValidationError
 from gregor.replication.partition import Partition
 from gregor.replication.pending import Pending
+from gregor.security.acls import TOPIC, TRANSACTIONAL_ID, WRITE
 
 log = logging.getLogger("gregor.produce")
 
@@ -174,6 +175,34 @@ def _produce_partition(
     return part
 
 
+def _refused_parts(topic: Any, code: int, message: str, failed: list[str]) -> list[Any]:
+    """Every partition of `topic` refused with `code` (an authorization failure)."""
+    failed.append(f"{topic.name}: {message}")
+    return [
+        PartResp(
+            index=pd.index,
+            error_code=code,
+            base_offset=-1,
+            log_append_time_ms=-1,
+            log_start_offset=-1,
+            error_message=message,
+        )
+        for pd in topic.partition_data
+    ]
+
+
+def _authorization_refusal(ctx: RequestContext, request: Any, topic: str) -> int:
+    """Kafka's checks (with an authorizer only): WRITE on the transactional id of a
+    transactional request (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for all of it), WRITE on
+    each topic (TOPIC_AUTHORIZATION_FAILED for its partitions); 0 when allowed."""
+    txn_id = request.transactional_id
+    if txn_id and not ctx.authorize(WRITE, TRANSACTIONAL_ID, txn_id):
+        return errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if not ctx.authorize(WRITE, TOPIC, topic):
+        return errors.TOPIC_AUTHORIZATION_FAILED
+    return 0
+
+
 @handles(api_keys.PRODUCE)
 def handle(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
@@ -182,7 +211,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     failed: list[str] = []
     waiting: list[_Waiting] = []
     awaiting: list[AwaitingWrite] = []
+    authorizing = ctx.services.authorizer is not None
     for topic in request.topic_data:
+        if authorizing:
+            refusal = _authorization_refusal(ctx, request, topic.name)
+            if refusal:
+                message = f"{errors.name_of(refusal)}: producing to {topic.name} is not authorized"
+                refused = _refused_parts(topic, refusal, message, failed)
+                responses.append(TopicResp(name=topic.name, partition_responses=refused))
+                continue
         parts: list[Any] = []
         for pd in topic.partition_data:
             parts.append(

@@ -17,6 +17,7 @@ from gregor.handlers.registry import handles
 from gregor.protocol import api_keys, errors
 from gregor.protocol.messages import DescribeQuorumResponse
 from gregor.raft import wire
+from gregor.security.acls import DESCRIBE
 
 R = DescribeQuorumResponse
 
@@ -32,6 +33,8 @@ def _names_metadata_partition(request: Any) -> bool:
 
 @handles(api_keys.DESCRIBE_QUORUM)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize_cluster(DESCRIBE):
+        return R(error_code=errors.CLUSTER_AUTHORIZATION_FAILED, topics=[])
     if not _names_metadata_partition(request):
         return R(
             error_code=errors.NONE,

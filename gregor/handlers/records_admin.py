@@ -15,6 +15,7 @@ from gregor.handlers.registry import handles
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import DeleteRecordsResponse, OffsetForLeaderEpochResponse
+from gregor.security.acls import CLUSTER_ACTION, DELETE, DESCRIBE
 
 
 @handles(api_keys.DELETE_RECORDS)
@@ -26,6 +27,7 @@ def delete_records(ctx: RequestContext, request: Any) -> Any:
         for p in t.partitions:
             low, code = -1, errors.NONE
             try:
+                ctx.check_topic(DELETE, t.name)
                 partition = ctx.services.replicas.leader(t.name, p.partition_index)
                 log = partition.log
                 target = log.high_watermark if p.offset == -1 else p.offset
@@ -48,11 +50,18 @@ def delete_records(ctx: RequestContext, request: Any) -> Any:
 def offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
     R = OffsetForLeaderEpochResponse
     topics = []
+    # a follower's (replica_id >= 0) needs CLUSTER_ACTION, a consumer's DESCRIBE on the topic
+    follower = request.replica_id >= 0 if ctx.version >= 3 else False
+    cluster_ok = follower and ctx.authorize_cluster(CLUSTER_ACTION)
     for t in request.topics:
         parts = []
         for p in t.partitions:
             epoch, end, code = -1, -1, errors.NONE
             try:
+                if follower and not cluster_ok:
+                    raise KafkaError(errors.TOPIC_AUTHORIZATION_FAILED, "")
+                if not follower:
+                    ctx.check_topic(DESCRIBE, t.topic)
                 partition = ctx.services.replicas.leader(t.topic, p.partition)
                 if p.current_leader_epoch >= 0 and p.current_leader_epoch > partition.leader_epoch:
                     raise KafkaError(errors.UNKNOWN_LEADER_EPOCH, "")

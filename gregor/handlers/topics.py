@@ -31,6 +31,7 @@ from gregor.protocol.messages import (
     CreateTopicsResponse,
     DeleteTopicsResponse,
 )
+from gregor.security.acls import ALTER, CREATE, DELETE, TOPIC
 
 log = logging.getLogger("gregor.admin")
 ZERO_UUID = uuid.UUID(int=0)
@@ -42,7 +43,8 @@ def create_topics(ctx: RequestContext, request: Any) -> Any:
     refused = not_controller(ctx)
     before = services.store.last_appended
     counts = Counter(t.name for t in request.topics)
-    specs = [_topic_spec(t) for t in request.topics if counts[t.name] == 1]
+    denied = _denied(ctx, CREATE, (t.name for t in request.topics), cluster_first=True)
+    specs = [_topic_spec(t) for t in request.topics if counts[t.name] == 1 and t.name not in denied]
     outcomes: list[TopicInfo | KafkaError] = (
         [refused] * len(specs)
         if refused is not None
@@ -54,6 +56,8 @@ def create_topics(ctx: RequestContext, request: Any) -> Any:
         outcome = (
             by_name[t.name]
             if t.name in by_name
+            else _unauthorized(t.name)
+            if t.name in denied
             else KafkaError(
                 errors.INVALID_REQUEST,
                 f"Create topics request from client `{ctx.header.client_id}` contains multiple "
@@ -69,6 +73,20 @@ def create_topics(ctx: RequestContext, request: Any) -> Any:
         services.apply_metadata()
     ok = [r for r in results if r.error_code == errors.NONE]
     return answer_after_commit(ctx, before, CreateTopicsResponse(topics=results), ok)
+
+
+def _denied(
+    ctx: RequestContext, operation: int, names: Any, cluster_first: bool = False
+) -> set[str]:
+    """The topics the caller may not do `operation` to (CreateTopics: allowed for all with
+    CREATE on the cluster, as Kafka)."""
+    if ctx.services.authorizer is None or (cluster_first and ctx.authorize_cluster(operation)):
+        return set()
+    return {n for n in names if n is not None and not ctx.authorize(operation, TOPIC, n)}
+
+
+def _unauthorized(name: str) -> KafkaError:
+    return KafkaError(errors.TOPIC_AUTHORIZATION_FAILED, f"Authorization failed for topic {name}.")
 
 
 def _topic_spec(t: Any) -> TopicSpec:
@@ -141,6 +159,8 @@ def delete_topics(ctx: RequestContext, request: Any) -> Any:
                 if info is None:
                     raise KafkaError(errors.UNKNOWN_TOPIC_ID, f"Topic id {topic_id} does not exist")
                 name = resp.name = info.name
+            if _denied(ctx, DELETE, (name,)):
+                raise _unauthorized(name)
             info = services.admin.delete_topic(name)
             resp.topic_id = info.topic_id
             log.info("deleted topic %s for %s", name, ctx.peer)
@@ -158,10 +178,11 @@ def create_partitions(ctx: RequestContext, request: Any) -> Any:
     refused = not_controller(ctx)
     before = services.store.last_appended
     counts = Counter(t.name for t in request.topics)
+    denied = _denied(ctx, ALTER, (t.name for t in request.topics))
     wanted = [
         (t.name, t.count, [list(a.broker_ids) for a in t.assignments] if t.assignments else None)
         for t in request.topics
-        if counts[t.name] == 1
+        if counts[t.name] == 1 and t.name not in denied
     ]
     outcomes: list[KafkaError | None] = (
         [refused] * len(wanted)
@@ -174,6 +195,8 @@ def create_partitions(ctx: RequestContext, request: Any) -> Any:
         error = (
             by_name[t.name]
             if t.name in by_name
+            else _unauthorized(t.name)
+            if t.name in denied
             else KafkaError(errors.INVALID_REQUEST, "Duplicate topic name.")
         )
         results.append(

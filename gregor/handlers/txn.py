@@ -24,7 +24,7 @@ from gregor.coordinator.txn import codes
 from gregor.handlers.context import RequestContext
 from gregor.handlers.groups import respond
 from gregor.handlers.registry import handles
-from gregor.protocol import api_keys
+from gregor.protocol import api_keys, errors
 from gregor.protocol.messages import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse,
@@ -33,6 +33,15 @@ from gregor.protocol.messages import (
     ListTransactionsResponse,
 )
 from gregor.replication.pending import Pending, all_of
+from gregor.security.acls import (
+    CLUSTER_ACTION,
+    DESCRIBE,
+    GROUP,
+    READ,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    WRITE,
+)
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
@@ -64,6 +73,8 @@ def add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
         return respond(
             results, lambda res: R(throttle_time_ms=0, results_by_topic_v3_and_below=res)
         )
+    if not ctx.authorize_cluster(CLUSTER_ACTION):  # v4+: brokers verifying for a Produce
+        return R(throttle_time_ms=0, error_code=errors.CLUSTER_AUTHORIZATION_FAILED)
     by_txn = all_of({
         str(i): _add(
             ctx, t.transactional_id, t.producer_id, t.producer_epoch, t.topics,
@@ -100,9 +111,12 @@ def _add(
         dict.fromkeys((t.name, p) for t in topics for p in t.partitions)
     )
     refused: dict[tuple[str, int], int] = {}
+    if from_client and not ctx.authorize(WRITE, TRANSACTIONAL_ID, tid):
+        failed = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return _by_topic(wanted, dict.fromkeys(wanted, failed))
     for topic, index in wanted:
         info = b.store.topics.get(topic)
-        if from_client and topic in INTERNAL_TOPICS:
+        if from_client and (topic in INTERNAL_TOPICS or not ctx.authorize(WRITE, TOPIC, topic)):
             refused[(topic, index)] = codes.TOPIC_AUTHORIZATION_FAILED
         elif info is None or not 0 <= index < info.partitions:
             refused[(topic, index)] = codes.UNKNOWN_TOPIC_OR_PARTITION
@@ -146,6 +160,12 @@ def _by_topic(wanted: list[tuple[str, int]], by_tp: dict[tuple[str, int], int]) 
 @handles(api_keys.ADD_OFFSETS_TO_TXN)
 def add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
     b = ctx.services
+    if not ctx.authorize(WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        refusal = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=refusal)
+    if not ctx.authorize(READ, GROUP, request.group_id):
+        refusal = errors.GROUP_AUTHORIZATION_FAILED
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=refusal)
     result = b.transactions.add_offsets(
         request.transactional_id,
         request.producer_id,
@@ -163,6 +183,9 @@ def add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
 @handles(api_keys.END_TXN)
 def end_txn(ctx: RequestContext, request: Any) -> Any:
     b = ctx.services
+    if not ctx.authorize(WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        refusal = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return EndTxnResponse(throttle_time_ms=0, error_code=refusal)
     result = b.transactions.end_txn(
         request.transactional_id,
         request.producer_id,
@@ -191,6 +214,10 @@ def describe_transactions(ctx: RequestContext, request: Any) -> Any:
     R = DescribeTransactionsResponse
     out = []
     for tid in request.transactional_ids:
+        if not ctx.authorize(DESCRIBE, TRANSACTIONAL_ID, tid):
+            refusal = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            out.append(R.TransactionState(error_code=refusal, transactional_id=tid, topics=[]))
+            continue
         d = ctx.services.transactions.describe(tid)
         out.append(
             R.TransactionState(
@@ -226,5 +253,6 @@ def list_transactions(ctx: RequestContext, request: Any) -> Any:
                 transaction_state=t.state,
             )
             for t in res.transactions
+            if ctx.authorize(DESCRIBE, TRANSACTIONAL_ID, t.transactional_id)
         ],
     )

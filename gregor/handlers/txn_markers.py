@@ -32,6 +32,7 @@ from gregor.protocol.messages import WriteTxnMarkersResponse
 from gregor.replication.partition import Partition, ReplicaManager
 from gregor.replication.pending import Pending
 from gregor.replication.purgatory import DelayedOperation, DelayedOperationPurgatory
+from gregor.security.acls import CLUSTER_ACTION
 
 log = logging.getLogger("gregor.txn")
 
@@ -168,6 +169,8 @@ def append_marker(
 @handles(api_keys.WRITE_TXN_MARKERS)
 def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
+    if not ctx.authorize_cluster(CLUSTER_ACTION):  # sent by transaction coordinators only
+        return _cluster_refused(request)
     return write_markers(
         services.replicas, services.groups, services.purgatory, services.now_ms(), request
     )
@@ -206,3 +209,28 @@ def write_markers(
     answer = Pending("WriteTxnMarkers")
     held.add_done_callback(lambda _none: answer.complete(response))
     return answer
+
+
+def _cluster_refused(request: Any) -> Any:
+    """CLUSTER_AUTHORIZATION_FAILED for every partition of every marker (as Kafka)."""
+    R = WriteTxnMarkersResponse
+    return R(
+        markers=[
+            R.WritableTxnMarkerResult(
+                producer_id=m.producer_id,
+                topics=[
+                    R.WritableTxnMarkerTopicResult(
+                        name=t.name,
+                        partitions=[
+                            R.WritableTxnMarkerPartitionResult(
+                                partition_index=p, error_code=errors.CLUSTER_AUTHORIZATION_FAILED
+                            )
+                            for p in t.partition_indexes
+                        ],
+                    )
+                    for t in m.topics
+                ],
+            )
+            for m in request.markers
+        ]
+    )

@@ -16,22 +16,39 @@ them -- until the transaction coordinator's COMMIT or ABORT marker reaches the g
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from gregor.coordinator.group import codes
 from gregor.coordinator.group.results import PartitionErrors, TxnOffsetCommitRequest
 from gregor.handlers.context import RequestContext
-from gregor.handlers.groups import respond
-from gregor.handlers.offsets import error_by_partition, offsets_to_commit, partition_errors
+from gregor.handlers.groups import may_read_group, respond
+from gregor.handlers.offsets import (
+    error_by_partition,
+    offsets_to_commit,
+    partition_errors,
+    refused_topics,
+    unreadable_topics,
+)
 from gregor.handlers.registry import handles
-from gregor.protocol import api_keys
+from gregor.protocol import api_keys, errors
 from gregor.protocol.messages import TxnOffsetCommitResponse
+from gregor.security.acls import TRANSACTIONAL_ID, WRITE
 
 
 @handles(api_keys.TXN_OFFSET_COMMIT)
 def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
     v = ctx.version
-    wanted = offsets_to_commit(ctx, request.topics, with_epoch=v >= 2)
+    refusal = 0
+    if not ctx.authorize(WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        refusal = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not may_read_group(ctx, request.group_id):
+        refusal = errors.GROUP_AUTHORIZATION_FAILED
+    if refusal:
+        return _response(v, request, None, lambda _t, _p: refusal)
+    denied = unreadable_topics(ctx, (t.name for t in request.topics))
+    allowed = [t for t in request.topics if t.name not in denied]
+    wanted = offsets_to_commit(ctx, allowed, with_epoch=v >= 2)
     r = TxnOffsetCommitRequest(
         group_id=request.group_id,
         producer_id=request.producer_id,
@@ -43,11 +60,13 @@ def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
         transactional_id=request.transactional_id,
     )
     result = ctx.services.groups.txn_offset_commit(r, ctx.services.now_ms()) if wanted else None
-    return respond(result, lambda res: _response(v, request, res))
+    return respond(result, lambda res: _response(v, request, res, refused_topics(
+        error_by_partition(res), denied)))  # fmt: skip
 
 
-def _response(v: int, request: Any, res: PartitionErrors | None) -> Any:
-    coordinator_error = error_by_partition(res)
+def _response(
+    v: int, request: Any, res: PartitionErrors | None, coordinator_error: Callable[[str, int], int]
+) -> Any:
 
     def error(topic: str, partition: int) -> int:
         code = coordinator_error(topic, partition)

@@ -150,6 +150,15 @@ def _overrides_problem(value: str) -> str | None:
     return None
 
 
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+def _authorizer_problem(value: str) -> str | None:
+    if value in ("", STANDARD_AUTHORIZER):
+        return None
+    return f"the authorizer served is Kafka's {STANDARD_AUTHORIZER} (or none: empty)"
+
+
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 # name, type, default, validator, broker synonyms (most specific first)
@@ -402,6 +411,10 @@ _BROKER_ONLY: list[ConfigDef] = [
     ConfigDef("log.retention.hours", INT, "168", None),
     ConfigDef("log.roll.hours", INT, "168", at_least(1)),
     ConfigDef("log.roll.jitter.hours", INT, "0", at_least(0)),
+    # ACLs (gregor/security/authorizer.py): Kafka's StandardAuthorizer, the one authorizer served
+    ConfigDef("authorizer.class.name", STRING, "", _authorizer_problem, read_only=True),
+    ConfigDef("super.users", STRING, "", None, read_only=True),
+    ConfigDef("allow.everyone.if.no.acl.found", BOOLEAN, "false", None, read_only=True),
 ]
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_ONLY}

@@ -25,6 +25,8 @@ What each record does (as Kafka's image classes):
     ConfigRecord                 sets the config of (resource type, name); a null value deletes
     ProducerIdsRecord            next_producer_id: the first id not yet handed out
     FeatureLevelRecord           a feature's finalized level; level 0 removes the feature
+    AccessControlEntryRecord     an ACL, by its id (MetadataReplayError if the id is taken)
+    RemoveAccessControlEntry     the ACL of that id is removed (MetadataReplayError if none)
     NoOpRecord                   nothing but the offset
     UserScramCredentialRecord    sets the credential of (user, mechanism)
     RemoveUserScramCredential    removes it; one that is not there is a MetadataReplayError
@@ -44,6 +46,7 @@ from types import MappingProxyType
 from typing import Any
 
 from gregor.metadata import records as r
+from gregor.security.acls import AclBinding
 from gregor.security.scram import MECHANISMS, ScramCredential
 
 TOPIC_RESOURCE = 2
@@ -191,6 +194,7 @@ class MetadataImage:
     next_producer_id: int = 0
     features: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
     scram: Mapping[ScramKey, ScramCredential] = field(default_factory=lambda: _EMPTY)
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: _EMPTY)
 
     def topic(self, name: str) -> TopicImage | None:
         topic_id = self.topics_by_name.get(name)
@@ -245,6 +249,7 @@ class MetadataDelta:
         self.next_producer_id = image.next_producer_id
         self.features: Mapping[str, int] = image.features
         self.scram: Mapping[ScramKey, ScramCredential] = image.scram
+        self.acls: Mapping[uuid.UUID, AclBinding] = image.acls
         self.partitions: dict[uuid.UUID, dict[int, PartitionRegistration]] = {}
         self._owned: set[str] = set()
 
@@ -286,6 +291,7 @@ class MetadataDelta:
             next_producer_id=self.next_producer_id,
             features=done("features"),
             scram=done("scram"),
+            acls=done("acls"),
         )
         self._owned.clear()  # the image holds them now: a later write copies again
         self.partitions = {}
@@ -429,6 +435,26 @@ class MetadataDelta:
             )
         self._own("scram").pop((rec.name, rec.mechanism))
 
+    # -- ACLs ----------------------------------------------------------------------------------
+
+    def _acl(self, rec: Any) -> None:
+        if rec.id in self.acls:
+            raise MetadataReplayError(f"AccessControlEntryRecord: ACL {rec.id} exists already")
+        self._own("acls")[rec.id] = AclBinding(
+            rec.resource_type,
+            rec.resource_name,
+            rec.pattern_type,
+            rec.principal,
+            rec.host,
+            rec.operation,
+            rec.permission_type,
+        )
+
+    def _remove_acl(self, rec: Any) -> None:
+        if rec.id not in self.acls:
+            raise MetadataReplayError(f"RemoveAccessControlEntryRecord: no ACL {rec.id}")
+        self._own("acls").pop(rec.id)
+
 
 _HANDLERS: dict[type, Any] = {
     r.RegisterBrokerRecord: MetadataDelta._register_broker,
@@ -449,6 +475,8 @@ _HANDLERS: dict[type, Any] = {
     r.BeginTransactionRecord: MetadataDelta._no_op,
     r.EndTransactionRecord: MetadataDelta._no_op,
     r.AbortTransactionRecord: MetadataDelta._no_op,
+    r.AccessControlEntryRecord: MetadataDelta._acl,
+    r.RemoveAccessControlEntryRecord: MetadataDelta._remove_acl,
 }
 
 

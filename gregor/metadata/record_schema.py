@@ -24,6 +24,8 @@ is the version we write of each: the one a Kafka 4.0 cluster at its default meta
     15   ProducerIdsRecord               0         0
     17   BrokerRegistrationChangeRecord  0-2       2  (v1: InControlledShutdown tag 1, v2:
                                                        LogDirs tag 2)
+    18   AccessControlEntryRecord        0         0  (an ACL, by its id)
+    19   RemoveAccessControlEntryRecord  0         0
     20   NoOpRecord                      0         0
     23   BeginTransactionRecord          0         0  (KIP-868: the records up to the
     24   EndTransactionRecord            0         0   End are applied together; an Abort
@@ -274,6 +276,39 @@ reason: string nullable tag 0 default null   # why it was aborted, for people
 """,
 )
 
+# -- ACLs (the authorizer's; gregor/security/acls.py has the codes) ----------------------------
+
+ACCESS_CONTROL_ENTRY = _record(
+    18,
+    "AccessControlEntryRecord",
+    "0",
+    0,
+    """
+id: uuid
+resource_type: int8
+resource_name: string
+pattern_type: int8
+principal: string
+host: string
+operation: int8
+permission_type: int8
+""",
+)
+
+REMOVE_ACCESS_CONTROL_ENTRY = _record(
+    19,
+    "RemoveAccessControlEntryRecord",
+    "0",
+    0,
+    """
+id: uuid
+""",
+)
+
+ACL_RECORDS: tuple[RecordSchema, ...] = (ACCESS_CONTROL_ENTRY, REMOVE_ACCESS_CONTROL_ENTRY)
+
+# -- end of ACLs ---------------------------------------------------------------------------------
+
 ALL: tuple[RecordSchema, ...] = (
     REGISTER_BROKER,
     UNREGISTER_BROKER,
@@ -293,4 +328,5 @@ ALL: tuple[RecordSchema, ...] = (
     BEGIN_TRANSACTION,
     END_TRANSACTION,
     ABORT_TRANSACTION,
+    *ACL_RECORDS,
 )

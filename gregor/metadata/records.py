@@ -74,6 +74,10 @@ BeginTransactionRecord: Any = record_class(23)
 EndTransactionRecord: Any = record_class(24)
 AbortTransactionRecord: Any = record_class(25)
 
+# ACLs
+AccessControlEntryRecord: Any = record_class(18)
+RemoveAccessControlEntryRecord: Any = record_class(19)
+
 # Struct classes inside records.
 BrokerEndpoint: Any = RegisterBrokerRecord.BrokerEndpoint
 BrokerFeature: Any = RegisterBrokerRecord.BrokerFeature

@@ -11,6 +11,7 @@ Order (each section only when there is something in it):
     ConfigRecord              per (resource type, resource name, config name), sorted
     ProducerIdsRecord         the next producer id, if any was ever handed out
     UserScramCredentialRecord per (user, mechanism), sorted
+    AccessControlEntryRecord  per ACL, by id
 
 Replaying these onto the empty image gives back an image equal to the one written, except for
 `offset` and `epoch`: a snapshot knows only its end offset and epoch, so the rebuilt image has
@@ -106,7 +107,24 @@ def image_records(image: MetadataImage) -> list[Any]:
                 iterations=cred.iterations,
             )
         )
+    out += acl_records(image)
     return out
+
+
+def acl_records(image: MetadataImage) -> list[Any]:
+    return [
+        r.AccessControlEntryRecord(
+            id=acl_id,
+            resource_type=acl.resource_type,
+            resource_name=acl.name,
+            pattern_type=acl.pattern_type,
+            principal=acl.principal,
+            host=acl.host,
+            operation=acl.operation,
+            permission_type=acl.permission,
+        )
+        for acl_id, acl in sorted(image.acls.items())
+    ]
 
 
 def replay_snapshot_records(records: list[Any], snapshot_id: SnapshotId) -> MetadataImage:

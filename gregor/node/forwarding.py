@@ -95,11 +95,20 @@ class ForwardingCore:
         """True when `api_key` must be forwarded: this node is not the active controller."""
         return api_key in self.forwarded and not self.is_active()
 
-    def forward(self, frame: bytes, peer: str, timeout_ms: int, now_ms: int, done: Done) -> None:
-        """Send the client's request `frame`; `done` gets the controller's response frame, or
-        None if none came within `timeout_ms`."""
+    def forward(
+        self,
+        frame: bytes,
+        peer: str,
+        timeout_ms: int,
+        now_ms: int,
+        done: Done,
+        principal: bytes | None = None,
+    ) -> None:
+        """Send the client's request `frame` (and its principal, serialized:
+        security/principal_data.py); `done` gets the controller's response frame, or None if
+        none came within `timeout_ms`."""
         envelope = EnvelopeRequest(
-            request_data=frame, request_principal=None, client_host_address=host_bytes(peer)
+            request_data=frame, request_principal=principal, client_host_address=host_bytes(peer)
         )
         self.pending.append(Forward(envelope, now_ms + max(timeout_ms, 1), done))
         self.wakeup()

@@ -56,6 +56,9 @@ ADD_OFFSETS_TO_TXN = 25
 END_TXN = 26
 WRITE_TXN_MARKERS = 27
 TXN_OFFSET_COMMIT = 28
+DESCRIBE_ACLS = 29
+CREATE_ACLS = 30
+DELETE_ACLS = 31
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
 DESCRIBE_LOG_DIRS = 35
@@ -109,6 +112,9 @@ SUPPORTED: tuple[ApiKey, ...] = (
     ApiKey(END_TXN, "EndTxn", 0, 5),
     ApiKey(WRITE_TXN_MARKERS, "WriteTxnMarkers", 1, 1),
     ApiKey(TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 5),
+    ApiKey(DESCRIBE_ACLS, "DescribeAcls", 1, 3),
+    ApiKey(CREATE_ACLS, "CreateAcls", 1, 3),
+    ApiKey(DELETE_ACLS, "DeleteAcls", 1, 3),
     ApiKey(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),
     ApiKey(ALTER_CONFIGS, "AlterConfigs", 0, 2),
     ApiKey(DESCRIBE_LOG_DIRS, "DescribeLogDirs", 1, 4),

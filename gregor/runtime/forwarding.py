@@ -44,7 +44,9 @@ class Forwarder:
         """True when `api_key` must be forwarded: a networked node not leading the quorum."""
         return self.core is not None and self.core.wanted(api_key)
 
-    async def forward(self, frame: bytes, peer: str, timeout_ms: int) -> list[Any] | None:
+    async def forward(
+        self, frame: bytes, peer: str, timeout_ms: int, principal: bytes | None = None
+    ) -> list[Any] | None:
         """The controller's response frame for the client's request `frame`; None if no
         controller answered within `timeout_ms`."""
         assert self.core is not None
@@ -54,7 +56,7 @@ class Forwarder:
             if not answer.done():
                 answer.set_result(response)
 
-        self.core.forward(frame, peer, timeout_ms, self.clock(), done)
+        self.core.forward(frame, peer, timeout_ms, self.clock(), done, principal)
         return await answer
 
     def create_topic_later(self, spec: TopicSpec) -> None:

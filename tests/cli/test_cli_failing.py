@@ -30,6 +30,7 @@ def refused_port() -> int:
         ["topics", "list"],
         ["topics", "create", "t"],
         ["groups", "list"],
+        ["acls", "list"],
         ["offsets", "get", "t"],
         ["cluster", "info"],
         ["configs", "describe", "--entity-type", "topics", "--entity-name", "t"],

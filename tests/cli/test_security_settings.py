@@ -60,7 +60,7 @@ def test_what_gregor_serves_passes(values: dict[str, str]) -> None:
         ),
         ({"listeners": "INTERNAL://:9092"}, "listener INTERNAL (INTERNAL://:9092) has no security"),
         ({"security.inter.broker.protocol": "SSL"}, "security.inter.broker.protocol=SSL"),
-        ({"allow.everyone.if.no.acl.found": "true"}, "allow.everyone.if.no.acl.found is set"),
+        ({"principal.builder.class": "x.Builder"}, "principal.builder.class is set"),
         (
             {"listener.name.external.ssl.keymanager.algorithm": "SunX509"},
             "does not support ssl.keymanager.algorithm",
@@ -81,12 +81,20 @@ def test_which_keys_ask_for_security() -> None:
         "sasl.kerberos.service.name",
         "listener.name.internal.ssl.client.auth",
         "listener.name.internal.scram-sha-256.sasl.jaas.config",
-        "super.users",
+        "principal.builder.class",
     ]
     assert all(is_security_setting(key) for key in asks)
     assert not any(
         is_security_setting(key)
-        for key in ("listeners", "log.dirs", "listener.security.protocol.map", "num.partitions")
+        for key in (
+            "listeners",
+            "log.dirs",
+            "listener.security.protocol.map",
+            "num.partitions",
+            "authorizer.class.name",  # served: ACLs
+            "super.users",
+            "allow.everyone.if.no.acl.found",
+        )
     )
 
 
@@ -95,3 +103,19 @@ def test_security_settings_are_refused_with_the_quorum_settings_not_warned_of(ca
     assert not [r for r in caplog.records if "sasl" in r.getMessage()]
     with pytest.raises(ConfigError, match="does not support sasl.kerberos.service.name"):
         config.membership()  # what BrokerServer and ControllerServer ask first
+
+
+def test_the_standard_authorizer_is_served_and_no_other() -> None:
+    config = BrokerConfig.load(
+        None,
+        {
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:admin;User:ops",
+            "allow.everyone.if.no.acl.found": "true",
+        },
+    )
+    config.membership()  # nothing refused
+    with pytest.raises(ConfigError, match="authorizer.class.name: the authorizer served is"):
+        BrokerConfig.load(
+            None, {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
+        )

@@ -186,7 +186,7 @@ def test_a_node_joining_a_quorum_needs_the_cluster_id(tmp_path: Path) -> None:
     assert not (data / "meta.properties").exists()
 
 
-ACLS = "ACLs and authorizers are not supported yet"
+BUILDERS = "custom principal builders are not supported"
 REFUSED = "(the node would otherwise run without the security it asks for)"
 
 
@@ -204,10 +204,9 @@ REFUSED = "(the node would otherwise run without the security it asks for)"
             "the certificate chain and key)",
         ),
         (
-            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            f"authorizer.class.name is set, but {ACLS}: remove it {REFUSED}",
+            "principal.builder.class=com.example.PrincipalBuilder",
+            f"principal.builder.class is set, but {BUILDERS}: remove it {REFUSED}",
         ),
-        ("super.users=User:admin", f"super.users is set, but {ACLS}: remove it {REFUSED}"),
         (
             "sasl.kerberos.service.name=kafka",
             "sasl.kerberos.service.name is set, but gregor does not support "
@@ -231,8 +230,7 @@ REFUSED = "(the node would otherwise run without the security it asks for)"
     ids=[
         "sasl-listener-without-mechanism",
         "ssl-listener-without-keystore",
-        "authorizer",
-        "super-users",
+        "principal-builder",
         "kerberos",
         "sasl-inter-broker",
         "jaas-config",

@@ -309,6 +309,8 @@ def test_every_record_type_is_declared_once() -> None:
         12,
         15,
         17,
+        18,
+        19,
         20,
         22,
         23,
@@ -316,7 +318,7 @@ def test_every_record_type_is_declared_once() -> None:
         25,
     ]
     assert (
-        len(_CASES) == 27
+        len(_CASES) == 29
     )  # RegisterBroker 0-3, PartitionRecord, PartitionChange, BrokerRegistrationChange 0-2
 
 

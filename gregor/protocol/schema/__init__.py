@@ -17,11 +17,14 @@ from gregor.protocol.schema.api_versions import API_VERSIONS
 from gregor.protocol.schema.begin_quorum_epoch import BEGIN_QUORUM_EPOCH
 from gregor.protocol.schema.broker_heartbeat import BROKER_HEARTBEAT
 from gregor.protocol.schema.broker_registration import BROKER_REGISTRATION
+from gregor.protocol.schema.create_acls import CREATE_ACLS
 from gregor.protocol.schema.create_partitions import CREATE_PARTITIONS
 from gregor.protocol.schema.create_topics import CREATE_TOPICS
+from gregor.protocol.schema.delete_acls import DELETE_ACLS
 from gregor.protocol.schema.delete_groups import DELETE_GROUPS
 from gregor.protocol.schema.delete_records import DELETE_RECORDS
 from gregor.protocol.schema.delete_topics import DELETE_TOPICS
+from gregor.protocol.schema.describe_acls import DESCRIBE_ACLS
 from gregor.protocol.schema.describe_cluster import DESCRIBE_CLUSTER
 from gregor.protocol.schema.describe_configs import DESCRIBE_CONFIGS
 from gregor.protocol.schema.describe_groups import DESCRIBE_GROUPS
@@ -107,6 +110,10 @@ ALL: tuple[Api, ...] = (
     # 5. Authentication (no SASL listener yet: both answer ILLEGAL_SASL_STATE).
     SASL_HANDSHAKE,
     SASL_AUTHENTICATE,
+    # 5b. Authorization: ACLs.
+    DESCRIBE_ACLS,
+    CREATE_ACLS,
+    DELETE_ACLS,
     # 6. KRaft: the quorum (controller listener; DescribeQuorum also on brokers).
     VOTE,
     BEGIN_QUORUM_EPOCH,
