@@ -196,7 +196,8 @@ REFUSED = "(the node would otherwise run without the security it asks for)"
         (
             "listeners=SASL_PLAINTEXT://127.0.0.1:0",
             "sasl.enabled.mechanisms: listener SASL_PLAINTEXT enables GSSAPI (Kafka's default is "
-            "GSSAPI), which gregor does not support: set sasl.enabled.mechanisms to PLAIN",
+            "GSSAPI), which gregor does not support: set sasl.enabled.mechanisms to OAUTHBEARER, "
+            "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512",
         ),
         (
             "listeners=SSL://127.0.0.1:0",
