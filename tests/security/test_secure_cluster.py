@@ -1,7 +1,9 @@
 """A 3-node cluster whose every node-to-node connection is SASL_SSL: Raft between the
 controllers, brokers to the active controller, replica fetchers and inter-broker links, each
-authenticated with PLAIN over mutual TLS. Records produced with acks=all to an RF-3 topic are
-replicated and read back; the controller listener refuses a client that is not TLS."""
+authenticated with PLAIN over mutual TLS, with ACLs on: the nodes are super users by their SASL
+name, a client by its own. Records produced with acks=all to an RF-3 topic by a user with ACLs
+are replicated and read back, a user without is refused, also after the active controller is
+lost; the controller listener refuses a client that is not TLS."""
 
 from __future__ import annotations
 
@@ -12,7 +14,15 @@ from collections.abc import Iterator
 
 import confluent_kafka as ck
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 from security_certs import Pki
 from security_clients import Target, confluent_conf
 
@@ -22,7 +32,8 @@ pytestmark = pytest.mark.cluster
 
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
-    'username="node" password="node-secret" user_node="node-secret" user_alice="alice-secret";'
+    'username="node" password="node-secret" user_node="node-secret" user_alice="alice-secret" '
+    'user_bob="bob-secret";'
 )
 
 
@@ -39,25 +50,44 @@ def cluster(pki: Pki) -> Iterator[LocalCluster]:
         "ssl.keystore.location": str(pki.server),
         "ssl.truststore.location": str(pki.ca),
         "ssl.client.auth": "required",  # nodes present their certificates to each other too
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:node",  # the nodes' own SASL user: replication, markers
     }
     with LocalCluster(3, config=config, client_listener="SASL_SSL") as c:
         c.start()
         yield c
 
 
-def test_acks_all_over_sasl_ssl_between_every_node(cluster: LocalCluster, pki: Pki) -> None:
-    conf = confluent_conf(
+def user_conf(cluster: LocalCluster, pki: Pki, user: str, bootstrap: str = "") -> dict:
+    return confluent_conf(
         Target(
-            cluster.bootstrap,
-            "SASL_SSL",
-            ca=pki.ca,
-            cert=pki.client_cert,
-            key=pki.client_key,
-            user="alice",
-            password="alice-secret",
+            bootstrap or cluster.bootstrap, "SASL_SSL", ca=pki.ca, cert=pki.client_cert,
+            key=pki.client_key, user=user, password=f"{user}-secret",
         )
-    )
-    admin = AdminClient(conf)
+    )  # fmt: skip
+
+
+def alice_may_use(topic: str) -> AclBinding:
+    return AclBinding(
+        ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", "*",
+        AclOperation.ALL, AclPermissionType.ALLOW,
+    )  # fmt: skip
+
+
+def refused_to_produce(conf: dict, topic: str) -> int:
+    """The error code of bob's produce to `topic` (0 if it was written)."""
+    producer = ck.Producer({**conf, "acks": "all", "message.timeout.ms": 20000})
+    outcome: list[ck.KafkaError | None] = []
+    producer.produce(topic, b"not allowed", on_delivery=lambda e, m: outcome.append(e))
+    producer.flush(30)
+    assert len(outcome) == 1
+    return 0 if outcome[0] is None else outcome[0].code()
+
+
+def test_acks_all_over_sasl_ssl_between_every_node(cluster: LocalCluster, pki: Pki) -> None:
+    conf = user_conf(cluster, pki, "alice")
+    admin = AdminClient(user_conf(cluster, pki, "node"))  # a super user creates and grants
+    admin.create_acls([alice_may_use("secure")])[alice_may_use("secure")].result(30)
     deadline = time.monotonic() + 60
     while len(admin.list_topics(timeout=10).brokers) < 3:  # every broker registered
         assert time.monotonic() < deadline, "3 brokers did not register over SASL_SSL"
@@ -85,6 +115,32 @@ def test_acks_all_over_sasl_ssl_between_every_node(cluster: LocalCluster, pki: P
     assert all(sorted(p.isrs) == [1, 2, 3] for p in topic.partitions.values())
     for node in cluster.nodes.values():
         assert "Failed authentication" not in node.read_log()
+    bob = user_conf(cluster, pki, "bob")
+    assert refused_to_produce(bob, "secure") == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert "secure" not in AdminClient(bob).list_topics(timeout=10).topics  # hidden from bob
+
+
+def test_acls_hold_after_the_active_controller_is_lost(cluster: LocalCluster, pki: Pki) -> None:
+    admin = AdminClient(user_conf(cluster, pki, "node"))
+    admin.create_topics([NewTopic("kept", 1, 3)])["kept"].result(30)
+    admin.create_acls([alice_may_use("kept")])[alice_may_use("kept")].result(30)
+    lost = admin.describe_cluster().result(30).controller.id  # (a raw plaintext probe cannot)
+    cluster.kill(lost)
+    try:
+        survivor = next(n for n in cluster.running() if n != lost)
+        bootstrap = cluster.bootstrap_of(survivor)
+        deadline = time.monotonic() + 60
+        while True:  # a new controller is elected; the survivors enforce the same ACLs
+            code = refused_to_produce(user_conf(cluster, pki, "bob", bootstrap), "kept")
+            if code == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED or time.monotonic() > deadline:
+                break
+        assert code == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
+        alice = user_conf(cluster, pki, "alice", bootstrap)
+        producer = ck.Producer({**alice, "acks": "1"})
+        producer.produce("kept", b"allowed")
+        assert producer.flush(30) == 0
+    finally:
+        cluster.start_node(lost)
 
 
 def test_the_controller_listener_refuses_plain_text(cluster: LocalCluster) -> None:
