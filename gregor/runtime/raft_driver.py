@@ -35,11 +35,6 @@ there, the flushed offset moved back on the loop), then reported with `node.flus
 loop serves requests, replays commits and answers fetches while the disk syncs, and appends
 made meanwhile share the next fsync. A log without `begin_flush` is flushed inline.
 
-An `append` is polled at the end of the loop's turn (`call_soon`), not at once: the appends of
-one turn (the requests one read brought, the handlers one commit woke) then leave together, in
-one Fetch answer per follower and one flush, where polling after each would answer the parked
-Fetches with the first alone and send the rest a round trip later.
-
 Time is the monotonic clock in milliseconds unless a clock is given.
 """
 
@@ -137,7 +132,6 @@ class RaftDriver:
         self._tasks: set[asyncio.Future[Any]] = set()
         self._stopped = False
         self._flusher: concurrent.futures.ThreadPoolExecutor | None = None
-        self._poll_soon: asyncio.Handle | None = None  # the poll of this turn's appends
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -211,8 +205,6 @@ class RaftDriver:
         self._stopped = True
         if self._timer is not None:
             self._timer.cancel()
-        if self._poll_soon is not None:
-            self._poll_soon.cancel()
         for fut in self._inbound.values():
             fut.cancel()
         self._inbound.clear()
@@ -236,15 +228,10 @@ class RaftDriver:
 
     def append(self, records: Sequence[bytes]) -> int | NotLeader:
         """Append on the leader; the offset of the last record (it commits later), or NotLeader."""
-        result = self._node().append(records, self.clock())
-        if self._poll_soon is None:
-            self._poll_soon = asyncio.get_running_loop().call_soon(self._poll_appended)
+        node = self._node()
+        result = node.append(records, self.clock())
+        self._apply(node.poll(self.clock()))
         return result
-
-    def _poll_appended(self) -> None:
-        self._poll_soon = None
-        if self.node is not None and not self._stopped:
-            self._apply(self.node.poll(self.clock()))
 
     def describe_quorum(self) -> m.DescribeQuorumResponse:
         return self._node().describe_quorum(self.clock())
