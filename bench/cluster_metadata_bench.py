@@ -13,6 +13,9 @@ node that is not (which forwards every request in an Envelope, KIP-590):
 2. `--batch` topics per request;
 3. `--threads` AdminClients at once, each creating one topic per request (many users at once).
 Every figure is the median over `--runs` runs; the trees alternate run by run. Figures only.
+With each case, the CPU time (user + system, /proc) the nodes used per topic created: the
+active controller's, and the other nodes' together; on a machine other work shares, it moves
+far less than the rates do.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from scale_common import (  # noqa: E402
     Report,
     Tree,
     add_common_args,
+    broker_pid,
     latency_summary_ms,
     runs_of,
     say,
@@ -126,12 +130,45 @@ def concurrent(
     }
 
 
-def all_cases(bootstrap: str, prefix: str, args: argparse.Namespace) -> dict[str, Any]:
+def cpu_s(pid: int) -> float:
+    """CPU time (user + system) a process has used, seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def with_cpu(case: Any, n: int, controller: int, others: list[int], *args: Any) -> dict[str, Any]:
+    """`case(*args)`, with the CPU ms per topic of the controller and of the other nodes."""
+    before = {pid: cpu_s(pid) for pid in (controller, *others)}
+    result: dict[str, Any] = case(*args)
+    used = {pid: cpu_s(pid) - t for pid, t in before.items()}
+    result["controller_cpu_ms"] = 1000 * used[controller] / n
+    result["others_cpu_ms"] = 1000 * sum(used[p] for p in others) / n
+    return result
+
+
+def all_cases(
+    bootstrap: str, prefix: str, args: argparse.Namespace, controller: int, others: list[int]
+) -> dict[str, Any]:
     p = args.partitions
+    pids = (controller, others)
     return {
-        "single": one_per_request(bootstrap, f"{prefix}s", args.single, p),
-        "batched": batched(bootstrap, f"{prefix}b", args.batched, args.batch, p),
-        "concurrent": concurrent(bootstrap, f"{prefix}c", args.concurrent, args.threads, p),
+        "single": with_cpu(
+            one_per_request, args.single, *pids, bootstrap, f"{prefix}s", args.single, p
+        ),
+        "batched": with_cpu(
+            batched, args.batched, *pids, bootstrap, f"{prefix}b", args.batched, args.batch, p
+        ),
+        "concurrent": with_cpu(
+            concurrent,
+            args.concurrent,
+            *pids,
+            bootstrap,
+            f"{prefix}c",
+            args.concurrent,
+            args.threads,
+            p,
+        ),
     }
 
 
@@ -140,15 +177,23 @@ def run_tree(tree: Tree, args: argparse.Namespace, report: Report) -> None:
         os.makedirs(os.path.join(tmp, "one"))
         broker = start_broker(tree, os.path.join(tmp, "one"))
         try:
-            report.add("1 node", tree, all_cases(broker.bootstrap, "n", args))
+            report.add(
+                "1 node", tree, all_cases(broker.bootstrap, "n", args, broker_pid(broker), [])
+            )
         finally:
             broker.stop()
         cluster = start_cluster(tree, 3, os.path.join(tmp, "three"))
         try:
             ctrl = cluster.active_controller()
             other = next(i for i in cluster.ids if i != ctrl)
-            report.add("via controller", tree, all_cases(cluster.bootstrap_of(ctrl), "c", args))
-            report.add("forwarded", tree, all_cases(cluster.bootstrap_of(other), "f", args))
+            pids = (
+                broker_pid(cluster.nodes[ctrl]),
+                [broker_pid(cluster.nodes[i]) for i in cluster.ids if i != ctrl],
+            )
+            report.add(
+                "via controller", tree, all_cases(cluster.bootstrap_of(ctrl), "c", args, *pids)
+            )
+            report.add("forwarded", tree, all_cases(cluster.bootstrap_of(other), "f", args, *pids))
         finally:
             cluster.stop()
 
@@ -173,6 +218,20 @@ def figures(args: argparse.Namespace) -> list[Figure]:
             Figure(case, "concurrent.p50_ms", f"{label}: {args.threads} clients at once, p50 ms"),
             Figure(case, "concurrent.p99_ms", f"{label}: {args.threads} clients at once, p99 ms"),
         ]
+        for path, how in (
+            ("single", "one per request"),
+            ("batched", f"{args.batch} per request"),
+            ("concurrent", f"{args.threads} clients at once"),
+        ):
+            out.append(
+                Figure(
+                    case, f"{path}.controller_cpu_ms", f"{label}: {how}, CPU ms/topic, controller"
+                )
+            )
+            if case != "1 node":
+                out.append(
+                    Figure(case, f"{path}.others_cpu_ms", f"{label}: {how}, CPU ms/topic, others")
+                )
     return out
 
 

@@ -51,6 +51,7 @@ def create_topics(ctx: RequestContext, request: Any) -> Any:
         else services.admin.create_topics(specs, validate_only=request.validate_only)
     )
     by_name = dict(zip((s.name for s in specs), outcomes, strict=True))
+    described: dict[tuple[tuple[str, str], ...], list[Any]] = {}
     results = []
     for t in request.topics:
         outcome = (
@@ -64,7 +65,7 @@ def create_topics(ctx: RequestContext, request: Any) -> Any:
                 f"entries for the following topics: {t.name}",
             )
         )
-        results.append(_topic_result(ctx, t.name, outcome))
+        results.append(_topic_result(ctx, t.name, outcome, described))
         if isinstance(outcome, TopicInfo) and not request.validate_only:
             log.info(
                 "created topic %s (%d partitions) for %s", t.name, outcome.partitions, ctx.peer
@@ -99,7 +100,12 @@ def _topic_spec(t: Any) -> TopicSpec:
     )
 
 
-def _topic_result(ctx: RequestContext, name: str, outcome: TopicInfo | KafkaError) -> Any:
+def _topic_result(
+    ctx: RequestContext,
+    name: str,
+    outcome: TopicInfo | KafkaError,
+    described: dict[tuple[tuple[str, str], ...], list[Any]],
+) -> Any:
     if isinstance(outcome, KafkaError):
         return CreateTopicsResponse.CreatableTopicResult(
             name=name,
@@ -110,21 +116,6 @@ def _topic_result(ctx: RequestContext, name: str, outcome: TopicInfo | KafkaErro
             replication_factor=-1,
             configs=None,
         )
-    services = ctx.services
-    static, dynamic = services.static_config, services.store.dynamic(services.node_id)
-    configs = [
-        CreateTopicsResponse.CreatableTopicConfigs(
-            name=r.name,
-            value=r.value,
-            read_only=r.read_only,
-            config_source=r.source,
-            is_sensitive=r.sensitive,
-        )
-        for r in (
-            config_defs.resolve_topic_config(n, outcome.configs, static, dynamic)
-            for n in config_defs.TOPIC_CONFIGS
-        )
-    ]
     return CreateTopicsResponse.CreatableTopicResult(
         name=name,
         topic_id=outcome.topic_id,
@@ -132,8 +123,37 @@ def _topic_result(ctx: RequestContext, name: str, outcome: TopicInfo | KafkaErro
         error_message=None,
         num_partitions=outcome.partitions,
         replication_factor=len(outcome.replicas[0]) if outcome.replicas else -1,
-        configs=configs,
+        configs=_described_configs(ctx, outcome.configs, described) if ctx.version >= 5 else None,
     )
+
+
+def _described_configs(
+    ctx: RequestContext,
+    topic_configs: dict[str, str],
+    described: dict[tuple[tuple[str, str], ...], list[Any]],
+) -> list[Any]:
+    """A created topic's configs as the answer lists them (v5+, KIP-525: every topic config,
+    resolved). Resolved once per request for each set of topic overrides (`described`): the
+    topics of one request see the same broker configs, and most share theirs (none)."""
+    key = tuple(sorted(topic_configs.items()))
+    configs = described.get(key)
+    if configs is None:
+        services = ctx.services
+        static, dynamic = services.static_config, services.store.dynamic(services.node_id)
+        configs = described[key] = [
+            CreateTopicsResponse.CreatableTopicConfigs(
+                name=r.name,
+                value=r.value,
+                read_only=r.read_only,
+                config_source=r.source,
+                is_sensitive=r.sensitive,
+            )
+            for r in (
+                config_defs.resolve_topic_config(n, topic_configs, static, dynamic)
+                for n in config_defs.TOPIC_CONFIGS
+            )
+        ]
+    return configs
 
 
 @handles(api_keys.DELETE_TOPICS)

@@ -7,6 +7,10 @@ default; and what the log layer needs of it per topic.
     view.log_config_for("orders")         # LogConfig: topic configs over broker configs
 
 Reads the store on every call, so a committed AlterConfigs is seen at once, without listeners.
+What a topic's configs resolve to is kept per set of topic overrides while the dynamic broker
+configs are the same objects (the metadata image replaces a resource's mapping when it
+changes, never edits it) and the static ones the same: hosting a new topic then costs a lookup,
+not the resolution of every topic config.
 """
 
 from __future__ import annotations
@@ -18,6 +22,20 @@ from gregor.metadata import config_defs
 from gregor.metadata.store import TopicInfo
 from gregor.storage.cleaner import CleanerConfig
 from gregor.storage.config import LogConfig
+
+MAX_RESOLVED = 1024  # sets of topic overrides kept resolved
+
+
+def _resolve(
+    topic_configs: Mapping[str, str], static: Mapping[str, str], dynamic: Mapping[str, str]
+) -> tuple[LogConfig, int]:
+    min_isr = config_defs.resolve_topic_config(
+        "min.insync.replicas", topic_configs, static, dynamic
+    )
+    return (
+        config_defs.log_config(topic_configs, static, dynamic),
+        int(min_isr.value or 1),
+    )
 
 
 class ConfigSource(Protocol):
@@ -32,6 +50,10 @@ class BrokerConfigView:
         self.store = store
         self.node_id = node_id
         self.static = static
+        # (topic overrides) -> (LogConfig, min.insync.replicas), for the dynamic configs' two
+        # mappings in `_resolved_for` (compared by identity) and this static config.
+        self._resolved: dict[tuple[tuple[str, str], ...], tuple[LogConfig, int]] = {}
+        self._resolved_for: tuple[Any, Any, Any] | None = None
 
     def value(self, key: str) -> Any:
         """A broker config, typed, after dynamic and static overrides."""
@@ -41,15 +63,31 @@ class BrokerConfigView:
 
     def log_config_for(self, topic: str) -> LogConfig:
         info = self.store.topics.get(topic)
-        return config_defs.log_config(
-            info.configs if info else {}, self.static, self.store.dynamic(self.node_id)
-        )
+        return self._resolve(info.configs if info else {})[0]
 
     def min_insync_replicas(self, info: TopicInfo) -> int:
-        resolved = config_defs.resolve_topic_config(
-            "min.insync.replicas", info.configs, self.static, self.store.dynamic(self.node_id)
-        )
-        return int(resolved.value or 1)
+        return self._resolve(info.configs)[1]
+
+    def _resolve(self, topic_configs: Mapping[str, str]) -> tuple[LogConfig, int]:
+        dynamic = self.store.dynamic(self.node_id)
+        if not isinstance(dynamic, config_defs.DynamicConfigs):
+            return _resolve(topic_configs, self.static, dynamic)
+        seen = self._resolved_for
+        if (
+            seen is None
+            or seen[0] is not dynamic.default
+            or seen[1] is not dynamic.node
+            or seen[2] is not self.static
+        ):
+            self._resolved.clear()
+            self._resolved_for = (dynamic.default, dynamic.node, self.static)
+        key = tuple(sorted(topic_configs.items()))
+        found = self._resolved.get(key)
+        if found is None:
+            found = self._resolved[key] = _resolve(topic_configs, self.static, dynamic)
+            if len(self._resolved) > MAX_RESOLVED:
+                del self._resolved[next(iter(self._resolved))]
+        return found
 
     def cleaner_config(self) -> CleanerConfig:
         value = self.value

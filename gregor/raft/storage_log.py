@@ -51,6 +51,10 @@ SNAPSHOT_SUFFIX = ".checkpoint"
 PARTIAL_SUFFIX = ".checkpoint.part"
 CORRUPT_SUFFIX = ".corrupt"
 _SNAPSHOT_FILE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+# The last batches appended, kept as they were given (`_tail`): the followers' next Fetch asks
+# for them, and answering from memory spares a read of the segment and a decode per batch.
+TAIL_BATCHES = 64
+TAIL_BYTES = 1 << 20
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +77,10 @@ class StorageRaftLog:
         self.on_failure: Callable[[str, OSError], None] | None = None
         log.on_failure = lambda _log, exc, doing: self.on_failure and self.on_failure(doing, exc)
         self._snapshots = sorted(_list_snapshots(self.directory))
+        # base offset -> (batch, its size in the segment), oldest first; forgotten at a
+        # truncation or a snapshot installed, so it only ever holds what the segments hold.
+        self._tail: dict[int, tuple[Batch, int]] = {}
+        self._tail_bytes = 0
 
     @classmethod
     def open(
@@ -169,8 +177,21 @@ class StorageRaftLog:
         )
         self._log.append(buf, leader_epoch=batch.epoch, now_ms=now, assign_offsets=False)
         self._log.leader_epochs.assign(batch.epoch, batch.base_offset)
+        self._remember(batch, len(buf))
+
+    def _remember(self, batch: Batch, size: int) -> None:
+        tail = self._tail
+        tail[batch.base_offset] = (batch, size)
+        self._tail_bytes += size
+        while len(tail) > 1 and (len(tail) > TAIL_BATCHES or self._tail_bytes > TAIL_BYTES):
+            self._tail_bytes -= tail.pop(next(iter(tail)))[1]
+
+    def _forget_tail(self) -> None:
+        self._tail.clear()
+        self._tail_bytes = 0
 
     def truncate_to(self, offset: int) -> int:
+        self._forget_tail()
         self._log.truncate_to(max(offset, self.start_offset))
         return self.end_offset
 
@@ -200,6 +221,11 @@ class StorageRaftLog:
     # -- reads ----------------------------------------------------------------------------------
 
     def read(self, offset: int, max_bytes: int) -> list[Batch]:
+        """Whole batches from the one starting at `offset`, within `max_bytes` (at least one),
+        as the segments hold them; from `_tail` when it holds the first."""
+        cached = self._read_tail(offset, max_bytes)
+        if cached is not None:
+            return cached
         found = self._log.read(offset, max_bytes)
         if found is None:
             return []
@@ -211,6 +237,27 @@ class StorageRaftLog:
             out.append(
                 Batch(header.base_offset, header.partition_leader_epoch, values, header.is_control)
             )
+        return out
+
+    def _read_tail(self, offset: int, max_bytes: int) -> list[Batch] | None:
+        tail = self._tail
+        if offset not in tail or offset < self.start_offset or self._log.offline:
+            return None
+        # A read of the segments ends at its segment's end: so does this one.
+        segment_end = None
+        for seg in reversed(self._log.segments):
+            if seg.base_offset <= offset:
+                break
+            segment_end = seg.base_offset
+        out: list[Batch] = []
+        total = 0
+        while offset in tail:
+            batch, size = tail[offset]
+            if out and (total + size > max_bytes or offset == segment_end):
+                break
+            out.append(batch)
+            total += size
+            offset = batch.next_offset
         return out
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
@@ -249,6 +296,7 @@ class StorageRaftLog:
 
     def install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
         self._write_snapshot(snapshot_id, data)
+        self._forget_tail()
         self._log.truncate_fully_and_start_at(snapshot_id.end_offset)
         self._delete_older_snapshots()
 

@@ -86,6 +86,13 @@ def overwrite_lines(path: str, entries: Iterable[str], known_size: int | None) -
     return len(data)
 
 
+def create_lines(path: str, entries: Iterable[str]) -> int | None:
+    """Create the file holding the entries in one write, not fsynced (the caller syncs it or
+    its directory later); its size, or None if it exists already (left as it is)."""
+    data = _text(entries).encode()
+    return len(data) if _create(path, data) else None
+
+
 def _create(path: str, data: bytes) -> bool:
     """Create `path` holding `data` (one write: a killed process made it whole or left it
     empty); False if it exists after all."""

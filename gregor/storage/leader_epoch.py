@@ -63,6 +63,18 @@ class LeaderEpochCache:
         else:
             self._size = checkpoints.overwrite_epochs(self.path, entries, self._size)
 
+    def create_file(self) -> None:
+        """Create the checkpoint (no epochs yet) when a new partition's files are made, as
+        Kafka's CheckpointFile does: its owner calls this on the worker thread making them, so
+        that the first epoch, written on the event loop on becoming leader, overwrites the file
+        in place (a pwrite, microseconds) instead of creating it (a directory change, waiting
+        behind the file system's journal: often milliseconds). Nothing if the file exists."""
+        with self._lock:
+            if not self.entries:
+                size = checkpoints.create_lines(self.path, ())
+                if size is not None:
+                    self._size = size
+
     def _persist(self) -> None:
         later = self.sync_later
         with self._lock:

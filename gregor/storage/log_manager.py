@@ -258,13 +258,19 @@ class LogManager:
         cfg = config or self.config_for(topic)
 
         def open_log() -> Log:
-            return Log.open(
+            log_ = Log.open(
                 path,
                 cfg,
                 file_deleter=self._schedule_delete,
                 clock=self.clock,
                 deferred_sync=self.deferred_sync,
             )
+            try:  # here, not on the loop when it becomes leader
+                log_.leader_epochs.create_file()
+            except BaseException:
+                log_.close()
+                raise
+            return log_
 
         return d, open_log
 

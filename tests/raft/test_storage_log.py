@@ -48,6 +48,39 @@ def test_append_and_read_back(tmp_path):
     assert header.is_control and records[0].key == LEADER_CHANGE_KEY  # Kafka's LEADER_CHANGE
 
 
+def test_reads_of_the_recent_tail_answer_what_the_segments_hold(tmp_path):
+    """The last batches appended are answered from memory: the same batches, cut at the same
+    byte limits, as a read of the segments (a second log over the same files); a truncation
+    and a snapshot installed forget them."""
+    log = StorageRaftLog.open(str(tmp_path), SMALL)
+    rng = random.Random(7)
+    offset = 0
+    for i in range(40):
+        records = tuple(
+            bytes([97 + i % 26]) * rng.randrange(1, 40) for _ in range(rng.randrange(1, 4))
+        )
+        log.append(Batch(offset, 1 + i // 10, records))
+        offset += len(records)
+    log.flush()
+    disk = StorageRaftLog.open(str(tmp_path), SMALL)
+    assert disk._tail == {}
+    starts = []
+    while not starts or starts[-1] < disk.end_offset:
+        starts += [b.next_offset for b in disk.read(starts[-1] if starts else 0, 1 << 20)]
+    assert len(disk._log.segments) > 3, "reads cross segments"
+    for start in [0, *starts[:-1]]:
+        for max_bytes in (1, 100, 250, 1 << 20):
+            assert log.read(start, max_bytes) == disk.read(start, max_bytes), (start, max_bytes)
+    assert log._tail, "the tail is kept"
+    disk.close()
+    log.truncate_to(5)
+    assert log._tail == {}
+    log.append(Batch(log.end_offset, 9, (b"new",)))
+    assert log.read(log.end_offset - 1, 100) == [Batch(log.end_offset - 1, 9, (b"new",))]
+    log.install_snapshot(SnapshotId(200, 9), b"state")
+    assert log._tail == {} and log.read(200, 100) == []
+
+
 def test_the_log_reads_time_only_from_its_clock(tmp_path):
     """The injected clock stamps the batches and is the segments' own: their creation, a roll
     by `segment.ms`, the flush time; no other clock is read."""
