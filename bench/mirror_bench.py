@@ -21,6 +21,9 @@ tree (e.g. `git archive main | tar -x -C /tmp/old`), alternating with this one i
 old and new are compared under the same load; `--cases` picks cases by number (1, 2, 3 as
 above).
 
+`--broker KEY=VALUE` configures both brokers (say `group.initial.rebalance.delay.ms=0`, as
+Apache Kafka's sample server.properties has it, to see start-up without the group's delay).
+
 Prints the figures; nothing is asserted. The machine is shared: run it when it is quiet.
 """
 
@@ -232,6 +235,13 @@ def main() -> None:
         help="also run the mirror cases with the gregor of source tree DIR",
     )
     parser.add_argument("--cases", default="1,2,3", help="mirror cases to run (1,2,3)")
+    parser.add_argument(
+        "--broker",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config of both brokers (e.g. group.initial.rebalance.delay.ms=0)",
+    )
     args = parser.parse_args()
     n = args.records
     eos = "B.exactly.once.source.support = enabled\n"
@@ -251,7 +261,12 @@ def main() -> None:
             cases[label + name] = (processes, extra, tree)
     base: list[float] = []
     figures: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
-    with tempfile.TemporaryDirectory() as workdir, Broker() as a, Broker() as b:
+    brokers = dict(item.split("=", 1) for item in args.broker)
+    with (
+        tempfile.TemporaryDirectory() as workdir,
+        Broker(config=brokers) as a,
+        Broker(config=brokers) as b,
+    ):
         for run in range(args.runs):
             create(a.bootstrap, f"base{run}")
             fill(a.bootstrap, f"base{run}", n)
