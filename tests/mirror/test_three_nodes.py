@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from gregor.testing.cluster import LocalCluster
@@ -68,6 +68,15 @@ def records(bootstrap: str, topic: str) -> dict[int, list[tuple[Any, ...]]]:
     return out
 
 
+def copied(bootstrap: str, topic: str) -> int:
+    """Records in `topic`, 0 while a partition's leader does not know it yet (a new topic or
+    partition reaches the three nodes one after the other)."""
+    try:
+        return count(bootstrap, topic)
+    except KafkaException:
+        return 0
+
+
 def replicas(bootstrap: str, topic: str) -> list[int]:
     md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30)
     return [len(p.replicas) for p in md.topics[topic].partitions.values()]
@@ -86,16 +95,19 @@ def test_three_node_clusters_a_to_b_with_replication_factor_3(
     config.write_text(MM2.format(a=a.bootstrap, b=b.bootstrap))
     m = Mirror(config, tmp_path / "mirror.log").start()
     try:
-        wait_for("A.orders on B", lambda: count(b.bootstrap, "A.orders") >= 600, 60)
+        wait_for("A.orders on B", lambda: copied(b.bootstrap, "A.orders") >= 600, 60)
         assert replicas(b.bootstrap, "A.orders") == [3, 3, 3]
         assert replicas(a.bootstrap, "mm2-offset-syncs.B.internal") == [3]
         # two partitions more on A: B's copy grows, and their records follow
         for f in admin.create_partitions([NewPartitions("orders", 5)]).values():
             f.result(timeout=30)
-        wait_for("orders grown on A", lambda: topics(a.bootstrap).get("orders") == 5)
+        wait_for(
+            "orders grown on every node of A",
+            lambda: all(topics(a.bootstrap_of(i)).get("orders") == 5 for i in a.broker_ids),
+        )
         produce(a.bootstrap, 600, range(5), 200)
         wait_for("A.orders grown on B", lambda: topics(b.bootstrap).get("A.orders") == 5, 60)
-        wait_for("the new records on B", lambda: count(b.bootstrap, "A.orders") >= 800, 60)
+        wait_for("the new records on B", lambda: copied(b.bootstrap, "A.orders") >= 800, 60)
         assert replicas(b.bootstrap, "A.orders") == [3] * 5
         assert m.stop() == 0
     finally:
