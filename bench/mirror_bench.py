@@ -16,6 +16,14 @@
 3. Replication latency at 1,000 records/s for N seconds with one mirror running and caught up:
    a record's CreateTime on A to its arrival at a consumer of B (p50, p99).
 
+With `--tree LABEL=DIR` (repeatable) the mirror cases also run the `gregor` of another source
+tree (e.g. `git archive main | tar -x -C /tmp/old`), alternating with this one in each run, so
+old and new are compared under the same load; `--cases` picks cases by number (1, 2, 3 as
+above).
+
+`--broker KEY=VALUE` configures both brokers (say `group.initial.rebalance.delay.ms=0`, as
+Apache Kafka's sample server.properties has it, to see start-up without the group's delay).
+
 Prints the figures; nothing is asserted. The machine is shared: run it when it is quiet.
 """
 
@@ -58,20 +66,27 @@ def fill(bootstrap: str, topic: str, n: int) -> None:
 
 
 _COUNTERS: dict[str, Consumer] = {}
+_LATENCY_RUNS: list[str] = []
 
 
 def count(bootstrap: str, topic: str) -> int:
-    """Records in `topic` (sum of high watermarks), with one long-lived consumer per cluster."""
+    """Records in `topic` (sum of high watermarks), with one long-lived consumer per cluster and
+    no metadata request once the topic is known, so that watching B costs B little."""
     c = _COUNTERS.get(bootstrap)
     if c is None:
         c = _COUNTERS[bootstrap] = Consumer(
             {"bootstrap.servers": bootstrap, "group.id": "bench-counter"}
         )
-    md = c.list_topics(topic, timeout=10).topics.get(topic)
-    if md is None or md.error is not None:
-        return 0
-    tps = [TopicPartition(topic, p) for p in md.partitions]
+    if topic not in _KNOWN:
+        md = c.list_topics(topic, timeout=10).topics.get(topic)
+        if md is None or md.error is not None or len(md.partitions) < PARTITIONS:
+            return 0
+        _KNOWN.add(topic)
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
     return sum(c.get_watermark_offsets(tp, timeout=10, cached=False)[1] for tp in tps)
+
+
+_KNOWN: set[str] = set()
 
 
 def baseline(a: str, b: str, topic: str, n: int) -> float:
@@ -107,8 +122,10 @@ def baseline(a: str, b: str, topic: str, n: int) -> float:
     return elapsed
 
 
-def start_mirror(config: str, log: str, *args: str) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+def start_mirror(
+    config: str, log: str, tree: str | None = None, *args: str
+) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(([tree] if tree else []) + sys.path))
     with open(log, "ab") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "gregor", "mirror", "--config", config, *args],
@@ -126,6 +143,7 @@ def mirrored(
     n: int,
     processes: int,
     extra: str = "",
+    tree: str | None = None,
     args: tuple[str, ...] = (),
 ) -> tuple[float, float, float]:
     """(seconds from start, steady records/s, mirror CPU microseconds per record copied after
@@ -141,7 +159,7 @@ def mirrored(
         )
     start = time.monotonic()
     procs = [
-        start_mirror(config, os.path.join(workdir, f"mirror-{processes}-{i}.log"), *args)
+        start_mirror(config, os.path.join(workdir, f"mirror-{topic}-{i}.log"), tree, *args)
         for i in range(processes)
     ]
     first = None
@@ -151,7 +169,7 @@ def mirrored(
         if first is None and seen > 0:
             first = (time.monotonic(), seen)
             cpu_first = sum(cpu_seconds(p.pid) for p in procs)
-        time.sleep(0.01)
+        time.sleep(0.025)
     end = time.monotonic()
     cpu_copy = sum(cpu_seconds(p.pid) for p in procs) - cpu_first
     for proc in procs:
@@ -170,19 +188,22 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def latency(a: str, b: str, workdir: str, seconds: int) -> tuple[float, float]:
-    topic = "lat"
+def latency(
+    a: str, b: str, workdir: str, seconds: int, tree: str | None = None
+) -> tuple[float, float]:
+    topic = f"lat-{len(_LATENCY_RUNS)}"
+    _LATENCY_RUNS.append(topic)
     create(a, topic)
-    config = os.path.join(workdir, "mm2-lat.properties")
+    config = os.path.join(workdir, f"mm2-{topic}.properties")
     with open(config, "w") as f:
         f.write(
             f"clusters = A, B\nA.bootstrap.servers = {a}\nB.bootstrap.servers = {b}\n"
-            "A->B.enabled = true\nA->B.topics = lat\nreplication.factor = 1\n"
+            f"A->B.enabled = true\nA->B.topics = {topic}\nreplication.factor = 1\n"
             "offset-syncs.topic.replication.factor = 1\nemit.heartbeats.enabled = false\n"
             "emit.checkpoints.enabled = false\n"
         )
-    proc = start_mirror(config, os.path.join(workdir, "mirror-lat.log"))
-    while "A.lat" not in AdminClient({"bootstrap.servers": b}).list_topics(timeout=10).topics:
+    proc = start_mirror(config, os.path.join(workdir, f"mirror-{topic}.log"), tree)
+    while f"A.{topic}" not in AdminClient({"bootstrap.servers": b}).list_topics(timeout=10).topics:
         time.sleep(0.1)
     c = Consumer(
         {
@@ -192,7 +213,7 @@ def latency(a: str, b: str, workdir: str, seconds: int) -> tuple[float, float]:
             "fetch.wait.max.ms": 10,
         }
     )
-    c.subscribe(["A.lat"])
+    c.subscribe([f"A.{topic}"])
     while not c.assignment():
         c.poll(0.1)
     p = Producer({"bootstrap.servers": a, "linger.ms": 0})
@@ -203,7 +224,7 @@ def latency(a: str, b: str, workdir: str, seconds: int) -> tuple[float, float]:
     while len(delays) < total and time.monotonic() < start + seconds + 30:
         due = min(total, int((time.monotonic() - start) * 1000))
         while sent < due:
-            p.produce("lat", b"l", partition=sent % PARTITIONS)
+            p.produce(topic, b"l", partition=sent % PARTITIONS)
             sent += 1
         p.poll(0)
         for m in c.consume(1000, timeout=0.001):
@@ -220,38 +241,67 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--runs", type=int, default=3, help="runs alternate; medians reported")
-    parser.add_argument("--latency-seconds", type=int, default=10)
+    parser.add_argument("--latency-seconds", type=int, default=10, help="0: no latency run")
+    parser.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        metavar="LABEL=DIR",
+        help="also run the mirror cases with the gregor of source tree DIR",
+    )
+    parser.add_argument("--cases", default="1,2,3", help="mirror cases to run (1,2,3)")
     parser.add_argument(
         "--metrics",
         action="store_true",
         help="also one process serving --metrics (what measuring costs), in the same runs",
     )
-    parser.add_argument("--only-one-process", action="store_true", help="skip the other cases")
+    parser.add_argument(
+        "--broker",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config of both brokers (e.g. group.initial.rebalance.delay.ms=0)",
+    )
     args = parser.parse_args()
     n = args.records
     eos = "B.exactly.once.source.support = enabled\n"
-    cases: dict[str, tuple[int, str, tuple[str, ...]]] = {
-        "gregor mirror, 1 process": (1, "", ()),
-        "gregor mirror, 2 processes": (2, "", ()),
-        "gregor mirror, exactly once, 1 process": (1, eos, ()),
-    }
-    if args.only_one_process:
-        del cases["gregor mirror, 2 processes"], cases["gregor mirror, exactly once, 1 process"]
+    all_cases = [
+        ("gregor mirror, 1 process", 1, ""),
+        ("gregor mirror, 2 processes", 2, ""),
+        ("gregor mirror, exactly once, 1 process", 1, eos),
+    ]
+    trees: list[tuple[str, str | None]] = [("", None)]
+    for item in args.tree:
+        label, _, path = item.partition("=")
+        trees.append((f"{label}: ", os.path.abspath(path)))
+    cases: dict[str, tuple[int, str, str | None, tuple[str, ...]]] = {}
+    for number in args.cases.split(","):
+        name, processes, extra = all_cases[int(number) - 1]
+        for label, tree in trees:
+            cases[label + name] = (processes, extra, tree, ())
     if args.metrics:
-        cases["gregor mirror, 1 process, --metrics"] = (1, "", ("--metrics", "127.0.0.1:0"))
+        for label, tree in trees:
+            cases[f"{label}gregor mirror, 1 process, --metrics"] = (
+                1, "", tree, ("--metrics", "127.0.0.1:0")
+            )  # fmt: skip
     base: list[float] = []
     figures: dict[str, list[tuple[float, float, float]]] = {name: [] for name in cases}
-    with tempfile.TemporaryDirectory() as workdir, Broker() as a, Broker() as b:
+    brokers = dict(item.split("=", 1) for item in args.broker)
+    with (
+        tempfile.TemporaryDirectory() as workdir,
+        Broker(config=brokers) as a,
+        Broker(config=brokers) as b,
+    ):
         for run in range(args.runs):
             create(a.bootstrap, f"base{run}")
             fill(a.bootstrap, f"base{run}", n)
             base.append(n / baseline(a.bootstrap, b.bootstrap, f"base{run}", n))
-            for i, (name, (processes, extra, mirror_args)) in enumerate(cases.items()):
+            for i, (name, (processes, extra, tree, mirror_args)) in enumerate(cases.items()):
                 topic = f"data{run}-{i}"
                 create(a.bootstrap, topic)
                 fill(a.bootstrap, topic, n)
                 total, steady, cpu = mirrored(
-                    a.bootstrap, b.bootstrap, workdir, topic, n, processes, extra, mirror_args
+                    a.bootstrap, b.bootstrap, workdir, topic, n, processes, extra, tree, mirror_args
                 )
                 figures[name].append((n / total, steady, cpu))
         kib = len(VALUE) / 1e6
@@ -274,8 +324,11 @@ def main() -> None:
                 f"{total / b_rate:.2f}x / {steady / b_rate:.2f}x the baseline; "
                 f"mirror CPU {cpu:.2f} us per record"
             )
-        p50, p99 = latency(a.bootstrap, b.bootstrap, workdir, args.latency_seconds)
-        print(f"replication latency at 1,000 records/s: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+        for label, tree in trees if args.latency_seconds else []:
+            p50, p99 = latency(a.bootstrap, b.bootstrap, workdir, args.latency_seconds, tree)
+            print(
+                f"{label}replication latency at 1,000 records/s: p50 {p50:.1f} ms, p99 {p99:.1f} ms"
+            )
 
 
 if __name__ == "__main__":

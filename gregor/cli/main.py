@@ -6,32 +6,12 @@ mistake, 130 for Ctrl-C, 0 when a reader such as `head` closed stdout early."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import traceback
 from typing import NoReturn
 
-from gregor.cli import (
-    acls,
-    clients,
-    cluster,
-    completion,
-    configs,
-    dump_log,
-    groups,
-    hlc,
-    leader_election,
-    log_dirs,
-    mirror,
-    offsets,
-    perf,
-    quorum,
-    records,
-    serve,
-    storage,
-    topics,
-    users,
-)
 from gregor.cli.errors import CliError, describe
 
 
@@ -54,36 +34,52 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+# The command modules, in the order of `gregor --help`.
+COMMANDS = (
+    "serve",
+    "topics",
+    "clients",
+    "groups",
+    "acls",
+    "dump_log",
+    "storage",
+    "quorum",
+    "cluster",
+    "configs",
+    "offsets",
+    "records",
+    "log_dirs",
+    "leader_election",
+    "perf",
+    "hlc",
+    "mirror",
+    "users",
+)
+# Long-running commands whose start-up should not pay for importing every other command
+# (the broker's storage and protocol modules, say): `gregor mirror ...` builds its own parser.
+ALONE = frozenset({"mirror"})
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of the one command `only`."""
     parser = _Parser(prog="gregor", description="Apache Kafka, rebuilt in Python.")
     parser.add_argument("--version", action="version", version=f"gregor {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
-    serve.register(sub)
-    topics.register(sub)
-    clients.register(sub)
-    groups.register(sub)
-    acls.register(sub)
-    dump_log.register(sub)
-    storage.register(sub)
-    quorum.register(sub)
-    cluster.register(sub)
-    configs.register(sub)
-    offsets.register(sub)
-    records.register(sub)
-    log_dirs.register(sub)
-    leader_election.register(sub)
-    perf.register(sub)
-    hlc.register(sub)
-    mirror.register(sub)
-    users.register(sub)
-    completion.register(sub, parser)
+    for name in COMMANDS if only is None else (only,):
+        importlib.import_module(f"gregor.cli.{name}").register(sub)
+    if only is None:
+        from gregor.cli import completion
+
+        completion.register(sub, parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = None
     try:
-        args = build_parser().parse_args(argv)
+        words = sys.argv[1:] if argv is None else argv
+        only = words[0] if words and words[0] in ALONE else None
+        args = (build_parser(only) if only else build_parser()).parse_args(argv)
         return int(args.func(args) or 0)
     except BrokenPipeError:
         _stdout_to_devnull()

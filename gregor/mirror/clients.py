@@ -74,10 +74,19 @@ def reach(client: Any, alias: str, bootstrap: str, timeout_s: float = REACH_TIME
         raise MirrorError(f"cluster {alias} unreachable at {bootstrap}: {describe(e)}") from None
 
 
+def reach_timeout_s(flow: Flow) -> float:
+    """How long one attempt to reach a cluster waits: MirrorMaker's `admin.timeout.ms` when
+    set (a whole number of ms), else REACH_TIMEOUT_S."""
+    value = flow.props.get("admin.timeout.ms", ("", ""))[0].strip()
+    return int(value) / 1000 if value.isdigit() and int(value) > 0 else REACH_TIMEOUT_S
+
+
 def reach_both(flow: Flow, source_admin: Any, target_admin: Any) -> None:
+    timeout_s = reach_timeout_s(flow)
     for side, client in (("source", source_admin), ("target", target_admin)):
         alias = flow.source if side == "source" else flow.target
-        reach(client, alias, flow.client_config(side, "admin").get("bootstrap.servers", ""))
+        bootstrap = flow.client_config(side, "admin").get("bootstrap.servers", "")
+        reach(client, alias, bootstrap, timeout_s)
 
 
 def broker_count(client: Any, timeout_s: float = ADMIN_TIMEOUT_S) -> int:

@@ -87,7 +87,8 @@ class ExactlyOnceSourceTask(SourceTask):
         self.offsets_topic = offsets_topic(flow)
         self.producers: dict[TP, Any] = {}
         self.open: set[TP] = set()
-        self.uncommitted: list[tuple[TP, int, int]] = []  # (tp, upstream, downstream)
+        # runs acknowledged, not committed yet: (tp, upstream, upstreams, downstream, count)
+        self.uncommitted: list[tuple[TP, int, list[int] | None, int, int]] = []
 
     def start(self) -> None:
         clients.reach_both(self.flow, self.source_admin, self.target_admin)
@@ -149,8 +150,10 @@ class ExactlyOnceSourceTask(SourceTask):
             self.open.add(tp)
         return producer
 
-    def _written(self, tp: TP, upstream: int, downstream: int) -> None:
-        self.uncommitted.append((tp, upstream, downstream))
+    def _written_run(
+        self, tp: TP, upstream: int, upstreams: list[int] | None, downstream: int, count: int
+    ) -> None:
+        self.uncommitted.append((tp, upstream, upstreams, downstream, count))
 
     def step(self) -> None:
         for producer in self.producers.values():
@@ -173,8 +176,8 @@ class ExactlyOnceSourceTask(SourceTask):
             self.open.discard(tp)
         if self.failure is not None:
             raise MirrorError(self.failure)
-        for tp, upstream, downstream in self.uncommitted:
-            super()._written(tp, upstream, downstream)
+        for tp, upstream, upstreams, downstream, count in self.uncommitted:
+            super()._written_run(tp, upstream, upstreams, downstream, count)
         self.uncommitted.clear()
         self._commit_positions()
 

@@ -25,7 +25,7 @@ class HeartbeatTask:
 
     def start(self) -> None:
         bootstrap = self.flow.client_config("target", "admin").get("bootstrap.servers", "")
-        clients.reach(self.admin, self.flow.target, bootstrap)
+        clients.reach(self.admin, self.flow.target, bootstrap, clients.reach_timeout_s(self.flow))
         clients.ensure_internal_topic(
             self.admin,
             self.topic,

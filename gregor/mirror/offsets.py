@@ -80,9 +80,9 @@ class OffsetSyncEmitter:
 
     def record_written(
         self, tp: TopicPartition, upstream_offset: int, downstream_offset: int
-    ) -> None:
+    ) -> bool:
         """Called for every record copied: cheap unless a sync is due (a delayed sync is the
-        partition's latest position, built only when it is sent)."""
+        partition's latest position, built only when it is sent); True when one is."""
         state = self.partitions.get(tp)
         if state is None:
             state = self.partitions[tp] = PartitionSyncState(self.max_offset_lag)
@@ -90,8 +90,30 @@ class OffsetSyncEmitter:
             self.delayed_partitions.discard(tp)
             # a partition already pending keeps its place in line
             self.pending[tp] = OffsetSync(tp[0], tp[1], upstream_offset, downstream_offset)
-        else:
-            self.delayed_partitions.add(tp)
+            return True
+        self.delayed_partitions.add(tp)
+        return False
+
+    def run_written(
+        self, tp: TopicPartition, upstream_offset: int, downstream_offset: int, count: int
+    ) -> int:
+        """The first records of a run of `count` written one after the other (upstream offsets
+        `upstream_offset`, +1, ... at downstream offsets `downstream_offset`, +1, ...), up to
+        and including the first that makes a sync due; returns how many it took. The caller
+        sends what is pending, then passes the rest of the run. The same decisions as
+        `record_written` for each record, in constant time: past a run's first record only
+        the lag can make a sync due, every `offset.lag.max` + 1 records."""
+        if self.record_written(tp, upstream_offset, downstream_offset) or count == 1:
+            return 1
+        state = self.partitions[tp]
+        due = state.last_sync_downstream_offset + 1 + self.max_offset_lag
+        taken = min(count, due - downstream_offset)  # the records before `due`
+        state.previous_upstream_offset = upstream_offset + taken - 1
+        state.previous_downstream_offset = downstream_offset + taken - 1
+        if taken == count:
+            return count
+        self.record_written(tp, upstream_offset + taken, due)
+        return taken + 1
 
     def _latest(self, tp: TopicPartition) -> OffsetSync:
         state = self.partitions[tp]

@@ -3,6 +3,7 @@ child process (`python -m gregor mirror`), with real confluent-kafka clients on 
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import signal
@@ -12,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,30 +35,58 @@ from gregor.mirror.formats import Checkpoint, Heartbeat
 pytestmark = pytest.mark.cluster
 
 FAST = """\
-clusters = A, B
-A.bootstrap.servers = {a}
-B.bootstrap.servers = {b}
+clusters = {A}, {B}
+{A}.bootstrap.servers = {a}
+{B}.bootstrap.servers = {b}
 replication.factor = 1
 offset-syncs.topic.replication.factor = 1
 checkpoints.topic.replication.factor = 1
 heartbeats.topic.replication.factor = 1
+heartbeats.replication.enabled = false
 refresh.topics.interval.seconds = 1
 emit.heartbeats.interval.seconds = 1
 emit.checkpoints.interval.seconds = 1
 sync.group.offsets.interval.seconds = 1
 offset.flush.interval.ms = 200
-A.consumer.session.timeout.ms = 6000
-A.consumer.heartbeat.interval.ms = 500
-B.consumer.session.timeout.ms = 6000
-B.consumer.heartbeat.interval.ms = 500
+{A}.consumer.session.timeout.ms = 3000
+{A}.consumer.heartbeat.interval.ms = 300
+{B}.consumer.session.timeout.ms = 3000
+{B}.consumer.heartbeat.interval.ms = 300
 """
 WAIT_S = 40.0
+# The brokers of this module: a new group forms at once, and a SIGKILLed mirror's member leaves
+# its group after a 3 s session (the mirrors' setting above) rather than Kafka's minimum of 6 s.
+BROKER_CONFIG = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"}
+_PAIRS = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def clusters() -> Iterator[tuple[Broker, Broker]]:
+    with Broker(config=BROKER_CONFIG) as a, Broker(config=BROKER_CONFIG) as b:
+        yield a, b
+
+
+@dataclass(frozen=True)
+class Pair:
+    """The module's two brokers under cluster aliases of this test's own (`A3`, `B3`), so
+    that its flows, groups, remote and internal topics are its own."""
+
+    a: Broker
+    b: Broker
+    A: str
+    B: str
+
+    def config(self, extra: str = "", b_bootstrap: str | None = None) -> str:
+        b = b_bootstrap or self.b.bootstrap
+        return FAST.format(a=self.a.bootstrap, b=b, A=self.A, B=self.B) + extra.format(
+            A=self.A, B=self.B
+        )
 
 
 @pytest.fixture
-def clusters() -> Iterator[tuple[Broker, Broker]]:
-    with Broker() as a, Broker() as b:
-        yield a, b
+def pair(clusters: tuple[Broker, Broker]) -> Pair:
+    n = next(_PAIRS)
+    return Pair(clusters[0], clusters[1], f"A{n}", f"B{n}")
 
 
 class Mirror:
@@ -137,7 +167,7 @@ def wait_for(what: str, check: Callable[[], Any], timeout_s: float = WAIT_S) -> 
             return result
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
+        time.sleep(0.1)
 
 
 def read_all(bootstrap: str, topic: str, timeout_s: float = 10.0) -> list[Any]:
@@ -187,17 +217,17 @@ def by_partition(records: list[Any]) -> dict[int, list[bytes]]:
 
 
 def test_records_arrive_once_in_order_with_headers_and_timestamps(
-    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
+    pair: Pair, mirror: Callable[[str], Mirror]
 ) -> None:
-    a, b = clusters
+    a, b, remote = pair.a, pair.b, f"{pair.A}.orders"
     create(a.bootstrap, "orders", 3)
     records = [(i % 3, b"v%d" % i) for i in range(600)]
     produce(a.bootstrap, "orders", records, headers=[("h", b"x"), ("n", None)], timestamp=1234567)
-    m = mirror(FAST.format(a=a.bootstrap, b=b.bootstrap) + "A->B.enabled = true\n")
-    wait_for("A.orders on B", lambda: count(b.bootstrap, "A.orders") >= 600)
-    assert topics(b.bootstrap)["A.orders"] == 3
+    m = mirror(pair.config("{A}->{B}.enabled = true\n{A}->{B}.topics = orders\n"))
+    wait_for("A.orders on B", lambda: count(b.bootstrap, remote) >= 600)
+    assert topics(b.bootstrap)[remote] == 3
     assert m.stop() == 0
-    copied = read_all(b.bootstrap, "A.orders")
+    copied = read_all(b.bootstrap, remote)
     assert len(copied) == 600
     source = read_all(a.bootstrap, "orders")
     assert by_partition(copied) == by_partition(source)
@@ -209,51 +239,68 @@ def test_records_arrive_once_in_order_with_headers_and_timestamps(
 
 
 def test_both_ways_never_loop_and_new_topics_and_partitions_follow(
-    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
+    pair: Pair, mirror: Callable[[str], Mirror]
 ) -> None:
-    a, b = clusters
-    create(a.bootstrap, "orders", 2)
+    a, b, A, B = pair.a, pair.b, pair.A, pair.B
+    create(a.bootstrap, "trades", 2)
     create(b.bootstrap, "payments", 1)
-    config = FAST.format(a=a.bootstrap, b=b.bootstrap)
-    m = mirror(config + "A->B.enabled = true\nB->A.enabled = true\n")
-    produce(a.bootstrap, "orders", [(0, b"a0"), (1, b"a1")])
+    config = (
+        "{A}->{B}.enabled = true\n{B}->{A}.enabled = true\nheartbeats.replication.enabled = true\n"
+    )
+    config += "{A}->{B}.topics = trades, late, marker-a\n{B}->{A}.topics = payments, marker-b\n"
+    m = mirror(pair.config(config))
+    produce(a.bootstrap, "trades", [(0, b"a0"), (1, b"a1")])
     produce(b.bootstrap, "payments", [(0, b"b0")])
-    wait_for("A.orders on B", lambda: count(b.bootstrap, "A.orders") >= 2)
-    wait_for("B.payments on A", lambda: count(a.bootstrap, "B.payments") >= 1)
+    wait_for("A.trades on B", lambda: count(b.bootstrap, f"{A}.trades") >= 2)
+    wait_for("B.payments on A", lambda: count(a.bootstrap, f"{B}.payments") >= 1)
     # a topic created after start is picked up, and partitions added on A are added on B
     create(a.bootstrap, "late", 1)
     produce(a.bootstrap, "late", [(0, b"l0")])
     admin = AdminClient({"bootstrap.servers": a.bootstrap})
-    for f in admin.create_partitions([NewPartitions("orders", 4)]).values():
+    for f in admin.create_partitions([NewPartitions("trades", 4)]).values():
         f.result(timeout=30)
-    produce(a.bootstrap, "orders", [(3, b"a3")])
-    wait_for("A.late on B", lambda: count(b.bootstrap, "A.late") >= 1)
-    wait_for("A.orders grown", lambda: topics(b.bootstrap).get("A.orders") == 4)
-    wait_for("the record in the new partition", lambda: count(b.bootstrap, "A.orders") >= 3)
+    produce(a.bootstrap, "trades", [(3, b"a3")])
+    wait_for("A.late on B", lambda: count(b.bootstrap, f"{A}.late") >= 1)
+    wait_for("A.trades grown", lambda: topics(b.bootstrap).get(f"{A}.trades") == 4)
+    wait_for("the record in the new partition", lambda: count(b.bootstrap, f"{A}.trades") >= 3)
     # heartbeats went both ways and came back as remote topics, never as B.A.x or A.B.x
-    wait_for("A.heartbeats on B", lambda: count(b.bootstrap, "A.heartbeats") >= 1)
-    time.sleep(2)  # two more refreshes: a loop would show by now
+    wait_for("A.heartbeats on B", lambda: count(b.bootstrap, f"{A}.heartbeats") >= 1)
+    wait_for("B.heartbeats on A", lambda: count(a.bootstrap, f"{B}.heartbeats") >= 1)
+    # topics created now are picked up by a later refresh of each flow, which would also have
+    # created any loop's topics (every remote topic exists by now)
+    create(a.bootstrap, "marker-a", 1)
+    create(b.bootstrap, "marker-b", 1)
+    wait_for("a refresh of A->B", lambda: f"{A}.marker-a" in topics(b.bootstrap))
+    wait_for("a refresh of B->A", lambda: f"{B}.marker-b" in topics(a.bootstrap))
     assert m.stop() == 0
     names = set(topics(a.bootstrap)) | set(topics(b.bootstrap))
-    assert not [n for n in names if n.startswith(("A.B.", "B.A.", "A.A.", "B.B."))]
-    assert count(a.bootstrap, "B.payments") == 1 and count(b.bootstrap, "A.orders") == 3
+    loops = tuple(f"{x}.{y}." for x in (A, B) for y in (A, B))
+    assert not [n for n in names if n.startswith(loops)]
+    assert count(a.bootstrap, f"{B}.payments") == 1 and count(b.bootstrap, f"{A}.trades") == 3
+
+
+def heartbeats(bootstrap: str, topic: str, pair: Pair) -> list[Heartbeat]:
+    """The heartbeats of `topic` between this test's clusters (the module's brokers also hold
+    other tests')."""
+    beats = [Heartbeat.from_record(r.key(), r.value()) for r in read_all(bootstrap, topic)]
+    ours = {pair.A, pair.B}
+    return [h for h in beats if {h.source_cluster_alias, h.target_cluster_alias} & ours]
 
 
 def test_heartbeats_arrive_as_remote_heartbeats_in_mm2_format(
-    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
+    pair: Pair, mirror: Callable[[str], Mirror]
 ) -> None:
-    a, b = clusters
-    m = mirror(FAST.format(a=a.bootstrap, b=b.bootstrap) + "A->B.enabled = true\n")
-    wait_for("A.heartbeats on B", lambda: count(b.bootstrap, "A.heartbeats") >= 2)
+    b, A, B = pair.b, pair.A, pair.B
+    m = mirror(pair.config("{A}->{B}.enabled = true\nheartbeats.replication.enabled = true\n"))
+    remote = f"{A}.heartbeats"
+    wait_for("A.heartbeats on B", lambda: len(heartbeats(b.bootstrap, remote, pair)) >= 2)
     assert m.stop() == 0
-    remote = [
-        Heartbeat.from_record(r.key(), r.value()) for r in read_all(b.bootstrap, "A.heartbeats")
-    ]
     # A's heartbeats are written there by the pair B->A, then mirrored A->B
-    assert {(h.source_cluster_alias, h.target_cluster_alias) for h in remote} == {("B", "A")}
-    assert all(h.timestamp > 1_600_000_000_000 for h in remote)
-    local = [Heartbeat.from_record(r.key(), r.value()) for r in read_all(b.bootstrap, "heartbeats")]
-    assert {(h.source_cluster_alias, h.target_cluster_alias) for h in local} == {("A", "B")}
+    copied = heartbeats(b.bootstrap, remote, pair)
+    assert {(h.source_cluster_alias, h.target_cluster_alias) for h in copied} == {(B, A)}
+    assert all(h.timestamp > 1_600_000_000_000 for h in copied)
+    local = heartbeats(b.bootstrap, "heartbeats", pair)
+    assert {(h.source_cluster_alias, h.target_cluster_alias) for h in local} == {(A, B)}
 
 
 def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
@@ -262,40 +309,39 @@ def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> N
     c.close()
 
 
-def test_checkpoints_and_group_failover(
-    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
-) -> None:
-    a, b = clusters
+def test_checkpoints_and_group_failover(pair: Pair, mirror: Callable[[str], Mirror]) -> None:
+    a, b, A = pair.a, pair.b, pair.A
+    remote = f"{A}.events"
     create(a.bootstrap, "events", 2)
     produce(a.bootstrap, "events", [(i % 2, b"e%d" % i) for i in range(1000)])
-    config = FAST.format(a=a.bootstrap, b=b.bootstrap)
-    config += "A->B.enabled = true\nA->B.sync.group.offsets.enabled = true\noffset.lag.max = 50\n"
-    m = mirror(config)
-    wait_for("A.events on B", lambda: count(b.bootstrap, "A.events") >= 1000)
+    config = "{A}->{B}.enabled = true\n{A}->{B}.sync.group.offsets.enabled = true\n"
+    config += "offset.lag.max = 50\n{A}->{B}.topics = events\n"
+    m = mirror(pair.config(config))
+    wait_for("A.events on B", lambda: count(b.bootstrap, remote) >= 1000)
     # a group consumes half of each partition in A and commits
     commit(a.bootstrap, "billing", "events", {0: 250, 1: 250})
     expected_min = 250 - 50  # at most offset.lag.max records again
 
     def translated() -> dict[Any, int]:
-        offsets = translate_offsets(b.bootstrap, "A", "billing")
+        offsets = translate_offsets(b.bootstrap, A, "billing")
         return offsets if len(offsets) == 2 else {}
 
     offsets = wait_for("checkpoints of billing", translated)
-    assert {(tp.topic, tp.partition) for tp in offsets} == {("A.events", 0), ("A.events", 1)}
+    assert {(tp.topic, tp.partition) for tp in offsets} == {(remote, 0), (remote, 1)}
     for offset in offsets.values():
         assert expected_min <= offset <= 250
     # the checkpoints topic holds MM2's records
     cps = [
         Checkpoint.from_record(r.key(), r.value())
-        for r in read_all(b.bootstrap, "A.checkpoints.internal")
+        for r in read_all(b.bootstrap, f"{A}.checkpoints.internal")
     ]
-    assert {(c.group, c.topic, c.upstream_offset) for c in cps} >= {("billing", "A.events", 250)}
+    assert {(c.group, c.topic, c.upstream_offset) for c in cps} >= {("billing", remote, 250)}
 
     # the group's offsets were also committed in B (it has no members there)
     def synced() -> dict[int, int]:
         c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "billing"})
         try:
-            tps = c.committed([TopicPartition("A.events", p) for p in (0, 1)], timeout=10)
+            tps = c.committed([TopicPartition(remote, p) for p in (0, 1)], timeout=10)
             return {tp.partition: tp.offset for tp in tps if tp.offset >= 0}
         finally:
             c.close()
@@ -306,7 +352,7 @@ def test_checkpoints_and_group_failover(
     c = Consumer(
         {"bootstrap.servers": b.bootstrap, "group.id": "billing", "auto.offset.reset": "earliest"}
     )
-    c.subscribe(["A.events"])
+    c.subscribe([remote])
     seen: dict[int, list[bytes]] = {}
     deadline = time.monotonic() + WAIT_S
     while sum(map(len, seen.values())) < sum(500 - committed[p] for p in (0, 1)):
@@ -371,36 +417,36 @@ class SteadyWriter:
 
 
 def kill_three_times_mid_stream(
-    a: Broker, b: Broker, config: str, mirror: Callable[[str], Mirror], seed: int
+    pair: Pair, topic: str, config: str, mirror: Callable[[str], Mirror], seed: int
 ) -> Mirror:
-    """Mirror while A is being written, SIGKILL the mirror 3 times at random moments once it
-    is copying, then let a last one run; returns that one once A's writes stopped."""
-    create(a.bootstrap, "stream", 3)
+    """Mirror while A's `topic` is being written, SIGKILL the mirror 3 times at random moments
+    once it is copying, then let a last one run; returns that one once A's writes stopped."""
+    create(pair.a.bootstrap, topic, 3)
     rng = random.Random(seed)
-    writer = SteadyWriter(a.bootstrap, "stream")
+    writer = SteadyWriter(pair.a.bootstrap, topic)
+    copying = f"{pair.A}->{pair.B}: copying"
     for _ in range(3):
         m = mirror(config)
-        wait_for("the mirror copying", lambda: "A->B: copying" in m.output())  # noqa: B023
+        wait_for("the mirror copying", lambda: copying in m.output())  # noqa: B023
         time.sleep(rng.uniform(0.2, 1.5))
         m.kill()
     m = mirror(config)
-    time.sleep(1)
+    wait_for("the last mirror copying", lambda: copying in m.output())
     writer.stop()
     return m
 
 
-def test_sigkill_three_times_loses_nothing(
-    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
-) -> None:
-    a, b = clusters
-    config = FAST.format(a=a.bootstrap, b=b.bootstrap) + "A->B.enabled = true\n"
-    m = kill_three_times_mid_stream(a, b, config, mirror, 15)
+def test_sigkill_three_times_loses_nothing(pair: Pair, mirror: Callable[[str], Mirror]) -> None:
+    a, b = pair.a, pair.b
+    config = pair.config("{A}->{B}.enabled = true\n{A}->{B}.topics = stream\n")
+    m = kill_three_times_mid_stream(pair, "stream", config, mirror, 15)
     last = last_values(a.bootstrap, "stream")
+    remote = f"{pair.A}.stream"
     # copies are in order: once each partition's last record is on B, all are
-    wait_for("every record copied", lambda: last_values(b.bootstrap, "A.stream") == last, 60)
+    wait_for("every record copied", lambda: last_values(b.bootstrap, remote) == last, 60)
     assert m.stop() == 0
     source = by_partition(read_all(a.bootstrap, "stream"))
-    copied = by_partition(read_all(b.bootstrap, "A.stream"))
+    copied = by_partition(read_all(b.bootstrap, remote))
     for p, values in source.items():
         first_seen: list[bytes] = []
         seen: set[bytes] = set()
@@ -420,43 +466,45 @@ def free_port() -> int:
 
 
 def test_an_unreachable_cluster_is_reported_in_one_line_and_retried(
-    tmp_path: Path, mirror: Callable[[str], Mirror]
+    pair: Pair, mirror: Callable[[str], Mirror]
 ) -> None:
-    with Broker() as a:
-        create(a.bootstrap, "orders", 1)
-        produce(a.bootstrap, "orders", [(0, b"x")])
-        b = Broker(port=free_port())
-        m = mirror(FAST.format(a=a.bootstrap, b=b.bootstrap) + "A->B.enabled = true\n")
-        line = f"A->B source: cluster B unreachable at {b.bootstrap}"
-        wait_for("the report", lambda: line in m.output())
-        time.sleep(3)  # a few more attempts: still one line
-        assert m.output().count(line) == 1
-        assert m.process is not None and m.process.poll() is None
-        with b:  # B comes up on that port: the mirror gets there
-            wait_for("A.orders on B", lambda: count(b.bootstrap, "A.orders") == 1, 60)
-            assert m.stop() == 0
+    a, A, B = pair.a, pair.A, pair.B
+    create(a.bootstrap, "pings", 1)
+    produce(a.bootstrap, "pings", [(0, b"x")])
+    b = Broker(port=free_port())
+    # each attempt to reach B gives up after admin.timeout.ms
+    config = "{A}->{B}.enabled = true\n{A}->{B}.topics = pings\nadmin.timeout.ms = 1000\n"
+    m = mirror(pair.config(config, b_bootstrap=b.bootstrap))
+    line = f"{A}->{B} source: cluster {B} unreachable at {b.bootstrap}"
+    wait_for("the report", lambda: line in m.output())
+    time.sleep(3)  # more attempts (1 s each, 1 s then 2 s apart): still one line
+    assert m.output().count(line) == 1
+    assert m.process is not None and m.process.poll() is None
+    with b:  # B comes up on that port: the mirror gets there
+        wait_for("A.pings on B", lambda: count(b.bootstrap, f"{A}.pings") == 1, 60)
+        assert m.stop() == 0
     out = m.output()
-    assert "A->B source: running again" in out
+    assert f"{A}->{B} source: running again" in out
     assert "Traceback" not in out
 
 
 def test_topic_configs_follow_and_the_replication_factor_is_capped(
-    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
+    pair: Pair, mirror: Callable[[str], Mirror]
 ) -> None:
-    a, b = clusters
+    a, b, remote = pair.a, pair.b, f"{pair.A}.logs"
     admin = AdminClient({"bootstrap.servers": a.bootstrap})
     new = NewTopic("logs", 1, 1, config={"retention.ms": "123456", "min.insync.replicas": "1"})
     for f in admin.create_topics([new]).values():
         f.result(timeout=30)
-    config = FAST.format(a=a.bootstrap, b=b.bootstrap).replace(
-        "replication.factor = 1\n", "replication.factor = 3\n", 1
-    )
-    m = mirror(config + "A->B.enabled = true\nsync.topic.configs.interval.seconds = 1\n")
-    wait_for("A.logs on B", lambda: "A.logs" in topics(b.bootstrap))
+    config = pair.config(
+        "{A}->{B}.enabled = true\n{A}->{B}.topics = logs\nsync.topic.configs.interval.seconds = 1\n"
+    ).replace("replication.factor = 1\n", "replication.factor = 3\n", 1)
+    m = mirror(config)
+    wait_for("A.logs on B", lambda: remote in topics(b.bootstrap))
     target = AdminClient({"bootstrap.servers": b.bootstrap})
 
     def remote_configs() -> Any:
-        (future,) = target.describe_configs([ConfigResource("topic", "A.logs")]).values()
+        (future,) = target.describe_configs([ConfigResource("topic", remote)]).values()
         return future.result(timeout=30)
 
     configs = remote_configs()
@@ -474,55 +522,58 @@ def test_topic_configs_follow_and_the_replication_factor_is_capped(
         f.result(timeout=30)
     wait_for("the change on B", lambda: remote_configs()["retention.ms"].value == "654321")
     assert m.stop() == 0
-    assert "replication factor 3 capped to 1, the number of brokers of B" in m.output()
+    assert f"replication factor 3 capped to 1, the number of brokers of {pair.B}" in m.output()
 
 
-def test_two_processes_share_a_flow(
-    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
-) -> None:
-    a, b = clusters
+def test_two_processes_share_a_flow(pair: Pair, mirror: Callable[[str], Mirror]) -> None:
+    a, b, remote = pair.a, pair.b, f"{pair.A}.shared"
     create(a.bootstrap, "shared", 4)
-    config = FAST.format(a=a.bootstrap, b=b.bootstrap)
-    config += "A->B.enabled = true\nemit.heartbeats.enabled = false\n"
+    config = pair.config(
+        "{A}->{B}.enabled = true\n{A}->{B}.topics = shared\nemit.heartbeats.enabled = false\n"
+    )
+    copying = f"{pair.A}->{pair.B}: copying"
     first = mirror(config)
-    wait_for("the first at work", lambda: "A->B: copying 4 partitions" in first.output())
+    wait_for("the first at work", lambda: f"{copying} 4 partitions" in first.output())
     second = mirror(config)
-    wait_for("the second at work", lambda: "A->B: copying 2 partitions" in second.output())
-    wait_for("the first giving up half", lambda: "A->B: copying 2 partitions" in first.output())
+    wait_for("the second at work", lambda: f"{copying} 2 partitions" in second.output())
+    wait_for("the first giving up half", lambda: f"{copying} 2 partitions" in first.output())
     produce(a.bootstrap, "shared", [(i % 4, b"v%d" % i) for i in range(2000)])
-    wait_for("every record copied", lambda: count(b.bootstrap, "A.shared") >= 2000)
+    wait_for("every record copied", lambda: count(b.bootstrap, remote) >= 2000)
     assert first.stop() == 0
     produce(a.bootstrap, "shared", [(i % 4, b"w%d" % i) for i in range(400)])
-    wait_for("the rest, by the second alone", lambda: count(b.bootstrap, "A.shared") >= 2400)
+    wait_for("the rest, by the second alone", lambda: count(b.bootstrap, remote) >= 2400)
     assert second.stop() == 0
-    copied = by_partition(read_all(b.bootstrap, "A.shared"))
+    copied = by_partition(read_all(b.bootstrap, remote))
     source = by_partition(read_all(a.bootstrap, "shared"))
     assert copied == source  # clean stops commit: nothing twice
 
 
 def test_both_ways_under_the_identity_policy_copies_each_record_once(
-    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
+    pair: Pair, mirror: Callable[[str], Mirror]
 ) -> None:
-    a, b = clusters
-    create(a.bootstrap, "orders", 1)
-    create(b.bootstrap, "orders", 1)
-    config = FAST.format(a=a.bootstrap, b=b.bootstrap)
-    config += "replication.policy.class = IdentityReplicationPolicy\n"
-    m = mirror(
-        config + "A->B.enabled = true\nB->A.enabled = true\nemit.heartbeats.enabled = false\n"
-    )
-    produce(a.bootstrap, "orders", [(0, b"from-a-%d" % i) for i in range(50)])
-    produce(b.bootstrap, "orders", [(0, b"from-b-%d" % i) for i in range(50)])
-    wait_for("A's records in B", lambda: count(b.bootstrap, "orders") >= 100)
-    wait_for("B's records in A", lambda: count(a.bootstrap, "orders") >= 100)
-    time.sleep(2)  # time enough for a copy to come back, were it not stopped
+    a, b, A, B = pair.a, pair.b, pair.A, pair.B
+    create(a.bootstrap, "ledger", 1)
+    create(b.bootstrap, "ledger", 1)
+    config = "replication.policy.class = IdentityReplicationPolicy\ntopics = ledger\n"
+    config += "{A}->{B}.enabled = true\n{B}->{A}.enabled = true\nemit.heartbeats.enabled = false\n"
+    m = mirror(pair.config(config))
+    produce(a.bootstrap, "ledger", [(0, b"from-a-%d" % i) for i in range(50)])
+    produce(b.bootstrap, "ledger", [(0, b"from-b-%d" % i) for i in range(50)])
+    wait_for("A's records in B", lambda: count(b.bootstrap, "ledger") >= 100)
+    wait_for("B's records in A", lambda: count(a.bootstrap, "ledger") >= 100)
+    # a last record in each: once it is copied, so is everything before it in that partition,
+    # the copies that came in included (had they been copied back, they would be there)
+    produce(a.bootstrap, "ledger", [(0, b"end-a")])
+    produce(b.bootstrap, "ledger", [(0, b"end-b")])
+    wait_for("A's last record in B", lambda: count(b.bootstrap, "ledger") >= 102)
+    wait_for("B's last record in A", lambda: count(a.bootstrap, "ledger") >= 102)
     assert m.stop() == 0
     for cluster, origin in ((a, b"from-b-"), (b, b"from-a-")):
-        records = read_all(cluster.bootstrap, "orders")
+        records = [r for r in read_all(cluster.bootstrap, "ledger") if r.value()[:4] != b"end-"]
         assert len(records) == 100  # 50 written here, 50 copied in, none back
         copies = [r for r in records if r.value().startswith(origin)]
         assert len(copies) == 50
-        source = b"B" if origin == b"from-b-" else b"A"
+        source = (B if origin == b"from-b-" else A).encode()
         assert all(r.headers() == [("gregor.mirror.provenance", source)] for r in copies)
 
 
@@ -557,37 +608,34 @@ def read_committed(bootstrap: str, topic: str) -> list[Any]:
 
 
 def test_exactly_once_survives_three_sigkills_without_doubles(
-    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
+    pair: Pair, mirror: Callable[[str], Mirror]
 ) -> None:
-    a, b = clusters
-    config = FAST.format(a=a.bootstrap, b=b.bootstrap)
-    config += "A->B.enabled = true\nB.exactly.once.source.support = enabled\n"
-    config += "emit.heartbeats.enabled = false\n"
-    m = kill_three_times_mid_stream(a, b, config, mirror, 656)
-    total = count(a.bootstrap, "stream")
-    wait_for(
-        "every record copied", lambda: len(read_committed(b.bootstrap, "A.stream")) >= total, 60
-    )
+    a, b, remote = pair.a, pair.b, f"{pair.A}.stream-eos"
+    config = "{A}->{B}.enabled = true\n{A}->{B}.topics = stream-eos\n"
+    config += "{B}.exactly.once.source.support = enabled\nemit.heartbeats.enabled = false\n"
+    m = kill_three_times_mid_stream(pair, "stream-eos", pair.config(config), mirror, 656)
+    total = count(a.bootstrap, "stream-eos")
+    wait_for("every record copied", lambda: len(read_committed(b.bootstrap, remote)) >= total, 60)
     assert m.stop() == 0
-    source = by_partition(read_all(a.bootstrap, "stream"))
-    copied = by_partition(read_committed(b.bootstrap, "A.stream"))
+    source = by_partition(read_all(a.bootstrap, "stream-eos"))
+    copied = by_partition(read_committed(b.bootstrap, remote))
     assert copied == source  # each record exactly once, in order
-    positions = read_committed(b.bootstrap, "mm2-offsets.B.internal")
+    positions = read_committed(b.bootstrap, f"mm2-offsets.{pair.B}.internal")
     assert positions and all(m.key().startswith(b'["MirrorSourceConnector",') for m in positions)
 
 
 def test_tasks_max_splits_a_flow_within_one_process(
-    clusters: tuple[Broker, Broker], mirror: Callable[[str], Mirror]
+    pair: Pair, mirror: Callable[[str], Mirror]
 ) -> None:
-    a, b = clusters
+    a, b, remote = pair.a, pair.b, f"{pair.A}.split"
     create(a.bootstrap, "split", 4)
-    config = FAST.format(a=a.bootstrap, b=b.bootstrap)
-    config += "A->B.enabled = true\nemit.heartbeats.enabled = false\nA->B.tasks.max = 2\n"
-    m = mirror(config)
-    wait_for("two tasks at work", lambda: m.output().count("A->B: copying 2 partitions") >= 2)
+    config = "{A}->{B}.enabled = true\n{A}->{B}.topics = split\nemit.heartbeats.enabled = false\n"
+    m = mirror(pair.config(config + "{A}->{B}.tasks.max = 2\n"))
+    copying = f"{pair.A}->{pair.B}: copying 2 partitions"
+    wait_for("two tasks at work", lambda: m.output().count(copying) >= 2)
     produce(a.bootstrap, "split", [(i % 4, b"v%d" % i) for i in range(400)])
-    wait_for("every record copied", lambda: count(b.bootstrap, "A.split") >= 400)
+    wait_for("every record copied", lambda: count(b.bootstrap, remote) >= 400)
     assert m.stop() == 0
-    assert by_partition(read_all(b.bootstrap, "A.split")) == by_partition(
+    assert by_partition(read_all(b.bootstrap, remote)) == by_partition(
         read_all(a.bootstrap, "split")
     )

@@ -84,6 +84,57 @@ def test_emitter_keeps_the_latest_pending_sync_per_partition() -> None:
     assert emitter.take_sendable() == [OffsetSync("t", 0, 1, 1), OffsetSync("t", 1, 0, 0)]
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 5),
+    st.lists(
+        st.tuples(
+            st.sampled_from([0, 1]), st.integers(0, 3), st.integers(0, 2), st.integers(1, 30)
+        ),
+        max_size=12,
+    ),
+)
+def test_a_run_decides_as_its_records_one_by_one(lag: int, runs: list[tuple]) -> None:
+    """Runs of records (partition, upstream gap, downstream gap, length) give the same syncs
+    sent, pending and delayed through `run_written` as through `record_written` per record,
+    each caller sending what is pending whenever it passes records on (per record, or per
+    piece of a run), with `commit` and completions in between."""
+    by_run = OffsetSyncEmitter(max_offset_lag=lag, max_outstanding=2)
+    by_record = OffsetSyncEmitter(max_offset_lag=lag, max_outstanding=2)
+    ends: dict[int, tuple[int, int]] = {}
+    sent: tuple[list[OffsetSync], list[OffsetSync]] = ([], [])
+    for i, (partition, up_gap, down_gap, length) in enumerate(runs):
+        tp = ("t", partition)
+        up, down = ends.get(partition, (-1, -1))
+        up, down = up + 1 + up_gap, down + 1 + down_gap
+        left = length
+        while left:
+            if by_run.pending:
+                sent[0].extend(by_run.take_sendable())
+            taken = by_run.run_written(tp, up + length - left, down + length - left, left)
+            assert 1 <= taken <= left
+            left -= taken
+            if by_run.pending:
+                sent[0].extend(by_run.take_sendable())
+        for k in range(length):
+            if by_record.pending:
+                sent[1].extend(by_record.take_sendable())
+            by_record.record_written(tp, up + k, down + k)
+            if by_record.pending:
+                sent[1].extend(by_record.take_sendable())
+        ends[partition] = (up + length - 1, down + length - 1)
+        assert sent[0] == sent[1]
+        assert by_run.pending == by_record.pending
+        assert by_run.delayed == by_record.delayed
+        assert by_run.partitions == by_record.partitions
+        for emitter in (by_run, by_record):
+            if i % 3 == 2:
+                emitter.commit()
+            if i % 2:
+                while emitter.in_flight:
+                    emitter.sync_completed()
+
+
 # The store.
 
 
