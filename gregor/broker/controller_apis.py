@@ -1,6 +1,6 @@
 """Admin writes served on the controller listener, as Kafka's ControllerApis serves them:
 CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
-ElectLeaders and AlterUserScramCredentials, and the
+ElectLeaders, AlterUserScramCredentials and AlterClientQuotas, and the
 Envelope (API 58) in which brokers forward their clients' requests of those kinds and
 DescribeQuorum (node/forwarding.py, KIP-590).
 
@@ -47,6 +47,8 @@ ADMIN_WRITES = frozenset(
         api_keys.INCREMENTAL_ALTER_CONFIGS,
         api_keys.ELECT_LEADERS,
         api_keys.ALTER_USER_SCRAM_CREDENTIALS,
+        # client quotas
+        api_keys.ALTER_CLIENT_QUOTAS,
     }
 )
 # What a broker never answers itself in a quorum: the admin writes, and DescribeQuorum (only the

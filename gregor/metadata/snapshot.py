@@ -11,6 +11,7 @@ Order (each section only when there is something in it):
     ConfigRecord              per (resource type, resource name, config name), sorted
     ProducerIdsRecord         the next producer id, if any was ever handed out
     UserScramCredentialRecord per (user, mechanism), sorted
+    ClientQuotaRecord         per (entity, key), sorted
 
 Replaying these onto the empty image gives back an image equal to the one written, except for
 `offset` and `epoch`: a snapshot knows only its end offset and epoch, so the rebuilt image has
@@ -106,7 +107,22 @@ def image_records(image: MetadataImage) -> list[Any]:
                 iterations=cred.iterations,
             )
         )
+    out.extend(_client_quota_records(image))
     return out
+
+
+def _client_quota_records(image: MetadataImage) -> list[Any]:
+    E = r.ClientQuotaRecord.EntityData
+    return [
+        r.ClientQuotaRecord(
+            entity=[E(entity_type=t, entity_name=n) for t, n in ent],
+            key=key,
+            value=value,
+            remove=False,
+        )
+        for ent, values in sorted(image.client_quotas.items(), key=lambda kv: repr(kv[0]))
+        for key, value in sorted(values.items())
+    ]
 
 
 def replay_snapshot_records(records: list[Any], snapshot_id: SnapshotId) -> MetadataImage:
