@@ -25,6 +25,7 @@ from gregor.cli import (
     offsets,
     perf,
     quorum,
+    quotas,
     records,
     serve,
     storage,
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     hlc.register(sub)
     mirror.register(sub)
     users.register(sub)
+    quotas.register(sub)
     completion.register(sub, parser)
     return parser
 
