@@ -109,7 +109,10 @@ def test_cli_sets_describes_and_removes_quotas_and_they_survive_a_restart(broker
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--add-config", "bogus_rate=5"], "cannot alter the quotas of clients x: invalid configuration key bogus_rate"),
+        (
+            ["--add-config", "bogus_rate=5"],
+            "cannot alter the quotas of clients x: invalid configuration key bogus_rate",
+        ),
         (["--add-config", "producer_byte_rate=1.5"], "cannot be a fractional value"),
         (["--add-config", "producer_byte_rate=0"], "must be greater than 0"),
     ],
@@ -161,6 +164,7 @@ class Load:
                 "bootstrap.servers": broker.bootstrap,
                 "client.id": client_id,
                 "linger.ms": 5,
+                "batch.size": 64 * 1024,  # requests small next to a second of the quota
                 "queue.buffering.max.kbytes": 1024,
                 "statistics.interval.ms": 500,
                 "stats_cb": lambda s: self.stats.append(json.loads(s)),
@@ -224,7 +228,7 @@ def test_a_producer_is_held_to_its_byte_rate_and_another_client_is_not(broker: B
         f"{free_rate:.2f} MB/s, throttle max {limited.throttle_max_ms()} ms vs "
         f"{free.throttle_max_ms()} ms"
     )
-    assert 0.6 < limited_rate < 1.4
+    assert 0.7 < limited_rate < 1.2  # the quota is an upper bound; a busy machine may go slower
     assert free_rate > 3 * limited_rate
     assert limited.throttle_max_ms() > 0 and free.throttle_max_ms() == 0
 
@@ -264,6 +268,6 @@ def test_a_consumer_is_held_to_its_byte_rate(broker: Broker) -> None:
         f"slow-reader consumed {consumed / MB:.2f} MB in 6 s (quota 0.25 MB/s), throttle max {throttle} ms"
     )
     # The window starts as 3 s long: 0.75 MB pass before the first throttle (and a response may
-    # be 1 MB), then 0.25 MB/s: far less than 6 MB, which an unthrottled consumer reads at once.
-    assert consumed < 6 * MB
+    # be 1 MB), then 0.25 MB/s: under 3 MB in 6 s, where an unthrottled consumer reads all "free" holds.
+    assert consumed < 3 * MB
     assert throttle > 0
