@@ -271,3 +271,35 @@ def test_a_consumer_is_held_to_its_byte_rate(broker: Broker) -> None:
     # be 1 MB), then 0.25 MB/s: under 3 MB in 6 s, where an unthrottled consumer reads all "free" holds.
     assert consumed < 3 * MB
     assert throttle > 0
+
+
+def test_a_throttled_connection_is_muted_and_others_are_not(broker: Broker) -> None:
+    """KIP-219: the response comes at once with the throttle time, then the broker reads
+    nothing more from that connection (whatever the client does) until the time is up."""
+    from gregor.protocol.messages import ApiVersionsRequest, ProduceRequest
+
+    run = quotas(
+        broker, "alter", "--entity-type", "clients", "--entity-name", "muted-client",
+        "--add-config", "producer_byte_rate=1",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    with RawClient(broker.bootstrap, client_id="muted-client", timeout_s=10) as raw:
+        answer = raw.call(
+            api_keys.PRODUCE, 9, ProduceRequest(acks=1, timeout_ms=1000, topic_data=[])
+        )
+        assert answer.throttle_time_ms > 10_000  # tens of bytes against 1 byte/s
+        raw.send(
+            api_keys.API_VERSIONS,
+            3,
+            ApiVersionsRequest(client_software_name="t", client_software_version="1"),
+        )
+        raw.sock.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            raw.recv()
+        with RawClient(broker.bootstrap, client_id="other-client") as other:
+            versions = other.call(
+                api_keys.API_VERSIONS,
+                3,
+                ApiVersionsRequest(client_software_name="t", client_software_version="1"),
+            )
+            assert versions.error_code == errors.NONE
