@@ -12,6 +12,7 @@ import struct
 from collections.abc import Awaitable
 from typing import Any
 
+from gregor.broker import mutation_quota
 from gregor.broker.quota_gate import QuotaGate, is_follower_fetch
 from gregor.handlers import api_versions
 from gregor.handlers.context import RequestContext, Services
@@ -31,6 +32,7 @@ FORWARD_TIMEOUT_MS = 30_000
 FORWARD_DEFAULT_TIMEOUT_MS = {api_keys.DESCRIBE_QUORUM: 5_000}  # requests with no timeout_ms
 _INT32 = struct.Struct(">i")
 QUOTA_APIS = frozenset({api_keys.PRODUCE, api_keys.FETCH})
+MUTATION_APIS = frozenset(mutation_quota.STRICT_FROM)
 
 
 class Dispatcher:
@@ -72,6 +74,10 @@ class Dispatcher:
         except CorruptFrameError as exc:
             raise FrameError(f"malformed {entry.name} v{version} request: {exc}") from None
         ctx = RequestContext(self.services, header, conn.peer, conn.attributes)
+        if key in MUTATION_APIS:
+            refused = self._mutation_quota(conn, ctx, request)
+            if refused is not None:
+                return codec.encode_response(key, version, correlation_id, refused)
         if self.forwarder.wanted(key):
             return self._forward(key, version, correlation_id, bytes(frame), ctx, request)
         if key in QUOTA_APIS:
@@ -138,6 +144,30 @@ class Dispatcher:
         if isinstance(result, Data):
             return encode(result)
         return future_of(result, encode, close_slices)
+
+    def _mutation_quota(self, conn: Connection, ctx: RequestContext, request: Any) -> Any:
+        """controller_mutation_rate (mutation_quota.py): the refusal of a request that comes
+        while the rate is over the quota (the connection is muted for the throttle time);
+        None when it may go on (its partitions counted)."""
+        header = ctx.header
+        key, version = header.request_api_key, header.request_api_version
+        quota = self.quotas.state(key)
+        if quota is None or mutation_quota.validate_only(request):
+            return None
+        user, client_id = self.quotas.user_of(conn.attributes), header.client_id or ""
+        now_ms = self.services.now_ms()
+        if mutation_quota.strict(key, version):
+            throttle = quota.over(user, client_id, now_ms)
+            if throttle:
+                conn.throttle(throttle)
+                return mutation_quota.refused(key, version, request, throttle)
+        default = self.services.config_value("num.partitions")
+        image = self.services.store.image
+        count = mutation_quota.mutations(key, version, request, image, default)
+        quota.add(user, client_id, count, now_ms)
+        if not mutation_quota.strict(key, version):
+            conn.throttle(quota.over(user, client_id, now_ms))  # held back, never refused
+        return None
 
     def _fetched(
         self, conn: Connection, quota: QuotaState, header: RequestHeader, out: Output

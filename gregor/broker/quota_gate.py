@@ -21,12 +21,20 @@ from gregor.protocol import api_keys
 from gregor.security.principal import principal_of
 from gregor.security.quotas import (
     CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
     PRODUCER_BYTE_RATE,
     QuotaState,
     by_key,
 )
 
-QUOTA_OF_API = {api_keys.PRODUCE: PRODUCER_BYTE_RATE, api_keys.FETCH: CONSUMER_BYTE_RATE}
+QUOTA_OF_API = {
+    api_keys.PRODUCE: PRODUCER_BYTE_RATE,
+    api_keys.FETCH: CONSUMER_BYTE_RATE,
+    # one rate for the three: partitions created or deleted per second
+    api_keys.CREATE_TOPICS: CONTROLLER_MUTATION_RATE,
+    api_keys.DELETE_TOPICS: CONTROLLER_MUTATION_RATE,
+    api_keys.CREATE_PARTITIONS: CONTROLLER_MUTATION_RATE,
+}
 EXPIRE_EVERY_MS = 60_000
 
 
@@ -51,11 +59,10 @@ class QuotaGate:
     def _rebuild(self, quotas: Mapping[Any, Any]) -> None:
         self._source = quotas
         keyed = by_key(quotas)
-        self._states = {
-            api: QuotaState(keyed[key], self._num, self._window_ms)
-            for api, key in QUOTA_OF_API.items()
-            if key in keyed
+        by_quota = {
+            key: QuotaState(bounds, self._num, self._window_ms) for key, bounds in keyed.items()
         }
+        self._states = {api: by_quota[key] for api, key in QUOTA_OF_API.items() if key in by_quota}
 
     def record(
         self,
@@ -68,11 +75,14 @@ class QuotaGate:
         """Record `size` bytes for the connection's principal and `client_id`: the throttle
         time in ms (0: within the quota)."""
         if now_ms >= self._next_expiry_ms:
-            for each in self._states.values():
+            for each in set(self._states.values()):
                 each.expire(now_ms)
             self._next_expiry_ms = now_ms + EXPIRE_EVERY_MS
         user = principal_of(connection).name
         return state.record(user, client_id or "", size, now_ms)
+
+    def user_of(self, connection: Mapping[str, Any]) -> str:
+        return principal_of(connection).name
 
 
 def is_follower_fetch(version: int, request: Any) -> bool:

@@ -184,6 +184,28 @@ class QuotaState:
             return 0
         return throttle_time_ms(observed, bound, rate.window_size_ms(now_ms))
 
+    def over(self, user: str, client_id: str, now_ms: int) -> int:
+        """Strict check (controller mutations, KIP-599): the throttle time if the rate of
+        (user, client_id) is already above its quota, else 0; records nothing."""
+        found = resolve(self.bounds, user, client_id)
+        if found is None:
+            return 0
+        sensor_key, bound = found
+        rate = self.sensors.get(sensor_key)
+        if rate is None:
+            return 0
+        return throttle_time_ms(rate.measure(now_ms), bound, rate.window_size_ms(now_ms))
+
+    def add(self, user: str, client_id: str, value: float, now_ms: int) -> None:
+        """Record `value` without checking the quota (a mutation admitted by `over`)."""
+        found = resolve(self.bounds, user, client_id)
+        if found is None:
+            return
+        rate = self.sensors.get(found[0])
+        if rate is None:
+            rate = self.sensors[found[0]] = Rate(self.num, self.window_ms)
+        rate.record(value, now_ms)
+
     def expire(self, now_ms: int) -> None:
         """Forget sensors with no event for the whole window (their rate is 0 anyway)."""
         horizon = self.num * self.window_ms

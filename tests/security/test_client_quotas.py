@@ -303,3 +303,38 @@ def test_a_throttled_connection_is_muted_and_others_are_not(broker: Broker) -> N
                 ApiVersionsRequest(client_software_name="t", client_software_version="1"),
             )
             assert versions.error_code == errors.NONE
+
+
+def create_topics(raw: RawClient, *names: str, partitions: int = 10) -> list[int]:
+    from gregor.protocol.messages import CreateTopicsRequest as C
+
+    topics = [
+        C.CreatableTopic(
+            name=n, num_partitions=partitions, replication_factor=1, assignments=[], configs=[]
+        )
+        for n in names
+    ]
+    answer = raw.call(api_keys.CREATE_TOPICS, 7, C(topics=topics, timeout_ms=10_000))
+    return [t.error_code for t in answer.topics]
+
+
+def test_controller_mutations_over_their_rate_are_refused(broker: Broker) -> None:
+    """controller_mutation_rate, strict (CreateTopics v6+): the request that takes the rate
+    over the quota is admitted, the next gets THROTTLING_QUOTA_EXCEEDED and creates nothing;
+    another client id is not affected. librdkafka (CreateTopics v4) is held back instead."""
+    run = quotas(
+        broker, "alter", "--entity-type", "clients", "--entity-name", "mutator",
+        "--add-config", "controller_mutation_rate=1",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    throttled = errors.BY_NAME["THROTTLING_QUOTA_EXCEEDED"].code
+    with RawClient(broker.bootstrap, client_id="mutator") as raw:
+        assert create_topics(raw, "mutated-1") == [errors.NONE]
+        assert create_topics(raw, "mutated-2", "mutated-3") == [throttled, throttled]
+    with RawClient(broker.bootstrap, client_id="someone-else") as raw:
+        assert create_topics(raw, "mutated-4") == [errors.NONE]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "client.id": "mutator"})
+    topics = admin.list_topics(timeout=10).topics
+    assert {"mutated-1", "mutated-4"} <= set(topics) and not {"mutated-2", "mutated-3"} & set(
+        topics
+    )

@@ -113,3 +113,12 @@ def test_a_user_quota_is_shared_by_its_clients_and_a_default_is_not() -> None:
     assert set(state.sensors) == {(U, ""), ("bob", ""), ("carol", "")}
     state.expire(11_000)
     assert state.sensors == {}
+
+
+def test_strict_check_refuses_only_once_the_rate_is_already_over() -> None:
+    state = QuotaState({((CLIENT_ID, C),): 1.0}, num=4, window_ms=1000)
+    assert state.over(U, C, 0) == 0  # nothing recorded yet
+    state.add(U, C, 10.0, 0)  # admitted, though it takes the rate to 10 / 3 s
+    assert state.over(U, C, 0) == 7_000  # (10 / 3 s - 1) / 1 x 3000 ms
+    assert state.over(U, "other", 0) == 0
+    assert state.over(U, C, 4_000) == 0  # the sample expired
