@@ -6,7 +6,8 @@ a Produce request's size against `producer_byte_rate`, a consumer Fetch response
 `consumer_byte_rate` (a follower's fetch is replication, not a client's). A rate over its
 bound gives a throttle time: the response carries it in `throttle_time_ms` and goes out at
 once, and the connection reads nothing more for that time (KIP-219: the client, told, waits
-too; an old client is held back by the mute alone).
+too; an old client is held back by the mute alone). CreateTopics, CreatePartitions and
+DeleteTopics share one `controller_mutation_rate` state (mutation_quota.py has their rules).
 
 Cost when no quota is set: `state(key)` compares the image's quota mapping with the one it
 was built from (identity) and finds no state for the key: two attribute reads and a dict get.

@@ -275,11 +275,14 @@ def test_a_consumer_is_held_to_its_byte_rate(broker: Broker) -> None:
 
 def test_a_throttled_connection_is_muted_and_others_are_not(broker: Broker) -> None:
     """KIP-219: the response comes at once with the throttle time, then the broker reads
-    nothing more from that connection (whatever the client does) until the time is up."""
+    nothing more from that connection (whatever the client does) until the time is up. The
+    quota is set on (user, client id): the user is the connection's principal, ANONYMOUS on a
+    PLAINTEXT listener, as in Kafka."""
     from gregor.protocol.messages import ApiVersionsRequest, ProduceRequest
 
     run = quotas(
-        broker, "alter", "--entity-type", "clients", "--entity-name", "muted-client",
+        broker, "alter", "--entity-type", "users", "--entity-name", "ANONYMOUS",
+        "--entity-type", "clients", "--entity-name", "muted-client",
         "--add-config", "producer_byte_rate=1",
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
