@@ -1,6 +1,6 @@
 """Admin writes served on the controller listener, as Kafka's ControllerApis serves them:
 CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
-ElectLeaders, AlterUserScramCredentials, CreateAcls and DeleteAcls, and the
+ElectLeaders, AlterUserScramCredentials, CreateAcls, DeleteAcls and AlterClientQuotas, and the
 Envelope (API 58) in which brokers forward their clients' requests of those kinds and
 DescribeQuorum (node/forwarding.py, KIP-590).
 
@@ -51,6 +51,8 @@ ADMIN_WRITES = frozenset(
         api_keys.ALTER_USER_SCRAM_CREDENTIALS,
         api_keys.CREATE_ACLS,
         api_keys.DELETE_ACLS,
+        # client quotas
+        api_keys.ALTER_CLIENT_QUOTAS,
     }
 )
 # What a broker never answers itself in a quorum: the admin writes, and DescribeQuorum (only the

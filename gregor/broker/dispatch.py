@@ -1,14 +1,19 @@
 """Every request frame of the client listener: peek the header, refuse what we do not serve,
 decode, forward a metadata write off the active controller (forwarding.py), else call the
 registered handler and encode its answer (a handler returns a `Pending` for a request that
-waits; its response is encoded when it completes)."""
+waits; its response is encoded when it completes). Produce and Fetch pass the client quota gate
+(quota_gate.py): a client over its quota gets `throttle_time_ms` and its connection is muted.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import Awaitable
 from typing import Any
 
+from gregor.broker import mutation_quota
+from gregor.broker.quota_gate import QuotaGate, is_follower_fetch
 from gregor.handlers import api_versions
 from gregor.handlers.context import RequestContext, Services
 from gregor.handlers.produce import AcksZeroError
@@ -16,16 +21,20 @@ from gregor.handlers.registry import HANDLERS, NO_RESPONSE
 from gregor.protocol import api_keys, codec
 from gregor.protocol.codegen import Data
 from gregor.protocol.exceptions import CorruptFrameError
-from gregor.protocol.headers import peek_request
+from gregor.protocol.headers import RequestHeader, peek_request
 from gregor.replication.pending import Pending
 from gregor.runtime.connection import Connection, FrameError, Output, close_slices
 from gregor.runtime.forwarding import Forwarder
 from gregor.runtime.purgatory_driver import future_of
 from gregor.security import principal_data
 from gregor.security.principal import principal_of
+from gregor.security.quotas import QuotaState
 
 FORWARD_TIMEOUT_MS = 30_000
 FORWARD_DEFAULT_TIMEOUT_MS = {api_keys.DESCRIBE_QUORUM: 5_000}  # requests with no timeout_ms
+_INT32 = struct.Struct(">i")
+QUOTA_APIS = frozenset({api_keys.PRODUCE, api_keys.FETCH})
+MUTATION_APIS = frozenset(mutation_quota.STRICT_FROM)
 
 
 class Dispatcher:
@@ -35,6 +44,11 @@ class Dispatcher:
         # Set while the node has not caught up with the metadata (a quorum member starting):
         # requests wait for it, as Kafka's broker reads none before its initial catch-up.
         self.held: asyncio.Future[None] | None = None
+        self.quotas = QuotaGate(
+            lambda: services.store.image.client_quotas,
+            services.config_value("quota.window.num"),
+            services.config_value("quota.window.size.seconds"),
+        )
 
     def __call__(
         self, conn: Connection, frame: memoryview
@@ -62,8 +76,16 @@ class Dispatcher:
         except CorruptFrameError as exc:
             raise FrameError(f"malformed {entry.name} v{version} request: {exc}") from None
         ctx = RequestContext(self.services, header, conn.peer, conn.attributes)
+        if key in MUTATION_APIS:
+            refused = self._mutation_quota(conn, ctx, request)
+            if refused is not None:
+                return codec.encode_response(key, version, correlation_id, refused)
         if self.forwarder.wanted(key):
             return self._forward(key, version, correlation_id, bytes(frame), ctx, request)
+        if key in QUOTA_APIS:
+            quota = self.quotas.state(key)
+            if quota is not None:
+                return self._throttled(conn, quota, frame, ctx, request)
         try:
             result = HANDLERS[key](ctx, request)
         except AcksZeroError as exc:
@@ -75,6 +97,94 @@ class Dispatcher:
         if isinstance(result, Data):
             return codec.encode_response(key, version, correlation_id, result)
         return self._finish(key, version, correlation_id, result)  # a request that waits
+
+    def _throttled(
+        self,
+        conn: Connection,
+        quota: QuotaState,
+        frame: memoryview,
+        ctx: RequestContext,
+        request: Any,
+    ) -> Output | Awaitable[Output] | None:
+        """A Produce or Fetch under a client quota: Produce records its request's size before it
+        is handled, Fetch its response's once encoded; over the quota, the response carries the
+        throttle time and the connection is muted for it."""
+        header = ctx.header
+        key, version, cid = (
+            header.request_api_key,
+            header.request_api_version,
+            header.correlation_id,
+        )
+        throttle = 0
+        measured: QuotaState | None = quota
+        if key == api_keys.PRODUCE:
+            throttle = self.quotas.record(
+                quota, conn.attributes, header.client_id, len(frame), self.services.now_ms()
+            )
+        elif is_follower_fetch(version, request):
+            measured = None  # replication traffic: not a client's
+        try:
+            result = HANDLERS[key](ctx, request)
+        except AcksZeroError as exc:
+            raise FrameError(f"acks=0 produce failed: {exc}") from None
+        if result is NO_RESPONSE:
+            if throttle:
+                conn.throttle(throttle)
+            return None
+
+        def encode(body: Any) -> Output:
+            body.throttle_time_ms = throttle
+            out = codec.encode_response(key, version, cid, body)
+            if key == api_keys.FETCH and measured is not None:
+                self._fetched(conn, measured, header, out)
+            elif throttle:
+                conn.throttle(throttle)
+            return out
+
+        if isinstance(result, Pending) and result.done:
+            result = result.value
+        if isinstance(result, Data):
+            return encode(result)
+        return future_of(result, encode, close_slices)
+
+    def _mutation_quota(self, conn: Connection, ctx: RequestContext, request: Any) -> Any:
+        """controller_mutation_rate (mutation_quota.py): the refusal of a request that comes
+        while the rate is over the quota (the connection is muted for the throttle time);
+        None when it may go on (its partitions counted)."""
+        header = ctx.header
+        key, version = header.request_api_key, header.request_api_version
+        quota = self.quotas.state(key)
+        if quota is None or mutation_quota.validate_only(request):
+            return None
+        user, client_id = self.quotas.user_of(conn.attributes), header.client_id or ""
+        now_ms = self.services.now_ms()
+        if mutation_quota.strict(key, version):
+            throttle = quota.over(user, client_id, now_ms)
+            if throttle:
+                conn.throttle(throttle)
+                return mutation_quota.refused(key, version, request, throttle)
+        default = self.services.config_value("num.partitions")
+        image = self.services.store.image
+        count = mutation_quota.mutations(key, version, request, image, default)
+        quota.add(user, client_id, count, now_ms)
+        if not mutation_quota.strict(key, version):
+            conn.throttle(quota.over(user, client_id, now_ms))  # held back, never refused
+        return None
+
+    def _fetched(
+        self, conn: Connection, quota: QuotaState, header: RequestHeader, out: Output
+    ) -> None:
+        """Record an encoded Fetch response; over the quota, write the throttle time into it
+        (the first field of the body, after the size, correlation id and, from v12, the
+        header's empty tag section) and mute the connection."""
+        size = codec.total_length(out)
+        throttle = self.quotas.record(
+            quota, conn.attributes, header.client_id, size, self.services.now_ms()
+        )
+        if throttle:
+            at = 8 + (1 if header.request_api_version >= 12 else 0)
+            _INT32.pack_into(out[0], at, throttle)
+            conn.throttle(throttle)
 
     def waiting_for_catch_up(self) -> bool:
         """True while requests are held until the initial catch-up."""

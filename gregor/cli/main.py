@@ -54,6 +54,7 @@ COMMANDS = (
     "hlc",
     "mirror",
     "users",
+    "quotas",
 )
 # Long-running commands whose start-up should not pay for importing every other command
 # (the broker's storage and protocol modules, say): `gregor mirror ...` builds its own parser.

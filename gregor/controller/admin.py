@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gregor.controller import scram_credentials
+from gregor.controller import client_quotas, scram_credentials
 from gregor.controller.rules import (
     MAX_PARTITIONS_PER_BATCH,
     MAX_RECORDS_PER_USER_OP,
@@ -312,6 +312,14 @@ class Admin:
     ) -> list[scram_credentials.Result]:
         """AlterUserScramCredentials: (user, error code, message) for each user named."""
         return self.controller.alter_user_scram_credentials(deletions, upsertions)
+
+    # -- client quotas ------------------------------------------------------------------------
+
+    def alter_client_quotas(
+        self, alterations: Sequence[client_quotas.Alteration], validate_only: bool
+    ) -> list[client_quotas.Result]:
+        """AlterClientQuotas: (entity, error code, message) for each entity named."""
+        return self.controller.alter_client_quotas(alterations, validate_only)
 
 
 def _zero_uuid() -> uuid.UUID:

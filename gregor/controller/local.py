@@ -59,7 +59,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gregor.controller import acls, scram_credentials
+from gregor.controller import acls, client_quotas, scram_credentials
 from gregor.controller.quorum_controller import (
     BrokerHeartbeat,
     BrokerRegistration,
@@ -446,6 +446,20 @@ class LocalController:
         if result.records:
             self._commit(result.records, "delete acls")
         return result.response
+
+    # -- client quotas ------------------------------------------------------------------------
+
+    def alter_client_quotas(
+        self, alterations: Sequence[client_quotas.Alteration], validate_only: bool
+    ) -> list[client_quotas.Result]:
+        """AlterClientQuotas: the records of every accepted entity in one commit (none when
+        validate_only)."""
+        records, results = client_quotas.alter(self._planner().image, alterations)
+        if records and not validate_only:
+            self._commit(records)
+        return results
+
+    # -- end of client quotas -----------------------------------------------------------------
 
     def elect_leaders(
         self, election_type: int, partitions: Sequence[tuple[str, int]] | None

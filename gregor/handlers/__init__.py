@@ -3,6 +3,7 @@
 from gregor.handlers import (  # noqa: F401
     acls,
     api_versions,
+    client_quotas,
     cluster,
     configs,
     describe_producers,

@@ -20,12 +20,23 @@ from gregor.protocol.messages import (
     AlterUserScramCredentialsResponse,
     DescribeUserScramCredentialsResponse,
 )
+from gregor.security.acls import ALTER, DESCRIBE
 
 
 @handles(api_keys.DESCRIBE_USER_SCRAM_CREDENTIALS)
 def describe_user_scram_credentials(ctx: RequestContext, request: Any) -> Any:
     users = None if request.users is None else [u.name for u in request.users]
     R = DescribeUserScramCredentialsResponse
+    if not ctx.authorize_cluster(DESCRIBE):  # as Kafka: DESCRIBE on the cluster
+        message = "Request DescribeUserScramCredentials is not authorized."
+        code = errors.CLUSTER_AUTHORIZATION_FAILED
+        refused = [
+            R.DescribeUserScramCredentialsResult(
+                user=user, error_code=code, error_message=message, credential_infos=[]
+            )
+            for user in dict.fromkeys(users or [])
+        ]  # as Kafka: the error for the whole request and for each user asked about
+        return R(error_code=code, error_message=message, results=refused)
     results = [
         R.DescribeUserScramCredentialsResult(
             user=user,
@@ -52,8 +63,11 @@ def alter_user_scram_credentials(ctx: RequestContext, request: Any) -> Any:
     refused = not_controller(ctx)
     before = services.store.last_appended
     outcome: list[tuple[str, int, str | None]]
-    if refused is not None:
-        names = dict.fromkeys([d.name for d in deletions] + [u.name for u in upsertions])
+    names = dict.fromkeys([d.name for d in deletions] + [u.name for u in upsertions])
+    if not ctx.authorize_cluster(ALTER):  # as Kafka: ALTER on the cluster
+        message = "Request AlterUserScramCredentials is not authorized."
+        outcome = [(name, errors.CLUSTER_AUTHORIZATION_FAILED, message) for name in names]
+    elif refused is not None:
         outcome = [(name, refused.code, refused.message) for name in names]
     else:
         outcome = services.admin.alter_user_scram_credentials(deletions, upsertions)

@@ -392,6 +392,9 @@ _BROKER_ONLY: list[ConfigDef] = [
     ConfigDef("listener.security.protocol.map", STRING, None, None, read_only=True),
     ConfigDef("num.network.threads", INT, "3", at_least(1), read_only=True),
     ConfigDef("num.io.threads", INT, "8", at_least(1), read_only=True),
+    # client quotas (security/quotas.py): the sliding window their rates are measured over
+    ConfigDef("quota.window.num", INT, "11", at_least(1), read_only=True),
+    ConfigDef("quota.window.size.seconds", INT, "1", at_least(1), read_only=True),
     ConfigDef("num.recovery.threads.per.data.dir", INT, "2", at_least(1), read_only=True),
     ConfigDef("socket.send.buffer.bytes", INT, "102400", None, read_only=True),
     ConfigDef("socket.receive.buffer.bytes", INT, "102400", None, read_only=True),

@@ -30,6 +30,8 @@ What each record does (as Kafka's image classes):
     NoOpRecord                   nothing but the offset
     UserScramCredentialRecord    sets the credential of (user, mechanism)
     RemoveUserScramCredential    removes it; one that is not there is a MetadataReplayError
+    ClientQuotaRecord            sets (or with `remove`, removes) one quota key of an entity;
+                                 an entity left with no key is dropped
     Begin/End/AbortTransaction   nothing but the offset: which records a transaction lets
                                  through is transactions.py's business, before the image
 
@@ -47,6 +49,7 @@ from typing import Any
 
 from gregor.metadata import records as r
 from gregor.security.acls import AclBinding
+from gregor.security.quotas import Entity as QuotaEntity
 from gregor.security.scram import MECHANISMS, ScramCredential
 
 TOPIC_RESOURCE = 2
@@ -195,6 +198,8 @@ class MetadataImage:
     features: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
     scram: Mapping[ScramKey, ScramCredential] = field(default_factory=lambda: _EMPTY)
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: _EMPTY)
+    # Client quotas: entity -> quota key -> value (security/quotas.py names the entities).
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=lambda: _EMPTY)
 
     def topic(self, name: str) -> TopicImage | None:
         topic_id = self.topics_by_name.get(name)
@@ -250,6 +255,7 @@ class MetadataDelta:
         self.features: Mapping[str, int] = image.features
         self.scram: Mapping[ScramKey, ScramCredential] = image.scram
         self.acls: Mapping[uuid.UUID, AclBinding] = image.acls
+        self.client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = image.client_quotas
         self.partitions: dict[uuid.UUID, dict[int, PartitionRegistration]] = {}
         self._owned: set[str] = set()
 
@@ -292,6 +298,7 @@ class MetadataDelta:
             features=done("features"),
             scram=done("scram"),
             acls=done("acls"),
+            client_quotas=done("client_quotas"),
         )
         self._owned.clear()  # the image holds them now: a later write copies again
         self.partitions = {}
@@ -455,6 +462,21 @@ class MetadataDelta:
             raise MetadataReplayError(f"RemoveAccessControlEntryRecord: no ACL {rec.id}")
         self._own("acls").pop(rec.id)
 
+    # -- client quotas ------------------------------------------------------------------------
+
+    def _client_quota(self, rec: Any) -> None:
+        ent: QuotaEntity = tuple(sorted((e.entity_type, e.entity_name) for e in rec.entity))
+        quotas = self._own("client_quotas")
+        values = dict(quotas.get(ent, _EMPTY))
+        if rec.remove:
+            values.pop(rec.key, None)
+        else:
+            values[rec.key] = rec.value
+        if values:
+            quotas[ent] = MappingProxyType(values)
+        else:
+            quotas.pop(ent, None)
+
 
 _HANDLERS: dict[type, Any] = {
     r.RegisterBrokerRecord: MetadataDelta._register_broker,
@@ -472,6 +494,7 @@ _HANDLERS: dict[type, Any] = {
     r.NoOpRecord: MetadataDelta._no_op,
     r.UserScramCredentialRecord: MetadataDelta._scram_credential,
     r.RemoveUserScramCredentialRecord: MetadataDelta._remove_scram_credential,
+    r.ClientQuotaRecord: MetadataDelta._client_quota,
     r.BeginTransactionRecord: MetadataDelta._no_op,
     r.EndTransactionRecord: MetadataDelta._no_op,
     r.AbortTransactionRecord: MetadataDelta._no_op,

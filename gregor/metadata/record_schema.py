@@ -21,6 +21,8 @@ is the version we write of each: the one a Kafka 4.0 cluster at its default meta
     11   UserScramCredentialRecord       0         0  (a user's SCRAM credential for one
     22   RemoveUserScramCredentialRecord 0         0   mechanism; never the password)
     12   FeatureLevelRecord              0         0
+    14   ClientQuotaRecord               0         0  (sets or removes one quota key of an
+                                                       entity: user, client-id or both; ip)
     15   ProducerIdsRecord               0         0
     17   BrokerRegistrationChangeRecord  0-2       2  (v1: InControlledShutdown tag 1, v2:
                                                        LogDirs tag 2)
@@ -254,6 +256,25 @@ mechanism: int8
 """,
 )
 
+# -- client quotas ------------------------------------------------------------------------------
+
+CLIENT_QUOTA = _record(
+    14,
+    "ClientQuotaRecord",
+    "0",
+    0,
+    """
+entity: []EntityData
+  entity_type: string           # user, client-id or ip
+  entity_name: string nullable  # null: the default entity of that type
+key: string                     # producer_byte_rate, consumer_byte_rate, ...
+value: float64                  # ignored when remove is set
+remove: bool
+""",
+)
+
+# -- end of client quotas -------------------------------------------------------------------------
+
 BEGIN_TRANSACTION = _record(
     23,
     "BeginTransactionRecord",
@@ -325,6 +346,7 @@ ALL: tuple[RecordSchema, ...] = (
     NO_OP,
     USER_SCRAM_CREDENTIAL,
     REMOVE_USER_SCRAM_CREDENTIAL,
+    CLIENT_QUOTA,
     BEGIN_TRANSACTION,
     END_TRANSACTION,
     ABORT_TRANSACTION,

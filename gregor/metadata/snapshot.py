@@ -12,6 +12,7 @@ Order (each section only when there is something in it):
     ProducerIdsRecord         the next producer id, if any was ever handed out
     UserScramCredentialRecord per (user, mechanism), sorted
     AccessControlEntryRecord  per ACL, by id
+    ClientQuotaRecord         per (entity, key), sorted
 
 Replaying these onto the empty image gives back an image equal to the one written, except for
 `offset` and `epoch`: a snapshot knows only its end offset and epoch, so the rebuilt image has
@@ -108,6 +109,7 @@ def image_records(image: MetadataImage) -> list[Any]:
             )
         )
     out += acl_records(image)
+    out.extend(_client_quota_records(image))
     return out
 
 
@@ -124,6 +126,20 @@ def acl_records(image: MetadataImage) -> list[Any]:
             permission_type=acl.permission,
         )
         for acl_id, acl in sorted(image.acls.items())
+    ]
+
+
+def _client_quota_records(image: MetadataImage) -> list[Any]:
+    E = r.ClientQuotaRecord.EntityData
+    return [
+        r.ClientQuotaRecord(
+            entity=[E(entity_type=t, entity_name=n) for t, n in ent],
+            key=key,
+            value=value,
+            remove=False,
+        )
+        for ent, values in sorted(image.client_quotas.items(), key=lambda kv: repr(kv[0]))
+        for key, value in sorted(values.items())
     ]
 
 

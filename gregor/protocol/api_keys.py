@@ -68,6 +68,8 @@ DELETE_GROUPS = 42
 ELECT_LEADERS = 43
 INCREMENTAL_ALTER_CONFIGS = 44
 OFFSET_DELETE = 47
+DESCRIBE_CLIENT_QUOTAS = 48
+ALTER_CLIENT_QUOTAS = 49
 DESCRIBE_USER_SCRAM_CREDENTIALS = 50
 ALTER_USER_SCRAM_CREDENTIALS = 51
 VOTE = 52
@@ -124,6 +126,8 @@ SUPPORTED: tuple[ApiKey, ...] = (
     ApiKey(ELECT_LEADERS, "ElectLeaders", 0, 2),
     ApiKey(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
     ApiKey(OFFSET_DELETE, "OffsetDelete", 0, 0),
+    ApiKey(DESCRIBE_CLIENT_QUOTAS, "DescribeClientQuotas", 0, 1),
+    ApiKey(ALTER_CLIENT_QUOTAS, "AlterClientQuotas", 0, 1),
     ApiKey(DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0),
     ApiKey(ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0),
     ApiKey(VOTE, "Vote", 0, 2),

@@ -22,7 +22,8 @@ one read are not signalled by the socket: they are read on the loop's next turn.
 Limits: a frame above `socket.request.max.bytes` is logged and closes this connection only;
 with `queued.max.requests` responses outstanding, reading pauses until they drain; with a
 `MemoryPool` (`queued.max.request.bytes`), a frame is read only once the pool has memory for it;
-the server closes connections idle for `connections.max.idle.ms`. Memory follows the bytes that
+the server closes connections idle for `connections.max.idle.ms`; `throttle(ms)` (a client
+over its quota) reads and dispatches nothing for that time, frames already received included. Memory follows the bytes that
 arrived, never a size prefix alone: see the receive buffer sizes below.
 """
 
@@ -209,6 +210,7 @@ class Connection:
         self._handshaking = False
         self._close_after: str | None = None  # close once the responses queued are sent
         self._linger: asyncio.TimerHandle | None = None  # set while lingering (see _LINGER_S)
+        self._unmute: asyncio.TimerHandle | None = None  # set while throttled (a quota)
         # Per-connection state handlers may keep (client software name, fetch sessions...).
         self.attributes: dict[str, Any] = {}
 
@@ -265,6 +267,7 @@ class Connection:
             and not self.closed
             and not self._waiting_memory
             and not self._handshaking
+            and self._unmute is None
             and self._close_after is None
             and len(self._slots) < self.max_queued_requests
         ):
@@ -359,7 +362,7 @@ class Connection:
         one), then make room for the partial frame after them."""
         chunk = self._chunk
         pos, end = self._start, self._end
-        while end - pos >= 4:
+        while end - pos >= 4 and self._unmute is None:
             (size,) = _SIZE.unpack_from(chunk, pos)
             if size < 0 or size > self.max_request_bytes:
                 if self.tls is None and chunk[pos] == 0x16 and chunk[pos + 1] == 0x03:
@@ -381,7 +384,7 @@ class Connection:
                 return
         self._start = pos
         left = end - pos
-        if self._waiting_memory or left < 4:
+        if self._waiting_memory or left < 4 or self._unmute is not None:
             if left and pos + 4 > len(chunk):
                 self._new_chunk()
             return
@@ -414,6 +417,29 @@ class Connection:
             self._release()
             if self._out and not self.closed:
                 self._write()
+
+    # -- client quotas ------------------------------------------------------------------------
+
+    def throttle(self, delay_ms: int) -> None:
+        """Mute this connection for `delay_ms` (a client over its quota, KIP-219): responses
+        still go out; no request is read or dispatched until the time is up. A longer throttle
+        while muted extends it."""
+        if self.closed or delay_ms <= 0:
+            return
+        when = self.loop.time() + delay_ms / 1000
+        if self._unmute is not None:
+            if self._unmute.when() >= when:
+                return
+            self._unmute.cancel()
+        self._pause_reading()
+        self._unmute = self.loop.call_at(when, self._on_unmute)
+
+    def _on_unmute(self) -> None:
+        self._unmute = None
+        if self.closed:
+            return
+        self._consume_received()
+        self._resume_reading()
 
     # -- the memory pool (queued.max.request.bytes) ---------------------------------------------
 
@@ -695,6 +721,9 @@ class Connection:
                 "closing connection from %s: %s", self.peer, reason
             )
         self._pause_reading()
+        if self._unmute is not None:
+            self._unmute.cancel()
+            self._unmute = None
         if self._linger is not None:
             self._linger.cancel()
             self.loop.remove_reader(self.fd)

@@ -265,6 +265,8 @@ def _scalar(f: Field) -> st.SearchStrategy[Any]:
         return st.text(max_size=10)
     if f.type == "bytes":
         return st.binary(max_size=10)
+    if f.type == "float64":
+        return st.floats(allow_nan=False)
     raise AssertionError(f.type)
 
 
@@ -307,6 +309,7 @@ def test_every_record_type_is_declared_once() -> None:
         9,
         11,
         12,
+        14,
         15,
         17,
         18,
@@ -318,7 +321,7 @@ def test_every_record_type_is_declared_once() -> None:
         25,
     ]
     assert (
-        len(_CASES) == 29
+        len(_CASES) == 30
     )  # RegisterBroker 0-3, PartitionRecord, PartitionChange, BrokerRegistrationChange 0-2
 
 

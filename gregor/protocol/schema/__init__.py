@@ -10,6 +10,7 @@ from __future__ import annotations
 from gregor.protocol.schema.add_offsets_to_txn import ADD_OFFSETS_TO_TXN
 from gregor.protocol.schema.add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
 from gregor.protocol.schema.allocate_producer_ids import ALLOCATE_PRODUCER_IDS
+from gregor.protocol.schema.alter_client_quotas import ALTER_CLIENT_QUOTAS
 from gregor.protocol.schema.alter_configs import ALTER_CONFIGS
 from gregor.protocol.schema.alter_partition import ALTER_PARTITION
 from gregor.protocol.schema.alter_user_scram_credentials import ALTER_USER_SCRAM_CREDENTIALS
@@ -25,6 +26,7 @@ from gregor.protocol.schema.delete_groups import DELETE_GROUPS
 from gregor.protocol.schema.delete_records import DELETE_RECORDS
 from gregor.protocol.schema.delete_topics import DELETE_TOPICS
 from gregor.protocol.schema.describe_acls import DESCRIBE_ACLS
+from gregor.protocol.schema.describe_client_quotas import DESCRIBE_CLIENT_QUOTAS
 from gregor.protocol.schema.describe_cluster import DESCRIBE_CLUSTER
 from gregor.protocol.schema.describe_configs import DESCRIBE_CONFIGS
 from gregor.protocol.schema.describe_groups import DESCRIBE_GROUPS
@@ -85,6 +87,8 @@ ALL: tuple[Api, ...] = (
     ELECT_LEADERS,
     DESCRIBE_USER_SCRAM_CREDENTIALS,
     ALTER_USER_SCRAM_CREDENTIALS,
+    DESCRIBE_CLIENT_QUOTAS,
+    ALTER_CLIENT_QUOTAS,
     # 3. Consumer groups.
     FIND_COORDINATOR,
     JOIN_GROUP,
