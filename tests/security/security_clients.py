@@ -7,6 +7,7 @@ import asyncio
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -32,6 +33,17 @@ class Target:
 
     def with_(self, **changes: object) -> Target:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def logged(read_log: Callable[[], str], text: str, at_least: int = 1) -> list[str]:
+    """The log lines holding `text`, once there are `at_least` of them (a node may log a refused
+    connection just after the client saw it refused), or what there is after 10 s."""
+    deadline = time.monotonic() + 10
+    while True:
+        lines = [line for line in read_log().splitlines() if text in line]
+        if len(lines) >= at_least or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.05)
 
 
 def values(topic: str) -> list[bytes]:

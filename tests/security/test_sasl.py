@@ -26,6 +26,7 @@ from security_clients import (
     confluent_conf,
     kafka_python_conf,
     kcat,
+    logged,
     values,
 )
 
@@ -110,7 +111,7 @@ def test_kafka_python_wrong_password_is_authentication_failed(
     caplog.set_level(logging.ERROR, logger="kafka")
     with pytest.raises(kafka.errors.KafkaError):
         kafka.KafkaProducer(
-            **kafka_python_conf(plain.with_(password=WRONG)), bootstrap_timeout_ms=3000
+            **kafka_python_conf(plain.with_(password=WRONG)), bootstrap_timeout_ms=6000
         )
     assert "SaslAuthenticationFailedError" in caplog.text
     assert "Authentication failed: Invalid username or password" in caplog.text
@@ -184,8 +185,8 @@ def test_a_request_before_authentication_closes_the_connection(plaintext_broker:
     with raw(plaintext_broker) as client:
         client.send(api_keys.METADATA, 12, MetadataRequest(topics=[]))
         assert closed(client)
-    assert "Unexpected Kafka request of type Metadata during SASL handshake" in (
-        plaintext_broker.read_log()
+    assert logged(
+        plaintext_broker.read_log, "Unexpected Kafka request of type Metadata during SASL handshake"
     )
 
 
@@ -236,10 +237,6 @@ def test_a_tls_client_hello_to_a_plaintext_port_closes_that_connection_only(
             assert s.recv(100) == b""
         except ConnectionResetError:
             pass
-    lines = [
-        line
-        for line in plaintext_broker.read_log().splitlines()
-        if "TLS handshake on a PLAINTEXT" in line
-    ]
+    lines = logged(plaintext_broker.read_log, "TLS handshake on a PLAINTEXT")
     assert len(lines) == 1, lines
     assert ROUNDTRIPS["kcat"](plain, "sasl-after-hello") == values("sasl-after-hello")

@@ -24,7 +24,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from security_certs import Pki
-from security_clients import Target, confluent_conf
+from security_clients import Target, confluent_conf, logged
 
 from gregor.testing.cluster import LocalCluster
 
@@ -151,4 +151,4 @@ def test_the_controller_listener_refuses_plain_text(cluster: LocalCluster) -> No
             assert s.recv(100) == b""
         except ConnectionResetError:
             pass
-    assert "TLS handshake failed" in cluster.nodes[1].read_log()
+    assert logged(cluster.nodes[1].read_log, "TLS handshake failed")

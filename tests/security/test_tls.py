@@ -16,7 +16,7 @@ from typing import Any
 import confluent_kafka as ck
 import pytest
 from security_certs import Pki
-from security_clients import ROUNDTRIPS, Target, confluent_conf, kcat, values
+from security_clients import ROUNDTRIPS, Target, confluent_conf, kcat, logged, values
 
 from gregor import Broker
 from gregor.broker.listener_security import listener_security
@@ -86,7 +86,7 @@ def test_a_client_certificate_the_broker_does_not_trust_fails_the_handshake(
         bad = target.with_(cert=pki.expired_server, key=pki.expired_server)
     before = broker.read_log().count("TLS handshake failed")
     handshake_error(confluent_conf(bad))
-    failures = [line for line in broker.read_log().splitlines() if "TLS handshake failed" in line]
+    failures = logged(broker.read_log, "TLS handshake failed", before + 1)
     assert len(failures) > before
     reason = "CERTIFICATE_VERIFY_FAILED"
     assert all(reason in line for line in failures[before:]), failures[before:]
@@ -136,7 +136,7 @@ def test_plaintext_to_a_tls_port_closes_that_connection_only(
         except ConnectionResetError:
             answer = b""
     assert not answer.startswith(struct.pack(">i", 1))  # no Kafka answer to it
-    failures = [line for line in broker.read_log().splitlines() if "TLS handshake failed" in line]
+    failures = logged(broker.read_log, "TLS handshake failed", before + 1)
     assert len(failures) == before + 1 and "WRONG_VERSION_NUMBER" in failures[-1], failures
     assert ROUNDTRIPS["confluent"](target, "tls-after-plaintext") == values("tls-after-plaintext")
 
