@@ -124,6 +124,7 @@ class SourceTask(MeasuredSource):
         self.subscribed: list[str] = []
         self.next_refresh_ms = 0
         self.next_config_sync_ms = 0
+        self.next_acl_sync_ms = 0
         self.next_flush_ms = 0
         self.records = 0
         # under DefaultReplicationPolicy a copy differs from its source only by its topic name
@@ -150,6 +151,11 @@ class SourceTask(MeasuredSource):
             self.topics.sync_configs(topics)
             self.next_config_sync_ms = (
                 now_ms + self.flow.get("sync.topic.configs.interval.seconds") * 1000
+            )
+        if now_ms >= self.next_acl_sync_ms:
+            self.topics.sync_acls()
+            self.next_acl_sync_ms = (
+                now_ms + self.flow.get("sync.topic.acls.interval.seconds") * 1000
             )
         if topics != self.subscribed:
             added = sorted(set(topics) - set(self.subscribed))

@@ -1,8 +1,10 @@
 """The source connector's topic work for one flow A->B, as I/O around `source.plan_topics` and
 `source.target_configs`: list A's topics the flow mirrors, create their remote topics on B with
 A's partition count, `replication.factor` (capped to B's broker count, said in a log line) and
-the synced configs, grow remote topics when A's grow, and every
-`sync.topic.configs.interval.seconds` bring B's configs up to date.
+the synced configs, grow remote topics when A's grow, every
+`sync.topic.configs.interval.seconds` bring B's configs up to date, and every
+`sync.topic.acls.interval.seconds` give the remote topics A's literal topic ACLs
+(`source.target_acl` says which and how). ACL sync stops, said once in the log, when either cluster has no authorizer.
 """
 
 from __future__ import annotations
@@ -11,11 +13,17 @@ import logging
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
     AdminClient,
     AlterConfigOpType,
     ConfigResource,
     NewPartitions,
     NewTopic,
+    ResourcePatternType,
+    ResourceType,
 )
 from confluent_kafka.admin import (
     ConfigEntry as AdminConfigEntry,
@@ -23,7 +31,7 @@ from confluent_kafka.admin import (
 
 from gregor.mirror import clients
 from gregor.mirror.config import Flow
-from gregor.mirror.source import plan_topics, target_configs
+from gregor.mirror.source import TopicAcl, plan_topics, target_acl, target_configs
 
 log = logging.getLogger("gregor.mirror")
 
@@ -36,6 +44,8 @@ class TopicSync:
         self.source_admin = source_admin
         self.target_admin = target_admin
         self.target_partitions: dict[str, int] = {}  # remote topic -> partitions on B
+        self.acls_synced: set[TopicAcl] = set()  # created on B already (never created twice)
+        self.acl_sync_off = False  # a cluster without an authorizer: not tried again
 
     def source_topics(self) -> dict[str, int]:
         """A's topics this flow mirrors, with their partition counts."""
@@ -144,3 +154,58 @@ class TopicSync:
                     resource.name,
                     clients.describe(e),
                 )
+
+    def sync_acls(self) -> None:
+        """Give B's remote topics A's topic ACLs (MirrorMaker 2's `sync.topic.acls.enabled`)."""
+        if self.acl_sync_off or not self.flow.get("sync.topic.acls.enabled"):
+            return
+        any_topic = AclBindingFilter(
+            ResourceType.TOPIC, None, ResourcePatternType.ANY, None, None,  # type: ignore[arg-type]
+            AclOperation.ANY, AclPermissionType.ANY,
+        )  # fmt: skip
+        try:
+            bindings = self.source_admin.describe_acls(any_topic).result(clients.ADMIN_TIMEOUT_S)
+        except KafkaException as e:
+            self._acl_sync_stops(self.flow.source, e)
+            return
+        wanted: dict[TopicAcl, None] = {}
+        for binding in bindings:
+            if binding.resource_pattern_type != ResourcePatternType.LITERAL:
+                continue  # as MirrorMaker 2: prefixed ACLs stay behind
+            if not self.flow.should_replicate_topic(binding.name):
+                continue
+            acl = target_acl(_topic_acl(binding), self.flow.policy, self.flow.source)
+            if acl is not None:
+                wanted[acl] = None
+        new = [acl for acl in wanted if acl not in self.acls_synced]
+        if not new:
+            return
+        try:
+            futures = self.target_admin.create_acls([_binding(acl) for acl in new])
+            for future in futures.values():
+                future.result(clients.ADMIN_TIMEOUT_S)
+        except KafkaException as e:
+            self._acl_sync_stops(self.flow.target, e)
+            return
+        self.acls_synced.update(new)
+        log.info("%s: %d topic ACLs synced to %s", self.flow.name, len(new), self.flow.target)
+
+    def _acl_sync_stops(self, cluster: str, e: KafkaException) -> None:
+        if e.args[0].name() == "SECURITY_DISABLED":
+            self.acl_sync_off = True
+            log.info("%s: %s has no authorizer: topic ACLs are not synced", self.flow.name, cluster)
+        else:
+            log.warning("%s: topic ACLs not synced: %s", self.flow.name, clients.describe(e))
+
+
+def _topic_acl(b: AclBinding) -> TopicAcl:
+    operation, permission = b.operation, b.permission_type  # enums in what describe_acls gives
+    assert isinstance(operation, AclOperation) and isinstance(permission, AclPermissionType)
+    return TopicAcl(b.name, b.principal, b.host, operation.name, permission.name)
+
+
+def _binding(acl: TopicAcl) -> AclBinding:
+    return AclBinding(
+        ResourceType.TOPIC, acl.topic, ResourcePatternType.LITERAL, acl.principal,
+        acl.host, AclOperation[acl.operation], AclPermissionType[acl.permission],
+    )  # fmt: skip
