@@ -65,6 +65,9 @@ _TLS_WRITE = 256 * 1024  # bytes given to one SSL write (several TLS records)
 # close with unread input sends RST, and an RST makes the client's kernel discard an answer it
 # has not read yet.
 _LINGER_S = 1.0
+# ... and sends that FIN this long after the answer: a client that reads the answer and the FIN
+# in one go may drop the answer (kafka-python 3 does), so the answer is left to arrive alone.
+_FIN_DELAY_S = 0.2
 
 Output = list[Any]  # bytes-like buffers and file slices, in wire order
 
@@ -553,14 +556,19 @@ class Connection:
             self._start_linger(self._close_after)
 
     def _start_linger(self, reason: str) -> None:
-        """FIN now, the close once the client closes too (or after _LINGER_S)."""
+        """FIN after _FIN_DELAY_S, the close once the client closes too (or after _LINGER_S);
+        what the client sends meanwhile is read and dropped."""
+        self._linger = self.loop.call_later(_LINGER_S, self.close, reason)
+        self.loop.call_later(_FIN_DELAY_S, self._fin, reason)
+        self.loop.add_reader(self.fd, self._discard, reason)
+
+    def _fin(self, reason: str) -> None:
+        if self.closed:
+            return
         try:
             self.sock.shutdown(socket.SHUT_WR)
         except OSError:
             self.close(reason)
-            return
-        self._linger = self.loop.call_later(_LINGER_S, self.close, reason)
-        self.loop.add_reader(self.fd, self._discard, reason)
 
     def _discard(self, reason: str) -> None:
         try:
