@@ -20,6 +20,7 @@ from gregor.controller.quorum_controller import ControllerResult
 from gregor.controller.rules import MAX_RECORDS_PER_USER_OP
 from gregor.metadata import records as r
 from gregor.metadata.image import MetadataImage
+from gregor.metadata.snapshot import acl_record
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
 from gregor.security.acls import AclBinding, AclFilter, check_filter, check_new_acl
@@ -42,7 +43,7 @@ def create_acls(
             acl_id = new_uuid()
             while acl_id in image.acls:
                 acl_id = new_uuid()
-            records.append(record_of(acl_id, acl))
+            records.append(acl_record(acl_id, acl))
         results.append(None)
     if len(records) > MAX_RECORDS_PER_USER_OP:
         too_many = KafkaError(
@@ -74,16 +75,3 @@ def delete_acls(
         )
         return ControllerResult([], [too_many for _ in filters])
     return ControllerResult([r.RemoveAccessControlEntryRecord(id=i) for i in removed], results)
-
-
-def record_of(acl_id: uuid.UUID, acl: AclBinding) -> Any:
-    return r.AccessControlEntryRecord(
-        id=acl_id,
-        resource_type=acl.resource_type,
-        resource_name=acl.name,
-        pattern_type=acl.pattern_type,
-        principal=acl.principal,
-        host=acl.host,
-        operation=acl.operation,
-        permission_type=acl.permission,
-    )

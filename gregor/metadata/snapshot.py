@@ -23,12 +23,14 @@ Kafka refuses it.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from gregor.metadata import records as r
 from gregor.metadata.image import EMPTY_IMAGE, METADATA_VERSION, MetadataImage, MetadataReplayError
 from gregor.raft import snapshot_file
 from gregor.raft.log import SnapshotId
+from gregor.security.acls import AclBinding
 
 _MARKERS = (r.BeginTransactionRecord, r.EndTransactionRecord, r.AbortTransactionRecord)
 
@@ -114,19 +116,21 @@ def image_records(image: MetadataImage) -> list[Any]:
 
 
 def acl_records(image: MetadataImage) -> list[Any]:
-    return [
-        r.AccessControlEntryRecord(
-            id=acl_id,
-            resource_type=acl.resource_type,
-            resource_name=acl.name,
-            pattern_type=acl.pattern_type,
-            principal=acl.principal,
-            host=acl.host,
-            operation=acl.operation,
-            permission_type=acl.permission,
-        )
-        for acl_id, acl in sorted(image.acls.items())
-    ]
+    return [acl_record(acl_id, acl) for acl_id, acl in sorted(image.acls.items())]
+
+
+def acl_record(acl_id: uuid.UUID, acl: AclBinding) -> Any:
+    """The AccessControlEntryRecord of an ACL (a snapshot's, and the controller's CreateAcls)."""
+    return r.AccessControlEntryRecord(
+        id=acl_id,
+        resource_type=acl.resource_type,
+        resource_name=acl.name,
+        pattern_type=acl.pattern_type,
+        principal=acl.principal,
+        host=acl.host,
+        operation=acl.operation,
+        permission_type=acl.permission,
+    )
 
 
 def _client_quota_records(image: MetadataImage) -> list[Any]:
