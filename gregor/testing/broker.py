@@ -19,6 +19,7 @@ import sys
 from gregor.clock import SYSTEM_CLOCK
 from gregor.testing import parent_death
 from gregor.testing.managed import Managed
+from gregor.testing.ports import free_ports
 
 
 class BrokerStartError(RuntimeError):
@@ -46,6 +47,8 @@ class Broker(Managed):
         self.die_with_parent = die_with_parent
         self.data_dir = self._directory(data_dir, "gregor-")
         self.host = host
+        # port 0: one picked here, outside the ephemeral range, so a restart can rebind it
+        self._pick_port = port == 0 and client_listener
         self.port = port
         self.log_level = log_level
         self.start_timeout_s = start_timeout_s
@@ -59,6 +62,19 @@ class Broker(Managed):
     def start(self) -> Broker:
         if self.process is not None and self.process.poll() is None:
             return self
+        if not self._pick_port:
+            return self._start()
+        for attempt in range(3):
+            if self.port == 0 or attempt:
+                self.port = free_ports(1, self.host)[0]
+            try:
+                return self._start()
+            except BrokerStartError as e:
+                if "already in use" not in str(e) or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start(self) -> Broker:
         ready = os.path.join(self.data_dir, "ready")
         if os.path.exists(ready):
             os.unlink(ready)

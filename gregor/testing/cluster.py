@@ -18,28 +18,15 @@ there). `gregor cluster up` runs one in the foreground.
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Callable, Collection
 
 from gregor.clock import SYSTEM_CLOCK
 from gregor.metadata.meta_properties import random_id
 from gregor.testing.broker import Broker
 from gregor.testing.managed import Managed
+from gregor.testing.ports import free_ports
 
-
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """Ports the OS hands out for port 0, all held until every one is picked (so they differ)."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind((host, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+__all__ = ["LocalCluster", "free_ports"]
 
 
 class LocalCluster(Managed):

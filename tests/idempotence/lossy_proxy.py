@@ -14,6 +14,8 @@ import socket
 import struct
 import threading
 
+from gregor.testing.cluster import free_ports
+
 PRODUCE = 0
 
 
@@ -130,6 +132,4 @@ def _close(s: socket.socket) -> None:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]

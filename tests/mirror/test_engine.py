@@ -7,7 +7,6 @@ import itertools
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,6 +30,7 @@ from confluent_kafka.admin import (
 from gregor import Broker
 from gregor.mirror import translate_offsets
 from gregor.mirror.formats import Checkpoint, Heartbeat
+from gregor.testing.cluster import free_ports
 
 pytestmark = pytest.mark.cluster
 
@@ -458,11 +458,7 @@ def test_sigkill_three_times_loses_nothing(pair: Pair, mirror: Callable[[str], M
 
 
 def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = int(s.getsockname()[1])
-    s.close()
-    return port
+    return free_ports(1)[0]
 
 
 def test_an_unreachable_cluster_is_reported_in_one_line_and_retried(

@@ -26,6 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from gregor import Broker
 from gregor.cli.main import main
+from gregor.testing.cluster import free_ports
 
 WAIT_S = 60.0
 
@@ -252,9 +253,7 @@ def test_status_of_an_unreachable_cluster_is_one_line_and_status_1(
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
 
 
 def metrics_address(log: Path) -> str:
