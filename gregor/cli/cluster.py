@@ -26,11 +26,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from gregor.testing.cluster import LocalCluster
 
-from gregor.cli import cluster_info
+from gregor.cli import cluster_health, cluster_info
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("cluster", help="run a local multi-node cluster for development")
+    p = sub.add_parser(
+        "cluster", help="a local multi-node cluster for development; any cluster's info and health"
+    )
     verbs = p.add_subparsers(dest="verb", required=True)
     up = verbs.add_parser(
         "up", help="start N nodes (broker and controller each); Ctrl-C stops them"
@@ -54,6 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     up.set_defaults(func=cluster_up)
     cluster_info.register_verb(verbs)
+    cluster_health.register_verb(verbs)
 
 
 def cluster_up(args: argparse.Namespace) -> int:

@@ -51,6 +51,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
 
 
+class QuorumNotServed(CliError):
+    """The server does not describe its quorum to us: it has no DescribeQuorum, or this
+    principal may not (CLUSTER_AUTHORIZATION_FAILED)."""
+
+
 def fetch_quorum(bootstrap: str, timeout_ms: int = 10_000) -> Any:
     """The DescribeQuorum response partition for `__cluster_metadata-0` from the first of the
     comma-separated `bootstrap` addresses that gives one; a CliError naming the last failure if
@@ -78,7 +83,7 @@ def _fetch_quorum_from(bootstrap: str, timeout_ms: int) -> Any:
         ours = api_keys.BY_KEY[api_keys.DESCRIBE_QUORUM]
         theirs = next((a for a in versions.api_keys if a.api_key == api_keys.DESCRIBE_QUORUM), None)
         if theirs is None or theirs.max_version < ours.min_version:
-            raise CliError(f"{bootstrap} does not serve DescribeQuorum")
+            raise QuorumNotServed(f"{bootstrap} does not serve DescribeQuorum")
         version = min(theirs.max_version, ours.max_version)
         request = DescribeQuorumRequest(
             topics=[
@@ -92,7 +97,10 @@ def _fetch_quorum_from(bootstrap: str, timeout_ms: int) -> Any:
     finally:
         conn.close()
     if response.error_code != errors.NONE:
-        raise CliError(f"{bootstrap}: DescribeQuorum: {error_text(response.error_code)}")
+        failed = f"{bootstrap}: DescribeQuorum: {error_text(response.error_code)}"
+        if response.error_code == errors.CLUSTER_AUTHORIZATION_FAILED:
+            raise QuorumNotServed(failed)
+        raise CliError(failed)
     part = (
         response.topics[0].partitions[0]
         if response.topics and response.topics[0].partitions

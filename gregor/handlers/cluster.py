@@ -1,6 +1,7 @@
-"""DescribeCluster v0-1, DescribeLogDirs v1-4, DescribeTopicPartitions v0: what is where.
+"""DescribeCluster v0-2, DescribeLogDirs v1-4, DescribeTopicPartitions v0: what is where.
 
-DescribeCluster: v1 endpoint_type (brokers only; controllers are this same node). DescribeLogDirs:
+DescribeCluster: v1 endpoint_type (brokers only; controllers are this same node), v2
+include_fenced_brokers and is_fenced (KIP-1073). DescribeLogDirs:
 v2 flexible, v3 error_code, v4 total_bytes/usable_bytes. DescribeTopicPartitions (KIP-966):
 topics by name (all when the list is empty), paged by response_partition_limit and cursor.
 """
@@ -25,14 +26,18 @@ from gregor.security.acls import CLUSTER, CLUSTER_NAME, DESCRIBE, TOPIC
 @handles(api_keys.DESCRIBE_CLUSTER)
 def describe_cluster(ctx: RequestContext, request: Any) -> Any:
     b = ctx.services
+    include_fenced = ctx.version >= 2 and request.include_fenced_brokers
+    fenced = b.cluster.fenced_broker_ids() if include_fenced else set()
     response = DescribeClusterResponse(
         error_code=errors.NONE,
         endpoint_type=getattr(request, "endpoint_type", 1),
         cluster_id=b.cluster_id,
         controller_id=b.controller_id(),
         brokers=[
-            DescribeClusterResponse.DescribeClusterBroker(broker_id=n, host=h, port=p, rack=rack)
-            for n, h, p, rack in b.cluster_brokers()
+            DescribeClusterResponse.DescribeClusterBroker(
+                broker_id=n, host=h, port=p, rack=rack, is_fenced=n in fenced
+            )
+            for n, h, p, rack in b.cluster.brokers(include_fenced=include_fenced)
         ],
     )
     if request.include_cluster_authorized_operations:

@@ -43,16 +43,24 @@ def _endpoint(listeners: tuple[Endpoint, ...] | list[Endpoint], name: str) -> En
     return next((e for e in listeners if e.name == name), listeners[0])
 
 
-def client_brokers(image: MetadataImage, listener: str = DEFAULT_LISTENER) -> list[BrokerNode]:
+def client_brokers(
+    image: MetadataImage, listener: str = DEFAULT_LISTENER, *, include_fenced: bool = False
+) -> list[BrokerNode]:
     """Every registered, unfenced broker with a listener, at its endpoint on `listener` (its
-    first listener when it has none of that name), in node id order."""
+    first listener when it has none of that name), in node id order; the fenced ones too with
+    `include_fenced` (DescribeCluster v2)."""
     out = []
     for broker_id, reg in sorted(image.brokers.items()):
-        if reg.fenced or not reg.listeners:
+        if (reg.fenced and not include_fenced) or not reg.listeners:
             continue
         endpoint = _endpoint(reg.listeners, listener)
         out.append(BrokerNode(broker_id, endpoint.host, endpoint.port, reg.rack))
     return out
+
+
+def fenced_broker_ids(image: MetadataImage) -> set[int]:
+    """The registered brokers that are fenced: not heartbeating, or not yet caught up."""
+    return {b for b, reg in image.brokers.items() if reg.fenced}
 
 
 def broker_endpoint(
@@ -122,10 +130,13 @@ class ClusterView:
         self.inter_broker_listener = inter_broker_listener or DEFAULT_LISTENER
         self.rng = rng or random.Random()
 
-    def brokers(self) -> list[BrokerNode]:
+    def brokers(self, *, include_fenced: bool = False) -> list[BrokerNode]:
         if not self.quorum:
             return [BrokerNode(self.node_id, self.host, self.port, self.rack)]
-        return client_brokers(self.store.image)
+        return client_brokers(self.store.image, include_fenced=include_fenced)
+
+    def fenced_broker_ids(self) -> set[int]:
+        return fenced_broker_ids(self.store.image) if self.quorum else set()
 
     def controller_id(self) -> int:
         if not self.quorum:

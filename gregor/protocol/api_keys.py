@@ -137,7 +137,7 @@ SUPPORTED: tuple[ApiKey, ...] = (
     ApiKey(ALTER_PARTITION, "AlterPartition", 2, 3),
     ApiKey(ENVELOPE, "Envelope", 0, 0),
     ApiKey(FETCH_SNAPSHOT, "FetchSnapshot", 0, 1),
-    ApiKey(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1),
+    ApiKey(DESCRIBE_CLUSTER, "DescribeCluster", 0, 2),
     ApiKey(DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0),
     ApiKey(BROKER_REGISTRATION, "BrokerRegistration", 0, 4),
     ApiKey(BROKER_HEARTBEAT, "BrokerHeartbeat", 0, 1),

@@ -41,6 +41,12 @@ def test_clients_see_unfenced_brokers_at_the_listener_asked_for_in_id_order() ->
     assert cluster.active_broker_ids(IMAGE) == [1, 3, 4]
 
 
+def test_describe_cluster_v2_lists_fenced_brokers_when_asked() -> None:
+    listed = cluster.client_brokers(IMAGE, include_fenced=True)
+    assert [b.node_id for b in listed] == [1, 2, 3, 4]
+    assert cluster.fenced_broker_ids(IMAGE) == {2}
+
+
 def test_endpoints_liveness_and_epochs() -> None:
     assert cluster.broker_endpoint(IMAGE, 3) == ("p3", 9103)
     assert cluster.broker_endpoint(IMAGE, 3, "CLIENTS") == ("c3", 9003)
