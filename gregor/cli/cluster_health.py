@@ -50,7 +50,9 @@ metadata quorum leader that every voter fetches from and has caught up with with
 fetch timeout. A node is down when it is a registered broker that is fenced (DescribeCluster
 v2, Kafka 4), a partition's replica that is not a live registered broker, or a voter that has
 not fetched from the quorum's leader within the voter fetch timeout (or since the leader was
-elected). Exit status: 0 healthy, 1 unhealthy or unreachable."""
+elected). DescribeCluster and DescribeQuorum are asked with gregor's own codec, over PLAINTEXT
+only: with another security.protocol in --command-config they are not asked, and "not_checked"
+says so. Exit status: 0 healthy, 1 unhealthy or unreachable."""
 
 
 def register_verb(verbs: argparse._SubParsersAction) -> None:

@@ -33,6 +33,7 @@ def refused_port() -> int:
         ["acls", "list"],
         ["offsets", "get", "t"],
         ["cluster", "info"],
+        ["cluster", "health"],
         ["configs", "describe", "--entity-type", "topics", "--entity-name", "t"],
         ["produce", "t"],
         ["consume", "t"],
