@@ -11,6 +11,7 @@ until healthy; a round that cannot reach the cluster says so on stderr and the w
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from typing import Any
@@ -52,7 +53,8 @@ v2, Kafka 4), a partition's replica that is not a live registered broker, or a v
 not fetched from the quorum's leader within the voter fetch timeout (or since the leader was
 elected). DescribeCluster and DescribeQuorum are asked with gregor's own codec, over PLAINTEXT
 only: with another security.protocol in --command-config they are not asked, and "not_checked"
-says so. Exit status: 0 healthy, 1 unhealthy or unreachable."""
+says so. Exit status: 0 healthy, 1 unhealthy or unreachable (--watch: 0 once healthy with
+--exit-when-healthy, 130 on Ctrl-C; an unreachable round is one line on stderr)."""
 
 
 def register_verb(verbs: argparse._SubParsersAction) -> None:
@@ -99,16 +101,36 @@ def health(args: argparse.Namespace) -> int:
         found = check(args)
         output.emit(args, to_json(found), blocks(found))
         return 0 if found.healthy else 1
-    while True:
-        try:
-            found = check(args)
-        except CliError as exc:
-            print(f"gregor: {exc}", file=sys.stderr, flush=True)
-        else:
-            _show_round(args, found)
-            if found.healthy and args.exit_when_healthy:
-                return 0
-        time.sleep(args.interval)
+    return _watch(args)
+
+
+def _watch(args: argparse.Namespace) -> int:
+    """Check every --interval; 0 once healthy with --exit-when-healthy, 130 on Ctrl-C. Ctrl-C
+    only sets a flag, seen between rounds and while waiting: raised inside the client library's
+    calls it would come out as a SystemError instead."""
+    interrupted = False
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        nonlocal interrupted
+        interrupted = True
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        while not interrupted:
+            try:
+                found = check(args)
+            except CliError as exc:
+                print(f"gregor: {exc}", file=sys.stderr, flush=True)
+            else:
+                _show_round(args, found)
+                if found.healthy and args.exit_when_healthy:
+                    return 0
+            wake = time.monotonic() + args.interval
+            while not interrupted and time.monotonic() < wake:
+                time.sleep(min(0.1, max(0.0, wake - time.monotonic())))
+        return 130
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _show_round(args: argparse.Namespace, found: Health) -> None:

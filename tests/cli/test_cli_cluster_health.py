@@ -6,6 +6,10 @@ returns 0 once the cluster has healed."""
 from __future__ import annotations
 
 import json
+import signal
+import socket
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -100,3 +104,23 @@ def test_health_through_a_sigkill_and_a_restart(tmp_path):
         assert [r["is_healthy"] for r in rounds][-1] is True
         assert all(r["is_healthy"] is False for r in rounds[:-1])
         assert rounds[-1]["nodes_down"] == [] and rounds[-1]["under_replicated_count"] == 0
+
+
+@pytest.mark.client
+def test_a_watch_goes_on_through_unreachable_rounds_one_line_each():
+    with socket.socket() as s:  # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gregor.cli.main", "cluster", "health", "-b", f"127.0.0.1:{port}",
+         "--watch", "--exit-when-healthy", "--interval", "0.2", "--timeout", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        lines = [proc.stderr.readline() for _ in range(3)]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, rest = proc.communicate(timeout=30)
+    assert lines == [f"gregor: cannot reach 127.0.0.1:{port} (connection refused)\n"] * 3
+    assert proc.returncode == 130 and out == "" and "Traceback" not in rest
