@@ -122,7 +122,10 @@ def decide(facts: Facts, voter_fetch_timeout_ms: int) -> Health:
     if facts.quorum_not_asked:
         not_checked.append(f"the metadata quorum: {facts.quorum_not_asked}")
     if facts.brokers and any(b.fenced is None for b in facts.brokers):
-        not_checked.append("fenced brokers: the server lists unfenced brokers only")
+        not_checked.append(
+            "fenced brokers: DescribeCluster v2 not served or not asked; a fenced broker is "
+            "seen only as a partition's replica missing from the broker list"
+        )
     q = facts.quorum
     return Health(
         healthy=not reasons,
