@@ -51,9 +51,8 @@ metadata quorum leader that every voter fetches from and has caught up with with
 fetch timeout. A node is down when it is a registered broker that is fenced (DescribeCluster
 v2, Kafka 4), a partition's replica that is not a live registered broker, or a voter that has
 not fetched from the quorum's leader within the voter fetch timeout (or since the leader was
-elected). DescribeCluster and DescribeQuorum are asked with gregor's own codec, over PLAINTEXT
-only: with another security.protocol in --command-config they are not asked, and "not_checked"
-says so. Exit status: 0 healthy, 1 unhealthy or unreachable (--watch: 0 once healthy with
+elected). DescribeCluster and DescribeQuorum are asked with gregor's own codec, secured as
+--command-config says; what a server will not answer is listed under "not_checked". Exit status: 0 healthy, 1 unhealthy or unreachable (--watch: 0 once healthy with
 --exit-when-healthy, 130 on Ctrl-C; an unreachable round is one line on stderr)."""
 
 
@@ -153,27 +152,19 @@ def check(args: argparse.Namespace) -> Health:
         for p in t.partitions.values()
     )
     timeout_ms = int(args.timeout * 1000)
-    not_raw = _why_not_raw(args)
-    brokers = _brokers(args.bootstrap_server, timeout_ms) if not_raw is None else None
+    settings = connect.raw_settings(args)
+    brokers = _brokers(args.bootstrap_server, timeout_ms, settings)
     if brokers is None:
         brokers = tuple(Broker(b.id, b.host, b.port, None) for b in md.brokers.values())
-    facts = Facts(brokers, partitions, None, quorum_not_asked=not_raw)
-    if not_raw is None:
-        facts = _with_quorum(facts, args.bootstrap_server, timeout_ms)
+    facts = _with_quorum(
+        Facts(brokers, partitions, None), args.bootstrap_server, timeout_ms, settings
+    )
     return decide(facts, int(args.voter_fetch_timeout * 1000))
 
 
-def _why_not_raw(args: argparse.Namespace) -> str | None:
-    """Why our own codec (plaintext only) cannot ask the brokers; None when it can."""
-    if not args.command_config:
-        return None
-    protocol = connect.read_properties(args.command_config).get("security.protocol", "PLAINTEXT")
-    if protocol.upper() == "PLAINTEXT":
-        return None
-    return f"not asked over security.protocol={protocol}"
-
-
-def _brokers(bootstrap: str, timeout_ms: int) -> tuple[Broker, ...] | None:
+def _brokers(
+    bootstrap: str, timeout_ms: int, settings: dict[str, str]
+) -> tuple[Broker, ...] | None:
     """Every registered broker, fenced ones too when the server speaks DescribeCluster v2;
     None when DescribeCluster cannot be asked."""
     from gregor.protocol import api_keys, errors
@@ -183,7 +174,7 @@ def _brokers(bootstrap: str, timeout_ms: int) -> tuple[Broker, ...] | None:
         include_cluster_authorized_operations=False, endpoint_type=1, include_fenced_brokers=True
     )
     try:
-        conn = connect.first_raw(bootstrap, timeout_ms / 1000, CLIENT_ID)
+        conn = connect.first_raw(bootstrap, timeout_ms / 1000, CLIENT_ID, settings)
     except CliError:
         return None
     try:
@@ -202,11 +193,11 @@ def _brokers(bootstrap: str, timeout_ms: int) -> tuple[Broker, ...] | None:
     )
 
 
-def _with_quorum(facts: Facts, bootstrap: str, timeout_ms: int) -> Facts:
+def _with_quorum(facts: Facts, bootstrap: str, timeout_ms: int, settings: dict[str, str]) -> Facts:
     from dataclasses import replace
 
     try:
-        part = quorum.fetch_quorum(bootstrap, timeout_ms)
+        part = quorum.fetch_quorum(bootstrap, timeout_ms, settings)
     except quorum.QuorumNotServed as exc:
         return replace(facts, quorum_not_asked=str(exc))
     except CliError as exc:

@@ -28,7 +28,7 @@ def info(args: argparse.Namespace) -> int:
     d = admin.describe_cluster(request_timeout=args.timeout).result()
     try:
         controller: int | None = fetch_quorum(
-            args.bootstrap_server, int(args.timeout * 1000)
+            args.bootstrap_server, int(args.timeout * 1000), connect.raw_settings(args)
         ).leader_id
     except CliError:
         controller = d.controller.id if d.controller is not None else None

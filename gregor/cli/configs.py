@@ -152,7 +152,7 @@ def describe(args: argparse.Namespace) -> int:
     targets = _targets(args, connect.admin(args))
     doc, blocks, status = [], [], 0
     for resource_type, name, address in targets:
-        conn = connect.raw(address, args.timeout)
+        conn = connect.raw(address, args.timeout, settings=connect.raw_settings(args))
         try:
             request = DescribeConfigsRequest(
                 resources=[
@@ -208,7 +208,7 @@ def alter(args: argparse.Namespace) -> int:
         ],
         validate_only=False,
     )
-    conn = connect.raw(address, args.timeout)
+    conn = connect.raw(address, args.timeout, settings=connect.raw_settings(args))
     try:
         [result] = connect.call(
             conn, api_keys.INCREMENTAL_ALTER_CONFIGS, request, address

@@ -224,29 +224,54 @@ def brokers(admin_client: Any, timeout_s: float) -> dict[int, str]:
     return {b.id: f"{b.host}:{b.port}" for b in md.brokers.values()}
 
 
-def raw(address: str, timeout_s: float, client_id: str = "gregor-cli") -> Any:
+def raw(
+    address: str,
+    timeout_s: float,
+    client_id: str = "gregor-cli",
+    settings: dict[str, str] | None = None,
+) -> Any:
     """A RawClient (our own codec, one socket) to one `host:port`, for the APIs confluent-kafka
-    does not expose; an unreachable address is a CliError."""
+    does not expose, secured as the client `settings` say (`raw_settings(args)`: TLS and SASL
+    from --command-config); an unreachable address or a refused login is a CliError."""
+    import ssl
+
+    from gregor.cli.raw_security import raw_security
     from gregor.testing.raw_client import RawClient
 
+    connect_args = raw_security(settings or {})()
     try:
-        return RawClient(address, client_id=client_id, timeout_s=timeout_s)
+        return RawClient(address, client_id=client_id, timeout_s=timeout_s, **connect_args)
     except TimeoutError:
         raise CliError(f"cannot reach {address} (no answer in {timeout_s:g} s)") from None
-    except OSError as exc:
-        reason = (exc.strerror or str(exc)).lower()
+    except PermissionError as exc:
+        raise CliError(f"cannot connect to {address}: {exc}") from None
+    except ssl.SSLError as exc:
+        raise CliError(f"cannot connect to {address}: TLS: {exc.reason or exc}") from None
+    except (OSError, ConnectionError) as exc:
+        reason = (getattr(exc, "strerror", None) or str(exc)).lower()
         raise CliError(f"cannot reach {address} ({reason})") from None
     except ValueError:
         raise CliError(f"not a HOST:PORT address: {address!r}") from None
 
 
-def first_raw(bootstrap: str, timeout_s: float, client_id: str = "gregor-cli") -> Any:
+def raw_settings(args: argparse.Namespace) -> dict[str, str]:
+    """The --command-config settings, for `raw` (empty without the flag)."""
+    path = getattr(args, "command_config", None)
+    return read_properties(path) if path else {}
+
+
+def first_raw(
+    bootstrap: str,
+    timeout_s: float,
+    client_id: str = "gregor-cli",
+    settings: dict[str, str] | None = None,
+) -> Any:
     """A RawClient to the first address of a comma-separated bootstrap list that answers."""
     error: CliError | None = None
     for address in (a.strip() for a in bootstrap.split(",")):
         if address:
             try:
-                return raw(address, timeout_s, client_id)
+                return raw(address, timeout_s, client_id, settings)
             except CliError as exc:
                 error = exc
     raise error or CliError(f"no address in --bootstrap-server {bootstrap!r}")

@@ -64,7 +64,7 @@ class Facts:
     partitions: tuple[Partition, ...]
     quorum: Quorum | None
     # Why the quorum is unknown: a fault (`quorum_error`, unhealthy) or a limit of what could be
-    # asked (`quorum_not_asked`: not served, not authorized, a security protocol not spoken).
+    # asked (`quorum_not_asked`: not served, not authorized).
     quorum_error: str | None = None
     quorum_not_asked: str | None = None
 

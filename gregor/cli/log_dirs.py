@@ -35,11 +35,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
 
 
-def _ask(node: int, address: str, timeout_s: float) -> list[dict[str, Any]]:
+def _ask(
+    node: int, address: str, timeout_s: float, settings: dict[str, str]
+) -> list[dict[str, Any]]:
     from gregor.protocol import api_keys, errors
     from gregor.protocol.messages import DescribeLogDirsRequest
 
-    conn = connect.raw(address, timeout_s)
+    conn = connect.raw(address, timeout_s, settings=settings)
     try:
         response = connect.call(
             conn, api_keys.DESCRIBE_LOG_DIRS, DescribeLogDirsRequest(topics=None), address
@@ -81,7 +83,7 @@ def describe(args: argparse.Namespace) -> int:
     if unknown:
         known = ", ".join(map(str, sorted(brokers)))
         raise CliError(f"--broker {unknown[0]}: no such broker (brokers: {known})")
-    doc = [d for n in wanted for d in _ask(n, brokers[n], args.timeout)]
+    doc = [d for n in wanted for d in _ask(n, brokers[n], args.timeout, connect.raw_settings(args))]
     dirs = [
         [
             d["broker"],

@@ -56,7 +56,9 @@ class QuorumNotServed(CliError):
     principal may not (CLUSTER_AUTHORIZATION_FAILED)."""
 
 
-def fetch_quorum(bootstrap: str, timeout_ms: int = 10_000) -> Any:
+def fetch_quorum(
+    bootstrap: str, timeout_ms: int = 10_000, settings: dict[str, str] | None = None
+) -> Any:
     """The DescribeQuorum response partition for `__cluster_metadata-0` from the first of the
     comma-separated `bootstrap` addresses that gives one; a CliError naming the last failure if
     none does."""
@@ -65,7 +67,7 @@ def fetch_quorum(bootstrap: str, timeout_ms: int = 10_000) -> Any:
         if not address:
             continue
         try:
-            return _fetch_quorum_from(address, timeout_ms)
+            return _fetch_quorum_from(address, timeout_ms, settings)
         except CliError as exc:
             error = exc
         except (OSError, RuntimeError) as exc:
@@ -73,11 +75,11 @@ def fetch_quorum(bootstrap: str, timeout_ms: int = 10_000) -> Any:
     raise error
 
 
-def _fetch_quorum_from(bootstrap: str, timeout_ms: int) -> Any:
+def _fetch_quorum_from(bootstrap: str, timeout_ms: int, settings: dict[str, str] | None) -> Any:
     from gregor.protocol import api_keys, errors
     from gregor.protocol.messages import ApiVersionsRequest, DescribeQuorumRequest
 
-    conn = connect.raw(bootstrap, timeout_ms / 1000, CLIENT_ID)
+    conn = connect.raw(bootstrap, timeout_ms / 1000, CLIENT_ID, settings)
     try:
         versions = conn.call(api_keys.API_VERSIONS, 0, ApiVersionsRequest())
         ours = api_keys.BY_KEY[api_keys.DESCRIBE_QUORUM]
@@ -179,7 +181,7 @@ def blocks(doc: dict[str, Any], now_ms: int) -> list[output.Block]:
 
 
 def describe(args: argparse.Namespace) -> int:
-    part = fetch_quorum(args.bootstrap_server, int(args.timeout * 1000))
+    part = fetch_quorum(args.bootstrap_server, int(args.timeout * 1000), connect.raw_settings(args))
     doc = to_json(part)
     output.emit(args, doc, blocks(doc, int(time.time() * 1000)))
     return 0

@@ -81,12 +81,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _raw(args: argparse.Namespace) -> Any:
-    if getattr(args, "command_config", None):
-        settings = connect.read_properties(args.command_config)
-        protocol = settings.get("security.protocol", "PLAINTEXT").upper()
-        if protocol != "PLAINTEXT":
-            raise CliError(f"gregor quotas speaks PLAINTEXT only, not {protocol}")
-    return connect.first_raw(args.bootstrap_server, args.timeout)
+    return connect.first_raw(
+        args.bootstrap_server, args.timeout, settings=connect.raw_settings(args)
+    )
 
 
 def _entity(args: argparse.Namespace, required: bool) -> list[tuple[str, str | None]] | None:

@@ -5,6 +5,10 @@ exact response, which the real clients do not expose.
     with RawClient("127.0.0.1:9092") as raw:
         r = raw.call(api_keys.API_VERSIONS, 3, ApiVersionsRequest(...))
 
+Over TLS and SASL too: `RawClient(address, ssl_context=ctx, sasl=("SCRAM-SHA-256", client))`
+wraps the socket and authenticates (SaslHandshake v1, SaslAuthenticate v1) before it returns;
+a refused mechanism or failed authentication is a PermissionError saying why.
+
 Requests may be pipelined (`send`, `send`, then `recv`, `recv`): responses come back in order
 and each one's correlation id is checked against its request's.
 """
@@ -12,24 +16,58 @@ and each one's correlation id is checked against its request's.
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gregor.protocol import codec
+
+if TYPE_CHECKING:
+    from gregor.security.sasl_client import SaslClient
 
 
 class RawClient:
     def __init__(
-        self, bootstrap: str, *, client_id: str = "gregor-raw", timeout_s: float = 20.0
+        self,
+        bootstrap: str,
+        *,
+        client_id: str = "gregor-raw",
+        timeout_s: float = 20.0,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: tuple[str, SaslClient] | None = None,
     ) -> None:
         host, _, port = bootstrap.rpartition(":")
-        self.sock = socket.create_connection(
-            (host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout_s
-        )
+        host = host.strip("[]") or "127.0.0.1"
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
         self.client_id = client_id
         self.correlation = 0
         self._pending: deque[tuple[int, int, int]] = deque()  # (key, version, correlation id)
+        try:
+            if ssl_context is not None:
+                self.sock = ssl_context.wrap_socket(self.sock, server_hostname=host)
+            if sasl is not None:
+                self._authenticate(*sasl)
+        except BaseException:
+            self.sock.close()
+            raise
+
+    def _authenticate(self, mechanism: str, client: SaslClient) -> None:
+        from gregor.protocol import api_keys
+
+        shake = codec.message_class(api_keys.SASL_HANDSHAKE, "request")
+        answer = self.call(api_keys.SASL_HANDSHAKE, 1, shake(mechanism=mechanism))
+        if answer.error_code != 0:
+            enabled = ", ".join(answer.mechanisms) or "none"
+            raise PermissionError(f"SASL mechanism {mechanism} not enabled (enabled: {enabled})")
+        authenticate = codec.message_class(api_keys.SASL_AUTHENTICATE, "request")
+        token: bytes | None = client.initial()
+        while token is not None:
+            answer = self.call(api_keys.SASL_AUTHENTICATE, 1, authenticate(auth_bytes=token))
+            if answer.error_code != 0:
+                why = answer.error_message or f"error {answer.error_code}"
+                raise PermissionError(f"SASL authentication failed: {why}")
+            token = client.respond(bytes(answer.auth_bytes))
 
     def encode(self, key: int, version: int, body: Any) -> bytes:
         """A whole request frame with the next correlation id (to send with `send_raw`)."""

@@ -220,19 +220,3 @@ def test_quorum_lag_is_behind_the_leaders_log_end_voters_first() -> None:
         (7, "Observer", 10),
     ]
     assert decide(replace(HEALTHY, quorum=q), TIMEOUT_MS).controller_id == 1
-
-
-def test_only_plaintext_is_asked_with_our_own_codec(tmp_path) -> None:
-    from argparse import Namespace
-
-    from gregor.cli.cluster_health import _why_not_raw
-
-    assert _why_not_raw(Namespace(command_config=None)) is None
-    plain = tmp_path / "plain.properties"
-    plain.write_text("client.id=x\nsecurity.protocol=plaintext\n")
-    assert _why_not_raw(Namespace(command_config=str(plain))) is None
-    secure = tmp_path / "sasl.properties"
-    secure.write_text("security.protocol=SASL_SSL\n")
-    assert _why_not_raw(Namespace(command_config=str(secure))) == (
-        "not asked over security.protocol=SASL_SSL"
-    )
