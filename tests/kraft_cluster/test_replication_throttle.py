@@ -1,8 +1,10 @@
-"""Replication throttles in a three-node cluster, set as Kafka's tools set them: a follower that
-was down catches up at about `leader.replication.throttled.rate` /
-`follower.replication.throttled.rate` while the topic's throttled replica lists name it (`*`),
-and at full speed once the throttle is removed. Its progress is its replica's size on disk
-(DescribeLogDirs, asked of the follower itself); the rate is printed and asserted loosely."""
+"""Replication throttles in a three-node cluster, set as Kafka's tools set them (rates on each
+broker and as the cluster default, replica lists `*` on the topic): a follower that was down
+catches up at about the throttled rate with the leader's side throttled alone
+(`leader.replication.throttled.*`), then with the follower's alone
+(`follower.replication.throttled.*`), and at full speed once the lists are removed. Its progress
+is its replica's size on disk (DescribeLogDirs, asked of the follower itself); the rates are
+printed and asserted loosely (under 3x the rate, and not caught up yet)."""
 
 from __future__ import annotations
 
