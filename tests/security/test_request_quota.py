@@ -151,7 +151,7 @@ def test_a_client_over_its_request_percentage_is_throttled_and_another_is_not(
     print(
         f"\ngreedy: {first_rate:.0f} requests/s until the first throttle ({len(before)} "
         f"requests), then {later_rate:.0f}/s, {len(throttled)} of {len(after)} throttled "
-        f"(up to {max(after)} ms); modest, same broker meanwhile: {other_rate:.0f}/s, "
+        f"(up to {max(after)} ms); modest, same broker, while greedy is still over its quota: {other_rate:.0f}/s, "
         f"throttle max {max(other)} ms"
     )
     assert throttled and max(after) <= 1000  # at most one sample, as Kafka bounds it
