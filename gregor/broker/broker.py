@@ -104,6 +104,7 @@ class BrokerServer:
             local_broker_epoch=self._broker_epoch,
             replica_lag_time_max_ms=int(self.config_value("replica.lag.time.max.ms")),
         )  # fmt: skip
+        cores.replication_quotas(self.replicas, self.node_id, self.config_value, self.store)
         self.hosting = PartitionHosting(
             self.node_id, self.store, self.replicas, self.logs, self.config_view, clock
         )

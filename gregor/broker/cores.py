@@ -4,6 +4,7 @@ driver that runs it, from the few pieces each needs (never the broker itself):
     core (what it decides)                    driver (what it owns)
     replication/isr_sender.IsrChangeSender    CoreDriver over a controller channel
     replication/fetcher_session.ReplicaFetchers  CoreDriver over a client to the leaders
+    security/replication_quotas.ReplicationQuota the leader's and the fetchers' throttles
     node/lifecycle.BrokerLifecycleCore        runtime/lifecycle.BrokerLifecycle (a channel)
     node/forwarding.ForwardingCore            runtime/forwarding.Forwarder (a channel)
     coordinator/txn/markers.MarkerChannel     CoreDriver over the inter-broker links
@@ -24,6 +25,7 @@ from gregor.broker.controller_apis import FORWARDED
 from gregor.coordinator.txn.markers import LocalWriter, MarkerChannel
 from gregor.coordinator.txn.verifier import TxnVerifier, VerifyingCoordinator
 from gregor.metadata.cluster import ClusterView
+from gregor.metadata.config_view import ConfigSource
 from gregor.metadata.image import MetadataImage
 from gregor.metadata.meta_properties import MetaProperties
 from gregor.node.forwarding import ForwardingCore
@@ -39,6 +41,13 @@ from gregor.runtime.forwarding import CHANNEL_TIMEOUT_MS, Forwarder
 from gregor.runtime.inter_broker import InterBroker
 from gregor.runtime.lifecycle import BrokerLifecycle, shut_down_this_process
 from gregor.security.listener_config import SECURITY_PROTOCOL_IDS
+from gregor.security.replication_quotas import (
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    ReplicationQuota,
+)
 from gregor.storage.log_manager import LogManager
 
 Clock = Callable[[], int]
@@ -122,6 +131,7 @@ def replica_fetchers(
         broker_epoch=broker_epoch,
         endpoint_of=endpoint_of,
         socket_timeout_ms=int(value("replica.socket.timeout.ms")),
+        quota=replicas.follower_quota,
     )
     client = NetworkClient(
         client_id=f"replica-fetcher-{node_id}",
@@ -133,6 +143,29 @@ def replica_fetchers(
     driver = CoreDriver(core, node_send(client), clock, name="replica-fetchers", close=client.close)
     driver.start()
     return driver
+
+
+def replication_quotas(
+    replicas: ReplicaManager,
+    node_id: int,
+    value: ConfigValue,
+    store: ConfigSource,
+) -> None:
+    """The leader and follower replication throttles on the replica manager: their rates from
+    the dynamic broker configs, their replicas from the topics' configs, both read when used."""
+    num = int(value("replication.quota.window.num"))
+    window_ms = int(value("replication.quota.window.size.seconds")) * 1000
+
+    def configs_of(topic: str) -> Mapping[str, str] | None:
+        info = store.topics.get(topic)
+        return info.configs if info is not None else None
+
+    replicas.leader_quota = ReplicationQuota(
+        node_id, LEADER_REPLICAS, lambda: int(value(LEADER_RATE)), configs_of, num, window_ms
+    )
+    replicas.follower_quota = ReplicationQuota(
+        node_id, FOLLOWER_REPLICAS, lambda: int(value(FOLLOWER_RATE)), configs_of, num, window_ms
+    )
 
 
 def broker_lifecycle(

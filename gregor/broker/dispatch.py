@@ -3,17 +3,20 @@ decode, forward a metadata write off the active controller (forwarding.py), else
 registered handler and encode its answer (a handler returns a `Pending` for a request that
 waits; its response is encoded when it completes). Produce and Fetch pass the client quota gate
 (quota_gate.py): a client over its quota gets `throttle_time_ms` and its connection is muted.
+Every request's handling time is charged to `request_percentage` quotas (request_quota.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import struct
+import time
 from collections.abc import Awaitable
 from typing import Any
 
 from gregor.broker import mutation_quota
 from gregor.broker.quota_gate import QuotaGate, is_follower_fetch
+from gregor.broker.request_quota import RequestQuota
 from gregor.handlers import api_versions
 from gregor.handlers.context import RequestContext, Services
 from gregor.handlers.produce import AcksZeroError
@@ -49,6 +52,11 @@ class Dispatcher:
             services.config_value("quota.window.num"),
             services.config_value("quota.window.size.seconds"),
         )
+        self.requests = RequestQuota(
+            lambda: services.store.image.client_quotas,
+            services.config_value("quota.window.num"),
+            services.config_value("quota.window.size.seconds"),
+        )
 
     def __call__(
         self, conn: Connection, frame: memoryview
@@ -57,6 +65,7 @@ class Dispatcher:
             if not self.held.done():
                 return self._when_caught_up(conn, bytes(frame))
             self.held = None
+        started = time.perf_counter_ns()
         try:
             key, version, correlation_id = peek_request(frame)
         except CorruptFrameError as exc:
@@ -85,18 +94,34 @@ class Dispatcher:
         if key in QUOTA_APIS:
             quota = self.quotas.state(key)
             if quota is not None:
-                return self._throttled(conn, quota, frame, ctx, request)
+                return self._throttled(conn, quota, frame, ctx, request, started)
         try:
             result = HANDLERS[key](ctx, request)
         except AcksZeroError as exc:
             raise FrameError(f"acks=0 produce failed: {exc}") from None
+        throttle = self._charge(conn, ctx, request, started)
         if result is NO_RESPONSE:
             return None
         if isinstance(result, Pending) and result.done:
             result = result.value
         if isinstance(result, Data):
+            if throttle and hasattr(result, "throttle_time_ms"):
+                setattr(result, "throttle_time_ms", throttle)  # noqa: B010 - not every API has it
             return codec.encode_response(key, version, correlation_id, result)
-        return self._finish(key, version, correlation_id, result)  # a request that waits
+        return self._finish(key, version, correlation_id, result, throttle)  # one that waits
+
+    def _charge(self, conn: Connection, ctx: RequestContext, request: Any, started: int) -> int:
+        """request_percentage: charge the loop time since `started`; over the quota, mute the
+        connection and return the throttle time for the response."""
+        if self.requests.state() is None:
+            return 0
+        elapsed = time.perf_counter_ns() - started
+        throttle = self.requests.charge(
+            conn.attributes, ctx.header, request, elapsed, self.services.now_ms()
+        )
+        if throttle:
+            conn.throttle(throttle)
+        return throttle
 
     def _throttled(
         self,
@@ -105,6 +130,7 @@ class Dispatcher:
         frame: memoryview,
         ctx: RequestContext,
         request: Any,
+        started: int,
     ) -> Output | Awaitable[Output] | None:
         """A Produce or Fetch under a client quota: Produce records its request's size before it
         is handled, Fetch its response's once encoded; over the quota, the response carries the
@@ -127,6 +153,7 @@ class Dispatcher:
             result = HANDLERS[key](ctx, request)
         except AcksZeroError as exc:
             raise FrameError(f"acks=0 produce failed: {exc}") from None
+        throttle = max(throttle, self._charge(conn, ctx, request, started))
         if result is NO_RESPONSE:
             if throttle:
                 conn.throttle(throttle)
@@ -136,7 +163,7 @@ class Dispatcher:
             body.throttle_time_ms = throttle
             out = codec.encode_response(key, version, cid, body)
             if key == api_keys.FETCH and measured is not None:
-                self._fetched(conn, measured, header, out)
+                self._fetched(conn, measured, header, out, throttle)
             elif throttle:
                 conn.throttle(throttle)
             return out
@@ -172,7 +199,7 @@ class Dispatcher:
         return None
 
     def _fetched(
-        self, conn: Connection, quota: QuotaState, header: RequestHeader, out: Output
+        self, conn: Connection, quota: QuotaState, header: RequestHeader, out: Output, floor: int
     ) -> None:
         """Record an encoded Fetch response; over the quota, write the throttle time into it
         (the first field of the body, after the size, correlation id and, from v12, the
@@ -181,7 +208,7 @@ class Dispatcher:
         throttle = self.quotas.record(
             quota, conn.attributes, header.client_id, size, self.services.now_ms()
         )
-        if throttle:
+        if throttle > floor:  # else the response carries the request quota's, larger
             at = 8 + (1 if header.request_api_version >= 12 else 0)
             _INT32.pack_into(out[0], at, throttle)
             conn.throttle(throttle)
@@ -197,12 +224,14 @@ class Dispatcher:
         return await answer if isinstance(answer, Awaitable) else answer
 
     def _finish(
-        self, key: int, version: int, correlation_id: int, pending: Pending
+        self, key: int, version: int, correlation_id: int, pending: Pending, throttle: int = 0
     ) -> Awaitable[Output]:
-        """The response once `pending` completes; if the connection closed first, its files
-        are closed instead of sent."""
+        """The response once `pending` completes (with `throttle` as its throttle time); if
+        the connection closed first, its files are closed instead of sent."""
 
         def encode(body: Any) -> Output:
+            if throttle and hasattr(body, "throttle_time_ms"):
+                body.throttle_time_ms = throttle
             return codec.encode_response(key, version, correlation_id, body)
 
         return future_of(pending, encode, close_slices)

@@ -17,6 +17,12 @@ reads to the log end, its fetch offset becomes that follower's log end offset on
 (which may move the high watermark or add it to the ISR), and a `last_fetched_epoch` whose
 history diverges from ours gets `diverging_epoch` and no records (replication/partition.py).
 
+Replication throttle (`leader.replication.throttled.rate`, security/replication_quotas.py): a
+follower outside the ISR gets no records for a partition named by its topic's
+`leader.replication.throttled.replicas` while the leader quota is exceeded (Kafka's
+shouldLeaderThrottle; such a partition does not count toward min_bytes, so the Fetch waits);
+the record bytes of throttled partitions in each answer to a follower are recorded in it.
+
 Sizes: each partition gets at most partition_max_bytes and the response at most max_bytes, but
 the first partition with data always gets at least one whole batch (KIP-74). Fewer than
 min_bytes ready: the request waits up to max_wait_ms (`DelayedFetch`, in the purgatory of
@@ -141,6 +147,8 @@ def _fetch_partition(s: _Pass, name: str | None, fp: Any) -> Any:
             read = _read_for_follower(s, p, fp, limit)
             hw, start, lso = read.high_watermark, read.log_start_offset, read.last_stable_offset
             found = read.records if limit > 0 or s.total == 0 else None
+            if found is not None and _leader_throttles(s, p):
+                found = None
             if read.diverging_epoch is not None:
                 epoch, end_offset = read.diverging_epoch
                 diverging = Diverging(epoch=epoch, end_offset=end_offset)
@@ -213,6 +221,29 @@ def _read_for_follower(s: _Pass, p: Partition, fp: Any, limit: int) -> FollowerR
     )
 
 
+def _leader_throttles(s: _Pass, p: Partition) -> bool:
+    quota = s.ctx.services.replicas.leader_quota
+    return quota.should_throttle(s.replica_id in p.isr, p.topic, p.index, s.now)
+
+
+def _answered(ctx: RequestContext, request: Any, topics: list[Any], responses: list[Any]) -> Any:
+    """The Fetch response; for a follower's, the record bytes of throttled partitions are
+    recorded in the leader's replication quota first."""
+    quota = ctx.services.replicas.leader_quota
+    if _replica_of(ctx, request)[0] >= 0 and quota.active():
+        size = 0
+        for (name, _), t in zip(topics, responses, strict=True):
+            if name is None or isinstance(name, Unauthorized):
+                continue
+            for part in t.partitions:
+                n = len(part.records) if part.records is not None else 0
+                if n and quota.is_throttled(name, part.partition_index):
+                    size += n
+        if size:
+            quota.record(size, ctx.services.now_ms())
+    return _response(responses)
+
+
 def _close(responses: list[Any]) -> None:
     for t in responses:
         for p in t.partitions:
@@ -230,7 +261,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         or not partitions
         or _has_error(responses)
     ):
-        return _response(responses)
+        return _answered(ctx, request, topics, responses)
     _close(responses)
     op = DelayedFetch(ctx, request, topics, partitions)
     ctx.services.purgatory.watch(op, partitions)
@@ -281,7 +312,7 @@ class DelayedFetch(DelayedOperation):
         self.responses, _, _ = _collect(self.ctx, self.request, self.topics, first=False)
 
     def on_complete(self) -> None:
-        self.answer.complete(_response(self.responses))
+        self.answer.complete(_answered(self.ctx, self.request, self.topics, self.responses))
 
 
 def _response(responses: list[Any]) -> Any:

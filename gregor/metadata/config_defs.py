@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gregor.security import replication_quotas
 from gregor.storage.config import LONG_MAX, LogConfig
 
 # DescribeConfigs ConfigType
@@ -239,6 +240,13 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "min.compaction.lag.ms", LONG, "0", at_least(0), ("log.cleaner.min.compaction.lag.ms",)
         ),
         ConfigDef("min.insync.replicas", INT, "1", at_least(1), ("min.insync.replicas",)),
+        # which replicas the replication throttles hold back: `*` or `partition:broker,...`
+        ConfigDef(
+            replication_quotas.LEADER_REPLICAS, LIST, "", replication_quotas.replicas_problem
+        ),
+        ConfigDef(
+            replication_quotas.FOLLOWER_REPLICAS, LIST, "", replication_quotas.replicas_problem
+        ),
         ConfigDef("preallocate", BOOLEAN, "false", None, ("log.preallocate",)),
         ConfigDef("retention.bytes", LONG, "-1", None, ("log.retention.bytes",)),
         ConfigDef(
@@ -395,6 +403,11 @@ _BROKER_ONLY: list[ConfigDef] = [
     # client quotas (security/quotas.py): the sliding window their rates are measured over
     ConfigDef("quota.window.num", INT, "11", at_least(1), read_only=True),
     ConfigDef("quota.window.size.seconds", INT, "1", at_least(1), read_only=True),
+    # replication throttles (security/replication_quotas.py): bytes/s, dynamic, per broker
+    ConfigDef(replication_quotas.LEADER_RATE, LONG, str(LONG_MAX), at_least(0)),
+    ConfigDef(replication_quotas.FOLLOWER_RATE, LONG, str(LONG_MAX), at_least(0)),
+    ConfigDef("replication.quota.window.num", INT, "11", at_least(1), read_only=True),
+    ConfigDef("replication.quota.window.size.seconds", INT, "1", at_least(1), read_only=True),
     ConfigDef("num.recovery.threads.per.data.dir", INT, "2", at_least(1), read_only=True),
     ConfigDef("socket.send.buffer.bytes", INT, "102400", None, read_only=True),
     ConfigDef("socket.receive.buffer.bytes", INT, "102400", None, read_only=True),

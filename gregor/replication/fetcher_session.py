@@ -31,6 +31,7 @@ from gregor.protocol import api_keys
 from gregor.protocol.outbound import Outbound, Poll, earliest
 from gregor.replication.follower import FETCH_VERSION, FetcherConfig, FollowerFetcher, Sent
 from gregor.replication.partition import FollowerChange, Partition
+from gregor.security.replication_quotas import ReplicationQuota
 
 log = logging.getLogger("gregor.replica_fetcher")
 
@@ -50,9 +51,10 @@ class FetcherSession:
         leader_id: int,
         config: FetcherConfig,
         fetcher: type[FollowerFetcher] = FollowerFetcher,
+        quota: ReplicationQuota | None = None,
     ) -> None:
         self.leader_id = leader_id
-        self.state = fetcher(leader_id, config)
+        self.state = fetcher(leader_id, config, quota)
         self.in_flight: dict[tuple[uuid.UUID, int], Sent] | None = None
         self.failures = 0  # in a row: the first is logged at INFO, the rest at DEBUG
 
@@ -67,11 +69,14 @@ class ReplicaFetchers:
         endpoint_of: Callable[[int], tuple[str, int] | None],
         socket_timeout_ms: int,
         fetcher: type[FollowerFetcher] = FollowerFetcher,
+        quota: ReplicationQuota | None = None,
     ) -> None:
         """`fetcher`: what one session's Fetch asks and does with its answer (follower.py's
-        FollowerFetcher; the simulation's broken variants give a subclass)."""
+        FollowerFetcher; the simulation's broken variants give a subclass). `quota`: the
+        follower replication throttle all sessions share."""
         self.config = config
         self.fetcher = fetcher
+        self.quota = quota
         self.partition_of = partition_of
         self.broker_epoch = broker_epoch
         self.endpoint_of = endpoint_of
@@ -90,7 +95,7 @@ class ReplicaFetchers:
             if p is None or p.is_leader:
                 continue
             if change.leader not in self.sessions:
-                session = FetcherSession(change.leader, self.config, self.fetcher)
+                session = FetcherSession(change.leader, self.config, self.fetcher, self.quota)
                 self.sessions[change.leader] = session
                 log.info("replica fetcher for broker %d started", change.leader)
             self.sessions[change.leader].state.add(p, change.leader_epoch)

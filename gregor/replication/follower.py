@@ -39,6 +39,12 @@ Answers per partition:
 A request that fails as a whole (connection lost, timeout) backs off every partition in it.
 An answer for a partition whose state changed meanwhile (removed, a new epoch, truncated or
 appended to) is ignored, as Kafka does.
+
+Replication throttle (`follower.replication.throttled.rate`, security/replication_quotas.py):
+a partition named by its topic's `follower.replication.throttled.replicas` is left out of the
+Fetch while the follower quota is exceeded, unless it is in sync: its lag (the leader's HW
+minus our log end, as of the last answer that brought records) is known and 0, as Kafka's
+fetcher judges it. The bytes appended to a throttled partition are recorded in the quota.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import FetchRequest
 from gregor.replication.partition import Partition
+from gregor.security.replication_quotas import ReplicationQuota
 from gregor.storage.leader_epoch import LeaderEpochCache
 
 log = logging.getLogger("gregor.replication.follower")
@@ -78,9 +85,14 @@ class FetchState:
     leader_epoch: int
     delayed_until_ms: int = 0
     fenced: bool = False  # until the metadata gives a new epoch
+    lag: int | None = None  # the leader's HW - our LEO, after the last answer with records
 
     def ready(self, now_ms: int) -> bool:
         return not self.fenced and self.delayed_until_ms <= now_ms
+
+    @property
+    def in_sync(self) -> bool:
+        return self.lag is not None and self.lag <= 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,9 +136,12 @@ def truncation_offset(
 
 
 class FollowerFetcher:
-    def __init__(self, leader_id: int, config: FetcherConfig) -> None:
+    def __init__(
+        self, leader_id: int, config: FetcherConfig, quota: ReplicationQuota | None = None
+    ) -> None:
         self.leader_id = leader_id
         self.config = config
+        self.quota = quota  # the follower replication throttle; None: never throttled
         self.partitions: dict[tuple[str, int], FetchState] = {}
 
     # -- which partitions ---------------------------------------------------------------------
@@ -164,9 +179,12 @@ class FollowerFetcher:
         cfg = self.config
         by_topic: dict[uuid.UUID, list[Any]] = {}
         sent: dict[tuple[uuid.UUID, int], Sent] = {}
+        quota = self.quota
         for (topic, index), state in self.partitions.items():
             if not state.ready(now_ms):
                 continue
+            if quota is not None and quota.should_throttle(state.in_sync, topic, index, now_ms):
+                continue  # over the follower throttle: asked again once the rate is back under
             p = state.partition
             lg = p.log
             if lg.offline:
@@ -263,7 +281,14 @@ class FollowerFetcher:
                     (s.topic, s.index, self._truncate(p, div.epoch, div.end_offset))
                 )
                 return
-            outcome.appended_bytes += self._append(p, pd, now_ms)
+            size = self._append(p, pd, now_ms)
+            outcome.appended_bytes += size
+            if size > 0 or state.lag is None:
+                state.lag = max(0, pd.high_watermark - p.log.log_end_offset)
+            quota = self.quota
+            if size > 0 and quota is not None and quota.active():
+                if quota.is_throttled(s.topic, s.index):
+                    quota.record(size, now_ms)
             return
         outcome.errors[(s.topic, s.index)] = code
         if code == errors.OFFSET_OUT_OF_RANGE:

@@ -75,6 +75,12 @@ from gregor.protocol.records.validate import (
     check_single_batch,
     uncompressed_limit,
 )
+from gregor.security.replication_quotas import (
+    FOLLOWER_REPLICAS,
+    LEADER_REPLICAS,
+    ReplicationQuota,
+    unthrottled,
+)
 from gregor.storage.config import LONG_MAX, LogConfig
 from gregor.storage.log import AppendInfo, Log
 from gregor.storage.log_manager import LogManager
@@ -782,6 +788,10 @@ class ReplicaManager:
         self.follower_changes: list[FollowerChange] = []
         self.on_isr_update: Callable[[Partition, IsrUpdate], None] | None = None
         self.on_follower_change: Callable[[], None] | None = None
+        # Replication throttles (security/replication_quotas.py), set by the owner: the leader's
+        # answers to followers' Fetches and this broker's replica fetchers.
+        self.leader_quota: ReplicationQuota = unthrottled(LEADER_REPLICAS)
+        self.follower_quota: ReplicationQuota = unthrottled(FOLLOWER_REPLICAS)
 
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
