@@ -1,0 +1,118 @@
+"""The pages (GET): each gathers what it shows on the thread pool and renders one template."""
+
+from __future__ import annotations
+
+import re
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gregor.console import browse, charts
+from gregor.console import groups as group_reads
+from gregor.console.errors import NotFound
+from gregor.console.web import console_of, render
+
+# Kafka's legal topic names: anything else cannot name a topic
+TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+def topic_name(request: Request) -> str:
+    name = str(request.path_params["topic"])
+    if not TOPIC_NAME.match(name):
+        raise NotFound(f"{name[:80]!r} is not a topic name (letters, digits, '.', '_', '-')")
+    return name
+
+
+def _throughput_chart(request: Request) -> object:
+    points = console_of(request).history.throughput()
+    return charts.line_chart(
+        [t for t, _, _ in points],
+        [("produced", [p for _, p, _ in points]), ("consumed", [c for _, _, c in points])],
+        "msg/s",
+        "messages per second produced and consumed",
+    )
+
+
+async def overview(request: Request) -> Response:
+    console = console_of(request)
+    data = await console.call(console.cluster.overview)
+    points = console.history.throughput()
+    rates = points[-1] if points else None
+    return render(
+        request, "overview.html", overview=data, rates=rates, chart=_throughput_chart(request)
+    )
+
+
+async def topics(request: Request) -> Response:
+    console = console_of(request)
+    internal = request.query_params.get("internal") == "1"
+    rows = await console.call(console.cluster.topics, internal)
+    return render(
+        request, "topics.html", topics=rows, rates=console.history.topic_rates(), internal=internal
+    )
+
+
+async def topic(request: Request) -> Response:
+    console = console_of(request)
+    name = topic_name(request)
+    row = await console.call(console.cluster.topic, name)
+    configs = await console.call(console.cluster.topic_configs, name)
+    return render(
+        request,
+        "topic.html",
+        topic=row,
+        configs=configs,
+        rate=console.history.topic_rates().get(name),
+        saved=request.query_params.get("saved"),
+    )
+
+
+async def messages(request: Request) -> Response:
+    console = console_of(request)
+    name = topic_name(request)
+    md = await console.call(console.cluster.metadata)
+    t = md.topics.get(name)
+    if t is None or not t.partitions:
+        raise NotFound(f"there is no topic {name!r}")
+    params = dict(request.query_params)
+    query = browse.parse_query(params, len(t.partitions))
+    page = await console.call(browse.read, console.settings, name, len(t.partitions), query)
+    produced = None
+    if request.query_params.get("produced") and query.partition is not None:
+        produced = (query.partition, query.offset)
+    return render(
+        request,
+        "messages.html",
+        topic=name,
+        partitions=len(t.partitions),
+        query=query,
+        params=params,
+        page=page,
+        produced=produced,
+    )
+
+
+async def groups(request: Request) -> Response:
+    console = console_of(request)
+    rows = await console.call(group_reads.list_groups, console.cluster)
+    lags = console.history.latest_lag()
+    for r in rows:
+        r.lag = lags.get(r.group_id)
+    return render(request, "groups.html", groups=rows)
+
+
+async def group(request: Request) -> Response:
+    console = console_of(request)
+    group_id = str(request.path_params["group"])
+    detail = await console.call(group_reads.describe, console.cluster, group_id)
+    points = console.history.lag(group_id)
+    chart = charts.line_chart(
+        [t for t, _ in points], [("lag", [v for _, v in points])], "records", "total lag over time"
+    )
+    return render(
+        request,
+        "group.html",
+        group=detail,
+        chart=chart,
+        reset=request.query_params.get("reset"),
+    )
