@@ -296,7 +296,7 @@ class Cluster:
     ) -> tuple[int, int]:
         """One record, acknowledged by the cluster: its (partition, offset)."""
         if self._producer is None:
-            self._producer = Producer(self.settings.kafka_config(logger=log, linger_ms=0))
+            self._producer = Producer(self.settings.kafka_config(**{"logger": log, "linger.ms": 0}))
         done: list[Any] = []
         kwargs: dict[str, Any] = {"key": key, "value": value, "headers": headers or None}
         if partition is not None:
