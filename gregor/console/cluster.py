@@ -18,6 +18,7 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     OffsetSpec,
 )
 
@@ -319,5 +320,9 @@ def _partition_row(p: Any) -> PartitionRow:
 
 
 def _source_name(source: Any) -> str:
-    name = getattr(source, "name", str(source))
+    """DescribeConfigs' source as words: 5 or ConfigSource.DEFAULT_CONFIG -> "default"."""
+    try:
+        name = ConfigSource(source).name
+    except ValueError:
+        name = str(source)
     return str(name).replace("_CONFIG", "").replace("_", " ").lower()

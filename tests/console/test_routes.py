@@ -199,6 +199,15 @@ def test_edit_a_topic_config(kafka, console, name):
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
     resource = ConfigResource(ConfigResource.Type.TOPIC, name)
     assert admin.describe_configs([resource])[resource].result(10)["retention.ms"].value == "12345"
+    shown = console.get(f"/topics/{name}").text
+    assert re.search(
+        r'data-config="retention.ms">.*?value="12345".*?<span class="source">dynamic topic</span>',
+        shown,
+        re.S,
+    )
+    assert re.search(
+        r'data-config="segment.ms">.*?<span class="source">default</span>', shown, re.S
+    )
     bad = console.post(
         f"/topics/{name}/configs",
         data={"token": token, "name": "retention.ms", "value": "soon", "action": "set"},
