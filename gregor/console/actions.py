@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from gregor.console import groups
+from gregor.console.browse import LONG_MAX
 from gregor.console.errors import BadInput, NotFound
 from gregor.console.pages import topic_name
 from gregor.console.web import console_of, form_of
@@ -74,8 +75,8 @@ async def reset_offsets(request: Request) -> Response:
     raw = form.get("offset", "").strip()
     offset = None
     if target == "offset":
-        if not raw.lstrip("-").isdigit():
-            raise BadInput(f"the offset must be a whole number, not {raw[:20]!r}")
+        if not raw.isdigit() or int(raw) > LONG_MAX:
+            raise BadInput(f"the offset must be a whole number from 0, not {raw[:20]!r}")
         offset = int(raw)
     await console.call(groups.reset, console.cluster, group_id, topic, target, offset)
     return RedirectResponse(f"/groups/{quote(group_id, safe='')}?reset={target}", status_code=303)

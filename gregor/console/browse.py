@@ -23,6 +23,7 @@ from gregor.console.errors import BadInput, Unavailable, kafka_text
 from gregor.console.settings import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, ConsoleSettings
 
 SCAN_LIMIT = 10_000
+LONG_MAX = (1 << 63) - 1  # offsets and timestamps are Kafka longs
 MODES = ("newest", "offset", "timestamp")
 _BATCH = 500
 
@@ -71,25 +72,33 @@ def _int(params: Mapping[str, str], name: str, what: str) -> int | None:
     if not raw:
         return None
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError:
         raise BadInput(f"{what} must be a whole number, not {raw[:40]!r}") from None
+    if abs(value) > LONG_MAX:
+        raise BadInput(f"{what} {raw[:40]} is out of range")
+    return value
 
 
 def parse_timestamp(raw: str) -> int:
-    """Milliseconds since the epoch, or an ISO 8601 time (UTC unless it names a zone)."""
+    """Milliseconds since the epoch, or an ISO 8601 time (UTC unless it names a zone); not
+    before 1970 (ListOffsets reads negative times as "latest" and "earliest")."""
     raw = raw.strip()
     if raw.lstrip("-").isdigit():
-        return int(raw)
-    try:
-        when = datetime.fromisoformat(raw)
-    except ValueError:
-        raise BadInput(
-            f"{raw[:40]!r} is not a time (ms since the epoch, or 2024-05-01T12:00:00)"
-        ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return int(when.timestamp() * 1000)
+        stamp = int(raw)
+    else:
+        try:
+            when = datetime.fromisoformat(raw)
+        except ValueError:
+            raise BadInput(
+                f"{raw[:40]!r} is not a time (ms since the epoch, or 2024-05-01T12:00:00)"
+            ) from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        stamp = int(when.timestamp() * 1000)
+    if not 0 <= stamp <= LONG_MAX:
+        raise BadInput(f"the time {raw[:40]} is out of range (1970 onwards)")
+    return stamp
 
 
 def parse_query(params: Mapping[str, str], partitions: int) -> Query:

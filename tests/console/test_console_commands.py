@@ -86,7 +86,10 @@ def test_a_nodes_console_writes_when_told(name):
         status, page = _get(f"{url}/topics/{name}/messages")
         assert status == 200 and 'id="produce"' in page and "writes allowed" in page
         token = re.search(r'name="token" value="([^"]+)"', page)[1]  # type: ignore[index]
-        assert _post(f"{url}/topics/{name}/messages", {"token": token, "value": "from the node"}) == 200
+        assert (
+            _post(f"{url}/topics/{name}/messages", {"token": token, "value": "from the node"})
+            == 200
+        )
         status, page = _get(f"{url}/topics/{name}/messages")
         assert ">from the node</pre>" in page
 

@@ -61,6 +61,8 @@ def test_parse_query_defaults_and_modes():
         ({"mode": "timestamp"}, "needs a time"),
         ({"mode": "timestamp", "timestamp": "yesterday"}, "is not a time"),
         ({"mode": "<script>"}, "mode must be one of"),
+        ({"mode": "offset", "partition": "0", "offset": str(1 << 63)}, "out of range"),
+        ({"mode": "timestamp", "timestamp": "-1"}, "out of range"),
     ],
 )
 def test_parse_query_refuses_bad_input(params, message):

@@ -94,6 +94,21 @@ def test_bad_input_is_a_clear_4xx(kafka, console, name):
             "the page size must be between 1 and 500, not 1000000",
         ),
         (f"/topics/{name}/messages?limit=abc", 400, "the page size must be a whole number"),
+        (
+            f"/topics/{name}/messages?partition=0&mode=offset&offset=99999999999999999999",
+            400,
+            "is out of range",
+        ),
+        (
+            f"/topics/{name}/messages?mode=timestamp&timestamp=1969-12-31T00:00:00",
+            400,
+            "out of range (1970 onwards)",
+        ),
+        (
+            f"/topics/{name}/messages?mode=timestamp&timestamp=99999999999999999999",
+            400,
+            "out of range",
+        ),
         ("/topics/no-such-topic", 404, "there is no topic"),
         ("/topics/no-such-topic/messages", 404, "there is no topic"),
         ("/topics/bad%20name", 404, "is not a topic name"),
