@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 
 from gregor.cli import connect
 from gregor.cli.errors import CliError
@@ -60,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         read_only=not args.allow_writes,
         sample_interval_s=args.sample_interval,
         request_timeout_s=args.timeout,
+        verbose=args.verbose,
     )
     try:
         sock = bind(host, port)
@@ -67,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(
             f"cannot listen on {host}:{port} ({exc.strerror or exc}): change --listen"
         ) from None
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     server = ConsoleServer(settings, sock, own_signals=True)
     print(server.url, flush=True)
     asyncio.run(server.serve())

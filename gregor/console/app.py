@@ -8,6 +8,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from importlib import resources
 
+from confluent_kafka import KafkaException
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -16,7 +17,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from gregor.console import actions, pages
-from gregor.console.errors import ConsoleError
+from gregor.console.errors import ConsoleError, kafka_text
 from gregor.console.settings import ConsoleSettings
 from gregor.console.web import Console, SecurityHeaders, render
 
@@ -30,6 +31,12 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     message = "there is no such page" if exc.status_code == 404 else str(exc.detail)
     return render(request, "error.html", exc.status_code, message=message, status=exc.status_code)
+
+
+async def _kafka_error(request: Request, exc: Exception) -> Response:
+    """A client error no page turned into a ConsoleError: the cluster's answer, as a 503."""
+    message = f"the cluster answered: {kafka_text(exc)}"
+    return render(request, "error.html", 503, message=message, status=503)
 
 
 def create_app(settings: ConsoleSettings) -> Starlette:
@@ -58,7 +65,11 @@ def create_app(settings: ConsoleSettings) -> Starlette:
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={ConsoleError: _console_error, HTTPException: _http_error},
+        exception_handlers={
+            ConsoleError: _console_error,
+            HTTPException: _http_error,
+            KafkaException: _kafka_error,
+        },
     )
     app.add_middleware(SecurityHeaders)
     return app

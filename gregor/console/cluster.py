@@ -129,7 +129,7 @@ class Cluster:
     def __init__(self, settings: ConsoleSettings) -> None:
         self.settings = settings
         self.timeout_s = settings.request_timeout_s
-        self.admin = AdminClient(settings.kafka_config(logger=log))
+        self.admin = AdminClient(settings.kafka_config())
         self._producer: Producer | None = None
 
     def close(self) -> None:
@@ -297,7 +297,7 @@ class Cluster:
     ) -> tuple[int, int]:
         """One record, acknowledged by the cluster: its (partition, offset)."""
         if self._producer is None:
-            self._producer = Producer(self.settings.kafka_config(**{"logger": log, "linger.ms": 0}))
+            self._producer = Producer(self.settings.kafka_config(**{"linger.ms": 0}))
         done: list[Any] = []
         kwargs: dict[str, Any] = {"key": key, "value": value, "headers": headers or None}
         if partition is not None:

@@ -74,6 +74,15 @@ class History:
             out.append((new.now_ms, produced / dt, consumed / dt))
         return out
 
+    def topic_throughput(self, topic: str) -> list[tuple[int, float]]:
+        """Messages in per second of `topic` in each interval that saw it at both ends."""
+        out = []
+        for old, new in self._pairs():
+            if topic in old.topic_ends and topic in new.topic_ends:
+                grown = max(0, new.topic_ends[topic] - old.topic_ends[topic])
+                out.append((new.now_ms, grown / ((new.now_ms - old.now_ms) / 1000)))
+        return out
+
     def lag(self, group: str) -> list[tuple[int, float]]:
         """The group's total lag at each sample that saw it."""
         return [(s.now_ms, float(s.group_lag[group])) for s in self.samples if group in s.group_lag]

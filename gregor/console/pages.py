@@ -57,12 +57,18 @@ async def topic(request: Request) -> Response:
     name = topic_name(request)
     row = await console.call(console.cluster.topic, name)
     configs = await console.call(console.cluster.topic_configs, name)
+    points = console.history.topic_throughput(name)
+    chart = charts.line_chart(
+        [t for t, _ in points], [("messages in", [v for _, v in points])], "msg/s",
+        f"messages per second into {name}",
+    )  # fmt: skip
     return render(
         request,
         "topic.html",
         topic=row,
         configs=configs,
         rate=console.history.topic_rates().get(name),
+        chart=chart,
         saved=request.query_params.get("saved"),
     )
 

@@ -57,6 +57,7 @@ class ConsoleServer:
     def __init__(self, settings: ConsoleSettings, sock: socket.socket, own_signals: bool) -> None:
         config = uvicorn.Config(
             create_app(settings),
+            log_config=None,  # the process's logging, as it is (a node's, or the command's)
             log_level="warning",
             access_log=False,
             lifespan="on",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,15 +25,30 @@ class ConsoleSettings:
     history_samples: int = 120
     request_timeout_s: float = 10.0
     title: str = "gregor console"
+    # librdkafka's own log lines (a broker down, say) go to the process's log only when verbose
+    verbose: bool = False
 
     def kafka_config(self, **extra: Any) -> dict[str, Any]:
-        return {**self.client_config, "bootstrap.servers": self.bootstrap, **extra}
+        conf = {**self.client_config, "bootstrap.servers": self.bootstrap, **extra}
+        conf["logger"] = client_logger(self.verbose)
+        return conf
 
     @property
     def plaintext(self) -> bool:
         """Whether our own codec may speak to the brokers (it has no TLS or SASL)."""
         protocol = str(self.client_config.get("security.protocol", "PLAINTEXT")).upper()
         return protocol == "PLAINTEXT"
+
+
+def client_logger(verbose: bool) -> logging.Logger:
+    """The logger the console's clients write librdkafka's lines to: passed on to the
+    process's handlers when `verbose`, dropped otherwise."""
+    log = logging.getLogger("gregor.console.rdkafka")
+    log.propagate = verbose
+    if not log.handlers:
+        log.addHandler(logging.NullHandler())
+    log.setLevel(logging.DEBUG if verbose else logging.CRITICAL + 1)
+    return log
 
 
 def parse_listen(text: str) -> tuple[str, int]:

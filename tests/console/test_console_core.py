@@ -78,6 +78,7 @@ def test_rates_from_samples_and_lag_per_group():
     assert h.topic_rates() == {"a": 20.0}  # 40 records in 2 s
     assert h.throughput() == [(3000, 20.0, 10.0)]  # the group committed 20 more in 2 s
     assert h.lag("g") == [(1000, 5.0), (3000, 5.0)]
+    assert h.topic_throughput("a") == [(3000, 20.0)] and h.topic_throughput("b") == []
     h.add(history.reduce(4000, {("a", 0): 0, ("a", 1): 0}, {"g": {("a", 0): 0}}))
     assert h.throughput()[-1] == (4000, 0.0, 0.0)  # a topic made anew is no negative rate
     h.add(history.reduce(4000, {}, {}))  # the same time again: no rate from it

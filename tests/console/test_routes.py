@@ -294,3 +294,4 @@ def test_rates_and_lag_are_sampled(kafka, console, name):
     group = console.get(f"/groups/{name}-g").text
     assert re.search(r'id="total-lag">([1-9]\d*)<', group)  # the records produced since
     assert "<polyline" in group  # the lag chart
+    assert "<polyline" in console.get(f"/topics/{name}").text  # the topic's messages in
