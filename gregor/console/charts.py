@@ -1,6 +1,6 @@
 """Line charts as inline SVG, drawn here from numbers (no script, nothing fetched): each
 series a polyline scaled into the plot area, the y axis from 0 to a rounded maximum, the
-first and last sample times on the x axis. Labels are escaped; colours come from the CSS
+first and last sample times on the x axis; series may have points at different times. Labels are escaped; colours come from the CSS
 classes `series-0`, `series-1`, ..."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from markupsafe import Markup, escape
 
 WIDTH, HEIGHT = 640, 200
 LEFT, RIGHT, TOP, BOTTOM = 56, 12, 12, 28
+SERIES = 6  # lines drawn at most (the CSS colours series-0 to series-5)
 
 
 def nice_max(value: float) -> float:
@@ -35,31 +36,29 @@ def _clock(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%H:%M:%S")
 
 
-def line_chart(
-    times: list[int], series: list[tuple[str, list[float]]], unit: str, title: str
-) -> Markup:
-    """An SVG of `series` (name, one value per time) over `times` (ms since the epoch)."""
+def line_chart(series: list[tuple[str, list[tuple[int, float]]]], unit: str, title: str) -> Markup:
+    """An SVG of `series`: each a name and its (time in ms since the epoch, value) points."""
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     parts = [
         f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
         f'role="img" aria-label="{escape(title)}"><title>{escape(title)}</title>',
         f'<rect class="plot" x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}"/>',
     ]
+    times = sorted({t for _, points in series for t, _ in points})
     if len(times) < 2:
         parts.append(
             f'<text class="empty" x="{LEFT + plot_w / 2}" y="{TOP + plot_h / 2}" '
             'text-anchor="middle">collecting samples...</text></svg>'
         )
         return Markup("".join(parts))
-    top = nice_max(max((v for _, vs in series for v in vs), default=0.0))
+    top = nice_max(max((v for _, points in series for _, v in points), default=0.0))
     t0, t1 = times[0], times[-1]
-    span = max(1, t1 - t0)
-    for i, (_name, vs) in enumerate(series):
-        points = " ".join(
-            f"{LEFT + (t - t0) / span * plot_w:.1f},{TOP + plot_h - v / top * plot_h:.1f}"
-            for t, v in zip(times, vs, strict=True)
+    for i, (_name, points) in enumerate(series[:SERIES]):
+        xy = " ".join(
+            f"{LEFT + (t - t0) / (t1 - t0) * plot_w:.1f},{TOP + plot_h - v / top * plot_h:.1f}"
+            for t, v in points
         )
-        parts.append(f'<polyline class="series-{i}" fill="none" points="{points}"/>')
+        parts.append(f'<polyline class="series-{i}" fill="none" points="{xy}"/>')
     parts += [
         f'<text class="axis" x="{LEFT - 4}" y="{TOP + 10}" text-anchor="end">{escape(_label(top))}</text>',
         f'<text class="axis" x="{LEFT - 4}" y="{TOP + plot_h}" text-anchor="end">0</text>',
@@ -67,11 +66,11 @@ def line_chart(
         f'<text class="axis" x="{LEFT}" y="{HEIGHT - 8}">{_clock(t0)}</text>',
         f'<text class="axis" x="{WIDTH - RIGHT}" y="{HEIGHT - 8}" text-anchor="end">{_clock(t1)}</text>',
     ]
-    for i, (name, _) in enumerate(series):
-        x = LEFT + 8 + i * 150
+    for i, (name, _) in enumerate(series[:SERIES]):
+        x, y = LEFT + 8 + (i % 3) * 180, TOP + 6 + (i // 3) * 14
         parts.append(
-            f'<rect class="key series-{i}" x="{x}" y="{TOP + 6}" width="10" height="3"/>'
-            f'<text class="legend" x="{x + 14}" y="{TOP + 11}">{escape(name)}</text>'
+            f'<rect class="key series-{i}" x="{x}" y="{y}" width="10" height="3"/>'
+            f'<text class="legend" x="{x + 14}" y="{y + 5}">{escape(name)}</text>'
         )
     parts.append("</svg>")
     return Markup("".join(parts))

@@ -5,7 +5,8 @@ A sample is reduced at once to sums, so memory follows topics and groups, not pa
 per topic the sum of its partitions' log end offsets, per group the sum of its committed
 offsets and its lag (sum over its partitions of end - committed). Messages in per second is
 the growth of a topic's sum between two samples over the time between them; consumed per
-second the growth of the groups' committed sums. A sum that shrinks (a topic deleted and made
+second the growth of the groups' committed sums. Per partition, a group's lag is kept for its
+first PARTITION_SERIES partitions (by topic and number), for its chart. A sum that shrinks (a topic deleted and made
 again, offsets reset back) counts as 0, not as a negative rate.
 """
 
@@ -14,6 +15,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+PARTITION_SERIES = 64
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -21,6 +24,7 @@ class Sample:
     topic_ends: dict[str, int]
     group_committed: dict[str, int]
     group_lag: dict[str, int]
+    partition_lag: dict[str, dict[tuple[str, int], int]]
 
 
 def reduce(
@@ -31,11 +35,13 @@ def reduce(
     topic_ends: dict[str, int] = {}
     for (topic, _), end in ends.items():
         topic_ends[topic] = topic_ends.get(topic, 0) + max(0, end)
-    sums, lags = {}, {}
+    sums, lags, per_partition = {}, {}, {}
     for group, offsets in committed.items():
+        lag = {tp: max(0, ends.get(tp, o) - o) for tp, o in offsets.items()}
         sums[group] = sum(offsets.values())
-        lags[group] = sum(max(0, ends.get(tp, o) - o) for tp, o in offsets.items())
-    return Sample(now_ms, topic_ends, sums, lags)
+        lags[group] = sum(lag.values())
+        per_partition[group] = {tp: lag[tp] for tp in sorted(lag)[:PARTITION_SERIES]}
+    return Sample(now_ms, topic_ends, sums, lags, per_partition)
 
 
 def _growth(new: dict[str, int], old: dict[str, int]) -> dict[str, int]:
@@ -86,6 +92,18 @@ class History:
     def lag(self, group: str) -> list[tuple[int, float]]:
         """The group's total lag at each sample that saw it."""
         return [(s.now_ms, float(s.group_lag[group])) for s in self.samples if group in s.group_lag]
+
+    def partition_lag(self, group: str, top: int) -> dict[tuple[str, int], list[tuple[int, float]]]:
+        """The lag over time of the group's `top` partitions with the most lag now."""
+        if not self.samples or group not in self.samples[-1].partition_lag:
+            return {}
+        now = self.samples[-1].partition_lag[group]
+        chosen = sorted(now, key=lambda tp: (-now[tp], tp))[:top]
+        return {
+            tp: [(s.now_ms, float(s.partition_lag[group][tp])) for s in self.samples
+                 if tp in s.partition_lag.get(group, {})]
+            for tp in chosen
+        }  # fmt: skip
 
     def latest_lag(self) -> dict[str, int]:
         return dict(self.samples[-1].group_lag) if self.samples else {}

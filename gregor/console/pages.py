@@ -26,8 +26,10 @@ def topic_name(request: Request) -> str:
 def _throughput_chart(request: Request) -> object:
     points = console_of(request).history.throughput()
     return charts.line_chart(
-        [t for t, _, _ in points],
-        [("produced", [p for _, p, _ in points]), ("consumed", [c for _, _, c in points])],
+        [
+            ("produced", [(t, p) for t, p, _ in points]),
+            ("consumed", [(t, c) for t, _, c in points]),
+        ],
         "msg/s",
         "messages per second produced and consumed",
     )
@@ -57,9 +59,8 @@ async def topic(request: Request) -> Response:
     name = topic_name(request)
     row = await console.call(console.cluster.topic, name)
     configs = await console.call(console.cluster.topic_configs, name)
-    points = console.history.topic_throughput(name)
     chart = charts.line_chart(
-        [t for t, _ in points], [("messages in", [v for _, v in points])], "msg/s",
+        [("messages in", console.history.topic_throughput(name))], "msg/s",
         f"messages per second into {name}",
     )  # fmt: skip
     return render(
@@ -111,10 +112,10 @@ async def group(request: Request) -> Response:
     console = console_of(request)
     group_id = str(request.path_params["group"])
     detail = await console.call(group_reads.describe, console.cluster, group_id)
-    points = console.history.lag(group_id)
-    chart = charts.line_chart(
-        [t for t, _ in points], [("lag", [v for _, v in points])], "records", "total lag over time"
-    )
+    series = [("total", console.history.lag(group_id))]
+    for (topic, p), points in console.history.partition_lag(group_id, charts.SERIES - 1).items():
+        series.append((f"{topic}-{p}", points))
+    chart = charts.line_chart(series, "records", "lag over time: the total and per partition")
     return render(
         request,
         "group.html",

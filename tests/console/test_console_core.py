@@ -79,6 +79,8 @@ def test_rates_from_samples_and_lag_per_group():
     assert h.throughput() == [(3000, 20.0, 10.0)]  # the group committed 20 more in 2 s
     assert h.lag("g") == [(1000, 5.0), (3000, 5.0)]
     assert h.topic_throughput("a") == [(3000, 20.0)] and h.topic_throughput("b") == []
+    assert h.partition_lag("g", 5) == {("a", 0): [(1000, 5.0), (3000, 5.0)]}
+    assert h.partition_lag("nobody", 5) == {}
     h.add(history.reduce(4000, {("a", 0): 0, ("a", 1): 0}, {"g": {("a", 0): 0}}))
     assert h.throughput()[-1] == (4000, 0.0, 0.0)  # a topic made anew is no negative rate
     h.add(history.reduce(4000, {}, {}))  # the same time again: no rate from it
@@ -94,10 +96,12 @@ def test_history_is_bounded():
 
 def test_charts_escape_labels_and_scale_to_a_round_maximum():
     assert [charts.nice_max(v) for v in (0, 1, 3, 7, 11, 240, 2600)] == [1, 1, 5, 10, 20, 250, 5000]
-    svg = str(charts.line_chart([0, 1000], [("<b>", [0.0, 7.0])], "msg/s", "a & b"))
+    svg = str(charts.line_chart([("<b>", [(0, 0.0), (1000, 7.0)])], "msg/s", "a & b"))
     assert "&lt;b&gt;" in svg and "a &amp; b" in svg and "<b>" not in svg
     assert 'points="56.0,172.0 628.0,60.0"' in svg  # 7 of 10 up the 160-pixel plot
-    assert "collecting samples" in str(charts.line_chart([5], [("x", [1.0])], "", "t"))
+    assert "collecting samples" in str(charts.line_chart([("x", [(5, 1.0)])], "", "t"))
+    two = str(charts.line_chart([("a", [(0, 1.0), (1000, 1.0)]), ("b", [(500, 2.0)])], "", "t"))
+    assert 'class="series-1" fill="none" points="342.0,12.0"' in two  # b's one point, midway
 
 
 def test_parse_listen():

@@ -293,5 +293,6 @@ def test_rates_and_lag_are_sampled(kafka, console, name):
     assert "<polyline" in overview
     group = console.get(f"/groups/{name}-g").text
     assert re.search(r'id="total-lag">([1-9]\d*)<', group)  # the records produced since
-    assert "<polyline" in group  # the lag chart
+    assert group.count("<polyline") == 2  # the lag chart: the total and the one partition
+    assert f'<text class="legend" x="{78 + 180}" y="23">{name}-0</text>' in group
     assert "<polyline" in console.get(f"/topics/{name}").text  # the topic's messages in
