@@ -3,7 +3,8 @@ reading them with a Consumer assigned to each partition (`read`, blocking).
 
 Modes: `newest` (the last N of one partition or of all, newest first), `offset` (N from an
 offset of one partition) and `timestamp` (N from the first record at or after a time, found
-with ListOffsets by timestamp). A key or value filter scans at most SCAN_LIMIT records per
+with ListOffsets by timestamp). Each partition's bounds are asked first, of all at once,
+through the admin client. A key or value filter scans at most SCAN_LIMIT records per
 partition and says when it stopped there. An offset past a partition's end, an unknown
 partition or a page larger than MAX_PAGE_SIZE is a BadInput, answered with a 400.
 """
@@ -16,10 +17,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import OffsetSpec
 
 from gregor.console import values
-from gregor.console.errors import BadInput, Unavailable, kafka_text
+from gregor.console.cluster import Cluster
+from gregor.console.errors import BadInput, Unavailable
 from gregor.console.settings import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, ConsoleSettings
 
 SCAN_LIMIT = 10_000
@@ -164,24 +167,6 @@ class Reader:
     def close(self) -> None:
         self.consumer.close()
 
-    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
-        try:
-            return self.consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=self.timeout_s
-            )
-        except KafkaException as exc:
-            raise Unavailable(f"{topic}-{partition}: {kafka_text(exc)}") from None
-
-    def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int:
-        """The first offset whose timestamp is at or after `timestamp_ms` (-1: none)."""
-        try:
-            (tp,) = self.consumer.offsets_for_times(
-                [TopicPartition(topic, partition, timestamp_ms)], timeout=self.timeout_s
-            )
-        except KafkaException as exc:
-            raise Unavailable(f"{topic}-{partition}: {kafka_text(exc)}") from None
-        return tp.offset
-
     def scan(
         self, topic: str, partition: int, start: int, end: int, query: Query, keep: int | None
     ) -> tuple[list[Record], bool]:
@@ -194,7 +179,9 @@ class Reader:
         scanned, deadline = 0, time.monotonic() + self.timeout_s
         try:
             while time.monotonic() < deadline:
-                for m in self.consumer.consume(_BATCH, timeout=0.05):
+                # no more than are left: back as soon as they came, not after a wait for more
+                left = max(1, min(_BATCH, end - start - scanned))
+                for m in self.consumer.consume(left, timeout=0.05):
                     error = m.error()
                     if error is not None:
                         if error.code() == KafkaError._PARTITION_EOF:
@@ -220,31 +207,41 @@ class Reader:
             self.consumer.unassign()
 
 
-def read(settings: ConsoleSettings, topic: str, partitions: int, query: Query) -> Page:
-    reader = Reader(settings)
+@dataclass(frozen=True)
+class Bounds:
+    """Where each asked partition starts and ends, and where its reading starts (ListOffsets
+    through the admin client, all partitions in one go, before any fetch)."""
+
+    low: dict[int, int]
+    high: dict[int, int]
+    at_time: dict[int, int]  # by timestamp: the first offset at or after it (-1: none)
+
+
+def bounds(cluster: Cluster, topic: str, wanted: list[int], query: Query) -> Bounds:
+    keys = [(topic, p) for p in wanted]
+    low = cluster.offsets(keys, OffsetSpec.earliest())
+    high = cluster.offsets(keys, OffsetSpec.latest())
+    at_time = {}
+    if query.timestamp_ms is not None:
+        at_time = cluster.offsets(keys, OffsetSpec.for_timestamp(query.timestamp_ms))
+    return Bounds(
+        {p: o for (_, p), o in low.items()},
+        {p: o for (_, p), o in high.items()},
+        {p: o for (_, p), o in at_time.items()},
+    )
+
+
+def read(cluster: Cluster, topic: str, partitions: int, query: Query) -> Page:
+    wanted = list(range(partitions)) if query.partition is None else [query.partition]
+    where = bounds(cluster, topic, wanted, query)
+    page = Page([])
+    starts = {p: _start(p, where, query, page) for p in wanted}
+    reader = Reader(cluster.settings)
     try:
-        return _read(reader, topic, partitions, query)
+        for p in wanted:
+            _read_partition(reader, topic, p, starts[p], where.high[p], query, page)
     finally:
         reader.close()
-
-
-def _read(reader: Reader, topic: str, partitions: int, query: Query) -> Page:
-    page = Page([])
-    wanted = range(partitions) if query.partition is None else [query.partition]
-    for p in wanted:
-        low, high = reader.watermarks(topic, p)
-        if query.mode == "newest":
-            window = SCAN_LIMIT if query.filtered else query.limit
-            got, capped = reader.scan(topic, p, max(low, high - window), high, query, None)
-            got = got[-query.limit :]
-        else:
-            start = _start(reader, topic, p, low, high, query, page)
-            got, capped = reader.scan(topic, p, start, high, query, query.limit)
-        if capped:
-            page.notes.append(
-                f"partition {p}: the filter looked at {SCAN_LIMIT} records and stopped"
-            )
-        page.records += got
     if query.mode == "newest":
         page.records.sort(key=lambda r: (r.timestamp_ms, r.offset), reverse=True)
     elif query.partition is None:
@@ -253,12 +250,25 @@ def _read(reader: Reader, topic: str, partitions: int, query: Query) -> Page:
     return page
 
 
-def _start(
-    reader: Reader, topic: str, p: int, low: int, high: int, query: Query, page: Page
-) -> int:
+def _read_partition(
+    reader: Reader, topic: str, p: int, start: int, high: int, query: Query, page: Page
+) -> None:
+    if query.mode == "newest":
+        got, capped = reader.scan(topic, p, start, high, query, None)
+        got = got[-query.limit :]
+    else:
+        got, capped = reader.scan(topic, p, start, high, query, query.limit)
+    if capped:
+        page.notes.append(f"partition {p}: the filter looked at {SCAN_LIMIT} records and stopped")
+    page.records += got
+
+
+def _start(p: int, where: Bounds, query: Query, page: Page) -> int:
+    low, high = where.low[p], where.high[p]
+    if query.mode == "newest":
+        return max(low, high - (SCAN_LIMIT if query.filtered else query.limit))
     if query.mode == "timestamp":
-        assert query.timestamp_ms is not None
-        found = reader.offset_for_time(topic, p, query.timestamp_ms)
+        found = where.at_time[p]
         return high if found < 0 else found
     assert query.offset is not None
     if query.offset > high:

@@ -83,7 +83,7 @@ async def messages(request: Request) -> Response:
         raise NotFound(f"there is no topic {name!r}")
     params = dict(request.query_params)
     query = browse.parse_query(params, len(t.partitions))
-    page = await console.call(browse.read, console.settings, name, len(t.partitions), query)
+    page = await console.call(browse.read, console.cluster, name, len(t.partitions), query)
     produced = None
     if request.query_params.get("produced") and query.partition is not None:
         produced = (query.partition, query.offset)
