@@ -33,13 +33,15 @@ class _Server(uvicorn.Server):
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to host:port (port 0: a free one); OSError when it cannot be."""
+    """A TCP socket bound to host:port (port 0: a free one) and listening, so a client that
+    read the URL may connect at once (it waits in the backlog until the app serves); OSError
+    when it cannot be."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
-        sock.set_inheritable(True)
+        sock.listen(128)
     except OSError:
         sock.close()
         raise

@@ -11,9 +11,11 @@ import urllib.parse
 import urllib.request
 
 import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from gregor import Broker
 from tests.cli.cli_helpers import gregor, one_line_error
+from tests.console.browser import console_process
 from tests.console.conftest import make_topic
 
 pytestmark = pytest.mark.client
@@ -110,3 +112,47 @@ def test_serve_refuses_a_console_port_in_use(tmp_path):
     )
     run = gregor("serve", "--data-dir", str(tmp_path), "--set", "console.listener=ftp://x:1")
     assert run.returncode != 0 and "console.listener" in run.stderr
+
+
+SASL_ALICE = {
+    "security.protocol": "SASL_PLAINTEXT",
+    "sasl.mechanism": "PLAIN",
+    "sasl.username": "alice",
+    "sasl.password": "alice-secret",
+}
+JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'
+
+
+def test_gregor_console_logs_in_with_the_command_configs_sasl_settings(tmp_path, name):
+    config = {
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+    }
+    settings = "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=alice\n"
+    good, bad = tmp_path / "alice.properties", tmp_path / "wrong.properties"
+    good.write_text(settings + "sasl.password=alice-secret\n")
+    bad.write_text(settings + "sasl.password=wrong\n")
+    with Broker(config=config) as broker:
+        run = gregor(
+            "console", "-b", broker.bootstrap, "--command-config", str(bad), "--timeout", "5"
+        )
+        assert run.returncode == 1 and run.stderr.startswith(
+            f"gregor: cannot connect to {broker.bootstrap}: "
+        )
+        assert "Traceback" not in run.stderr and "SASL" in run.stderr
+        with console_process(
+            broker.bootstrap, "--command-config", str(good), "--allow-writes"
+        ) as url:
+            status, page = _get(url + "/")
+            assert status == 200 and 'id="broker-count">1<' in page
+            assert "no TLS or SASL" in page  # the quorum: gregor's codec speaks plaintext only
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap, **SASL_ALICE})
+            admin.create_topics([NewTopic(name, 1, 1)])[name].result(10)
+            status, page = _get(f"{url}/topics/{name}/messages")
+            assert status == 200
+            token = re.search(r'name="token" value="([^"]+)"', page)[1]  # type: ignore[index]
+            assert (
+                _post(f"{url}/topics/{name}/messages", {"token": token, "value": "as alice"}) == 200
+            )
+            assert ">as alice</pre>" in _get(f"{url}/topics/{name}/messages")[1]
