@@ -11,7 +11,7 @@
     if (busy || document.hidden) return;
     busy = true;
     try {
-      const answer = await fetch(window.location.href, { headers: { "X-Console-Live": "1" } });
+      const answer = await fetch(window.location.href);
       if (!answer.ok) return;
       const doc = new DOMParser().parseFromString(await answer.text(), "text/html");
       for (const old of document.querySelectorAll("[data-live][id]")) {
