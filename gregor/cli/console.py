@@ -4,7 +4,8 @@
 The bootstrap is checked before the console listens (an unreachable cluster is one line, exit
 status 1), and so is the listen address (port 0 picks a free one). Once listening it prints one
 line, the console's URL, and serves. Read-only unless --allow-writes (produce records, edit
-topic configs, reset an empty group's offsets); --command-config gives client settings.
+topic configs, reset an empty group's offsets); --command-config gives client settings, and
+with --login each browser user signs in with SASL credentials of their own (console/login.py).
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "offsets (as console.read.only=false in a node)",
     )
     p.add_argument(
+        "--login",
+        action="store_true",
+        help="each browser user signs in with SASL credentials of their own (the rest of "
+        "the client settings, e.g. security.protocol and TLS, from --command-config)",
+    )
+    p.add_argument(
         "--sample-interval",
         type=positive_seconds,
         default=5.0,
@@ -54,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CliError(f"--listen {exc}") from None
     extra = connect.read_properties(args.command_config) if args.command_config else {}
-    connect.admin(args)  # the cluster answers (else one line naming why)
+    if not args.login:  # the cluster answers (else one line naming why)
+        connect.admin(args)
     settings = ConsoleSettings(
         args.bootstrap_server,
         client_config=extra,
@@ -62,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         sample_interval_s=args.sample_interval,
         request_timeout_s=args.timeout,
         verbose=args.verbose,
+        login=args.login,
     )
     try:
         sock = bind(host, port)

@@ -13,7 +13,7 @@ from gregor.console import groups
 from gregor.console.browse import LONG_MAX
 from gregor.console.errors import BadInput, NotFound
 from gregor.console.pages import topic_name
-from gregor.console.web import console_of, form_of
+from gregor.console.web import cluster_of, console_of, form_of
 
 
 def _headers(text: str) -> list[tuple[str, bytes]]:
@@ -34,7 +34,7 @@ async def produce(request: Request) -> Response:
     console = console_of(request)
     name = topic_name(request)
     form = await form_of(request)
-    md = await console.call(console.cluster.metadata)
+    md = await console.call(cluster_of(request).metadata)
     t = md.topics.get(name)
     if t is None or not t.partitions:
         raise NotFound(f"there is no topic {name!r}")
@@ -49,7 +49,9 @@ async def produce(request: Request) -> Response:
     key = form.get("key", "").encode("utf-8") or None
     value = form.get("value", "").encode("utf-8") if "null_value" not in form else None
     headers = _headers(form.get("headers", ""))
-    p, offset = await console.call(console.cluster.produce, name, partition, key, value, headers)
+    p, offset = await console.call(
+        cluster_of(request).produce, name, partition, key, value, headers
+    )
     query = urlencode({"mode": "offset", "partition": p, "offset": offset, "produced": 1})
     return RedirectResponse(f"/topics/{name}/messages?{query}", status_code=303)
 
@@ -62,7 +64,7 @@ async def set_config(request: Request) -> Response:
     if not key:
         raise BadInput("a config needs a name")
     value = None if form.get("action") == "delete" else form.get("value", "")
-    await console.call(console.cluster.set_topic_config, name, key, value)
+    await console.call(cluster_of(request).set_topic_config, name, key, value)
     return RedirectResponse(f"/topics/{name}?{urlencode({'saved': key})}", status_code=303)
 
 
@@ -78,5 +80,5 @@ async def reset_offsets(request: Request) -> Response:
         if not raw.isdigit() or int(raw) > LONG_MAX:
             raise BadInput(f"the offset must be a whole number from 0, not {raw[:20]!r}")
         offset = int(raw)
-    await console.call(groups.reset, console.cluster, group_id, topic, target, offset)
+    await console.call(groups.reset, cluster_of(request), group_id, topic, target, offset)
     return RedirectResponse(f"/groups/{quote(group_id, safe='')}?reset={target}", status_code=303)

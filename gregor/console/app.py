@@ -12,11 +12,11 @@ from confluent_kafka import KafkaException
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from gregor.console import actions, pages
+from gregor.console import actions, login, pages, signin
 from gregor.console.errors import ConsoleError, kafka_text
 from gregor.console.settings import ConsoleSettings
 from gregor.console.web import Console, SecurityHeaders, render
@@ -25,6 +25,10 @@ from gregor.console.web import Console, SecurityHeaders, render
 async def _console_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ConsoleError)
     return render(request, "error.html", exc.status, message=str(exc), status=exc.status)
+
+
+async def _sign_in_needed(request: Request, exc: Exception) -> Response:
+    return RedirectResponse("/login", status_code=303)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -52,6 +56,9 @@ def create_app(settings: ConsoleSettings) -> Starlette:
     static = str(resources.files("gregor.console") / "static")
     routes = [
         Route("/", pages.overview, name="overview"),
+        Route("/login", signin.form, name="login_form"),
+        Route("/login", signin.sign_in, methods=["POST"], name="login"),
+        Route("/logout", signin.sign_out, methods=["POST"], name="logout"),
         Route("/topics", pages.topics, name="topics"),
         Route("/topics/{topic}", pages.topic, name="topic"),
         Route("/topics/{topic}/configs", actions.set_config, methods=["POST"], name="set_config"),
@@ -66,6 +73,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         routes=routes,
         lifespan=lifespan,
         exception_handlers={
+            login.SignInNeeded: _sign_in_needed,
             ConsoleError: _console_error,
             HTTPException: _http_error,
             KafkaException: _kafka_error,

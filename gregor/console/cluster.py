@@ -129,8 +129,13 @@ class Cluster:
     def __init__(self, settings: ConsoleSettings) -> None:
         self.settings = settings
         self.timeout_s = settings.request_timeout_s
-        self.admin = AdminClient(settings.kafka_config())
+        self.auth_error: str | None = None  # what an authentication failure said
+        self.admin = AdminClient(settings.kafka_config(error_cb=self._on_error))
         self._producer: Producer | None = None
+
+    def _on_error(self, error: Any) -> None:
+        if error.name() in ("_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED") or error.fatal():
+            self.auth_error = f"{error.str()} ({error.name()})"
 
     def close(self) -> None:
         if self._producer is not None:

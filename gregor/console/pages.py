@@ -10,7 +10,7 @@ from starlette.responses import Response
 from gregor.console import browse, charts
 from gregor.console import groups as group_reads
 from gregor.console.errors import NotFound
-from gregor.console.web import console_of, render
+from gregor.console.web import cluster_of, console_of, render
 
 # Kafka's legal topic names: anything else cannot name a topic
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -37,7 +37,7 @@ def _throughput_chart(request: Request) -> object:
 
 async def overview(request: Request) -> Response:
     console = console_of(request)
-    data = await console.call(console.cluster.overview)
+    data = await console.call(cluster_of(request).overview)
     points = console.history.throughput()
     rates = points[-1] if points else None
     return render(
@@ -48,7 +48,7 @@ async def overview(request: Request) -> Response:
 async def topics(request: Request) -> Response:
     console = console_of(request)
     internal = request.query_params.get("internal") == "1"
-    rows = await console.call(console.cluster.topics, internal)
+    rows = await console.call(cluster_of(request).topics, internal)
     return render(
         request, "topics.html", topics=rows, rates=console.history.topic_rates(), internal=internal
     )
@@ -57,8 +57,8 @@ async def topics(request: Request) -> Response:
 async def topic(request: Request) -> Response:
     console = console_of(request)
     name = topic_name(request)
-    row = await console.call(console.cluster.topic, name)
-    configs = await console.call(console.cluster.topic_configs, name)
+    row = await console.call(cluster_of(request).topic, name)
+    configs = await console.call(cluster_of(request).topic_configs, name)
     chart = charts.line_chart(
         [("messages in", console.history.topic_throughput(name))], "msg/s",
         f"messages per second into {name}",
@@ -77,13 +77,13 @@ async def topic(request: Request) -> Response:
 async def messages(request: Request) -> Response:
     console = console_of(request)
     name = topic_name(request)
-    md = await console.call(console.cluster.metadata)
+    md = await console.call(cluster_of(request).metadata)
     t = md.topics.get(name)
     if t is None or not t.partitions:
         raise NotFound(f"there is no topic {name!r}")
     params = dict(request.query_params)
     query = browse.parse_query(params, len(t.partitions))
-    page = await console.call(browse.read, console.cluster, name, len(t.partitions), query)
+    page = await console.call(browse.read, cluster_of(request), name, len(t.partitions), query)
     produced = None
     if request.query_params.get("produced") and query.partition is not None:
         produced = (query.partition, query.offset)
@@ -101,7 +101,7 @@ async def messages(request: Request) -> Response:
 
 async def groups(request: Request) -> Response:
     console = console_of(request)
-    rows = await console.call(group_reads.list_groups, console.cluster)
+    rows = await console.call(group_reads.list_groups, cluster_of(request))
     lags = console.history.latest_lag()
     for r in rows:
         r.lag = lags.get(r.group_id)
@@ -111,7 +111,7 @@ async def groups(request: Request) -> Response:
 async def group(request: Request) -> Response:
     console = console_of(request)
     group_id = str(request.path_params["group"])
-    detail = await console.call(group_reads.describe, console.cluster, group_id)
+    detail = await console.call(group_reads.describe, cluster_of(request), group_id)
     series = [("total", console.history.lag(group_id))]
     for (topic, p), points in console.history.partition_lag(group_id, charts.SERIES - 1).items():
         series.append((f"{topic}-{p}", points))

@@ -27,6 +27,8 @@ class ConsoleSettings:
     title: str = "gregor console"
     # librdkafka's own log lines (a broker down, say) go to the process's log only when verbose
     verbose: bool = False
+    # each browser session signs in with SASL credentials of its own (login.py)
+    login: bool = False
 
     def kafka_config(self, **extra: Any) -> dict[str, Any]:
         conf = {**self.client_config, "bootstrap.servers": self.bootstrap, **extra}

@@ -28,7 +28,7 @@ from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gregor.console import history, sampler
+from gregor.console import history, login, sampler
 from gregor.console.cluster import Cluster
 from gregor.console.errors import Forbidden, TooLarge
 from gregor.console.settings import ConsoleSettings
@@ -54,7 +54,10 @@ class Console:
         self.settings = settings
         self.token = secrets.token_urlsafe(18)  # the forms' token
         self.pool = ThreadPoolExecutor(THREADS, thread_name_prefix="gregor-console")
-        self.cluster = Cluster(settings)
+        # with --login each session has its own clients, and nothing is sampled (no
+        # credentials of the console's own to sample with)
+        self.cluster = None if settings.login else Cluster(settings)
+        self.sessions = login.Sessions()
         self.history = history.History(settings.history_samples)
         self._sampling: asyncio.Task[None] | None = None
 
@@ -64,16 +67,19 @@ class Console:
         return await loop.run_in_executor(self.pool, functools.partial(fn, *args))
 
     def start(self) -> None:
-        self._sampling = asyncio.ensure_future(
-            sampler.run(self.cluster, self.history, self.settings.sample_interval_s, self.call)
-        )
+        if self.cluster is not None:
+            self._sampling = asyncio.ensure_future(
+                sampler.run(self.cluster, self.history, self.settings.sample_interval_s, self.call)
+            )
 
     async def stop(self) -> None:
         if self._sampling is not None:
             self._sampling.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sampling
-        await self.call(self.cluster.close)
+        for cluster in [self.cluster, *self.sessions.all()]:
+            if cluster is not None:
+                await self.call(cluster.close)
         self.pool.shutdown(wait=False, cancel_futures=True)
 
 
@@ -120,19 +126,38 @@ def console_of(request: Request) -> Console:
     return console
 
 
+def cluster_of(request: Request) -> Cluster:
+    """The clients this request reads and writes with: the console's, or with --login its
+    session's (SignInNeeded without one)."""
+    console = console_of(request)
+    if console.cluster is not None:
+        return console.cluster
+    session = console.sessions.get(request.cookies.get(login.COOKIE))
+    if session is None:
+        raise login.SignInNeeded("sign in first")
+    return session.cluster
+
+
 def render(request: Request, template: str, status_code: int = 200, **context: Any) -> Response:
     console = console_of(request)
+    user = None
+    if console.settings.login:
+        session = console.sessions.get(request.cookies.get(login.COOKIE))
+        user = session.user if session is not None else None
     context.update(
-        settings=console.settings, read_only=console.settings.read_only, token=console.token
+        settings=console.settings,
+        read_only=console.settings.read_only,
+        token=console.token,
+        user=user,
     )
     return TEMPLATES.TemplateResponse(request, template, context, status_code=status_code)
 
 
-async def form_of(request: Request) -> dict[str, str]:
-    """A POSTed form (application/x-www-form-urlencoded) after the write checks: writes
-    allowed, the body at most MAX_FORM_BYTES, the token right."""
+async def form_of(request: Request, write: bool = True) -> dict[str, str]:
+    """A POSTed form (application/x-www-form-urlencoded) after the checks: writes allowed
+    (for a `write`), the body at most MAX_FORM_BYTES, the token right."""
     console = console_of(request)
-    if console.settings.read_only:
+    if write and console.settings.read_only:
         raise Forbidden("this console is read-only (console.read.only=true)")
     body = bytearray()
     async for chunk in request.stream():
