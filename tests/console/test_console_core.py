@@ -111,3 +111,22 @@ def test_parse_listen():
     for bad in ("https://a:1", "a", "a:99999", ":80"):
         with pytest.raises(ValueError):
             parse_listen(bad)
+
+
+def test_sessions_end_when_idle_and_the_oldest_go_first():
+    from gregor.console import login
+
+    now = [0.0]
+    sessions = login.Sessions(now_s=lambda: now[0])
+    first, dropped = sessions.add("alice", "clients of alice")  # type: ignore[arg-type]
+    assert dropped == [] and sessions.get(first).user == "alice"
+    assert sessions.get("forged") is None and sessions.get(None) is None
+    now[0] += login.IDLE_S - 1
+    assert sessions.get(first) is not None  # a page keeps it alive
+    now[0] += login.IDLE_S + 1
+    assert sessions.get(first) is None
+    ids = [sessions.add(f"u{i}", f"c{i}")[0] for i in range(login.MAX_SESSIONS)]  # type: ignore[arg-type]
+    sessions.get(ids[0])  # used: no longer the least recently used
+    _, dropped = sessions.add("late", "c-late")  # type: ignore[arg-type]
+    assert dropped == ["c1"] and sessions.get(ids[1]) is None and sessions.get(ids[0]) is not None
+    assert sessions.remove(ids[0]) == "c0" and sessions.get(ids[0]) is None
