@@ -150,7 +150,7 @@ def test_live_parts_refresh_without_a_reload(site, page):
     broker: Broker = site["broker"]
     page.goto(site["url"] + "/")
     page.evaluate("document.getElementById('live-overview').dataset.marker = 'old'")
-    for _ in range(40):
+    for _ in range(80):  # the page refreshes every 5 s; rates need two samples
         produce(broker.bootstrap, TOPIC, [(None, b"more", 0)] * 10)
         page.wait_for_timeout(500)
         replaced = page.evaluate(
