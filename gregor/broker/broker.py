@@ -22,6 +22,7 @@ import gregor.handlers  # noqa: F401  (registers every handler)
 from gregor.broker import cores
 from gregor.broker.auto_create import auto_creator
 from gregor.broker.config import BrokerConfig
+from gregor.broker.console_driver import console_driver
 from gregor.broker.dispatch import Dispatcher
 from gregor.broker.listener_security import listener_security
 from gregor.broker.metadata_node import open_metadata
@@ -137,6 +138,7 @@ class BrokerServer:
         self._timers: list[asyncio.Task[None]] = []
         self.stall_monitor: LoopStallMonitor | None = None
         self.freeze_at_start = False  # a server process (`run`): gc_settings.py
+        self.console = console_driver(config)  # console.listener: console_driver.py
 
     def _build_services(self) -> Services:
         apply, value = self.hosting.apply, self.config_value
@@ -235,6 +237,8 @@ class BrokerServer:
         )  # fmt: skip
         if self.freeze_at_start:
             log.info("froze %d objects made at start-up (gc_settings.py)", freeze_after_start())
+        if self.console is not None:
+            await self.console.start(f"{self.cluster.host}:{self.cluster.port}")
         if self.ready_file:
             write_ready_file(self.ready_file, self.cluster.host, self.cluster.port)
 
@@ -250,6 +254,8 @@ class BrokerServer:
 
     async def stop(self) -> None:
         log.info("shutting down")
+        if self.console is not None:
+            await self.console.stop()
         for t in self._timers:
             t.cancel()
         if self.member is not None:

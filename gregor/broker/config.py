@@ -129,6 +129,13 @@ class BrokerConfig:
         assert isinstance(value, int)
         return value
 
+    def console_listener(self) -> tuple[str, int] | None:
+        """(host, port) of `console.listener`, the web console inside this node; None: off."""
+        from gregor.console.settings import parse_listen
+
+        raw = self.get_str("console.listener")
+        return parse_listen(raw) if raw else None
+
     def get_bool(self, key: str) -> bool:
         return bool(self.get(key))
 

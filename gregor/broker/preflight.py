@@ -5,7 +5,8 @@ line naming the option to change, not a traceback from deep in the start:
     check_log_dirs(["/data"], "--data-dir")                 each a directory (made if missing)
                                                             this user can write to
     check_ports_free(config, "--listen HOST:PORT")          nothing else listens on the client
-                                                            or the controller listener's port
+                                                            or the controller listener's port,
+                                                            or the console's
 
 Each raises StartError, one line naming where the value came from (a flag, or the config key). The port check binds and closes at once: a port taken between the check and the
 start still fails there (serve reports that OSError in one line too).
@@ -78,6 +79,9 @@ def check_ports_free(config: BrokerConfig, listen_option: str) -> None:
     if controller is not None:
         names = config.get_str("controller.listener.names")
         wanted.append((controller, f"the {names} listener in listeners"))
+    console = config.console_listener()
+    if console is not None and config.membership().is_broker:
+        wanted.append((console, "console.listener"))
     for (host, port), option in wanted:
         if port == 0:
             continue  # the OS picks a free one

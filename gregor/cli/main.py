@@ -55,6 +55,7 @@ COMMANDS = (
     "mirror",
     "users",
     "quotas",
+    "console",
 )
 # Long-running commands whose start-up should not pay for importing every other command
 # (the broker's storage and protocol modules, say): `gregor mirror ...` builds its own parser.

@@ -1,0 +1,158 @@
+"""Starting the console: `gregor console` (one-line errors for an unreachable cluster or a
+listen address it cannot take) and the console inside a node (`console.listener`,
+read-only unless `console.read.only=false`), served beside the broker and stopped with it."""
+
+from __future__ import annotations
+
+import re
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from gregor import Broker
+from tests.cli.cli_helpers import gregor, one_line_error
+from tests.console.browser import console_process
+from tests.console.conftest import make_topic
+
+pytestmark = pytest.mark.client
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def _post(url: str, form: dict[str, str]) -> int:
+    request = urllib.request.Request(url, data=urllib.parse.urlencode(form).encode(), method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def _console_url(broker: Broker) -> str:
+    found = re.search(r"console on (http://\S+) \((read-only|writes allowed)\)", broker.read_log())
+    assert found, "the node logs its console's URL"
+    return found[1]
+
+
+def test_gregor_console_errors_are_one_line():
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    run = gregor("console", "-b", f"127.0.0.1:{port}", "--timeout", "2")
+    one_line_error(run, f"gregor: cannot reach 127.0.0.1:{port} (connection refused)")
+    run = gregor("console", "--listen", "nowhere")
+    one_line_error(run, "gregor: --listen 'nowhere' is not HOST:PORT (e.g. http://127.0.0.1:8080)")
+
+
+def test_gregor_console_refuses_a_port_in_use(kafka):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        run = gregor("console", "-b", kafka.bootstrap, "--listen", f"127.0.0.1:{port}")
+    one_line_error(
+        run, f"gregor: cannot listen on 127.0.0.1:{port} (Address already in use): change --listen"
+    )
+
+
+def test_a_nodes_own_console_is_read_only_by_default(name):
+    with Broker(config={"console.listener": "http://127.0.0.1:0"}, log_level="INFO") as broker:
+        make_topic(broker.bootstrap, name)
+        url = _console_url(broker)
+        status, page = _get(url + "/")
+        assert status == 200 and 'id="broker-count">1<' in page and "read-only" in page
+        status, page = _get(f"{url}/topics/{name}/messages")
+        assert status == 200 and 'id="produce"' not in page
+        assert _post(f"{url}/topics/{name}/messages", {"value": "x"}) == 403
+        broker.stop()
+        assert "shut down cleanly" in broker.read_log()
+        with pytest.raises(OSError):
+            urllib.request.urlopen(url + "/", timeout=5)
+
+
+def test_a_nodes_console_writes_when_told(name):
+    config = {"console.listener": "http://127.0.0.1:0", "console.read.only": "false"}
+    with Broker(config=config, log_level="INFO") as broker:
+        make_topic(broker.bootstrap, name)
+        url = _console_url(broker)
+        status, page = _get(f"{url}/topics/{name}/messages")
+        assert status == 200 and 'id="produce"' in page and "writes allowed" in page
+        token = re.search(r'name="token" value="([^"]+)"', page)[1]  # type: ignore[index]
+        assert (
+            _post(f"{url}/topics/{name}/messages", {"token": token, "value": "from the node"})
+            == 200
+        )
+        status, page = _get(f"{url}/topics/{name}/messages")
+        assert ">from the node</pre>" in page
+
+
+def test_serve_refuses_a_console_port_in_use(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        run = gregor(
+            "serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path),
+            "--set", f"console.listener=http://127.0.0.1:{port}",
+        )  # fmt: skip
+    assert run.returncode == 1
+    assert run.stderr.strip().endswith(
+        f"127.0.0.1:{port} is already in use: pick another port with console.listener "
+        "(port 0 picks a free one), or stop what holds it"
+    )
+    run = gregor("serve", "--data-dir", str(tmp_path), "--set", "console.listener=ftp://x:1")
+    assert run.returncode != 0 and "console.listener" in run.stderr
+
+
+SASL_ALICE = {
+    "security.protocol": "SASL_PLAINTEXT",
+    "sasl.mechanism": "PLAIN",
+    "sasl.username": "alice",
+    "sasl.password": "alice-secret",
+}
+JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'
+
+
+def test_gregor_console_logs_in_with_the_command_configs_sasl_settings(tmp_path, name):
+    config = {
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+    }
+    settings = "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=alice\n"
+    good, bad = tmp_path / "alice.properties", tmp_path / "wrong.properties"
+    good.write_text(settings + "sasl.password=alice-secret\n")
+    bad.write_text(settings + "sasl.password=wrong\n")
+    with Broker(config=config) as broker:
+        run = gregor(
+            "console", "-b", broker.bootstrap, "--command-config", str(bad), "--timeout", "5"
+        )
+        assert run.returncode == 1 and run.stderr.startswith(
+            f"gregor: cannot connect to {broker.bootstrap}: "
+        )
+        assert "Traceback" not in run.stderr and "SASL" in run.stderr
+        with console_process(
+            broker.bootstrap, "--command-config", str(good), "--allow-writes"
+        ) as url:
+            status, page = _get(url + "/")
+            assert status == 200 and 'id="broker-count">1<' in page
+            assert "no TLS or SASL" in page  # the quorum: gregor's codec speaks plaintext only
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap, **SASL_ALICE})
+            admin.create_topics([NewTopic(name, 1, 1)])[name].result(10)
+            status, page = _get(f"{url}/topics/{name}/messages")
+            assert status == 200
+            token = re.search(r'name="token" value="([^"]+)"', page)[1]  # type: ignore[index]
+            assert (
+                _post(f"{url}/topics/{name}/messages", {"token": token, "value": "as alice"}) == 200
+            )
+            assert ">as alice</pre>" in _get(f"{url}/topics/{name}/messages")[1]
