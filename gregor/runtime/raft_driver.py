@@ -119,7 +119,8 @@ class RaftDriver:
         this node connects to the other controllers."""
         self.node_id = node_id
         self.handlers = dict(handlers or {})
-        self._tls, self._on_secure, self._wrap = tls, on_secure, wrap
+        self._tls, self._on_secure = tls, on_secure
+        self.wrap = wrap  # may be replaced before `bind` (the listener's authorization)
         self.client_security = client_security
         self.log = log
         self.store = store
@@ -148,8 +149,8 @@ class RaftDriver:
     async def bind(self, host: str = "127.0.0.1", port: int = 0) -> int:
         """Open the controller listener; the port it got."""
         dispatch: Dispatcher = self._dispatch
-        if self._wrap is not None:
-            dispatch = self._wrap(dispatch)
+        if self.wrap is not None:
+            dispatch = self.wrap(dispatch)
         self.server = Server(
             dispatch, host=host, port=port, tls=self._tls, on_secure=self._on_secure
         )
