@@ -67,7 +67,8 @@ log = logging.getLogger("gregor.raft_driver")
 MAX_TIMER_S = 60.0  # re-poll at least this often (a deadline of NEVER)
 BOOTSTRAP_FIRST_ID = -2  # bootstrap servers are nodes -2, -3, ... (-1 means "no node")
 LISTENER_APIS = (*sorted(wire.RAFT_APIS), api_keys.API_VERSIONS)
-ListenerHandler = Callable[[int, Any], Awaitable[Any]]
+# (version, request, the connection it came on: its principal for authorization) -> response
+ListenerHandler = Callable[[int, Any, Connection], Awaitable[Any]]
 
 
 def parse_voters(text: str) -> dict[int, tuple[str, int]]:
@@ -362,16 +363,18 @@ class RaftDriver:
             body = _api_versions_body(extra=self.handlers)
             return codec.encode_response(key, version, header.correlation_id, body)
         if key in self.handlers:
-            return self._serve(key, version, header.correlation_id, body)
+            return self._serve(conn, key, version, header.correlation_id, body)
         if key not in wire.RAFT_APIS:
             raise FrameError(f"{api_keys.name_of(key)} is not served on the controller listener")
         return self._answer(key, version, header.correlation_id, body)
 
-    async def _serve(self, key: int, version: int, correlation_id: int, body: Any) -> Output:
+    async def _serve(
+        self, conn: Connection, key: int, version: int, correlation_id: int, body: Any
+    ) -> Output:
         await self._started.wait()
         if self._stopped:
             raise FrameError(f"raft driver {self.node_id} is stopping")
-        answer = await self.handlers[key](version, body)
+        answer = await self.handlers[key](version, body, conn)
         return codec.encode_response(key, version, correlation_id, answer)
 
     async def _answer(self, key: int, version: int, correlation_id: int, body: Any) -> Output:

@@ -8,7 +8,8 @@ CLUSTER_ACTION, as Kafka checks it: a user that is not a super user gets
 CLUSTER_AUTHORIZATION_FAILED for AlterPartition, the Raft RPCs, broker registration and
 heartbeats and Envelope on the controller listener (DescribeQuorum needs DESCRIBE) and for
 WriteTxnMarkers on a broker, and TOPIC_AUTHORIZATION_FAILED for a replica's Fetch from a
-broker (Kafka's answer there)."""
+broker (Kafka's answer there); an admin write sent to the controller listener is authorized as
+its caller's."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from security_clients import Target, confluent_conf, logged
 
 from gregor.protocol import api_keys, codec, errors
 from gregor.protocol.messages import (
+    CreateTopicsRequest,
     DescribeQuorumRequest,
     FetchRequest,
     SaslAuthenticateRequest,
@@ -235,3 +237,23 @@ def test_what_only_nodes_send_needs_cluster_action(cluster: LocalCluster, pki: P
         partition = answer.responses[0].partitions[0]
         assert partition.error_code == errors.BY_NAME["TOPIC_AUTHORIZATION_FAILED"].code
         assert len(partition.records or b"") == 0
+
+
+def test_an_admin_write_on_the_controller_listener_is_the_callers(
+    cluster: LocalCluster, pki: Pki
+) -> None:
+    """Sent straight to the active controller, a CreateTopics is authorized as its caller's
+    (not as User:ANONYMOUS): a super user's is done, alice's is refused."""
+    admin = AdminClient(user_conf(cluster, pki, "node"))
+    port = cluster.controller_ports[admin.describe_cluster().result(30).controller.id]
+
+    def create(user: str, name: str) -> int:
+        topic = CreateTopicsRequest.CreatableTopic(
+            name=name, num_partitions=1, replication_factor=1
+        )
+        with raw_sasl_ssl(port, pki, user) as raw:
+            answer = raw.call(api_keys.CREATE_TOPICS, 7, CreateTopicsRequest(topics=[topic]))
+        return int(answer.topics[0].error_code)
+
+    assert create("alice", "direct-alice") == errors.BY_NAME["TOPIC_AUTHORIZATION_FAILED"].code
+    assert create("node", "direct-node") == 0
