@@ -33,6 +33,8 @@ from gregor.protocol.messages import (
     SaslAuthenticateRequest,
     SaslHandshakeRequest,
 )
+from gregor.runtime.client import ClientSecurity, NetworkClient
+from gregor.security.sasl_client import PlainClient
 from gregor.testing.raw_client import RawClient
 
 pytestmark = pytest.mark.client
@@ -42,7 +44,7 @@ SASL_AUTHENTICATION_FAILED = 58
 ILLEGAL_SASL_STATE = 34
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
-    'user_alice="alice-pw" user_bob="bob-pw" user_erin="erin-pw" user_frank="frank-pw" user_gina="gina-pw";'
+    'user_alice="alice-pw" user_bob="bob-pw" user_erin="erin-pw" user_frank="frank-pw" user_gina="gina-pw" user_hank="hank-pw";'
 )
 TOPIC = "reauth"
 IDLE = "reauth-idle"  # no records: a fetch waits there
@@ -232,3 +234,36 @@ def test_aiokafka_is_disconnected_after_expiry_and_reconnects(broker: Broker) ->
 
     assert asyncio.run(run()) > 10
     assert len(logged(broker.read_log, "SASL session of User:bob expired", before + 1)) > before
+
+
+def test_a_nodes_own_client_moves_to_a_new_connection_before_its_session_ends(
+    broker: Broker,
+) -> None:
+    """What nodes use between themselves (runtime/client.py) does not re-authenticate in place:
+    near the session's end its next request goes on a new connection, none on an expired one."""
+    host, port = broker.bootstrap.rsplit(":", 1)
+    options = {"username": "hank", "password": "hank-pw"}
+    security = ClientSecurity(None, "PLAIN", lambda: PlainClient(options))
+
+    async def run() -> tuple[int, int]:
+        client = NetworkClient({1: (host, int(port))}, security=security)
+        seen: list[object] = []  # held, so that no two share an id
+        answered = 0
+        try:
+            end = time.monotonic() + 3 * LIFETIME_MS / 1000
+            while time.monotonic() < end:
+                body = MetadataRequest(topics=[])
+                answer = await client.send(1, api_keys.METADATA, 12, body)
+                answered += bool(answer.brokers)
+                connection = client.connection(1)
+                assert connection is not None
+                if not any(c is connection for c in seen):
+                    seen.append(connection)
+                await asyncio.sleep(0.05)
+        finally:
+            await client.close()
+        return answered, len(seen)
+
+    answered, connections = asyncio.run(run())
+    assert answered > 20 and connections >= 3  # one per 85% of a lifetime, at least
+    assert "SASL session of User:hank expired" not in broker.read_log()
