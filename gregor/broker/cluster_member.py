@@ -35,6 +35,7 @@ from dataclasses import replace
 
 from gregor.broker.config import BrokerConfig, Membership
 from gregor.broker.controller_apis import admin_handlers
+from gregor.broker.controller_authorization import ClusterActionGate
 from gregor.broker.listener_security import NodeSecurity
 from gregor.clock import Clock
 from gregor.controller.local import LocalController
@@ -45,6 +46,7 @@ from gregor.raft.config import RaftConfig
 from gregor.raft.log import RaftLog
 from gregor.raft.node import LeaderAndEpoch
 from gregor.raft.store import QuorumStateStore
+from gregor.runtime.connection import Dispatcher
 from gregor.runtime.controller_channel import ControllerChannel
 from gregor.runtime.controller_driver import ControllerDriver
 from gregor.runtime.lifecycle import BrokerLifecycle
@@ -124,9 +126,20 @@ class ClusterMember:
 
     def serve_admin(self, services: Services) -> None:
         """On a controller, serve the admin writes (and the Envelopes brokers forward them in)
-        on the controller listener, with the node's services."""
-        if self.membership.is_controller:
-            self.driver.handlers.update(admin_handlers(services))
+        on the controller listener, with the node's services; with an authorizer, what only
+        nodes send there needs CLUSTER_ACTION (controller_authorization.py)."""
+        if not self.membership.is_controller:
+            return
+        self.driver.handlers.update(admin_handlers(services))
+        authorizer = services.authorizer
+        if authorizer is not None:
+            outer = self.driver.wrap
+
+            def wrap(dispatch: Dispatcher) -> Dispatcher:
+                gated = ClusterActionGate(dispatch, authorizer.authorize)
+                return outer(gated) if outer is not None else gated
+
+            self.driver.wrap = wrap
 
     # -- lifecycle ----------------------------------------------------------------------------
 

@@ -6,7 +6,8 @@ DescribeQuorum (node/forwarding.py, KIP-590).
 
     driver.handlers.update(admin_handlers(services))
 
-Each runs the handler the client listener runs (gregor/handlers), with the node's services:
+Each runs the handler the client listener runs (gregor/handlers), with the node's services and
+the caller's principal (so it authorizes as on the client listener):
 the BrokerServer on a combined node; on a controller-only node the ControllerServer, which has
 what those handlers use (the store, Admin, the static config, the node id) and hosts no
 partitions. Off the active controller they answer NOT_CONTROLLER, as on the client listener;
@@ -33,6 +34,7 @@ from gregor.protocol.exceptions import ProtocolError
 from gregor.protocol.headers import RequestHeader
 from gregor.protocol.messages import EnvelopeResponse
 from gregor.replication.pending import Pending
+from gregor.runtime.connection import Connection
 from gregor.runtime.purgatory_driver import future_of
 from gregor.runtime.raft_driver import ListenerHandler
 from gregor.security import principal_data
@@ -70,9 +72,10 @@ def admin_handlers(services: Any) -> dict[int, ListenerHandler]:
 
 
 def _serving(services: Any, key: int) -> ListenerHandler:
-    async def serve(version: int, request: Any) -> Any:
+    async def serve(version: int, request: Any, conn: Connection) -> Any:
         header = RequestHeader(key, version, 0, "controller-listener")
-        result = HANDLERS[key](RequestContext(services, header, "controller listener"), request)
+        ctx = RequestContext(services, header, conn.peer, conn.attributes)  # its principal
+        result = HANDLERS[key](ctx, request)
         return await future_of(result) if isinstance(result, Pending) else result
 
     return serve
@@ -95,7 +98,7 @@ def _forwarded_state(req: Any) -> dict[str, Any]:
 
 
 def _envelope(services: Any) -> ListenerHandler:
-    async def serve(version: int, req: Any) -> Any:
+    async def serve(version: int, req: Any, _conn: Connection) -> Any:
         if not services.store.is_active():
             return EnvelopeResponse(error_code=NOT_CONTROLLER)
         try:

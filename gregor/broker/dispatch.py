@@ -2,14 +2,14 @@
 decode, forward a metadata write off the active controller (forwarding.py), else call the
 registered handler and encode its answer (a handler returns a `Pending` for a request that
 waits; its response is encoded when it completes). Produce and Fetch pass the client quota gate
-(quota_gate.py): a client over its quota gets `throttle_time_ms` and its connection is muted.
+(quota_gate.py): a client over its quota gets `throttle_time_ms` and its connection is muted;
+a consumer's Fetch over it gets no data, as Kafka's KafkaApis.handleFetchRequest answers it.
 Every request's handling time is charged to `request_percentage` quotas (request_quota.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import struct
 import time
 from collections.abc import Awaitable
 from typing import Any
@@ -25,6 +25,7 @@ from gregor.protocol import api_keys, codec
 from gregor.protocol.codegen import Data
 from gregor.protocol.exceptions import CorruptFrameError
 from gregor.protocol.headers import RequestHeader, peek_request
+from gregor.protocol.messages import FetchResponse
 from gregor.replication.pending import Pending
 from gregor.runtime.connection import Connection, FrameError, Output, close_slices
 from gregor.runtime.forwarding import Forwarder
@@ -35,7 +36,6 @@ from gregor.security.quotas import QuotaState
 
 FORWARD_TIMEOUT_MS = 30_000
 FORWARD_DEFAULT_TIMEOUT_MS = {api_keys.DESCRIBE_QUORUM: 5_000}  # requests with no timeout_ms
-_INT32 = struct.Struct(">i")
 QUOTA_APIS = frozenset({api_keys.PRODUCE, api_keys.FETCH})
 MUTATION_APIS = frozenset(mutation_quota.STRICT_FROM)
 
@@ -133,8 +133,9 @@ class Dispatcher:
         started: int,
     ) -> Output | Awaitable[Output] | None:
         """A Produce or Fetch under a client quota: Produce records its request's size before it
-        is handled, Fetch its response's once encoded; over the quota, the response carries the
-        throttle time and the connection is muted for it."""
+        is handled, Fetch its response's once encoded (a consumer asking for at most what fits
+        in the quota window); over the quota, the response carries the throttle time and the
+        connection is muted for it."""
         header = ctx.header
         key, version, cid = (
             header.request_api_key,
@@ -149,6 +150,8 @@ class Dispatcher:
             )
         elif is_follower_fetch(version, request):
             measured = None  # replication traffic: not a client's
+        else:
+            self._cap_fetch(conn, quota, header, request)
         try:
             result = HANDLERS[key](ctx, request)
         except AcksZeroError as exc:
@@ -163,8 +166,8 @@ class Dispatcher:
             body.throttle_time_ms = throttle
             out = codec.encode_response(key, version, cid, body)
             if key == api_keys.FETCH and measured is not None:
-                self._fetched(conn, measured, header, out, throttle)
-            elif throttle:
+                return self._fetched(conn, measured, header, out, throttle)
+            if throttle:
                 conn.throttle(throttle)
             return out
 
@@ -198,20 +201,40 @@ class Dispatcher:
             conn.throttle(quota.over(user, client_id, now_ms))  # held back, never refused
         return None
 
+    def _cap_fetch(
+        self, conn: Connection, quota: QuotaState, header: RequestHeader, request: Any
+    ) -> None:
+        """A consumer's Fetch asks for no more than the quota window holds (Kafka caps
+        fetchMaxBytes so: more would be sure to be throttled, and never delivered)."""
+        user = self.quotas.user_of(conn.attributes)
+        most = quota.max_in_window(user, header.client_id or "")
+        if most is not None and most < request.max_bytes:
+            request.max_bytes = most
+            request.min_bytes = min(request.min_bytes, most)
+
     def _fetched(
         self, conn: Connection, quota: QuotaState, header: RequestHeader, out: Output, floor: int
-    ) -> None:
-        """Record an encoded Fetch response; over the quota, write the throttle time into it
-        (the first field of the body, after the size, correlation id and, from v12, the
-        header's empty tag section) and mute the connection."""
+    ) -> Output:
+        """What to send for an encoded consumer Fetch response, its size recorded. Over the
+        fetch quota or the request quota (`floor`, the connection already muted for it), as
+        Kafka's getThrottledResponse: the size is taken back (no data goes out), the answer is
+        the larger throttle time with no partitions (error NONE, session 0) and the connection
+        is muted for that time."""
         size = codec.total_length(out)
-        throttle = self.quotas.record(
-            quota, conn.attributes, header.client_id, size, self.services.now_ms()
-        )
-        if throttle > floor:  # else the response carries the request quota's, larger
-            at = 8 + (1 if header.request_api_version >= 12 else 0)
-            _INT32.pack_into(out[0], at, throttle)
+        now_ms = self.services.now_ms()
+        throttle = self.quotas.record(quota, conn.attributes, header.client_id, size, now_ms)
+        if not throttle and not floor:
+            return out
+        user = self.quotas.user_of(conn.attributes)
+        quota.unrecord(user, header.client_id or "", size, now_ms)
+        close_slices(out)
+        if throttle > floor:
             conn.throttle(throttle)
+        throttled = FetchResponse(
+            throttle_time_ms=max(throttle, floor), error_code=0, session_id=0, responses=[]
+        )
+        version, cid = header.request_api_version, header.correlation_id
+        return codec.encode_response(api_keys.FETCH, version, cid, throttled)
 
     def waiting_for_catch_up(self) -> bool:
         """True while requests are held until the initial catch-up."""

@@ -7,6 +7,12 @@ v0 the tokens come as bare size-prefixed frames and are answered the same way. O
 completes, its principal goes into the connection's state (`set_principal`) and every frame goes
 straight to the dispatcher.
 
+A session with an end (KIP-368: `connections.max.reauth.ms`, an expiring token) is checked on
+each request: a SaslHandshake may start re-authenticating (the exchange runs again, requests in
+flight go on), and once the session has ended any other request closes the connection
+unanswered, as Kafka's SocketServer. Each re-authentication and each expired connection closed
+is logged at INFO.
+
 A failed authentication is answered SASL_AUTHENTICATION_FAILED after
 `connection.failed.authentication.delay.ms` (slowing password guessing), then that connection
 closes; the log line names the address, the mechanism and why, never the secret.
@@ -32,6 +38,7 @@ log = logging.getLogger("gregor.sasl")
 
 SESSION_KEY = "sasl"
 _SIZE = struct.Struct(">i")
+_API_KEY = struct.Struct(">h")
 
 
 class SaslGate:
@@ -47,9 +54,34 @@ class SaslGate:
         if session is None:
             session = conn.attributes[SESSION_KEY] = SaslSession(self.config)
         if session.complete:
-            return self.inner(conn, frame)
+            if session.expires_at_ms is None:
+                return self.inner(conn, frame)
+            return self._authenticated(conn, session, frame)
+        return self._exchange(conn, session, frame)
+
+    def _authenticated(
+        self, conn: Connection, session: SaslSession, frame: memoryview
+    ) -> Output | Awaitable[Output | None] | None:
+        """A request on a session that ends: a re-authentication, a close, or the request."""
+        now_ms = conn.now_ms()
+        key = _API_KEY.unpack_from(frame)[0] if len(frame) >= 2 else -1
+        if key == api_keys.SASL_HANDSHAKE and session.begin_reauthentication(now_ms):
+            return self._exchange(conn, session, frame)
+        if session.expired(now_ms):
+            assert session.expires_at_ms is not None
+            log.info(
+                "%s: SASL session of %s expired %d ms ago without re-authentication",
+                conn.peer, session.principal, now_ms - session.expires_at_ms,
+            )  # fmt: skip
+            conn.close("expired SASL session")
+            return None
+        return self.inner(conn, frame)
+
+    def _exchange(
+        self, conn: Connection, session: SaslSession, frame: memoryview
+    ) -> Output | Awaitable[Output | None] | None:
         if session.raw_tokens:
-            answer = session.authenticate(bytes(frame))
+            answer = session.authenticate(bytes(frame), conn.now_ms())
             token = [_SIZE.pack(len(answer.auth_bytes)), answer.auth_bytes]
             return self._settle(conn, session, answer, [] if answer.failed else token)
         try:
@@ -75,28 +107,35 @@ class SaslGate:
                 conn.close_after_responses("unsupported SASL mechanism")
             body = SaslHandshakeResponse(error_code=shake.error_code, mechanisms=shake.mechanisms)
             return codec.encode_response(key, version, correlation_id, body)
-        answer = session.authenticate(bytes(request.auth_bytes))
+        answer = session.authenticate(bytes(request.auth_bytes), conn.now_ms())
         response = SaslAuthenticateResponse(
             error_code=answer.error_code,
             error_message=answer.error_message,
             auth_bytes=answer.auth_bytes,
             session_lifetime_ms=answer.session_lifetime_ms,
         )
-        return self._settle(
-            conn, session, answer, codec.encode_response(key, version, correlation_id, response)
-        )
+        out = codec.encode_response(key, version, correlation_id, response)
+        return self._settle(conn, session, answer, out if answer.answered else [])
 
     def _settle(
         self, conn: Connection, session: SaslSession, answer: AuthenticateAnswer, out: Output
     ) -> Output | Awaitable[Output | None]:
         if not answer.failed:
-            if answer.principal is not None:
+            if answer.reauthenticated:
+                log.info(
+                    "%s re-authenticated as %s (%s); session lifetime %d ms",
+                    conn.peer, answer.principal, session.mechanism, answer.session_lifetime_ms,
+                )  # fmt: skip
+            elif answer.principal is not None:
                 set_principal(conn.attributes, answer.principal)
-                log.debug("%s authenticated as %s", conn.peer, answer.principal)
+                log.debug(
+                    "%s authenticated as %s; session lifetime %d ms",
+                    conn.peer, answer.principal, answer.session_lifetime_ms,
+                )  # fmt: skip
             return out
         log.info(
-            "Failed authentication with %s (%s, mechanism %s on listener %s): %s",
-            conn.peer, answer.principal or "no principal", session.mechanism, self.config.name,
+            "Failed %s with %s (%s, mechanism %s on listener %s): %s",
+            "re-authentication" if session.reauthenticating else "authentication", conn.peer, answer.principal or "no principal", session.mechanism, self.config.name,
             answer.error_message,
         )  # fmt: skip
         conn.close_after_responses("failed authentication")

@@ -69,6 +69,10 @@ SUPPORTED = frozenset(
 PEM_ONLY = ("ssl.keystore.type", "ssl.truststore.type")
 # sasl.* / ssl.*, bare or under listener.name.<listener>. or listener.name.<listener>.<mechanism>.
 _SECURITY_PREFIX = re.compile(r"^(listener\.name\.[^.]+\.([^.]+\.)?)?(sasl|ssl)\.", re.IGNORECASE)
+# connections.max.reauth.ms per listener, or per listener and mechanism (KIP-368).
+_LISTENER_REAUTH = re.compile(
+    r"^listener\.name\.[^.]+\.([^.]+\.)?connections\.max\.reauth\.ms$", re.IGNORECASE
+)
 DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
 PRINCIPAL_BUILDER_NOT_SUPPORTED = "custom principal builders are not supported"
 
@@ -158,6 +162,9 @@ def _check_keys(values: Mapping[str, str]) -> None:
                 f"{key} is set, but {PRINCIPAL_BUILDER_NOT_SUPPORTED}: remove it (the node would otherwise "
                 "run without the security it asks for)"
             )
+        if _LISTENER_REAUTH.match(key):
+            _check_long(key, value)
+            continue
         found = _SECURITY_PREFIX.match(key)
         if found is None:
             continue
@@ -176,10 +183,22 @@ def _check_keys(values: Mapping[str, str]) -> None:
                 raise ConfigError(f"{key}: {exc}") from None
 
 
+def _check_long(key: str, value: str) -> None:
+    try:
+        int(value.strip())
+    except ValueError:
+        raise ConfigError(
+            f"Invalid value {value.strip()} for configuration {key}: Not a number of type LONG"
+        ) from None
+
+
 def is_security_setting(key: str) -> bool:
     """A key that asks for security whatever its (non-empty) value: checked, not warned of."""
     return (
-        key in SECURITY_KEYS or key in INTER_BROKER_KEYS or _SECURITY_PREFIX.match(key) is not None
+        key in SECURITY_KEYS
+        or key in INTER_BROKER_KEYS
+        or _SECURITY_PREFIX.match(key) is not None
+        or _LISTENER_REAUTH.match(key) is not None
     )
 
 

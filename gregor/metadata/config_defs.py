@@ -324,6 +324,9 @@ _BROKER_ONLY: list[ConfigDef] = [
     ConfigDef("queued.max.request.bytes", LONG, "-1", None, read_only=True),
     ConfigDef("connections.max.idle.ms", LONG, "600000", None, read_only=True),
     ConfigDef("connection.failed.authentication.delay.ms", INT, "100", at_least(0), read_only=True),
+    # KIP-368: a SASL session's longest life (0: none); also per listener and mechanism,
+    # listener.name.<l>.<mechanism>.connections.max.reauth.ms (security_settings.py).
+    ConfigDef("connections.max.reauth.ms", LONG, "0", None, read_only=True),
     ConfigDef("max.connections", INT, str(INT_MAX), at_least(0)),
     ConfigDef("max.connections.per.ip", INT, str(INT_MAX), at_least(0)),
     ConfigDef("max.connections.per.ip.overrides", STRING, "", _overrides_problem),

@@ -23,7 +23,10 @@ ApiVersions (v3) and keeps the node's answer (`NodeConnection.api_versions`).
 
 Security (`ClientSecurity`): a TLS context wraps each connection, and a SASL mechanism
 authenticates it (SaslHandshake v1, then SaslAuthenticate v1 until the mechanism is done)
-before any request; a refusal fails the connection like any other (`DisconnectedError`).
+before any request; a refusal fails the connection like any other (`DisconnectedError`). A SASL
+session with a lifetime (the broker's `connections.max.reauth.ms`, KIP-368) is not renewed in
+place: at 85% of it the next request opens a new connection, and the old one closes once its
+answers are in, so no request meets an expired session.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ log = logging.getLogger("gregor.client")
 
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024  # a bigger frame means a broken stream, not a response
+RENEW_AT = 0.85  # of a SASL session's lifetime: the connection is replaced then (KIP-368)
 
 
 def _collect(task: asyncio.Future[Any]) -> None:
@@ -104,6 +108,10 @@ class NodeConnection:
         self._slots = asyncio.Semaphore(max_in_flight)
         self._closed: BaseException | None = None
         self.api_versions: dict[int, tuple[int, int]] | None = None
+        # KIP-368: the loop time after which no request goes out here (a SASL session ending);
+        # the next one opens a new connection, and this one closes once its answers are in.
+        self.renew_at: float | None = None
+        self._retiring = False
         self._reader_task = asyncio.ensure_future(self._read_loop())
 
     @classmethod
@@ -160,6 +168,20 @@ class NodeConnection:
                     f"{self._label}: SASL authentication failed: {answer.error_message}"
                 )
             token = client.respond(bytes(answer.auth_bytes))
+        lifetime_ms = getattr(answer, "session_lifetime_ms", 0)  # SaslAuthenticate v1+
+        if lifetime_ms > 0:
+            self.renew_at = asyncio.get_running_loop().time() + lifetime_ms * RENEW_AT / 1000
+
+    @property
+    def expiring(self) -> bool:
+        """The session is near its end: send nothing more on this connection."""
+        return self.renew_at is not None and asyncio.get_running_loop().time() >= self.renew_at
+
+    def retire(self) -> None:
+        """Send nothing more; close once the answers in flight are in."""
+        self._retiring = True
+        if not self._in_flight:
+            self.close(DisconnectedError(f"{self._label}: SASL session renewed"))
 
     @property
     def closed(self) -> bool:
@@ -252,6 +274,8 @@ class NodeConnection:
             raise
         if not entry.future.done():
             entry.future.set_result(body)
+        if self._retiring and not self._in_flight:
+            self.close(DisconnectedError(f"{self._label}: SASL session renewed"))
 
     def close(self, reason: BaseException | None = None) -> None:
         """Close now; every request still in flight fails with `reason` (DisconnectedError)."""
@@ -343,8 +367,12 @@ class NetworkClient:
         if self._closed:
             raise DisconnectedError("client closed")
         node = self._nodes[node_id]
-        if node.connection is not None and not node.connection.closed:
-            return node.connection
+        conn = node.connection
+        if conn is not None and not conn.closed:
+            if not conn.expiring:
+                return conn
+            conn.retire()  # its SASL session ends soon: the next requests go on a new one
+            node.connection = None
         if node.connecting is None:
             node.connecting = asyncio.ensure_future(self._connect(node_id, node))
             # Its failure reaches whoever awaits it; a caller cancelled meanwhile (a request

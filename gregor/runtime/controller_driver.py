@@ -32,7 +32,7 @@ class ControllerDriver:
         return {key: self._serving(key) for key in self.core.requests}
 
     def _serving(self, api_key: int) -> ListenerHandler:
-        async def serve(version: int, request: Any) -> Any:
+        async def serve(version: int, request: Any, _conn: Any) -> Any:
             answer = self.core.handle(api_key, version, request, self.clock.now_ms())
             return await future_of(answer) if isinstance(answer, Pending) else answer
 

@@ -67,7 +67,8 @@ log = logging.getLogger("gregor.raft_driver")
 MAX_TIMER_S = 60.0  # re-poll at least this often (a deadline of NEVER)
 BOOTSTRAP_FIRST_ID = -2  # bootstrap servers are nodes -2, -3, ... (-1 means "no node")
 LISTENER_APIS = (*sorted(wire.RAFT_APIS), api_keys.API_VERSIONS)
-ListenerHandler = Callable[[int, Any], Awaitable[Any]]
+# (version, request, the connection it came on: its principal for authorization) -> response
+ListenerHandler = Callable[[int, Any, Connection], Awaitable[Any]]
 
 
 def parse_voters(text: str) -> dict[int, tuple[str, int]]:
@@ -119,7 +120,8 @@ class RaftDriver:
         this node connects to the other controllers."""
         self.node_id = node_id
         self.handlers = dict(handlers or {})
-        self._tls, self._on_secure, self._wrap = tls, on_secure, wrap
+        self._tls, self._on_secure = tls, on_secure
+        self.wrap = wrap  # may be replaced before `bind` (the listener's authorization)
         self.client_security = client_security
         self.log = log
         self.store = store
@@ -148,8 +150,8 @@ class RaftDriver:
     async def bind(self, host: str = "127.0.0.1", port: int = 0) -> int:
         """Open the controller listener; the port it got."""
         dispatch: Dispatcher = self._dispatch
-        if self._wrap is not None:
-            dispatch = self._wrap(dispatch)
+        if self.wrap is not None:
+            dispatch = self.wrap(dispatch)
         self.server = Server(
             dispatch, host=host, port=port, tls=self._tls, on_secure=self._on_secure
         )
@@ -361,16 +363,18 @@ class RaftDriver:
             body = _api_versions_body(extra=self.handlers)
             return codec.encode_response(key, version, header.correlation_id, body)
         if key in self.handlers:
-            return self._serve(key, version, header.correlation_id, body)
+            return self._serve(conn, key, version, header.correlation_id, body)
         if key not in wire.RAFT_APIS:
             raise FrameError(f"{api_keys.name_of(key)} is not served on the controller listener")
         return self._answer(key, version, header.correlation_id, body)
 
-    async def _serve(self, key: int, version: int, correlation_id: int, body: Any) -> Output:
+    async def _serve(
+        self, conn: Connection, key: int, version: int, correlation_id: int, body: Any
+    ) -> Output:
         await self._started.wait()
         if self._stopped:
             raise FrameError(f"raft driver {self.node_id} is stopping")
-        answer = await self.handlers[key](version, body)
+        answer = await self.handlers[key](version, body, conn)
         return codec.encode_response(key, version, correlation_id, answer)
 
     async def _answer(self, key: int, version: int, correlation_id: int, body: Any) -> Output:

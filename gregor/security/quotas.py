@@ -206,6 +206,21 @@ class QuotaState:
             rate = self.sensors[found[0]] = Rate(self.num, self.window_ms)
         rate.record(value, now_ms)
 
+    def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
+        """Take back `value` recorded at about now_ms (Kafka's unrecordQuotaSensor: a
+        throttled Fetch sends no data, so its bytes do not count)."""
+        self.add(user, client_id, -value, now_ms)
+
+    def max_in_window(self, user: str, client_id: str) -> int | None:
+        """The most that fits in the quota window with nothing recorded before (Kafka's
+        getMaxValueInQuotaWindow: the bound times num - 1 windows); None when no quota binds.
+        A consumer's Fetch asks for at most this, so that one response is not sure to be
+        throttled."""
+        found = resolve(self.bounds, user, client_id)
+        if found is None:
+            return None
+        return int(found[1] * (self.num - 1) * self.window_ms / 1000)
+
     def expire(self, now_ms: int) -> None:
         """Forget sensors with no event for the whole window (their rate is 0 anyway)."""
         horizon = self.num * self.window_ms

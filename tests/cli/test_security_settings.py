@@ -33,6 +33,10 @@ JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_al
             "security.inter.broker.protocol": "SASL_SSL",
         },
         {"listeners": "CONTROLLER://:9093", "listener.security.protocol.map": "CONTROLLER:SSL"},
+        {
+            "listener.name.sasl_ssl.connections.max.reauth.ms": "60000",
+            "listener.name.sasl_ssl.oauthbearer.connections.max.reauth.ms": "3600000",
+        },
     ],
 )
 def test_what_gregor_serves_passes(values: dict[str, str]) -> None:
@@ -67,6 +71,10 @@ def test_what_gregor_serves_passes(values: dict[str, str]) -> None:
         ),
         ({"ssl.keystore.type": "JKS"}, "ssl.keystore.type=JKS: gregor reads PEM only"),
         ({"sasl.jaas.config": "nonsense"}, "sasl.jaas.config: sasl.jaas.config must end"),
+        (
+            {"listener.name.x.plain.connections.max.reauth.ms": "soon"},
+            "Invalid value soon for configuration listener.name.x.plain.connections.max.reauth.ms",
+        ),
     ],
 )
 def test_security_is_refused_by_name(values: dict[str, str], named: str) -> None:
@@ -82,6 +90,7 @@ def test_which_keys_ask_for_security() -> None:
         "listener.name.internal.ssl.client.auth",
         "listener.name.internal.scram-sha-256.sasl.jaas.config",
         "principal.builder.class",
+        "listener.name.internal.scram-sha-256.connections.max.reauth.ms",
     ]
     assert all(is_security_setting(key) for key in asks)
     assert not any(

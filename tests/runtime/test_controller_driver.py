@@ -33,7 +33,7 @@ def test_handlers_await_the_commit_and_the_timer_ticks() -> None:
         assert s.core.activated_epoch == s.store.epoch  # the timer's first poll ticked
         s.quorum.run()  # the bootstrap records commit
         registering = asyncio.ensure_future(
-            handlers[api_keys.BROKER_REGISTRATION](3, register_request())
+            handlers[api_keys.BROKER_REGISTRATION](3, register_request(), None)
         )
         await asyncio.sleep(0)
         assert not registering.done()
@@ -41,7 +41,7 @@ def test_handlers_await_the_commit_and_the_timer_ticks() -> None:
         answer = await asyncio.wait_for(registering, 1)
         assert answer.error_code == errors.NONE and answer.broker_epoch >= 0
         other = register_request(cluster_id="other")
-        refused = await handlers[api_keys.BROKER_REGISTRATION](3, other)
+        refused = await handlers[api_keys.BROKER_REGISTRATION](3, other, None)
         assert refused.error_code == errors.BY_NAME["INCONSISTENT_CLUSTER_ID"].code
         await driver.stop()
         assert driver._task is None

@@ -96,7 +96,7 @@ def test_session_allows_only_the_exchange_before_authentication() -> None:
     assert (shake.error_code, shake.mechanisms, shake.close) == (0, ["PLAIN"], False)
     assert session.allows(api_keys.SASL_AUTHENTICATE) and not session.allows(api_keys.PRODUCE)
     answer = session.authenticate(
-        PlainClient({"username": "admin", "password": "admin-secret"}).initial()
+        PlainClient({"username": "admin", "password": "admin-secret"}).initial(), 0
     )
     assert answer.error_code == 0 and answer.principal == KafkaPrincipal("User", "admin")
     assert session.complete and session.allows(api_keys.PRODUCE)
@@ -105,7 +105,7 @@ def test_session_allows_only_the_exchange_before_authentication() -> None:
 def test_session_failure_and_unknown_mechanism() -> None:
     session = sasl.SaslSession(listener())
     session.handshake("PLAIN", 1)
-    answer = session.authenticate(b"\x00admin\x00nope")
+    answer = session.authenticate(b"\x00admin\x00nope", 0)
     assert (answer.error_code, answer.error_message, answer.failed) == (
         sasl.SASL_AUTHENTICATION_FAILED,
         INVALID,
@@ -126,7 +126,7 @@ def test_handshake_v0_takes_bare_tokens() -> None:
     session = sasl.SaslSession(listener())
     session.handshake("PLAIN", 0)
     assert session.raw_tokens
-    assert session.authenticate(b"\x00admin\x00admin-secret").principal is not None
+    assert session.authenticate(b"\x00admin\x00admin-secret", 0).principal is not None
 
 
 def test_a_mechanism_joins_with_one_registration(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -135,7 +135,7 @@ def test_a_mechanism_joins_with_one_registration(monkeypatch: pytest.MonkeyPatch
     try:
         session = sasl.SaslSession(listener(**{"sasl.enabled.mechanisms": "TOY,PLAIN"}))
         assert session.handshake("TOY", 1).mechanisms == ["TOY", "PLAIN"]
-        assert session.authenticate(b"\x00toy\x00toy").principal == KafkaPrincipal("User", "toy")
+        assert session.authenticate(b"\x00toy\x00toy", 0).principal == KafkaPrincipal("User", "toy")
     finally:
         sasl.MECHANISMS.pop("TOY")
 

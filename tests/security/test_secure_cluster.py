@@ -3,14 +3,22 @@ controllers, brokers to the active controller, replica fetchers and inter-broker
 authenticated with PLAIN over mutual TLS, with ACLs on: the nodes are super users by their SASL
 name, a client by its own. Records produced with acks=all to an RF-3 topic by a user with ACLs
 are replicated and read back, a user without is refused, also after the active controller is
-lost; the controller listener refuses a client that is not TLS."""
+lost; the controller listener refuses a client that is not TLS. What only nodes send needs
+CLUSTER_ACTION, as Kafka checks it: a user that is not a super user gets
+CLUSTER_AUTHORIZATION_FAILED for AlterPartition, the Raft RPCs, broker registration and
+heartbeats and Envelope on the controller listener (DescribeQuorum needs DESCRIBE) and for
+WriteTxnMarkers on a broker, and TOPIC_AUTHORIZATION_FAILED for a replica's Fetch from a
+broker (Kafka's answer there); an admin write sent to the controller listener is authorized as
+its caller's."""
 
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import confluent_kafka as ck
 import pytest
@@ -26,7 +34,18 @@ from confluent_kafka.admin import (
 from security_certs import Pki
 from security_clients import Target, confluent_conf, logged
 
+from gregor.protocol import api_keys, codec, errors
+from gregor.protocol.messages import (
+    CreateTopicsRequest,
+    DescribeQuorumRequest,
+    FetchRequest,
+    MetadataRequest,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+    WriteTxnMarkersRequest,
+)
 from gregor.testing.cluster import LocalCluster
+from gregor.testing.raw_client import RawClient
 
 pytestmark = pytest.mark.cluster
 
@@ -52,6 +71,8 @@ def cluster(pki: Pki) -> Iterator[LocalCluster]:
         "ssl.client.auth": "required",  # nodes present their certificates to each other too
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:node",  # the nodes' own SASL user: replication, markers
+        # KIP-368: node-to-node connections move to new ones before their sessions end
+        "connections.max.reauth.ms": "10000",
     }
     with LocalCluster(3, config=config, client_listener="SASL_SSL") as c:
         c.start()
@@ -152,3 +173,99 @@ def test_the_controller_listener_refuses_plain_text(cluster: LocalCluster) -> No
         except ConnectionResetError:
             pass
     assert logged(cluster.nodes[1].read_log, "TLS handshake failed")
+
+
+def raw_sasl_ssl(port: int, pki: Pki, user: str) -> RawClient:
+    """A raw connection over mutual TLS, authenticated with PLAIN as `user`."""
+    raw = RawClient(f"127.0.0.1:{port}", timeout_s=10)
+    context = ssl.create_default_context(cafile=str(pki.ca))
+    context.load_cert_chain(str(pki.client_cert), str(pki.client_key))
+    raw.sock = context.wrap_socket(raw.sock, server_hostname="127.0.0.1")
+    shake = raw.call(api_keys.SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="PLAIN"))
+    assert shake.error_code == 0
+    token = f"\x00{user}\x00{user}-secret".encode()
+    answer = raw.call(api_keys.SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(auth_bytes=token))
+    assert answer.error_code == 0, answer.error_message
+    return raw
+
+
+def empty(key: int) -> Any:
+    return codec.message_class(key, "request")()
+
+
+CLUSTER_ACTION_APIS = [
+    api_keys.ALTER_PARTITION, api_keys.BROKER_HEARTBEAT, api_keys.BROKER_REGISTRATION,
+    api_keys.ALLOCATE_PRODUCER_IDS, api_keys.VOTE, api_keys.BEGIN_QUORUM_EPOCH,
+    api_keys.END_QUORUM_EPOCH, api_keys.FETCH, api_keys.FETCH_SNAPSHOT, api_keys.ENVELOPE,
+    api_keys.DESCRIBE_QUORUM,
+]  # fmt: skip
+
+
+def test_what_only_nodes_send_needs_cluster_action(cluster: LocalCluster, pki: Pki) -> None:
+    node = next(iter(cluster.controller_ports))
+    refused = errors.BY_NAME["CLUSTER_AUTHORIZATION_FAILED"].code
+    with raw_sasl_ssl(cluster.controller_ports[node], pki, "alice") as alice:
+        for key in CLUSTER_ACTION_APIS:
+            version = api_keys.BY_KEY[key].max_version
+            answer = alice.call(key, version, empty(key))
+            assert answer.error_code == refused, (api_keys.name_of(key), answer)
+    lines = logged(cluster.nodes[node].read_log, "Principal = User:alice is denied", 11)
+    assert any(
+        "CLUSTER_ACTION on the cluster" in line and "AlterPartition" in line for line in lines
+    )
+    with raw_sasl_ssl(cluster.controller_ports[node], pki, "node") as peer:  # a super user
+        metadata = DescribeQuorumRequest.TopicData(
+            topic_name="__cluster_metadata", partitions=[DescribeQuorumRequest.PartitionData()]
+        )
+        quorum = peer.call(api_keys.DESCRIBE_QUORUM, 2, DescribeQuorumRequest(topics=[metadata]))
+        assert quorum.error_code == 0
+    with raw_sasl_ssl(cluster.broker_ports[node], pki, "alice") as warm:
+        warm.call(api_keys.METADATA, 12, MetadataRequest(topics=[]))  # caught up (a restart)
+    with raw_sasl_ssl(cluster.broker_ports[node], pki, "alice") as alice:
+        marker = WriteTxnMarkersRequest.WritableTxnMarker(
+            producer_id=1, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
+            topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(name="secure", partition_indexes=[0])],
+        )  # fmt: skip
+        markers = alice.call(
+            api_keys.WRITE_TXN_MARKERS, 1, WriteTxnMarkersRequest(markers=[marker])
+        )
+        assert markers.markers[0].topics[0].partitions[0].error_code == refused
+        part = FetchRequest.FetchPartition(
+            partition=0, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
+            partition_max_bytes=1 << 20,
+        )  # fmt: skip
+        fetch = FetchRequest(
+            replica_id=2, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+            topics=[FetchRequest.FetchTopic(topic="secure", partitions=[part])],
+        )  # fmt: skip
+        answer = alice.call(api_keys.FETCH, 11, fetch)  # a follower's Fetch, as broker 2
+        partition = answer.responses[0].partitions[0]
+        assert partition.error_code == errors.BY_NAME["TOPIC_AUTHORIZATION_FAILED"].code
+        assert len(partition.records or b"") == 0
+
+
+def test_an_admin_write_on_the_controller_listener_is_the_callers(
+    cluster: LocalCluster, pki: Pki
+) -> None:
+    """Sent straight to the active controller, a CreateTopics is authorized as its caller's
+    (not as User:ANONYMOUS): a super user's is done, alice's is refused."""
+
+    def create(port: int, user: str, name: str) -> int:
+        topic = CreateTopicsRequest.CreatableTopic(
+            name=name, num_partitions=1, replication_factor=1
+        )
+        with raw_sasl_ssl(port, pki, user) as raw:
+            answer = raw.call(api_keys.CREATE_TOPICS, 7, CreateTopicsRequest(topics=[topic]))
+        return int(answer.topics[0].error_code)
+
+    not_controller = errors.BY_NAME["NOT_CONTROLLER"].code
+    deadline = time.monotonic() + 30
+    while True:  # the active controller: the one that does not answer NOT_CONTROLLER
+        codes = {p: create(p, "node", "direct-node") for p in cluster.controller_ports.values()}
+        done = [p for p, code in codes.items() if code != not_controller]
+        if done or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert len(done) == 1 and codes[done[0]] == 0, codes
+    refused = errors.BY_NAME["TOPIC_AUTHORIZATION_FAILED"].code
+    assert create(done[0], "alice", "direct-alice") == refused
