@@ -159,6 +159,19 @@ def _authorizer_problem(value: str) -> str | None:
     return f"the authorizer served is Kafka's {STANDARD_AUTHORIZER} (or none: empty)"
 
 
+_HTTP_LISTENER = re.compile(r"^(?:http://)?(\[[0-9a-fA-F:.]+\]|[0-9a-zA-Z\-._]*):(\d{1,5})/?$")
+
+
+def _http_listener_problem(value: str) -> str | None:
+    """`metrics.listener`: empty (off) or `http://HOST:PORT` (`HOST:PORT` too; port 0 picks one)."""
+    if not value:
+        return None
+    found = _HTTP_LISTENER.match(value.strip())
+    if found is None or int(found[2]) > 65535:
+        return "expected http://HOST:PORT (port 0 to 65535), or empty for none"
+    return None
+
+
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 # name, type, default, validator, broker synonyms (most specific first)
@@ -410,6 +423,9 @@ _BROKER_ONLY: list[ConfigDef] = [
     ConfigDef("log.cleaner.worker.process", BOOLEAN, "true", None, read_only=True),
     # gregor's own: log event-loop stalls and gc pauses longer than this (runtime/stall_monitor.py)
     ConfigDef("gregor.loop.stall.log.ms", DOUBLE, "0", at_least(0), read_only=True),
+    # Prometheus metrics and health checks over HTTP (gregor/runtime/metrics_listener.py); off
+    # when empty. As Redpanda's admin API serves /metrics: http://127.0.0.1:9644
+    ConfigDef("metrics.listener", STRING, "", _http_listener_problem, read_only=True),
     ConfigDef("log.retention.minutes", INT, None, None),
     ConfigDef("log.retention.hours", INT, "168", None),
     ConfigDef("log.roll.hours", INT, "168", at_least(1)),
