@@ -221,6 +221,8 @@ class BrokerServer:
 
     async def start(self) -> None:
         codec.compile_all()
+        if self.metrics is not None:  # first: live while the logs recover, ready once started
+            await self.metrics.start(self.ready_file)
         self.stall_monitor = stall_monitor(self.config_value("gregor.loop.stall.log.ms"))
         if self.stall_monitor is not None:
             self.stall_monitor.start(asyncio.get_running_loop())
@@ -246,8 +248,6 @@ class BrokerServer:
         await self.server.start()
         if self.cluster.port == 0 or self.listen_port == 0:
             self.cluster.port = self.server.port
-        if self.metrics is not None:
-            await self.metrics.start(self.ready_file)
         self.hosting.schedule = asyncio.get_running_loop().call_soon
         if self.member is not None:
             self.hosting.ready = True

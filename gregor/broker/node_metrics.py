@@ -45,7 +45,10 @@ class NodeMetrics:
         return MeasuredDispatcher(dispatch, self.sources.requests, self.sources.network)
 
     async def start(self, ready_file: str | None) -> None:
-        url = await self.listener.start()
+        try:
+            url = await self.listener.start()
+        except OSError as exc:  # one line naming the key (cli/serve.py prints it)
+            raise OSError(f"metrics.listener {self.listener.url}: {exc.strerror or exc}") from None
         log.info("metrics.listener %s (/metrics, /health/live, /health/ready)", url)
         if ready_file:  # beside the ready file, for whoever started the node (gregor.Broker)
             tmp = ready_file + ".metrics.tmp"

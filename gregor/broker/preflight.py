@@ -18,6 +18,7 @@ import os
 import tempfile
 
 from gregor.broker.config import MAX_PORT, BrokerConfig
+from gregor.runtime.metrics_listener import parse_listener as parse_http_listener
 from gregor.runtime.server import bind
 
 EXAMPLE_LISTEN = "127.0.0.1:9092"
@@ -78,6 +79,9 @@ def check_ports_free(config: BrokerConfig, listen_option: str) -> None:
     if controller is not None:
         names = config.get_str("controller.listener.names")
         wanted.append((controller, f"the {names} listener in listeners"))
+    metrics = config.get_str("metrics.listener")
+    if metrics and config.membership().is_broker:
+        wanted.append((parse_http_listener(metrics), "metrics.listener (--metrics HOST:PORT)"))
     for (host, port), option in wanted:
         if port == 0:
             continue  # the OS picks a free one
