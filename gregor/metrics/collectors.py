@@ -90,9 +90,7 @@ class TopicCollector:
 def _merged(histograms: list[Histogram]) -> Histogram:
     out = Histogram()
     for h in histograms:
-        out.buckets = [a + b for a, b in zip(out.buckets, h.buckets, strict=True)]
-        out.sum += h.sum
-        out.count += h.count
+        out = out.merged(h)
     return out
 
 
@@ -122,7 +120,7 @@ class RequestCollector:
         for part, name in names.REQUEST_TIMES.items():
             family = HistogramMetricFamily(name, helps[part], labels=["request"])
             for request, all_versions in sorted(per_api.items()):
-                h = _merged([getattr(c, part) for c in all_versions])
+                h = _merged([c.times()[part] for c in all_versions])
                 family.add_metric([request], h.cumulative(), h.sum)
             yield family
 

@@ -14,7 +14,24 @@ from bisect import bisect_left
 from collections import deque
 
 # Upper bounds (ms) of the request time histograms, Prometheus' `le` labels; +Inf is implied.
-TIME_BUCKETS_MS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+TIME_BUCKETS_MS = (
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    25.0,
+    50.0,
+    100.0,
+    250.0,
+    500.0,
+    1000.0,
+    2500.0,
+    5000.0,
+    10000.0,
+)  # fmt: skip  (floats: bisect compares a float with floats, faster than with ints)
 
 
 class TopicCounters:
@@ -82,6 +99,12 @@ class Histogram:
         self.sum += value
         self.count += 1
 
+    def merged(self, other: Histogram) -> Histogram:
+        out = Histogram()
+        out.buckets = [a + b for a, b in zip(self.buckets, other.buckets, strict=True)]
+        out.sum, out.count = self.sum + other.sum, self.count + other.count
+        return out
+
     def cumulative(self) -> list[tuple[str, int]]:
         """(le, count of observations <= le) for every bound and +Inf."""
         out, running = [], 0
@@ -92,15 +115,32 @@ class Histogram:
 
 
 class RequestCounters:
-    """One (API, version)'s request count and time histograms."""
+    """One (API, version)'s request times. A request answered within the dispatcher's call
+    (most) costs one observation, in `immediate` (its total and local time; remote 0); one that
+    waits, three, in `total`, `local` and `remote`. The count and Kafka's three histograms are
+    made from them at scrape time (`count`, `times`)."""
 
-    __slots__ = ("count", "total", "local", "remote")
+    __slots__ = ("immediate", "total", "local", "remote")
 
     def __init__(self) -> None:
-        self.count = 0
+        self.immediate = Histogram()
         self.total = Histogram()
         self.local = Histogram()
         self.remote = Histogram()
+
+    @property
+    def count(self) -> int:
+        return self.immediate.count + self.total.count
+
+    def times(self) -> dict[str, Histogram]:
+        """Kafka's TotalTimeMs, LocalTimeMs and RemoteTimeMs of every request."""
+        zero = Histogram()  # the immediate ones' remote time
+        zero.buckets[0] = zero.count = self.immediate.count
+        return {
+            "total": self.immediate.merged(self.total),
+            "local": self.immediate.merged(self.local),
+            "remote": zero.merged(self.remote),
+        }
 
 
 class RequestStats:
@@ -112,6 +152,10 @@ class RequestStats:
         counters = self.by_api.get(key)
         if counters is None:
             counters = self.by_api[key] = RequestCounters()
+        return counters
+
+    def new(self, key: tuple[int, int]) -> RequestCounters:
+        counters = self.by_api[key] = RequestCounters()
         return counters
 
 
