@@ -2,7 +2,8 @@
 (names.py), read at scrape time (collectors.py) from counters the hot paths bump (stats.py), and
 the readiness decision (health.py). Sans-I/O: the HTTP listener is a driver
 (runtime/metrics_listener.py), wired in broker/node_metrics.py. Served when `metrics.listener`
-is set (`gregor serve --metrics HOST:PORT`).
+is set (`gregor serve --metrics HOST:PORT`), on broker nodes (a controller-only node serves
+none yet).
 
 Broker topic metrics (counters; `{topic}`, and the all-topics series without a label):
     kafka_server_brokertopicmetrics_messagesin_total       records appended by clients
@@ -14,6 +15,8 @@ Broker topic metrics (counters; `{topic}`, and the all-topics series without a l
 Requests (runtime/request_metrics.py says what each time covers):
     kafka_network_requestmetrics_requests_total{request,version}
     kafka_network_requestmetrics_{totaltimems,localtimems,remotetimems}{request} histograms, ms
+        (no queue or send times: gregor hands a frame to its handler as it is read, and writes
+        a response as soon as the ones before it are written)
 Replica manager (partitions hosted here):
     kafka_server_replicamanager_{underreplicatedpartitions,underminisrpartitioncount,
     offlinereplicacount,leadercount,partitioncount}; _isrshrinks_total, _isrexpands_total

@@ -11,6 +11,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from gregor import Broker
+from gregor.protocol.errors import UNKNOWN_TOPIC_OR_PARTITION
+from gregor.protocol.records.records import build_batch
+from gregor.testing.raw_client import RawClient
 from tests.metrics.helpers import (
     HAVE_PROMETHEUS,
     get,
@@ -166,3 +169,22 @@ def test_a_real_prometheus_queries_records_end_offsets_and_lag(
             'rate(kafka_network_requestmetrics_requests_total{request="Produce"}[1m])'
         )
         assert rate, "Produce requests are a counter Prometheus can rate"
+
+
+def test_failed_requests_are_counted_per_topic(broker: Broker) -> None:
+    url = broker.metrics_url
+    assert url is not None
+    _create(broker.bootstrap, "refusing")
+    batch = bytes(build_batch([(b"k", b"v")]))
+    with RawClient(broker.bootstrap) as raw:
+        assert raw.produce("refusing", batch, partition=0).error_code == 0
+        assert raw.produce("refusing", batch, partition=7).error_code == UNKNOWN_TOPIC_OR_PARTITION
+        assert raw.produce("refusing", batch, partition=8).error_code == UNKNOWN_TOPIC_OR_PARTITION
+    m = scrape(url)
+    name = "kafka_server_brokertopicmetrics_"
+    assert sample(m, name + "failedproducerequests_total", topic="refusing") == 2
+    assert sample(m, name + "totalproducerequests_total", topic="refusing") == 3
+    assert sample(m, name + "messagesin_total", topic="refusing") == 1
+    assert (
+        total(m, "kafka_network_requestmetrics_requests_total", request="Produce", version="9") >= 3
+    )
