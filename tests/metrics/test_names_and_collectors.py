@@ -268,3 +268,13 @@ def test_the_listener_answers_health_and_paths() -> None:
     assert listener._answer(b"GET /metrics?x=1 HTTP/1.1\r\n\r\n")[0] == 200
     assert listener._answer(b"GET /other HTTP/1.1\r\n\r\n")[0] == 404
     assert listener._answer(b"POST /metrics HTTP/1.1\r\n\r\n")[0] == 405
+
+
+def test_many_observations_land_where_one_by_one_would() -> None:
+    values = [0.05, 0.1, 0.1000001, 0.3, 7.0, 10_000.0, 20_000.0, 0.0, 2.5]
+    one, many = Histogram(), Histogram()
+    for v in values:
+        one.observe(v)
+    many.observe_many(list(values))
+    assert (many.buckets, many.count) == (one.buckets, one.count)
+    assert many.sum == pytest.approx(one.sum)
