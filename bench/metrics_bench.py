@@ -113,7 +113,7 @@ def one(tree: str, metrics: bool, load: str, a: argparse.Namespace) -> dict:
 def micro() -> None:
     import timeit
 
-    from gregor.metrics.stats import BrokerTopicStats, NetworkStats, RequestStats
+    from gregor.metrics.stats import BrokerTopicStats, RequestStats
     from gregor.runtime.request_metrics import MeasuredDispatcher
 
     frame = memoryview(bytes([0, 0, 0, 9]) + bytes(1100))
@@ -122,7 +122,7 @@ def micro() -> None:
     def bare(conn: object, f: memoryview) -> list:
         return answer
 
-    measured = MeasuredDispatcher(bare, RequestStats(), NetworkStats())  # type: ignore[arg-type]
+    measured = MeasuredDispatcher(bare, RequestStats())  # type: ignore[arg-type]
     stats, records = BrokerTopicStats(), bytes(1024)
 
     def counters() -> None:

@@ -174,6 +174,7 @@ class BrokerServer:
             image=lambda: store.image, raft=lambda: store.raft_node,
             active_controller=store.is_active,
             connections=lambda: 0 if self.server is None else len(self.server.connections),
+            socket_bytes=lambda: (0, 0) if self.server is None else self.server.socket_bytes(),
             listener=self.config.client_listener_config().name,
             topic_stats=self.services.topic_stats,
         )  # fmt: skip

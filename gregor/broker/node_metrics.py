@@ -42,7 +42,7 @@ class NodeMetrics:
         )
 
     def wrap(self, dispatch: Dispatcher) -> Dispatcher:
-        return MeasuredDispatcher(dispatch, self.sources.requests, self.sources.network)
+        return MeasuredDispatcher(dispatch, self.sources.requests)
 
     async def start(self, ready_file: str | None) -> None:
         try:

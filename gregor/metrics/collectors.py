@@ -19,7 +19,6 @@ from gregor.metrics import names
 from gregor.metrics.stats import (
     BrokerTopicStats,
     Histogram,
-    NetworkStats,
     RequestStats,
     TopicCounters,
     Window,
@@ -44,10 +43,10 @@ class BrokerSources:
     raft: Callable[[], Any]
     active_controller: Callable[[], bool]
     connections: Callable[[], int]
+    socket_bytes: Callable[[], tuple[int, int]] = lambda: (0, 0)  # read, sent
     listener: str = "PLAINTEXT"
     topic_stats: BrokerTopicStats = field(default_factory=BrokerTopicStats)
     requests: RequestStats = field(default_factory=RequestStats)
-    network: NetworkStats = field(default_factory=NetworkStats)
     commit_latency: Window = field(default_factory=Window)
     loop_lag: Window = field(default_factory=Window)
 
@@ -300,9 +299,10 @@ class NetworkCollector:
         )
         count.add_metric(labels, self.s.connections())
         yield count
+        read, sent = self.s.socket_bytes()
         for attr, value, text in (
-            ("incoming-byte-total", self.s.network.bytes_in, "Bytes of requests read"),
-            ("outgoing-byte-total", self.s.network.bytes_out, "Bytes of responses written"),
+            ("incoming-byte-total", read, "Bytes read from client connections"),
+            ("outgoing-byte-total", sent, "Bytes sent on client connections"),
         ):
             family = CounterMetricFamily(names.socket_server(attr), text, labels=["listener"])
             family.add_metric(labels, value)

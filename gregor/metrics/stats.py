@@ -182,17 +182,6 @@ class RequestStats:
         return counters
 
 
-class NetworkStats:
-    """Bytes of request frames read and of responses written (size prefixes included), over a
-    listener's connections."""
-
-    __slots__ = ("bytes_in", "bytes_out")
-
-    def __init__(self) -> None:
-        self.bytes_in = 0
-        self.bytes_out = 0
-
-
 class Window:
     """The last `size` values of a measure: their average and maximum (None: none yet)."""
 

@@ -1,6 +1,6 @@
 """Request metrics around a listener's dispatcher (on when `metrics.listener` is set): per
-request, its API and version from the frame's first four bytes, the bytes read and written, and
-its times in ms (gregor/metrics/stats.py keeps them):
+request, its API and version from the frame's first four bytes, and its times in ms
+(gregor/metrics/stats.py keeps them):
 
     local   the dispatcher's call: decode, the handler, and the encoding of an answer given at
             once (Kafka's LocalTimeMs)
@@ -12,11 +12,11 @@ its times in ms (gregor/metrics/stats.py keeps them):
 Kafka's RequestQueueTimeMs, ResponseQueueTimeMs and ResponseSendTimeMs have no counterpart: a
 frame is handed to its handler the moment it is read (there is no request queue or handler
 pool), and a response goes to the socket as soon as the ones before it have, without a queue.
-Bytes out are the responses' sizes as handed to the connection (sendfile slices included).
+(Bytes read and sent are counted by the connections themselves, per system call.)
 
-Cost, for a request answered at once: two clock reads, a struct unpack, a dict lookup, a list
-append (its time, put in the histogram later with others) and a sum of the response's buffer
-lengths (bench/metrics_bench.py --micro measures it).
+Cost, for a request answered at once: two clock reads, a struct unpack, a dict lookup and a
+list append (its time, put in the histogram later with others); bench/metrics_bench.py
+--micro measures it.
 """
 
 from __future__ import annotations
@@ -27,31 +27,17 @@ import time
 from collections.abc import Awaitable
 from typing import Any
 
-from gregor.metrics.stats import FOLD_AT, NetworkStats, RequestStats
+from gregor.metrics.stats import FOLD_AT, RequestStats
 from gregor.runtime.connection import Connection, Dispatcher, Output
 
 _HEAD = struct.Struct(">hh")  # api key, api version
 
 
-def output_size(out: Output) -> int:
-    n = 0
-    for item in out:
-        kind = type(item)
-        if kind is memoryview:
-            n += item.nbytes
-        elif kind is bytes or kind is bytearray:
-            n += len(item)
-        else:
-            n += item.length  # a file slice, sent with sendfile
-    return n
-
-
 class MeasuredDispatcher:
-    def __init__(self, inner: Dispatcher, requests: RequestStats, network: NetworkStats) -> None:
+    def __init__(self, inner: Dispatcher, requests: RequestStats) -> None:
         self.inner = inner
         self.requests = requests
         self.by_api = requests.by_api
-        self.network = network
         self.clock = time.perf_counter
 
     def __call__(
@@ -61,19 +47,12 @@ class MeasuredDispatcher:
         start = clock()
         result = self.inner(conn, frame)
         local_ms = (clock() - start) * 1000.0
-        network = self.network
-        network.bytes_in += len(frame) + 4
         try:
             key = _HEAD.unpack_from(frame)
         except struct.error:  # a frame held before it was read (a node catching up)
             return result
         counters = self.by_api.get(key) or self.requests.new(key)
         if result is None or isinstance(result, list):
-            if result:
-                try:
-                    network.bytes_out += sum(map(len, result))  # buffers (of bytes)
-                except TypeError:
-                    network.bytes_out += output_size(result)  # with file slices
             answered = counters.answered  # the hot path: bucketed later, FOLD_AT at a time
             answered.append(local_ms)
             if len(answered) >= FOLD_AT:
@@ -83,12 +62,10 @@ class MeasuredDispatcher:
         future = asyncio.ensure_future(result)
         ended = start + local_ms / 1000.0
 
-        def done(f: asyncio.Future[Any]) -> None:
+        def done(_f: asyncio.Future[Any]) -> None:
             now = clock()
             counters.total.observe((now - start) * 1000.0)
             counters.remote.observe((now - ended) * 1000.0)
-            if not f.cancelled() and f.exception() is None and f.result():
-                network.bytes_out += output_size(f.result())
 
         future.add_done_callback(done)
         return future

@@ -18,10 +18,10 @@ from gregor.metadata.config_defs import BROKER_CONFIGS, ConfigError
 from gregor.metrics import names
 from gregor.metrics.collectors import BrokerSources, collectors
 from gregor.metrics.health import NodeHealth, readiness
-from gregor.metrics.stats import BrokerTopicStats, Histogram, RequestStats, Window
+from gregor.metrics.stats import FOLD_AT, BrokerTopicStats, Histogram, RequestStats, Window
 from gregor.protocol import api_keys
 from gregor.runtime.metrics_listener import MetricsListener, parse_listener
-from gregor.runtime.request_metrics import MeasuredDispatcher, output_size
+from gregor.runtime.request_metrics import MeasuredDispatcher
 
 pytestmark = pytest.mark.unit
 
@@ -153,7 +153,7 @@ def _sources() -> BrokerSources:
     )
     sources = BrokerSources(
         1, replicas, None, groups, image=lambda: image, raft=lambda: raft,
-        active_controller=lambda: True, connections=lambda: 3,
+        active_controller=lambda: True, connections=lambda: 3, socket_bytes=lambda: (70, 900),
     )  # fmt: skip
     sources.topic_stats.topic("t").messages_in = 10
     sources.topic_stats.topic("gone").messages_in = 4  # not in the image any more
@@ -221,26 +221,27 @@ def test_collectors_read_the_state_at_scrape_time() -> None:
     assert not any(k[0].startswith("kafka_consumergroup") and ("group", "h") in k[1] for k in m)
     listener = (("listener", "PLAINTEXT"),)
     assert m[("kafka_server_socket_server_metrics_connection_count", listener)] == 3
+    assert m[("kafka_server_socket_server_metrics_incoming_byte_total", listener)] == 70
+    assert m[("kafka_server_socket_server_metrics_outgoing_byte_total", listener)] == 900
 
 
 def test_requests_are_counted_and_timed_per_api_and_version() -> None:
-    requests, network = RequestStats(), SimpleNamespace(bytes_in=0, bytes_out=0)
+    requests = RequestStats()
     frame = memoryview(bytes([0, api_keys.PRODUCE, 0, 9]) + b"rest")
     answered = [b"12345", memoryview(b"678")]
-    measured = MeasuredDispatcher(lambda conn, f: answered, requests, network)  # type: ignore[arg-type]
+    measured = MeasuredDispatcher(lambda conn, f: answered, requests)  # type: ignore[arg-type]
     assert measured(None, frame) is answered  # type: ignore[arg-type]
     counters = requests.of(api_keys.PRODUCE, 9)
     times = counters.times()
     assert counters.count == 1 and times["total"].count == times["local"].count == 1
     assert times["remote"].buckets[0] == 1  # answered at once: 0 ms waiting
-    assert (network.bytes_in, network.bytes_out) == (12, 8)
 
     async def later() -> list[Any]:
         await asyncio.sleep(0.01)
-        return [b"xy", SimpleNamespace(length=100)]
+        return [b"xy"]
 
     async def waits() -> None:
-        slow = MeasuredDispatcher(lambda conn, f: later(), requests, network)  # type: ignore[arg-type]
+        slow = MeasuredDispatcher(lambda conn, f: later(), requests)  # type: ignore[arg-type]
         result = slow(None, frame)  # type: ignore[arg-type]
         await result  # type: ignore[misc]
         await asyncio.sleep(0)
@@ -250,8 +251,10 @@ def test_requests_are_counted_and_timed_per_api_and_version() -> None:
     assert counters.count == 2 and times["remote"].count == times["total"].count == 2
     assert times["remote"].sum >= 10 * 0.9  # it waited about 10 ms
     assert times["total"].sum >= times["remote"].sum
-    assert network.bytes_out == 8 + 102
-    assert output_size([b"a", bytearray(b"bc"), SimpleNamespace(length=7)]) == 10
+    for _ in range(FOLD_AT + 5):  # many: bucketed a batch at a time
+        measured(None, frame)  # type: ignore[arg-type]
+    assert counters.count == FOLD_AT + 7
+    assert counters.times()["local"].count == FOLD_AT + 7
 
 
 def test_the_listener_answers_health_and_paths() -> None:
