@@ -3,6 +3,7 @@ health endpoints answer, and a real Prometheus scrapes and queries it."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from gregor import Broker
 from gregor.protocol.errors import UNKNOWN_TOPIC_OR_PARTITION
 from gregor.protocol.records.records import build_batch
+from gregor.testing.ports import free_ports
 from gregor.testing.raw_client import RawClient
 from tests.metrics.helpers import (
     HAVE_PROMETHEUS,
@@ -188,3 +190,30 @@ def test_failed_requests_are_counted_per_topic(broker: Broker) -> None:
     assert (
         total(m, "kafka_network_requestmetrics_requests_total", request="Produce", version="9") >= 3
     )
+
+
+def test_a_broker_without_its_controller_is_live_but_not_ready() -> None:
+    """A broker-only node whose controller does not answer starts, but is not registered:
+    /health/ready says so with a 503, /health/live is 200, /metrics is served."""
+    (dead,) = free_ports(1)
+    config = {
+        "process.roles": "broker",
+        "node.id": "2",
+        "controller.quorum.voters": f"1@127.0.0.1:{dead}",
+        "controller.listener.names": "CONTROLLER",
+        "cluster.id": "MkU3OEVBNTcwNTJENDM2Qg",
+        "metrics.listener": "http://127.0.0.1:0",
+    }
+    with Broker(config=config) as lonely:
+        url = lonely.metrics_url
+        assert url is not None
+        status, body = get(url + "/health/ready")
+        assert status == 503
+        assert json.loads(body) == {
+            "status": "not ready",
+            "reason": "not registered with the controller",
+        }
+        assert get(url + "/health/live")[0] == 200
+        m = scrape(url)
+        assert sample(m, "kafka_server_raft_metrics_current_leader") == -1
+        assert sample(m, "kafka_controller_kafkacontroller_activecontrollercount") == 0
