@@ -26,6 +26,7 @@ from gregor.broker.console_driver import console_driver
 from gregor.broker.dispatch import Dispatcher
 from gregor.broker.listener_security import listener_security
 from gregor.broker.metadata_node import open_metadata
+from gregor.broker.node_metrics import NodeMetrics, image_fenced, node_metrics
 from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.controller.admin import Admin
 from gregor.controller.producer_ids import ProducerIdManager
@@ -35,6 +36,8 @@ from gregor.handlers.context import Services
 from gregor.handlers.txn_markers import write_marker
 from gregor.metadata.cluster import ClusterView, registered_epoch
 from gregor.metadata.config_view import BrokerConfigView
+from gregor.metrics.collectors import BrokerSources
+from gregor.metrics.health import NodeHealth
 from gregor.protocol import codec
 from gregor.replication.hosting import PartitionHosting
 from gregor.replication.partition import ReplicaManager
@@ -139,6 +142,8 @@ class BrokerServer:
         self.stall_monitor: LoopStallMonitor | None = None
         self.freeze_at_start = False  # a server process (`run`): gc_settings.py
         self.console = console_driver(config)  # console.listener: console_driver.py
+        self.started = self.stopping = False
+        self.metrics = self._build_metrics()
 
     def _build_services(self) -> Services:
         apply, value = self.hosting.apply, self.config_value
@@ -162,6 +167,30 @@ class BrokerServer:
                                self.now_ms), self.purgatory, apply,
             auto_creator(self.config_view, self.admin, apply),
             authorizer=live_authorizer(self.config.values, lambda: self.store.image.acls),
+        )  # fmt: skip
+
+    def _build_metrics(self) -> NodeMetrics | None:
+        """`metrics.listener`'s metrics and health checks (broker/node_metrics.py), or None."""
+        store = self.store
+        sources = BrokerSources(
+            self.node_id, self.replicas, self.logs, self.services.groups,
+            image=lambda: store.image, raft=lambda: store.raft_node,
+            active_controller=store.is_active,
+            connections=lambda: 0 if self.server is None else len(self.server.connections),
+            socket_bytes=lambda: (0, 0) if self.server is None else self.server.socket_bytes(),
+            listener=self.config.client_listener_config().name,
+            topic_stats=self.services.topic_stats,
+        )  # fmt: skip
+        metrics = node_metrics(self.config_value("metrics.listener"), sources, self._health)
+        if metrics is not None:
+            store.on_commit_latency = sources.commit_latency.record
+        return metrics
+
+    def _health(self) -> NodeHealth:
+        held = self.dispatch is None or self.dispatch.waiting_for_catch_up()
+        return NodeHealth(
+            self.started, self.stopping, self._broker_epoch(),
+            image_fenced(self.store.image, self.node_id), not held and self.store.caught_up,
         )  # fmt: skip
 
     def _write_marker_here(self, topic: str, index: int, *marker: Any) -> int | Pending:
@@ -196,6 +225,8 @@ class BrokerServer:
 
     async def start(self) -> None:
         codec.compile_all()
+        if self.metrics is not None:  # first: live while the logs recover, ready once started
+            await self.metrics.start(self.ready_file)
         self.stall_monitor = stall_monitor(self.config_value("gregor.loop.stall.log.ms"))
         if self.stall_monitor is not None:
             self.stall_monitor.start(asyncio.get_running_loop())
@@ -208,7 +239,9 @@ class BrokerServer:
             dispatch.held = asyncio.get_running_loop().create_future()
             self.hosting.on_caught_up = lambda: _settle(dispatch.held)
         self.server = configured_server(
-            self.security.wrap(dispatch),
+            self.metrics.wrap(self.security.wrap(dispatch))
+            if self.metrics is not None
+            else self.security.wrap(dispatch),
             self.listen_host,
             self.listen_port,
             self.config_value,
@@ -239,6 +272,7 @@ class BrokerServer:
             log.info("froze %d objects made at start-up (gc_settings.py)", freeze_after_start())
         if self.console is not None:
             await self.console.start(f"{self.cluster.host}:{self.cluster.port}")
+        self.started = True
         if self.ready_file:
             write_ready_file(self.ready_file, self.cluster.host, self.cluster.port)
 
@@ -256,6 +290,7 @@ class BrokerServer:
         log.info("shutting down")
         if self.console is not None:
             await self.console.stop()
+        self.stopping = True
         for t in self._timers:
             t.cancel()
         if self.member is not None:
@@ -281,6 +316,8 @@ class BrokerServer:
         self.store.close()
         if self.stall_monitor is not None:
             self.stall_monitor.stop()
+        if self.metrics is not None:
+            await self.metrics.stop()
         log.info("shut down cleanly")
 
     async def run(self) -> None:

@@ -19,6 +19,7 @@ import os
 import tempfile
 
 from gregor.broker.config import MAX_PORT, BrokerConfig
+from gregor.runtime.metrics_listener import parse_listener as parse_http_listener
 from gregor.runtime.server import bind
 
 EXAMPLE_LISTEN = "127.0.0.1:9092"
@@ -82,6 +83,9 @@ def check_ports_free(config: BrokerConfig, listen_option: str) -> None:
     console = config.console_listener()
     if console is not None and config.membership().is_broker:
         wanted.append((console, "console.listener"))
+    metrics = config.get_str("metrics.listener")
+    if metrics and config.membership().is_broker:
+        wanted.append((parse_http_listener(metrics), "metrics.listener (--metrics HOST:PORT)"))
     for (host, port), option in wanted:
         if port == 0:
             continue  # the OS picks a free one

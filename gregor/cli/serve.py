@@ -40,6 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=[],
         help="any Kafka broker config (repeatable)",
     )
+    p.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="serve /metrics and /health/* over HTTP here (metrics.listener; port 0 picks one)",
+    )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--ready-file", metavar="FILE", help="write HOST:PORT here once listening")
     p.set_defaults(func=run)
@@ -109,6 +114,8 @@ def _load(args: argparse.Namespace) -> BrokerConfig | None:
             overrides["listeners"] = ",".join([f"{name}://{args.listen}", *kept])
         if args.data_dir:
             overrides["log.dirs"] = args.data_dir
+        if args.metrics:
+            overrides["metrics.listener"] = f"http://{args.metrics}"
         return BrokerConfig.load(args.config, overrides)
     except ConfigError as exc:
         _fail(exc)

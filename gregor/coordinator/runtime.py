@@ -51,7 +51,7 @@ from gregor.coordinator.group.results import (
     SyncResult,
     TxnOffsetCommitRequest,
 )
-from gregor.coordinator.group.shard import GroupConfig, GroupCoordinatorShard
+from gregor.coordinator.group.shard import GroupConfig, GroupCoordinatorShard, GroupStats
 from gregor.coordinator.write_errors import CoordinatorWriteError, append_error_to_response_error
 from gregor.replication.partition import ReplicaManager
 from gregor.replication.pending import Pending, all_of
@@ -71,9 +71,10 @@ class GroupShardAdapter:
     def __init__(self, config: GroupConfig, rng: random.Random) -> None:
         self.config = config
         self.rng = rng
+        self.stats = GroupStats()  # the node's, whichever shards come and go
 
     def new_shard(self, index: int) -> GroupCoordinatorShard:
-        return GroupCoordinatorShard(index, self.config, self.rng)
+        return GroupCoordinatorShard(index, self.config, self.rng, self.stats)
 
     def encode(self, record: Record) -> tuple[bytes, bytes | None]:
         return encode(record)

@@ -19,6 +19,7 @@ from gregor.metadata.cluster import BrokerNode, ClusterView
 from gregor.metadata.config_view import BrokerConfigView
 from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.metadata.store import TopicInfo
+from gregor.metrics.stats import BrokerTopicStats
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.headers import RequestHeader
@@ -72,6 +73,8 @@ class Services:
     maybe_auto_create: Callable[[str], TopicInfo | None]
     # ACLs (authorizer.class.name); None: no authorizer, every request is allowed.
     authorizer: LiveAuthorizer | None = None
+    # Kafka's BrokerTopicMetrics, counted by produce and fetch (gregor/metrics/)
+    topic_stats: BrokerTopicStats = field(default_factory=BrokerTopicStats)
 
     @property
     def cluster_id(self) -> str:

@@ -241,7 +241,7 @@ def _answered(ctx: RequestContext, request: Any, topics: list[Any], responses: l
                     size += n
         if size:
             quota.record(size, ctx.services.now_ms())
-    return _response(responses)
+    return _response(ctx, request, topics, responses)
 
 
 def _close(responses: list[Any]) -> None:
@@ -315,8 +315,33 @@ class DelayedFetch(DelayedOperation):
         self.answer.complete(_answered(self.ctx, self.request, self.topics, self.responses))
 
 
-def _response(responses: list[Any]) -> Any:
+def _response(
+    ctx: RequestContext, request: Any, topics: list[tuple[str | None, Any]], responses: list[Any]
+) -> Any:
+    _count(ctx, request, topics, responses)
     return FetchResponse(error_code=errors.NONE, session_id=0, responses=responses)
+
+
+def _count(
+    ctx: RequestContext, request: Any, topics: list[tuple[str | None, Any]], responses: list[Any]
+) -> None:
+    """Kafka's BrokerTopicMetrics of the answer: each partition a fetch request of its topic
+    (failed if answered with an error), and the record bytes sent to a consumer."""
+    stats = ctx.services.topic_stats
+    consumer = _replica_of(ctx, request)[0] < 0
+    for (name, _t), t in zip(topics, responses, strict=True):
+        if name is None or isinstance(name, Unauthorized):
+            continue
+        counts = stats.topic(name)
+        for p in t.partitions:
+            counts.total_fetch += 1
+            if p.error_code:
+                counts.failed_fetch += 1
+            elif consumer:
+                records = p.records
+                counts.bytes_out += (
+                    len(records) if isinstance(records, (bytes, bytearray)) else records.length
+                )
 
 
 __all__ = ["handle", "uuid"]

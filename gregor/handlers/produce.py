@@ -145,8 +145,15 @@ def _produce_partition(
                     return None
         info = partition.append_as_leader(pd.records, acks, now)
         base, append_time, start = info.first_offset, info.log_append_time, info.log_start_offset
+        counts = ctx.services.topic_stats.topic(topic)
+        counts.total_produce += 1
+        counts.messages_in += info.last_offset - base + 1
+        counts.bytes_in += len(pd.records)
     except KafkaError as exc:
         code, message = exc.code, exc.message
+        counts = ctx.services.topic_stats.topic(topic)
+        counts.total_produce += 1
+        counts.failed_produce += 1
         if isinstance(exc, RecordValidationError):
             record_errors = [
                 RecordError(batch_index=i, batch_index_error_message=text)

@@ -154,22 +154,24 @@ def _overrides_problem(value: str) -> str | None:
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
-_CONSOLE_LISTENER = re.compile(r"^(?:http://)?(?:\[[0-9a-fA-F:]+\]|[^\s:/\[\]]+):\d{1,5}/?$")
-
-
-def _console_listener_problem(value: Any) -> str | None:
-    """`http://HOST:PORT` (port 0: any free port), or empty for no console."""
-    if value and not _CONSOLE_LISTENER.match(value):
-        return "expected http://HOST:PORT, e.g. http://127.0.0.1:8080"
-    if value and int(value.rstrip("/").rpartition(":")[2]) > 65535:
-        return "the port must be 0-65535"
-    return None
-
-
 def _authorizer_problem(value: str) -> str | None:
     if value in ("", STANDARD_AUTHORIZER):
         return None
     return f"the authorizer served is Kafka's {STANDARD_AUTHORIZER} (or none: empty)"
+
+
+_HTTP_LISTENER = re.compile(r"^(?:http://)?(\[[0-9a-fA-F:.]+\]|[0-9a-zA-Z\-._]*):(\d{1,5})/?$")
+
+
+def _http_listener_problem(value: str) -> str | None:
+    """`metrics.listener`, `console.listener`: empty (off) or `http://HOST:PORT` (`HOST:PORT`
+    too; port 0 picks one)."""
+    if not value:
+        return None
+    found = _HTTP_LISTENER.match(value.strip())
+    if found is None or int(found[2]) > 65535:
+        return "expected http://HOST:PORT (port 0 to 65535), or empty for none"
+    return None
 
 
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
@@ -439,8 +441,11 @@ _BROKER_ONLY: list[ConfigDef] = [
     # gregor's own: log event-loop stalls and gc pauses longer than this (runtime/stall_monitor.py)
     ConfigDef("gregor.loop.stall.log.ms", DOUBLE, "0", at_least(0), read_only=True),
     # gregor's own: the web console inside this node (gregor/console), off when empty
-    ConfigDef("console.listener", STRING, "", _console_listener_problem, read_only=True),
+    ConfigDef("console.listener", STRING, "", _http_listener_problem, read_only=True),
     ConfigDef("console.read.only", BOOLEAN, "true", None, read_only=True),
+    # Prometheus metrics and health checks over HTTP (gregor/runtime/metrics_listener.py); off
+    # when empty. As Redpanda's admin API serves /metrics: http://127.0.0.1:9644
+    ConfigDef("metrics.listener", STRING, "", _http_listener_problem, read_only=True),
     ConfigDef("log.retention.minutes", INT, None, None),
     ConfigDef("log.retention.hours", INT, "168", None),
     ConfigDef("log.roll.hours", INT, "168", at_least(1)),

@@ -97,6 +97,7 @@ import logging
 import os
 import random
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
@@ -216,6 +217,9 @@ class RaftMetadataStore:
         self._waiters: list[tuple[int, CommitCallback]] = []
         self._raft_log: object | None = None  # a networked store's log, before its driver runs
         self.log_dir: str | None = None  # the log dir holding __cluster_metadata-0
+        # Told the ms from an append here to its commit (the metrics' commit latency), if set.
+        self.on_commit_latency: Callable[[int], None] | None = None
+        self._appended_at: deque[tuple[int, int]] = deque()  # (last offset, ms), networked
 
     @property
     def node(self) -> RaftNode:
@@ -257,6 +261,10 @@ class RaftMetadataStore:
     # -- the driver's callbacks (networked) -----------------------------------------------------
 
     def on_committed(self, entries: list[Entry]) -> None:
+        if self._appended_at and entries:
+            top, now = entries[-1].offset, self.clock()
+            while self._appended_at and self._appended_at[0][0] <= top:
+                self._commit_took(now - self._appended_at.popleft()[1])
         replay = [(r.decode(e.data), e.offset, e.epoch) for e in entries if not e.control]
         if replay:
             self._replay(replay)
@@ -291,6 +299,7 @@ class RaftMetadataStore:
         # What this node appended in an earlier term is committed or gone with it: no answer
         # of the new term waits for it.
         self.last_appended = -1
+        self._appended_at.clear()
         if change.leader_id != self.local_id:
             self._fail_waiters(f"node {self.local_id} is no longer the active controller")
 
@@ -305,6 +314,11 @@ class RaftMetadataStore:
         the high watermark is known when networked."""
         node = self._node if self.driver is None else self.driver.node
         return node is not None and node.high_watermark is not None
+
+    @property
+    def raft_node(self) -> Any:
+        """This store's KRaft node (None until a networked one's driver starts)."""
+        return self._node if self.driver is None else self.driver.node
 
     @property
     def leader_id(self) -> int | None:
@@ -454,6 +468,7 @@ class RaftMetadataStore:
         for _ in range(MAX_COMMIT_POLLS):
             self._apply(self.node.poll(self.clock()))
             if self.node.high_watermark is not None and self.node.high_watermark > last:
+                self._commit_took(self.clock() - now)
                 self._maybe_snapshot(self.clock())
                 return last
         raise MetadataLogError(
@@ -480,7 +495,13 @@ class RaftMetadataStore:
                 )
             last = appended
         self.last_appended = last
+        if self.on_commit_latency is not None and len(self._appended_at) < 10_000:
+            self._appended_at.append((last, self.clock()))
         return last
+
+    def _commit_took(self, ms: int) -> None:
+        if self.on_commit_latency is not None:
+            self.on_commit_latency(ms)
 
     def _frame(self, records: Sequence[Any], name: str | None) -> list[list[bytes]]:
         """The batches `records` are appended as: one if they fit, else a metadata transaction

@@ -230,6 +230,8 @@ class Partition:
     local_broker_epoch: Callable[[], int] = lambda: -1
     # Where ISR changes go (the AlterPartition sender); None: kept pending (tests).
     submit: Callable[[Partition, IsrUpdate], None] | None = None
+    # Told (old ISR size, new ISR size) when the controller commits an ISR change of ours.
+    on_isr_committed: Callable[[int, int], None] | None = None
 
     @property
     def name(self) -> str:
@@ -656,6 +658,8 @@ class Partition:
             return True
         if leader_epoch != self.leader_epoch or partition_epoch < self.partition_epoch:
             return False  # stale: the metadata will bring the partition's state
+        if self.on_isr_committed is not None:
+            self.on_isr_committed(len(self.isr), len(isr))
         self.isr = list(isr)
         self.partition_epoch = partition_epoch
         self.pending = None
@@ -792,6 +796,14 @@ class ReplicaManager:
         # answers to followers' Fetches and this broker's replica fetchers.
         self.leader_quota: ReplicationQuota = unthrottled(LEADER_REPLICAS)
         self.follower_quota: ReplicationQuota = unthrottled(FOLLOWER_REPLICAS)
+        self.isr_shrinks = 0  # ISR changes of led partitions committed (Kafka's IsrShrinksPerSec)
+        self.isr_expands = 0
+
+    def _count_isr_change(self, before: int, after: int) -> None:
+        if after < before:
+            self.isr_shrinks += 1
+        elif after > before:
+            self.isr_expands += 1
 
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
@@ -840,6 +852,7 @@ class ReplicaManager:
                 liveness=self.liveness,
                 local_broker_epoch=self.local_broker_epoch,
                 submit=self._submit,
+                on_isr_committed=self._count_isr_change,
             )
             self.partitions[(topic, index)] = p
         else:

@@ -216,6 +216,7 @@ class Connection:
         self._unmute: asyncio.TimerHandle | None = None  # set while throttled (a quota)
         # Per-connection state handlers may keep (client software name, fetch sessions...).
         self.attributes: dict[str, Any] = {}
+        self.bytes_in = self.bytes_out = 0  # read and sent (the metrics' socket-server bytes)
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -308,6 +309,7 @@ class Connection:
             self.close(None)
             return 0
         self.last_active_ms = self.now_ms()
+        self.bytes_in += n
         return n
 
     def _on_readable(self) -> None:
@@ -599,6 +601,7 @@ class Connection:
                     if self._out_offset:
                         batch[0] = memoryview(batch[0])[self._out_offset :]
                     sent = self.sock.sendmsg(batch)
+                    self.bytes_out += sent
                     total = sum(len(b) for b in batch)
                     if sent < total:
                         self._advance_buffers(sent)
@@ -611,6 +614,7 @@ class Connection:
                     sent = os.sendfile(
                         self.fd, head.fd, head.position + self._out_offset, remaining
                     )
+                    self.bytes_out += sent
                     if sent == 0:
                         raise FrameError(
                             f"segment file was truncated while sending ({remaining} bytes short)"
@@ -654,6 +658,7 @@ class Connection:
                     if record is None:
                         break
                 sent = self.sock.send(record)
+                self.bytes_out += sent
                 self._tls_record = record[sent:] if sent < len(record) else None
         except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError, InterruptedError):
             pass

@@ -186,6 +186,7 @@ class Server:
         self._ip_limits = resolve_overrides(self.limits.per_ip_overrides)
         self.clock = clock
         self.connections: set[Connection] = set()
+        self._closed_bytes = (0, 0)  # read and sent by connections closed so far
         self.pool: MemoryPool | None = None
         self._per_ip: dict[str, int] = {}
         self._ip_of: dict[Connection, str] = {}
@@ -285,8 +286,17 @@ class Server:
         self._ip_of[conn] = ip
         conn.start()
 
+    def socket_bytes(self) -> tuple[int, int]:
+        """Bytes read and sent by every connection so far (closed ones too)."""
+        read, sent = self._closed_bytes
+        for conn in self.connections:
+            read, sent = read + conn.bytes_in, sent + conn.bytes_out
+        return read, sent
+
     def _on_closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
+        read, sent = self._closed_bytes
+        self._closed_bytes = (read + conn.bytes_in, sent + conn.bytes_out)
         ip = self._ip_of.pop(conn, None)
         if ip is not None:
             left = self._per_ip[ip] - 1

@@ -76,8 +76,9 @@ class Broker(Managed):
 
     def _start(self) -> Broker:
         ready = os.path.join(self.data_dir, "ready")
-        if os.path.exists(ready):
-            os.unlink(ready)
+        for stale in (ready, ready + ".metrics"):
+            if os.path.exists(stale):
+                os.unlink(stale)
         cmd = [
             sys.executable,
             "-m",
@@ -112,6 +113,16 @@ class Broker(Managed):
         with open(ready) as f:
             self.port = int(f.read().strip().rpartition(":")[2])
         return self
+
+    @property
+    def metrics_url(self) -> str | None:
+        """`http://HOST:PORT` of the node's metrics listener (`metrics.listener`), once it
+        listens; None without one."""
+        try:
+            with open(os.path.join(self.data_dir, "ready.metrics")) as f:
+                return f.read().strip() or None
+        except FileNotFoundError:
+            return None
 
     def read_log(self) -> str:
         try:

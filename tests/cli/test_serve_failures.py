@@ -306,3 +306,23 @@ def _wait_for(ready: Path, proc: subprocess.Popen[str]) -> str:
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         time.sleep(0.05)
     raise AssertionError("the node did not start")
+
+
+def test_metrics_listener_port_in_use(tmp_path: Path, taken_port: int) -> None:
+    proc = serve(
+        "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path), "--metrics", f"127.0.0.1:{taken_port}"
+    )  # fmt: skip
+    assert_one_line(
+        proc,
+        f"127.0.0.1:{taken_port} is already in use: pick another port with metrics.listener "
+        "(--metrics HOST:PORT) (port 0 picks a free one), or stop what holds it",
+    )
+
+
+def test_metrics_listener_bad_value(tmp_path: Path) -> None:
+    proc = serve("--data-dir", str(tmp_path), "--set", "metrics.listener=https://127.0.0.1:1")
+    assert proc.stderr == (
+        "gregor: Invalid value https://127.0.0.1:1 for configuration metrics.listener: "
+        "expected http://HOST:PORT (port 0 to 65535), or empty for none\n"
+    )
+    assert proc.returncode == 2

@@ -133,10 +133,25 @@ def _sync_key(group_id: str) -> tuple[str, str]:
     return ("sync", group_id)
 
 
+@dataclass
+class GroupStats:
+    """Counts kept across the shards of a node (and their unloads), for its metrics."""
+
+    rebalances: int = 0  # generations formed with members
+    offset_commits: int = 0  # partitions' offsets accepted by OffsetCommit
+
+
 class GroupCoordinatorShard(ShardBase[Record, GroupConfig]):
-    def __init__(self, partition: int, config: GroupConfig, rng: random.Random) -> None:
+    def __init__(
+        self,
+        partition: int,
+        config: GroupConfig,
+        rng: random.Random,
+        stats: GroupStats | None = None,
+    ) -> None:
         super().__init__(partition, config)
         self.rng = rng
+        self.stats = stats or GroupStats()
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, dict[TopicPartitionKey, OffsetAndMetadata]] = {}
         # Transactional offsets waiting for their transaction's marker: producer id -> group ->
@@ -661,6 +676,7 @@ class GroupCoordinatorShard(ShardBase[Record, GroupConfig]):
             log.info("group %s: generation %d is empty", gid, group.generation_id)
             self._records.append(self._group_record(group, {}, now_ms))
             return
+        self.stats.rebalances += 1
         log.info(
             "group %s: generation %d formed with %d members, protocol %s, leader %s",
             gid,
@@ -934,6 +950,7 @@ class GroupCoordinatorShard(ShardBase[Record, GroupConfig]):
             value = OffsetAndMetadata(offset, epoch, metadata or "", now_ms, expire)
             self._records.append(OffsetCommitRecord(r.group_id, topic, partition, value))
             out.append((topic, partition, codes.NONE))
+            self.stats.offset_commits += 1
         return PartitionErrors(codes.NONE, out)
 
     def _validate_commit(self, r: OffsetCommitRequest, now_ms: int) -> int:

@@ -1,0 +1,78 @@
+"""Metrics and health of a 3-node cluster through a real Prometheus, before and after a node
+is SIGKILLed, and after it comes back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from gregor.testing.cluster import LocalCluster, free_ports
+from tests.metrics.helpers import HAVE_PROMETHEUS, get, host_port, prometheus, wait_for
+
+pytestmark = pytest.mark.cluster
+
+CONFIG = {
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "500",
+    "replica.lag.time.max.ms": "2000",
+    "replica.fetch.backoff.ms": "200",
+}
+URP = "sum(kafka_server_replicamanager_underreplicatedpartitions)"
+
+
+def _ready(url: str) -> bool:
+    try:
+        return get(url + "/health/ready")[0] == 200
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not HAVE_PROMETHEUS, reason="no prometheus binary")
+def test_under_replicated_partitions_after_a_sigkill_and_back(tmp_path: Path) -> None:
+    cluster = LocalCluster(3, base_dir=str(tmp_path / "cluster"), config=CONFIG)
+    # each node's metrics on a port of its own that a restart keeps (port 0 would pick anew)
+    for node, port in zip(cluster.nodes.values(), free_ports(3), strict=True):
+        node.config["metrics.listener"] = f"http://127.0.0.1:{port}"
+    with cluster:
+        urls = {i: cluster.nodes[i].metrics_url for i in cluster.ids}
+        assert all(urls.values())
+        for i, url in urls.items():
+            assert url is not None
+            wait_for(f"node {i} ready", lambda url=url: _ready(url))
+            assert get(url + "/health/live")[0] == 200
+        cluster.wait_for_brokers()
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        for f in admin.create_topics([NewTopic("replicated", 3, 3)]).values():
+            f.result(timeout=30)
+        targets = [host_port(u) for u in urls.values() if u is not None]
+        with prometheus(tmp_path, targets) as prom:
+            prom.wait_value("sum(kafka_server_replicamanager_partitioncount)", 9)
+            prom.wait_value("sum(kafka_server_replicamanager_leadercount)", 3)
+            prom.wait_value(URP, 0)
+            prom.wait_value("sum(kafka_controller_kafkacontroller_activecontrollercount)", 1)
+            prom.wait_value("max(kafka_controller_kafkacontroller_globalpartitioncount)", 3)
+            prom.wait_value('count(up{job="gregor"} == 1)', 3)
+
+            victim = next(i for i in cluster.ids if i != cluster.active_controller())
+            cluster.kill(victim)
+            # its partitions are led by the others, with an ISR of two of three replicas
+            prom.wait_value(URP, 3)
+            prom.wait_value("max(kafka_controller_kafkacontroller_fencedbrokercount)", 1)
+            prom.wait_value('count(up{job="gregor"} == 0)', 1)
+            shrinks = prom.value("sum(kafka_server_replicamanager_isrshrinks_total)")
+            for i, url in urls.items():
+                if i != victim:
+                    assert url is not None and _ready(url)
+                    assert get(url + "/health/live")[0] == 200
+
+            cluster.start_node(victim)
+            back = cluster.nodes[victim].metrics_url
+            assert back is not None and back == urls[victim]
+            wait_for(f"node {victim} ready again", lambda: _ready(back))
+            prom.wait_value(URP, 0)
+            prom.wait_value("max(kafka_controller_kafkacontroller_fencedbrokercount)", 0)
+            expands = prom.value("sum(kafka_server_replicamanager_isrexpands_total)")
+            assert expands is not None and expands >= 1
+            assert shrinks is not None
