@@ -1,6 +1,7 @@
 """DescribeCluster v0-1, DescribeLogDirs v1-4, DescribeTopicPartitions v0: what is where.
 
-DescribeCluster: v1 endpoint_type (brokers only; controllers are this same node). DescribeLogDirs:
+DescribeCluster: v1 endpoint_type (brokers only; controllers are this same node); each broker at
+its endpoint on the listener the request came in on. DescribeLogDirs:
 v2 flexible, v3 error_code, v4 total_bytes/usable_bytes. DescribeTopicPartitions (KIP-966):
 topics by name (all when the list is empty), paged by response_partition_limit and cursor.
 """
@@ -32,7 +33,7 @@ def describe_cluster(ctx: RequestContext, request: Any) -> Any:
         controller_id=b.controller_id(),
         brokers=[
             DescribeClusterResponse.DescribeClusterBroker(broker_id=n, host=h, port=p, rack=rack)
-            for n, h, p, rack in b.cluster_brokers()
+            for n, h, p, rack in b.cluster_brokers(ctx.listener_name)
         ],
     )
     if request.include_cluster_authorized_operations:

@@ -50,6 +50,8 @@ class Broker(Managed):
         # port 0: one picked here, outside the ephemeral range, so a restart can rebind it
         self._pick_port = port == 0 and client_listener
         self.port = port
+        # the port of each client listener by name, once started (several client listeners)
+        self.listener_ports: dict[str, int] = {}
         self.log_level = log_level
         self.start_timeout_s = start_timeout_s
         self.process: subprocess.Popen[bytes] | None = None
@@ -110,7 +112,12 @@ class Broker(Managed):
                 )
             SYSTEM_CLOCK.sleep(0.02)
         with open(ready) as f:
-            self.port = int(f.read().strip().rpartition(":")[2])
+            first, *listeners = f.read().split()
+        self.port = int(first.rpartition(":")[2])
+        # a node with several client listeners: NAME://host:port of each
+        for line in listeners:
+            name, _, address = line.partition("://")
+            self.listener_ports[name] = int(address.rpartition(":")[2])
         return self
 
     def read_log(self) -> str:

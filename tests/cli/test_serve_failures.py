@@ -215,8 +215,8 @@ REFUSED = "(the node would otherwise run without the security it asks for)"
         ),
         (
             "security.inter.broker.protocol=SASL_SSL",
-            "security.inter.broker.protocol=SASL_SSL: brokers talk over the client listener "
-            "PLAINTEXT (PLAINTEXT): remove it or set PLAINTEXT",
+            "security.inter.broker.protocol=SASL_SSL: no client listener is named so or uses "
+            "it (listeners PLAINTEXT): remove it, or set inter.broker.listener.name",
         ),
         (
             "listener.name.sasl_plaintext.plain.sasl.jaas.config=x required",
