@@ -93,11 +93,13 @@ def node_security(config: BrokerConfig, membership: Membership) -> NodeSecurity:
     """Built at start, for what the node's roles use: ConfigError naming a bad or missing
     setting."""
     controller = config.controller_listener_config()
-    brokers = config.inter_broker_listener_config()
+    to_brokers = None
+    if membership.is_broker:  # over the inter-broker listener
+        to_brokers = client_security(config.inter_broker_listener_config(), INTER_BROKER_MECHANISM)
     return NodeSecurity(
         listener_security(controller) if membership.is_controller else None,
         client_security(controller, CONTROLLER_MECHANISM),
-        client_security(brokers, INTER_BROKER_MECHANISM) if membership.is_broker else None,
+        to_brokers,
     )
 
 

@@ -30,7 +30,7 @@ def describe_cluster(ctx: RequestContext, request: Any) -> Any:
         error_code=errors.NONE,
         endpoint_type=getattr(request, "endpoint_type", 1),
         cluster_id=b.cluster_id,
-        controller_id=b.controller_id(),
+        controller_id=b.controller_id(ctx.listener_name),
         brokers=[
             DescribeClusterResponse.DescribeClusterBroker(broker_id=n, host=h, port=p, rack=rack)
             for n, h, p, rack in b.cluster_brokers(ctx.listener_name)

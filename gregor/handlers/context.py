@@ -106,9 +106,10 @@ class Services:
         without that listener is left out)."""
         return self.cluster.brokers(listener)
 
-    def controller_id(self) -> int:
-        """The node id Metadata names as the controller (-1 when there is none)."""
-        return self.cluster.controller_id()
+    def controller_id(self, listener: str | None = None) -> int:
+        """The node id Metadata names as the controller (-1 when there is none), one that
+        clients of `listener` can reach."""
+        return self.cluster.controller_id(listener)
 
 
 # The connection-state key of a forwarded request's client address (an Envelope's).

@@ -146,7 +146,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             for n, h, p, rack in services.cluster_brokers(ctx.listener_name)
         ],
         cluster_id=services.cluster_id,
-        controller_id=services.controller_id(),
+        controller_id=services.controller_id(ctx.listener_name),
         topics=topics,
     )
     if ctx.version >= 8:

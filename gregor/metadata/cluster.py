@@ -3,7 +3,8 @@ use and where, where another broker serves brokers, whether a broker may be in a
 node Metadata names as the controller.
 
 Pure functions of the image (and of what the caller knows of itself): no store, no clock, no
-I/O, so the broker, its drivers and the simulation ask the same questions the same way.
+I/O, so the broker, its drivers and the simulation ask the same questions the same way
+(`ClusterView` over them logs, once, a broker left out for want of a listener).
 """
 
 from __future__ import annotations
@@ -197,10 +198,11 @@ class ClusterView:
             return self.endpoint(listener) if broker_id == self.node_id else None
         return alive_broker_endpoint(self.store.image, broker_id, listener)
 
-    def controller_id(self) -> int:
+    def controller_id(self, listener: str | None = None) -> int:
+        """A live broker clients of `listener` can reach (`controller_id` above)."""
         if not self.quorum:
             return self.node_id
-        ids = [b.node_id for b in client_brokers(self.store.image)]
+        ids = [b.node_id for b in client_brokers(self.store.image, listener)]
         return controller_id(ids, self.node_id, self.rng)
 
     def active_broker_ids(self) -> list[int]:

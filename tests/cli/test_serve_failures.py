@@ -219,6 +219,11 @@ REFUSED = "(the node would otherwise run without the security it asks for)"
             "it (listeners PLAINTEXT): remove it, or set inter.broker.listener.name",
         ),
         (
+            "inter.broker.listener.name=INTERNAL",
+            "inter.broker.listener.name=INTERNAL must be a listener name defined in listeners: "
+            "the client listeners are PLAINTEXT",
+        ),
+        (
             "listener.name.sasl_plaintext.plain.sasl.jaas.config=x required",
             "listener.name.sasl_plaintext.plain.sasl.jaas.config: sasl.jaas.config must end "
             "with ';'",
@@ -234,6 +239,7 @@ REFUSED = "(the node would otherwise run without the security it asks for)"
         "principal-builder",
         "kerberos",
         "sasl-inter-broker",
+        "unknown-inter-broker-listener",
         "jaas-config",
         "jks",
     ],
@@ -306,3 +312,24 @@ def _wait_for(ready: Path, proc: subprocess.Popen[str]) -> str:
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         time.sleep(0.05)
     raise AssertionError("the node did not start")
+
+
+def test_an_inter_broker_listener_not_in_listeners_is_one_line(tmp_path: Path) -> None:
+    proc = serve(
+        "--data-dir",
+        str(tmp_path),
+        "--listen",
+        "127.0.0.1:0",
+        "--set",
+        "listeners=INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+        "--set",
+        "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL",
+        "--set",
+        "inter.broker.listener.name=REPLICATION",
+    )
+    assert_one_line(
+        proc,
+        "inter.broker.listener.name=REPLICATION must be a listener name defined in listeners: "
+        "the client listeners are INTERNAL,EXTERNAL",
+    )
+    assert os.listdir(tmp_path) == []
