@@ -115,3 +115,34 @@ def _first_error(target: Target) -> int:
         producer.poll(0.2)
     assert errors, "no error reported"
     return int(errors[0].code())
+
+
+def test_the_sasl_ssl_listener_reloads_its_keystore_on_its_own(node: Broker, pki: Pki) -> None:
+    """AlterConfigs on listener.name.sasl_ssl.ssl.keystore.location: new SASL_SSL connections
+    get the new certificate (signed by another CA); the PLAINTEXT listener serves on."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    def set_keystore(path: str) -> None:
+        admin = AdminClient(confluent_conf(plaintext(node)))
+        key = "listener.name.sasl_ssl.ssl.keystore.location"
+        entry = ConfigEntry(key, path, incremental_operation=AlterConfigOpType.SET)
+        resource = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[entry])
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(30)
+
+    rotated = sasl_ssl(node, pki).with_(ca=pki.other_ca)
+    set_keystore(str(pki.rogue_server))
+    try:
+        deadline = time.monotonic() + 20
+        while True:  # applied once the change is replayed: a few ms
+            try:
+                AdminClient(confluent_conf(rotated)).list_topics(timeout=2)
+                break
+            except ck.KafkaException:
+                assert time.monotonic() < deadline, "the new keystore was not served"
+        assert roundtrip_confluent(rotated, "rotated") == values("rotated")
+        with pytest.raises(ck.KafkaException):  # the old CA no longer verifies it
+            AdminClient(confluent_conf(sasl_ssl(node, pki))).list_topics(timeout=3)
+        assert roundtrip_confluent(plaintext(node), "plain-on") == values("plain-on")
+    finally:
+        set_keystore(str(pki.server))
