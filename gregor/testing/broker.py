@@ -6,7 +6,8 @@
 A child process rather than a thread: the broker runs its own event loop (uvloop) and signal
 handling, your test keeps its own, and a test can SIGKILL it to prove durability. `restart()`
 brings it back on the same port with the same data; `kill()` is SIGKILL; `stop()` (also on
-leaving the `with` block) is SIGTERM, a clean shutdown.
+leaving the `with` block) is SIGTERM, a clean shutdown. `port` is the first client listener's
+(`--listen`); with several in `listeners`, `listener_ports` names each one's port by name.
 """
 
 from __future__ import annotations
