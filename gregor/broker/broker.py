@@ -21,10 +21,10 @@ from typing import Any
 import gregor.handlers  # noqa: F401  (registers every handler)
 from gregor.broker import cores
 from gregor.broker.auto_create import auto_creator
+from gregor.broker.client_listeners import ClientListeners
 from gregor.broker.config import BrokerConfig
 from gregor.broker.console_driver import console_driver
 from gregor.broker.dispatch import Dispatcher
-from gregor.broker.listener_security import listener_security
 from gregor.broker.metadata_node import open_metadata
 from gregor.broker.node_metrics import NodeMetrics, image_fenced, node_metrics
 from gregor.clock import SYSTEM_CLOCK, Clock
@@ -55,7 +55,7 @@ from gregor.runtime.log_io import (
 )
 from gregor.runtime.process import serve_until_signalled, write_ready_file
 from gregor.runtime.purgatory_driver import PurgatoryDriver
-from gregor.runtime.server import Server, bind, configured_server, connection_limits
+from gregor.runtime.server import Server, connection_limits
 from gregor.runtime.stall_monitor import LoopStallMonitor, stall_monitor
 from gregor.runtime.timers import drive, every
 from gregor.security.authorizer import live_authorizer
@@ -77,23 +77,19 @@ class BrokerServer:
         if not membership.is_broker:
             raise ValueError("a controller-only node runs as a ControllerServer")
         self.config, self.node_id, self.ready_file, self.clock = config, config.node_id, ready_file, clock  # fmt: skip
-        self.listen_host, self.listen_port = config.listener()
-        # TLS context and SASL settings of the client listener: a bad one stops the start here
-        self.security = listener_security(config.client_listener_config())
-        host, port = config.advertised()
-        # Port 0: bound now, so the registration below names the port clients will use.
-        self._listen_sock = bind(*config.listener()) if self.listen_port == 0 else None
-        if self._listen_sock is not None:
-            self.listen_port = self._listen_sock.getsockname()[1]
-            port = port or self.listen_port
-        node = open_metadata(config, membership, clock, host, port)
+        # Each client listener (client_listeners.py) with its TLS context and SASL settings (a bad
+        # one stops the start here); port 0 bound now, so the registration names the real ports.
+        self.listeners = ClientListeners(config)
+        self.listen_host, self.listen_port = self.listeners.first.spec.host, self.listeners.first.port  # fmt: skip
+        endpoints = self.listeners.endpoints()
+        node = open_metadata(config, membership, clock, endpoints)
         self.store, self.controller, self.member = node.store, node.controller, node.member
-        self.security.bind_node(self.store.scram_credential, clock.now_ms)
+        self.listeners.bind_node(self.store.scram_credential, clock.now_ms)
         self.meta_properties = node.meta_properties
         self.cluster = ClusterView(
-            self.store, self.node_id, quorum=membership.networked, host=host, port=port,
+            self.store, self.node_id, quorum=membership.networked, endpoints=endpoints,
             rack=config.get_str("broker.rack"),
-            inter_broker_listener=config.get_str("inter.broker.listener.name"),
+            inter_broker_listener=config.inter_broker_listener_config().name,
         )  # fmt: skip
         self.config_view = BrokerConfigView(self.store, self.node_id, config.values)
         self.logs = LogManager(
@@ -176,9 +172,7 @@ class BrokerServer:
             self.node_id, self.replicas, self.logs, self.services.groups,
             image=lambda: store.image, raft=lambda: store.raft_node,
             active_controller=store.is_active,
-            connections=lambda: 0 if self.server is None else len(self.server.connections),
-            socket_bytes=lambda: (0, 0) if self.server is None else self.server.socket_bytes(),
-            listener=self.config.client_listener_config().name,
+            connections=self.listeners.connections, socket_bytes=self.listeners.socket_bytes,
             topic_stats=self.services.topic_stats,
         )  # fmt: skip
         metrics = node_metrics(self.config_value("metrics.listener"), sources, self._health)
@@ -204,10 +198,8 @@ class BrokerServer:
         """Dynamic broker configs may have changed: connection limits, the listener's TLS
         stores and the cleaner."""
         if self.server is not None:
-            self.server.reconfigure(connection_limits(self.config_view.value))
-            tls = self.security.reload_tls(self.store.dynamic(self.node_id))
-            if tls is not None:
-                self.server.tls = tls
+            limits = connection_limits(self.config_view.value)
+            self.listeners.reconfigure(limits, self.store.dynamic(self.node_id))
         asyncio.ensure_future(self.cleaner.reconfigure(self.config_view.cleaner_config()))
 
     def now_ms(self) -> int:
@@ -238,20 +230,9 @@ class BrokerServer:
         if self.member is not None:  # clients wait until this broker has caught up
             dispatch.held = asyncio.get_running_loop().create_future()
             self.hosting.on_caught_up = lambda: _settle(dispatch.held)
-        self.server = configured_server(
-            self.metrics.wrap(self.security.wrap(dispatch))
-            if self.metrics is not None
-            else self.security.wrap(dispatch),
-            self.listen_host,
-            self.listen_port,
-            self.config_value,
-            self._listen_sock,
-            tls=self.security.tls,
-            on_secure=self.security.on_secure,
-        )
-        await self.server.start()
-        if self.cluster.port == 0 or self.listen_port == 0:
-            self.cluster.port = self.server.port
+        wrap = self.metrics.wrap if self.metrics is not None else (lambda d: d)
+        await self.listeners.start(dispatch, self.config_value, wrap)
+        self.server = self.listeners.first.server
         self.hosting.schedule = asyncio.get_running_loop().call_soon
         if self.member is not None:
             self.hosting.ready = True
@@ -271,10 +252,11 @@ class BrokerServer:
         if self.freeze_at_start:
             log.info("froze %d objects made at start-up (gc_settings.py)", freeze_after_start())
         if self.console is not None:
-            await self.console.start(f"{self.cluster.host}:{self.cluster.port}")
+            await self.console.start(*self.listeners.for_console())
         self.started = True
         if self.ready_file:
-            write_ready_file(self.ready_file, self.cluster.host, self.cluster.port)
+            shown = self.listeners.endpoints() if len(self.listeners.listeners) > 1 else []
+            write_ready_file(self.ready_file, self.cluster.host, self.cluster.port, shown)
 
     def _start_timers(self) -> None:
         s, clock = self.services, self.clock
@@ -301,7 +283,7 @@ class BrokerServer:
             held = self.dispatch is not None and self.dispatch.waiting_for_catch_up()
             if held:  # they would wait for nothing: this node never caught up
                 log.info("closing every client connection: not caught up with the metadata yet")
-            await self.server.stop(grace_s=0.0 if held else 5.0)
+            await self.listeners.stop(grace_s=0.0 if held else 5.0)
         self.purgatory_driver.stop()
         await self.forwarder.close()
         if self.links is not None:

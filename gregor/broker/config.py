@@ -27,7 +27,12 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gregor.broker.security_settings import check_security, is_security_setting, protocol_map
+from gregor.broker.security_settings import (
+    check_security,
+    inter_broker_listener,
+    is_security_setting,
+    protocol_map,
+)
 from gregor.metadata.config_defs import BROKER_CONFIGS, ConfigError
 from gregor.runtime.raft_driver import parse_voters
 from gregor.security.listener_config import ListenerConfig, protocol_of
@@ -173,14 +178,6 @@ class BrokerConfig:
             self._client_listeners(self.get_str("listeners") or "PLAINTEXT://127.0.0.1:9092")
         )
 
-    def client_listener_config(self) -> ListenerConfig:
-        """The security settings of the client listener (the first that is not a controller
-        listener), its protocol from listener.security.protocol.map."""
-        spec = self._client_listeners(self.get_str("listeners") or "PLAINTEXT://127.0.0.1:9092")
-        name = listener_name(spec.split(",")[0])
-        protocol = protocol_of(name, protocol_map(self.values), self._controller_names())
-        return ListenerConfig(name, protocol or "PLAINTEXT", self.values)
-
     def controller_listener_config(self) -> ListenerConfig:
         """The security settings of the controller listener (the first name of
         controller.listener.names), as the controllers serve it and every node connects to it."""
@@ -189,9 +186,39 @@ class BrokerConfig:
         protocol = protocol_of(name, protocol_map(self.values), self._controller_names() | {name})
         return ListenerConfig(name, protocol or "PLAINTEXT", self.values)
 
+    def client_listeners(self) -> list[ClientListenerSpec]:
+        """Every client listener (the entries of `listeners` that are not controller
+        listeners), in order, each with where it is advertised: its `advertised.listeners`
+        entry of the same name, else its `listeners` entry (Kafka's rule); a port 0 there is
+        the bound port."""
+        spec = self._client_listeners(self.get_str("listeners") or "PLAINTEXT://127.0.0.1:9092")
+        advertised = {
+            listener_name(p): parse_listener(p)
+            for p in (self.get_str("advertised.listeners") or "").split(",")
+            if p.strip()
+        }
+        protocols, controllers = protocol_map(self.values), self._controller_names()
+        out = []
+        for part in (p for p in spec.split(",") if p.strip()):
+            name = listener_name(part)
+            host, port = parse_listener(part)
+            shown_host, shown_port = advertised.get(name, (host, port))
+            protocol = protocol_of(name, protocols, controllers) or "PLAINTEXT"
+            config = ListenerConfig(name, protocol, self.values)
+            out.append(ClientListenerSpec(name, host, port, shown_host, shown_port, config))
+        return out
+
+    def inter_broker_listener_config(self) -> ListenerConfig:
+        """The client listener brokers talk to each other over (security_settings.py's
+        `inter_broker_listener`: inter.broker.listener.name, or security.inter.broker.protocol)."""
+        listeners = self.client_listeners()
+        name = inter_broker_listener(self.values, [(li.name, li.protocol) for li in listeners])
+        return next(li.config for li in listeners if li.name == name)
+
     def advertised(self) -> tuple[str, int]:
-        raw = self.get_str("advertised.listeners")
-        return parse_listener(self._client_listeners(raw)) if raw else self.listener()
+        """Where the first client listener is advertised (`client_listeners`)."""
+        first = self.client_listeners()[0]
+        return first.advertised_host, first.advertised_port
 
     def controller_listener(self) -> tuple[str, int] | None:
         """(host, port) of the first listener named in `controller.listener.names`; None if
@@ -312,6 +339,22 @@ class BrokerConfig:
             return parse_voters(raw)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class ClientListenerSpec:
+    """A client listener as configured: where it binds, where it is advertised, its security."""
+
+    name: str
+    host: str
+    port: int  # 0: the OS picks one
+    advertised_host: str
+    advertised_port: int  # 0: the bound port
+    config: ListenerConfig
+
+    @property
+    def protocol(self) -> str:
+        return self.config.protocol
 
 
 @dataclass(frozen=True)

@@ -15,21 +15,19 @@ log = logging.getLogger("gregor.broker")
 
 
 class ConsoleDriver:
-    def __init__(self, host: str, port: int, read_only: bool, protocol: str) -> None:
-        self.host, self.port, self.read_only, self.protocol = host, port, read_only, protocol
+    def __init__(self, host: str, port: int, read_only: bool) -> None:
+        self.host, self.port, self.read_only = host, port, read_only
         self.server: Any = None  # a ConsoleServer once started
 
-    async def start(self, bootstrap: str) -> None:
+    async def start(self, bootstrap: str, protocol: str) -> None:
         """Listen (an OSError when the port cannot be bound stops the node's start) and serve
-        a console of the node at `bootstrap`. Imported here: a node without a console does not
-        load the web stack."""
+        a console of the node at `bootstrap`, a listener of `protocol`. Imported here: a node
+        without a console does not load the web stack."""
         from gregor.console.server import ConsoleServer, bind
         from gregor.console.settings import ConsoleSettings
 
-        if self.protocol != "PLAINTEXT":
-            log.warning(
-                "the console's clients have no credentials for a %s listener", self.protocol
-            )
+        if protocol != "PLAINTEXT":
+            log.warning("the console's clients have no credentials for a %s listener", protocol)
         settings = ConsoleSettings(bootstrap, read_only=self.read_only)
         self.server = ConsoleServer(settings, bind(self.host, self.port), own_signals=False)
         await self.server.start()
@@ -47,5 +45,4 @@ def console_driver(config: BrokerConfig) -> ConsoleDriver | None:
     where = config.console_listener()
     if where is None:
         return None
-    protocol = config.client_listener_config().protocol
-    return ConsoleDriver(*where, config.get_bool("console.read.only"), protocol)
+    return ConsoleDriver(*where, config.get_bool("console.read.only"))

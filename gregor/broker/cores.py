@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ from gregor.coordinator.txn.markers import LocalWriter, MarkerChannel
 from gregor.coordinator.txn.verifier import TxnVerifier, VerifyingCoordinator
 from gregor.metadata.cluster import ClusterView
 from gregor.metadata.config_view import ConfigSource
-from gregor.metadata.image import MetadataImage
+from gregor.metadata.image import Endpoint, MetadataImage
 from gregor.metadata.meta_properties import MetaProperties
 from gregor.node.forwarding import ForwardingCore
 from gregor.node.lifecycle import BrokerLifecycleCore, LifecycleConfig
@@ -40,7 +40,6 @@ from gregor.runtime.drivers import CoreDriver, controller_send, links_send, node
 from gregor.runtime.forwarding import CHANNEL_TIMEOUT_MS, Forwarder
 from gregor.runtime.inter_broker import InterBroker
 from gregor.runtime.lifecycle import BrokerLifecycle, shut_down_this_process
-from gregor.security.listener_config import SECURITY_PROTOCOL_IDS
 from gregor.security.replication_quotas import (
     FOLLOWER_RATE,
     FOLLOWER_REPLICAS,
@@ -83,7 +82,7 @@ def quorum_parts(
     if member is None:
         return QuorumParts(forwarder(None, cluster.host, clock))
     member.lifecycle = broker_lifecycle(
-        member, config, value, meta, logs, lambda: (cluster.host, cluster.port), clock
+        member, config, value, meta, logs, lambda: cluster.endpoints, clock
     )
     to_brokers = member.security.to_brokers if member.security is not None else None
     fetchers = replica_fetchers(
@@ -93,7 +92,9 @@ def quorum_parts(
     replicas.on_isr_update = sender.core.submit
     hosting.on_followers = fetchers.core.apply
     client = NetworkClient(client_id=f"broker-{member.node_id}", security=to_brokers)
-    links = InterBroker(member.node_id, lambda: member.store.image, client)
+    links = InterBroker(
+        member.node_id, lambda: member.store.image, client, listener=cluster.inter_broker_listener
+    )
     return QuorumParts(forwarder(member, cluster.host, clock), fetchers, sender, links)
 
 
@@ -174,7 +175,7 @@ def broker_lifecycle(
     value: ConfigValue,
     meta: Mapping[str, MetaProperties],
     logs: LogManager,
-    advertised: Callable[[], tuple[str, int]],
+    advertised: Callable[[], Sequence[Endpoint]],
     clock: Clock,
 ) -> BrokerLifecycle:
     """Registration, heartbeats, leaving and producer-id blocks toward the active controller."""
@@ -184,7 +185,6 @@ def broker_lifecycle(
         return {d: dir_ids.get(os.path.abspath(d)) for d in sorted(logs.offline_dirs)}
 
     channel = member.controller_channel(f"broker-{member.node_id}")
-    listener = config.client_listener_config()
     lifecycle_config = LifecycleConfig(
         node_id=member.node_id,
         heartbeat_interval_ms=config.get_int("broker.heartbeat.interval.ms"),
@@ -192,8 +192,6 @@ def broker_lifecycle(
         rack=config.get_str("broker.rack"),
         log_dir_ids=tuple(m.directory_id for m in meta.values() if m.directory_id is not None),
         incarnation_id=uuid.uuid4(),
-        listener_name=listener.name,
-        security_protocol=SECURITY_PROTOCOL_IDS[listener.protocol],
     )
     core = BrokerLifecycleCore(
         lifecycle_config,

@@ -1,7 +1,7 @@
-"""What a client listener's security protocol puts around its connections: a TLS context (SSL,
-SASL_SSL), the principal of a TLS client (SSL: its certificate's name, mapped by
-`ssl.principal.mapping.rules`; User:ANONYMOUS without a client certificate), and the SASL
-exchange in front of the dispatcher (SASL_PLAINTEXT, SASL_SSL; sasl_gate.py).
+"""What a listener's security protocol puts around its connections (each client listener has its
+own): a TLS context (SSL, SASL_SSL), the principal of a TLS client (SSL: its certificate's name,
+mapped by `ssl.principal.mapping.rules`; User:ANONYMOUS without a client certificate), and the
+SASL exchange in front of the dispatcher (SASL_PLAINTEXT, SASL_SSL; sasl_gate.py).
 """
 
 from __future__ import annotations
@@ -86,18 +86,20 @@ class NodeSecurity:
 
     controller_listener: ListenerSecurity | None  # what its controller listener serves
     to_controllers: ClientSecurity | None  # how it connects to the controller listeners
-    to_brokers: ClientSecurity | None  # how it connects to the brokers' client listeners
+    to_brokers: ClientSecurity | None  # how it connects to the brokers' inter-broker listener
 
 
 def node_security(config: BrokerConfig, membership: Membership) -> NodeSecurity:
     """Built at start, for what the node's roles use: ConfigError naming a bad or missing
     setting."""
     controller = config.controller_listener_config()
-    brokers = config.client_listener_config()
+    to_brokers = None
+    if membership.is_broker:  # over the inter-broker listener
+        to_brokers = client_security(config.inter_broker_listener_config(), INTER_BROKER_MECHANISM)
     return NodeSecurity(
         listener_security(controller) if membership.is_controller else None,
         client_security(controller, CONTROLLER_MECHANISM),
-        client_security(brokers, INTER_BROKER_MECHANISM) if membership.is_broker else None,
+        to_brokers,
     )
 
 

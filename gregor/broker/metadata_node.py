@@ -1,7 +1,7 @@
 """A broker's metadata: its log dirs' `meta.properties`, the metadata log
 (`__cluster_metadata-0` in the first log dir) and the controller over it.
 
-    node = open_metadata(config, membership, clock, host, port)
+    node = open_metadata(config, membership, clock, endpoints)   # the advertised client listeners
     node.store, node.controller, node.member      # member: None for a one-voter quorum
 
 Alone (no `controller.quorum.voters`), the node is the only voter of its own quorum: it leads
@@ -14,6 +14,7 @@ controller (cluster_member.py).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gregor.broker.cluster_member import ClusterMember, networked_controller
@@ -23,6 +24,7 @@ from gregor.clock import Clock
 from gregor.controller.local import LocalController
 from gregor.controller.quorum_controller import Listener
 from gregor.metadata import meta_properties
+from gregor.metadata.image import Endpoint
 from gregor.metadata.raft_store import MetadataLogError, RaftMetadataStore
 from gregor.metadata.store import MetadataStore
 from gregor.runtime.process import halt_on_metadata_log_failure
@@ -37,7 +39,7 @@ class MetadataNode:
 
 
 def open_metadata(
-    config: BrokerConfig, membership: Membership, clock: Clock, host: str, port: int
+    config: BrokerConfig, membership: Membership, clock: Clock, endpoints: Sequence[Endpoint]
 ) -> MetadataNode:
     node_id, data_dirs = config.node_id, config.log_dirs
     for d in data_dirs:
@@ -59,7 +61,7 @@ def open_metadata(
         controller = LocalController(store, node_id, config.values)
         dirs = [m.directory_id for m in props.values() if m.directory_id is not None]
         controller.start(
-            [Listener("PLAINTEXT", host, port)],
+            [Listener(e.name, e.host, e.port, e.security_protocol) for e in endpoints],
             dirs,
             config.get_str("broker.rack"),
             legacy,

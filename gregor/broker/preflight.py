@@ -4,9 +4,9 @@ line naming the option to change, not a traceback from deep in the start:
     check_listen_address("127.0.0.1:99999", "--listen")    HOST:PORT, port 0-65535
     check_log_dirs(["/data"], "--data-dir")                 each a directory (made if missing)
                                                             this user can write to
-    check_ports_free(config, "--listen HOST:PORT")          nothing else listens on the client
+    check_ports_free(config, "--listen HOST:PORT")          nothing else listens on a client
                                                             or the controller listener's port,
-                                                            or the console's
+                                                            or the console's or the metrics'
 
 Each raises StartError, one line naming where the value came from (a flag, or the config key). The port check binds and closes at once: a port taken between the check and the
 start still fails there (serve reports that OSError in one line too).
@@ -71,11 +71,13 @@ def check_log_dirs(log_dirs: list[str], origin: str) -> None:
 
 
 def check_ports_free(config: BrokerConfig, listen_option: str) -> None:
-    """`listen_option`: where the user sets the client listener (`--listen HOST:PORT`, or
+    """`listen_option`: where the user sets the first client listener (`--listen HOST:PORT`, or
     `listeners`)."""
     wanted: list[tuple[tuple[str, int], str]] = []
     if config.membership().is_broker:
-        wanted.append((config.listener(), listen_option))
+        for i, li in enumerate(config.client_listeners()):
+            option = listen_option if i == 0 else f"the {li.name} listener in listeners"
+            wanted.append(((li.host, li.port), option))
     controller = config.controller_listener()
     if controller is not None:
         names = config.get_str("controller.listener.names")

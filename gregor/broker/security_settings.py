@@ -1,17 +1,24 @@
 """Security settings a node is given: what gregor honours passes, the rest is refused (fail
 closed), naming the first setting it cannot honour:
 
-    the client listener           PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (its protocol from
-                                  listener.security.protocol.map, else its own name); a second
-                                  client listener when either is not PLAINTEXT (one is served)
+    a client listener             each is served with its own protocol: PLAINTEXT, SSL,
+                                  SASL_PLAINTEXT or SASL_SSL (from listener.security.protocol.map,
+                                  else its own name); refused: one without a protocol, two of one
+                                  name, an advertised listener not in listeners
     a controller listener         any protocol but PLAINTEXT (the controllers' traffic)
-    security.inter.broker.protocol / inter.broker.listener.name   other than the client
-                                  listener's protocol / name (brokers talk over that listener)
+    inter.broker.listener.name    a name that is not a client listener; set together with
+                                  security.inter.broker.protocol (Kafka refuses both)
+    security.inter.broker.protocol   no client listener of that name or protocol
     sasl.enabled.mechanisms       a mechanism gregor has no server for (GSSAPI, Kafka's default
                                   when a SASL listener names none); PLAIN without user_ entries
     ssl.* / sasl.* (bare or under listener.name.<listener>[.<mechanism>].) not in SUPPORTED,
                                   ssl.keystore.type / ssl.truststore.type other than PEM
     principal.builder.class       (principals come from the listener: TLS names, SASL users)
+
+Brokers talk to each other over one client listener (`inter_broker_listener`): the one
+inter.broker.listener.name names; else the listener named as security.inter.broker.protocol
+(Kafka's rule), else the first of that protocol; with neither set, the listener named PLAINTEXT,
+else the first client listener (a node with one listener of any name talks over it).
 
 A setting given an empty value asks for nothing and passes. Without a map entry, a listener
 named as a protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) is that protocol, and a
@@ -81,7 +88,8 @@ def check_security(values: Mapping[str, str]) -> None:
     """ConfigError naming the first setting gregor cannot honour (the module docstring)."""
     protocols = protocol_map(values)
     controller_names = _names(values.get("controller.listener.names", "CONTROLLER"))
-    client: list[tuple[str, str, str]] = []  # (name, protocol, spec)
+    client: list[tuple[str, str]] = []  # (name, protocol)
+    names: dict[str, set[str]] = {}
     for key, default in (("listeners", DEFAULT_LISTENERS), ("advertised.listeners", "")):
         for spec in _entries(values.get(key) or default):
             name, sep, _ = spec.partition("://")
@@ -93,37 +101,55 @@ def check_security(values: Mapping[str, str]) -> None:
                     f"listener.security.protocol.map: map it to one, e.g. "
                     f"listener.security.protocol.map={name}:PLAINTEXT"
                 )
+            if name in names.setdefault(key, set()):
+                raise ConfigError(f"{key}: listener {name} is named twice: each needs a name")
+            names[key].add(name)
             if key != "listeners":
-                continue
-            if name in controller_names:
+                if name not in names["listeners"] and name not in controller_names:
+                    raise ConfigError(
+                        f"advertised.listeners: listener {name} ({spec}) is not in listeners: "
+                        "advertise only listeners the node has"
+                    )
+            elif name in controller_names:
                 _check_mechanisms(ListenerConfig(name, protocol, values))
             else:
-                client.append((name, protocol, spec))
-    if len(client) > 1 and any(p != "PLAINTEXT" for _, p, _ in client):
-        raise ConfigError(
-            f"listeners: {', '.join(s for _, _, s in client)}: a node serves one client "
-            "listener; name one (with its security protocol)"
-        )
+                client.append((name, protocol))
     _check_keys(values)
     if client:
-        _check_listener(values, *client[0][:2])
+        inter_broker_listener(values, client)
+    for name, protocol in client:
+        _check_mechanisms(ListenerConfig(name, protocol, values))
 
 
-def _check_listener(values: Mapping[str, str], name: str, protocol: str) -> None:
-    """The inter-broker settings and the SASL mechanisms of the client listener."""
+def inter_broker_listener(values: Mapping[str, str], client: list[tuple[str, str]]) -> str:
+    """The client listener brokers talk over (the module docstring), from the (name, protocol)
+    of each client listener in order; ConfigError, one line, if the settings name none."""
     inter = values.get("security.inter.broker.protocol", "").strip().upper()
-    if inter and inter != protocol:
-        raise ConfigError(
-            f"security.inter.broker.protocol={inter}: brokers talk over the client listener "
-            f"{name} ({protocol}): remove it or set {protocol}"
-        )
     inter_name = values.get("inter.broker.listener.name", "").strip().upper()
-    if inter_name and inter_name != name:
+    shown = ",".join(n for n, _ in client)
+    if inter and inter_name:
         raise ConfigError(
-            f"inter.broker.listener.name={inter_name}: brokers talk over the client listener "
-            f"{name}: remove it or set {name}"
+            "Only one of inter.broker.listener.name and security.inter.broker.protocol should "
+            f"be set (inter.broker.listener.name={inter_name}, security.inter.broker.protocol="
+            f"{inter})"
         )
-    _check_mechanisms(ListenerConfig(name, protocol, values))
+    if inter_name:
+        if inter_name not in (n for n, _ in client):
+            raise ConfigError(
+                f"inter.broker.listener.name={inter_name} must be a listener name defined in "
+                f"listeners: the client listeners are {shown}"
+            )
+        return inter_name
+    if inter:
+        by_name = [n for n, _ in client if n == inter]
+        by_protocol = [n for n, p in client if p == inter]
+        if not by_name and not by_protocol:
+            raise ConfigError(
+                f"security.inter.broker.protocol={inter}: no client listener is named so or "
+                f"uses it (listeners {shown}): remove it, or set inter.broker.listener.name"
+            )
+        return (by_name or by_protocol)[0]
+    return next((n for n, _ in client if n == "PLAINTEXT"), client[0][0])
 
 
 def _check_mechanisms(config: ListenerConfig) -> None:

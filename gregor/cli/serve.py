@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--listen",
         metavar="HOST:PORT",
-        help="where to listen (default 127.0.0.1:9092; port 0 picks one)",
+        help="where the first client listener listens (default 127.0.0.1:9092; port 0 picks one)",
     )
     p.add_argument(
         "--data-dir", metavar="DIR", help="where the logs live (log.dirs; default ./gregor-data)"
@@ -46,7 +46,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="serve /metrics and /health/* over HTTP here (metrics.listener; port 0 picks one)",
     )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    p.add_argument("--ready-file", metavar="FILE", help="write HOST:PORT here once listening")
+    p.add_argument(
+        "--ready-file",
+        metavar="FILE",
+        help="write HOST:PORT here once listening (then NAME://HOST:PORT "
+        "for each client listener, when there are several)",
+    )
     p.set_defaults(func=run)
 
 
@@ -94,24 +99,31 @@ def _fail(message: object) -> None:
 def _load(args: argparse.Namespace) -> BrokerConfig | None:
     """The config from --config, --set, --listen and --data-dir; None (after one line) if a
     value is bad."""
-    from gregor.broker.config import BrokerConfig, parse_overrides, read_properties
+    from gregor.broker.config import (
+        BrokerConfig,
+        listener_name,
+        parse_overrides,
+        read_properties,
+    )
 
     try:
         overrides = parse_overrides(args.set)
         if args.listen:
-            # --listen names the client listener; the controller listeners (of --config or
-            # --set) stay
+            # --listen sets the first client listener; the others and the controller listeners
+            # (of --config or --set) stay
             given = {**(read_properties(args.config) if args.config else {}), **overrides}
             names = {
                 n.strip().upper()
                 for n in given.get("controller.listener.names", "CONTROLLER").split(",")
             }
             specs = [s.strip() for s in given.get("listeners", "").split(",") if s.strip()]
-            kept = [s for s in specs if s.partition("://")[0].strip().upper() in names]
-            # ... and the client listener keeps its name (its security protocol): SSL://, ...
-            client = [s.partition("://") for s in specs if s not in kept]
-            name = client[0][0].strip() if client and client[0][1] else "PLAINTEXT"
-            overrides["listeners"] = ",".join([f"{name}://{args.listen}", *kept])
+            client = [i for i, s in enumerate(specs) if listener_name(s) not in names]
+            if client:  # ... and it keeps its name (its security protocol): SSL://, ...
+                name, sep, _ = specs[client[0]].partition("://")
+                specs[client[0]] = f"{name.strip() if sep else 'PLAINTEXT'}://{args.listen}"
+            else:
+                specs.insert(0, f"PLAINTEXT://{args.listen}")
+            overrides["listeners"] = ",".join(specs)
         if args.data_dir:
             overrides["log.dirs"] = args.data_dir
         if args.metrics:

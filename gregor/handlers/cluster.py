@@ -1,7 +1,8 @@
 """DescribeCluster v0-2, DescribeLogDirs v1-4, DescribeTopicPartitions v0: what is where.
 
 DescribeCluster: v1 endpoint_type (brokers only; controllers are this same node), v2
-include_fenced_brokers and is_fenced (KIP-1073). DescribeLogDirs:
+include_fenced_brokers and is_fenced (KIP-1073); each broker at its endpoint on the listener the
+request came in on. DescribeLogDirs:
 v2 flexible, v3 error_code, v4 total_bytes/usable_bytes. DescribeTopicPartitions (KIP-966):
 topics by name (all when the list is empty), paged by response_partition_limit and cursor.
 """
@@ -32,12 +33,12 @@ def describe_cluster(ctx: RequestContext, request: Any) -> Any:
         error_code=errors.NONE,
         endpoint_type=getattr(request, "endpoint_type", 1),
         cluster_id=b.cluster_id,
-        controller_id=b.controller_id(),
+        controller_id=b.controller_id(ctx.listener_name),
         brokers=[
             DescribeClusterResponse.DescribeClusterBroker(
                 broker_id=n, host=h, port=p, rack=rack, is_fenced=n in fenced
             )
-            for n, h, p, rack in b.cluster.brokers(include_fenced=include_fenced)
+            for n, h, p, rack in b.cluster.brokers(ctx.listener_name, include_fenced=include_fenced)
         ],
     )
     if request.include_cluster_authorized_operations:

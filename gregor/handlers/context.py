@@ -92,6 +92,10 @@ class Services:
     def port(self) -> int:
         return self.cluster.port
 
+    def endpoint(self, listener: str | None = None) -> tuple[str, int] | None:
+        """Where this broker is advertised on `listener` (None: its first client listener)."""
+        return self.cluster.endpoint(listener)
+
     def now_ms(self) -> int:
         return self.clock.now_ms()
 
@@ -99,18 +103,22 @@ class Services:
         """A broker config, typed, after dynamic and static overrides."""
         return self.config.value(key)
 
-    def cluster_brokers(self) -> list[BrokerNode]:
-        """Every broker clients may use: this one alone with one voter; every registered
-        unfenced broker's advertised endpoint in a networked quorum."""
-        return self.cluster.brokers()
+    def cluster_brokers(self, listener: str | None = None) -> list[BrokerNode]:
+        """Every broker clients of `listener` may use: this one alone with one voter; every
+        registered unfenced broker's advertised endpoint on it in a networked quorum (one
+        without that listener is left out)."""
+        return self.cluster.brokers(listener)
 
-    def controller_id(self) -> int:
-        """The node id Metadata names as the controller (-1 when there is none)."""
-        return self.cluster.controller_id()
+    def controller_id(self, listener: str | None = None) -> int:
+        """The node id Metadata names as the controller (-1 when there is none), one that
+        clients of `listener` can reach."""
+        return self.cluster.controller_id(listener)
 
 
 # The connection-state key of a forwarded request's client address (an Envelope's).
 CLIENT_HOST = "client_host"
+# The connection-state key of the client listener a connection came in on (its name).
+LISTENER_NAME = "listener_name"
 
 
 @dataclass
@@ -125,6 +133,13 @@ class RequestContext:
         return self.header.request_api_version
 
     # -- authorization: one call per check, free when no authorizer is configured -------------
+
+    @property
+    def listener_name(self) -> str | None:
+        """The client listener this request came in on; None on no client listener (the
+        controller listener): answers then name each broker's first listener."""
+        name = self.connection.get(LISTENER_NAME)
+        return None if name is None else str(name)
 
     @property
     def client_host(self) -> str:

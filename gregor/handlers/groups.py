@@ -2,8 +2,10 @@
 v0-4, LeaveGroup v0-5. The rules live in `gregor.coordinator`; this module translates.
 
 FindCoordinator: v1 key_type, error_message; v3 flexible; v4 batched coordinator_keys (KIP-699);
-v6 share groups (key_type 2, not served). The first FindCoordinator for a group creates
-`__consumer_offsets`; the first for a transactional id (key_type 1) creates `__transaction_state`.
+v6 share groups (key_type 2, not served). The coordinator is named at its endpoint on the
+listener the request came in on (COORDINATOR_NOT_AVAILABLE when it has none, as Kafka). The
+first FindCoordinator for a group creates `__consumer_offsets`; the first for a transactional id
+(key_type 1) creates `__transaction_state`.
 JoinGroup: v0 has no rebalance_timeout_ms (the session timeout serves); v4 MEMBER_ID_REQUIRED
 (KIP-394); v5 group_instance_id (KIP-345); v6 flexible; v7 protocol_type in the response (the
 protocol name is nullable from v7, "" before); v8 reason; v9 skip_assignment (KIP-814).
@@ -94,8 +96,9 @@ def _coordinator(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str
 
 def _elsewhere(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str, int] | None:
     """In a cluster: (node, host, port) of the broker leading the key's partition of
-    `__consumer_offsets` / `__transaction_state` by the metadata image, when that is another
-    live broker; None otherwise."""
+    `__consumer_offsets` / `__transaction_state` by the metadata image, at its endpoint on the
+    listener the request came in on, when that is another live broker with that listener; None
+    otherwise (COORDINATOR_NOT_AVAILABLE, as Kafka answers)."""
     b = ctx.services
     if not b.store.networked or key_type not in (GROUP, TRANSACTION):
         return None
@@ -105,7 +108,8 @@ def _elsewhere(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str, 
     part = topic.partitions.get(partition_for(key, len(topic.partitions)))
     if part is None or part.leader == b.node_id:
         return None
-    return next(((n, h, p) for n, h, p, _rack in b.cluster_brokers() if n == part.leader), None)
+    found = b.cluster.alive_broker_endpoint(part.leader, ctx.listener_name)
+    return None if found is None else (part.leader, *found)
 
 
 def _find(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str | None, int, str, int]:
@@ -113,7 +117,10 @@ def _find(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str | None
     b = ctx.services
     error, message = _coordinator(ctx, key_type, key)
     if not error:
-        return error, message, b.node_id, b.host, b.port
+        here = b.endpoint(ctx.listener_name)
+        if here is not None:
+            return error, message, b.node_id, *here
+        error, message = codes.COORDINATOR_NOT_AVAILABLE, "no endpoint on this listener"
     if error == codes.COORDINATOR_NOT_AVAILABLE:
         other = _elsewhere(ctx, key_type, key)
         if other is not None:

@@ -2,7 +2,9 @@
 
 v0: an empty topic list means all topics; v1+: null means all, empty means none.
 v4+: allow_auto_topic_creation (with the broker's auto.create.topics.enable). v10+: topic ids.
-v12: topics may be named by id only. Unknown topics get UNKNOWN_TOPIC_OR_PARTITION (or
+v12: topics may be named by id only. Brokers are named at their endpoints on the listener the
+request came in on (one without it is left out; a partition led by one answers
+LISTENER_NOT_FOUND, v6+, as Kafka). Unknown topics get UNKNOWN_TOPIC_OR_PARTITION (or
 UNKNOWN_TOPIC_ID), illegal names INVALID_TOPIC_EXCEPTION.
 
 With an authorizer (as Kafka's KafkaApis): all topics means those the caller may DESCRIBE; a
@@ -37,11 +39,12 @@ def topic_response(ctx: RequestContext, info: TopicInfo) -> Any:
         reg = image_topic.partitions.get(index) if image_topic is not None else None
         if p is None and reg is not None and ctx.services.store.networked:
             # led by another node (or by none): what the metadata says
+            error = _leader_error(ctx, reg.leader)
             parts.append(
                 Part(
-                    error_code=errors.NONE if reg.leader >= 0 else errors.LEADER_NOT_AVAILABLE,
+                    error_code=error,
                     partition_index=index,
-                    leader_id=reg.leader,
+                    leader_id=reg.leader if error == errors.NONE else -1,
                     leader_epoch=reg.leader_epoch,
                     replica_nodes=list(reg.replicas),
                     isr_nodes=list(reg.isr),
@@ -67,6 +70,20 @@ def topic_response(ctx: RequestContext, info: TopicInfo) -> Any:
         is_internal=info.internal,
         partitions=parts,
     )
+
+
+def _leader_error(ctx: RequestContext, leader: int) -> int:
+    """NONE if the leader is a broker with the listener the request came in on; as Kafka
+    otherwise: LEADER_NOT_AVAILABLE without a leader, LISTENER_NOT_FOUND (v6+; before,
+    LEADER_NOT_AVAILABLE) when the leader lacks that listener."""
+    if leader < 0:
+        return errors.LEADER_NOT_AVAILABLE
+    listener = ctx.listener_name
+    image = ctx.services.store.image
+    reg = image.brokers.get(leader)
+    if listener is None or reg is None or any(e.name == listener for e in reg.listeners):
+        return errors.NONE
+    return errors.LISTENER_NOT_FOUND if ctx.version >= 6 else errors.LEADER_NOT_AVAILABLE
 
 
 def _error(code: int, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> Any:
@@ -126,10 +143,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     response = MetadataResponse(
         brokers=[
             MetadataResponse.MetadataResponseBroker(node_id=n, host=h, port=p, rack=rack)
-            for n, h, p, rack in services.cluster_brokers()
+            for n, h, p, rack in services.cluster_brokers(ctx.listener_name)
         ],
         cluster_id=services.cluster_id,
-        controller_id=services.controller_id(),
+        controller_id=services.controller_id(ctx.listener_name),
         topics=topics,
     )
     if ctx.version >= 8:

@@ -3,16 +3,21 @@ use and where, where another broker serves brokers, whether a broker may be in a
 node Metadata names as the controller.
 
 Pure functions of the image (and of what the caller knows of itself): no store, no clock, no
-I/O, so the broker, its drivers and the simulation ask the same questions the same way.
+I/O, so the broker, its drivers and the simulation ask the same questions the same way
+(`ClusterView` over them logs, once, a broker left out for want of a listener).
 """
 
 from __future__ import annotations
 
+import logging
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from gregor.metadata.image import Endpoint, MetadataImage
+
+log = logging.getLogger("gregor.cluster")
 
 DEFAULT_LISTENER = "PLAINTEXT"
 
@@ -39,22 +44,27 @@ def active_broker_ids(image: MetadataImage) -> list[int]:
     return sorted(b for b, reg in image.brokers.items() if not reg.fenced)
 
 
-def _endpoint(listeners: tuple[Endpoint, ...] | list[Endpoint], name: str) -> Endpoint:
-    return next((e for e in listeners if e.name == name), listeners[0])
+def _endpoint(listeners: tuple[Endpoint, ...], name: str | None) -> Endpoint | None:
+    """The endpoint of listener `name`; None if there is none. `name` None (a request that came
+    in on no client listener, e.g. the controller listener): PLAINTEXT, else the first."""
+    if name is None:
+        return next((e for e in listeners if e.name == DEFAULT_LISTENER), listeners[0])
+    return next((e for e in listeners if e.name == name), None)
 
 
 def client_brokers(
-    image: MetadataImage, listener: str = DEFAULT_LISTENER, *, include_fenced: bool = False
+    image: MetadataImage, listener: str | None = None, *, include_fenced: bool = False
 ) -> list[BrokerNode]:
-    """Every registered, unfenced broker with a listener, at its endpoint on `listener` (its
-    first listener when it has none of that name), in node id order; the fenced ones too with
-    `include_fenced` (DescribeCluster v2)."""
+    """Every registered, unfenced broker at its endpoint on `listener`, in node id order; a
+    broker without that listener is left out, as Kafka's getAliveBrokerNodes leaves it; the
+    fenced ones too with `include_fenced` (DescribeCluster v2)."""
     out = []
     for broker_id, reg in sorted(image.brokers.items()):
         if (reg.fenced and not include_fenced) or not reg.listeners:
             continue
         endpoint = _endpoint(reg.listeners, listener)
-        out.append(BrokerNode(broker_id, endpoint.host, endpoint.port, reg.rack))
+        if endpoint is not None:
+            out.append(BrokerNode(broker_id, endpoint.host, endpoint.port, reg.rack))
     return out
 
 
@@ -63,16 +73,35 @@ def fenced_broker_ids(image: MetadataImage) -> set[int]:
     return {b for b, reg in image.brokers.items() if reg.fenced}
 
 
+def lacking_listener(image: MetadataImage, listener: str) -> list[int]:
+    """The registered, unfenced brokers that have no listener of that name."""
+    return sorted(
+        b
+        for b, reg in image.brokers.items()
+        if not reg.fenced and all(e.name != listener for e in reg.listeners)
+    )
+
+
 def broker_endpoint(
-    image: MetadataImage, broker_id: int, listener: str = DEFAULT_LISTENER
+    image: MetadataImage, broker_id: int, listener: str | None = DEFAULT_LISTENER
 ) -> tuple[str, int] | None:
-    """Where `broker_id` serves other brokers (its `listener`, as registered); None when it is
-    not registered or names no listener."""
+    """Where `broker_id` serves `listener` (as registered); None when it is not registered or
+    has no such listener."""
     reg = image.brokers.get(broker_id)
     if reg is None or not reg.listeners:
         return None
     endpoint = _endpoint(reg.listeners, listener)
-    return endpoint.host, endpoint.port
+    return None if endpoint is None else (endpoint.host, endpoint.port)
+
+
+def alive_broker_endpoint(
+    image: MetadataImage, broker_id: int, listener: str | None
+) -> tuple[str, int] | None:
+    """`broker_endpoint` of an unfenced broker (Kafka's getAliveBrokerNode); None otherwise."""
+    reg = image.brokers.get(broker_id)
+    if reg is None or reg.fenced:
+        return None
+    return broker_endpoint(image, broker_id, listener)
 
 
 def liveness(image: MetadataImage, broker_id: int) -> BrokerLiveness:
@@ -108,7 +137,10 @@ class ImageSource(Protocol):
 class ClusterView:
     """The cluster as this node tells clients and its own drivers about it: the functions above
     over the store's current image, with what the node knows of itself. A node that is the only
-    voter of its own quorum lists itself alone (its registration may lag its listener)."""
+    voter of its own quorum lists itself alone (its registration may lag its listener).
+
+    Answers to clients name each broker at its endpoint on the listener the request came in on
+    (`listener`; None: the first of each broker's); brokers talk over the inter-broker one."""
 
     def __init__(
         self,
@@ -116,32 +148,75 @@ class ClusterView:
         node_id: int,
         *,
         quorum: bool,
-        host: str,
-        port: int,
+        host: str = "",
+        port: int = 0,
         rack: str | None = None,
         inter_broker_listener: str | None = None,
         rng: random.Random | None = None,
+        endpoints: Sequence[Endpoint] = (),
     ) -> None:
+        """`endpoints`: this node's advertised client listeners, the first the default; without
+        them, one PLAINTEXT listener at host:port."""
         self.store = store
         self.node_id = node_id
         self.quorum = quorum
-        self.host, self.port = host, port  # advertised; the port is set once bound
+        self.endpoints = tuple(endpoints) or (Endpoint(DEFAULT_LISTENER, host, port, 0),)
         self.rack = rack
         self.inter_broker_listener = inter_broker_listener or DEFAULT_LISTENER
         self.rng = rng or random.Random()
+        self._told_lacking: set[tuple[int, str]] = set()
 
-    def brokers(self, *, include_fenced: bool = False) -> list[BrokerNode]:
+    @property
+    def host(self) -> str:
+        return self.endpoints[0].host
+
+    @property
+    def port(self) -> int:
+        return self.endpoints[0].port
+
+    def endpoint(self, listener: str | None = None) -> tuple[str, int] | None:
+        """Where this node is advertised on `listener` (None: its first client listener)."""
+        found = _endpoint(self.endpoints, listener)
+        return None if found is None else (found.host, found.port)
+
+    def brokers(
+        self, listener: str | None = None, *, include_fenced: bool = False
+    ) -> list[BrokerNode]:
         if not self.quorum:
-            return [BrokerNode(self.node_id, self.host, self.port, self.rack)]
-        return client_brokers(self.store.image, include_fenced=include_fenced)
+            mine = self.endpoint(listener)
+            return [] if mine is None else [BrokerNode(self.node_id, *mine, self.rack)]
+        image = self.store.image
+        if listener is not None:
+            self._log_lacking(image, listener)
+        return client_brokers(image, listener, include_fenced=include_fenced)
 
     def fenced_broker_ids(self) -> set[int]:
         return fenced_broker_ids(self.store.image) if self.quorum else set()
 
-    def controller_id(self) -> int:
+    def _log_lacking(self, image: MetadataImage, listener: str) -> None:
+        """Once per broker and listener: a broker left out of answers for lack of `listener`."""
+        for broker_id in lacking_listener(image, listener):
+            if (broker_id, listener) not in self._told_lacking:
+                self._told_lacking.add((broker_id, listener))
+                log.warning(
+                    "broker %d has no listener %s: left out of the brokers named to clients "
+                    "of that listener",
+                    broker_id,
+                    listener,
+                )
+
+    def alive_broker_endpoint(self, broker_id: int, listener: str | None) -> tuple[str, int] | None:
+        """Where an unfenced broker serves `listener`; None if fenced, unknown or without it."""
+        if not self.quorum:
+            return self.endpoint(listener) if broker_id == self.node_id else None
+        return alive_broker_endpoint(self.store.image, broker_id, listener)
+
+    def controller_id(self, listener: str | None = None) -> int:
+        """A live broker clients of `listener` can reach (`controller_id` above)."""
         if not self.quorum:
             return self.node_id
-        return controller_id([b.node_id for b in self.brokers()], self.node_id, self.rng)
+        ids = [b.node_id for b in client_brokers(self.store.image, listener)]
+        return controller_id(ids, self.node_id, self.rng)
 
     def active_broker_ids(self) -> list[int]:
         if not self.quorum:
@@ -149,6 +224,7 @@ class ClusterView:
         return active_broker_ids(self.store.image)
 
     def broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        """Where another broker serves brokers: its inter-broker listener, as registered."""
         return broker_endpoint(self.store.image, broker_id, self.inter_broker_listener)
 
     def liveness(self, broker_id: int) -> BrokerLiveness:

@@ -6,7 +6,7 @@ every metric is in this package's docstring.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,9 +42,9 @@ class BrokerSources:
     image: Callable[[], Any]
     raft: Callable[[], Any]
     active_controller: Callable[[], bool]
-    connections: Callable[[], int]
-    socket_bytes: Callable[[], tuple[int, int]] = lambda: (0, 0)  # read, sent
-    listener: str = "PLAINTEXT"
+    # per client listener name: open connections; bytes (read, sent)
+    connections: Callable[[], Mapping[str, int]]
+    socket_bytes: Callable[[], Mapping[str, tuple[int, int]]] = dict
     topic_stats: BrokerTopicStats = field(default_factory=BrokerTopicStats)
     requests: RequestStats = field(default_factory=RequestStats)
     commit_latency: Window = field(default_factory=Window)
@@ -293,19 +293,20 @@ class NetworkCollector:
         self.s = sources
 
     def collect(self) -> Iterator[Metric]:
-        labels = [self.s.listener]
         count = GaugeMetricFamily(
             names.socket_server("connection-count"), "Open client connections", labels=["listener"]
         )
-        count.add_metric(labels, self.s.connections())
+        for listener, n in self.s.connections().items():
+            count.add_metric([listener], n)
         yield count
-        read, sent = self.s.socket_bytes()
-        for attr, value, text in (
-            ("incoming-byte-total", read, "Bytes read from client connections"),
-            ("outgoing-byte-total", sent, "Bytes sent on client connections"),
+        by_listener = self.s.socket_bytes()
+        for attr, index, text in (
+            ("incoming-byte-total", 0, "Bytes read from client connections"),
+            ("outgoing-byte-total", 1, "Bytes sent on client connections"),
         ):
             family = CounterMetricFamily(names.socket_server(attr), text, labels=["listener"])
-            family.add_metric(labels, value)
+            for listener, counts in by_listener.items():
+                family.add_metric([listener], counts[index])
             yield family
         lag = self.s.loop_lag
         yield GaugeMetricFamily(

@@ -3,7 +3,7 @@ RPCProducerIdManager): registration, heartbeats, fencing itself on the way out, 
 dir's deadline, and producer-id blocks fetched ahead.
 
     core = BrokerLifecycleCore(config, store, controller_id=channel.controller_id,
-                               advertised=lambda: (host, port), offline_dirs=..., on_fatal=...)
+                               advertised=lambda: endpoints, offline_dirs=..., on_fatal=...)
     result = core.poll(now_ms)              # a registration, heartbeat or AllocateProducerIds
     core.on_response(out, answer, now_ms)   # or core.on_error(out, exc, now_ms)
     core.on_leader_change()                 # the controller moved: talk to the new one at once
@@ -45,12 +45,12 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gregor.controller.quorum_controller import PRODUCER_ID_BLOCK_SIZE
-from gregor.metadata.image import METADATA_VERSION
+from gregor.metadata.image import METADATA_VERSION, Endpoint
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import (
@@ -84,8 +84,6 @@ class LifecycleConfig:
     rack: str | None = None  # broker.rack
     log_dir_ids: tuple[uuid.UUID, ...] = ()
     incarnation_id: uuid.UUID = uuid.UUID(int=0)
-    listener_name: str = "PLAINTEXT"  # the client listener, as registered
-    security_protocol: int = 0  # its protocol's id: PLAINTEXT 0, SSL 1, SASL_PLAINTEXT 2, ...
 
 
 class MetadataProgress(Protocol):
@@ -112,12 +110,13 @@ class BrokerLifecycleCore:
         metadata: MetadataProgress,
         *,
         controller_id: Callable[[], int | None],
-        advertised: Callable[[], tuple[str, int]],
+        advertised: Callable[[], Sequence[Endpoint]],
         offline_dirs: Callable[[], Mapping[str, uuid.UUID | None]],
         on_fatal: Callable[[str], None],
     ) -> None:
-        """`offline_dirs`: the failed log dirs, each with its directory id; `on_fatal`: shut
-        this broker down (the reason)."""
+        """`advertised`: every client listener, as registered (name, host, port, security
+        protocol id); `offline_dirs`: the failed log dirs, each with its directory id;
+        `on_fatal`: shut this broker down (the reason)."""
         self.config = config
         self.node_id = config.node_id
         self.metadata = metadata
@@ -221,7 +220,6 @@ class BrokerLifecycleCore:
         return Outbound(api_keys.BROKER_HEARTBEAT, HEARTBEAT_VERSION, request)
 
     def _registration(self) -> BrokerRegistrationRequest:
-        host, port = self.advertised()
         R = BrokerRegistrationRequest
         return R(
             broker_id=self.node_id,
@@ -229,11 +227,9 @@ class BrokerLifecycleCore:
             incarnation_id=self.config.incarnation_id,
             listeners=[
                 R.Listener(
-                    name=self.config.listener_name,
-                    host=host,
-                    port=port,
-                    security_protocol=self.config.security_protocol,
+                    name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol
                 )
+                for e in self.advertised()
             ],
             features=[
                 R.Feature(name=METADATA_VERSION, min_supported_version=1, max_supported_version=25)

@@ -1,16 +1,17 @@
-"""Requests from this broker to the other brokers of a networked cluster, on their client
-(PLAINTEXT) listener, by broker id: what Kafka's inter-broker send threads share. The marker
-sender (coordinator/txn/markers.py, broker/cores.py) and the produce path's transaction verifier
-(coordinator/txn/verifier.py) use it, each driven by a CoreDriver (broker/cores.py).
+"""Requests from this broker to the other brokers of a networked cluster, on their inter-broker
+listener (inter.broker.listener.name), by broker id: what Kafka's inter-broker send threads
+share. The marker sender (coordinator/txn/markers.py, broker/cores.py) and the produce path's
+transaction verifier (coordinator/txn/verifier.py) use it, each driven by a CoreDriver
+(broker/cores.py).
 
     links = InterBroker(node_id, lambda: store.image, NetworkClient(client_id="broker-1"))
     links.leader("orders", 2)          # the partition's leader by the image; None: no such partition
-    if links.reachable(3):             # registered with a PLAINTEXT endpoint (set on the transport)
+    if links.reachable(3):             # registered with an inter-broker endpoint (now the transport's)
         links.spawn(send_something())  # a task kept until it ends; links.close() ends them all
         body = await links.send(3, api_keys.WRITE_TXN_MARKERS, 1, request)
 
 Where a broker listens comes from its registration in the metadata image (its advertised
-PLAINTEXT listener, the first listener if none is named so), read at each use, so a broker that
+endpoint on the inter-broker listener; none: unreachable), read at each use, so a broker that
 moved is found at its new address. A fenced broker is still asked: it may well be serving (it
 may have been restarted and not be unfenced yet); a request that cannot reach it fails with a
 `ClientError` and its caller retries. Requests are pipelined on one connection per broker
@@ -24,6 +25,7 @@ import contextlib
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
+from gregor.metadata.cluster import broker_endpoint
 from gregor.metadata.image import MetadataImage
 
 LISTENER = "PLAINTEXT"
@@ -47,8 +49,11 @@ class InterBroker:
         image: Callable[[], MetadataImage],
         transport: Transport,
         request_timeout_ms: int = REQUEST_TIMEOUT_MS,
+        listener: str = LISTENER,
     ) -> None:
+        """`listener`: the inter-broker listener's name (inter.broker.listener.name)."""
         self.node_id = node_id
+        self.listener = listener
         self.image = image
         self.transport = transport
         self.request_timeout_ms = request_timeout_ms
@@ -60,12 +65,12 @@ class InterBroker:
         return None if part is None else part.leader
 
     def reachable(self, broker_id: int) -> bool:
-        """True if the broker is registered with an endpoint, which the transport then uses."""
-        reg = self.image().brokers.get(broker_id)
-        if reg is None or not reg.listeners:
+        """True if the broker is registered with an endpoint on the inter-broker listener,
+        which the transport then uses."""
+        endpoint = broker_endpoint(self.image(), broker_id, self.listener)
+        if endpoint is None:
             return False
-        endpoint = next((e for e in reg.listeners if e.name == LISTENER), reg.listeners[0])
-        self.transport.set_endpoint(broker_id, endpoint.host, endpoint.port)
+        self.transport.set_endpoint(broker_id, *endpoint)
         return True
 
     async def send(self, broker_id: int, api_key: int, api_version: int, body: Any) -> Any:

@@ -13,7 +13,9 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+
+from gregor.metadata.image import Endpoint
 
 log = logging.getLogger("gregor.process")
 
@@ -38,11 +40,15 @@ def raise_open_files_limit() -> tuple[int, int]:
     return hard, hard
 
 
-def write_ready_file(path: str, host: str, port: int) -> None:
-    """`host:port` in `path`, written whole or not at all (a reader never sees half of it)."""
+def write_ready_file(path: str, host: str, port: int, listeners: Sequence[Endpoint] = ()) -> None:
+    """`host:port` in `path`, then a `NAME://host:port` line for each of `listeners` (a node
+    with several client listeners), written whole or not at all (a reader never sees half of
+    it). The first line is all a node with one listener writes."""
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         f.write(f"{host}:{port}\n")
+        for e in listeners:
+            f.write(f"{e.name}://{e.host}:{e.port}\n")
     os.replace(tmp, path)
 
 

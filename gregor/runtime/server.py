@@ -95,9 +95,11 @@ def configured_server(
     sock: socket.socket | None = None,
     tls: ssl.SSLContext | None = None,
     on_secure: Callable[[Connection], None] | None = None,
+    attributes: Mapping[str, Any] | None = None,
 ) -> Server:
     """A client listener with the limits the broker's configs set (`value`: key -> typed);
-    `tls` makes it a TLS listener, `on_secure` sees each connection once its handshake is done."""
+    `tls` makes it a TLS listener, `on_secure` sees each connection once its handshake is done,
+    `attributes` start each connection's state (e.g. the listener's name)."""
     return Server(
         dispatch,
         host=host,
@@ -110,6 +112,7 @@ def configured_server(
         limits=connection_limits(value),
         tls=tls,
         on_secure=on_secure,
+        attributes=attributes,
     )
 
 
@@ -172,10 +175,12 @@ class Server:
         sock: socket.socket | None = None,
         tls: ssl.SSLContext | None = None,
         on_secure: Callable[[Connection], None] | None = None,
+        attributes: Mapping[str, Any] | None = None,
     ) -> None:
         self.dispatch = dispatch
         self.tls = tls
         self.on_secure = on_secure
+        self.attributes = dict(attributes or {})  # each connection's state starts with these
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
@@ -282,6 +287,7 @@ class Server:
             tls=self.tls,
             on_secure=self.on_secure,
         )
+        conn.attributes.update(self.attributes)
         self.connections.add(conn)
         self._ip_of[conn] = ip
         conn.start()

@@ -29,7 +29,7 @@ from typing import Any
 from gregor.handlers.delayed_produce import AwaitingWrite, DelayedProduce
 from gregor.metadata.cluster import broker_endpoint
 from gregor.metadata.config_view import BrokerConfigView
-from gregor.metadata.image import MetadataImage
+from gregor.metadata.image import Endpoint, MetadataImage
 from gregor.node.lifecycle import BrokerLifecycleCore, LifecycleConfig
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
@@ -124,7 +124,8 @@ class BrokerHost(SimHost):
         self.lifecycle = BrokerLifecycleCore(
             LifecycleConfig(node_id, HEARTBEAT_MS, DIR_FAILURE_TIMEOUT_MS, incarnation_id=self.incarnation_id),
             metadata, controller_id=lambda: self.controller,
-            advertised=lambda: (f"broker-{node_id}", PORT), offline_dirs=dict, on_fatal=self._fatal,
+            advertised=lambda: [Endpoint("PLAINTEXT", f"broker-{node_id}", PORT, 0)],
+            offline_dirs=dict, on_fatal=self._fatal,
         )  # fmt: skip
         isr_sender = IsrChangeSender(node_id, lambda: self.broker_epoch)
         replicas.on_isr_update = isr_sender.submit

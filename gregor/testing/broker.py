@@ -6,7 +6,8 @@
 A child process rather than a thread: the broker runs its own event loop (uvloop) and signal
 handling, your test keeps its own, and a test can SIGKILL it to prove durability. `restart()`
 brings it back on the same port with the same data; `kill()` is SIGKILL; `stop()` (also on
-leaving the `with` block) is SIGTERM, a clean shutdown.
+leaving the `with` block) is SIGTERM, a clean shutdown. `port` is the first client listener's
+(`--listen`); with several in `listeners`, `listener_ports` names each one's port by name.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ class Broker(Managed):
         # port 0: one picked here, outside the ephemeral range, so a restart can rebind it
         self._pick_port = port == 0 and client_listener
         self.port = port
+        # the port of each client listener by name, once started (several client listeners)
+        self.listener_ports: dict[str, int] = {}
         self.log_level = log_level
         self.start_timeout_s = start_timeout_s
         self.process: subprocess.Popen[bytes] | None = None
@@ -111,7 +114,12 @@ class Broker(Managed):
                 )
             SYSTEM_CLOCK.sleep(0.02)
         with open(ready) as f:
-            self.port = int(f.read().strip().rpartition(":")[2])
+            first, *listeners = f.read().split()
+        self.port = int(first.rpartition(":")[2])
+        # a node with several client listeners: NAME://host:port of each
+        for line in listeners:
+            name, _, address = line.partition("://")
+            self.listener_ports[name] = int(address.rpartition(":")[2])
         return self
 
     @property

@@ -11,8 +11,9 @@ controller listener; node ids are 1..n. With `controllers=c`, nodes 1..c are con
 (`process.roles=controller`, a controller listener only: the voters) and nodes c+1..c+n
 broker-only (`process.roles=broker`, a client listener only), which find the controllers through
 `controller.quorum.voters`, or through `controller.quorum.bootstrap.servers` for the broker ids
-in `bootstrap_only`. Node i keeps its data in `<base_dir>/node-<i>` (its log in `broker.log`
-there). `gregor cluster up` runs one in the foreground.
+in `bootstrap_only`. With `extra_listener`, each broker serves a second client listener. Node i
+keeps its data in `<base_dir>/node-<i>` (its log in `broker.log` there). `gregor cluster up`
+runs one in the foreground.
 """
 
 from __future__ import annotations
@@ -43,9 +44,12 @@ class LocalCluster(Managed):
         bootstrap_only: Collection[int] = (),
         die_with_parent: bool = False,
         client_listener: str = "PLAINTEXT",
+        extra_listener: str | None = None,
     ) -> None:
         """`client_listener`: the brokers' listener name (its protocol: `config`'s
-        listener.security.protocol.map, or the name's own, e.g. SASL_SSL)."""
+        listener.security.protocol.map, or the name's own, e.g. SASL_SSL); `extra_listener`:
+        the name of a second client listener each broker serves, on a port of its own
+        (`extra_ports`, `extra_bootstrap`)."""
         self.base_dir = self._directory(base_dir, "gregor-cluster-")
         self.host = host
         self.cluster_id = cluster_id or random_id()
@@ -53,9 +57,11 @@ class LocalCluster(Managed):
         self.ids = list(range(1, nodes + controllers + 1))
         self.controller_ids = self.ids[:controllers] if dedicated else list(self.ids)
         self.broker_ids = self.ids[controllers:]
-        ports = iter(free_ports(len(self.controller_ids) + len(self.broker_ids), host))
+        extra = len(self.broker_ids) if extra_listener else 0
+        ports = iter(free_ports(len(self.controller_ids) + len(self.broker_ids) + extra, host))
         self.broker_ports = {i: next(ports) for i in self.broker_ids}
         self.controller_ports = {i: next(ports) for i in self.controller_ids}
+        self.extra_ports = {i: next(ports) for i in self.broker_ids} if extra_listener else {}
         self.voters = ",".join(
             f"{i}@{host}:{self.controller_ports[i]}" for i in self.controller_ids
         )
@@ -68,6 +74,8 @@ class LocalCluster(Managed):
             listeners = []
             if i in self.broker_ports:
                 listeners.append(f"{client_listener}://{host}:{self.broker_ports[i]}")
+            if i in self.extra_ports:
+                listeners.append(f"{extra_listener}://{host}:{self.extra_ports[i]}")
             if i in self.controller_ports:
                 listeners.append(f"CONTROLLER://{host}:{self.controller_ports[i]}")
             quorum = (
@@ -101,6 +109,11 @@ class LocalCluster(Managed):
     @property
     def bootstrap(self) -> str:
         return ",".join(f"{self.host}:{self.broker_ports[i]}" for i in self.broker_ids)
+
+    @property
+    def extra_bootstrap(self) -> str:
+        """The brokers' `extra_listener` addresses."""
+        return ",".join(f"{self.host}:{self.extra_ports[i]}" for i in self.broker_ids)
 
     def bootstrap_of(self, node_id: int) -> str:
         return f"{self.host}:{self.broker_ports[node_id]}"

@@ -5,10 +5,24 @@ from __future__ import annotations
 import pytest
 
 from gregor.broker.config import BrokerConfig
-from gregor.broker.security_settings import check_security, is_security_setting
+from gregor.broker.security_settings import (
+    check_security,
+    inter_broker_listener,
+    is_security_setting,
+)
 from gregor.metadata.config_defs import ConfigError
 
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="a-secret";'
+
+
+MANY = {
+    "listeners": "INTERNAL://0.0.0.0:9092,EXTERNAL://0.0.0.0:9093,CONTROLLER://:9094",
+    "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL,CONTROLLER:PLAINTEXT",
+    "inter.broker.listener.name": "INTERNAL",
+    "advertised.listeners": "INTERNAL://broker1:9092,EXTERNAL://public1:9093",
+    "listener.name.external.sasl.enabled.mechanisms": "PLAIN",
+    "listener.name.external.plain.sasl.jaas.config": JAAS,
+}
 
 
 @pytest.mark.parametrize(
@@ -37,6 +51,8 @@ JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_al
             "listener.name.sasl_ssl.connections.max.reauth.ms": "60000",
             "listener.name.sasl_ssl.oauthbearer.connections.max.reauth.ms": "3600000",
         },
+        MANY,
+        {"listeners": "SSL://:9093,PLAINTEXT://:9092"},  # several client listeners
     ],
 )
 def test_what_gregor_serves_passes(values: dict[str, str]) -> None:
@@ -58,9 +74,19 @@ def test_what_gregor_serves_passes(values: dict[str, str]) -> None:
             },
             "listener CONTROLLER enables GSSAPI",
         ),
+        ({"listeners": "SSL://:9093,SSL://:9094"}, "listeners: listener SSL is named twice"),
         (
-            {"listeners": "SSL://:9093,PLAINTEXT://:9092"},
-            "a node serves one client listener",
+            {"advertised.listeners": "SSL://public:9093"},
+            "advertised.listeners: listener SSL (SSL://public:9093) is not in listeners",
+        ),
+        (
+            {"inter.broker.listener.name": "INTERNAL"},
+            "inter.broker.listener.name=INTERNAL must be a listener name defined in listeners: "
+            "the client listeners are PLAINTEXT",
+        ),
+        (
+            {"inter.broker.listener.name": "PLAINTEXT", "security.inter.broker.protocol": "SSL"},
+            "Only one of inter.broker.listener.name and security.inter.broker.protocol",
         ),
         ({"listeners": "INTERNAL://:9092"}, "listener INTERNAL (INTERNAL://:9092) has no security"),
         ({"security.inter.broker.protocol": "SSL"}, "security.inter.broker.protocol=SSL"),
@@ -128,3 +154,29 @@ def test_the_standard_authorizer_is_served_and_no_other() -> None:
         BrokerConfig.load(
             None, {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
         )
+
+
+@pytest.mark.parametrize(
+    ("values", "chosen"),
+    [
+        ({"inter.broker.listener.name": "EXTERNAL"}, "EXTERNAL"),
+        ({"security.inter.broker.protocol": "SASL_SSL"}, "EXTERNAL"),  # the one of that protocol
+        ({"security.inter.broker.protocol": "PLAINTEXT"}, "INTERNAL"),
+        ({}, "INTERNAL"),  # neither: no PLAINTEXT-named listener, the first
+        ({"listeners": "SSL://:1,PLAINTEXT://:2"}, "PLAINTEXT"),  # neither: PLAINTEXT, by name
+    ],
+)
+def test_brokers_talk_over_the_listener_the_settings_name(
+    values: dict[str, str], chosen: str
+) -> None:
+    config = {**MANY, "inter.broker.listener.name": "", **values}
+    listeners = BrokerConfig(config).client_listeners()
+    assert inter_broker_listener(config, [(li.name, li.protocol) for li in listeners]) == chosen
+    assert BrokerConfig(config).inter_broker_listener_config().name == chosen
+
+
+def test_every_client_listener_is_advertised_by_name_or_at_its_own_address() -> None:
+    config = BrokerConfig({**MANY, "advertised.listeners": "EXTERNAL://public1:19093"})
+    shown = [(li.name, li.advertised_host, li.advertised_port) for li in config.client_listeners()]
+    assert shown == [("INTERNAL", "0.0.0.0", 9092), ("EXTERNAL", "public1", 19093)]
+    assert [li.protocol for li in config.client_listeners()] == ["PLAINTEXT", "SASL_SSL"]

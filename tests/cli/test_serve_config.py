@@ -105,3 +105,21 @@ def test_unreadable_properties_name_each_callers_flag(tmp_path):
     binary.write_bytes(b"\xff\xfe\x00")
     with pytest.raises(CliError, match=r"^--command-config .*bin.properties: not a text file$"):
         connect.read_properties(str(binary))
+
+
+def test_listen_sets_the_first_client_listener_and_keeps_the_others(tmp_path):
+    from argparse import Namespace
+
+    from gregor.cli.serve import _load
+
+    listeners = "CONTROLLER://127.0.0.1:9094,INTERNAL://0.0.0.0:9092,EXTERNAL://0.0.0.0:9093"
+    args = Namespace(
+        config=None, listen="127.0.0.1:0", data_dir=str(tmp_path), set=[f"listeners={listeners}"]
+    )
+    config = _load(args)
+    assert config is not None
+    assert config.values["listeners"] == (
+        "CONTROLLER://127.0.0.1:9094,INTERNAL://127.0.0.1:0,EXTERNAL://0.0.0.0:9093"
+    )
+    args.set = []
+    assert _load(args).values["listeners"] == "PLAINTEXT://127.0.0.1:0"

@@ -215,8 +215,13 @@ REFUSED = "(the node would otherwise run without the security it asks for)"
         ),
         (
             "security.inter.broker.protocol=SASL_SSL",
-            "security.inter.broker.protocol=SASL_SSL: brokers talk over the client listener "
-            "PLAINTEXT (PLAINTEXT): remove it or set PLAINTEXT",
+            "security.inter.broker.protocol=SASL_SSL: no client listener is named so or uses "
+            "it (listeners PLAINTEXT): remove it, or set inter.broker.listener.name",
+        ),
+        (
+            "inter.broker.listener.name=INTERNAL",
+            "inter.broker.listener.name=INTERNAL must be a listener name defined in listeners: "
+            "the client listeners are PLAINTEXT",
         ),
         (
             "listener.name.sasl_plaintext.plain.sasl.jaas.config=x required",
@@ -234,6 +239,7 @@ REFUSED = "(the node would otherwise run without the security it asks for)"
         "principal-builder",
         "kerberos",
         "sasl-inter-broker",
+        "unknown-inter-broker-listener",
         "jaas-config",
         "jks",
     ],
@@ -326,3 +332,24 @@ def test_metrics_listener_bad_value(tmp_path: Path) -> None:
         "expected http://HOST:PORT (port 0 to 65535), or empty for none\n"
     )
     assert proc.returncode == 2
+
+
+def test_an_inter_broker_listener_not_in_listeners_is_one_line(tmp_path: Path) -> None:
+    proc = serve(
+        "--data-dir",
+        str(tmp_path),
+        "--listen",
+        "127.0.0.1:0",
+        "--set",
+        "listeners=INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+        "--set",
+        "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL",
+        "--set",
+        "inter.broker.listener.name=REPLICATION",
+    )
+    assert_one_line(
+        proc,
+        "inter.broker.listener.name=REPLICATION must be a listener name defined in listeners: "
+        "the client listeners are INTERNAL,EXTERNAL",
+    )
+    assert os.listdir(tmp_path) == []

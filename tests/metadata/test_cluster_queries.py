@@ -36,8 +36,11 @@ def test_clients_see_unfenced_brokers_at_the_listener_asked_for_in_id_order() ->
         (4, "p4", 9104, "r4"),
     ]
     assert [b.port for b in cluster.client_brokers(IMAGE, "CLIENTS")] == [9001, 9003, 9004]
-    # no listener of that name: the broker's first
-    assert [b.host for b in cluster.client_brokers(IMAGE, "OTHER")] == ["c1", "c3", "c4"]
+    # no listener of that name: left out, as Kafka's getAliveBrokerNodes
+    assert cluster.client_brokers(IMAGE, "OTHER") == []
+    assert cluster.lacking_listener(IMAGE, "OTHER") == [1, 3, 4]
+    # asked on no client listener (the controller listener): PLAINTEXT, else the first
+    assert [b.host for b in cluster.client_brokers(IMAGE, None)] == ["p1", "p3", "p4"]
     assert cluster.active_broker_ids(IMAGE) == [1, 3, 4]
 
 
@@ -51,6 +54,9 @@ def test_endpoints_liveness_and_epochs() -> None:
     assert cluster.broker_endpoint(IMAGE, 3) == ("p3", 9103)
     assert cluster.broker_endpoint(IMAGE, 3, "CLIENTS") == ("c3", 9003)
     assert cluster.broker_endpoint(IMAGE, 9) is None
+    assert cluster.broker_endpoint(IMAGE, 3, "OTHER") is None
+    assert cluster.alive_broker_endpoint(IMAGE, 3, "CLIENTS") == ("c3", 9003)
+    assert cluster.alive_broker_endpoint(IMAGE, 2, "CLIENTS") is None  # fenced
     assert cluster.liveness(IMAGE, 1) == cluster.BrokerLiveness(101, True)
     assert cluster.liveness(IMAGE, 2) == cluster.BrokerLiveness(102, False)  # fenced
     assert cluster.liveness(IMAGE, 4) == cluster.BrokerLiveness(104, False)  # shutting down
@@ -85,3 +91,18 @@ def test_a_lone_node_lists_itself_and_a_quorum_member_the_image() -> None:
     )
     assert named.broker_endpoint(1) == ("c1", 9001)
     assert member.broker_endpoint(1) == ("p1", 9101)
+
+
+def test_answers_name_brokers_at_the_listener_asked_on(caplog) -> None:
+    own = (Endpoint("INTERNAL", "i7", 1, 0), Endpoint("EXTERNAL", "e7", 2, 3))
+    alone = cluster.ClusterView(Store(IMAGE), 7, quorum=False, endpoints=own)
+    assert (alone.host, alone.port) == ("i7", 1)  # the first client listener
+    assert alone.brokers("EXTERNAL") == [(7, "e7", 2, None)]
+    assert alone.endpoint("EXTERNAL") == ("e7", 2) and alone.endpoint("OTHER") is None
+    assert alone.alive_broker_endpoint(7, "INTERNAL") == ("i7", 1)
+    member = cluster.ClusterView(Store(IMAGE), 3, quorum=True, endpoints=own)
+    assert [b.port for b in member.brokers("CLIENTS")] == [9001, 9003, 9004]
+    assert member.brokers("EXTERNAL") == []
+    assert member.brokers("EXTERNAL") == []
+    lacking = [r for r in caplog.records if "has no listener EXTERNAL" in r.getMessage()]
+    assert len(lacking) == 3  # once per broker, not per request

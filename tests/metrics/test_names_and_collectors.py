@@ -153,7 +153,8 @@ def _sources() -> BrokerSources:
     )
     sources = BrokerSources(
         1, replicas, None, groups, image=lambda: image, raft=lambda: raft,
-        active_controller=lambda: True, connections=lambda: 3, socket_bytes=lambda: (70, 900),
+        active_controller=lambda: True, connections=lambda: {"PLAINTEXT": 3},
+        socket_bytes=lambda: {"PLAINTEXT": (70, 900)},
     )  # fmt: skip
     sources.topic_stats.topic("t").messages_in = 10
     sources.topic_stats.topic("gone").messages_in = 4  # not in the image any more

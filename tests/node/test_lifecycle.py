@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from gregor.controller.quorum_controller import PRODUCER_ID_BLOCK_SIZE
+from gregor.metadata.image import Endpoint
 from gregor.node.lifecycle import BrokerLifecycleCore, LifecycleConfig
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import BY_NAME, KafkaError
@@ -57,7 +58,10 @@ class Setup:
             config,
             self.metadata,
             controller_id=lambda: self.controller,
-            advertised=lambda: ("10.0.0.4", 9092),
+            advertised=lambda: [
+                Endpoint("PLAINTEXT", "10.0.0.4", 9092, 0),
+                Endpoint("EXTERNAL", "public4", 19092, 3),
+            ],
             offline_dirs=lambda: self.offline,
             on_fatal=self.fatal.append,
         )
@@ -103,8 +107,9 @@ def test_registration_waits_for_caught_up_metadata_and_a_controller() -> None:
     assert (out.api_key, out.version) == (api_keys.BROKER_REGISTRATION, 3)
     body = out.body
     assert (body.broker_id, body.cluster_id, body.rack, body.log_dirs) == (4, "c1", "r1", [DIR_ID])
-    assert [(li.name, li.host, li.port) for li in body.listeners] == [
-        ("PLAINTEXT", "10.0.0.4", 9092)
+    assert [(li.name, li.host, li.port, li.security_protocol) for li in body.listeners] == [
+        ("PLAINTEXT", "10.0.0.4", 9092, 0),
+        ("EXTERNAL", "public4", 19092, 3),
     ]
     assert s.poll(201) == ([], None), "one registration out at a time"
 

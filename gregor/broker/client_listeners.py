@@ -1,0 +1,140 @@
+"""A broker's client listeners: one per entry of `listeners` that is not a controller listener,
+each with its own security (listener_security.py: TLS context, SASL gate, principal), its own
+port and its own `Server`, all in front of the one dispatcher.
+
+    listeners = ClientListeners(config)     # sockets of port-0 listeners bound here
+    listeners.endpoints()                   # advertised (name, host, port, protocol), registered
+    await listeners.start(dispatch, value)  # serve
+    listeners.reconfigure(limits, dynamic)  # connection limits, TLS stores (dynamic configs)
+    await listeners.stop(grace_s)
+
+A port-0 listener is bound at construction, so that the registration names the port clients
+will use; an advertised port 0 is the bound port. Every connection's state names the listener
+it came in on (LISTENER_NAME), so that answers name brokers at their endpoints on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gregor.broker.config import BrokerConfig, ClientListenerSpec
+from gregor.broker.listener_security import ListenerSecurity, listener_security
+from gregor.handlers.context import LISTENER_NAME
+from gregor.metadata.image import Endpoint
+from gregor.runtime.connection import Dispatcher
+from gregor.runtime.server import ConnectionLimits, Server, bind, configured_server
+from gregor.security.listener_config import SECURITY_PROTOCOL_IDS
+
+
+@dataclass
+class ClientListener:
+    spec: ClientListenerSpec
+    security: ListenerSecurity
+    sock: socket.socket | None  # bound early (port 0), else bound when the server starts
+    port: int  # the port it binds (the picked one for port 0)
+    server: Server | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def endpoint(self) -> Endpoint:
+        """Where it is advertised, as registered."""
+        spec = self.spec
+        protocol = SECURITY_PROTOCOL_IDS[spec.protocol]
+        return Endpoint(
+            spec.name, spec.advertised_host, spec.advertised_port or self.port, protocol
+        )
+
+
+class ClientListeners:
+    def __init__(self, config: BrokerConfig) -> None:
+        """Each listener's security (a bad setting stops the start here, ConfigError), and the
+        sockets of the port-0 ones, bound."""
+        self.listeners: list[ClientListener] = []
+        try:
+            for spec in config.client_listeners():
+                security = listener_security(spec.config)
+                sock = bind(spec.host, spec.port) if spec.port == 0 else None
+                port = sock.getsockname()[1] if sock is not None else spec.port
+                self.listeners.append(ClientListener(spec, security, sock, port))
+        except BaseException:
+            self.close_sockets()
+            raise
+
+    def close_sockets(self) -> None:
+        """The sockets bound early and not served (a start that failed)."""
+        for listener in self.listeners:
+            if listener.sock is not None and listener.server is None:
+                listener.sock.close()
+
+    @property
+    def first(self) -> ClientListener:
+        return self.listeners[0]
+
+    def endpoints(self) -> list[Endpoint]:
+        return [listener.endpoint() for listener in self.listeners]
+
+    def bind_node(self, scram_credential: Callable[..., object], now_ms: Callable[[], int]) -> None:
+        for listener in self.listeners:
+            listener.security.bind_node(scram_credential, now_ms)
+
+    async def start(
+        self,
+        dispatch: Dispatcher,
+        value: Callable[[str], Any],
+        outer: Callable[[Dispatcher], Dispatcher] = lambda d: d,
+    ) -> None:
+        """Serve every listener, each behind its own security (and `outer` around that: the
+        request metrics), with the limits the configs set."""
+        for listener in self.listeners:
+            security = listener.security
+            listener.server = configured_server(
+                outer(security.wrap(dispatch)),
+                listener.spec.host,
+                listener.port,
+                value,
+                listener.sock,
+                tls=security.tls,
+                on_secure=security.on_secure,
+                attributes={LISTENER_NAME: listener.name},
+            )
+            await listener.server.start()
+            listener.port = listener.server.port
+
+    def reconfigure(self, limits: ConnectionLimits, dynamic: Mapping[str, str]) -> None:
+        """New connection limits for each listener, and new TLS stores where its dynamic
+        `listener.name.<it>.ssl.*` configs changed."""
+        for listener in self.listeners:
+            if listener.server is None:
+                continue
+            listener.server.reconfigure(limits)
+            tls = listener.security.reload_tls(dynamic)
+            if tls is not None:
+                listener.server.tls = tls
+
+    def for_console(self) -> tuple[str, str]:
+        """(host:port, protocol) of the listener the node's own console uses: a PLAINTEXT one
+        if there is one (the console has no credentials), else the first."""
+        chosen = next((li for li in self.listeners if li.spec.protocol == "PLAINTEXT"), None)
+        endpoint = (chosen or self.first).endpoint()
+        return f"{endpoint.host}:{endpoint.port}", (chosen or self.first).spec.protocol
+
+    def connections(self) -> dict[str, int]:
+        """Open connections per listener name."""
+        return {li.name: len(li.server.connections) for li in self.listeners if li.server}
+
+    def socket_bytes(self) -> dict[str, tuple[int, int]]:
+        """Bytes (read, sent) per listener name."""
+        return {li.name: li.server.socket_bytes() for li in self.listeners if li.server}
+
+    async def stop(self, grace_s: float) -> None:
+        """Stop accepting on every listener at once, then let in-flight requests finish."""
+        servers = [li.server for li in self.listeners if li.server is not None]
+        for server in servers:
+            server.stop_accepting()
+        await asyncio.gather(*(server.stop(grace_s) for server in servers))
