@@ -15,7 +15,7 @@ was built from (identity) and finds no state for the key: two attribute reads an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from gregor.protocol import api_keys
@@ -39,31 +39,55 @@ QUOTA_OF_API = {
 EXPIRE_EVERY_MS = 60_000
 
 
+class QuotaStates:
+    """The QuotaState of each of `keys` the image's client quotas set, built afresh when those
+    quotas change (the sensors start again then), their idle entries expired once a minute."""
+
+    def __init__(
+        self,
+        quotas_of: Callable[[], Mapping[Any, Any]],
+        window_num: int,
+        window_size_s: int,
+        keys: Collection[str],
+    ) -> None:
+        self._quotas_of = quotas_of  # the image's client quotas, read on each request
+        self._num = window_num
+        self.window_ms = window_size_s * 1000
+        self._keys = frozenset(keys)
+        self._source: Mapping[Any, Any] | None = None
+        self._states: dict[str, QuotaState] = {}
+        self._next_expiry_ms = 0
+
+    def get(self, key: str) -> QuotaState | None:
+        """The state of quota `key`; None when no such quota is set."""
+        quotas = self._quotas_of()
+        if quotas is not self._source:
+            self._source = quotas
+            self._states = {
+                key: QuotaState(bounds, self._num, self.window_ms)
+                for key, bounds in by_key(quotas).items()
+                if key in self._keys
+            }
+        return self._states.get(key)
+
+    def expire_due(self, now_ms: int) -> None:
+        if now_ms >= self._next_expiry_ms:
+            for state in self._states.values():
+                state.expire(now_ms)
+            self._next_expiry_ms = now_ms + EXPIRE_EVERY_MS
+
+
 class QuotaGate:
     def __init__(
         self, quotas_of: Callable[[], Mapping[Any, Any]], window_num: int, window_size_s: int
     ) -> None:
-        self._quotas_of = quotas_of  # the image's client quotas, read on each request
-        self._num = window_num
-        self._window_ms = window_size_s * 1000
-        self._source: Mapping[Any, Any] | None = None
-        self._states: dict[int, QuotaState] = {}
-        self._next_expiry_ms = 0
+        keys = set(QUOTA_OF_API.values())
+        self._states = QuotaStates(quotas_of, window_num, window_size_s, keys)
 
     def state(self, api_key: int) -> QuotaState | None:
         """The quota state that applies to requests of `api_key`; None when no quota is set."""
-        quotas = self._quotas_of()
-        if quotas is not self._source:
-            self._rebuild(quotas)
-        return self._states.get(api_key)
-
-    def _rebuild(self, quotas: Mapping[Any, Any]) -> None:
-        self._source = quotas
-        keyed = by_key(quotas)
-        by_quota = {
-            key: QuotaState(bounds, self._num, self._window_ms) for key, bounds in keyed.items()
-        }
-        self._states = {api: by_quota[key] for api, key in QUOTA_OF_API.items() if key in by_quota}
+        key = QUOTA_OF_API.get(api_key)
+        return None if key is None else self._states.get(key)
 
     def record(
         self,
@@ -75,10 +99,7 @@ class QuotaGate:
     ) -> int:
         """Record `size` bytes for the connection's principal and `client_id`: the throttle
         time in ms (0: within the quota)."""
-        if now_ms >= self._next_expiry_ms:
-            for each in set(self._states.values()):
-                each.expire(now_ms)
-            self._next_expiry_ms = now_ms + EXPIRE_EVERY_MS
+        self._states.expire_due(now_ms)
         user = principal_of(connection).name
         return state.record(user, client_id or "", size, now_ms)
 

@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gregor.broker.quota_gate import is_follower_fetch
+from gregor.broker.quota_gate import QuotaStates, is_follower_fetch
 from gregor.protocol import api_keys
 from gregor.security.principal import principal_of
-from gregor.security.quotas import REQUEST_PERCENTAGE, QuotaState, by_key
+from gregor.security.quotas import REQUEST_PERCENTAGE, QuotaState
 
 # Kafka's cluster-action APIs among those a gregor node serves.
 EXEMPT = frozenset(
@@ -46,7 +46,6 @@ EXEMPT = frozenset(
     }
 )
 NANOS_TO_PERCENT_SECONDS = 100.0 / 1e9  # 1 s of a whole thread = 100 (% x s)
-EXPIRE_EVERY_MS = 60_000
 
 
 def exempt(key: int, version: int, request: Any) -> bool:
@@ -64,21 +63,12 @@ class RequestQuota:
     def __init__(
         self, quotas_of: Callable[[], Mapping[Any, Any]], window_num: int, window_size_s: int
     ) -> None:
-        self._quotas_of = quotas_of  # the image's client quotas, read on each request
-        self._num = window_num
-        self._window_ms = window_size_s * 1000
-        self._source: Mapping[Any, Any] | None = None
-        self._state: QuotaState | None = None
-        self._next_expiry_ms = 0
+        keys = (REQUEST_PERCENTAGE,)
+        self._states = QuotaStates(quotas_of, window_num, window_size_s, keys)
 
     def state(self) -> QuotaState | None:
         """The request_percentage state; None when no such quota is set."""
-        quotas = self._quotas_of()
-        if quotas is not self._source:
-            self._source = quotas
-            bounds = by_key(quotas).get(REQUEST_PERCENTAGE)
-            self._state = QuotaState(bounds, self._num, self._window_ms) if bounds else None
-        return self._state
+        return self._states.get(REQUEST_PERCENTAGE)
 
     def charge(
         self,
@@ -95,10 +85,8 @@ class RequestQuota:
             return 0
         if exempt(header.request_api_key, header.request_api_version, request):
             return 0
-        if now_ms >= self._next_expiry_ms:
-            state.expire(now_ms)
-            self._next_expiry_ms = now_ms + EXPIRE_EVERY_MS
+        self._states.expire_due(now_ms)
         user = principal_of(connection).name
         percent = elapsed_ns * NANOS_TO_PERCENT_SECONDS
         throttle = state.record(user, header.client_id or "", percent, now_ms)
-        return min(throttle, self._window_ms)
+        return min(throttle, self._states.window_ms)
