@@ -26,7 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from gregor import Broker
 from gregor.cli.main import main
-from gregor.testing.cluster import free_ports
+from tests.metrics.helpers import prometheus
 
 WAIT_S = 60.0
 
@@ -252,24 +252,9 @@ def test_status_of_an_unreachable_cluster_is_one_line_and_status_1(
     assert captured.err == f"gregor: cluster A: cannot reach {closed} (connection refused)\n"
 
 
-def free_port() -> int:
-    return free_ports(1)[0]
-
-
 def metrics_address(log: Path) -> str:
     found = re.search(r"metrics at http://(\S+)/metrics", log.read_text())
     return found[1] if found else ""
-
-
-def query(prometheus: str, promql: str) -> list[Any]:
-    url = f"http://{prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            doc = json.load(response)
-    except OSError:
-        return []  # not up yet
-    assert doc["status"] == "success"
-    return list(doc["data"]["result"])
 
 
 @pytest.mark.cluster
@@ -285,42 +270,22 @@ def test_prometheus_scrapes_record_counts_equal_to_the_records_copied(
     target = wait_for("the metrics address in the log", lambda: metrics_address(mirror.log))
     wait_for("P.scraped on Q", lambda: ends(b.bootstrap, "P.scraped", 3) == [12, 7, 5])
 
-    (tmp_path / "prometheus.yml").write_text(
-        "global:\n  scrape_interval: 1s\n"
-        f"scrape_configs:\n  - job_name: mirror\n    static_configs:\n"
-        f"      - targets: ['{target}']\n"
-    )
-    listen = f"127.0.0.1:{free_port()}"
-    with open(tmp_path / "prometheus.log", "wb") as log:
-        prometheus = subprocess.Popen(
-            [
-                "prometheus",
-                f"--config.file={tmp_path / 'prometheus.yml'}",
-                f"--web.listen-address={listen}",
-                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    try:
+    with prometheus(tmp_path, [target]) as server:
         name = "kafka_connect_mirror_mirrorsourceconnector_record_count"
         promql = f'{name}{{topic="P.scraped",partition="1"}}'
 
         def scraped() -> list[Any]:
-            result = query(listen, promql)
+            result = server.query(promql)
             return result if result and result[0]["value"][1] == "7" else []
 
         (series,) = wait_for("Prometheus to hold the record count", scraped)
         labels = series["metric"]
-        assert (labels["source"], labels["target"], labels["job"]) == ("P", "Q", "mirror")
+        assert (labels["source"], labels["target"], labels["job"]) == ("P", "Q", "gregor")
         counts = {
             r["metric"]["partition"]: r["value"][1]
-            for r in query(listen, f'{name}{{topic="P.scraped"}}')
+            for r in server.query(f'{name}{{topic="P.scraped"}}')
         }
         assert counts == {"0": "12", "1": "7", "2": "5"}
-    finally:
-        prometheus.terminate()
-        prometheus.wait(30)
     assert mirror.stop() == 0
 
 
