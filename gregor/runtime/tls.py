@@ -6,7 +6,10 @@
     ssl.truststore.location        a PEM file of trusted CAs (ssl.truststore.certificates inline)
     ssl.client.auth                none | requested | required (mutual TLS)
     ssl.enabled.protocols          TLSv1.2,TLSv1.3 (the default)
-    ssl.cipher.suites              OpenSSL names of TLS 1.2 suites (TLS 1.3's are OpenSSL's)
+    ssl.cipher.suites              suites as Kafka names them (IANA: TLS_ECDHE_RSA_WITH_AES_128_
+                                   GCM_SHA256) or as OpenSSL does (ECDHE-RSA-AES128-GCM-SHA256);
+                                   TLS 1.3 suites named alone allow TLS 1.3 only (which of them
+                                   is used is OpenSSL's choice: the ssl module cannot narrow it)
     ssl.endpoint.identification.algorithm   https (the default: check the host name) or empty
 
 A bad setting is a ConfigError naming it, at start. Kernel TLS is not used: Python 3.11's ssl
@@ -21,6 +24,7 @@ import ssl
 import tempfile
 
 from gregor.metadata.config_defs import ConfigError
+from gregor.security import cipher_names
 from gregor.security.listener_config import ListenerConfig
 
 CLIENT_AUTH = {
@@ -78,13 +82,35 @@ def _common(ctx: ssl.SSLContext, config: ListenerConfig) -> None:
     ctx.minimum_version, ctx.maximum_version = versions[0], versions[-1]
     suites = config.get("ssl.cipher.suites")
     if suites:
-        try:
-            ctx.set_ciphers(":".join(s.strip() for s in suites.split(",") if s.strip()))
-        except ssl.SSLError:
-            raise ConfigError(
-                f"Invalid value {suites} for configuration ssl.cipher.suites: no suite OpenSSL "
-                "knows (name them as OpenSSL does, e.g. ECDHE-RSA-AES128-GCM-SHA256)"
-            ) from None
+        _cipher_suites(ctx, suites)
+
+
+def _cipher_suites(ctx: ssl.SSLContext, raw: str) -> None:
+    names = [s.strip() for s in raw.split(",") if s.strip()]
+    older = {n: cipher_names.openssl_name(n) for n in names if not cipher_names.is_tls13(n)}
+    known = _openssl_suites()
+    unknown = [n for n, o in older.items() if o not in known]
+    if unknown:
+        raise ConfigError(
+            f"Invalid value {raw} for configuration ssl.cipher.suites: {unknown[0]} is no suite "
+            "OpenSSL knows (e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256)"
+        )
+    if older:
+        ctx.set_ciphers(":".join(older.values()))
+    elif ctx.maximum_version >= ssl.TLSVersion.TLSv1_3:  # TLS 1.3 suites alone
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    else:
+        raise ConfigError(
+            f"Invalid value {raw} for configuration ssl.cipher.suites: TLS 1.3 suites only, "
+            "with TLS 1.3 not in ssl.enabled.protocols"
+        )
+
+
+def _openssl_suites() -> set[str]:
+    """The names of every TLS 1.2 suite this OpenSSL has."""
+    probe = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    probe.set_ciphers("ALL:@SECLEVEL=0")
+    return {c["name"] for c in probe.get_ciphers() if c["protocol"] != "TLSv1.3"}
 
 
 def _load_keystore(ctx: ssl.SSLContext, config: ListenerConfig) -> bool:

@@ -14,6 +14,7 @@ from security_certs import Pki
 from gregor.metadata.config_defs import ConfigError
 from gregor.runtime.client_security import INTER_BROKER_MECHANISM, client_security
 from gregor.runtime.tls import client_context, server_context
+from gregor.security.cipher_names import openssl_name
 from gregor.security.listener_config import ListenerConfig
 
 pytestmark = pytest.mark.unit
@@ -79,7 +80,11 @@ def test_an_encrypted_key_with_its_password(pki: Pki, tmp_path: Path) -> None:
         ({}, "listener SSL (SSL) needs a certificate: set ssl.keystore.location"),
         ({"ssl.keystore.location": "/nonexistent.pem"}, "cannot load /nonexistent.pem"),
         ({"ssl.enabled.protocols": "SSLv3"}, "Invalid value SSLv3 for configuration ssl.enabled"),
-        ({"ssl.cipher.suites": "NOT-A-SUITE"}, "ssl.cipher.suites: no suite OpenSSL knows"),
+        ({"ssl.cipher.suites": "NOT-A-SUITE"}, "ssl.cipher.suites: NOT-A-SUITE is no suite"),
+        (
+            {"ssl.cipher.suites": "TLS_AES_128_GCM_SHA256", "ssl.enabled.protocols": "TLSv1.2"},
+            "TLS 1.3 suites only, with TLS 1.3 not in ssl.enabled.protocols",
+        ),
         ({"ssl.client.auth": "sometimes"}, "Invalid value sometimes for configuration ssl.client"),
     ],
 )
@@ -90,17 +95,50 @@ def test_bad_settings_are_named(values: dict[str, str], message: str, pki: Pki) 
         server_context(ssl_listener(**values))
 
 
-def test_cipher_suites_restrict_tls12(pki: Pki) -> None:
+@pytest.mark.parametrize(
+    "suites",
+    [
+        "ECDHE-ECDSA-AES128-GCM-SHA256",  # OpenSSL's name
+        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",  # Kafka's (IANA, as Java names it)
+        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, TLS_AES_256_GCM_SHA384",
+    ],
+)
+def test_cipher_suites_restrict_tls12(pki: Pki, suites: str) -> None:
+    ctx = server_context(
+        ssl_listener(**{"ssl.keystore.location": str(pki.server), "ssl.cipher.suites": suites})
+    )
+    tls12 = [c["name"] for c in ctx.get_ciphers() if c["protocol"] == "TLSv1.2"]
+    assert tls12 == ["ECDHE-ECDSA-AES128-GCM-SHA256"]
+    assert ctx.minimum_version == ssl.TLSVersion.TLSv1_2
+
+
+def test_tls13_suites_alone_allow_tls13_only(pki: Pki) -> None:
     ctx = server_context(
         ssl_listener(
             **{
                 "ssl.keystore.location": str(pki.server),
-                "ssl.cipher.suites": "ECDHE-ECDSA-AES128-GCM-SHA256",
+                "ssl.cipher.suites": "TLS_AES_256_GCM_SHA384,TLS_AES_128_GCM_SHA256",
             }
         )
     )
-    tls12 = [c["name"] for c in ctx.get_ciphers() if c["protocol"] == "TLSv1.2"]
-    assert tls12 == ["ECDHE-ECDSA-AES128-GCM-SHA256"]
+    assert ctx.minimum_version == ssl.TLSVersion.TLSv1_3
+
+
+@pytest.mark.parametrize(
+    ("iana", "openssl"),
+    [
+        ("TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384", "ECDHE-RSA-AES256-GCM-SHA384"),
+        ("TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256", "ECDHE-ECDSA-CHACHA20-POLY1305"),
+        ("TLS_RSA_WITH_AES_128_CBC_SHA", "AES128-SHA"),
+        ("TLS_DHE_RSA_WITH_AES_256_CBC_SHA256", "DHE-RSA-AES256-SHA256"),
+        ("TLS_ECDHE_ECDSA_WITH_AES_128_CCM_8", "ECDHE-ECDSA-AES128-CCM8"),
+        ("TLS_ECDHE_RSA_WITH_CAMELLIA_128_CBC_SHA256", "ECDHE-RSA-CAMELLIA128-SHA256"),
+        ("ECDHE-RSA-AES128-SHA", "ECDHE-RSA-AES128-SHA"),
+        ("TLS_AES_128_GCM_SHA256", "TLS_AES_128_GCM_SHA256"),
+    ],
+)
+def test_kafka_suite_names_become_openssl_names(iana: str, openssl: str) -> None:
+    assert openssl_name(iana) == openssl
 
 
 def test_a_node_connects_to_a_sasl_ssl_listener_with_its_own_settings(pki: Pki) -> None:
