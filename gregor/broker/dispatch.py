@@ -10,7 +10,6 @@ Every request's handling time is charged to `request_percentage` quotas (request
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable
 from typing import Any
 
@@ -65,7 +64,7 @@ class Dispatcher:
             if not self.held.done():
                 return self._when_caught_up(conn, bytes(frame))
             self.held = None
-        started = time.perf_counter_ns()
+        started = self.services.clock.monotonic_s()
         try:
             key, version, correlation_id = peek_request(frame)
         except CorruptFrameError as exc:
@@ -110,12 +109,12 @@ class Dispatcher:
             return codec.encode_response(key, version, correlation_id, result)
         return self._finish(key, version, correlation_id, result, throttle)  # one that waits
 
-    def _charge(self, conn: Connection, ctx: RequestContext, request: Any, started: int) -> int:
+    def _charge(self, conn: Connection, ctx: RequestContext, request: Any, started: float) -> int:
         """request_percentage: charge the loop time since `started`; over the quota, mute the
         connection and return the throttle time for the response."""
         if self.requests.state() is None:
             return 0
-        elapsed = time.perf_counter_ns() - started
+        elapsed = int((self.services.clock.monotonic_s() - started) * 1e9)
         throttle = self.requests.charge(
             conn.attributes, ctx.header, request, elapsed, self.services.now_ms()
         )
@@ -130,7 +129,7 @@ class Dispatcher:
         frame: memoryview,
         ctx: RequestContext,
         request: Any,
-        started: int,
+        started: float,
     ) -> Output | Awaitable[Output] | None:
         """A Produce or Fetch under a client quota: Produce records its request's size before it
         is handled, Fetch its response's once encoded (a consumer asking for at most what fits

@@ -11,7 +11,6 @@ partition or a page larger than MAX_PAGE_SIZE is a BadInput, answered with a 400
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -20,6 +19,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
+from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.console import values
 from gregor.console.cluster import Cluster
 from gregor.console.errors import BadInput, Unavailable
@@ -150,8 +150,9 @@ class Reader:
     """A Consumer assigned to one partition at a time (never joining a group, never
     committing), closed with the reader."""
 
-    def __init__(self, settings: ConsoleSettings) -> None:
+    def __init__(self, settings: ConsoleSettings, clock: Clock = SYSTEM_CLOCK) -> None:
         self.timeout_s = settings.request_timeout_s
+        self.clock = clock
         conf = settings.kafka_config(
             **{
                 "group.id": "gregor-console",
@@ -176,9 +177,9 @@ class Reader:
         if start >= end:
             return out, False
         self.consumer.assign([TopicPartition(topic, partition, start)])
-        scanned, deadline = 0, time.monotonic() + self.timeout_s
+        scanned, deadline = 0, self.clock.monotonic_s() + self.timeout_s
         try:
-            while time.monotonic() < deadline:
+            while self.clock.monotonic_s() < deadline:
                 # no more than are left: back as soon as they came, not after a wait for more
                 left = max(1, min(_BATCH, end - start - scanned))
                 for m in self.consumer.consume(left, timeout=0.05):

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.console.cluster import Cluster
 from gregor.console.errors import ConsoleError, Unavailable
 from gregor.console.settings import ConsoleSettings
@@ -47,7 +47,7 @@ class Session:
 
 
 class Sessions:
-    def __init__(self, now_s: Any = time.monotonic) -> None:
+    def __init__(self, now_s: Any = SYSTEM_CLOCK.monotonic_s) -> None:
         self._by_id: OrderedDict[str, Session] = OrderedDict()
         self._now_s = now_s
 
@@ -80,7 +80,13 @@ class Sessions:
         return [s.cluster for s in self._by_id.values()]
 
 
-def sign_in(settings: ConsoleSettings, user: str, password: str, mechanism: str) -> Cluster:
+def sign_in(
+    settings: ConsoleSettings,
+    user: str,
+    password: str,
+    mechanism: str,
+    clock: Clock = SYSTEM_CLOCK,
+) -> Cluster:
     """Clients authenticated as `user`, once the cluster has accepted the credentials."""
     if not user or not password:
         raise Unauthorized("a user name and a password, please")
@@ -97,7 +103,7 @@ def sign_in(settings: ConsoleSettings, user: str, password: str, mechanism: str)
         "sasl.password": password,
     }
     cluster = Cluster(dataclasses.replace(settings, client_config=config))
-    deadline = time.monotonic() + settings.request_timeout_s
+    deadline = clock.monotonic_s() + settings.request_timeout_s
     while True:
         try:
             cluster.admin.list_topics(timeout=_PROBE_S)
@@ -106,7 +112,7 @@ def sign_in(settings: ConsoleSettings, user: str, password: str, mechanism: str)
             cluster.admin.poll(0)
         if cluster.auth_error is not None:
             raise Unauthorized(f"the cluster refused the login: {cluster.auth_error}")
-        if time.monotonic() >= deadline:
+        if clock.monotonic_s() >= deadline:
             raise Unavailable(
                 f"no answer from {settings.bootstrap} in {settings.request_timeout_s:g} s"
             )

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka.admin import OffsetSpec
 
+from gregor.clock import SYSTEM_CLOCK
 from gregor.console import groups, history
 from gregor.console.cluster import Cluster
 from gregor.console.errors import ConsoleError
@@ -34,7 +34,7 @@ async def run(
     into: history.History,
     interval_s: float,
     in_thread: Callable[..., Any],
-    now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    now_ms: Callable[[], int] = SYSTEM_CLOCK.now_ms,
 ) -> None:
     """Sample until cancelled."""
     while True:

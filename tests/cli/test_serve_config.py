@@ -114,7 +114,11 @@ def test_listen_sets_the_first_client_listener_and_keeps_the_others(tmp_path):
 
     listeners = "CONTROLLER://127.0.0.1:9094,INTERNAL://0.0.0.0:9092,EXTERNAL://0.0.0.0:9093"
     args = Namespace(
-        config=None, listen="127.0.0.1:0", data_dir=str(tmp_path), set=[f"listeners={listeners}"]
+        config=None,
+        listen="127.0.0.1:0",
+        data_dir=str(tmp_path),
+        set=[f"listeners={listeners}"],
+        metrics=None,
     )
     config = _load(args)
     assert config is not None

@@ -46,6 +46,17 @@ def external(cluster: LocalCluster) -> dict[str, object]:
     }
 
 
+def leader_of(admin: AdminClient, topic: str) -> int:
+    """Partition 0's leader, once the answering broker's metadata has the topic."""
+    deadline = time.monotonic() + 30
+    while True:
+        partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+        if 0 in partitions and partitions[0].leader >= 0:
+            return int(partitions[0].leader)
+        assert time.monotonic() < deadline, f"{topic} has no leader"
+        time.sleep(0.1)
+
+
 def isr_of(admin: AdminClient, topic: str) -> list[int]:
     return sorted(admin.list_topics(topic, timeout=10).topics[topic].partitions[0].isrs)
 
@@ -66,7 +77,7 @@ def test_a_follower_catches_up_over_the_internal_listener(cluster: LocalCluster)
     admin = AdminClient(external(cluster))
     config = {"min.insync.replicas": "2"}
     admin.create_topics([NewTopic("replicated", 1, 3, config=config)])["replicated"].result(30)
-    leader = admin.list_topics("replicated", timeout=10).topics["replicated"].partitions[0].leader
+    leader = leader_of(admin, "replicated")
     follower = next(i for i in cluster.broker_ids if i != leader)
     cluster.stop_node(follower)
     producer = ck.Producer({**external(cluster), "acks": "all"})
