@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from typing import Any, cast
 
 from gregor.broker.cluster_member import ClusterMember, networked_controller
 from gregor.broker.config import BrokerConfig
 from gregor.broker.listener_security import node_security
+from gregor.broker.node_metrics import NodeMetrics, node_metrics
 from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.controller.admin import Admin
 from gregor.handlers.context import Services
@@ -34,6 +36,8 @@ from gregor.metadata import meta_properties
 from gregor.metadata.cluster import ClusterView
 from gregor.metadata.config_view import BrokerConfigView
 from gregor.metadata.raft_store import RaftMetadataStore
+from gregor.metrics.collectors import BrokerSources
+from gregor.metrics.health import NodeHealth
 from gregor.protocol import codec
 from gregor.replication.purgatory import DelayedOperationPurgatory
 from gregor.runtime.process import (
@@ -98,6 +102,39 @@ class ControllerServer:
             security=node_security(config, membership),
         )
         self.member.serve_admin(_metadata_services(self, cluster))
+        self.started = self.stopping = False
+        self.metrics = self._build_metrics()
+
+    def _build_metrics(self) -> NodeMetrics | None:
+        """`metrics.listener` on a controller-only node: the controller's and Raft's metrics,
+        its listener's connections, the process; ready once the quorum has a leader."""
+        store, member = self.store, self.member
+
+        def by_listener(read: Callable[[Any], Any]) -> dict[str, Any]:
+            server = member.driver.server if member.driver is not None else None
+            return {} if server is None else {self._listener_name: read(server)}
+
+        sources = BrokerSources(
+            self.node_id, None, None, None, image=lambda: store.image,
+            raft=lambda: store.raft_node, active_controller=store.is_active,
+            connections=lambda: by_listener(lambda s: len(s.connections)),
+            socket_bytes=lambda: by_listener(lambda s: s.socket_bytes()),
+        )  # fmt: skip
+        value = self.config.get_str("metrics.listener")
+        metrics = node_metrics(value, sources, self._health, broker=False)
+        if metrics is not None:
+            store.on_commit_latency = sources.commit_latency.record
+        return metrics
+
+    @property
+    def _listener_name(self) -> str:
+        return self.config.controller_listener_config().name
+
+    def _health(self) -> NodeHealth:
+        """A controller registers nowhere: ready once it knows the quorum's leader and the
+        committed metadata."""
+        knows = self.store.leader_id is not None and self.store.caught_up
+        return NodeHealth(self.started, self.stopping, 0, False, knows)
 
     @property
     def cluster_id(self) -> str:
@@ -106,6 +143,8 @@ class ControllerServer:
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        if self.metrics is not None:  # first: live while the quorum forms
+            await self.metrics.start(self.ready_file)
         codec.compile_all()
         self.purgatory_driver.start()
         await self.member.start()
@@ -119,14 +158,18 @@ class ControllerServer:
             self.cluster_id,
             self.config.log_dirs[0],
         )
+        self.started = True
         if self.ready_file:
             write_ready_file(self.ready_file, server.host, server.port)
 
     async def stop(self) -> None:
         log.info("shutting down")
+        self.stopping = True
         await self.member.stop()  # the active controller resigns first
         self.purgatory_driver.stop()
         self.store.close()
+        if self.metrics is not None:
+            await self.metrics.stop()
         log.info("shut down cleanly")
 
     async def run(self) -> None:

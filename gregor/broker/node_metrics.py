@@ -29,12 +29,17 @@ log = logging.getLogger("gregor.metrics")
 
 class NodeMetrics:
     def __init__(
-        self, host: str, port: int, sources: BrokerSources, health: Callable[[], NodeHealth]
+        self,
+        host: str,
+        port: int,
+        sources: BrokerSources,
+        health: Callable[[], NodeHealth],
+        broker: bool = True,
     ):
         self.sources = sources
         self.health = health
         registry = CollectorRegistry(auto_describe=False)
-        for collector in collectors(sources):
+        for collector in collectors(sources, broker):
             registry.register(collector)
         ProcessCollector(registry=registry)
         self.listener = MetricsListener(
@@ -61,13 +66,17 @@ class NodeMetrics:
 
 
 def node_metrics(
-    value: str | None, sources: BrokerSources, health: Callable[[], NodeHealth]
+    value: str | None,
+    sources: BrokerSources,
+    health: Callable[[], NodeHealth],
+    broker: bool = True,
 ) -> NodeMetrics | None:
-    """The node's metrics if `metrics.listener` (`value`) is set, else None."""
+    """The node's metrics if `metrics.listener` (`value`) is set, else None; `broker` False
+    for a controller-only node."""
     if not value:
         return None
     host, port = parse_listener(value)
-    return NodeMetrics(host, port, sources, health)
+    return NodeMetrics(host, port, sources, health, broker)
 
 
 def image_fenced(image: Any, node_id: int) -> bool:

@@ -86,7 +86,7 @@ def check_ports_free(config: BrokerConfig, listen_option: str) -> None:
     if console is not None and config.membership().is_broker:
         wanted.append((console, "console.listener"))
     metrics = config.get_str("metrics.listener")
-    if metrics and config.membership().is_broker:
+    if metrics:
         wanted.append((parse_http_listener(metrics), "metrics.listener (--metrics HOST:PORT)"))
     for (host, port), option in wanted:
         if port == 0:

@@ -2,8 +2,9 @@
 (names.py), read at scrape time (collectors.py) from counters the hot paths bump (stats.py), and
 the readiness decision (health.py). Sans-I/O: the HTTP listener is a driver
 (runtime/metrics_listener.py), wired in broker/node_metrics.py. Served when `metrics.listener`
-is set (`gregor serve --metrics HOST:PORT`), on broker nodes (a controller-only node serves
-none yet).
+is set (`gregor serve --metrics HOST:PORT`), on every node: a controller-only node serves the
+controller's, Raft's, its listener's and the process's (it has no partitions or groups), and
+is ready once it knows the quorum's leader and the committed metadata.
 
 Broker topic metrics (counters; `{topic}`, and the all-topics series without a label):
     kafka_server_brokertopicmetrics_messagesin_total       records appended by clients

@@ -321,8 +321,11 @@ class NetworkCollector:
         )
 
 
-def collectors(sources: BrokerSources) -> list[Any]:
-    """Every collector of a broker node."""
+def collectors(sources: BrokerSources, broker: bool = True) -> list[Any]:
+    """Every collector of a broker node; of a controller-only node (`broker` False, no
+    partitions, groups or client listener): the controller's, Raft's and its listener's."""
+    if not broker:
+        return [ControllerCollector(sources), NetworkCollector(sources)]
     return [
         TopicCollector(sources.topic_stats, sources.image),
         RequestCollector(sources.requests),

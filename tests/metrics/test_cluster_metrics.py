@@ -76,3 +76,52 @@ def test_under_replicated_partitions_after_a_sigkill_and_back(tmp_path: Path) ->
             expands = prom.value("sum(kafka_server_replicamanager_isrexpands_total)")
             assert expands is not None and expands >= 1
             assert shrinks is not None
+
+
+def test_a_controller_only_node_serves_the_controller_and_raft_metrics(tmp_path: Path) -> None:
+    cluster = LocalCluster(
+        1,
+        controllers=1,
+        base_dir=str(tmp_path / "cluster"),
+        config={**CONFIG, "metrics.listener": "http://127.0.0.1:0"},
+    )
+    with cluster:
+        controller, broker = cluster.controller_ids[0], cluster.broker_ids[0]
+        url = cluster.nodes[controller].metrics_url
+        assert url is not None
+        wait_for("the controller ready", lambda: _ready(url))
+        cluster.wait_for_brokers()
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("counted", 4, 1)])["counted"].result(timeout=30)
+
+        def scraped() -> dict[str, float]:
+            status, text = get(url + "/metrics")
+            assert status == 200
+            wanted = {
+                "kafka_controller_kafkacontroller_activecontrollercount",
+                "kafka_controller_kafkacontroller_globaltopiccount",
+                "kafka_controller_kafkacontroller_globalpartitioncount",
+                "kafka_controller_kafkacontroller_activebrokercount",
+                "kafka_server_raft_metrics_current_leader",
+            }
+            return {
+                line.split(" ")[0]: float(line.split(" ")[1])
+                for line in text.splitlines()
+                if line.split(" ")[0] in wanted
+            }
+
+        found = wait_for(
+            "the topic in the controller's metrics",
+            lambda: (
+                (m := scraped()).get("kafka_controller_kafkacontroller_globaltopiccount") == 1 and m
+            ),
+        )
+        assert found["kafka_controller_kafkacontroller_activecontrollercount"] == 1
+        assert found["kafka_controller_kafkacontroller_globalpartitioncount"] == 4
+        assert found["kafka_controller_kafkacontroller_activebrokercount"] == 1
+        assert found["kafka_server_raft_metrics_current_leader"] == controller
+        # a controller has no partitions, groups or client listener: none of their families
+        text = get(url + "/metrics")[1]
+        assert "kafka_server_replicamanager_" not in text
+        assert "kafka_server_socket_server_metrics_connection_count" in text
+        assert cluster.nodes[broker].metrics_url is not None
