@@ -272,12 +272,12 @@ class GroupCollector:
             for group_id, committed in sorted(shard.offsets.items()):
                 lags = []
                 for (topic, index), om in sorted(committed.items()):
+                    key = [group_id, topic, str(index)]
+                    offset.add_metric(key, om.offset)  # every partition: joinable in PromQL
                     p = replicas.get(topic, index)
                     if p is None:
                         continue  # not hosted here: its end is another broker's to say
-                    key = [group_id, topic, str(index)]
                     value = max(0, p.log.high_watermark - om.offset)
-                    offset.add_metric(key, om.offset)
                     lag.add_metric(key, value)
                     lags.append(value)
                 if lags:

@@ -6,10 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from gregor.testing.cluster import LocalCluster, free_ports
-from tests.metrics.helpers import HAVE_PROMETHEUS, get, host_port, prometheus, wait_for
+from tests.metrics.helpers import (
+    HAVE_PROMETHEUS,
+    Prometheus,
+    get,
+    host_port,
+    prometheus,
+    wait_for,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -76,6 +84,40 @@ def test_under_replicated_partitions_after_a_sigkill_and_back(tmp_path: Path) ->
             expands = prom.value("sum(kafka_server_replicamanager_isrexpands_total)")
             assert expands is not None and expands >= 1
             assert shrinks is not None
+            _lag_of_every_partition_by_a_join(cluster, admin, prom)
+
+
+def _lag_of_every_partition_by_a_join(
+    cluster: LocalCluster, admin: AdminClient, prom: Prometheus
+) -> None:
+    """One replica per partition, spread over the nodes: the group's coordinator hosts at most
+    some of them, and the README's PromQL join still gives every partition's lag."""
+    admin.create_topics([NewTopic("spread", 3, 1)])["spread"].result(timeout=30)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap})
+    for p in range(3):
+        for i in range(5):
+            producer.produce("spread", b"%d" % i, partition=p)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "joined"})
+    try:
+        consumer.commit(
+            offsets=[TopicPartition("spread", p, 2) for p in range(3)], asynchronous=False
+        )
+    finally:
+        consumer.close()
+    joined = (
+        'max by (topic, partition) (kafka_log_log_logendoffset{topic="spread"}) - on (topic, '
+        'partition) group_right kafka_consumergroup_group_offset{group="joined"}'
+    )
+    lags = wait_for(
+        "the lag of every partition",
+        lambda: (found := prom.query(joined)) and len(found) == 3 and found,
+    )
+    assert sorted((r["metric"]["partition"], r["value"][1]) for r in lags) == [
+        ("0", "3"),
+        ("1", "3"),
+        ("2", "3"),
+    ]
 
 
 def test_a_controller_only_node_serves_the_controller_and_raft_metrics(tmp_path: Path) -> None:
