@@ -235,12 +235,15 @@ def raw(
     from --command-config); an unreachable address or a refused login is a CliError."""
     import ssl
 
-    from gregor.cli.raw_security import raw_security
+    from gregor.security.client_properties import connect_args
     from gregor.testing.raw_client import RawClient
 
-    connect_args = raw_security(settings or {})()
     try:
-        return RawClient(address, client_id=client_id, timeout_s=timeout_s, **connect_args)
+        secured = connect_args(settings or {})()
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        return RawClient(address, client_id=client_id, timeout_s=timeout_s, **secured)
     except TimeoutError:
         raise CliError(f"cannot reach {address} (no answer in {timeout_s:g} s)") from None
     except PermissionError as exc:

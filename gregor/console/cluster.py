@@ -170,12 +170,11 @@ class Cluster:
         )  # fmt: skip
 
     def _quorum(self) -> tuple[wire.Quorum | None, str | None]:
-        if not self.settings.plaintext:
-            return None, "DescribeQuorum is asked with gregor's own codec, which has no TLS or SASL"
         reasons = []
+        props = self.settings.client_config
         for address in self.settings.bootstrap.split(","):
             try:
-                return wire.describe_quorum(address.strip(), self.timeout_s), None
+                return wire.describe_quorum(address.strip(), self.timeout_s, props), None
             except wire.WireError as exc:
                 reasons.append(str(exc))
         return None, "; ".join(reasons) or "no bootstrap address"
@@ -197,12 +196,12 @@ class Cluster:
     def sizes(self, md: Any) -> dict[tuple[str, int], int] | None:
         """Each partition's size on its leader (DescribeLogDirs of every broker); None when
         no broker could be asked."""
-        if not self.settings.plaintext:
-            return None
         by_broker: dict[int, dict[tuple[str, int], int]] = {}
+        props = self.settings.client_config
         for b in md.brokers.values():
             try:
-                by_broker[b.id] = wire.partition_sizes(f"{b.host}:{b.port}", self.timeout_s)
+                where = f"{b.host}:{b.port}"
+                by_broker[b.id] = wire.partition_sizes(where, self.timeout_s, props)
             except wire.WireError as exc:
                 log.info("DescribeLogDirs of broker %d: %s", b.id, exc)
         if not by_broker:

@@ -35,12 +35,6 @@ class ConsoleSettings:
         conf["logger"] = client_logger(self.verbose)
         return conf
 
-    @property
-    def plaintext(self) -> bool:
-        """Whether our own codec may speak to the brokers (it has no TLS or SASL)."""
-        protocol = str(self.client_config.get("security.protocol", "PLAINTEXT")).upper()
-        return protocol == "PLAINTEXT"
-
 
 def client_logger(verbose: bool) -> logging.Logger:
     """The logger the console's clients write librdkafka's lines to: passed on to the

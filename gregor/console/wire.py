@@ -1,14 +1,15 @@
 """The two Kafka APIs confluent-kafka does not expose, asked with our own codec over one
 blocking socket: DescribeQuorum (the metadata quorum's leader and each voter's lag) and
-DescribeLogDirs (partition sizes). Any Kafka-protocol broker answers them on a plaintext
-listener; over TLS or SASL (which our codec does not speak) the console says they are
-unavailable instead.
+DescribeLogDirs (partition sizes), over TLS and SASL as the console's client settings say
+(security/client_properties.py: librdkafka's names).
 """
 
 from __future__ import annotations
 
+import itertools
 import socket
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ from gregor.protocol.messages import (
     DescribeLogDirsRequest,
     DescribeQuorumRequest,
 )
+from gregor.security.client_properties import authenticate, connect_args
 
 CLIENT_ID = "gregor-console"
 METADATA_TOPIC = "__cluster_metadata"
@@ -27,21 +29,33 @@ class WireError(Exception):
     """A broker that could not be asked, or answered with an error: one readable line."""
 
 
-def _call(address: str, api_key: int, body: Any, timeout_s: float) -> Any:
-    """`body` sent to `address` at the newest version both sides speak, and its answer."""
+def _call(address: str, api_key: int, body: Any, timeout_s: float, props: Mapping[str, Any]) -> Any:
+    """`body` sent to `address` at the newest version both sides speak, and its answer;
+    `props`: the client settings (TLS and SASL)."""
     host, _, port = address.rpartition(":")
+    host = host.strip("[]")
     try:
-        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s)
+        secured = connect_args(props)()
+        sock = socket.create_connection((host, int(port)), timeout=timeout_s)
     except (OSError, ValueError) as exc:
         raise WireError(f"cannot reach {address}: {exc}") from None
+    correlation = itertools.count(1)
+
+    def call(key: int, version: int, request: Any) -> Any:
+        return _exchange(sock, key, version, next(correlation), request)
+
     try:
-        versions = _exchange(sock, api_keys.API_VERSIONS, 0, 1, ApiVersionsRequest())
+        if secured["ssl_context"] is not None:
+            sock = secured["ssl_context"].wrap_socket(sock, server_hostname=host)
+        if "sasl" in secured:
+            authenticate(call, *secured["sasl"])
+        versions = call(api_keys.API_VERSIONS, 0, ApiVersionsRequest())
         ours = api_keys.BY_KEY[api_key]
         theirs = next((a for a in versions.api_keys if a.api_key == api_key), None)
         if theirs is None or theirs.max_version < ours.min_version:
             raise WireError(f"{address} does not serve {ours.name}")
-        return _exchange(sock, api_key, min(theirs.max_version, ours.max_version), 2, body)
-    except OSError as exc:
+        return call(api_key, min(theirs.max_version, ours.max_version), body)
+    except OSError as exc:  # PermissionError (a refused login) and ssl.SSLError among them
         raise WireError(f"{address}: {exc}") from None
     finally:
         sock.close()
@@ -83,15 +97,14 @@ class Quorum:
     replicas: list[Voter]
 
 
-def describe_quorum(address: str, timeout_s: float) -> Quorum:
+def describe_quorum(address: str, timeout_s: float, props: Mapping[str, Any]) -> Quorum:
     """The metadata quorum as `address` (any broker, or a controller) describes it."""
     topic = DescribeQuorumRequest.TopicData(
         topic_name=METADATA_TOPIC,
         partitions=[DescribeQuorumRequest.PartitionData(partition_index=0)],
     )
-    answer = _call(
-        address, api_keys.DESCRIBE_QUORUM, DescribeQuorumRequest(topics=[topic]), timeout_s
-    )
+    request = DescribeQuorumRequest(topics=[topic])
+    answer = _call(address, api_keys.DESCRIBE_QUORUM, request, timeout_s, props)
     if answer.error_code != errors.NONE:
         raise WireError(f"DescribeQuorum: {errors.name_of(answer.error_code)}")
     if not answer.topics or not answer.topics[0].partitions:
@@ -115,12 +128,13 @@ def describe_quorum(address: str, timeout_s: float) -> Quorum:
     return Quorum(part.leader_id, part.leader_epoch, part.high_watermark, replicas)
 
 
-def partition_sizes(address: str, timeout_s: float) -> dict[tuple[str, int], int]:
+def partition_sizes(
+    address: str, timeout_s: float, props: Mapping[str, Any]
+) -> dict[tuple[str, int], int]:
     """The size in bytes of every partition replica on the broker at `address` (the current
     replica, not a future one being moved between its dirs)."""
-    answer = _call(
-        address, api_keys.DESCRIBE_LOG_DIRS, DescribeLogDirsRequest(topics=None), timeout_s
-    )
+    request = DescribeLogDirsRequest(topics=None)
+    answer = _call(address, api_keys.DESCRIBE_LOG_DIRS, request, timeout_s, props)
     if getattr(answer, "error_code", errors.NONE) != errors.NONE:
         raise WireError(f"DescribeLogDirs: {errors.name_of(answer.error_code)}")
     sizes: dict[tuple[str, int], int] = {}

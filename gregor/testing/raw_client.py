@@ -22,6 +22,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from gregor.protocol import codec
+from gregor.security.client_properties import authenticate
 
 if TYPE_CHECKING:
     from gregor.security.sasl_client import SaslClient
@@ -47,27 +48,10 @@ class RawClient:
             if ssl_context is not None:
                 self.sock = ssl_context.wrap_socket(self.sock, server_hostname=host)
             if sasl is not None:
-                self._authenticate(*sasl)
+                authenticate(self.call, *sasl)
         except BaseException:
             self.sock.close()
             raise
-
-    def _authenticate(self, mechanism: str, client: SaslClient) -> None:
-        from gregor.protocol import api_keys
-
-        shake = codec.message_class(api_keys.SASL_HANDSHAKE, "request")
-        answer = self.call(api_keys.SASL_HANDSHAKE, 1, shake(mechanism=mechanism))
-        if answer.error_code != 0:
-            enabled = ", ".join(answer.mechanisms) or "none"
-            raise PermissionError(f"SASL mechanism {mechanism} not enabled (enabled: {enabled})")
-        authenticate = codec.message_class(api_keys.SASL_AUTHENTICATE, "request")
-        token: bytes | None = client.initial()
-        while token is not None:
-            answer = self.call(api_keys.SASL_AUTHENTICATE, 1, authenticate(auth_bytes=token))
-            if answer.error_code != 0:
-                why = answer.error_message or f"error {answer.error_code}"
-                raise PermissionError(f"SASL authentication failed: {why}")
-            token = client.respond(bytes(answer.auth_bytes))
 
     def encode(self, key: int, version: int, body: Any) -> bytes:
         """A whole request frame with the next correlation id (to send with `send_raw`)."""

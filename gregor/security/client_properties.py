@@ -1,6 +1,7 @@
-"""The TLS context and SASL exchange of the commands' own-codec requests (the APIs
-confluent-kafka does not expose: quotas, DescribeQuorum, DescribeCluster v2, ...), built from
-the same client properties `--command-config` gives librdkafka, with librdkafka's names:
+"""The TLS context and SASL client of a connection made with gregor's own codec (the commands'
+and the console's requests for the APIs confluent-kafka does not expose: quotas,
+DescribeQuorum, DescribeCluster v2, DescribeLogDirs), from the same client properties
+librdkafka is given, with librdkafka's names:
 
     security.protocol                  PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
     ssl.ca.location / ssl.ca.pem       the CA to trust (else the system's)
@@ -11,7 +12,8 @@ the same client properties `--command-config` gives librdkafka, with librdkafka'
     sasl.mechanism(s)                  PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (with sasl.username
                                        and sasl.password)
 
-Anything it cannot do (OAUTHBEARER, GSSAPI) is a CliError in one line.
+Anything it cannot do (OAUTHBEARER, GSSAPI) is a ValueError in one line. `authenticate` runs
+the SASL exchange over any request-response call.
 """
 
 from __future__ import annotations
@@ -22,18 +24,20 @@ import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gregor.cli.errors import CliError
+from gregor.protocol import api_keys, codec
+from gregor.security.sasl_client import SaslClient
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 ConnectArgs = Callable[[], dict[str, Any]]
 
 
-def raw_security(props: Mapping[str, str]) -> ConnectArgs:
-    """What RawClient takes to connect as `props` say (a fresh SASL client per connection)."""
+def connect_args(props: Mapping[str, Any]) -> ConnectArgs:
+    """What a connection takes to connect as `props` say (`ssl_context`, and `sasl`: the
+    mechanism and a fresh SASL client for each connection)."""
     protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
     if protocol not in PROTOCOLS:
-        raise CliError(
+        raise ValueError(
             f"security.protocol={protocol}: use one of {', '.join(PROTOCOLS)} (--command-config)"
         )
     context = _tls(props) if protocol in ("SSL", "SASL_SSL") else None
@@ -48,13 +52,13 @@ def raw_security(props: Mapping[str, str]) -> ConnectArgs:
     return connect_args
 
 
-def _sasl(props: Mapping[str, str]) -> tuple[str, Callable[[], Any]]:
+def _sasl(props: Mapping[str, Any]) -> tuple[str, Callable[[], Any]]:
     from gregor.security.sasl_client import CLIENTS
 
     mechanism = (props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "GSSAPI").strip()
     factory = CLIENTS.get(mechanism.upper())
     if factory is None:
-        raise CliError(
+        raise ValueError(
             f"sasl.mechanism={mechanism}: this command authenticates with "
             f"{', '.join(sorted(CLIENTS))} (--command-config)"
         )
@@ -63,11 +67,11 @@ def _sasl(props: Mapping[str, str]) -> tuple[str, Callable[[], Any]]:
         "password": props.get("sasl.password", ""),
     }
     if not options["username"] or not options["password"]:
-        raise CliError(f"sasl.mechanism={mechanism} needs sasl.username and sasl.password")
+        raise ValueError(f"sasl.mechanism={mechanism} needs sasl.username and sasl.password")
     return mechanism.upper(), lambda: factory(options)
 
 
-def _tls(props: Mapping[str, str]) -> ssl.SSLContext:
+def _tls(props: Mapping[str, Any]) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     verify = props.get("enable.ssl.certificate.verification", "true").strip().lower() != "false"
     algorithm = props.get("ssl.endpoint.identification.algorithm", "https").strip().lower()
@@ -82,11 +86,11 @@ def _tls(props: Mapping[str, str]) -> ssl.SSLContext:
             context.load_default_certs()
         _client_certificate(context, props)
     except (OSError, ssl.SSLError) as exc:
-        raise CliError(f"TLS settings in --command-config: {exc.strerror or exc}") from None
+        raise ValueError(f"TLS settings in --command-config: {exc.strerror or exc}") from None
     return context
 
 
-def _client_certificate(context: ssl.SSLContext, props: Mapping[str, str]) -> None:
+def _client_certificate(context: ssl.SSLContext, props: Mapping[str, Any]) -> None:
     password = props.get("ssl.key.password") or None
     cert, key = props.get("ssl.certificate.location"), props.get("ssl.key.location")
     if cert:
@@ -103,3 +107,21 @@ def _client_certificate(context: ssl.SSLContext, props: Mapping[str, str]) -> No
         context.load_cert_chain(path, None, password)
     finally:
         os.unlink(path)
+
+
+def authenticate(call: Callable[[int, int, Any], Any], mechanism: str, client: SaslClient) -> None:
+    """SaslHandshake v1, then SaslAuthenticate v1 until `client` is done, through `call(key,
+    version, body) -> response`; a PermissionError saying why when refused."""
+    shake = codec.message_class(api_keys.SASL_HANDSHAKE, "request")
+    answer = call(api_keys.SASL_HANDSHAKE, 1, shake(mechanism=mechanism))
+    if answer.error_code != 0:
+        enabled = ", ".join(answer.mechanisms) or "none"
+        raise PermissionError(f"SASL mechanism {mechanism} not enabled (enabled: {enabled})")
+    request = codec.message_class(api_keys.SASL_AUTHENTICATE, "request")
+    token: bytes | None = client.initial()
+    while token is not None:
+        answer = call(api_keys.SASL_AUTHENTICATE, 1, request(auth_bytes=token))
+        if answer.error_code != 0:
+            why = answer.error_message or f"error {answer.error_code}"
+            raise PermissionError(f"SASL authentication failed: {why}")
+        token = client.respond(bytes(answer.auth_bytes))
