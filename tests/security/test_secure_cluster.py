@@ -219,8 +219,14 @@ def test_what_only_nodes_send_needs_cluster_action(cluster: LocalCluster, pki: P
         )
         quorum = peer.call(api_keys.DESCRIBE_QUORUM, 2, DescribeQuorumRequest(topics=[metadata]))
         assert quorum.error_code == 0
-    with raw_sasl_ssl(cluster.broker_ports[node], pki, "alice") as warm:
-        warm.call(api_keys.METADATA, 12, MetadataRequest(topics=[]))  # caught up (a restart)
+    deadline = time.monotonic() + 90  # a node restarted by the test before: caught up again
+    while True:
+        try:
+            with raw_sasl_ssl(cluster.broker_ports[node], pki, "alice") as warm:
+                warm.call(api_keys.METADATA, 12, MetadataRequest(topics=[]))
+            break
+        except OSError:  # its requests are held until it has caught up (a timeout here)
+            assert time.monotonic() < deadline, f"node {node} did not catch up"
     with raw_sasl_ssl(cluster.broker_ports[node], pki, "alice") as alice:
         marker = WriteTxnMarkersRequest.WritableTxnMarker(
             producer_id=1, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
