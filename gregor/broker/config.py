@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -34,6 +33,7 @@ from gregor.broker.security_settings import (
     protocol_map,
 )
 from gregor.metadata.config_defs import BROKER_CONFIGS, ConfigError
+from gregor.properties import PropertiesError, parse_properties
 from gregor.runtime.raft_driver import parse_voters
 from gregor.security.listener_config import ListenerConfig, protocol_of
 
@@ -44,33 +44,19 @@ ROLES = frozenset({"broker", "controller"})
 # node, refused with the other quorum settings (exit 1), not a bad command line.
 CHECKED_BY_MEMBERSHIP = frozenset({"process.roles"})
 MAX_PORT = 65535
-# a key (escaped characters allowed), its separator (=, : or white space), the value
-_PROPERTY = re.compile(r"^((?:[^\s:=\\]|\\.)+)\s*[:=\s]?\s*(.*)$")
 
 
 def read_properties(path: str) -> dict[str, str]:
-    """Java .properties, as server.properties and client config files use them: `key=value`,
-    `key: value` or `key value` lines; `#` and `!` start comments; a trailing backslash
-    continues a line (the next one's leading white space dropped); a backslash escapes a
-    separator in a key. OSError and UnicodeDecodeError reach the caller, which names the flag."""
+    """A Java .properties file, as server.properties and client config files use them (the
+    exact `java.util.Properties` syntax: gregor.properties), each value trimmed as Kafka's
+    ConfigDef trims it. OSError and UnicodeDecodeError reach the caller, which names the flag;
+    a malformed escape is a ConfigError naming the file and line."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    out: dict[str, str] = {}
-    logical = ""
-    # a last line ending in a backslash continues into nothing
-    for raw in [*text.splitlines(), ""]:
-        line = raw.lstrip() if logical else raw.strip()
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            logical += line[:-1]
-            continue
-        logical += line
-        found = _PROPERTY.match(logical)
-        key, value = (found[1], found[2]) if found else (logical, "")
-        out[key.replace("\\", "")] = value.rstrip()
-        logical = ""
-    return out
+    try:
+        return {key: value.strip() for key, value in parse_properties(text).items()}
+    except PropertiesError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
 
 
 def parse_overrides(items: Iterable[str]) -> dict[str, str]:

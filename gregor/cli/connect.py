@@ -90,9 +90,12 @@ def read_properties(path: str, flag: str = "--command-config") -> dict[str, str]
     """A Java-properties file of client settings (the broker's reader); a file that cannot be
     read is a CliError naming `flag`."""
     from gregor.broker.config import read_properties as read
+    from gregor.metadata.config_defs import ConfigError
 
     try:
         return read(path)
+    except ConfigError as exc:
+        raise CliError(f"{flag} {exc}") from None
     except OSError as exc:
         raise CliError(f"{flag} {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:

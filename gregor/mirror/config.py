@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from gregor.mirror import filters
 from gregor.mirror.filters import ConfigPropertyFilter, NameFilter
 from gregor.mirror.policy import DefaultReplicationPolicy, IdentityReplicationPolicy, policy_class
-from gregor.mirror.properties import PropertiesError, parse_properties
+from gregor.properties import PropertiesError, parse_properties
 
 CLIENT_ROLES = ("producer", "consumer", "admin")
 _ALIAS = re.compile(r"[a-zA-Z0-9._-]+")

@@ -92,6 +92,32 @@ def test_one_properties_reader_for_broker_and_clients(tmp_path):
     assert config.log_dirs == ["/a", "/b"]
 
 
+def test_properties_escapes_follow_java(tmp_path):
+    """Escapes as java.util.Properties reads them: a unicode escape, an escaped backslash at a
+    line's end (no continuation), escaped separators kept in a value; a malformed unicode
+    escape is one error naming the file and the line, for the broker and for the commands."""
+    from gregor.cli import connect
+    from gregor.cli.errors import CliError
+
+    props = tmp_path / "escapes.properties"
+    props.write_text(
+        'sasl.jaas.config=user_alice="caf\\u00e9"\n'
+        "ssl.keystore.location=C:\\\\certs\\\\\n"
+        "next.key = a\\=b\\:c \n"
+    )
+    assert read_properties(str(props)) == {
+        "sasl.jaas.config": 'user_alice="caf\u00e9"',
+        "ssl.keystore.location": "C:\\certs\\",
+        "next.key": "a=b:c",
+    }
+    bad = tmp_path / "bad.properties"
+    bad.write_text("num.partitions=1\nclient.id=\\u12\n")
+    with pytest.raises(ConfigError, match=r"bad.properties: line 2: malformed"):
+        read_properties(str(bad))
+    with pytest.raises(CliError, match=r"^--command-config .*bad.properties: line 2: malformed"):
+        connect.read_properties(str(bad))
+
+
 def test_unreadable_properties_name_each_callers_flag(tmp_path):
     from gregor.cli import connect
     from gregor.cli.errors import CliError

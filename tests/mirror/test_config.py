@@ -8,7 +8,7 @@ import pytest
 
 from gregor.mirror.config import ConfigError, MirrorMakerConfig, load
 from gregor.mirror.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
-from gregor.mirror.properties import parse_properties
+from gregor.properties import parse_properties
 
 pytestmark = pytest.mark.unit
 

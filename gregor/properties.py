@@ -1,4 +1,5 @@
-"""Java's `.properties` syntax (`java.util.Properties.load`), the format of `mm2.properties`.
+"""Java's `.properties` syntax (`java.util.Properties.load`): `server.properties`, client
+config files (`--command-config`) and `mm2.properties`.
 
 - A logical line is one or more natural lines (ended by `\\n`, `\\r` or `\\r\\n`); a natural line
   ending in an odd number of backslashes continues on the next, whose leading whitespace is

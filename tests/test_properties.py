@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gregor.mirror.properties import PropertiesError, parse_properties
+from gregor.properties import PropertiesError, parse_properties
 
 pytestmark = pytest.mark.unit
 
