@@ -58,6 +58,7 @@ leadership changes call them. No I/O and no event loop: the caller decides how t
 
 from __future__ import annotations
 
+import functools
 import logging
 import struct
 import uuid
@@ -234,8 +235,9 @@ class Partition:
     # Told (old ISR size, new ISR size) when the controller commits an ISR change of ours.
     on_isr_committed: Callable[[int, int], None] | None = None
 
-    @property
+    @functools.cached_property
     def name(self) -> str:
+        """topic-index, as messages name the partition (built once: a produce reads it)."""
         return f"{self.topic}-{self.index}"
 
     @property
