@@ -427,7 +427,7 @@ class Report:
         self, text: str, case: str, path: str, goal: float, above: bool, unit: str = ""
     ) -> list[str]:
         out = []
-        for t in self.trees:
+        for t in self.trees[: self.compared]:  # a reference column (`extra`) measures less
             v = self.median(case, t, path)
             if v is None:
                 out.append(f"{text} [{t.label}]: not measured")
