@@ -332,6 +332,13 @@ def timed_restart(tree: Tree, broker: Broker, n: int) -> dict[str, float]:
 def brief(case: str, tree: Tree, r: dict[str, Any]) -> str:
     if "error" in r and "produce" not in r:
         return f"{case:>8} {tree.label}: ERROR {r['error']}"
+    if tree is NULL_BROKER:
+        produce = r.get("produce", {})
+        err = r.get("error") or produce.get("error")
+        return (
+            f"{case:>8} {tree.label}: produce {produce.get('records_per_s', 0):,.0f} rec/s, "
+            f"server CPU {r.get('server_cpu_s', 0):.2f} s" + (f"  ERROR {err}" if err else "")
+        )
     pp = r.get("per_partition", {})
     bits = [
         f"create {r.get('create_s', 0):.2f}s",
