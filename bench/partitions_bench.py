@@ -34,6 +34,11 @@ gregor.testing.Broker, data under `--dir`) and measures, in order:
   started again: ready_s and leaders_s as above. (A restart that finds its port taken by
   another process's connection meanwhile is tried again; `port_taken_tries` counts those.)
 
+`--null-broker` adds a column measured against bench/null_broker.py (a Kafka-protocol server
+that does no broker work: no validation, no disk), the same produce with the same warm-up: the
+client's own limit on this machine, against which the trees' figures are read (only the
+produce rate and the server's CPU seconds, `server_cpu_s`, are measured there).
+
 Printed and written to bench/results/partitions-<date>[-quick].md and .json. Goals (issue 14):
 produce over 1,000 partitions >= 0.7x produce over 8 (same tree, same run); memory per idle
 partition < 20 KiB at the largest case; start < 10 s at the largest case, clean and after a kill.
@@ -275,6 +280,48 @@ def run_case(tree: Tree, case: str, cfg: argparse.Namespace, base_dir: str) -> d
     return out
 
 
+NULL_BROKER = Tree("null-broker", os.path.join(HERE, "null_broker.py"))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of a process so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_null_case(case: str, cfg: argparse.Namespace) -> dict[str, Any]:
+    """The produce of `run_case` against bench/null_broker.py: the client's own limit."""
+    topics, parts = parse_case(case)
+    out: dict[str, Any] = {"topics": topics, "partitions": topics * parts}
+    null = subprocess.Popen(
+        [sys.executable, NULL_BROKER.path, "--port", "0", "--partitions", str(parts)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert null.stdout is not None
+        line = null.stdout.readline().strip()
+        if not line.startswith("listening "):
+            raise RuntimeError(f"the null broker did not start: {line!r}")
+        c0 = cpu_seconds(null.pid)
+        out["produce"] = run_json(
+            produce_cmd(
+                line.split()[1],
+                case,
+                ["--count", cfg.records, "--max-seconds", cfg.max_seconds, "--warmup-each"],
+            ),
+            timeout=cfg.max_seconds + 900,
+        )
+        out["server_cpu_s"] = cpu_seconds(null.pid) - c0
+    except Exception as exc:
+        out["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        null.terminate()
+        null.wait(30)
+    return out
+
+
 def timed_restart(tree: Tree, broker: Broker, n: int) -> dict[str, float]:
     ready, failed = restart_broker(tree, broker)
     t0 = time.perf_counter() - ready  # the start of the attempt that succeeded
@@ -285,6 +332,13 @@ def timed_restart(tree: Tree, broker: Broker, n: int) -> dict[str, float]:
 def brief(case: str, tree: Tree, r: dict[str, Any]) -> str:
     if "error" in r and "produce" not in r:
         return f"{case:>8} {tree.label}: ERROR {r['error']}"
+    if tree is NULL_BROKER:
+        produce = r.get("produce", {})
+        err = r.get("error") or produce.get("error")
+        return (
+            f"{case:>8} {tree.label}: produce {produce.get('records_per_s', 0):,.0f} rec/s, "
+            f"server CPU {r.get('server_cpu_s', 0):.2f} s" + (f"  ERROR {err}" if err else "")
+        )
     pp = r.get("per_partition", {})
     bits = [
         f"create {r.get('create_s', 0):.2f}s",
@@ -372,6 +426,11 @@ def main() -> int:
         default=1,
         help="runs of a case of 5,000 partitions or more, unless --runs is given (default 1)",
     )
+    ap.add_argument(
+        "--null-broker",
+        action="store_true",
+        help="also produce to bench/null_broker.py (no broker work): the client's own limit",
+    )
     ap.add_argument("--records", type=int, help="timed records per produce (default 50,000)")
     ap.add_argument("--max-seconds", type=float, default=60.0, help="cap on the timed produce")
     ap.add_argument("--settle", type=float, help="idle seconds before reading memory (default 3)")
@@ -385,7 +444,7 @@ def main() -> int:
     args.settle = args.settle if args.settle is not None else (1.0 if q else 3.0)
     args.kill_after = args.kill_after if args.kill_after is not None else (1.5 if q else 3.0)
     trees = trees_of(args)
-    rep = Report("partitions", args, trees)
+    rep = Report("partitions", args, trees, [NULL_BROKER] if args.null_broker else [])
     base_dir = tempfile.mkdtemp(prefix="partitions-bench-", dir=args.dir)
     say(
         f"partitions bench: cases {cases}, trees {[t.label for t in trees]}, {runs_of(args)} run(s)"
@@ -399,6 +458,10 @@ def main() -> int:
                     r = run_case(tree, case, args, base_dir)
                     rep.add(case, tree, r)
                     say(brief(case, tree, r))
+                if args.null_broker:
+                    r = run_null_case(case, args)
+                    rep.add(case, NULL_BROKER, r)
+                    say(brief(case, NULL_BROKER, r))
     finally:
         shutil.rmtree(base_dir, ignore_errors=True)
     rep.write(

@@ -309,8 +309,17 @@ class Figure:
 
 
 class Report:
-    def __init__(self, name: str, args: argparse.Namespace, trees: list[Tree]) -> None:
-        self.name, self.quick, self.trees, self.results_dir = name, args.quick, trees, args.results
+    def __init__(
+        self,
+        name: str,
+        args: argparse.Namespace,
+        trees: list[Tree],
+        extra: list[Tree] | None = None,
+    ) -> None:
+        """`extra`: columns after the trees' (a reference such as a null server), left out of
+        their new/old ratio."""
+        self.name, self.quick, self.results_dir = name, args.quick, args.results
+        self.trees, self.compared = trees + (extra or []), len(trees)
         self.runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
         self.meta: dict[str, Any] = {
             "date": dt.date.today().isoformat(),
@@ -332,7 +341,7 @@ class Report:
 
     def table(self, figures: list[Figure]) -> list[str]:
         heads = [t.label for t in self.trees]
-        two = len(self.trees) == 2
+        two = self.compared == 2
         lines = [
             "| figure | " + " | ".join(heads) + (" | new/old |" if two else " |"),
             "|---|" + "---:|" * (len(heads) + (1 if two else 0)),
@@ -343,7 +352,7 @@ class Report:
                 continue
             cells = [fmt(v, f.unit) if v is not None else "-" for v in vals]
             if two:
-                a, b = vals
+                a, b = vals[:2]
                 cells.append(f"{b / a:.2f}x" if f.ratio and a and b is not None else "-")
             lines.append(f"| {f.label} | " + " | ".join(cells) + " |")
         return lines
@@ -418,7 +427,7 @@ class Report:
         self, text: str, case: str, path: str, goal: float, above: bool, unit: str = ""
     ) -> list[str]:
         out = []
-        for t in self.trees:
+        for t in self.trees[: self.compared]:  # a reference column (`extra`) measures less
             v = self.median(case, t, path)
             if v is None:
                 out.append(f"{text} [{t.label}]: not measured")

@@ -47,6 +47,7 @@ log = logging.getLogger("gregor.produce")
 TopicResp = ProduceResponse.TopicProduceResponse
 PartResp = ProduceResponse.PartitionProduceResponse
 RecordError = ProduceResponse.BatchIndexAndErrorMessage
+_ATTRIBUTES_LOW = rb.ATTRIBUTES_OFFSET + 1  # the low byte of a batch's int16 attributes
 
 
 class AcksZeroError(Exception):
@@ -131,24 +132,30 @@ def _produce_partition(
         if pd.records is None or len(pd.records) == 0:
             raise KafkaError(errors.INVALID_RECORD, "the request holds no record batch")
         partition = ctx.services.replicas.leader(topic, pd.index)
-        if not verified and len(pd.records) >= rb.HEADER_SIZE:
-            header = rb.read_header(pd.records)
-            if header.attributes & rb.TRANSACTIONAL_FLAG:
-                answer = _verify_transactional(ctx, request.transactional_id, partition, header)
-                if answer is not None:
-                    if acks == 0:
-                        raise KafkaError(
-                            errors.INVALID_REQUIRED_ACKS,
-                            "a transactional batch whose coordinator is another broker needs acks=1 or all",
-                        )
-                    waiting.append(_Waiting(parts, len(parts), topic, pd, header, answer))
-                    return None
-        info = partition.append_as_leader(pd.records, acks, now)
+        records = pd.records
+        # The transactional flag, in the low byte of the attributes: the header is read whole
+        # (and checked, by the log) only for the rare transactional batch.
+        if (
+            not verified
+            and len(records) >= rb.HEADER_SIZE
+            and records[_ATTRIBUTES_LOW] & rb.TRANSACTIONAL_FLAG
+        ):
+            header = rb.read_header(records)
+            answer = _verify_transactional(ctx, request.transactional_id, partition, header)
+            if answer is not None:
+                if acks == 0:
+                    raise KafkaError(
+                        errors.INVALID_REQUIRED_ACKS,
+                        "a transactional batch whose coordinator is another broker needs acks=1 or all",
+                    )
+                waiting.append(_Waiting(parts, len(parts), topic, pd, header, answer))
+                return None
+        info = partition.append_as_leader(records, acks, now)
         base, append_time, start = info.first_offset, info.log_append_time, info.log_start_offset
         counts = ctx.services.topic_stats.topic(topic)
         counts.total_produce += 1
         counts.messages_in += info.last_offset - base + 1
-        counts.bytes_in += len(pd.records)
+        counts.bytes_in += len(records)
     except KafkaError as exc:
         code, message = exc.code, exc.message
         counts = ctx.services.topic_stats.topic(topic)

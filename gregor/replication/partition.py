@@ -58,7 +58,9 @@ leadership changes call them. No I/O and no event loop: the caller decides how t
 
 from __future__ import annotations
 
+import functools
 import logging
+import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -233,8 +235,9 @@ class Partition:
     # Told (old ISR size, new ISR size) when the controller commits an ISR change of ours.
     on_isr_committed: Callable[[int, int], None] | None = None
 
-    @property
+    @functools.cached_property
     def name(self) -> str:
+        """topic-index, as messages name the partition (built once: a produce reads it)."""
         return f"{self.topic}-{self.index}"
 
     @property
@@ -439,8 +442,9 @@ class Partition:
             return False
         leader_end = self.log.log_end_offset
         new_hw = leader_end
-        maximal = self.maximal_isr
-        for state in self.followers.values():
+        followers = self.followers
+        maximal = self.maximal_isr if followers else _NOBODY
+        for state in followers.values():
             if state.log_end_offset >= new_hw:
                 continue
             if state.broker_id in maximal or (
@@ -709,6 +713,12 @@ class Partition:
                 w()
 
 
+# What `check_timestamps` reads of a batch header: batchLength (at 8), attributes (21), the
+# base and max timestamps (27, 35).
+_TIMESTAMP_FIELDS = struct.Struct(">8xi9xh4xqq")
+_NOBODY: frozenset[int] = frozenset()
+
+
 def check_timestamps(
     records: memoryview | bytearray, config: LogConfig, now_ms: int, where: str
 ) -> None:
@@ -730,18 +740,18 @@ def check_timestamps(
     refusal = None
     pos = 0
     while refusal is None and pos + rb.HEADER_SIZE <= len(view):
-        header = rb.read_header(view, pos)
-        first = header.base_timestamp
-        if header.attributes & rb.DELETE_HORIZON_FLAG or header.is_control:
-            first = header.max_timestamp
-        for ts in (first, header.max_timestamp):
+        length, attributes, first, last = _TIMESTAMP_FIELDS.unpack_from(view, pos)
+        if attributes & (rb.DELETE_HORIZON_FLAG | rb.CONTROL_FLAG):
+            first = last
+        for ts in (first, last):
             if ts != rb.NO_TIMESTAMP and not low <= ts <= high:
                 refusal = KafkaError(
                     errors.INVALID_TIMESTAMP,
-                    f"Timestamp {ts} of message with offset {header.base_offset} is out of range. "
-                    f"The timestamp should be within [{low}, {high}] (topic partition {where}).",
+                    f"Timestamp {ts} of message with offset {rb.read_header(view, pos).base_offset} "
+                    f"is out of range. The timestamp should be within [{low}, {high}] "
+                    f"(topic partition {where}).",
                 )
-        pos += max(header.size, rb.HEADER_SIZE)
+        pos += max(length + rb.LOG_OVERHEAD, rb.HEADER_SIZE)
     if refusal is None and not lower:
         return
     check_client_records(

@@ -8,6 +8,7 @@ storage reads on every append, kept as plain attributes so the hot path pays one
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -36,6 +37,11 @@ _NAMES: dict[str, str] = {
     "max.compaction.lag.ms": "max_compaction_lag_ms",
     "delete.retention.ms": "delete_retention_ms",
 }
+
+
+@functools.lru_cache(maxsize=64)
+def _holds_compact(cleanup_policy: str) -> bool:
+    return "compact" in cleanup_policy.split(",")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,5 +94,6 @@ class LogConfig:
 
     @property
     def compact(self) -> bool:
-        """cleanup.policy holds `compact` (alone or with `delete`)."""
-        return "compact" in self.cleanup_policy.split(",")
+        """cleanup.policy holds `compact` (alone or with `delete`). Read once a produced
+        batch: the answer is kept per policy string."""
+        return _holds_compact(self.cleanup_policy)

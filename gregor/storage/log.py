@@ -129,6 +129,7 @@ class Log:
         self.clock = clock
         name = parse_dir_name(os.path.basename(directory.rstrip("/")))
         self.topic, self.partition = name if name else (os.path.basename(directory), 0)
+        self._where = f"{self.topic}-{self.partition}"  # how a refusal names this partition
         self.config = config
         self.segments = segments
         self._bases = [s.base_offset for s in segments]
@@ -391,7 +392,7 @@ class Log:
         config = self.config
         end = len(view)
         max_size = config.max_message_bytes
-        where = f"{self.topic}-{self.partition}" if client else ""
+        where = self._where if client else ""
         max_uncompressed = uncompressed_limit(max_size)
         compacted = config.compact
         stamp = config.log_append_time

@@ -53,8 +53,9 @@ REFUSALS = {
 
 
 def check(batch: bytes | bytearray, **kwargs: Any) -> None:
-    """check_client_batch on the batch, and on it inside a view of a larger buffer (walked
-    through the view, not the buffer under it): both must say the same."""
+    """check_client_batch on the batch, and on it inside a view of a larger buffer (a batch
+    of up to 64 KiB walked in a copy of its records, a larger one through the view): both
+    must say the same."""
     header = rb.check_batch(batch, 0, len(batch))
     answers = []
     for buf, pos in ((batch, 0), (memoryview(b"~" + bytes(batch) + b"~")[1:], 0)):
@@ -171,7 +172,11 @@ def outcome(walk: Any, data: bytes, count: int, need_keys: bool = False) -> tupl
 
 
 def by_runs(data: bytes, count: int, keyless: list[int] | None) -> None:
-    v.walk_records(memoryview(data), 0, len(data), count, keyless)  # as the log walks them
+    v.walk_records(memoryview(data), 0, len(data), count, keyless)  # a large batch, in place
+
+
+def by_runs_in_bytes(data: bytes, count: int, keyless: list[int] | None) -> None:
+    v.walk_records(data, 0, len(data), count, keyless)  # a small one, in a copy of its records
 
 
 def one_by_one(data: bytes, count: int, keyless: list[int] | None) -> None:
@@ -207,6 +212,7 @@ def test_uniform_runs_agree_with_the_walk_one_by_one() -> None:
         need_keys = case % 5 == 0
         expected = outcome(one_by_one, bytes(data), count, need_keys)
         assert outcome(by_runs, bytes(data), count, need_keys) == expected, case
+        assert outcome(by_runs_in_bytes, bytes(data), count, need_keys) == expected, case
         runs += expected[0] == "ok"
     assert runs > 300  # most cases were valid, and taken in runs
 
@@ -221,8 +227,10 @@ def test_runs_across_offset_delta_widths(at: int) -> None:
         encode_record(body, i, 0, None, b"x")
         encode_record(swapped, {at: at + 1, at + 1: at}.get(i, i), 0, None, b"x")
     assert outcome(by_runs, bytes(body), n) == outcome(one_by_one, bytes(body), n) == ("ok", None)
+    assert outcome(by_runs_in_bytes, bytes(body), n) == ("ok", None)
     got = outcome(by_runs, bytes(swapped), n)
     assert got == outcome(one_by_one, bytes(swapped), n)
+    assert got == outcome(by_runs_in_bytes, bytes(swapped), n)
     assert got[:2] == (f"offset delta {at + 1}, expected {at}", at)
 
 
