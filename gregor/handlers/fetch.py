@@ -268,6 +268,32 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return op.answer
 
 
+def _read_state(ctx: RequestContext, request: Any, topics: list[tuple[str | None, Any]]) -> Any:
+    """What a pass over the request's partitions depends on, per partition: the partition
+    hosted, its leader and epoch, the offset its read stops at (the log end for a follower,
+    the high watermark or the last stable offset for a consumer), its log start and whether
+    its log is offline. While it is unchanged, a pass would answer as the last one did."""
+    replicas = ctx.services.replicas
+    follower = _replica_of(ctx, request)[0] >= 0
+    committed = ctx.version >= 4 and request.isolation_level == READ_COMMITTED
+    state: list[Any] = []
+    for name, t in topics:
+        if name is None or isinstance(name, Unauthorized):
+            continue
+        for fp in t.partitions:
+            p = replicas.get(name, fp.partition)
+            if p is None:
+                state.append(None)
+                continue
+            lg = p.log
+            if follower:
+                upper = lg.log_end_offset
+            else:
+                upper = lg.last_stable_offset if committed else lg.high_watermark
+            state.append((p, p.leader_id, p.leader_epoch, upper, lg.log_start_offset, lg.offline))
+    return state
+
+
 def _has_error(responses: list[Any]) -> bool:
     """An error or a diverging epoch: an answer the client must act on, sent without waiting."""
     return any(
@@ -277,10 +303,13 @@ def _has_error(responses: list[Any]) -> bool:
 
 class DelayedFetch(DelayedOperation):
     """A Fetch waiting for min_bytes (Kafka's DelayedFetch): each event on a partition it reads
-    reads them all again; complete once min_bytes are ready, an error is to be told, or a
-    partition is no longer the one watched; at max_wait_ms, answered with what is there."""
+    reads them all again, unless none of them changed in what the read depends on (its
+    `_read_state`: a follower's fetch is not read again when only the high watermark moved, as
+    Kafka's DelayedFetch counts only new bytes); complete once min_bytes are ready, an error is
+    to be told, or a partition is no longer the one watched; at max_wait_ms, answered with what
+    is there."""
 
-    __slots__ = ("ctx", "request", "topics", "partitions", "responses", "answer")
+    __slots__ = ("ctx", "request", "topics", "partitions", "responses", "answer", "state")
 
     def __init__(
         self,
@@ -294,8 +323,13 @@ class DelayedFetch(DelayedOperation):
         self.partitions = partitions
         self.responses: list[Any] = []
         self.answer = Pending("fetch")
+        self.state = _read_state(ctx, request, topics)
 
     def try_complete(self) -> bool:
+        state = _read_state(self.ctx, self.request, self.topics)
+        if state == self.state:
+            return False
+        self.state = state
         responses, total, partitions = _collect(self.ctx, self.request, self.topics, first=False)
         if (
             total >= self.request.min_bytes

@@ -38,7 +38,7 @@ import socket
 import ssl
 import struct
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any, Protocol
 
 log = logging.getLogger("gregor.connection")
@@ -75,9 +75,9 @@ Output = list[Any]  # bytes-like buffers and file slices, in wire order
 class Dispatcher(Protocol):
     def __call__(
         self, conn: Connection, frame: memoryview
-    ) -> Output | Awaitable[Output | None] | None:
+    ) -> Output | Later | Awaitable[Output | None] | None:
         """Handle one request frame (a writable view, without its size prefix); None means
-        "no response"."""
+        "no response"; a Later or an awaitable, a response ready later."""
 
 
 class FrameError(Exception):
@@ -147,6 +147,77 @@ class MemoryPool:
                 wake()
             finally:
                 self._waking = False
+
+
+class Later:
+    """An answer that is ready later, handed to its connection the moment it is: the callbacks
+    run inside `set_result` / `set_exception`, not on a later turn of the event loop as an
+    asyncio future's do. An answer completed by an event (an acks=all write replicated, a
+    long-poll fetch woken) is so written before the loop reads more requests: under load a
+    turn of the loop holds many of them, and each waiting answer would queue behind them all.
+
+    A dispatcher returns one for a request that waits; once done it stays done (a second
+    completion is ignored)."""
+
+    __slots__ = ("_callbacks", "_done", "_output", "_error")
+
+    def __init__(self) -> None:
+        self._callbacks: list[Callable[[Later], object]] = []
+        self._done = False
+        self._output: Output | None = None
+        self._error: BaseException | None = None
+
+    def done(self) -> bool:
+        return self._done
+
+    def result(self) -> Output | None:
+        """The output (None: no response); raises what `set_exception` was given."""
+        if self._error is not None:
+            raise self._error
+        return self._output
+
+    def exception(self) -> BaseException | None:
+        return self._error
+
+    def set_result(self, output: Output | None) -> None:
+        if not self._done:
+            self._output = output
+            self._finish()
+
+    def set_exception(self, error: BaseException) -> None:
+        if not self._done:
+            self._error = error
+            self._finish()
+
+    def add_done_callback(self, callback: Callable[[Later], object]) -> None:
+        """`callback(self)` once done: at once if it is."""
+        if self._done:
+            callback(self)
+        else:
+            self._callbacks.append(callback)
+
+    def __await__(self) -> Generator[Any, None, Output | None]:
+        """Awaited (a request held, then dispatched from a coroutine): the output, through an
+        asyncio future; cancelled first, the output's file slices are closed."""
+        if not self._done:
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+            def wake(later: Later) -> None:
+                if fut.done():
+                    if later._output:
+                        close_slices(later._output)
+                else:
+                    fut.set_result(None)
+
+            self.add_done_callback(wake)
+            yield from fut.__await__()
+        return self.result()
+
+    def _finish(self) -> None:
+        self._done = True
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback(self)
 
 
 class _Slot:
@@ -497,6 +568,8 @@ class Connection:
             slot.output = result
             slot.ready = True
             self._drain_slots()
+        elif isinstance(result, Later):
+            result.add_done_callback(lambda later, s=slot: self._on_done(later, s))  # type: ignore[misc]
         else:
             fut = asyncio.ensure_future(result)
             self._tasks.add(fut)
@@ -504,13 +577,16 @@ class Connection:
         if len(self._slots) >= self.max_queued_requests:
             self._pause_reading()
 
-    def _on_done(self, fut: asyncio.Future[Any], slot: _Slot) -> None:
-        self._tasks.discard(fut)
+    def _on_done(self, fut: asyncio.Future[Any] | Later, slot: _Slot) -> None:
+        cancelled = False
+        if not isinstance(fut, Later):
+            self._tasks.discard(fut)
+            cancelled = fut.cancelled()
         if self.closed:
-            if not fut.cancelled() and fut.exception() is None and fut.result():
-                close_slices(fut.result())
+            if not cancelled and fut.exception() is None and fut.result():
+                close_slices(fut.result())  # type: ignore[arg-type]
             return
-        if fut.cancelled():
+        if cancelled:
             self.close("request cancelled")
             return
         exc = fut.exception()

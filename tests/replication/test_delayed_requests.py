@@ -105,7 +105,8 @@ def test_a_produce_on_one_broker_is_answered_at_once(broker: BrokerServer, acks:
         response = send_produce(broker, acks)
         assert not isinstance(response, Pending)
         assert response.responses[0].partition_responses[0].error_code == errors.NONE
-    assert broker.purgatory.delayed() == 0 and partition(broker).watchers == []
+    p = partition(broker)
+    assert broker.purgatory.delayed() == 0 and p.watchers == [] and p.commits.watchers == []
 
 
 def test_acks_all_waits_in_the_purgatory_for_the_follower(broker: BrokerServer) -> None:
@@ -114,15 +115,34 @@ def test_acks_all_waits_in_the_purgatory_for_the_follower(broker: BrokerServer) 
     p.followers = {FOLLOWER: ReplicaState(FOLLOWER)}
     answer = send_produce(broker, -1)
     assert isinstance(answer, Pending) and not answer.done
-    assert broker.purgatory.delayed() == 1 and len(p.watchers) == 1
+    assert broker.purgatory.delayed() == 1 and len(p.commits.watchers) == 1
     p.update_follower_fetch_state(p.followers[FOLLOWER], 3, 0, 0, p.log.log_end_offset, -1)
     assert answer.done
     assert answer.value.responses[0].partition_responses[0].error_code == errors.NONE
-    assert broker.purgatory.delayed() == 0 and p.watchers == []
+    assert broker.purgatory.delayed() == 0 and p.commits.watchers == []
     late = send_produce(broker, -1, timeout_ms=100)
     assert isinstance(late, Pending)
     broker.purgatory.expire(broker.now_ms() + 100)
     assert late.value.responses[0].partition_responses[0].error_code == errors.REQUEST_TIMED_OUT
+
+
+def test_waiting_writes_wake_on_high_watermark_moves_not_on_every_append(
+    broker: BrokerServer,
+) -> None:
+    p = partition(broker)
+    p.replicas, p.isr = [broker.node_id, FOLLOWER], [broker.node_id, FOLLOWER]
+    p.followers = {FOLLOWER: ReplicaState(FOLLOWER)}
+    woken: list[str] = []
+    p.commits.watch(lambda: woken.append("commits"))
+    p.watch(lambda: woken.append("fetches"))
+    first = send_produce(broker, -1)
+    assert isinstance(first, Pending) and woken == ["fetches"]  # the HW stayed at 0
+    second = send_produce(broker, -1)
+    assert isinstance(second, Pending) and not first.done
+    p.update_follower_fetch_state(p.followers[FOLLOWER], 3, 0, 0, p.log.log_end_offset, -1)
+    assert woken == ["fetches", "commits"] and first.done and not second.done
+    p.update_follower_fetch_state(p.followers[FOLLOWER], 6, 0, 0, p.log.log_end_offset, -1)
+    assert second.done and p.commits.watchers == []
 
 
 def test_a_fetch_with_data_ready_is_answered_at_once(broker: BrokerServer) -> None:
