@@ -94,7 +94,7 @@ def partition(b: BrokerServer) -> Partition:
 def fetched(response: Any) -> tuple[int, int]:
     """(error code, bytes of records) of the one partition; closes its file."""
     part = response.responses[0].partitions[0]
-    size = 0 if isinstance(part.records, bytes) else part.records.length
+    size = len(part.records) if part.records is not None else 0
     fetch._close(response.responses)
     return part.error_code, size
 
@@ -150,6 +150,21 @@ def test_a_fetch_with_data_ready_is_answered_at_once(broker: BrokerServer) -> No
     response = send_fetch(broker, 0)
     assert not isinstance(response, Pending) and fetched(response)[1] > 0
     assert broker.purgatory.delayed() == 0
+
+
+def test_a_small_answer_is_read_into_the_response_a_large_one_sent_from_the_file(
+    broker: BrokerServer,
+) -> None:
+    send_produce(broker, 1)
+    small = send_fetch(broker, 0).responses[0].partitions[0]
+    assert isinstance(small.records, bytes)
+    assert small.records == partition(broker).log.read_bytes(0, 1 << 20)
+    send_produce(broker, 1, n=3000)
+    large = send_fetch(broker, 3)
+    records = large.responses[0].partitions[0].records
+    assert not isinstance(records, bytes) and records.length > fetch.COPY_MAX
+    assert records.read() == partition(broker).log.read_bytes(3, 1 << 20)
+    fetch._close(large.responses)
 
 
 def test_a_waiting_fetch_is_woken_by_an_append(broker: BrokerServer) -> None:
