@@ -37,6 +37,7 @@ import os
 import socket
 import ssl
 import struct
+import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any, Protocol
@@ -70,6 +71,18 @@ _LINGER_S = 1.0
 _FIN_DELAY_S = 0.2
 
 Output = list[Any]  # bytes-like buffers and file slices, in wire order
+
+
+class _Deferred(threading.local):
+    """The connections whose answers completed while another connection's receive was being
+    dispatched (an acks=all write replicated by a follower's Fetch, a parked fetch woken by a
+    produce): written once that dispatch ends, so the answers one event completes for one
+    connection leave in one send. None outside a dispatch. Per thread: one event loop each."""
+
+    waiting: list[Connection] | None = None
+
+
+_DEFERRED = _Deferred()
 
 
 class Dispatcher(Protocol):
@@ -228,6 +241,17 @@ class _Slot:
         self.ready = False
 
 
+def _write_deferred(deferred: _Deferred) -> None:
+    """Write what the connections deferred while a dispatch ran (see _Deferred)."""
+    while deferred.waiting:
+        waiting, deferred.waiting = deferred.waiting, []
+        for conn in waiting:
+            conn._deferred = False
+            if conn._out and not conn.closed:
+                conn._write()
+    deferred.waiting = None
+
+
 class Connection:
     def __init__(
         self,
@@ -255,7 +279,7 @@ class Connection:
         try:
             host, port = sock.getpeername()[:2]
             self.peer = f"{host}:{port}"
-        except OSError:
+        except (OSError, ValueError):  # gone already, or not an address and port
             self.peer = "?"
         self.closed = False
         self.last_active_ms = now_ms()
@@ -271,6 +295,7 @@ class Connection:
         self._waiting_memory = False  # for `pool`: not reading until it wakes us
         self._reading = False
         self._in_read = False  # while frames of one receive are dispatched, writes wait
+        self._deferred = False  # in _DEFERRED.waiting: written when the dispatch ends
         self._final_write = False
         # Output.
         self._slots: deque[_Slot] = deque()
@@ -415,16 +440,21 @@ class Connection:
         self._maybe_pending()
 
     def _consume_received(self) -> None:
+        deferred = _DEFERRED
+        outer = deferred.waiting is None
+        if outer:
+            deferred.waiting = []
         self._in_read = True
         try:
             self._consume()
         except FrameError as exc:
             self.close(str(exc), error=True)
-            return
         finally:
             self._in_read = False
-        if self._out and not self.closed:
-            self._write()
+            if self._out and not self.closed:
+                self._write()
+            if outer:
+                _write_deferred(deferred)
 
     def _new_chunk(self) -> None:
         """A fresh chunk of `_chunk_size` bytes holding the unconsumed tail of the old one."""
@@ -610,7 +640,12 @@ class Connection:
                 self._out.extend(slot.output)
                 moved = True
         if moved and not self._in_read:
-            self._write()
+            waiting = _DEFERRED.waiting
+            if waiting is None:
+                self._write()
+            elif not self._deferred:
+                self._deferred = True
+                waiting.append(self)
         if len(self._slots) < self.max_queued_requests:
             self._resume_reading()
         self._maybe_close_after()
