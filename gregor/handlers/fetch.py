@@ -103,12 +103,14 @@ class _Pass:
     """One pass over a Fetch's partitions: what they share, and what it has read so far."""
 
     __slots__ = (
-        "ctx", "first", "read_committed", "replica_id", "broker_epoch", "now", "budget",
-        "total", "partitions",
+        "ctx", "version", "replicas", "first", "read_committed", "replica_id", "broker_epoch",
+        "now", "budget", "total", "partitions",
     )  # fmt: skip
 
     def __init__(self, ctx: RequestContext, request: Any, first: bool) -> None:
         self.ctx = ctx
+        self.version = ctx.version
+        self.replicas = ctx.services.replicas
         self.first = first  # the request's first pass (later ones leave a follower's state)
         self.read_committed = ctx.version >= 4 and request.isolation_level == READ_COMMITTED
         self.replica_id, self.broker_epoch = _replica_of(ctx, request)
@@ -139,7 +141,7 @@ def _fetch_partition(s: _Pass, name: str | None, fp: Any) -> Any:
         return _failed(fp, errors.UNKNOWN_TOPIC_ID)
     if isinstance(name, Unauthorized):
         return _failed(fp, errors.TOPIC_AUTHORIZATION_FAILED)
-    p = s.ctx.services.replicas.get(name, fp.partition)
+    p = s.replicas.get(name, fp.partition)
     if p is None:
         return _failed(fp, errors.UNKNOWN_TOPIC_OR_PARTITION)
     s.partitions.append(p)
@@ -159,7 +161,7 @@ def _fetch_partition(s: _Pass, name: str | None, fp: Any) -> Any:
                 epoch, end_offset = read.diverging_epoch
                 diverging = Diverging(epoch=epoch, end_offset=end_offset)
         else:  # a consumer's: to the high watermark, or the LSO for read_committed
-            p.check_leader_epoch(fp.current_leader_epoch if s.ctx.version >= 9 else -1)
+            p.check_leader_epoch(fp.current_leader_epoch if s.version >= 9 else -1)
             found = (
                 p.read(
                     fp.fetch_offset,
@@ -212,7 +214,7 @@ def _failed(fp: Any, code: int) -> Any:
 
 def _read_for_follower(s: _Pass, p: Partition, fp: Any, limit: int) -> FollowerRead:
     """A follower's read: to the log end, or the epoch where its log diverges."""
-    version = s.ctx.version
+    version = s.version
     return p.fetch_for_follower(
         s.replica_id,
         s.broker_epoch,
@@ -228,7 +230,7 @@ def _read_for_follower(s: _Pass, p: Partition, fp: Any, limit: int) -> FollowerR
 
 
 def _leader_throttles(s: _Pass, p: Partition) -> bool:
-    quota = s.ctx.services.replicas.leader_quota
+    quota = s.replicas.leader_quota
     return quota.should_throttle(s.replica_id in p.isr, p.topic, p.index, s.now)
 
 
