@@ -19,7 +19,9 @@ bench/replication_bench.py makes them, and the bench waits until rf3's ISR holds
   acks=all, for `--seconds` after 1 s of warm-up, and a latency-consumer (poll(), fetch.wait.max.ms
   100) on the same partition: send to receipt, p50 / p99 / p99.9 / max, on rf1 and rf3 (a
   consumer sees a record once the high watermark passed it: with RF 3 after a follower fetched
-  it). Also the producer's acknowledgement p99.
+  it). Also the producer's acknowledgement p99, the leader's CPU per record sent in that phase
+  (/proc/PID/stat) and how long its threads waited for a CPU per second (schedstat: what the
+  machine's load cost it; each wait delays whatever record is on its way through it).
 
 Topic creations per second on three nodes are measured by bench/cluster_metadata_bench.py.
 Printed and written to bench/results/replication-latency-<date>[-quick].md and .json.
@@ -47,7 +49,9 @@ from scale_common import (  # noqa: E402
     Report,
     Tree,
     add_common_args,
+    broker_pid,
     kclient,
+    proc_cpu_seconds,
     run_json,
     runs_of,
     say,
@@ -71,8 +75,23 @@ def wait_isr(bootstrap: str, topic: str, size: int, timeout: float = 60) -> None
     raise RuntimeError(f"{topic}: ISR not {size} within {timeout} s")
 
 
-def e2e(bootstrap: str, topic: str, cfg: argparse.Namespace) -> dict[str, Any]:
+def runqueue_wait_s(pid: int) -> float:
+    """Seconds the threads of `pid` spent runnable but waiting for a CPU (schedstat)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / 1e9
+
+
+def e2e(bootstrap: str, topic: str, cfg: argparse.Namespace, leader: int) -> dict[str, Any]:
+    """The latency pair on `topic`; with the CPU the leader (pid `leader`) spent per record
+    sent, and the time it waited for a CPU, per second (how loaded the machine was)."""
     expect = int(cfg.seconds * 1000)
+    cpu0, wait0, t0 = proc_cpu_seconds(leader), runqueue_wait_s(leader), time.monotonic()
     cons = subprocess.Popen(
         kclient(
             "latency-consumer", bootstrap, topic, "--expect", expect, "--timeout", cfg.seconds + 30
@@ -110,6 +129,11 @@ def e2e(bootstrap: str, topic: str, cfg: argparse.Namespace) -> dict[str, Any]:
     lines = [ln for ln in rest.splitlines() if ln.startswith("{")]
     out = json.loads(lines[-1]) if lines else {"error": f"no result: {err[-800:]}"}
     out["producer"] = prod
+    cpu, wait = proc_cpu_seconds(leader) - cpu0, runqueue_wait_s(leader) - wait0
+    sent = prod.get("sent") or 0
+    if sent:
+        out["leader_cpu_ms_per_record"] = cpu * 1000 / sent
+    out["leader_runqueue_wait_ms_per_s"] = wait * 1000 / (time.monotonic() - t0)
     return out
 
 
@@ -146,7 +170,7 @@ def run_tree(tree: Tree, cfg: argparse.Namespace, base_dir: str) -> dict[str, An
                 cfg.max_seconds + 120,
             )
         for topic in TOPICS:
-            out[f"e2e_{topic}"] = e2e(b, topic, cfg)
+            out[f"e2e_{topic}"] = e2e(b, topic, cfg, broker_pid(cluster.nodes[1]))
     except Exception as exc:  # one failed run must not lose the others
         out["error"] = f"{type(exc).__name__}: {exc}"
     finally:
@@ -209,6 +233,20 @@ def main() -> int:
                 Figure("rf", f"e2e_{t}.{k}", f"{t} end-to-end at 1,000/s acks=all, {k[:-3]} ms")
             )
         figs.append(Figure("rf", f"e2e_{t}.producer.ack_p99_ms", f"{t} producer ack p99 ms"))
+        figs.append(
+            Figure(
+                "rf",
+                f"e2e_{t}.leader_cpu_ms_per_record",
+                f"{t} leader CPU per record at 1,000/s, ms",
+            )
+        )
+        figs.append(
+            Figure(
+                "rf",
+                f"e2e_{t}.leader_runqueue_wait_ms_per_s",
+                f"{t} leader waiting for a CPU, ms per s (machine load)",
+            )
+        )
     gl = rep.value_goal("RF 3 / RF 1 >= 0.7", "rf", "rf3_over_rf1", 0.7, True)
     gl += rep.value_goal("RF 3 end-to-end p99 <= 5 ms", "rf", "e2e_rf3.p99_ms", 5.0, False)
     rep.write(

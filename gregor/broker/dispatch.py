@@ -26,9 +26,9 @@ from gregor.protocol.exceptions import CorruptFrameError
 from gregor.protocol.headers import RequestHeader, peek_request
 from gregor.protocol.messages import FetchResponse
 from gregor.replication.pending import Pending
-from gregor.runtime.connection import Connection, FrameError, Output, close_slices
+from gregor.runtime.connection import Connection, FrameError, Later, Output, close_slices
 from gregor.runtime.forwarding import Forwarder
-from gregor.runtime.purgatory_driver import future_of
+from gregor.runtime.purgatory_driver import future_of, later_of
 from gregor.security import principal_data
 from gregor.security.principal import principal_of
 from gregor.security.quotas import QuotaState
@@ -59,7 +59,7 @@ class Dispatcher:
 
     def __call__(
         self, conn: Connection, frame: memoryview
-    ) -> Output | Awaitable[Output | None] | None:
+    ) -> Output | Later | Awaitable[Output | None] | None:
         if self.held is not None:
             if not self.held.done():
                 return self._when_caught_up(conn, bytes(frame))
@@ -130,7 +130,7 @@ class Dispatcher:
         ctx: RequestContext,
         request: Any,
         started: float,
-    ) -> Output | Awaitable[Output] | None:
+    ) -> Output | Later | Awaitable[Output] | None:
         """A Produce or Fetch under a client quota: Produce records its request's size before it
         is handled, Fetch its response's once encoded (a consumer asking for at most what fits
         in the quota window); over the quota, the response carries the throttle time and the
@@ -174,7 +174,7 @@ class Dispatcher:
             result = result.value
         if isinstance(result, Data):
             return encode(result)
-        return future_of(result, encode, close_slices)
+        return later_of(result, encode)
 
     def _mutation_quota(self, conn: Connection, ctx: RequestContext, request: Any) -> Any:
         """controller_mutation_rate (mutation_quota.py): the refusal of a request that comes
@@ -247,7 +247,7 @@ class Dispatcher:
 
     def _finish(
         self, key: int, version: int, correlation_id: int, pending: Pending, throttle: int = 0
-    ) -> Awaitable[Output]:
+    ) -> Later:
         """The response once `pending` completes (with `throttle` as its throttle time); if
         the connection closed first, its files are closed instead of sent."""
 
@@ -256,7 +256,7 @@ class Dispatcher:
                 body.throttle_time_ms = throttle
             return codec.encode_response(key, version, correlation_id, body)
 
-        return future_of(pending, encode, close_slices)
+        return later_of(pending, encode)
 
     async def _forward(
         self,

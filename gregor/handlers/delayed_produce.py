@@ -1,6 +1,7 @@
 """acks=all writes waiting for the high watermark (Kafka's DelayedProduce): a Produce's writes
 appended here but not yet on every ISR member wait in the purgatory (replication/purgatory.py),
-woken by the partitions' high-watermark moves and leadership changes, up to the request's
+woken by the partitions' high-watermark moves and leadership changes (`Partition.commits`: not
+by the appends that leave the high watermark where it was), up to the request's
 timeout_ms. Each write's answer is filled into its partition's response in place: NONE once the
 high watermark passes it, NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum,
 NOT_LEADER_OR_FOLLOWER once the partition is no longer led here in the epoch it was appended in
@@ -93,6 +94,6 @@ def delay(
         if not op.try_complete():
             op.on_expiration()
         return response
-    if purgatory.try_complete_else_watch(op, dict.fromkeys(w.partition for w in awaiting)):
+    if purgatory.try_complete_else_watch(op, dict.fromkeys(w.partition.commits for w in awaiting)):
         return response
     return op.answer

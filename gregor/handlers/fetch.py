@@ -30,7 +30,8 @@ replication/purgatory.py), woken by an append to a partition it reads, a move of
 watermark or a leadership change; a partition no longer hosted, or hosted anew, answers at
 once. Record data leaves as file slices the runtime `sendfile`s; the fds are duplicated here,
 and the runtime closes them once sent (or once the connection is gone), so a segment deleted
-meanwhile is still readable.
+meanwhile is still readable. Up to COPY_MAX bytes of a partition are read into the response
+instead, so a small answer leaves in one send.
 """
 
 from __future__ import annotations
@@ -54,6 +55,11 @@ PartResp = FetchResponse.PartitionData
 Aborted = FetchResponse.AbortedTransaction
 Diverging = FetchResponse.EpochEndOffset
 READ_COMMITTED = 1
+# Record data up to this size is read into the response (one pread) rather than sent from the
+# file (a dup, a sendfile and a close, and the response split around it into three sends, so
+# three TCP segments and as many wake-ups of the reader): small answers, the common case of
+# followers and consumers keeping up, go out in one send.
+COPY_MAX = 16 * 1024
 
 
 class Unauthorized(str):
@@ -97,12 +103,14 @@ class _Pass:
     """One pass over a Fetch's partitions: what they share, and what it has read so far."""
 
     __slots__ = (
-        "ctx", "first", "read_committed", "replica_id", "broker_epoch", "now", "budget",
-        "total", "partitions",
+        "ctx", "version", "replicas", "first", "read_committed", "replica_id", "broker_epoch",
+        "now", "budget", "total", "partitions",
     )  # fmt: skip
 
     def __init__(self, ctx: RequestContext, request: Any, first: bool) -> None:
         self.ctx = ctx
+        self.version = ctx.version
+        self.replicas = ctx.services.replicas
         self.first = first  # the request's first pass (later ones leave a follower's state)
         self.read_committed = ctx.version >= 4 and request.isolation_level == READ_COMMITTED
         self.replica_id, self.broker_epoch = _replica_of(ctx, request)
@@ -133,7 +141,7 @@ def _fetch_partition(s: _Pass, name: str | None, fp: Any) -> Any:
         return _failed(fp, errors.UNKNOWN_TOPIC_ID)
     if isinstance(name, Unauthorized):
         return _failed(fp, errors.TOPIC_AUTHORIZATION_FAILED)
-    p = s.ctx.services.replicas.get(name, fp.partition)
+    p = s.replicas.get(name, fp.partition)
     if p is None:
         return _failed(fp, errors.UNKNOWN_TOPIC_OR_PARTITION)
     s.partitions.append(p)
@@ -153,7 +161,7 @@ def _fetch_partition(s: _Pass, name: str | None, fp: Any) -> Any:
                 epoch, end_offset = read.diverging_epoch
                 diverging = Diverging(epoch=epoch, end_offset=end_offset)
         else:  # a consumer's: to the high watermark, or the LSO for read_committed
-            p.check_leader_epoch(fp.current_leader_epoch if s.ctx.version >= 9 else -1)
+            p.check_leader_epoch(fp.current_leader_epoch if s.version >= 9 else -1)
             found = (
                 p.read(
                     fp.fetch_offset,
@@ -165,7 +173,7 @@ def _fetch_partition(s: _Pass, name: str | None, fp: Any) -> Any:
                 else None
             )
         if found is not None:
-            records = found.dup()
+            records = found.read() if found.length <= COPY_MAX else found.dup()
             s.total += found.length
         if s.read_committed:
             aborted = (
@@ -206,7 +214,7 @@ def _failed(fp: Any, code: int) -> Any:
 
 def _read_for_follower(s: _Pass, p: Partition, fp: Any, limit: int) -> FollowerRead:
     """A follower's read: to the log end, or the epoch where its log diverges."""
-    version = s.ctx.version
+    version = s.version
     return p.fetch_for_follower(
         s.replica_id,
         s.broker_epoch,
@@ -222,7 +230,7 @@ def _read_for_follower(s: _Pass, p: Partition, fp: Any, limit: int) -> FollowerR
 
 
 def _leader_throttles(s: _Pass, p: Partition) -> bool:
-    quota = s.ctx.services.replicas.leader_quota
+    quota = s.replicas.leader_quota
     return quota.should_throttle(s.replica_id in p.isr, p.topic, p.index, s.now)
 
 
@@ -268,6 +276,32 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return op.answer
 
 
+def _read_state(ctx: RequestContext, request: Any, topics: list[tuple[str | None, Any]]) -> Any:
+    """What a pass over the request's partitions depends on, per partition: the partition
+    hosted, its leader and epoch, the offset its read stops at (the log end for a follower,
+    the high watermark or the last stable offset for a consumer), its log start and whether
+    its log is offline. While it is unchanged, a pass would answer as the last one did."""
+    replicas = ctx.services.replicas
+    follower = _replica_of(ctx, request)[0] >= 0
+    committed = ctx.version >= 4 and request.isolation_level == READ_COMMITTED
+    state: list[Any] = []
+    for name, t in topics:
+        if name is None or isinstance(name, Unauthorized):
+            continue
+        for fp in t.partitions:
+            p = replicas.get(name, fp.partition)
+            if p is None:
+                state.append(None)
+                continue
+            lg = p.log
+            if follower:
+                upper = lg.log_end_offset
+            else:
+                upper = lg.last_stable_offset if committed else lg.high_watermark
+            state.append((p, p.leader_id, p.leader_epoch, upper, lg.log_start_offset, lg.offline))
+    return state
+
+
 def _has_error(responses: list[Any]) -> bool:
     """An error or a diverging epoch: an answer the client must act on, sent without waiting."""
     return any(
@@ -277,10 +311,13 @@ def _has_error(responses: list[Any]) -> bool:
 
 class DelayedFetch(DelayedOperation):
     """A Fetch waiting for min_bytes (Kafka's DelayedFetch): each event on a partition it reads
-    reads them all again; complete once min_bytes are ready, an error is to be told, or a
-    partition is no longer the one watched; at max_wait_ms, answered with what is there."""
+    reads them all again, unless none of them changed in what the read depends on (its
+    `_read_state`: a follower's fetch is not read again when only the high watermark moved, as
+    Kafka's DelayedFetch counts only new bytes); complete once min_bytes are ready, an error is
+    to be told, or a partition is no longer the one watched; at max_wait_ms, answered with what
+    is there."""
 
-    __slots__ = ("ctx", "request", "topics", "partitions", "responses", "answer")
+    __slots__ = ("ctx", "request", "topics", "partitions", "responses", "answer", "state")
 
     def __init__(
         self,
@@ -294,8 +331,13 @@ class DelayedFetch(DelayedOperation):
         self.partitions = partitions
         self.responses: list[Any] = []
         self.answer = Pending("fetch")
+        self.state = _read_state(ctx, request, topics)
 
     def try_complete(self) -> bool:
+        state = _read_state(self.ctx, self.request, self.topics)
+        if state == self.state:
+            return False
+        self.state = state
         responses, total, partitions = _collect(self.ctx, self.request, self.topics, first=False)
         if (
             total >= self.request.min_bytes

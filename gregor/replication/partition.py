@@ -52,8 +52,11 @@ coordinator through `write_txn_marker`; the last stable offset (LSO) is the high
 the first offset of the oldest open transaction, whichever is lower, and read_committed reads
 stop there.
 
-Waiting fetches and produces register a callback with `watch`; appends, HW moves and
-leadership changes call them. No I/O and no event loop: the caller decides how to wait.
+Waiting fetches register a callback with `watch`; appends, HW moves and leadership changes
+call them. Waiting acks=all writes watch `commits` instead, called on all of these but the
+leader's appends that leave the HW where it was (every produce is one: the writes waiting on a
+partition are not checked again for each). No I/O and no event loop: the caller decides how to
+wait.
 """
 
 from __future__ import annotations
@@ -208,6 +211,30 @@ class FollowerRead:
     last_stable_offset: int
 
 
+class Watchers:
+    """Callbacks called once each on the next event (the purgatory's watch key)."""
+
+    __slots__ = ("watchers",)
+
+    def __init__(self) -> None:
+        self.watchers: list[Watcher] = []
+
+    def watch(self, watcher: Watcher) -> None:
+        self.watchers.append(watcher)
+
+    def unwatch(self, watcher: Watcher) -> None:
+        try:
+            self.watchers.remove(watcher)
+        except ValueError:
+            pass
+
+    def notify(self) -> None:
+        if self.watchers:
+            waiting, self.watchers = self.watchers, []
+            for w in waiting:
+                w()
+
+
 @dataclass(eq=False)
 class Partition:
     topic: str
@@ -223,6 +250,7 @@ class Partition:
     min_insync_replicas: int = 1
     replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS
     watchers: list[Watcher] = field(default_factory=list)
+    commits: Watchers = field(default_factory=Watchers)  # all events but HW-less appends
     followers: dict[int, ReplicaState] = field(default_factory=dict)  # leader only
     pending: IsrUpdate | None = None  # leader only: an AlterPartition in flight
     leader_epoch_start_offset: int | None = None  # leader only
@@ -401,9 +429,10 @@ class Partition:
 
     def after_leader_append(self, now_ms: int) -> None:
         """After anything appended as leader: the HW may move (an ISR of one), and waiting
-        fetches (followers read to the log end) wake."""
-        self.maybe_increment_high_watermark(now_ms)
-        self.notify()
+        fetches (followers read to the log end) wake; the writes waiting for the HW only if
+        it moved."""
+        if not self.maybe_increment_high_watermark(now_ms):
+            self._notify_fetches()
 
     def acks_all_status(self, required_offset: int, leader_epoch: int) -> int | None:
         """For an acks=all write ending before `required_offset`, appended in `leader_epoch`:
@@ -707,6 +736,10 @@ class Partition:
             pass
 
     def notify(self) -> None:
+        self._notify_fetches()
+        self.commits.notify()
+
+    def _notify_fetches(self) -> None:
         if self.watchers:
             waiting, self.watchers = self.watchers, []
             for w in waiting:

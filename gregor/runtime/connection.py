@@ -37,8 +37,9 @@ import os
 import socket
 import ssl
 import struct
+import threading
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any, Protocol
 
 log = logging.getLogger("gregor.connection")
@@ -72,12 +73,24 @@ _FIN_DELAY_S = 0.2
 Output = list[Any]  # bytes-like buffers and file slices, in wire order
 
 
+class _Deferred(threading.local):
+    """The connections whose answers completed while another connection's receive was being
+    dispatched (an acks=all write replicated by a follower's Fetch, a parked fetch woken by a
+    produce): written once that dispatch ends, so the answers one event completes for one
+    connection leave in one send. None outside a dispatch. Per thread: one event loop each."""
+
+    waiting: list[Connection] | None = None
+
+
+_DEFERRED = _Deferred()
+
+
 class Dispatcher(Protocol):
     def __call__(
         self, conn: Connection, frame: memoryview
-    ) -> Output | Awaitable[Output | None] | None:
+    ) -> Output | Later | Awaitable[Output | None] | None:
         """Handle one request frame (a writable view, without its size prefix); None means
-        "no response"."""
+        "no response"; a Later or an awaitable, a response ready later."""
 
 
 class FrameError(Exception):
@@ -149,12 +162,94 @@ class MemoryPool:
                 self._waking = False
 
 
+class Later:
+    """An answer that is ready later, handed to its connection the moment it is: the callbacks
+    run inside `set_result` / `set_exception`, not on a later turn of the event loop as an
+    asyncio future's do. An answer completed by an event (an acks=all write replicated, a
+    long-poll fetch woken) is so written before the loop reads more requests: under load a
+    turn of the loop holds many of them, and each waiting answer would queue behind them all.
+
+    A dispatcher returns one for a request that waits; once done it stays done (a second
+    completion is ignored)."""
+
+    __slots__ = ("_callbacks", "_done", "_output", "_error")
+
+    def __init__(self) -> None:
+        self._callbacks: list[Callable[[Later], object]] = []
+        self._done = False
+        self._output: Output | None = None
+        self._error: BaseException | None = None
+
+    def done(self) -> bool:
+        return self._done
+
+    def result(self) -> Output | None:
+        """The output (None: no response); raises what `set_exception` was given."""
+        if self._error is not None:
+            raise self._error
+        return self._output
+
+    def exception(self) -> BaseException | None:
+        return self._error
+
+    def set_result(self, output: Output | None) -> None:
+        if not self._done:
+            self._output = output
+            self._finish()
+
+    def set_exception(self, error: BaseException) -> None:
+        if not self._done:
+            self._error = error
+            self._finish()
+
+    def add_done_callback(self, callback: Callable[[Later], object]) -> None:
+        """`callback(self)` once done: at once if it is."""
+        if self._done:
+            callback(self)
+        else:
+            self._callbacks.append(callback)
+
+    def __await__(self) -> Generator[Any, None, Output | None]:
+        """Awaited (a request held, then dispatched from a coroutine): the output, through an
+        asyncio future; cancelled first, the output's file slices are closed."""
+        if not self._done:
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+            def wake(later: Later) -> None:
+                if fut.done():
+                    if later._output:
+                        close_slices(later._output)
+                else:
+                    fut.set_result(None)
+
+            self.add_done_callback(wake)
+            yield from fut.__await__()
+        return self.result()
+
+    def _finish(self) -> None:
+        self._done = True
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback(self)
+
+
 class _Slot:
     __slots__ = ("output", "ready")
 
     def __init__(self) -> None:
         self.output: Output | None = None
         self.ready = False
+
+
+def _write_deferred(deferred: _Deferred) -> None:
+    """Write what the connections deferred while a dispatch ran (see _Deferred)."""
+    while deferred.waiting:
+        waiting, deferred.waiting = deferred.waiting, []
+        for conn in waiting:
+            conn._deferred = False
+            if conn._out and not conn.closed:
+                conn._write()
+    deferred.waiting = None
 
 
 class Connection:
@@ -184,7 +279,7 @@ class Connection:
         try:
             host, port = sock.getpeername()[:2]
             self.peer = f"{host}:{port}"
-        except OSError:
+        except (OSError, ValueError):  # gone already, or not an address and port
             self.peer = "?"
         self.closed = False
         self.last_active_ms = now_ms()
@@ -200,6 +295,7 @@ class Connection:
         self._waiting_memory = False  # for `pool`: not reading until it wakes us
         self._reading = False
         self._in_read = False  # while frames of one receive are dispatched, writes wait
+        self._deferred = False  # in _DEFERRED.waiting: written when the dispatch ends
         self._final_write = False
         # Output.
         self._slots: deque[_Slot] = deque()
@@ -344,16 +440,21 @@ class Connection:
         self._maybe_pending()
 
     def _consume_received(self) -> None:
+        deferred = _DEFERRED
+        outer = deferred.waiting is None
+        if outer:
+            deferred.waiting = []
         self._in_read = True
         try:
             self._consume()
         except FrameError as exc:
             self.close(str(exc), error=True)
-            return
         finally:
             self._in_read = False
-        if self._out and not self.closed:
-            self._write()
+            if self._out and not self.closed:
+                self._write()
+            if outer:
+                _write_deferred(deferred)
 
     def _new_chunk(self) -> None:
         """A fresh chunk of `_chunk_size` bytes holding the unconsumed tail of the old one."""
@@ -497,6 +598,8 @@ class Connection:
             slot.output = result
             slot.ready = True
             self._drain_slots()
+        elif isinstance(result, Later):
+            result.add_done_callback(lambda later, s=slot: self._on_done(later, s))  # type: ignore[misc]
         else:
             fut = asyncio.ensure_future(result)
             self._tasks.add(fut)
@@ -504,13 +607,16 @@ class Connection:
         if len(self._slots) >= self.max_queued_requests:
             self._pause_reading()
 
-    def _on_done(self, fut: asyncio.Future[Any], slot: _Slot) -> None:
-        self._tasks.discard(fut)
+    def _on_done(self, fut: asyncio.Future[Any] | Later, slot: _Slot) -> None:
+        cancelled = False
+        if not isinstance(fut, Later):
+            self._tasks.discard(fut)
+            cancelled = fut.cancelled()
         if self.closed:
-            if not fut.cancelled() and fut.exception() is None and fut.result():
-                close_slices(fut.result())
+            if not cancelled and fut.exception() is None and fut.result():
+                close_slices(fut.result())  # type: ignore[arg-type]
             return
-        if fut.cancelled():
+        if cancelled:
             self.close("request cancelled")
             return
         exc = fut.exception()
@@ -534,7 +640,12 @@ class Connection:
                 self._out.extend(slot.output)
                 moved = True
         if moved and not self._in_read:
-            self._write()
+            waiting = _DEFERRED.waiting
+            if waiting is None:
+                self._write()
+            elif not self._deferred:
+                self._deferred = True
+                waiting.append(self)
         if len(self._slots) < self.max_queued_requests:
             self._resume_reading()
         self._maybe_close_after()

@@ -1,4 +1,5 @@
-"""The purgatory's timer, and waiting on a sans-I/O Pending from the event loop (`future_of`).
+"""The purgatory's timer, and waiting on a sans-I/O Pending from the event loop (`future_of`),
+or handing its answer to a connection the moment it completes (`later_of`).
 
     driver = PurgatoryDriver(purgatory, clock_ms)
     driver.start()            # in the running loop: expire(now_ms) at each next_deadline_ms()
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 
 from gregor.replication.pending import Pending
 from gregor.replication.purgatory import DelayedOperationPurgatory
+from gregor.runtime.connection import Later, Output
 
 log = logging.getLogger("gregor.purgatory")
 T = TypeVar("T")
@@ -84,3 +86,20 @@ def future_of(
 
     pending.add_done_callback(done)
     return fut
+
+
+def later_of(pending: Pending, convert: Callable[[Any], Output]) -> Later:
+    """A connection's Later of `convert(value)`, set inside `pending`'s completion (no turn of
+    the event loop in between: runtime/connection.py). An exception from `convert` fails it."""
+    later = Later()
+
+    def done(value: Any) -> None:
+        try:
+            out = convert(value)
+        except Exception as exc:  # noqa: BLE001 - the connection reports it
+            later.set_exception(exc)
+            return
+        later.set_result(out)
+
+    pending.add_done_callback(done)
+    return later

@@ -28,7 +28,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from gregor.metrics.stats import FOLD_AT, RequestStats
-from gregor.runtime.connection import Connection, Dispatcher, Output
+from gregor.runtime.connection import Connection, Dispatcher, Later, Output
 
 _HEAD = struct.Struct(">hh")  # api key, api version
 
@@ -42,7 +42,7 @@ class MeasuredDispatcher:
 
     def __call__(
         self, conn: Connection, frame: memoryview
-    ) -> Output | Awaitable[Output | None] | None:
+    ) -> Output | Later | Awaitable[Output | None] | None:
         clock = self.clock
         start = clock()
         result = self.inner(conn, frame)
@@ -59,13 +59,16 @@ class MeasuredDispatcher:
                 counters.fold()
             return result
         counters.local.observe(local_ms)
-        future = asyncio.ensure_future(result)
         ended = start + local_ms / 1000.0
 
-        def done(_f: asyncio.Future[Any]) -> None:
+        def done(_f: asyncio.Future[Any] | Later) -> None:
             now = clock()
             counters.total.observe((now - start) * 1000.0)
             counters.remote.observe((now - ended) * 1000.0)
 
+        if isinstance(result, Later):
+            result.add_done_callback(done)
+            return result
+        future = asyncio.ensure_future(result)
         future.add_done_callback(done)
         return future

@@ -94,7 +94,7 @@ def partition(b: BrokerServer) -> Partition:
 def fetched(response: Any) -> tuple[int, int]:
     """(error code, bytes of records) of the one partition; closes its file."""
     part = response.responses[0].partitions[0]
-    size = 0 if isinstance(part.records, bytes) else part.records.length
+    size = len(part.records) if part.records is not None else 0
     fetch._close(response.responses)
     return part.error_code, size
 
@@ -105,7 +105,8 @@ def test_a_produce_on_one_broker_is_answered_at_once(broker: BrokerServer, acks:
         response = send_produce(broker, acks)
         assert not isinstance(response, Pending)
         assert response.responses[0].partition_responses[0].error_code == errors.NONE
-    assert broker.purgatory.delayed() == 0 and partition(broker).watchers == []
+    p = partition(broker)
+    assert broker.purgatory.delayed() == 0 and p.watchers == [] and p.commits.watchers == []
 
 
 def test_acks_all_waits_in_the_purgatory_for_the_follower(broker: BrokerServer) -> None:
@@ -114,15 +115,34 @@ def test_acks_all_waits_in_the_purgatory_for_the_follower(broker: BrokerServer) 
     p.followers = {FOLLOWER: ReplicaState(FOLLOWER)}
     answer = send_produce(broker, -1)
     assert isinstance(answer, Pending) and not answer.done
-    assert broker.purgatory.delayed() == 1 and len(p.watchers) == 1
+    assert broker.purgatory.delayed() == 1 and len(p.commits.watchers) == 1
     p.update_follower_fetch_state(p.followers[FOLLOWER], 3, 0, 0, p.log.log_end_offset, -1)
     assert answer.done
     assert answer.value.responses[0].partition_responses[0].error_code == errors.NONE
-    assert broker.purgatory.delayed() == 0 and p.watchers == []
+    assert broker.purgatory.delayed() == 0 and p.commits.watchers == []
     late = send_produce(broker, -1, timeout_ms=100)
     assert isinstance(late, Pending)
     broker.purgatory.expire(broker.now_ms() + 100)
     assert late.value.responses[0].partition_responses[0].error_code == errors.REQUEST_TIMED_OUT
+
+
+def test_waiting_writes_wake_on_high_watermark_moves_not_on_every_append(
+    broker: BrokerServer,
+) -> None:
+    p = partition(broker)
+    p.replicas, p.isr = [broker.node_id, FOLLOWER], [broker.node_id, FOLLOWER]
+    p.followers = {FOLLOWER: ReplicaState(FOLLOWER)}
+    woken: list[str] = []
+    p.commits.watch(lambda: woken.append("commits"))
+    p.watch(lambda: woken.append("fetches"))
+    first = send_produce(broker, -1)
+    assert isinstance(first, Pending) and woken == ["fetches"]  # the HW stayed at 0
+    second = send_produce(broker, -1)
+    assert isinstance(second, Pending) and not first.done
+    p.update_follower_fetch_state(p.followers[FOLLOWER], 3, 0, 0, p.log.log_end_offset, -1)
+    assert woken == ["fetches", "commits"] and first.done and not second.done
+    p.update_follower_fetch_state(p.followers[FOLLOWER], 6, 0, 0, p.log.log_end_offset, -1)
+    assert second.done and p.commits.watchers == []
 
 
 def test_a_fetch_with_data_ready_is_answered_at_once(broker: BrokerServer) -> None:
@@ -130,6 +150,21 @@ def test_a_fetch_with_data_ready_is_answered_at_once(broker: BrokerServer) -> No
     response = send_fetch(broker, 0)
     assert not isinstance(response, Pending) and fetched(response)[1] > 0
     assert broker.purgatory.delayed() == 0
+
+
+def test_a_small_answer_is_read_into_the_response_a_large_one_sent_from_the_file(
+    broker: BrokerServer,
+) -> None:
+    send_produce(broker, 1)
+    small = send_fetch(broker, 0).responses[0].partitions[0]
+    assert isinstance(small.records, bytes)
+    assert small.records == partition(broker).log.read_bytes(0, 1 << 20)
+    send_produce(broker, 1, n=3000)
+    large = send_fetch(broker, 3)
+    records = large.responses[0].partitions[0].records
+    assert not isinstance(records, bytes) and records.length > fetch.COPY_MAX
+    assert records.read() == partition(broker).log.read_bytes(3, 1 << 20)
+    fetch._close(large.responses)
 
 
 def test_a_waiting_fetch_is_woken_by_an_append(broker: BrokerServer) -> None:
