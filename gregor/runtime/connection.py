@@ -47,11 +47,11 @@ _SIZE = struct.Struct(">i")
 _IOV_MAX = 512
 # Receive buffers (`_on_readable`). A chunk is allocated when a read needs one and is small at
 # first. A receive that fills the chunk doubles the next one, up to _MAX_CHUNK, so a busy
-# connection gets many frames per recv; one that has caught up (all read, all framed) drops back
-# to _MIN_CHUNK (taken at its next read), and the big chunk goes with the last view of it. The
-# server's periodic sweep lets every caught-up connection's chunk go (`trim`), so a connection
-# idle since then holds no receive buffer: 1,000 of them cost about 3 MiB of heap, where the
-# 4 KiB chunk each kept doubled that (and the 256 KiB they once got each, 250 MiB).
+# connection gets many frames per recv. One that has caught up (all read, all framed) lets its
+# chunk go (with the last view of it) and takes a _MIN_CHUNK one at its next read: a connection
+# between requests holds no receive buffer, so 1,000 idle ones cost about 3 MiB of heap (a 4 KiB
+# chunk kept each doubled that; the 256 KiB they once got each, 250 MiB), for one small
+# allocation per read that catches up.
 _MIN_CHUNK = 4 * 1024
 _MAX_CHUNK = 256 * 1024
 # A frame larger than the chunk is received into a buffer of its own: a bytearray up to
@@ -381,19 +381,12 @@ class Connection:
         if n == room and room >= self._chunk_size // 2:
             self._chunk_size = min(2 * self._chunk_size, _MAX_CHUNK)  # more may be waiting
         self._consume_received()
-        if self._start == self._end and n < room and len(self._chunk) > _MIN_CHUNK:
-            # Caught up: back to a small chunk, taken at the next read; the big one goes with
-            # its frames' last views.
+        if self._start == self._end and n < room:
+            # Caught up: no chunk until the next read, which takes a small one; this one goes
+            # with its frames' last views.
             self._chunk, self._start, self._end = _NO_CHUNK, 0, 0
             self._chunk_size = _MIN_CHUNK
         self._maybe_pending()
-
-    def trim(self) -> None:
-        """Let the receive chunk go if every byte received has been handled: the next read
-        takes a new one. The server's periodic sweep calls it, so an idle connection holds no
-        receive buffer; a busy one pays one small allocation per sweep."""
-        if self._start == self._end and self._big is None and not self.closed:
-            self._chunk, self._start, self._end = _NO_CHUNK, 0, 0
 
     @property
     def receive_buffer_bytes(self) -> int:
@@ -475,6 +468,7 @@ class Connection:
         self._big_filled += n
         if n and self._big_filled == len(buf):
             self._big = None
+            self._chunk, self._start, self._end = _NO_CHUNK, 0, 0  # all of it framed
             self._on_frame(memoryview(buf))
             self._release()
             if self._out and not self.closed:

@@ -1,8 +1,7 @@
 """The listening socket and the set of live connections, on one event loop (uvloop if present).
 
 `Server` accepts connections and hands each frame to the dispatcher the broker gives it; it
-knows nothing of Kafka's APIs. It enforces `connections.max.idle.ms` with a periodic sweep (which
-also lets the receive buffers of connections with nothing pending go) and,
+knows nothing of Kafka's APIs. It enforces `connections.max.idle.ms` with a periodic sweep and,
 on `stop()`, stops accepting, waits (bounded) for in-flight requests to finish, then closes.
 
 What the connections of a listener may cost, all told (Kafka's ConnectionQuotas and MemoryPool):
@@ -366,8 +365,6 @@ class Server:
             for conn in list(self.connections):
                 if conn.idle and conn.last_active_ms < cutoff:
                     conn.close(f"idle for more than connections.max.idle.ms ({self.max_idle_ms})")
-                else:
-                    conn.trim()  # no receive buffer held while nothing is being received
 
     def stop_accepting(self) -> None:
         if self._backoff is not None:
