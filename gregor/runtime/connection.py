@@ -46,11 +46,13 @@ log = logging.getLogger("gregor.connection")
 
 _SIZE = struct.Struct(">i")
 _IOV_MAX = 512
-# Receive buffers (`_on_readable`). A connection's first chunk is allocated on its first read
-# and is small, so an idle connection costs little: 3,000 of them hold 12 MiB of chunks (at the
-# 256 KiB they once got each, 750 MiB). A receive that fills the chunk doubles the next one, up
-# to _MAX_CHUNK, so a busy connection gets many frames per recv; one that has caught up (all
-# read, all framed) drops back to _MIN_CHUNK, and the big chunk goes with the last view of it.
+# Receive buffers (`_on_readable`). A chunk is allocated when a read needs one and is small at
+# first. A receive that fills the chunk doubles the next one, up to _MAX_CHUNK, so a busy
+# connection gets many frames per recv. One that has caught up (all read, all framed) lets its
+# chunk go (with the last view of it) and takes a _MIN_CHUNK one at its next read: a connection
+# between requests holds no receive buffer, so 1,000 idle ones cost about 3 MiB of heap (a 4 KiB
+# chunk kept each doubled that; the 256 KiB they once got each, 250 MiB), for one small
+# allocation per read that catches up.
 _MIN_CHUNK = 4 * 1024
 _MAX_CHUNK = 256 * 1024
 # A frame larger than the chunk is received into a buffer of its own: a bytearray up to
@@ -253,6 +255,48 @@ def _write_deferred(deferred: _Deferred) -> None:
 
 
 class Connection:
+    # Slots: an idle connection is mostly this object (no dict of ~40 entries each).
+    __slots__ = (
+        "_big",
+        "_big_filled",
+        "_chunk",
+        "_chunk_size",
+        "_close_after",
+        "_end",
+        "_final_write",
+        "_handshaking",
+        "_in_read",
+        "_linger",
+        "_out",
+        "_out_offset",
+        "_reading",
+        "_reserved",
+        "_slots",
+        "_start",
+        "_tasks",
+        "_tls_record",
+        "_unmute",
+        "_waiting_memory",
+        "_writing",
+        "attributes",
+        "bytes_in",
+        "bytes_out",
+        "closed",
+        "dispatch",
+        "fd",
+        "last_active_ms",
+        "loop",
+        "max_queued_requests",
+        "max_request_bytes",
+        "now_ms",
+        "on_close",
+        "on_secure",
+        "peer",
+        "pool",
+        "sock",
+        "tls",
+    )
+
     def __init__(
         self,
         sock: socket.socket,
@@ -433,11 +477,17 @@ class Connection:
         if n == room and room >= self._chunk_size // 2:
             self._chunk_size = min(2 * self._chunk_size, _MAX_CHUNK)  # more may be waiting
         self._consume_received()
-        if self._start == self._end and n < room and len(self._chunk) > _MIN_CHUNK:
-            # Caught up: back to a small chunk; the big one goes with its frames' last views.
-            self._chunk, self._start, self._end = memoryview(bytearray(_MIN_CHUNK)), 0, 0
+        if self._start == self._end and n < room:
+            # Caught up: no chunk until the next read, which takes a small one; this one goes
+            # with its frames' last views.
+            self._chunk, self._start, self._end = _NO_CHUNK, 0, 0
             self._chunk_size = _MIN_CHUNK
         self._maybe_pending()
+
+    @property
+    def receive_buffer_bytes(self) -> int:
+        """Bytes of receive buffer this connection holds now (its chunk, a large frame's own)."""
+        return len(self._chunk) + (len(self._big) if self._big is not None else 0)
 
     def _consume_received(self) -> None:
         deferred = _DEFERRED
@@ -519,6 +569,7 @@ class Connection:
         self._big_filled += n
         if n and self._big_filled == len(buf):
             self._big = None
+            self._chunk, self._start, self._end = _NO_CHUNK, 0, 0  # all of it framed
             self._on_frame(memoryview(buf))
             self._release()
             if self._out and not self.closed:
