@@ -262,6 +262,7 @@ class Connection:
         "_chunk",
         "_chunk_size",
         "_close_after",
+        "_deferred",
         "_end",
         "_final_write",
         "_handshaking",

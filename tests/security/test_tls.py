@@ -88,8 +88,10 @@ def test_a_client_certificate_the_broker_does_not_trust_fails_the_handshake(
     handshake_error(confluent_conf(bad))
     failures = logged(broker.read_log, "TLS handshake failed", before + 1)
     assert len(failures) > before
+    # The client retries; a retry it abandons mid-handshake (the producer closing) is logged
+    # with its own reason, so the refused certificate must be named, not every line.
     reason = "CERTIFICATE_VERIFY_FAILED"
-    assert all(reason in line for line in failures[before:]), failures[before:]
+    assert any(reason in line for line in failures[before:]), failures[before:]
     assert ROUNDTRIPS["confluent"](target, f"tls-after-{which}") == values(f"tls-after-{which}")
 
 
