@@ -41,13 +41,13 @@ Time is the monotonic clock in milliseconds unless a clock is given.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
 import random
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gregor.protocol import api_keys, codec, errors
@@ -60,6 +60,7 @@ from gregor.raft.node import Effects, Entry, LeaderAndEpoch, LoadSnapshot, NotLe
 from gregor.raft.store import QuorumStateStore
 from gregor.runtime.client import ClientError, ClientSecurity, NetworkClient
 from gregor.runtime.connection import Connection, Dispatcher, FrameError, Output
+from gregor.runtime.flush_thread import FlushThread
 from gregor.runtime.server import Server
 
 log = logging.getLogger("gregor.raft_driver")
@@ -139,11 +140,11 @@ class RaftDriver:
         self.client: NetworkClient | None = None
         self._started = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
-        self._inbound: dict[tuple[int, int], asyncio.Future[m.Response]] = {}
+        self._inbound: dict[tuple[int, int], _Inbound] = {}
         self._next_inbound_id = 0
         self._tasks: set[asyncio.Future[Any]] = set()
         self._stopped = False
-        self._flusher: concurrent.futures.ThreadPoolExecutor | None = None
+        self._flusher: FlushThread | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -223,8 +224,8 @@ class RaftDriver:
         self._stopped = True
         if self._timer is not None:
             self._timer.cancel()
-        for fut in self._inbound.values():
-            fut.cancel()
+        for pending in self._inbound.values():
+            pending.cancel()
         self._inbound.clear()
         for task in list(self._tasks):
             task.cancel()
@@ -236,7 +237,7 @@ class RaftDriver:
             with contextlib.suppress(BaseException):
                 await task
         if self._flusher is not None:
-            self._flusher.shutdown(wait=True)  # a flush under way finishes before the close
+            self._flusher.stop()  # a flush under way finishes before the close
         close = getattr(self.log, "close", None)
         if close is not None:
             self.log.flush()
@@ -269,9 +270,9 @@ class RaftDriver:
             if isinstance(message, m.REQUEST_TYPES):
                 self._spawn(self._exchange(send.destination, message))
             else:
-                fut = self._inbound.pop((send.destination, message.correlation_id), None)
-                if fut is not None and not fut.done():
-                    fut.set_result(message)
+                pending = self._inbound.pop((send.destination, message.correlation_id), None)
+                if pending is not None:
+                    pending.answer(self._encode_answer(pending, message))
         if effects.snapshot is not None and self.on_snapshot is not None:
             self.on_snapshot(effects.snapshot)
         if effects.committed and self.on_commit is not None:
@@ -283,7 +284,11 @@ class RaftDriver:
             self._flush(effects.flush)
 
     def _flush(self, offset: int) -> None:
-        """Make the log durable below `offset` on the flush thread, then tell the node."""
+        """Make the log durable below `offset` on the flush thread, then tell the node.
+
+        The thread gets the fsync only after the answers this step gave (`call_soon`: they are
+        written first): a leader's parked fetches then carry the new entries to the followers
+        before its own fsync competes with them, so both sync at once."""
         loop = asyncio.get_running_loop()
         begin = getattr(self.log, "begin_flush", None)
         if begin is None:
@@ -292,12 +297,9 @@ class RaftDriver:
             return
         sync, done = begin(offset)
         if self._flusher is None:
-            self._flusher = concurrent.futures.ThreadPoolExecutor(
-                1, thread_name_prefix=f"raft-{self.node_id}-flush"
-            )
+            self._flusher = FlushThread(loop, f"raft-{self.node_id}-flush")
 
-        def finished(fut: asyncio.Future[None]) -> None:
-            exc = fut.exception()
+        def finished(exc: BaseException | None) -> None:
             if exc is not None:
                 # Kafka stops on a failed metadata log write; here the node waits for a flush
                 # that never completes (it stops acknowledging and committing) and says why.
@@ -306,7 +308,7 @@ class RaftDriver:
             done()
             self._flushed(offset)
 
-        loop.run_in_executor(self._flusher, sync).add_done_callback(finished)
+        loop.call_soon(self._flusher.submit, sync, finished)
 
     def _flushed(self, offset: int) -> None:
         if self.node is not None and not self._stopped:
@@ -366,6 +368,8 @@ class RaftDriver:
             return self._serve(conn, key, version, header.correlation_id, body)
         if key not in wire.RAFT_APIS:
             raise FrameError(f"{api_keys.name_of(key)} is not served on the controller listener")
+        if not self._started.is_set():
+            return self._answer_once_started(key, version, header.correlation_id, body)
         return self._answer(key, version, header.correlation_id, body)
 
     async def _serve(
@@ -377,8 +381,19 @@ class RaftDriver:
         answer = await self.handlers[key](version, body, conn)
         return codec.encode_response(key, version, correlation_id, answer)
 
-    async def _answer(self, key: int, version: int, correlation_id: int, body: Any) -> Output:
+    async def _answer_once_started(
+        self, key: int, version: int, correlation_id: int, body: Any
+    ) -> Output:
+        """A request that arrived before `start`: answered once started."""
         await self._started.wait()
+        answer = self._answer(key, version, correlation_id, body)
+        return await answer if isinstance(answer, asyncio.Future) else answer
+
+    def _answer(
+        self, key: int, version: int, correlation_id: int, body: Any
+    ) -> Output | asyncio.Future[Output]:
+        """The encoded answer, or a future of it (a parked Fetch): completed, encoded, where the
+        node gives the answer (`_apply`), so it is written on the loop's next step."""
         if self._stopped:
             # A request that arrived while stopping: close that connection, as a dead node would.
             raise FrameError(f"raft driver {self.node_id} is stopping")
@@ -389,25 +404,60 @@ class RaftDriver:
             request = wire.from_request(key, version, body, local_id)
         except wire.WireError as e:
             raise FrameError(str(e)) from e
+        pending = _Inbound(key, version, correlation_id)
         if isinstance(request, m.DescribeQuorumRequest):
-            response: m.Response = node.describe_quorum(self.clock())
-        else:
-            source = wire.request_source(request)
-            assert source is not None
-            fut: asyncio.Future[m.Response] = asyncio.get_running_loop().create_future()
-            self._inbound[(source, local_id)] = fut
-            self._apply(node.receive(self.clock(), source, request))
-            wait_ms = self.config.request_timeout_ms + self.config.fetch_max_wait_ms
-            try:
-                response = await asyncio.wait_for(fut, wait_ms / 1000)
-            finally:
-                self._inbound.pop((source, local_id), None)
-        body = wire.to_response(response, version)
+            return self._encode_answer(pending, node.describe_quorum(self.clock()))
+        source = wire.request_source(request)
+        assert source is not None
+        self._inbound[(source, local_id)] = pending
+        self._apply(node.receive(self.clock(), source, request))
+        if pending.output is not None:  # answered at once
+            return pending.output
+        loop = asyncio.get_running_loop()
+        pending.future = loop.create_future()
+        wait_s = (self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000
+        pending.timer = loop.call_later(wait_s, self._expire, (source, local_id))
+        return pending.future
+
+    def _expire(self, inbound_key: tuple[int, int]) -> None:
+        pending = self._inbound.pop(inbound_key, None)
+        if pending is not None and pending.future is not None and not pending.future.done():
+            pending.future.set_exception(FrameError("the raft node gave no answer in time"))
+
+    def _encode_answer(self, pending: _Inbound, response: m.Response) -> Output:
+        body = wire.to_response(response, pending.version)
         if isinstance(response, m.FetchResponse) and response.leader_id in self.voters:
             wire.add_leader_endpoint(
-                body, version, response.leader_id, *self.voters[response.leader_id]
+                body, pending.version, response.leader_id, *self.voters[response.leader_id]
             )
-        return codec.encode_response(key, version, correlation_id, body)
+        return codec.encode_response(pending.key, pending.version, pending.correlation_id, body)
+
+
+@dataclass(slots=True)
+class _Inbound:
+    """A KRaft request waiting for the node's answer: the answer's encoding, and where it goes
+    (`output` when given at once; `future` once the request waits)."""
+
+    key: int
+    version: int
+    correlation_id: int
+    output: Output | None = None
+    future: asyncio.Future[Output] | None = None
+    timer: asyncio.TimerHandle | None = None
+
+    def answer(self, output: Output) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.future is None:
+            self.output = output
+        elif not self.future.done():
+            self.future.set_result(output)
+
+    def cancel(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.future is not None:
+            self.future.cancel()
 
 
 def _api_versions_body(error_code: int = 0, extra: Mapping[int, Any] | None = None) -> Any:
