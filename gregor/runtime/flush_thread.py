@@ -26,17 +26,23 @@ class FlushThread:
     def __init__(self, loop: asyncio.AbstractEventLoop, name: str) -> None:
         self._loop = loop
         self._queue: queue.SimpleQueue[tuple[Sync, Done] | None] = queue.SimpleQueue()
+        self._stopped = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def submit(self, sync: Sync, on_done: Done) -> None:
         """Run `sync()` on the thread, then `on_done(None or the exception it raised)` on the
-        loop. Flushes run one after another, in the order submitted."""
+        loop. Flushes run one after another, in the order submitted. Once stopped, `sync()`
+        runs at once on the caller's thread (it releases what it holds) and nobody is told."""
+        if self._stopped:
+            sync()
+            return
         self._queue.put((sync, on_done))
 
     def stop(self) -> None:
         """Let what was submitted finish (its `on_done` is dropped once the loop is closed),
         then end the thread."""
+        self._stopped = True
         self._queue.put(None)
         self._thread.join()
 
