@@ -59,7 +59,7 @@ from gregor.raft.log import RaftLog
 from gregor.raft.node import Effects, Entry, LeaderAndEpoch, LoadSnapshot, NotLeader, RaftNode
 from gregor.raft.store import QuorumStateStore
 from gregor.runtime.client import ClientError, ClientSecurity, NetworkClient
-from gregor.runtime.connection import Connection, Dispatcher, FrameError, Output
+from gregor.runtime.connection import Connection, Dispatcher, FrameError, LaterAnswer, Output
 from gregor.runtime.flush_thread import FlushThread
 from gregor.runtime.server import Server
 
@@ -387,13 +387,27 @@ class RaftDriver:
         """A request that arrived before `start`: answered once started."""
         await self._started.wait()
         answer = self._answer(key, version, correlation_id, body)
-        return await answer if isinstance(answer, asyncio.Future) else answer
+        if not isinstance(answer, LaterAnswer):
+            return answer
+        fut: asyncio.Future[Output] = asyncio.get_running_loop().create_future()
+
+        def settle(output: Output | None, reason: str | None) -> None:
+            if fut.done():
+                return
+            if reason is None:
+                fut.set_result(output or [])
+            else:
+                fut.set_exception(FrameError(reason))
+
+        answer.bind(settle)
+        return await fut
 
     def _answer(
         self, key: int, version: int, correlation_id: int, body: Any
-    ) -> Output | asyncio.Future[Output]:
-        """The encoded answer, or a future of it (a parked Fetch): completed, encoded, where the
-        node gives the answer (`_apply`), so it is written on the loop's next step."""
+    ) -> Output | LaterAnswer:
+        """The encoded answer, or a `LaterAnswer` (a parked Fetch): given, encoded, where the
+        node gives it (`_apply`), so the connection writes it then: a leader's append reaches
+        the followers before the rest of the request that appended runs."""
         if self._stopped:
             # A request that arrived while stopping: close that connection, as a dead node would.
             raise FrameError(f"raft driver {self.node_id} is stopping")
@@ -413,16 +427,17 @@ class RaftDriver:
         self._apply(node.receive(self.clock(), source, request))
         if pending.output is not None:  # answered at once
             return pending.output
-        loop = asyncio.get_running_loop()
-        pending.future = loop.create_future()
+        pending.later = LaterAnswer()
         wait_s = (self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000
-        pending.timer = loop.call_later(wait_s, self._expire, (source, local_id))
-        return pending.future
+        pending.timer = asyncio.get_running_loop().call_later(
+            wait_s, self._expire, (source, local_id)
+        )
+        return pending.later
 
     def _expire(self, inbound_key: tuple[int, int]) -> None:
         pending = self._inbound.pop(inbound_key, None)
-        if pending is not None and pending.future is not None and not pending.future.done():
-            pending.future.set_exception(FrameError("the raft node gave no answer in time"))
+        if pending is not None and pending.later is not None:
+            pending.later.fail("the raft node gave no answer in time")
 
     def _encode_answer(self, pending: _Inbound, response: m.Response) -> Output:
         body = wire.to_response(response, pending.version)
@@ -436,28 +451,28 @@ class RaftDriver:
 @dataclass(slots=True)
 class _Inbound:
     """A KRaft request waiting for the node's answer: the answer's encoding, and where it goes
-    (`output` when given at once; `future` once the request waits)."""
+    (`output` when given at once; `later` once the request waits)."""
 
     key: int
     version: int
     correlation_id: int
     output: Output | None = None
-    future: asyncio.Future[Output] | None = None
+    later: LaterAnswer | None = None
     timer: asyncio.TimerHandle | None = None
 
     def answer(self, output: Output) -> None:
         if self.timer is not None:
             self.timer.cancel()
-        if self.future is None:
+        if self.later is None:
             self.output = output
-        elif not self.future.done():
-            self.future.set_result(output)
+        else:
+            self.later.give(output)
 
     def cancel(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
-        if self.future is not None:
-            self.future.cancel()
+        if self.later is not None:
+            self.later.fail("the raft driver is stopping")
 
 
 def _api_versions_body(error_code: int = 0, extra: Mapping[int, Any] | None = None) -> Any:
