@@ -286,9 +286,10 @@ class RaftDriver:
     def _flush(self, offset: int) -> None:
         """Make the log durable below `offset` on the flush thread, then tell the node.
 
-        The thread gets the fsync only after the answers this step gave (`call_soon`: they are
-        written first): a leader's parked fetches then carry the new entries to the followers
-        before its own fsync competes with them, so both sync at once."""
+        `_apply` calls it after the answers of the same effects are written (a parked Fetch's
+        `LaterAnswer` is written when given): a leader's new entries are on their way to the
+        followers before its own fsync competes with them for the GIL, so both sync at once;
+        a lone voter's fsync starts at once."""
         loop = asyncio.get_running_loop()
         begin = getattr(self.log, "begin_flush", None)
         if begin is None:
@@ -308,7 +309,7 @@ class RaftDriver:
             done()
             self._flushed(offset)
 
-        loop.call_soon(self._flusher.submit, sync, finished)
+        self._flusher.submit(sync, finished)
 
     def _flushed(self, offset: int) -> None:
         if self.node is not None and not self._stopped:
