@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gregor.protocol import api_keys, codec, errors
 from gregor.protocol.exceptions import CorruptFrameError
-from gregor.runtime.connection import Answer, Connection, Dispatcher, FrameError
+from gregor.runtime.connection import Connection, Dispatcher, FrameError, Output
 from gregor.security.acls import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, DESCRIBE
 from gregor.security.principal import principal_of
 
@@ -58,7 +58,9 @@ class ClusterActionGate:
         self.inner = inner
         self.authorize = authorize  # (principal, host, operation, resource type, name)
 
-    def __call__(self, conn: Connection, frame: memoryview) -> Answer:
+    def __call__(
+        self, conn: Connection, frame: memoryview
+    ) -> Output | Awaitable[Output | None] | None:
         operation = REQUIRED.get(_API_KEY.unpack_from(frame)[0] if len(frame) >= 2 else -1)
         if operation is None:
             return self.inner(conn, frame)

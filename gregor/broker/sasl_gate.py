@@ -29,7 +29,7 @@ from gregor.protocol import api_keys, codec
 from gregor.protocol.exceptions import CorruptFrameError
 from gregor.protocol.headers import peek_request
 from gregor.protocol.messages import SaslAuthenticateResponse, SaslHandshakeResponse
-from gregor.runtime.connection import Answer, Connection, Dispatcher, FrameError, Output
+from gregor.runtime.connection import Connection, Dispatcher, FrameError, Output
 from gregor.security.listener_config import ListenerConfig
 from gregor.security.principal import set_principal
 from gregor.security.sasl import AuthenticateAnswer, SaslSession
@@ -47,7 +47,9 @@ class SaslGate:
         self.config = config
         self.failed_delay_ms = failed_delay_ms
 
-    def __call__(self, conn: Connection, frame: memoryview) -> Answer:
+    def __call__(
+        self, conn: Connection, frame: memoryview
+    ) -> Output | Awaitable[Output | None] | None:
         session = conn.attributes.get(SESSION_KEY)
         if session is None:
             session = conn.attributes[SESSION_KEY] = SaslSession(self.config)
@@ -57,7 +59,9 @@ class SaslGate:
             return self._authenticated(conn, session, frame)
         return self._exchange(conn, session, frame)
 
-    def _authenticated(self, conn: Connection, session: SaslSession, frame: memoryview) -> Answer:
+    def _authenticated(
+        self, conn: Connection, session: SaslSession, frame: memoryview
+    ) -> Output | Awaitable[Output | None] | None:
         """A request on a session that ends: a re-authentication, a close, or the request."""
         now_ms = conn.now_ms()
         key = _API_KEY.unpack_from(frame)[0] if len(frame) >= 2 else -1
@@ -73,7 +77,9 @@ class SaslGate:
             return None
         return self.inner(conn, frame)
 
-    def _exchange(self, conn: Connection, session: SaslSession, frame: memoryview) -> Answer:
+    def _exchange(
+        self, conn: Connection, session: SaslSession, frame: memoryview
+    ) -> Output | Awaitable[Output | None] | None:
         if session.raw_tokens:
             answer = session.authenticate(bytes(frame), conn.now_ms())
             token = [_SIZE.pack(len(answer.auth_bytes)), answer.auth_bytes]

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import functools
 import logging
 import mmap
 import os
@@ -73,44 +72,10 @@ _FIN_DELAY_S = 0.2
 Output = list[Any]  # bytes-like buffers and file slices, in wire order
 
 
-class LaterAnswer:
-    """An answer a dispatcher returns now and gives later (`give`), written by the connection at
-    that call rather than at a later turn of the loop, as an awaitable's would be: for answers
-    on the path of a replication round trip. `fail(reason)` closes the connection instead."""
-
-    __slots__ = ("_to", "_given")
-
-    def __init__(self) -> None:
-        self._to: Callable[[Output | None, str | None], None] | None = None
-        self._given: tuple[Output | None, str | None] | None = None
-
-    def give(self, output: Output) -> None:
-        self._settle(output, None)
-
-    def fail(self, reason: str) -> None:
-        self._settle(None, reason)
-
-    def bind(self, to: Callable[[Output | None, str | None], None]) -> None:
-        """Who takes the answer (the connection); at once if it was given already."""
-        self._to = to
-        if self._given is not None:
-            self._settle(*self._given)
-
-    def _settle(self, output: Output | None, reason: str | None) -> None:
-        if self._to is None:
-            if self._given is None:
-                self._given = (output, reason)
-            return
-        to, self._to = self._to, None
-        to(output, reason)
-
-
-# what a dispatcher returns for one request frame
-Answer = Output | LaterAnswer | Awaitable[Output | None] | None
-
-
 class Dispatcher(Protocol):
-    def __call__(self, conn: Connection, frame: memoryview) -> Answer:
+    def __call__(
+        self, conn: Connection, frame: memoryview
+    ) -> Output | Awaitable[Output | None] | None:
         """Handle one request frame (a writable view, without its size prefix); None means
         "no response"."""
 
@@ -532,8 +497,6 @@ class Connection:
             slot.output = result
             slot.ready = True
             self._drain_slots()
-        elif isinstance(result, LaterAnswer):
-            result.bind(functools.partial(self._answered, slot))
         else:
             fut = asyncio.ensure_future(result)
             self._tasks.add(fut)
@@ -559,19 +522,6 @@ class Connection:
             self.close("request handling failed", error=True)
             return
         output = fut.result()
-        slot.output = output or []
-        slot.ready = True
-        self._drain_slots()
-
-    def _answered(self, slot: _Slot, output: Output | None, reason: str | None) -> None:
-        """A `LaterAnswer` was given (or failed): written now, in its turn among the answers."""
-        if self.closed:
-            if output:
-                close_slices(output)
-            return
-        if reason is not None:
-            self.close(reason, error=True)
-            return
         slot.output = output or []
         slot.ready = True
         self._drain_slots()

@@ -47,7 +47,6 @@ import random
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from gregor.protocol import api_keys, codec, errors
@@ -59,7 +58,7 @@ from gregor.raft.log import RaftLog
 from gregor.raft.node import Effects, Entry, LeaderAndEpoch, LoadSnapshot, NotLeader, RaftNode
 from gregor.raft.store import QuorumStateStore
 from gregor.runtime.client import ClientError, ClientSecurity, NetworkClient
-from gregor.runtime.connection import Connection, Dispatcher, FrameError, LaterAnswer, Output
+from gregor.runtime.connection import Connection, Dispatcher, FrameError, Output
 from gregor.runtime.flush_thread import FlushThread
 from gregor.runtime.server import Server
 
@@ -140,7 +139,7 @@ class RaftDriver:
         self.client: NetworkClient | None = None
         self._started = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
-        self._inbound: dict[tuple[int, int], _Inbound] = {}
+        self._inbound: dict[tuple[int, int], asyncio.Future[m.Response]] = {}
         self._next_inbound_id = 0
         self._tasks: set[asyncio.Future[Any]] = set()
         self._stopped = False
@@ -224,8 +223,8 @@ class RaftDriver:
         self._stopped = True
         if self._timer is not None:
             self._timer.cancel()
-        for pending in self._inbound.values():
-            pending.cancel()
+        for fut in self._inbound.values():
+            fut.cancel()
         self._inbound.clear()
         for task in list(self._tasks):
             task.cancel()
@@ -270,9 +269,9 @@ class RaftDriver:
             if isinstance(message, m.REQUEST_TYPES):
                 self._spawn(self._exchange(send.destination, message))
             else:
-                pending = self._inbound.pop((send.destination, message.correlation_id), None)
-                if pending is not None:
-                    pending.answer(self._encode_answer(pending, message))
+                fut = self._inbound.pop((send.destination, message.correlation_id), None)
+                if fut is not None and not fut.done():
+                    fut.set_result(message)
         if effects.snapshot is not None and self.on_snapshot is not None:
             self.on_snapshot(effects.snapshot)
         if effects.committed and self.on_commit is not None:
@@ -284,12 +283,8 @@ class RaftDriver:
             self._flush(effects.flush)
 
     def _flush(self, offset: int) -> None:
-        """Make the log durable below `offset` on the flush thread, then tell the node.
-
-        `_apply` calls it after the answers of the same effects are written (a parked Fetch's
-        `LaterAnswer` is written when given): a leader's new entries are on their way to the
-        followers before its own fsync competes with them for the GIL, so both sync at once;
-        a lone voter's fsync starts at once."""
+        """Make the log durable below `offset` on the flush thread (flush_thread.py: a queue,
+        the fsync, one `call_soon_threadsafe`), then tell the node."""
         loop = asyncio.get_running_loop()
         begin = getattr(self.log, "begin_flush", None)
         if begin is None:
@@ -369,8 +364,6 @@ class RaftDriver:
             return self._serve(conn, key, version, header.correlation_id, body)
         if key not in wire.RAFT_APIS:
             raise FrameError(f"{api_keys.name_of(key)} is not served on the controller listener")
-        if not self._started.is_set():
-            return self._answer_once_started(key, version, header.correlation_id, body)
         return self._answer(key, version, header.correlation_id, body)
 
     async def _serve(
@@ -382,33 +375,8 @@ class RaftDriver:
         answer = await self.handlers[key](version, body, conn)
         return codec.encode_response(key, version, correlation_id, answer)
 
-    async def _answer_once_started(
-        self, key: int, version: int, correlation_id: int, body: Any
-    ) -> Output:
-        """A request that arrived before `start`: answered once started."""
+    async def _answer(self, key: int, version: int, correlation_id: int, body: Any) -> Output:
         await self._started.wait()
-        answer = self._answer(key, version, correlation_id, body)
-        if not isinstance(answer, LaterAnswer):
-            return answer
-        fut: asyncio.Future[Output] = asyncio.get_running_loop().create_future()
-
-        def settle(output: Output | None, reason: str | None) -> None:
-            if fut.done():
-                return
-            if reason is None:
-                fut.set_result(output or [])
-            else:
-                fut.set_exception(FrameError(reason))
-
-        answer.bind(settle)
-        return await fut
-
-    def _answer(
-        self, key: int, version: int, correlation_id: int, body: Any
-    ) -> Output | LaterAnswer:
-        """The encoded answer, or a `LaterAnswer` (a parked Fetch): given, encoded, where the
-        node gives it (`_apply`), so the connection writes it then: a leader's append reaches
-        the followers before the rest of the request that appended runs."""
         if self._stopped:
             # A request that arrived while stopping: close that connection, as a dead node would.
             raise FrameError(f"raft driver {self.node_id} is stopping")
@@ -419,61 +387,25 @@ class RaftDriver:
             request = wire.from_request(key, version, body, local_id)
         except wire.WireError as e:
             raise FrameError(str(e)) from e
-        pending = _Inbound(key, version, correlation_id)
         if isinstance(request, m.DescribeQuorumRequest):
-            return self._encode_answer(pending, node.describe_quorum(self.clock()))
-        source = wire.request_source(request)
-        assert source is not None
-        self._inbound[(source, local_id)] = pending
-        self._apply(node.receive(self.clock(), source, request))
-        if pending.output is not None:  # answered at once
-            return pending.output
-        pending.later = LaterAnswer()
-        wait_s = (self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000
-        pending.timer = asyncio.get_running_loop().call_later(
-            wait_s, self._expire, (source, local_id)
-        )
-        return pending.later
-
-    def _expire(self, inbound_key: tuple[int, int]) -> None:
-        pending = self._inbound.pop(inbound_key, None)
-        if pending is not None and pending.later is not None:
-            pending.later.fail("the raft node gave no answer in time")
-
-    def _encode_answer(self, pending: _Inbound, response: m.Response) -> Output:
-        body = wire.to_response(response, pending.version)
+            response: m.Response = node.describe_quorum(self.clock())
+        else:
+            source = wire.request_source(request)
+            assert source is not None
+            fut: asyncio.Future[m.Response] = asyncio.get_running_loop().create_future()
+            self._inbound[(source, local_id)] = fut
+            self._apply(node.receive(self.clock(), source, request))
+            wait_ms = self.config.request_timeout_ms + self.config.fetch_max_wait_ms
+            try:
+                response = await asyncio.wait_for(fut, wait_ms / 1000)
+            finally:
+                self._inbound.pop((source, local_id), None)
+        body = wire.to_response(response, version)
         if isinstance(response, m.FetchResponse) and response.leader_id in self.voters:
             wire.add_leader_endpoint(
-                body, pending.version, response.leader_id, *self.voters[response.leader_id]
+                body, version, response.leader_id, *self.voters[response.leader_id]
             )
-        return codec.encode_response(pending.key, pending.version, pending.correlation_id, body)
-
-
-@dataclass(slots=True)
-class _Inbound:
-    """A KRaft request waiting for the node's answer: the answer's encoding, and where it goes
-    (`output` when given at once; `later` once the request waits)."""
-
-    key: int
-    version: int
-    correlation_id: int
-    output: Output | None = None
-    later: LaterAnswer | None = None
-    timer: asyncio.TimerHandle | None = None
-
-    def answer(self, output: Output) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-        if self.later is None:
-            self.output = output
-        else:
-            self.later.give(output)
-
-    def cancel(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-        if self.later is not None:
-            self.later.fail("the raft driver is stopping")
+        return codec.encode_response(key, version, correlation_id, body)
 
 
 def _api_versions_body(error_code: int = 0, extra: Mapping[int, Any] | None = None) -> Any:

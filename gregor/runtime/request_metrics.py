@@ -24,10 +24,11 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 from gregor.metrics.stats import FOLD_AT, RequestStats
-from gregor.runtime.connection import Answer, Connection, Dispatcher, LaterAnswer, Output
+from gregor.runtime.connection import Connection, Dispatcher, Output
 
 _HEAD = struct.Struct(">hh")  # api key, api version
 
@@ -39,7 +40,9 @@ class MeasuredDispatcher:
         self.by_api = requests.by_api
         self.clock = time.perf_counter
 
-    def __call__(self, conn: Connection, frame: memoryview) -> Answer:
+    def __call__(
+        self, conn: Connection, frame: memoryview
+    ) -> Output | Awaitable[Output | None] | None:
         clock = self.clock
         start = clock()
         result = self.inner(conn, frame)
@@ -56,22 +59,8 @@ class MeasuredDispatcher:
                 counters.fold()
             return result
         counters.local.observe(local_ms)
-        ended = start + local_ms / 1000.0
-        if isinstance(result, LaterAnswer):  # timed when given, passed on as given
-            outer = LaterAnswer()
-
-            def given(output: Output | None, reason: str | None) -> None:
-                now = clock()
-                counters.total.observe((now - start) * 1000.0)
-                counters.remote.observe((now - ended) * 1000.0)
-                if reason is None:
-                    outer.give(output or [])
-                else:
-                    outer.fail(reason)
-
-            result.bind(given)
-            return outer
         future = asyncio.ensure_future(result)
+        ended = start + local_ms / 1000.0
 
         def done(_f: asyncio.Future[Any]) -> None:
             now = clock()

@@ -20,7 +20,6 @@ from gregor.metrics.collectors import BrokerSources, collectors
 from gregor.metrics.health import NodeHealth, readiness
 from gregor.metrics.stats import FOLD_AT, BrokerTopicStats, Histogram, RequestStats, Window
 from gregor.protocol import api_keys
-from gregor.runtime.connection import LaterAnswer
 from gregor.runtime.metrics_listener import MetricsListener, parse_listener
 from gregor.runtime.request_metrics import MeasuredDispatcher
 
@@ -229,23 +228,6 @@ def test_collectors_read_the_state_at_scrape_time() -> None:
     assert m[("kafka_server_socket_server_metrics_connection_count", listener)] == 3
     assert m[("kafka_server_socket_server_metrics_incoming_byte_total", listener)] == 70
     assert m[("kafka_server_socket_server_metrics_outgoing_byte_total", listener)] == 900
-
-
-def test_a_later_answer_is_timed_when_given_and_passed_on() -> None:
-    requests = RequestStats()
-    frame = memoryview(bytes([0, api_keys.FETCH, 0, 17]) + b"rest")
-    inner = LaterAnswer()
-    measured = MeasuredDispatcher(lambda conn, f: inner, requests)  # type: ignore[arg-type]
-    outer = measured(None, frame)  # type: ignore[arg-type]
-    assert isinstance(outer, LaterAnswer)
-    got: list[Any] = []
-    outer.bind(lambda output, reason: got.append((output, reason)))
-    counters = requests.of(api_keys.FETCH, 17)
-    assert counters.times()["total"].count == 0  # not given yet
-    inner.give([b"answer"])
-    assert got == [([b"answer"], None)]
-    times = counters.times()
-    assert times["total"].count == times["remote"].count == 1
 
 
 def test_requests_are_counted_and_timed_per_api_and_version() -> None:
