@@ -41,7 +41,6 @@ Time is the monotonic clock in milliseconds unless a clock is given.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
 import random
@@ -60,6 +59,7 @@ from gregor.raft.node import Effects, Entry, LeaderAndEpoch, LoadSnapshot, NotLe
 from gregor.raft.store import QuorumStateStore
 from gregor.runtime.client import ClientError, ClientSecurity, NetworkClient
 from gregor.runtime.connection import Connection, Dispatcher, FrameError, Output
+from gregor.runtime.flush_thread import FlushThread
 from gregor.runtime.server import Server
 
 log = logging.getLogger("gregor.raft_driver")
@@ -143,7 +143,7 @@ class RaftDriver:
         self._next_inbound_id = 0
         self._tasks: set[asyncio.Future[Any]] = set()
         self._stopped = False
-        self._flusher: concurrent.futures.ThreadPoolExecutor | None = None
+        self._flusher: FlushThread | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -236,7 +236,7 @@ class RaftDriver:
             with contextlib.suppress(BaseException):
                 await task
         if self._flusher is not None:
-            self._flusher.shutdown(wait=True)  # a flush under way finishes before the close
+            self._flusher.stop()  # a flush under way finishes before the close
         close = getattr(self.log, "close", None)
         if close is not None:
             self.log.flush()
@@ -283,7 +283,8 @@ class RaftDriver:
             self._flush(effects.flush)
 
     def _flush(self, offset: int) -> None:
-        """Make the log durable below `offset` on the flush thread, then tell the node."""
+        """Make the log durable below `offset` on the flush thread (flush_thread.py: a queue,
+        the fsync, one `call_soon_threadsafe`), then tell the node."""
         loop = asyncio.get_running_loop()
         begin = getattr(self.log, "begin_flush", None)
         if begin is None:
@@ -292,12 +293,9 @@ class RaftDriver:
             return
         sync, done = begin(offset)
         if self._flusher is None:
-            self._flusher = concurrent.futures.ThreadPoolExecutor(
-                1, thread_name_prefix=f"raft-{self.node_id}-flush"
-            )
+            self._flusher = FlushThread(loop, f"raft-{self.node_id}-flush")
 
-        def finished(fut: asyncio.Future[None]) -> None:
-            exc = fut.exception()
+        def finished(exc: BaseException | None) -> None:
             if exc is not None:
                 # Kafka stops on a failed metadata log write; here the node waits for a flush
                 # that never completes (it stops acknowledging and committing) and says why.
@@ -306,7 +304,7 @@ class RaftDriver:
             done()
             self._flushed(offset)
 
-        loop.run_in_executor(self._flusher, sync).add_done_callback(finished)
+        self._flusher.submit(sync, finished)
 
     def _flushed(self, offset: int) -> None:
         if self.node is not None and not self._stopped:
