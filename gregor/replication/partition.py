@@ -249,7 +249,7 @@ class Partition:
     isr: list[int] = field(default_factory=list)  # the committed ISR
     min_insync_replicas: int = 1
     replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS
-    watchers: list[Watcher] = field(default_factory=list)
+    fetches: Watchers = field(default_factory=Watchers)  # parked fetches: every event
     commits: Watchers = field(default_factory=Watchers)  # all events but HW-less appends
     followers: dict[int, ReplicaState] = field(default_factory=dict)  # leader only
     pending: IsrUpdate | None = None  # leader only: an AlterPartition in flight
@@ -432,7 +432,7 @@ class Partition:
         fetches (followers read to the log end) wake; the writes waiting for the HW only if
         it moved."""
         if not self.maybe_increment_high_watermark(now_ms):
-            self._notify_fetches()
+            self.fetches.notify()
 
     def acks_all_status(self, required_offset: int, leader_epoch: int) -> int | None:
         """For an acks=all write ending before `required_offset`, appended in `leader_epoch`:
@@ -727,23 +727,14 @@ class Partition:
         return self.log.read(offset, max_bytes, upper, min_one_batch)
 
     def watch(self, watcher: Watcher) -> None:
-        self.watchers.append(watcher)
+        self.fetches.watch(watcher)
 
     def unwatch(self, watcher: Watcher) -> None:
-        try:
-            self.watchers.remove(watcher)
-        except ValueError:
-            pass
+        self.fetches.unwatch(watcher)
 
     def notify(self) -> None:
-        self._notify_fetches()
+        self.fetches.notify()
         self.commits.notify()
-
-    def _notify_fetches(self) -> None:
-        if self.watchers:
-            waiting, self.watchers = self.watchers, []
-            for w in waiting:
-                w()
 
 
 # What `check_timestamps` reads of a batch header: batchLength (at 8), attributes (21), the

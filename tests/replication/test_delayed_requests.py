@@ -106,7 +106,7 @@ def test_a_produce_on_one_broker_is_answered_at_once(broker: BrokerServer, acks:
         assert not isinstance(response, Pending)
         assert response.responses[0].partition_responses[0].error_code == errors.NONE
     p = partition(broker)
-    assert broker.purgatory.delayed() == 0 and p.watchers == [] and p.commits.watchers == []
+    assert broker.purgatory.delayed() == 0 and p.fetches.watchers == [] and p.commits.watchers == []
 
 
 def test_acks_all_waits_in_the_purgatory_for_the_follower(broker: BrokerServer) -> None:
@@ -170,10 +170,10 @@ def test_a_small_answer_is_read_into_the_response_a_large_one_sent_from_the_file
 def test_a_waiting_fetch_is_woken_by_an_append(broker: BrokerServer) -> None:
     answer = send_fetch(broker, 0, max_wait_ms=5_000)
     assert isinstance(answer, Pending) and not answer.done
-    assert broker.purgatory.delayed() == 1 and len(partition(broker).watchers) == 1
+    assert broker.purgatory.delayed() == 1 and len(partition(broker).fetches.watchers) == 1
     send_produce(broker, 1)
     assert answer.done and fetched(answer.value)[1] > 0
-    assert broker.purgatory.delayed() == 0 and partition(broker).watchers == []
+    assert broker.purgatory.delayed() == 0 and partition(broker).fetches.watchers == []
 
 
 def test_a_fetch_short_of_min_bytes_is_answered_at_max_wait(broker: BrokerServer) -> None:
@@ -187,7 +187,7 @@ def test_a_fetch_short_of_min_bytes_is_answered_at_max_wait(broker: BrokerServer
     assert not answer.done
     broker.purgatory.expire(deadline)
     assert answer.done and fetched(answer.value)[1] > 0, "what there is, at max_wait_ms"
-    assert partition(broker).watchers == []
+    assert partition(broker).fetches.watchers == []
 
 
 def test_a_waiting_fetch_of_a_partition_led_elsewhere_now_answers_the_error(

@@ -209,17 +209,17 @@ def test_many_operations_on_one_partition_hold_one_watcher_and_leave_none(
         op = HighWatermark(p, end, done, NOW + 1_000 + (i % 3))
         ops.append(op)
         assert not purgatory.try_complete_else_watch(op, [p])
-    assert len(p.watchers) == 1 and purgatory.watched(p) == 500
+    assert len(p.fetches.watchers) == 1 and purgatory.watched(p) == 500
     for offset in range(0, 301, 7):
         follower_fetch(p, offset)
         assert done == list(range(1, offset + 1)), "released in offset order"
-        assert len(p.watchers) == 1
+        assert len(p.fetches.watchers) == 1
     purgatory.force_complete(ops[400])
     purgatory.expire(NOW + 1_001)  # a third of those left, by their deadline
-    assert len(p.watchers) == 1
+    assert len(p.fetches.watchers) == 1
     follower_fetch(p, p.log.log_end_offset)
     assert sorted(done) == list(range(1, 501)) and len(done) == 500, "each once"
-    assert p.watchers == [] and purgatory.keys() == 0 and purgatory.delayed() == 0
+    assert p.fetches.watchers == [] and purgatory.keys() == 0 and purgatory.delayed() == 0
 
 
 def test_held_answers_are_released_in_order_and_fail_on_leadership_loss(tmp_path: Path) -> None:
@@ -243,7 +243,7 @@ def test_held_answers_are_released_in_order_and_fail_on_leadership_loss(tmp_path
     assert not hold("b", NOW + 50)
     produce(p, 2)
     assert not hold("c")
-    assert held.waiting(0) == 4 and len(p.watchers) == 1
+    assert held.waiting(0) == 4 and len(p.fetches.watchers) == 1
     follower_fetch(p, 2)
     assert answered == ["a", "read"]
     held.expire(NOW + 50, TIMED_OUT)
@@ -252,7 +252,7 @@ def test_held_answers_are_released_in_order_and_fail_on_leadership_loss(tmp_path
     assert reg is not None
     p.make_follower(replace(reg, leader=2, leader_epoch=reg.leader_epoch + 1, partition_epoch=1))
     assert answered[-1] == f"c failed {NOT_COORDINATOR}"
-    assert held.waiting(0) == 0 and p.watchers == [] and held.purgatory.keys() == 0
+    assert held.waiting(0) == 0 and p.fetches.watchers == [] and held.purgatory.keys() == 0
 
 
 def test_an_answer_after_an_unseen_high_watermark_move_goes_after_the_earlier_ones(
@@ -263,7 +263,7 @@ def test_an_answer_after_an_unseen_high_watermark_move_goes_after_the_earlier_on
     answered: list[str] = []
     produce(p, 1)
     held.answer(0, p, lambda: answered.append("first"), lambda _c: None, None)
-    p.watchers.clear()  # the move below is not seen by the purgatory's watcher
+    p.fetches.watchers.clear()  # the move below is not seen by the purgatory's watcher
     follower_fetch(p, 1)
     assert answered == []
     assert held.answer(0, p, lambda: answered.append("second"), lambda _c: None, None)
@@ -279,7 +279,7 @@ def test_unloading_fails_every_held_answer(tmp_path: Path) -> None:
         held.answer(0, p, lambda: failed.append(0), failed.append, NOW + 10)
     held.unload(0)
     assert failed == [NOT_COORDINATOR] * 3
-    assert p.watchers == [] and held.next_deadline_ms() is None
+    assert p.fetches.watchers == [] and held.next_deadline_ms() is None
 
 
 def test_an_operation_parked_by_an_expiring_one_expires_in_the_same_call() -> None:
