@@ -416,16 +416,20 @@ class SteadyWriter:
         return self.written
 
 
-def kill_three_times_mid_stream(
+KILLS = 5
+
+
+def kill_mid_stream(
     pair: Pair, topic: str, config: str, mirror: Callable[[str], Mirror], seed: int
 ) -> Mirror:
-    """Mirror while A's `topic` is being written, SIGKILL the mirror 3 times at random moments
-    once it is copying, then let a last one run; returns that one once A's writes stopped."""
+    """Mirror while A's `topic` is being written, SIGKILL the mirror KILLS times at random
+    moments once it is copying, then let a last one run; returns that one once A's writes
+    stopped."""
     create(pair.a.bootstrap, topic, 3)
     rng = random.Random(seed)
     writer = SteadyWriter(pair.a.bootstrap, topic)
     copying = f"{pair.A}->{pair.B}: copying"
-    for _ in range(3):
+    for _ in range(KILLS):
         m = mirror(config)
         wait_for("the mirror copying", lambda: copying in m.output())  # noqa: B023
         time.sleep(rng.uniform(0.2, 1.5))
@@ -436,10 +440,10 @@ def kill_three_times_mid_stream(
     return m
 
 
-def test_sigkill_three_times_loses_nothing(pair: Pair, mirror: Callable[[str], Mirror]) -> None:
+def test_sigkill_five_times_loses_nothing(pair: Pair, mirror: Callable[[str], Mirror]) -> None:
     a, b = pair.a, pair.b
     config = pair.config("{A}->{B}.enabled = true\n{A}->{B}.topics = stream\n")
-    m = kill_three_times_mid_stream(pair, "stream", config, mirror, 15)
+    m = kill_mid_stream(pair, "stream", config, mirror, 15)
     last = last_values(a.bootstrap, "stream")
     remote = f"{pair.A}.stream"
     # copies are in order: once each partition's last record is on B, all are
@@ -603,13 +607,13 @@ def read_committed(bootstrap: str, topic: str) -> list[Any]:
         c.close()
 
 
-def test_exactly_once_survives_three_sigkills_without_doubles(
+def test_exactly_once_survives_five_sigkills_without_doubles(
     pair: Pair, mirror: Callable[[str], Mirror]
 ) -> None:
     a, b, remote = pair.a, pair.b, f"{pair.A}.stream-eos"
     config = "{A}->{B}.enabled = true\n{A}->{B}.topics = stream-eos\n"
     config += "{B}.exactly.once.source.support = enabled\nemit.heartbeats.enabled = false\n"
-    m = kill_three_times_mid_stream(pair, "stream-eos", pair.config(config), mirror, 656)
+    m = kill_mid_stream(pair, "stream-eos", pair.config(config), mirror, 656)
     total = count(a.bootstrap, "stream-eos")
     wait_for("every record copied", lambda: len(read_committed(b.bootstrap, remote)) >= total, 60)
     assert m.stop() == 0
