@@ -11,7 +11,9 @@ Where a flow A->B's setting `x` comes from, later winning (MirrorMakerConfig.con
 
 A client's settings (MirrorConnectorConfig): the cluster's connection settings
 (`A.bootstrap.servers`, `A.security.protocol`, `A.ssl.*`, `A.sasl.*`, else top-level ones), then
-the flow's `A->B.consumer.*`, then the cluster's `A.consumer.*`, then `A->B.source.consumer.*`.
+the flow's `A->B.consumer.*`, then the cluster's `A.consumer.*`, then `A->B.source.consumer.*`;
+Java names librdkafka does not know (`sasl.jaas.config`, a PEM truststore) are given under
+librdkafka's (`client_settings`).
 
 A mistake raises one `ConfigError` whose message starts with the key as the user wrote it.
 """
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gregor.mirror import filters
+from gregor.mirror.client_settings import SettingError, librdkafka_settings
 from gregor.mirror.filters import ConfigPropertyFilter, NameFilter
 from gregor.mirror.policy import DefaultReplicationPolicy, IdentityReplicationPolicy, policy_class
 from gregor.properties import PropertiesError, parse_properties
@@ -204,19 +207,28 @@ def connector_props(raw: Mapping[str, str], source: str, target: str) -> dict[st
 
 def _client_config(props: Mapping[str, Origin], side: str, role: str) -> dict[str, str]:
     config = {
-        k: v for k, (v, _) in _with_prefix(props, f"{side}.cluster.").items() if _is_client_key(k)
+        k: origin
+        for k, origin in _with_prefix(props, f"{side}.cluster.").items()
+        if _is_client_key(k)
     }
     # the flow's `consumer.*` and so on, but not the task's own `consumer.poll.timeout.ms`
     # and `admin.timeout.ms`, which no client library knows
     flow_level = _with_prefix(props, f"{role}.")
-    config.update(
-        {k: v for k, (v, _) in flow_level.items() if f"{role}.{k}" not in _CONNECTOR_KEYS}
-    )
-    config.update({k: v for k, (v, _) in _with_prefix(props, f"{side}.{role}.").items()})
+    config.update({k: o for k, o in flow_level.items() if f"{role}.{k}" not in _CONNECTOR_KEYS})
+    config.update(_with_prefix(props, f"{side}.{role}."))
+    out = _librdkafka(config)
     if role == "consumer":
-        config["enable.auto.commit"] = "false"
-        config.setdefault("auto.offset.reset", "earliest")
-    return config
+        out["enable.auto.commit"] = "false"
+        out.setdefault("auto.offset.reset", "earliest")
+    return out
+
+
+def _librdkafka(settings: Mapping[str, Origin]) -> dict[str, str]:
+    """Java client names (`sasl.jaas.config`, truststores) as librdkafka's."""
+    try:
+        return librdkafka_settings(settings)
+    except SettingError as e:
+        raise ConfigError(e.key, str(e)) from None
 
 
 @dataclass(frozen=True)
@@ -339,6 +351,8 @@ def build_flow(raw: Mapping[str, str], source: str, target: str) -> Flow:
         ConfigPropertyFilter(settings["config.properties.exclude"]),
         eos,
     )
+    for side, role in ((s, r) for s in ("source", "target") for r in CLIENT_ROLES):
+        flow.client_config(side, role)  # a client setting librdkafka cannot take: refused now
     if flow.enabled and settings["exactly.once.support"] == "required" and eos != "enabled":
         raise ConfigError(
             flow.origin("exactly.once.support"),
@@ -465,7 +479,7 @@ class MirrorMakerConfig:
         """A client of one cluster outside any flow (e.g. for `translate_offsets`)."""
         assert role in CLIENT_ROLES
         props = cluster_props(self.raw, alias)
-        return {k: v for k, (v, _) in _with_prefix(props, f"{role}.").items()}
+        return _librdkafka(_with_prefix(props, f"{role}."))
 
 
 def load(path: str | Path) -> MirrorMakerConfig:

@@ -256,3 +256,76 @@ def test_load_a_file(tmp_path: Path) -> None:
     path.write_text("a = \\u12")
     with pytest.raises(ConfigError, match="line 1"):
         load(path)
+
+
+PLAIN_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="mirror" password="p w d";'
+)
+
+
+def test_java_client_settings_are_given_to_librdkafka_under_its_names() -> None:
+    c = config(
+        f"""
+B.security.protocol = SASL_SSL
+B.sasl.mechanism = PLAIN
+B.sasl.jaas.config = {PLAIN_JAAS}
+B.ssl.truststore.type = PEM
+B.ssl.truststore.location = /etc/ca.pem
+B.ssl.endpoint.identification.algorithm =
+B.producer.sasl.username = producer-only
+A.ssl.keystore.type = PKCS12
+A.ssl.keystore.location = /etc/a.p12
+A.ssl.keystore.password = s
+"""
+    )
+    flow = c.flow("A", "B")
+    consumer = flow.client_config("target", "consumer")
+    assert consumer["sasl.username"] == "mirror" and consumer["sasl.password"] == "p w d"
+    assert consumer["ssl.ca.location"] == "/etc/ca.pem"
+    assert consumer["ssl.endpoint.identification.algorithm"] == "none"
+    java_only = {"sasl.jaas.config", "ssl.truststore.type", "ssl.truststore.location"}
+    assert not java_only & set(consumer)
+    # librdkafka's own name, where given, wins over the JAAS option
+    assert flow.client_config("target", "producer")["sasl.username"] == "producer-only"
+    source = flow.client_config("source", "admin")
+    assert source["ssl.keystore.location"] == "/etc/a.p12" and "ssl.keystore.type" not in source
+    assert c.cluster_client_config("B", "admin")["sasl.password"] == "p w d"
+    scram = config(
+        "B.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule "
+        'required username="s" password="t";'
+    )
+    assert scram.flow("A", "B").client_config("target", "admin")["sasl.username"] == "s"
+
+
+@pytest.mark.parametrize(
+    "extra,key,words",
+    [
+        ("B.ssl.truststore.location = /etc/t.jks", "B.ssl.truststore.location", "JKS"),
+        (
+            "B.ssl.truststore.type = PKCS12\nB.ssl.truststore.location = /t.p12",
+            "B.ssl.truststore.type",
+            "PKCS12 truststores",
+        ),
+        ("A.ssl.keystore.type = JKS", "A.ssl.keystore.type", "JKS keystores"),
+        ("B.sasl.jaas.config = nonsense", "B.sasl.jaas.config", "must end with ';'"),
+        (
+            "A->B.producer.sasl.jaas.config = com.example.Krb5LoginModule required;",
+            "A->B.producer.sasl.jaas.config",
+            "is not read here",
+        ),
+        (
+            "B.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule "
+            'required username="u";',
+            "B.sasl.jaas.config",
+            "needs password",
+        ),
+    ],
+)
+def test_client_settings_librdkafka_cannot_take_name_their_key(
+    extra: str, key: str, words: str
+) -> None:
+    e = error(extra)
+    assert e.key == key
+    assert str(e).startswith(f"{key}: ") and words in str(e)
+    assert "p w" not in str(e)

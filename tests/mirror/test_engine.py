@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,8 +145,9 @@ def create(bootstrap: str, topic: str, partitions: int) -> None:
         f.result(timeout=30)
 
 
-def topics(bootstrap: str) -> dict[str, int]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def topics(bootstrap: str, conf: Mapping[str, str] | None = None) -> dict[str, int]:
+    """The cluster's topics and their partition counts (`conf`: more client settings)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(conf or {})})
     md = admin.list_topics(timeout=30)
     return {name: len(t.partitions) for name, t in md.topics.items()}
 
@@ -170,10 +171,17 @@ def wait_for(what: str, check: Callable[[], Any], timeout_s: float = WAIT_S) -> 
         time.sleep(0.1)
 
 
-def read_all(bootstrap: str, topic: str, timeout_s: float = 10.0) -> list[Any]:
+def read_all(
+    bootstrap: str, topic: str, timeout_s: float = 10.0, conf: Mapping[str, str] | None = None
+) -> list[Any]:
     """Every record of every partition of `topic`, from the start to the current end."""
     c = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "reader",
+            "enable.auto.commit": False,
+            **(conf or {}),
+        }
     )
     try:
         md = c.list_topics(topic, timeout=10).topics[topic]
@@ -196,10 +204,10 @@ def read_all(bootstrap: str, topic: str, timeout_s: float = 10.0) -> list[Any]:
         c.close()
 
 
-def count(bootstrap: str, topic: str) -> int:
-    if topic not in topics(bootstrap):
+def count(bootstrap: str, topic: str, conf: Mapping[str, str] | None = None) -> int:
+    if topic not in topics(bootstrap, conf):
         return 0
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "counter"})
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "counter", **(conf or {})})
     try:
         md = c.list_topics(topic, timeout=10).topics[topic]
         return sum(
