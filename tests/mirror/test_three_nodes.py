@@ -1,7 +1,9 @@
-"""`gregor mirror` between two 3-node gregor clusters (`gregor.testing.LocalCluster`), A->B with
-replication factor 3: every record arrives once, in order, with its key, headers and timestamp;
-the remote topic and the offset-syncs topic have three replicas; partitions added on A follow
-to B and their records too."""
+"""`gregor mirror` between two 3-node gregor clusters (`gregor.testing.LocalCluster`), with
+replication factor 3. A->B: every record arrives once, in order, with its key, headers and
+timestamp; the remote topic and the offset-syncs topic have three replicas; partitions added on
+A follow to B and their records too. A<->B: the same both ways, never looping, with topic
+configs and partition increases following, and heartbeats and checkpoints in MirrorMaker 2's
+record formats."""
 
 from __future__ import annotations
 
@@ -10,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
+from gregor.mirror import translate_offsets
+from gregor.mirror.formats import Checkpoint, Heartbeat
 from gregor.testing.cluster import LocalCluster
 from tests.kraft_cluster.helpers import FAST_REPLICATION, make_cluster
 from tests.mirror.test_engine import Mirror, count, read_all, topics, wait_for
@@ -34,21 +38,24 @@ emit.checkpoints.enabled = false
 """
 
 
-@pytest.fixture
-def clusters(tmp_path: Path) -> Iterator[tuple[LocalCluster, LocalCluster]]:
-    with make_cluster(tmp_path / "a", CONFIG) as a, make_cluster(tmp_path / "b", CONFIG) as b:
+@pytest.fixture(scope="module")
+def clusters(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[LocalCluster, LocalCluster]]:
+    base = tmp_path_factory.mktemp("clusters")
+    with make_cluster(base / "a", CONFIG) as a, make_cluster(base / "b", CONFIG) as b:
         a.wait_for_brokers()
         b.wait_for_brokers()
         yield a, b
 
 
-def produce(bootstrap: str, first: int, partitions: range, n: int) -> None:
+def produce(bootstrap: str, first: int, partitions: range, n: int, topic: str = "orders") -> None:
     """Records `first`..`first + n - 1`, each with its own key, header and timestamp."""
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     failed: list[Any] = []
     for i in range(first, first + n):
         p.produce(
-            "orders",
+            topic,
             b"v%d" % i,
             b"k%d" % i,
             partition=partitions[i % len(partitions)],
@@ -117,3 +124,108 @@ def test_three_node_clusters_a_to_b_with_replication_factor_3(
     assert sum(map(len, source.values())) == 800 and len(source) == 5
     assert records(b.bootstrap, "A.orders") == source  # once each, in order, as written
     assert "Traceback" not in m.output()
+
+
+MM2_BOTH_WAYS = """\
+clusters = A, B
+A.bootstrap.servers = {a}
+B.bootstrap.servers = {b}
+A->B.enabled = true
+A->B.topics = trades
+B->A.enabled = true
+B->A.topics = refunds
+replication.factor = 3
+refresh.topics.interval.seconds = 1
+offset.flush.interval.ms = 200
+emit.heartbeats.interval.seconds = 1
+emit.checkpoints.interval.seconds = 1
+"""
+
+
+def create(bootstrap: str, topic: str, partitions: int, **config: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new = NewTopic(topic, partitions, 3, config={"min.insync.replicas": "2", **config})
+    for f in admin.create_topics([new]).values():
+        f.result(timeout=30)
+
+
+def decoded(bootstrap: str, topic: str, kind: Any) -> list[Any]:
+    """The records of `topic` (one partition) in order, as MirrorMaker 2's record type `kind`
+    (Heartbeat, Checkpoint)."""
+    ordered = sorted(read_all(bootstrap, topic), key=lambda m: m.offset())
+    return [kind.from_record(m.key(), m.value()) for m in ordered]
+
+
+def test_three_node_clusters_both_ways_with_configs_heartbeats_and_checkpoints(
+    clusters: tuple[LocalCluster, LocalCluster], tmp_path: Path
+) -> None:
+    a, b = clusters
+    create(a.bootstrap, "trades", 2, **{"retention.ms": "3600000"})
+    create(b.bootstrap, "refunds", 2)
+    produce(a.bootstrap, 0, range(2), 300, "trades")
+    produce(b.bootstrap, 0, range(2), 200, "refunds")
+    commit(a.bootstrap, "billing", "trades", {0: 100, 1: 50})
+    config = tmp_path / "mm2.properties"
+    config.write_text(MM2_BOTH_WAYS.format(a=a.bootstrap, b=b.bootstrap))
+    m = Mirror(config, tmp_path / "mirror.log").start()
+    try:
+        wait_for("A.trades on B", lambda: copied(b.bootstrap, "A.trades") >= 300, 60)
+        wait_for("B.refunds on A", lambda: copied(a.bootstrap, "B.refunds") >= 200, 60)
+        assert replicas(b.bootstrap, "A.trades") == [3, 3]
+        assert topic_config(b.bootstrap, "A.trades", "retention.ms") == "3600000"
+        # a partition more on B: A's copy grows, and the new partition's records follow
+        grow = AdminClient({"bootstrap.servers": b.bootstrap})
+        for f in grow.create_partitions([NewPartitions("refunds", 3)]).values():
+            f.result(timeout=30)
+        wait_for(
+            "refunds grown on every node of B",
+            lambda: all(topics(b.bootstrap_of(i)).get("refunds") == 3 for i in b.broker_ids),
+        )
+        produce(b.bootstrap, 200, range(3), 30, "refunds")
+        wait_for("B.refunds grown on A", lambda: topics(a.bootstrap).get("B.refunds") == 3, 60)
+        wait_for("the new records on A", lambda: copied(a.bootstrap, "B.refunds") >= 230, 60)
+        # billing's checkpoints on B, translated through the offset syncs
+        wait_for(
+            "billing's checkpoints",
+            lambda: len(translate_offsets(b.bootstrap, "A", "billing")) == 2,
+        )
+        wait_for("A.heartbeats on B", lambda: copied(b.bootstrap, "A.heartbeats") >= 1, 60)
+        wait_for("B.heartbeats on A", lambda: copied(a.bootstrap, "B.heartbeats") >= 1, 60)
+        assert m.stop() == 0
+    finally:
+        if m.process is not None and m.process.poll() is None:
+            m.kill()
+    assert records(b.bootstrap, "A.trades") == records(a.bootstrap, "trades")
+    assert records(a.bootstrap, "B.refunds") == records(b.bootstrap, "refunds")
+    names = set(topics(a.bootstrap)) | set(topics(b.bootstrap))
+    assert not [n for n in names if n.startswith(("A.B.", "B.A.", "A.A.", "B.B."))]
+    # MirrorMaker 2's record formats: each side's heartbeats, and the other side's mirrored
+    assert {(h.source_cluster_alias, h.target_cluster_alias) for h in decoded(
+        b.bootstrap, "heartbeats", Heartbeat)} == {("A", "B")}  # fmt: skip
+    assert {(h.source_cluster_alias, h.target_cluster_alias) for h in decoded(
+        b.bootstrap, "A.heartbeats", Heartbeat)} == {("B", "A")}  # fmt: skip
+    checkpoints = decoded(b.bootstrap, "A.checkpoints.internal", Checkpoint)
+    latest = {(c.topic, c.partition): c for c in checkpoints}  # the last of each partition
+    assert {tp: c.upstream_offset for tp, c in latest.items()} == {
+        ("A.trades", 0): 100,
+        ("A.trades", 1): 50,
+    }
+    translated = translate_offsets(b.bootstrap, "A", "billing")
+    for c in latest.values():
+        # translation never skips a record (how close it gets is tests/mirror/test_offsets.py's
+        # and the single-node failover test's subject)
+        assert c.group == "billing" and 0 < c.downstream_offset <= c.upstream_offset
+        assert translated[TopicPartition(c.topic, c.partition)] == c.downstream_offset
+    assert "Traceback" not in m.output()
+
+
+def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+    c.close()
+
+
+def topic_config(bootstrap: str, topic: str, name: str) -> str:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    (future,) = admin.describe_configs([ConfigResource("topic", topic)]).values()
+    return str(future.result(timeout=30)[name].value)
