@@ -13,7 +13,8 @@ JMX exporter renders them (`kafka_connect_mirror_mirrorsourceconnector_record_co
 `gregor mirror status -c mm2.properties` prints where every enabled flow stands, read from the
 clusters: per partition the source end offset, the mirror's committed position, the lag and
 the target end offset; per flow the age of the newest replicated heartbeat; per group the age
-of its newest checkpoint.
+of its newest checkpoint. With `--metrics HOST:PORT,...`, the addresses where the mirrors serve
+their metrics, each partition's replication latency, records/s and bytes/s as they measure them.
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--metrics",
         metavar="HOST:PORT",
-        help="serve Prometheus metrics at http://HOST:PORT/metrics (port 0: any free port)",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (port 0: any free port); "
+        "status: read the running mirrors' metrics there (HOST:PORT,...) for latency and rates",
     )
     p.add_argument(
         "--timeout",

@@ -2,7 +2,10 @@
 clusters (no mirror process needs to run). One table of partitions (source end offset, the
 mirror's committed position, lag, target end offset), one of flows (mode, age of the newest
 heartbeat replicated to the target) and one of consumer groups (age of their newest
-checkpoint). A cluster that does not answer within --timeout is one line and exit status 1.
+checkpoint). With `--metrics HOST:PORT,...` (where the running mirrors serve `--metrics`) the
+partitions also get what those processes measured: replication latency, records/s and bytes/s.
+A cluster or a metrics address that does not answer within --timeout is one line and exit
+status 1.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ if TYPE_CHECKING:
 
 STATUS_JSON = """{"flows": [{"flow": str, "exactly_once": bool, "heartbeat_age_ms": int|null,
   "partitions": [{"topic": str, "partition": int, "remote_topic": str, "source_end": int,
-                  "position": int|null, "lag": int, "target_end": int|null}],
+                  "position": int|null, "lag": int, "target_end": int|null,
+                  "replication_latency_ms": float|null, "records_per_s": float|null,
+                  "bytes_per_s": float|null}],
   "groups": [{"group": str, "partitions": int, "checkpoint_age_ms": int}]}]}"""
 
 
@@ -94,8 +99,35 @@ def status(config: MirrorMakerConfig, args: argparse.Namespace) -> int:
                 raise CliError(f"{flow.name}: {describe(e)}") from None
     finally:
         clients.close()
-    output.emit(args, {"flows": [_flow_doc(f) for f in found]}, _blocks(found))
+    measured = bool(getattr(args, "metrics", None))
+    if measured:
+        from gregor.mirror.status import with_rates
+
+        rates = running_mirrors_rates(args.metrics, args.timeout)
+        for f, flow in zip(found, flows, strict=True):
+            with_rates(f, flow.source, flow.target, rates)
+    output.emit(args, {"flows": [_flow_doc(f) for f in found]}, _blocks(found, measured))
     return 0
+
+
+def running_mirrors_rates(addresses: str, timeout_s: float) -> dict[Any, Any]:
+    """The measurements of the mirrors serving metrics at `addresses` (HOST:PORT, comma
+    separated), merged; CliError naming the address that cannot be read."""
+    import urllib.error
+    import urllib.request
+
+    from gregor.mirror.status_metrics import merge, parse
+
+    found = []
+    for address in (a.strip() for a in addresses.split(",") if a.strip()):
+        url = f"http://{address}/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310
+                found.append(parse(response.read().decode()))
+        except (OSError, ValueError) as e:
+            reason = getattr(e, "reason", None) or getattr(e, "strerror", None) or e
+            raise CliError(f"--metrics {address}: cannot read {url}: {reason}") from None
+    return merge(found)
 
 
 def _flow_doc(f: FlowStatus) -> dict[str, Any]:
@@ -112,6 +144,9 @@ def _flow_doc(f: FlowStatus) -> dict[str, Any]:
                 "position": p.position,
                 "lag": p.lag,
                 "target_end": p.target_end,
+                "replication_latency_ms": p.replication_latency_ms,
+                "records_per_s": p.records_per_s,
+                "bytes_per_s": p.bytes_per_s,
             }
             for p in f.partitions
         ],
@@ -122,33 +157,30 @@ def _flow_doc(f: FlowStatus) -> dict[str, Any]:
     }
 
 
-def _blocks(found: list[FlowStatus]) -> list[output.Block]:
-    partitions = output.Table(
+def _blocks(found: list[FlowStatus], measured: bool = False) -> list[output.Block]:
+    headers = ["FLOW", "TOPIC", "PARTITION", "SOURCE-END", "POSITION", "LAG", "REMOTE-TOPIC"]
+    headers.append("TARGET-END")
+    rows: list[list[Any]] = [
         [
-            "FLOW",
-            "TOPIC",
-            "PARTITION",
-            "SOURCE-END",
-            "POSITION",
-            "LAG",
-            "REMOTE-TOPIC",
-            "TARGET-END",
-        ],
-        [
-            [
-                f.flow,
-                p.topic,
-                p.partition,
-                p.source_end,
-                p.position,
-                p.lag,
-                p.remote_topic,
-                p.target_end,
-            ]
-            for f in found
-            for p in f.partitions
-        ],
-    )
+            f.flow,
+            p.topic,
+            p.partition,
+            p.source_end,
+            p.position,
+            p.lag,
+            p.remote_topic,
+            p.target_end,
+        ]
+        for f in found
+        for p in f.partitions
+    ]
+    if measured:  # what the running mirrors measured
+        headers += ["LATENCY-MS", "RECORDS/S", "BYTES/S"]
+        rows = [
+            row + [_round(p.replication_latency_ms), _round(p.records_per_s), _round(p.bytes_per_s)]
+            for row, p in zip(rows, (p for f in found for p in f.partitions), strict=True)
+        ]
+    partitions = output.Table(headers, rows)
     flows = output.Table(
         ["FLOW", "MODE", "HEARTBEAT-AGE-MS"],
         [
@@ -161,3 +193,7 @@ def _blocks(found: list[FlowStatus]) -> list[output.Block]:
         [[f.flow, g.group, g.partitions, g.checkpoint_age_ms] for f in found for g in f.groups],
     )
     return [partitions, flows, groups]
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)

@@ -10,17 +10,19 @@ data, so their age says how far behind replication is, and whether it runs at al
 consumer group with checkpoints: the age of its newest checkpoint.
 
 `assemble` and the `*_age` functions are the sans-I/O core; `read_flow` does the reading with
-clients the caller built (and checked reachable).
+clients the caller built (and checked reachable); `with_rates` adds what running mirrors
+measured (replication latency, records/s, bytes/s) to the rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gregor.mirror.config import Flow
 from gregor.mirror.formats import Checkpoint, FormatError, Heartbeat
+from gregor.mirror.status_metrics import Key, PartitionRates
 
 TP = tuple[str, int]
 HEARTBEATS_READ = 50  # the newest records of each heartbeats partition that are read
@@ -35,6 +37,10 @@ class PartitionStatus:
     position: int | None  # the next source offset to copy; None: never committed
     lag: int
     target_end: int | None  # None: the remote topic does not exist yet
+    # from running mirrors' metrics (`status_metrics`), None when not asked or not reported
+    replication_latency_ms: float | None = None
+    records_per_s: float | None = None
+    bytes_per_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,24 @@ def assemble(
             )
         )
     return rows
+
+
+def with_rates(
+    status: FlowStatus, source: str, target: str, rates: Mapping[Key, PartitionRates]
+) -> None:
+    """Each row of `status` (flow source->target) with what running mirrors measured of its
+    remote partition; a partition no process reported gets rates of 0 and no latency."""
+    none = PartitionRates(None, 0.0, 0.0)
+    status.partitions = [
+        replace(
+            p,
+            replication_latency_ms=r.replication_latency_ms,
+            records_per_s=r.records_per_s,
+            bytes_per_s=r.bytes_per_s,
+        )
+        for p in status.partitions
+        for r in [rates.get((source, target, p.remote_topic, p.partition), none)]
+    ]
 
 
 # The reading.

@@ -13,7 +13,16 @@ from gregor.mirror.config import MirrorMakerConfig
 from gregor.mirror.exporter import MirrorCollector
 from gregor.mirror.formats import Checkpoint, Heartbeat
 from gregor.mirror.metrics import SAMPLE_MS, MirrorMetrics, PartitionTracker, WindowedStat, runs
-from gregor.mirror.status import assemble, checkpoint_ages, heartbeat_age, lag
+from gregor.mirror.status import (
+    FlowStatus,
+    PartitionStatus,
+    assemble,
+    checkpoint_ages,
+    heartbeat_age,
+    lag,
+    with_rates,
+)
+from gregor.mirror.status_metrics import PartitionRates, merge, parse
 
 pytestmark = pytest.mark.unit
 
@@ -178,3 +187,38 @@ def test_records_not_copied_back_in_a_cycle_are_not_counted() -> None:
     p0 = metrics.partitions[("A", "B", "t", 0)]
     assert (p0.records, p0.bytes) == (6, 24)
     assert metrics.partitions[("A", "B", "t", 1)].records == 1
+
+
+def test_status_reads_what_the_exporter_serves_and_merges_processes() -> None:
+    metrics = MirrorMetrics()
+    tracker = PartitionTracker(metrics, "A", "B", lambda t: f"A.{t}")
+    tracker.polled([msg("orders", 3, o, b"xy", ts=0) for o in range(4)], now_ms=50)
+    tracker.acknowledged(lambda tp: 3, now_ms=80)
+    tracker.publish(80)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(MirrorCollector(metrics, lambda: 1080))
+    one = parse(generate_latest(registry).decode())
+    (rates,) = one.values()
+    assert list(one) == [("A", "B", "A.orders", 3)]
+    assert rates.replication_latency_ms == 80.0  # the window's average: every copy took 80 ms
+    assert rates.records_per_s > 0 and rates.bytes_per_s == rates.records_per_s * 2
+    # a second process that gave the partition away: rates add up, the copier's latency stays
+    fading = {("A", "B", "A.orders", 3): PartitionRates(900.0, 0.5, 1.0)}
+    other = {("A", "B", "A.other", 0): PartitionRates(None, 0.0, 0.0)}
+    merged = merge([one, fading, other])
+    assert merged[("A", "B", "A.orders", 3)] == PartitionRates(
+        80.0, rates.records_per_s + 0.5, rates.bytes_per_s + 1.0
+    )
+    assert merged[("A", "B", "A.other", 0)].replication_latency_ms is None
+    status = FlowStatus("A->B", False, None, [
+        PartitionStatus("orders", 3, "A.orders", 4, 4, 0, 4),
+        PartitionStatus("orders", 4, "A.orders", 0, None, 0, 0),
+    ])  # fmt: skip
+    with_rates(status, "A", "B", merged)
+    assert status.partitions[0].replication_latency_ms == 80.0
+    assert (status.partitions[1].records_per_s, status.partitions[1].replication_latency_ms) == (
+        0.0,
+        None,
+    )
+    with pytest.raises(ValueError):
+        parse("not metrics {")

@@ -134,8 +134,9 @@ def write_config(tmp_path: Path, **values: str) -> Path:
     return path
 
 
-def status(config: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
-    assert main(["mirror", "status", "-c", str(config), "-o", "json", "--timeout", "10"]) == 0
+def status(config: Path, capsys: pytest.CaptureFixture[str], *more: str) -> dict[str, Any]:
+    args = ["mirror", "status", "-c", str(config), "-o", "json", "--timeout", "10", *more]
+    assert main(args) == 0
     doc: dict[str, Any] = json.loads(capsys.readouterr().out)
     return doc["flows"][0]
 
@@ -333,4 +334,40 @@ def test_metrics_count_only_what_was_copied_in_an_identity_cycle(
     wait_for("the record counts of both flows", counted)
     time.sleep(2)  # time enough for the copies each flow skipped to be counted, were they
     assert counted()
+    assert mirror.stop() == 0
+
+
+@pytest.mark.cluster
+def test_status_with_the_running_mirrors_metrics_shows_latency_and_rates(
+    clusters: tuple[Broker, Broker],
+    tmp_path: Path,
+    start_mirror: Callable[..., Mirror],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    a, b = clusters
+    create(a.bootstrap, "rated", 2)
+    config = write_config(tmp_path, s="R", t="S", a=a.bootstrap, b=b.bootstrap, topics="rated")
+    mirror = start_mirror(config, "--metrics", "127.0.0.1:0")
+    address = wait_for("the metrics address in the log", lambda: metrics_address(mirror.log))
+    produce(a.bootstrap, "rated", [0] * 30)  # partition 0 only
+    wait_for("R.rated on S", lambda: ends(b.bootstrap, "R.rated", 2) == [30, 0])
+
+    def measured() -> dict[int, dict[str, Any]]:
+        found = rows(status(config, capsys, "--metrics", address), "rated")
+        return found if found[0]["records_per_s"] else {}
+
+    found = wait_for("the copies measured", measured)
+    # the copies took a non-negative time from the source's timestamp to the target's ack
+    assert found[0]["replication_latency_ms"] is not None
+    assert found[0]["replication_latency_ms"] >= 0
+    assert found[0]["bytes_per_s"] > found[0]["records_per_s"] > 0  # 30 values of 2-3 bytes
+    assert (found[1]["records_per_s"], found[1]["bytes_per_s"]) == (0.0, 0.0)
+    # without --metrics: no figures; an address nothing serves: one line, status 1
+    assert rows(status(config, capsys), "rated")[0]["records_per_s"] is None
+    assert main(["mirror", "status", "-c", str(config), "--metrics", "127.0.0.1:1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("gregor: --metrics 127.0.0.1:1: cannot read") and err.count("\n") == 1
+    assert main(["mirror", "status", "-c", str(config), "-o", "plain", "--metrics", address]) == 0
+    header = capsys.readouterr().out.splitlines()[0].split("\t")
+    assert header[-3:] == ["LATENCY-MS", "RECORDS/S", "BYTES/S"]
     assert mirror.stop() == 0
