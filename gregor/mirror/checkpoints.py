@@ -209,9 +209,12 @@ class CheckpointTask:
                 group, [TopicPartition(t, p, o) for (t, p), o in sorted(changes.items())]
             )
             try:
-                self.target_admin.alter_consumer_group_offsets([request])[group].result(
+                result = self.target_admin.alter_consumer_group_offsets([request])[group].result(
                     timeout=clients.ADMIN_TIMEOUT_S
                 )
+                refused = [tp.error for tp in result.topic_partitions if tp.error is not None]
+                if refused:  # the whole commit is refused partition by partition
+                    raise KafkaException(refused[0])
             except KafkaException as e:  # e.g. a consumer joined meanwhile
                 log.info(
                     "%s: offsets of group %s not synced: %s",

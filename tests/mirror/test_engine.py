@@ -647,3 +647,56 @@ def test_tasks_max_splits_a_flow_within_one_process(
     assert by_partition(read_all(b.bootstrap, remote)) == by_partition(
         read_all(a.bootstrap, "split")
     )
+
+
+def committed_on(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        tps = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        return {tp.partition: tp.offset for tp in tps if tp.offset >= 0}
+    finally:
+        c.close()
+
+
+def test_group_offsets_wait_while_the_group_is_active_in_the_target(
+    pair: Pair, mirror: Callable[[str], Mirror]
+) -> None:
+    a, b, A = pair.a, pair.b, pair.A
+    remote = f"{A}.busy"
+    create(a.bootstrap, "busy", 1)
+    produce(a.bootstrap, "busy", [(0, b"b%d" % i) for i in range(100)])
+    config = "{A}->{B}.enabled = true\n{A}->{B}.topics = busy\nemit.heartbeats.enabled = false\n"
+    m = mirror(pair.config(config + "{A}->{B}.sync.group.offsets.enabled = true\n"))
+    wait_for("A.busy on B", lambda: count(b.bootstrap, remote) >= 100)
+    # group `live` has a member in B, reading A.busy and committing nothing
+    live = Consumer(
+        {"bootstrap.servers": b.bootstrap, "group.id": "live", "enable.auto.commit": False}
+    )
+    live.subscribe([remote])
+    wait_for("live's member assigned", lambda: live.poll(0.2) is not None or live.assignment())
+    stop = threading.Event()
+
+    def keep_polling() -> None:
+        while not stop.is_set():
+            live.poll(0.1)
+
+    polling = threading.Thread(target=keep_polling)
+    polling.start()
+    try:
+        # `live` commits in A first, then `zidle`: a sync round that moved zidle's offsets in
+        # B had live's checkpoint too (rounds take groups in name order)
+        commit(a.bootstrap, "live", "busy", {0: 60})
+        commit(a.bootstrap, "zidle", "busy", {0: 60})
+        wait_for("zidle synced", lambda: committed_on(b.bootstrap, "zidle", remote, 1))
+        assert translate_offsets(b.bootstrap, A, "live")  # its checkpoint is there
+        assert committed_on(b.bootstrap, "live", remote, 1) == {}  # its member's choice
+    finally:
+        stop.set()
+        polling.join()
+        live.close()
+    # the member left: the group is idle in B, and the next round syncs it
+    synced = wait_for("live synced", lambda: committed_on(b.bootstrap, "live", remote, 1))
+    assert synced == committed_on(b.bootstrap, "zidle", remote, 1)
+    assert m.stop() == 0
+    # the mirror left the active group alone itself (the broker would have refused it too)
+    assert "offsets of group live not synced" not in m.output()
