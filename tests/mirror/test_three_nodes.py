@@ -53,6 +53,12 @@ def produce(bootstrap: str, first: int, partitions: range, n: int, topic: str = 
     """Records `first`..`first + n - 1`, each with its own key, header and timestamp."""
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     failed: list[Any] = []
+    # the producer's own metadata must show every partition written to (a partition just added
+    # reaches the nodes one after the other): else librdkafka fails its records as unknown
+    wait_for(
+        f"{topic}'s partitions in the producer's metadata",
+        lambda: len(p.list_topics(topic, timeout=10).topics[topic].partitions) > partitions[-1],
+    )
     for i in range(first, first + n):
         p.produce(
             topic,
