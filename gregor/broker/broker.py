@@ -224,6 +224,7 @@ class BrokerServer:
             self.stall_monitor.start(asyncio.get_running_loop())
         self.purgatory_driver.start()
         self.logs.call_soon_on_owner = asyncio.get_running_loop().call_soon_threadsafe
+        self.store.in_thread = in_thread  # metadata snapshots written off the loop
         self.logs.startup()
         self.hosting.apply()
         dispatch = self.dispatch = Dispatcher(self.services, self.forwarder)
