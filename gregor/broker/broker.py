@@ -1,65 +1,38 @@
-"""The composition root of a broker node: it builds the node's services, cores and drivers in
-order, starts them, and stops them in the reverse order. It decides nothing itself.
+"""The broker node as a server: the parts of a `BrokerNode` (broker_node.py, built in order,
+nothing started) and the drivers that run them; it starts them and stops them in the reverse
+order, and decides nothing itself.
 
     BrokerServer(config).run()       # until SIGTERM/SIGINT
 
-Build: the metadata (metadata_node.py: meta.properties, the metadata log and its controller,
-the quorum member in a cluster), the log manager, the replica manager and the partitions it
-hosts (replication/hosting.py), the coordinators, and the one `Services` object handlers get
-(handlers/context.py). Start: open the log dirs (recovering after a crash), host the partitions
-the metadata names, listen (dispatch.py), join the quorum, start the timers (runtime/timers.py).
-Stop: hand leaderships over while still serving (controlled shutdown), stop accepting, finish
-in-flight requests, flush, write checkpoints and the clean-shutdown marker.
+Start: open the log dirs (recovering after a crash), host the partitions the metadata names,
+listen (dispatch.py), join the quorum, start the timers (runtime/timers.py). Stop: hand
+leaderships over while still serving (controlled shutdown), stop accepting, finish in-flight
+requests, flush, write checkpoints and the clean-shutdown marker.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 import gregor.handlers  # noqa: F401  (registers every handler)
-from gregor.broker import cores
-from gregor.broker.auto_create import auto_creator
-from gregor.broker.client_listeners import ClientListeners
+from gregor.broker.broker_node import BrokerNode
 from gregor.broker.config import BrokerConfig
 from gregor.broker.console_driver import console_driver
 from gregor.broker.dispatch import Dispatcher
-from gregor.broker.metadata_node import open_metadata
 from gregor.broker.node_metrics import NodeMetrics, image_fenced, node_metrics
 from gregor.clock import SYSTEM_CLOCK, Clock
-from gregor.controller.admin import Admin
-from gregor.controller.producer_ids import ProducerIdManager
-from gregor.coordinator.runtime import GroupCoordinator
-from gregor.coordinator.txn.runtime import TransactionCoordinator
-from gregor.handlers.context import Services
-from gregor.handlers.txn_markers import write_marker
-from gregor.metadata.cluster import ClusterView, registered_epoch
-from gregor.metadata.config_view import BrokerConfigView
 from gregor.metrics.collectors import BrokerSources
 from gregor.metrics.health import NodeHealth
 from gregor.protocol import codec
-from gregor.replication.hosting import PartitionHosting
-from gregor.replication.partition import ReplicaManager
-from gregor.replication.pending import Pending
-from gregor.replication.purgatory import DelayedOperationPurgatory
 from gregor.runtime.cleaner_thread import CleanerThreads
 from gregor.runtime.gc_settings import freeze_after_start
-from gregor.runtime.log_io import (
-    DeferredSyncs,
-    DeferredWrites,
-    flush_after_roll,
-    in_thread,
-    maintenance,
-    remove_dir_in_background,
-)
+from gregor.runtime.log_io import in_thread, maintenance
 from gregor.runtime.process import serve_until_signalled, write_ready_file
 from gregor.runtime.purgatory_driver import PurgatoryDriver
 from gregor.runtime.server import Server, connection_limits
 from gregor.runtime.stall_monitor import LoopStallMonitor, stall_monitor
 from gregor.runtime.timers import drive, every
-from gregor.security.authorizer import live_authorizer
-from gregor.storage.log_manager import LogManager
 
 log = logging.getLogger("gregor.broker")
 
@@ -69,69 +42,15 @@ def _settle(future: asyncio.Future[None] | None) -> None:
         future.set_result(None)
 
 
-class BrokerServer:
+class BrokerServer(BrokerNode):
     def __init__(
         self, config: BrokerConfig, ready_file: str | None = None, clock: Clock = SYSTEM_CLOCK
     ) -> None:
-        membership = config.membership()  # a bad combination of roles is refused before anything
-        if not membership.is_broker:
-            raise ValueError("a controller-only node runs as a ControllerServer")
-        self.config, self.node_id, self.ready_file, self.clock = config, config.node_id, ready_file, clock  # fmt: skip
-        # Each client listener (client_listeners.py) with its TLS context and SASL settings (a bad
-        # one stops the start here); port 0 bound now, so the registration names the real ports.
-        self.listeners = ClientListeners(config)
-        self.listen_host, self.listen_port = self.listeners.first.spec.host, self.listeners.first.port  # fmt: skip
-        endpoints = self.listeners.endpoints()
-        node = open_metadata(config, membership, clock, endpoints)
-        self.store, self.controller, self.member = node.store, node.controller, node.member
-        self.listeners.bind_node(self.store.scram_credential, clock.now_ms)
-        self.meta_properties = node.meta_properties
-        self.cluster = ClusterView(
-            self.store, self.node_id, quorum=membership.networked, endpoints=endpoints,
-            rack=config.get_str("broker.rack"),
-            inter_broker_listener=config.inter_broker_listener_config().name,
-        )  # fmt: skip
-        self.config_view = BrokerConfigView(self.store, self.node_id, config.values)
-        self.logs = LogManager(
-            config.log_dirs, config_for=self.config_view.log_config_for, clock=clock
-        )
-        self.logs.roll_flusher = flush_after_roll
-        self.logs.deferred_sync = self.epoch_syncs = DeferredSyncs()
-        self.logs.write_later = DeferredWrites()
-        self.logs.dir_remover = remove_dir_in_background
-        self.replicas = ReplicaManager(
-            self.node_id, self.logs, liveness=self.cluster.liveness,
-            local_broker_epoch=self._broker_epoch,
-            replica_lag_time_max_ms=int(self.config_value("replica.lag.time.max.ms")),
-        )  # fmt: skip
-        cores.replication_quotas(self.replicas, self.node_id, self.config_value, self.store)
-        self.hosting = PartitionHosting(
-            self.node_id, self.store, self.replicas, self.logs, self.config_view, clock
-        )
-        self.hosting.ready = self.member is None  # in a quorum: once the logs are open
-        if self.member is not None:  # and once registered and caught up to the registration
-            member, store = self.member, self.store
-            self.hosting.registered = lambda: 0 <= member.broker_epoch <= store.image.offset
-        # delayed produces, fetches and metadata writes, expired by the driver's timer
-        self.purgatory = DelayedOperationPurgatory("broker")
+        super().__init__(config, clock)  # every part, nothing started: broker_node.py
+        self.ready_file = ready_file
         self.purgatory_driver = PurgatoryDriver(self.purgatory, self.now_ms)
-        parts = cores.quorum_parts(
-            self.member, config, self.config_value, self.meta_properties, self.logs, self.cluster,
-            self.replicas, self.hosting, self._broker_epoch, self.now_ms,
-        )  # fmt: skip
-        self.forwarder, self.fetchers, self.isr_sender = (
-            parts.forwarder,
-            parts.fetchers,
-            parts.isr_sender,
-        )
-        self.links = parts.links
-        ids = self.cluster.active_broker_ids if self.member is not None else [self.node_id]
-        self.admin = Admin(self.store, self.controller, ids, config.values, self.node_id)
-        if self.member is not None:  # topics made off the controller: a CreateTopics sent there
-            self.admin.forward_create = self.forwarder.create_topic_later
-        self.services = self._build_services()
-        if self.member is not None:
-            self.member.serve_admin(self.services)
+        self.cleaner = CleanerThreads(self.logs, self.config_view.cleaner_config(), self.now_ms)
+        self.hosting.on_broker_config = self._reconfigure
         self.server: Server | None = None
         self.dispatch: Dispatcher | None = None
         self._timers: list[asyncio.Task[None]] = []
@@ -140,30 +59,6 @@ class BrokerServer:
         self.console = console_driver(config)  # console.listener: console_driver.py
         self.started = self.stopping = False
         self.metrics = self._build_metrics()
-
-    def _build_services(self) -> Services:
-        apply, value = self.hosting.apply, self.config_value
-        # a cluster node gets its producer-id blocks from the active controller
-        producer_ids = ProducerIdManager(self.member or self.controller)
-        self.cleaner = CleanerThreads(self.logs, self.config_view.cleaner_config(), self.now_ms)
-        groups = GroupCoordinator(self.node_id, self.store, self.replicas, self.admin, value, apply)
-        self.markers = cores.marker_sender(
-            self.node_id, lambda: self.store.image, self._write_marker_here, self.links, self.now_ms
-        )
-        transactions = TransactionCoordinator(
-            self.node_id, self.store, self.replicas, self.admin, value, apply,
-            producer_ids.next_id, self.markers.write_markers,
-        )  # fmt: skip
-        self.hosting.on_applied += [groups.on_metadata, transactions.on_metadata]
-        self.hosting.on_broker_config = self._reconfigure
-        return Services(
-            self.node_id, self.clock, self.config_view, self.store, self.cluster, self.admin,
-            self.replicas, self.logs, producer_ids, groups, transactions,
-            cores.txn_verifier(self.node_id, transactions, lambda: self.store.image, self.links,
-                               self.now_ms), self.purgatory, apply,
-            auto_creator(self.config_view, self.admin, apply),
-            authorizer=live_authorizer(self.config.values, lambda: self.store.image.acls),
-        )  # fmt: skip
 
     def _build_metrics(self) -> NodeMetrics | None:
         """`metrics.listener`'s metrics and health checks (broker/node_metrics.py), or None."""
@@ -187,13 +82,6 @@ class BrokerServer:
             image_fenced(self.store.image, self.node_id), not held and self.store.caught_up,
         )  # fmt: skip
 
-    def _write_marker_here(self, topic: str, index: int, *marker: Any) -> int | Pending:
-        """A marker to a partition hosted here (one in `__consumer_offsets` also settles the
-        transaction's offset commits in that partition)."""
-        groups = self.services.groups
-        now = self.now_ms()
-        return write_marker(self.replicas, groups, self.purgatory, now, topic, index, *marker)
-
     def _reconfigure(self) -> None:
         """Dynamic broker configs may have changed: connection limits, the listener's TLS
         stores and the cleaner."""
@@ -201,17 +89,6 @@ class BrokerServer:
             limits = connection_limits(self.config_view.value)
             self.listeners.reconfigure(limits, self.store.dynamic(self.node_id))
         asyncio.ensure_future(self.cleaner.reconfigure(self.config_view.cleaner_config()))
-
-    def now_ms(self) -> int:
-        return self.clock.now_ms()
-
-    def config_value(self, key: str) -> Any:
-        return self.config_view.value(key)
-
-    def _broker_epoch(self) -> int:
-        if self.member is not None:
-            return self.member.broker_epoch
-        return registered_epoch(self.store.image, self.node_id)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -224,6 +101,7 @@ class BrokerServer:
             self.stall_monitor.start(asyncio.get_running_loop())
         self.purgatory_driver.start()
         self.logs.call_soon_on_owner = asyncio.get_running_loop().call_soon_threadsafe
+        self.store.in_thread = in_thread  # metadata snapshots written off the loop
         self.logs.startup()
         self.hosting.apply()
         dispatch = self.dispatch = Dispatcher(self.services, self.forwarder)

@@ -40,6 +40,7 @@ from gregor.metrics.collectors import BrokerSources
 from gregor.metrics.health import NodeHealth
 from gregor.protocol import codec
 from gregor.replication.purgatory import DelayedOperationPurgatory
+from gregor.runtime.log_io import in_thread
 from gregor.runtime.process import (
     halt_on_metadata_log_failure,
     serve_until_signalled,
@@ -147,6 +148,7 @@ class ControllerServer:
             await self.metrics.start(self.ready_file)
         codec.compile_all()
         self.purgatory_driver.start()
+        self.store.in_thread = in_thread  # metadata snapshots written off the loop
         await self.member.start()
         server = self.member.driver.server
         assert server is not None

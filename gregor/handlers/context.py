@@ -50,7 +50,7 @@ class TransactionVerifier(Protocol):
 @dataclass(frozen=True)
 class Services:
     """Everything a handler (and a driver) may use of its node, built once by the composition
-    root (broker/broker.py). A controller-only node builds one too, for the admin requests its
+    root (broker/broker_node.py). A controller-only node builds one too, for the admin requests its
     controller listener serves; there the partition services are absent (None), and those
     handlers never use them."""
 

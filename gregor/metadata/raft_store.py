@@ -53,9 +53,9 @@ enough, else `open` fails with MetadataLogError naming the file, why it is damag
 do (in a quorum: move `__cluster_metadata-0` aside to fetch the leader's; alone: restore it),
 and so does every later start, which would otherwise come up with part of the metadata.
 
-Off the event loop. When the store runs on an event loop (the broker), a snapshot that falls due
-is taken in three steps: on the loop, the image and the snapshot's id (end offset, epoch) are
-taken; on a worker thread (`run_in_executor`), the image is encoded (it is immutable: replays on
+Off the event loop. When the server has given the store its `in_thread` (runtime/log_io.py, set
+once its event loop runs), a snapshot that falls due is taken in three steps: on the loop, the
+image and the snapshot's id (end offset, epoch) are taken; on a worker thread, the image is encoded (it is immutable: replays on
 the loop make new images) and the `.checkpoint` file written, fsynced and renamed
 (`StorageRaftLog.write_snapshot_file`); back on the loop, it is added to the log and the log
 start moves up to it. Encoding is the costly part (about 250 ms for 25,000 records, where the
@@ -63,8 +63,8 @@ write and fsync took 10 ms): on the loop it stalled it that long. So the log sta
 (`snapshot_in_flight`): thresholds passed meanwhile are checked again when it is done. The log
 may move on meanwhile: if a newer snapshot (one fetched from the leader, or `snapshot()`) got
 there first, this one's file is removed instead. A failed write keeps the log whole and is tried
-again at the next commit. Without a loop (tools, tests) and for `snapshot()`, all on the caller's
-thread.
+again at the next commit. Without `in_thread` (tools, tests, the simulation) and for `snapshot()`,
+all on the caller's thread.
 
 Networked (a quorum of several voters, `controller.quorum.voters`): `open_networked` opens the
 same log and quorum-state but makes no node; the broker runs a RaftDriver over them
@@ -91,7 +91,6 @@ any), and counts as replayed.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -166,6 +165,11 @@ class QuorumDriver(Protocol):
     def append(self, records: Sequence[bytes]) -> int | NotLeader: ...
 
 
+# in_thread(work, done): `work()` on a worker thread, then `done(its result or exception)` on
+# the event loop (runtime/log_io.py::in_thread).
+InThread = Callable[[Callable[[], int], Callable[[Any], None]], None]
+
+
 class RaftMetadataStore:
     def __init__(
         self,
@@ -213,6 +217,10 @@ class RaftMetadataStore:
         self._in_flight: SnapshotId | None = None  # being written on a worker thread
         # Writes a snapshot file durably (thread-safe); None: the log's own. Tests slow it down.
         self.write_snapshot_file: Callable[[SnapshotId, bytes], None] | None = None
+        # Runs its work on a worker thread, then its callback with the result (or the exception
+        # raised) back on the event loop; set by the server once its loop runs. None: snapshots
+        # are written on the caller's thread.
+        self.in_thread: InThread | None = None
         self._closed = False
         self._waiters: list[tuple[int, CommitCallback]] = []
         self._raft_log: object | None = None  # a networked store's log, before its driver runs
@@ -664,11 +672,7 @@ class RaftMetadataStore:
             raft_log.on_failure = handler
 
     def _can_write_in_background(self) -> bool:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return False  # no event loop (tools, tests): written on this thread
-        return isinstance(self.node.log, StorageRaftLog)
+        return self.in_thread is not None and isinstance(self.node.log, StorageRaftLog)
 
     def _snapshot_in_background(self, now_ms: int) -> None:
         """Take the image (immutable: the loop's next replays make new ones) and the snapshot's
@@ -693,9 +697,10 @@ class RaftMetadataStore:
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = now_ms
         self._in_flight = snapshot_id
-        written = asyncio.get_running_loop().run_in_executor(None, encode_and_write)
-        written.add_done_callback(
-            lambda fut: self._snapshot_written(raft_log, snapshot_id, pending, fut)
+        assert self.in_thread is not None
+        self.in_thread(
+            encode_and_write,
+            lambda outcome: self._snapshot_written(raft_log, snapshot_id, pending, outcome),
         )
 
     def _snapshot_written(
@@ -703,20 +708,19 @@ class RaftMetadataStore:
         raft_log: StorageRaftLog,
         snapshot_id: SnapshotId,
         pending: int,
-        fut: asyncio.Future[int],
+        outcome: int | BaseException,
     ) -> None:
         """On the loop, once the file is durable (or failed). Meanwhile the log may have moved
         on: a snapshot fetched from the leader, or a newer one written on this thread, makes
         this one useless (its file is removed); else it is added and the log start moves."""
         self._in_flight = None
-        if fut.cancelled() or raft_log.closed:
+        if raft_log.closed:
             return  # stopping: a whole file is used at the next start, a partial one deleted
-        exc = fut.exception()
-        if exc is not None:
+        if isinstance(outcome, BaseException):
             log.error(
                 "metadata log: snapshot %s could not be written: %s; the log keeps every record",
                 snapshot_id,
-                exc,
+                outcome,
             )
             self._bytes_since_snapshot += pending
             return
@@ -744,7 +748,7 @@ class RaftMetadataStore:
         log.info(
             "metadata log: snapshot %s written (%d bytes, off the event loop); the log starts at %d",
             snapshot_id,
-            fut.result(),
+            outcome,
             raft_log.start_offset,
         )
         if not self._closed:

@@ -39,49 +39,8 @@ def image_records(image: MetadataImage) -> list[Any]:
     out: list[Any] = []
     for name in sorted(image.features, key=lambda n: (n != METADATA_VERSION, n)):
         out.append(r.FeatureLevelRecord(name=name, feature_level=image.features[name]))
-    for broker_id in sorted(image.brokers):
-        reg = image.brokers[broker_id]
-        out.append(
-            r.RegisterBrokerRecord(
-                broker_id=reg.broker_id,
-                incarnation_id=reg.incarnation_id,
-                broker_epoch=reg.epoch,
-                end_points=[
-                    r.BrokerEndpoint(
-                        name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol
-                    )
-                    for e in reg.listeners
-                ],
-                features=[
-                    r.BrokerFeature(name=n, min_supported_version=lo, max_supported_version=hi)
-                    for n, lo, hi in reg.features
-                ],
-                rack=reg.rack,
-                fenced=reg.fenced,
-                in_controlled_shutdown=reg.in_controlled_shutdown,
-                log_dirs=list(reg.log_dirs),
-            )
-        )
-    for name in sorted(image.topics_by_name):
-        topic = image.topics_by_id[image.topics_by_name[name]]
-        out.append(r.TopicRecord(name=topic.name, topic_id=topic.topic_id))
-        for index in sorted(topic.partitions):
-            p = topic.partitions[index]
-            out.append(
-                r.PartitionRecord(
-                    partition_id=index,
-                    topic_id=topic.topic_id,
-                    replicas=list(p.replicas),
-                    isr=list(p.isr),
-                    removing_replicas=list(p.removing_replicas),
-                    adding_replicas=list(p.adding_replicas),
-                    leader=p.leader,
-                    leader_recovery_state=p.leader_recovery_state,
-                    leader_epoch=p.leader_epoch,
-                    partition_epoch=p.partition_epoch,
-                    directories=list(p.directories),
-                )
-            )
+    out += _broker_records(image)
+    out += _topic_records(image)
     for resource_type, resource_name in sorted(image.configs):
         configs = image.configs[(resource_type, resource_name)]
         for key in sorted(configs):
@@ -112,6 +71,61 @@ def image_records(image: MetadataImage) -> list[Any]:
         )
     out += acl_records(image)
     out.extend(_client_quota_records(image))
+    return out
+
+
+def _broker_records(image: MetadataImage) -> list[Any]:
+    """A RegisterBrokerRecord per registered broker, in id order."""
+    out: list[Any] = []
+    for broker_id in sorted(image.brokers):
+        reg = image.brokers[broker_id]
+        out.append(
+            r.RegisterBrokerRecord(
+                broker_id=reg.broker_id,
+                incarnation_id=reg.incarnation_id,
+                broker_epoch=reg.epoch,
+                end_points=[
+                    r.BrokerEndpoint(
+                        name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol
+                    )
+                    for e in reg.listeners
+                ],
+                features=[
+                    r.BrokerFeature(name=n, min_supported_version=lo, max_supported_version=hi)
+                    for n, lo, hi in reg.features
+                ],
+                rack=reg.rack,
+                fenced=reg.fenced,
+                in_controlled_shutdown=reg.in_controlled_shutdown,
+                log_dirs=list(reg.log_dirs),
+            )
+        )
+    return out
+
+
+def _topic_records(image: MetadataImage) -> list[Any]:
+    """Each topic's TopicRecord and its PartitionRecords, topics by name, partitions in order."""
+    out: list[Any] = []
+    for name in sorted(image.topics_by_name):
+        topic = image.topics_by_id[image.topics_by_name[name]]
+        out.append(r.TopicRecord(name=topic.name, topic_id=topic.topic_id))
+        for index in sorted(topic.partitions):
+            p = topic.partitions[index]
+            out.append(
+                r.PartitionRecord(
+                    partition_id=index,
+                    topic_id=topic.topic_id,
+                    replicas=list(p.replicas),
+                    isr=list(p.isr),
+                    removing_replicas=list(p.removing_replicas),
+                    adding_replicas=list(p.adding_replicas),
+                    leader=p.leader,
+                    leader_recovery_state=p.leader_recovery_state,
+                    leader_epoch=p.leader_epoch,
+                    partition_epoch=p.partition_epoch,
+                    directories=list(p.directories),
+                )
+            )
     return out
 
 

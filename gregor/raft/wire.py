@@ -153,19 +153,7 @@ def to_request(message: m.Request, version: int | None = None) -> tuple[int, int
     v = VERSIONS[key] if version is None else version
     cls = _cls(key, "request")
     if isinstance(message, m.VoteRequest):
-        part = cls.PartitionData(
-            partition_index=METADATA_PARTITION,
-            replica_epoch=message.replica_epoch,
-            replica_id=message.replica_id,
-            last_offset_epoch=message.last_offset_epoch,
-            last_offset=message.last_offset,
-            pre_vote=message.pre_vote,
-        )
-        body = cls(
-            cluster_id=message.cluster_id,
-            voter_id=message.voter_id,
-            topics=[cls.TopicData(topic_name=METADATA_TOPIC, partitions=[part])],
-        )
+        body = _vote_request(cls, message)
     elif isinstance(message, m.BeginQuorumEpochRequest):
         part = cls.PartitionData(
             partition_index=METADATA_PARTITION,
@@ -178,38 +166,11 @@ def to_request(message: m.Request, version: int | None = None) -> tuple[int, int
             topics=[cls.TopicData(topic_name=METADATA_TOPIC, partitions=[part])],
         )
     elif isinstance(message, m.EndQuorumEpochRequest):
-        successors = list(message.preferred_successors)
-        part = cls.PartitionData(
-            partition_index=METADATA_PARTITION,
-            leader_id=message.leader_id,
-            leader_epoch=message.leader_epoch,
-            preferred_successors=successors,
-            preferred_candidates=[
-                cls.ReplicaInfo(candidate_id=s, candidate_directory_id=_ZERO_UUID)
-                for s in successors
-            ],
-        )
-        body = cls(
-            cluster_id=message.cluster_id,
-            topics=[cls.TopicData(topic_name=METADATA_TOPIC, partitions=[part])],
-        )
+        body = _end_quorum_epoch_request(cls, message)
     elif isinstance(message, m.FetchRequest):
         body = _fetch_request(cls, message)
     elif isinstance(message, m.FetchSnapshotRequest):
-        part = cls.PartitionSnapshot(
-            partition=METADATA_PARTITION,
-            current_leader_epoch=message.current_leader_epoch,
-            snapshot_id=cls.SnapshotId(
-                end_offset=message.snapshot_id.end_offset, epoch=message.snapshot_id.epoch
-            ),
-            position=message.position,
-        )
-        body = cls(
-            cluster_id=message.cluster_id,
-            replica_id=message.replica_id,
-            max_bytes=message.max_bytes,
-            topics=[cls.TopicSnapshot(name=METADATA_TOPIC, partitions=[part])],
-        )
+        body = _fetch_snapshot_request(cls, message)
     else:
         body = cls(
             topics=[
@@ -220,6 +181,59 @@ def to_request(message: m.Request, version: int | None = None) -> tuple[int, int
             ]
         )
     return key, v, body
+
+
+def _vote_request(cls: Any, message: m.VoteRequest) -> Any:
+    """A Vote request's body."""
+    part = cls.PartitionData(
+        partition_index=METADATA_PARTITION,
+        replica_epoch=message.replica_epoch,
+        replica_id=message.replica_id,
+        last_offset_epoch=message.last_offset_epoch,
+        last_offset=message.last_offset,
+        pre_vote=message.pre_vote,
+    )
+    return cls(
+        cluster_id=message.cluster_id,
+        voter_id=message.voter_id,
+        topics=[cls.TopicData(topic_name=METADATA_TOPIC, partitions=[part])],
+    )
+
+
+def _end_quorum_epoch_request(cls: Any, message: m.EndQuorumEpochRequest) -> Any:
+    """An EndQuorumEpoch request's body."""
+    successors = list(message.preferred_successors)
+    part = cls.PartitionData(
+        partition_index=METADATA_PARTITION,
+        leader_id=message.leader_id,
+        leader_epoch=message.leader_epoch,
+        preferred_successors=successors,
+        preferred_candidates=[
+            cls.ReplicaInfo(candidate_id=s, candidate_directory_id=_ZERO_UUID) for s in successors
+        ],
+    )
+    return cls(
+        cluster_id=message.cluster_id,
+        topics=[cls.TopicData(topic_name=METADATA_TOPIC, partitions=[part])],
+    )
+
+
+def _fetch_snapshot_request(cls: Any, message: m.FetchSnapshotRequest) -> Any:
+    """A FetchSnapshot request's body."""
+    part = cls.PartitionSnapshot(
+        partition=METADATA_PARTITION,
+        current_leader_epoch=message.current_leader_epoch,
+        snapshot_id=cls.SnapshotId(
+            end_offset=message.snapshot_id.end_offset, epoch=message.snapshot_id.epoch
+        ),
+        position=message.position,
+    )
+    return cls(
+        cluster_id=message.cluster_id,
+        replica_id=message.replica_id,
+        max_bytes=message.max_bytes,
+        topics=[cls.TopicSnapshot(name=METADATA_TOPIC, partitions=[part])],
+    )
 
 
 def _fetch_request(cls: Any, message: m.FetchRequest) -> Any:

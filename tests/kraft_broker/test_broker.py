@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -344,14 +345,25 @@ def test_describe_quorum_and_gregor_quorum_describe(
     assert capsys.readouterr().err == f"gregor: cannot reach {b.bootstrap} (connection refused)\n"
 
 
+def written_off_the_loop(b: Broker) -> None:
+    """The broker's log says a metadata snapshot was written off the event loop (the broker
+    gave its store `in_thread`); the line follows the file's rename by a moment."""
+    for _ in range(200):
+        if "off the event loop" in b.read_log():
+            return
+        time.sleep(0.05)
+    raise AssertionError("no metadata snapshot was written off the event loop")
+
+
 def test_restarts_after_a_snapshot_keep_topics_configs_and_producer_ids(tmp_path: Path) -> None:
     """Tiny snapshot threshold and segments: snapshots are taken on their own, the log below
-    them goes; a clean restart and a SIGKILL each load the snapshot and replay the rest."""
+    them goes, each written off the event loop; a clean restart and a SIGKILL each load the
+    snapshot and replay the rest."""
     config = {
         "metadata.log.max.record.bytes.between.snapshots": "2000",
         "metadata.log.segment.bytes": "4000",
     }
-    with Broker(config=config, data_dir=str(tmp_path)) as b:
+    with Broker(config=config, data_dir=str(tmp_path), log_level="INFO") as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
         create(
             admin,
@@ -360,6 +372,7 @@ def test_restarts_after_a_snapshot_keep_topics_configs_and_producer_ids(tmp_path
         first_pid = init_producer_id(b.bootstrap)
         meta_dir = os.path.join(logs_dir(b), DIR_NAME)
         assert any(n.endswith(".checkpoint") for n in os.listdir(meta_dir))
+        written_off_the_loop(b)
         create(admin, NewTopic("after-snapshot", 3, 1, config={"cleanup.policy": "compact"}))
         ids = topic_ids(b.bootstrap)
         for clean in (True, False):

@@ -75,3 +75,23 @@ def test_nodes_snapshot_a_returning_node_catches_up_and_a_full_restart_loads_the
             lambda n=node: expected <= topics_on(cluster, n),
             40,
         )
+
+
+def test_a_controller_only_node_writes_its_snapshots_off_the_event_loop(tmp_path: Any) -> None:
+    """Node 1 a controller-only node (ControllerServer), node 2 a broker: the controller's
+    snapshots are written on a worker thread, as the broker's are (the server gives its
+    metadata store `in_thread`; without it they would be written on the event loop)."""
+    with make_cluster(tmp_path, SMALL, 1, controllers=1) as c:
+        controller = c.nodes[1]
+        assert controller.client_listener is False, "node 1 is controller-only"
+        create_all_through(c, 2, [f"t-{i}" for i in range(15)])
+        wait_for("a snapshot on the controller", lambda: checkpoints(c, 1))
+        wait_for(
+            "the controller's snapshot written off the event loop",
+            lambda: "off the event loop" in controller.read_log(),
+        )
+
+
+def create_all_through(cluster: LocalCluster, node_id: int, names: list[str]) -> None:
+    for name in names:
+        wait_for(f"{name} created", lambda n=name: raw_create(cluster, node_id, n) == 0)

@@ -1,7 +1,9 @@
 """Snapshots written off the event loop: the image is encoded on the loop, the `.checkpoint`
 file written and fsynced on a worker thread, and only then, back on the loop, is it added to
 the log and the log start moved up to it; one at a time; a snapshot that a newer one overtook
-while it was written is thrown away; a failed write keeps the log whole."""
+while it was written is thrown away; a failed write keeps the log whole. The store writes off
+the loop only with the `in_thread` the servers give it (runtime/log_io.py); without it, on the
+caller's thread."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any
 
 from gregor.raft.log import SnapshotId
 from gregor.raft.storage_log import DIR_NAME, snapshot_file_name
+from gregor.runtime.log_io import in_thread
 from tests.metadata.test_snapshot import Clock, checkpoints, open_store, start
 
 SMALL = {"metadata_log_max_record_bytes_between_snapshots": "2000"}
@@ -57,6 +60,7 @@ def create_until_a_snapshot_starts(ctl: Any) -> SnapshotId:
 def test_the_loop_keeps_running_while_a_snapshot_is_written(tmp_path: Path) -> None:
     async def main() -> None:
         store, ctl = start(tmp_path, Clock(), **SMALL)
+        store.in_thread = in_thread  # as the servers give it
         writer = SlowWriter(store)
         store.write_snapshot_file = writer
         ticks = 0
@@ -101,6 +105,7 @@ def test_the_loop_keeps_running_while_a_snapshot_is_written(tmp_path: Path) -> N
 def test_a_snapshot_overtaken_while_written_is_thrown_away(tmp_path: Path) -> None:
     async def main() -> None:
         store, ctl = start(tmp_path, Clock(), **SMALL)
+        store.in_thread = in_thread  # as the servers give it
         writer = SlowWriter(store)
         store.write_snapshot_file = writer
         old = create_until_a_snapshot_starts(ctl)
@@ -125,6 +130,7 @@ def test_a_snapshot_overtaken_while_written_is_thrown_away(tmp_path: Path) -> No
 def test_a_failed_write_keeps_the_log_and_is_retried(tmp_path: Path) -> None:
     async def main() -> None:
         store, ctl = start(tmp_path, Clock(), **SMALL)
+        store.in_thread = in_thread  # as the servers give it
         writer = SlowWriter(store)
         writer.fail = True
         writer.release.set()
@@ -141,6 +147,22 @@ def test_a_failed_write_keeps_the_log_and_is_retried(tmp_path: Path) -> None:
             )
         )
         assert store.node.log.start_offset == store.node.log.latest_snapshot().end_offset
+        store.close()
+
+    asyncio.run(main())
+
+
+def test_without_in_thread_a_snapshot_is_written_on_the_callers_thread(tmp_path: Path) -> None:
+    async def main() -> None:
+        store, ctl = start(tmp_path, Clock(), **SMALL)
+        for i in range(1000):
+            ctl.create_topic(f"t{i}", [[1]], {})
+            assert store.snapshot_in_flight is None, "nothing is left to a worker thread"
+            if checkpoints(tmp_path):
+                break
+        sid = store.node.log.latest_snapshot()
+        assert sid is not None and checkpoints(tmp_path) == [snapshot_file_name(sid)]
+        assert store.node.log.start_offset == sid.end_offset, "the log start moved at once"
         store.close()
 
     asyncio.run(main())
