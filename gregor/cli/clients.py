@@ -12,6 +12,7 @@ from typing import Any
 from gregor.cli import connect, output
 from gregor.cli.connect import add_verb
 from gregor.cli.delivery import Deliveries
+from gregor.cli.errors import CliError, describe
 
 LIBRDKAFKA_MAX_BYTES = 1_000_000  # librdkafka's default batch.size and message.max.bytes
 
@@ -209,6 +210,20 @@ def _text(b: bytes | None) -> str | None:
         return "base64:" + base64.b64encode(b).decode()
 
 
+def _partitions(consumer: Any, args: argparse.Namespace) -> list[int]:
+    """The partitions to read without a group: --partition's, each checked to exist, or all."""
+    md = consumer.list_topics(args.topic, timeout=args.timeout).topics.get(args.topic)
+    if md is None or md.error is not None:
+        raise CliError(f"topic {args.topic}: {describe(md.error) if md else 'not found'}")
+    missing = [p for p in args.partition or [] if p not in md.partitions]
+    if missing:
+        raise CliError(
+            f"--partition {missing[0]}: topic {args.topic} has no partition {missing[0]} "
+            f"(it has {len(md.partitions)}: 0-{len(md.partitions) - 1})"
+        )
+    return list(args.partition or sorted(md.partitions))
+
+
 def consume(args: argparse.Namespace) -> int:
     import time
 
@@ -225,12 +240,8 @@ def consume(args: argparse.Namespace) -> int:
     if args.group:
         consumer.subscribe([args.topic])
     else:
-        md = consumer.list_topics(args.topic, timeout=10).topics.get(args.topic)
-        if md is None or md.error is not None:
-            print(f"error: topic {args.topic}: {md.error if md else 'unknown'}", file=sys.stderr)
-            return 1
+        parts = _partitions(consumer, args)
         start = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
-        parts = args.partition or sorted(md.partitions)
         consumer.assign([TopicPartition(args.topic, p, start) for p in parts])
     fmt = _consume_format(args)
     seen = 0
@@ -243,7 +254,7 @@ def consume(args: argparse.Namespace) -> int:
                     break
                 continue
             if msg.error():
-                print(f"error: {msg.error()}", file=sys.stderr)
+                print(f"error: {describe(msg.error())}", file=sys.stderr)
                 continue
             last = time.monotonic()
             seen += 1

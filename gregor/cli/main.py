@@ -78,6 +78,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = None
+    _closed_std_fds_to_devnull()
     try:
         words = sys.argv[1:] if argv is None else argv
         only = words[0] if words and words[0] in ALONE else None
@@ -107,6 +108,29 @@ def _fail(line: str) -> int:
     except OSError:
         pass
     return 1
+
+
+def _closed_std_fds_to_devnull() -> None:
+    """Started with stdin, stdout or stderr closed (`gregor topics list >&-`): that descriptor
+    becomes /dev/null, so what would be printed goes nowhere and exits 0 as with a closed pipe,
+    and no socket of the client can take the descriptor number and receive the output."""
+    modes = (
+        (sys.stdin, "r", os.O_RDONLY),
+        (sys.stdout, "w", os.O_WRONLY),
+        (sys.stderr, "w", os.O_WRONLY),
+    )
+    for fd, (stream, mode, flags) in enumerate(modes):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        devnull = os.open(os.devnull, flags)
+        if devnull != fd:
+            os.dup2(devnull, fd)
+            os.close(devnull)
+        if stream is None:
+            setattr(sys, ("stdin", "stdout", "stderr")[fd], open(fd, mode, closefd=False))
 
 
 def _stdout_to_devnull() -> None:

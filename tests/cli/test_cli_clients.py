@@ -125,3 +125,17 @@ def test_consume_output_json_and_plain(broker):
         "plain",
     )
     assert kv.stdout == "".join(f"k{i}\tv{i}\n" for i in range(5))
+
+
+def test_consume_of_a_missing_topic_or_partition_is_one_line(broker):
+    assert gregor(broker, "topics", "create", "cli-d", "--partitions", "2").returncode == 0
+    missing = gregor(broker, "consume", "cli-nosuch", "--max-messages", "1")
+    assert (missing.returncode, missing.stdout) == (1, "")
+    assert missing.stderr == (
+        "gregor: topic cli-nosuch: unknown topic or partition (UNKNOWN_TOPIC_OR_PART)\n"
+    )
+    beyond = gregor(broker, "consume", "cli-d", "--partition", "1", "--partition", "5")
+    assert (beyond.returncode, beyond.stdout) == (1, "")
+    assert beyond.stderr == (
+        "gregor: --partition 5: topic cli-d has no partition 5 (it has 2: 0-1)\n"
+    )
