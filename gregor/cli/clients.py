@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import os
 import sys
 from typing import Any
 
@@ -70,7 +71,9 @@ def _headers(spec: str | None) -> list[tuple[str, bytes]]:
         return []
     out = []
     for item in spec.split(","):
-        key, _, value = item.partition("=")
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise CliError(f"--headers: {item!r} is not KEY=VALUE, e.g. --headers source=cli,n=1")
         out.append((key, value.encode()))
     return out
 
@@ -78,6 +81,7 @@ def _headers(spec: str | None) -> list[tuple[str, bytes]]:
 def produce(args: argparse.Namespace) -> int:
     """Every line a record; a line too large for the topic is reported by number and the others
     delivered (exit 1); Ctrl-C stops reading and delivers what was read (exit 130)."""
+    headers = _headers(args.headers)  # a malformed --headers fails before connecting
     deliveries = Deliveries(args.topic, _size_limit(args))
     producer = connect.producer(
         args,
@@ -97,7 +101,7 @@ def produce(args: argparse.Namespace) -> int:
         progress.start()
     interrupted = False
     try:
-        _send_lines(args, producer, deliveries, progress)
+        _send_lines(args, producer, deliveries, headers, progress)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -128,19 +132,21 @@ def produce(args: argparse.Namespace) -> int:
 
 
 def _send_lines(
-    args: argparse.Namespace, producer: Any, deliveries: Deliveries, progress: Any
+    args: argparse.Namespace,
+    producer: Any,
+    deliveries: Deliveries,
+    headers: list[tuple[str, bytes]],
+    progress: Any,
 ) -> None:
     from confluent_kafka import KafkaException
 
-    headers = _headers(args.headers)
     task = progress.add_task("producing", total=None) if progress is not None else None
-    for number, line in enumerate(sys.stdin, 1):
-        line = line.rstrip("\n")
-        key: str | None = None
-        value = line
-        if args.key_separator and args.key_separator in line:
-            key, value = line.split(args.key_separator, 1)
-        kb, vb = (None if key is None else key.encode()), value.encode()
+    separator = os.fsencode(args.key_separator) if args.key_separator else None
+    for number, line in enumerate(sys.stdin.buffer, 1):
+        vb = _chomp(line)
+        kb: bytes | None = None
+        if separator and separator in vb:
+            kb, vb = vb.split(separator, 1)
         deliveries.read += 1
         if not deliveries.fits(number, kb, vb, headers):
             continue
@@ -165,6 +171,16 @@ def _send_lines(
         producer.poll(0)
         if progress is not None:
             progress.update(task, advance=1)
+
+
+def _chomp(line: bytes) -> bytes:
+    """A line as read, its bytes kept as they are (not all text is UTF-8), without its end:
+    "\n" or "\r\n", as Kafka's console producer reads lines."""
+    if line.endswith(b"\n"):
+        line = line[:-1]
+        if line.endswith(b"\r"):
+            line = line[:-1]
+    return line
 
 
 def _size_limit(args: argparse.Namespace) -> int | None:
