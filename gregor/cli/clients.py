@@ -294,7 +294,7 @@ def consume(args: argparse.Namespace) -> int:
             else:
                 print(_text(msg.value()), flush=True)
     except KeyboardInterrupt:
-        pass
+        return 130  # as Kafka's console consumer ends on Ctrl-C, after leaving its group
     finally:
         consumer.close()
     return 0
