@@ -368,3 +368,10 @@ def test_quorum_describe_json(broker):
     [me] = doc["replicas"]
     assert (me["node"], me["role"], me["lag"]) == (1, "Leader", 0)
     assert me["log_end_offset"] >= doc["high_watermark"]
+
+
+def test_describe_of_a_group_that_does_not_exist(broker):
+    missing = cli(broker, "groups", "describe", "no-such-group")
+    one_line_error(missing, "error: consumer group 'no-such-group' does not exist")
+    assert missing.stdout == ""
+    assert cli(broker, "groups", "describe", "no-such-group", "-o", "json").stdout == "[]\n"
