@@ -93,6 +93,10 @@ def produce(args: argparse.Namespace) -> int:
             **_batch_limits(deliveries.limit),
         },
     )
+    if args.partition >= 0:
+        md = producer.list_topics(args.topic, timeout=args.timeout).topics.get(args.topic)
+        if md is not None and md.error is None:  # else: made on the first send, or refused then
+            _check_partitions(args.topic, md.partitions, [args.partition])
     progress = None
     if args.progress:
         from rich.progress import Progress
@@ -231,13 +235,18 @@ def _partitions(consumer: Any, args: argparse.Namespace) -> list[int]:
     md = consumer.list_topics(args.topic, timeout=args.timeout).topics.get(args.topic)
     if md is None or md.error is not None:
         raise CliError(f"topic {args.topic}: {describe(md.error) if md else 'not found'}")
-    missing = [p for p in args.partition or [] if p not in md.partitions]
+    _check_partitions(args.topic, md.partitions, args.partition or [])
+    return list(args.partition or sorted(md.partitions))
+
+
+def _check_partitions(topic: str, held: Any, wanted: list[int]) -> None:
+    """A --partition the topic lacks is one line, before anything is read or sent."""
+    missing = [p for p in wanted if p not in held]
     if missing:
         raise CliError(
-            f"--partition {missing[0]}: topic {args.topic} has no partition {missing[0]} "
-            f"(it has {len(md.partitions)}: 0-{len(md.partitions) - 1})"
+            f"--partition {missing[0]}: topic {topic} has no partition {missing[0]} "
+            f"(it has {len(held)}: 0-{len(held) - 1})"
         )
-    return list(args.partition or sorted(md.partitions))
 
 
 def consume(args: argparse.Namespace) -> int:

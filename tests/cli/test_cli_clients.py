@@ -127,7 +127,7 @@ def test_consume_output_json_and_plain(broker):
     assert kv.stdout == "".join(f"k{i}\tv{i}\n" for i in range(5))
 
 
-def test_consume_of_a_missing_topic_or_partition_is_one_line(broker):
+def test_a_missing_topic_or_partition_is_one_line(broker):
     assert gregor(broker, "topics", "create", "cli-d", "--partitions", "2").returncode == 0
     missing = gregor(broker, "consume", "cli-nosuch", "--max-messages", "1")
     assert (missing.returncode, missing.stdout) == (1, "")
@@ -139,6 +139,9 @@ def test_consume_of_a_missing_topic_or_partition_is_one_line(broker):
     assert beyond.stderr == (
         "gregor: --partition 5: topic cli-d has no partition 5 (it has 2: 0-1)\n"
     )
+    sent = gregor(broker, "produce", "cli-d", "--partition", "2", stdin="x\n")
+    assert (sent.returncode, sent.stdout) == (1, "")
+    assert sent.stderr == "gregor: --partition 2: topic cli-d has no partition 2 (it has 2: 0-1)\n"
 
 
 def test_produce_keeps_the_bytes_of_lines_that_are_not_utf8(broker):
