@@ -6,6 +6,7 @@ mistake, 130 for Ctrl-C, 0 when a reader such as `head` closed stdout early."""
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
@@ -92,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as exc:
         return _fail(f"gregor: {exc}")
     except Exception as exc:
+        if isinstance(exc, OSError) and exc.errno in _WRITE_ERRNOS:
+            _stdout_to_devnull()  # (else the flush at exit fails once more)
+            where = f" {exc.filename}" if exc.filename else ""
+            return _fail(f"gregor: cannot write{where}: {(exc.strerror or str(exc)).lower()}")
         if not hasattr(args, "verbose"):
             raise  # not a client command (serve, dump-log, ...): its own failures, its traceback
         if getattr(args, "verbose", False):
@@ -100,6 +105,11 @@ def main(argv: list[str] | None = None) -> int:
         if name == "KafkaException":
             return _fail(f"gregor: {describe(exc)}")
         return _fail(f"gregor: {name}: {describe(exc)} (--verbose shows where)")
+
+
+# A write that failed for want of room or of a working device (`gregor ... > /dev/full`): said in
+# one line by every command, with no traceback.
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 
 
 def _fail(line: str) -> int:

@@ -163,3 +163,17 @@ def test_a_stdout_closed_from_the_start_exits_quietly_with_0(broker):
             preexec_fn=lambda: os.close(1),
         )
         assert (proc.returncode, proc.stderr) == (0, "")
+
+
+@pytest.mark.parametrize("command", [["storage", "random-uuid"], ["completion", "bash"]])
+def test_a_full_stdout_is_one_line(command):
+    """As `gregor ... > /dev/full`: the write fails for want of room, said in one line."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "gregor.cli.main", *command],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    assert (proc.returncode, proc.stderr) == (1, "gregor: cannot write: no space left on device\n")
