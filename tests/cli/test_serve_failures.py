@@ -381,3 +381,20 @@ def test_storage_format_of_a_file_names_the_option(tmp_path: Path) -> None:
     assert (proc.returncode, proc.stdout) == (1, "")
     assert proc.stderr.startswith(f"gregor storage format: log.dirs {file} is a file, not a")
     assert file.read_text() == "not a directory"
+
+
+def test_cluster_up_with_a_base_dir_that_is_a_file(tmp_path: Path) -> None:
+    file = tmp_path / "afile"
+    file.write_text("not a directory")
+    proc = subprocess.run(
+        [sys.executable, "-m", "gregor", "cluster", "up", "--nodes", "2", "--base-dir", str(file)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert_one_line(
+        proc,
+        f"--base-dir {file} is a file, not a directory: name a directory (it is created if "
+        "missing)",
+    )
+    assert proc.stdout == ""
