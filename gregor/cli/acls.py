@@ -255,6 +255,21 @@ def _binding(args: argparse.Namespace, planned: tuple[str, ...], filter: bool) -
     )
 
 
+def _words(b: Any) -> str:
+    """An ACL binding (or filter) as a user reads it, in kafka-acls.sh's names: `TOPIC orders
+    (LITERAL): principal=User:alice host=* operation=READ permission=ALLOW`; ANY where a filter
+    matches any value."""
+
+    def name(value: Any) -> str:
+        return "ANY" if value is None else str(getattr(value, "name", value))
+
+    return (
+        f"{name(b.restype)} {name(b.name)} ({name(b.resource_pattern_type)}): "
+        f"principal={name(b.principal)} host={name(b.host)} operation={name(b.operation)} "
+        f"permission={name(b.permission_type)}"
+    )
+
+
 def add_acls(args: argparse.Namespace) -> int:
     planned = _planned(args)
     if not planned:
@@ -267,7 +282,7 @@ def add_acls(args: argparse.Namespace) -> int:
             fut.result()
             added.append(binding)
         except Exception as exc:
-            print(f"error: cannot add ACL {binding}: {describe(exc)}", file=sys.stderr)
+            print(f"error: cannot add ACL {_words(binding)}: {describe(exc)}", file=sys.stderr)
             status = 1
     _emit(args, added, "ACLs added")
     return status
@@ -305,7 +320,10 @@ def remove_acls(args: argparse.Namespace) -> int:
         try:
             removed += fut.result()
         except Exception as exc:
-            print(f"error: cannot remove ACLs matching {flt}: {describe(exc)}", file=sys.stderr)
+            print(
+                f"error: cannot remove ACLs matching {_words(flt)}: {describe(exc)}",
+                file=sys.stderr,
+            )
             status = 1
     _emit(args, removed, "ACLs removed")
     return status

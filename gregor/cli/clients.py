@@ -6,12 +6,14 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import os
 import sys
 from typing import Any
 
 from gregor.cli import connect, output
 from gregor.cli.connect import add_verb
 from gregor.cli.delivery import Deliveries
+from gregor.cli.errors import CliError, describe
 
 LIBRDKAFKA_MAX_BYTES = 1_000_000  # librdkafka's default batch.size and message.max.bytes
 
@@ -69,7 +71,9 @@ def _headers(spec: str | None) -> list[tuple[str, bytes]]:
         return []
     out = []
     for item in spec.split(","):
-        key, _, value = item.partition("=")
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise CliError(f"--headers: {item!r} is not KEY=VALUE, e.g. --headers source=cli,n=1")
         out.append((key, value.encode()))
     return out
 
@@ -77,6 +81,7 @@ def _headers(spec: str | None) -> list[tuple[str, bytes]]:
 def produce(args: argparse.Namespace) -> int:
     """Every line a record; a line too large for the topic is reported by number and the others
     delivered (exit 1); Ctrl-C stops reading and delivers what was read (exit 130)."""
+    headers = _headers(args.headers)  # a malformed --headers fails before connecting
     deliveries = Deliveries(args.topic, _size_limit(args))
     producer = connect.producer(
         args,
@@ -88,6 +93,10 @@ def produce(args: argparse.Namespace) -> int:
             **_batch_limits(deliveries.limit),
         },
     )
+    if args.partition >= 0:
+        md = producer.list_topics(args.topic, timeout=args.timeout).topics.get(args.topic)
+        if md is not None and md.error is None:  # else: made on the first send, or refused then
+            _check_partitions(args.topic, md.partitions, [args.partition])
     progress = None
     if args.progress:
         from rich.progress import Progress
@@ -96,7 +105,7 @@ def produce(args: argparse.Namespace) -> int:
         progress.start()
     interrupted = False
     try:
-        _send_lines(args, producer, deliveries, progress)
+        _send_lines(args, producer, deliveries, headers, progress)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -127,19 +136,21 @@ def produce(args: argparse.Namespace) -> int:
 
 
 def _send_lines(
-    args: argparse.Namespace, producer: Any, deliveries: Deliveries, progress: Any
+    args: argparse.Namespace,
+    producer: Any,
+    deliveries: Deliveries,
+    headers: list[tuple[str, bytes]],
+    progress: Any,
 ) -> None:
     from confluent_kafka import KafkaException
 
-    headers = _headers(args.headers)
     task = progress.add_task("producing", total=None) if progress is not None else None
-    for number, line in enumerate(sys.stdin, 1):
-        line = line.rstrip("\n")
-        key: str | None = None
-        value = line
-        if args.key_separator and args.key_separator in line:
-            key, value = line.split(args.key_separator, 1)
-        kb, vb = (None if key is None else key.encode()), value.encode()
+    separator = os.fsencode(args.key_separator) if args.key_separator else None
+    for number, line in enumerate(sys.stdin.buffer, 1):
+        vb = _chomp(line)
+        kb: bytes | None = None
+        if separator and separator in vb:
+            kb, vb = vb.split(separator, 1)
         deliveries.read += 1
         if not deliveries.fits(number, kb, vb, headers):
             continue
@@ -164,6 +175,16 @@ def _send_lines(
         producer.poll(0)
         if progress is not None:
             progress.update(task, advance=1)
+
+
+def _chomp(line: bytes) -> bytes:
+    """A line as read, its bytes kept as they are (not all text is UTF-8), without its end:
+    "\n" or "\r\n", as Kafka's console producer reads lines."""
+    if line.endswith(b"\n"):
+        line = line[:-1]
+        if line.endswith(b"\r"):
+            line = line[:-1]
+    return line
 
 
 def _size_limit(args: argparse.Namespace) -> int | None:
@@ -209,6 +230,25 @@ def _text(b: bytes | None) -> str | None:
         return "base64:" + base64.b64encode(b).decode()
 
 
+def _partitions(consumer: Any, args: argparse.Namespace) -> list[int]:
+    """The partitions to read without a group: --partition's, each checked to exist, or all."""
+    md = consumer.list_topics(args.topic, timeout=args.timeout).topics.get(args.topic)
+    if md is None or md.error is not None:
+        raise CliError(f"topic {args.topic}: {describe(md.error) if md else 'not found'}")
+    _check_partitions(args.topic, md.partitions, args.partition or [])
+    return list(args.partition or sorted(md.partitions))
+
+
+def _check_partitions(topic: str, held: Any, wanted: list[int]) -> None:
+    """A --partition the topic lacks is one line, before anything is read or sent."""
+    missing = [p for p in wanted if p not in held]
+    if missing:
+        raise CliError(
+            f"--partition {missing[0]}: topic {topic} has no partition {missing[0]} "
+            f"(it has {len(held)}: 0-{len(held) - 1})"
+        )
+
+
 def consume(args: argparse.Namespace) -> int:
     import time
 
@@ -225,12 +265,8 @@ def consume(args: argparse.Namespace) -> int:
     if args.group:
         consumer.subscribe([args.topic])
     else:
-        md = consumer.list_topics(args.topic, timeout=10).topics.get(args.topic)
-        if md is None or md.error is not None:
-            print(f"error: topic {args.topic}: {md.error if md else 'unknown'}", file=sys.stderr)
-            return 1
+        parts = _partitions(consumer, args)
         start = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
-        parts = args.partition or sorted(md.partitions)
         consumer.assign([TopicPartition(args.topic, p, start) for p in parts])
     fmt = _consume_format(args)
     seen = 0
@@ -243,7 +279,7 @@ def consume(args: argparse.Namespace) -> int:
                     break
                 continue
             if msg.error():
-                print(f"error: {msg.error()}", file=sys.stderr)
+                print(f"error: {describe(msg.error())}", file=sys.stderr)
                 continue
             last = time.monotonic()
             seen += 1
@@ -267,7 +303,7 @@ def consume(args: argparse.Namespace) -> int:
             else:
                 print(_text(msg.value()), flush=True)
     except KeyboardInterrupt:
-        pass
+        return 130  # as Kafka's console consumer ends on Ctrl-C, after leaving its group
     finally:
         consumer.close()
     return 0

@@ -61,6 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cluster_up(args: argparse.Namespace) -> int:
     from gregor.broker.config import parse_overrides
+    from gregor.broker.preflight import StartError, check_log_dirs
     from gregor.metadata.config_defs import ConfigError
     from gregor.testing.cluster import LocalCluster
 
@@ -72,6 +73,12 @@ def cluster_up(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         _err(f"gregor: {exc}")
         return 2
+    if args.base_dir:  # a file, or a dir this user cannot make: one line, as serve says it
+        try:
+            check_log_dirs([args.base_dir], "--base-dir")
+        except StartError as exc:
+            _err(f"gregor: {exc}")
+            return 1
     cluster = LocalCluster(
         args.nodes,
         base_dir=args.base_dir,

@@ -24,7 +24,7 @@ from typing import Any
 
 from gregor.cli import output
 from gregor.cli.errors import CliError, describe
-from gregor.cli.specs import positive_seconds
+from gregor.cli.specs import bootstrap_servers, positive_seconds
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT_S = 10.0
@@ -69,6 +69,7 @@ def add_bootstrap_arg(p: argparse.ArgumentParser, default: str | None) -> None:
         "--bootstrap-server",
         "-b",
         default=default,
+        type=bootstrap_servers,
         metavar="HOST:PORT[,...]",
         help=f"brokers to connect to (default {DEFAULT_BOOTSTRAP})",
     )

@@ -227,6 +227,10 @@ def describe_groups(args: argparse.Namespace) -> int:
             status = 1
             continue
         g = _describe_one(admin, group, d, args.timeout)
+        if g["state"] == "Dead" and not g["offsets"]:  # what a coordinator says of no group
+            print(f"error: consumer group '{group}' does not exist", file=sys.stderr)
+            status = 1
+            continue
         doc.append(g)
         blocks += _describe_blocks(g)
     output.emit(args, doc, blocks)

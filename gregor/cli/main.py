@@ -6,6 +6,7 @@ mistake, 130 for Ctrl-C, 0 when a reader such as `head` closed stdout early."""
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
@@ -78,6 +79,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = None
+    _closed_std_fds_to_devnull()
     try:
         words = sys.argv[1:] if argv is None else argv
         only = words[0] if words and words[0] in ALONE else None
@@ -91,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as exc:
         return _fail(f"gregor: {exc}")
     except Exception as exc:
+        if isinstance(exc, OSError) and exc.errno in _WRITE_ERRNOS:
+            _stdout_to_devnull()  # (else the flush at exit fails once more)
+            where = f" {exc.filename}" if exc.filename else ""
+            return _fail(f"gregor: cannot write{where}: {(exc.strerror or str(exc)).lower()}")
         if not hasattr(args, "verbose"):
             raise  # not a client command (serve, dump-log, ...): its own failures, its traceback
         if getattr(args, "verbose", False):
@@ -101,12 +107,40 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"gregor: {name}: {describe(exc)} (--verbose shows where)")
 
 
+# A write that failed for want of room or of a working device (`gregor ... > /dev/full`): said in
+# one line by every command, with no traceback.
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
 def _fail(line: str) -> int:
     try:
         print(line, file=sys.stderr)
     except OSError:
         pass
     return 1
+
+
+def _closed_std_fds_to_devnull() -> None:
+    """Started with stdin, stdout or stderr closed (`gregor topics list >&-`): that descriptor
+    becomes /dev/null, so what would be printed goes nowhere and exits 0 as with a closed pipe,
+    and no socket of the client can take the descriptor number and receive the output."""
+    modes = (
+        (sys.stdin, "r", os.O_RDONLY),
+        (sys.stdout, "w", os.O_WRONLY),
+        (sys.stderr, "w", os.O_WRONLY),
+    )
+    for fd, (stream, mode, flags) in enumerate(modes):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        devnull = os.open(os.devnull, flags)
+        if devnull != fd:
+            os.dup2(devnull, fd)
+            os.close(devnull)
+        if stream is None:
+            setattr(sys, ("stdin", "stdout", "stderr")[fd], open(fd, mode, closefd=False))
 
 
 def _stdout_to_devnull() -> None:

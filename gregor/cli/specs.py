@@ -123,3 +123,22 @@ def rate(text: str) -> float:
     if value == 0:  # 0 would never send
         raise argparse.ArgumentTypeError(f"must be positive, or -1 for no limit; got {text}")
     return value
+
+
+def bootstrap_servers(text: str) -> str:
+    """An argparse type: `-b HOST:PORT[,HOST:PORT...]` with each port a number from 1 to 65535,
+    checked before any client is made (librdkafka would only say "connection refused"). A
+    missing port (librdkafka's 9092), a `PROTOCOL://` prefix and a bracketed IPv6 host pass."""
+    entries = [e.strip() for e in text.split(",") if e.strip()]
+    if not entries:
+        raise argparse.ArgumentTypeError("no broker address (e.g. -b 127.0.0.1:9092)")
+    for entry in entries:
+        address = entry.partition("://")[2] if "://" in entry else entry
+        host, colon, port = address.rpartition(":")
+        if not colon or address.endswith("]") or (":" in host and not host.endswith("]")):
+            continue  # no port given, or an IPv6 address left to the client library
+        if not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise argparse.ArgumentTypeError(
+                f"{entry!r}: the port must be a number from 1 to 65535 (e.g. -b 127.0.0.1:9092)"
+            )
+    return text

@@ -72,8 +72,10 @@ def _from_config(args: argparse.Namespace) -> None:
 
 
 def format_storage(args: argparse.Namespace) -> int:
+    from gregor.broker.preflight import StartError, check_log_dirs
     from gregor.metadata.config_defs import ConfigError
 
+    args.data_dir_given = args.data_dir is not None
     if args.config:
         try:
             _from_config(args)
@@ -89,6 +91,11 @@ def format_storage(args: argparse.Namespace) -> int:
     if args.node_id < 0:
         print(f"gregor storage format: --node-id {args.node_id} is negative", file=sys.stderr)
         return 2
+    try:  # a file named as a dir, or a dir this user cannot make: one line naming the option
+        check_log_dirs(dirs, "--data-dir" if args.data_dir_given else "log.dirs")
+    except StartError as exc:
+        print(f"gregor storage format: {exc}", file=sys.stderr)
+        return 1
     cluster_id = args.cluster_id or meta_properties.random_id()
     try:
         users = [scram_record(spec) for spec in args.add_scram]

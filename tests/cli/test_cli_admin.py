@@ -368,3 +368,28 @@ def test_quorum_describe_json(broker):
     [me] = doc["replicas"]
     assert (me["node"], me["role"], me["lag"]) == (1, "Leader", 0)
     assert me["log_end_offset"] >= doc["high_watermark"]
+
+
+def test_describe_of_a_group_that_does_not_exist(broker):
+    missing = cli(broker, "groups", "describe", "no-such-group")
+    one_line_error(missing, "error: consumer group 'no-such-group' does not exist")
+    assert missing.stdout == ""
+    assert cli(broker, "groups", "describe", "no-such-group", "-o", "json").stdout == "[]\n"
+
+
+def test_an_acl_refused_is_named_in_words(broker):
+    """This broker has no authorizer: the refusal names the ACL as kafka-acls.sh would, not as
+    confluent-kafka's repr of it."""
+    added = cli(broker, "acls", "add", "--allow-principal", "User:alice", "--operation", "Read",
+                "--topic", "orders", "-o", "json")  # fmt: skip
+    assert (added.returncode, added.stdout) == (1, "[]\n")
+    assert added.stderr == (
+        "error: cannot add ACL TOPIC orders (LITERAL): principal=User:alice host=* "
+        "operation=READ permission=ALLOW: no Authorizer is configured\n"
+    )
+    removed = cli(broker, "acls", "remove", "--topic", "orders", "-o", "json")
+    assert (removed.returncode, removed.stdout) == (1, "[]\n")
+    assert removed.stderr == (
+        "error: cannot remove ACLs matching TOPIC orders (LITERAL): principal=ANY host=ANY "
+        "operation=ANY permission=ANY: no Authorizer is configured\n"
+    )

@@ -125,3 +125,56 @@ def test_consume_output_json_and_plain(broker):
         "plain",
     )
     assert kv.stdout == "".join(f"k{i}\tv{i}\n" for i in range(5))
+
+
+def test_a_missing_topic_or_partition_is_one_line(broker):
+    assert gregor(broker, "topics", "create", "cli-d", "--partitions", "2").returncode == 0
+    missing = gregor(broker, "consume", "cli-nosuch", "--max-messages", "1")
+    assert (missing.returncode, missing.stdout) == (1, "")
+    assert missing.stderr == (
+        "gregor: topic cli-nosuch: unknown topic or partition (UNKNOWN_TOPIC_OR_PART)\n"
+    )
+    beyond = gregor(broker, "consume", "cli-d", "--partition", "1", "--partition", "5")
+    assert (beyond.returncode, beyond.stdout) == (1, "")
+    assert beyond.stderr == (
+        "gregor: --partition 5: topic cli-d has no partition 5 (it has 2: 0-1)\n"
+    )
+    sent = gregor(broker, "produce", "cli-d", "--partition", "2", stdin="x\n")
+    assert (sent.returncode, sent.stdout) == (1, "")
+    assert sent.stderr == "gregor: --partition 2: topic cli-d has no partition 2 (it has 2: 0-1)\n"
+
+
+def test_produce_keeps_the_bytes_of_lines_that_are_not_utf8(broker):
+    """Each line's bytes as read (a CRLF end is a line end too), read back by a real consumer."""
+    from confluent_kafka import Consumer
+
+    assert gregor(broker, "topics", "create", "cli-bin", "--partitions", "1").returncode == 0
+    done = subprocess.run(
+        [sys.executable, "-m", "gregor", "produce", "cli-bin", "--key-separator", ":"]
+        + ["-b", broker.bootstrap],
+        input=b"\xff\xfe\nk\xff:v\r\nplain\nno end",
+        capture_output=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stderr) == (0, b"produced 4 records to cli-bin\n")
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "bin", "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe(["cli-bin"])
+    got = []
+    for _ in range(100):
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got.append((msg.key(), msg.value()))
+        if len(got) == 4:
+            break
+    consumer.close()
+    assert got == [(None, b"\xff\xfe"), (b"k\xff", b"v"), (None, b"plain"), (None, b"no end")]
+
+
+def test_a_header_that_is_not_key_value_is_one_line(broker):
+    done = gregor(broker, "produce", "cli-b", "--headers", "source=cli,oops", stdin="x\n")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        "gregor: --headers: 'oops' is not KEY=VALUE, e.g. --headers source=cli,n=1\n"
+    )

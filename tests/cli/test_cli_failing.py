@@ -3,6 +3,7 @@ line (or none) and an exit status, never a traceback or librdkafka's log lines."
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -38,6 +39,23 @@ def refused_port() -> int:
         ["produce", "t"],
         ["consume", "t"],
         ["quorum", "describe"],
+        ["topics", "add-partitions", "t", "--partitions", "2"],
+        ["groups", "describe", "g"],
+        ["records", "delete", "t:0", "--before", "1"],
+        ["log-dirs", "describe"],
+        ["leader-election", "--election-type", "preferred", "--all-topic-partitions"],
+        [
+            "configs",
+            "alter",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "t",
+            "--add-config",
+            "a=b",
+        ],
+        ["quotas", "describe"],
+        ["users", "scram", "describe"],
     ],
 )
 def test_an_unreachable_bootstrap_is_one_line_within_the_timeout(command):
@@ -132,3 +150,30 @@ def test_a_closed_stdout_exits_quietly_with_0(broker):
     assert proc.wait(timeout=30) == 0
     assert first.startswith(b"0000xxx")
     assert err == b""
+
+
+def test_a_stdout_closed_from_the_start_exits_quietly_with_0(broker):
+    """As `gregor topics list >&-`: stdout is not even open when the command starts."""
+    for command in (["topics", "list"], ["groups", "list", "-o", "json"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "gregor.cli.main", *command, "-b", broker.bootstrap],
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            preexec_fn=lambda: os.close(1),
+        )
+        assert (proc.returncode, proc.stderr) == (0, "")
+
+
+@pytest.mark.parametrize("command", [["storage", "random-uuid"], ["completion", "bash"]])
+def test_a_full_stdout_is_one_line(command):
+    """As `gregor ... > /dev/full`: the write fails for want of room, said in one line."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "gregor.cli.main", *command],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    assert (proc.returncode, proc.stderr) == (1, "gregor: cannot write: no space left on device\n")

@@ -176,3 +176,27 @@ def test_a_usage_mistake_is_one_line_with_status_2(capsys):
         "gregor topics list: argument --timeout: not a number of seconds: 'soon' (e.g. 10) "
         "(see gregor topics list --help)\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("bootstrap", "why"),
+    [
+        ("127.0.0.1:abc", "'127.0.0.1:abc': the port must be a number from 1 to 65535"),
+        ("127.0.0.1:9092,h:70000", "'h:70000': the port must be a number from 1 to 65535"),
+        ("127.0.0.1:0", "'127.0.0.1:0': the port must be a number from 1 to 65535"),
+        (" , ", "no broker address"),
+    ],
+)
+def test_a_bootstrap_that_is_not_host_port_is_a_usage_mistake(bootstrap, why, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["offsets", "get", "t", "-b", bootstrap])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err == (
+        f"gregor offsets get: argument --bootstrap-server/-b: {why} (e.g. -b 127.0.0.1:9092) "
+        "(see gregor offsets get --help)\n"
+    )
+
+
+@pytest.mark.parametrize("bootstrap", ["h", "h:1,h2:65535", "PLAINTEXT://h:9092", "[::1]:9092"])
+def test_bootstrap_forms_the_client_library_takes_pass(bootstrap):
+    assert specs.bootstrap_servers(bootstrap) == bootstrap

@@ -353,3 +353,48 @@ def test_an_inter_broker_listener_not_in_listeners_is_one_line(tmp_path: Path) -
         "the client listeners are INTERNAL,EXTERNAL",
     )
     assert os.listdir(tmp_path) == []
+
+
+def test_storage_format_of_a_file_names_the_option(tmp_path: Path) -> None:
+    """`gregor storage format` checks its dirs as serve does (it said "[Errno 17] File exists")."""
+    file = tmp_path / "afile"
+    file.write_text("not a directory")
+    proc = subprocess.run(
+        [sys.executable, "-m", "gregor", "storage", "format", "--data-dir", str(file)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr == (
+        f"gregor storage format: --data-dir {file} is a file, not a directory: name a directory "
+        "(it is created if missing)\n"
+    )
+    props = tmp_path / "node.properties"
+    props.write_text(f"node.id=1\nprocess.roles=broker,controller\nlog.dirs={file}\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "gregor", "storage", "format", "--config", str(props)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr.startswith(f"gregor storage format: log.dirs {file} is a file, not a")
+    assert file.read_text() == "not a directory"
+
+
+def test_cluster_up_with_a_base_dir_that_is_a_file(tmp_path: Path) -> None:
+    file = tmp_path / "afile"
+    file.write_text("not a directory")
+    proc = subprocess.run(
+        [sys.executable, "-m", "gregor", "cluster", "up", "--nodes", "2", "--base-dir", str(file)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert_one_line(
+        proc,
+        f"--base-dir {file} is a file, not a directory: name a directory (it is created if "
+        "missing)",
+    )
+    assert proc.stdout == ""
