@@ -131,38 +131,66 @@ FOLD_AT = 1024  # times of requests answered at once, kept before they go into t
 
 
 class RequestCounters:
-    """One (API, version)'s request times. A request answered within the dispatcher's call
-    (most) appends its time to `answered` (its total and local time; remote 0), folded into
-    the `immediate` histogram every FOLD_AT requests and at scrape time; one that waits is
-    observed in `total`, `local` and `remote`. The count and Kafka's three histograms are made
-    from them at scrape time (`count`, `times`)."""
+    """One (API, version)'s request times (runtime/request_metrics.py says what each covers).
+    Times measured on every request are appended to lists, folded into histograms every
+    FOLD_AT requests and at scrape time: `queued` (request queue), `answered` (the local time
+    of a request answered within the dispatcher's call, whose remote time is 0), `sent` (the
+    total, response queue and response send times of each response once it has left). The
+    local and remote times of a request that waits go straight into `local` and `remote`. The
+    count and Kafka's six histograms are made from them at scrape time (`count`, `times`)."""
 
-    __slots__ = ("answered", "immediate", "total", "local", "remote")
+    __slots__ = (
+        "answered", "queued", "sent", "immediate", "local", "remote", "request_queue", "total",
+        "response_queue", "response_send",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self.answered: list[float] = []
+        self.queued: list[float] = []
+        self.sent: list[tuple[float, float, float]] = []
         self.immediate = Histogram()
-        self.total = Histogram()
         self.local = Histogram()
         self.remote = Histogram()
+        self.request_queue = Histogram()
+        self.total = Histogram()
+        self.response_queue = Histogram()
+        self.response_send = Histogram()
+
+    def left(self, total_ms: float, queue_ms: float, send_ms: float) -> None:
+        """A response left (or a request without one was done): its times."""
+        sent = self.sent
+        sent.append((total_ms, queue_ms, send_ms))
+        if len(sent) >= FOLD_AT:
+            self.fold()
 
     def fold(self) -> None:
         answered, self.answered = self.answered, []
         self.immediate.observe_many(answered)
+        queued, self.queued = self.queued, []
+        self.request_queue.observe_many(queued)
+        sent, self.sent = self.sent, []
+        if sent:
+            totals, queues, sends = (list(column) for column in zip(*sent, strict=True))
+            self.total.observe_many(totals)
+            self.response_queue.observe_many(queues)
+            self.response_send.observe_many(sends)
 
     @property
     def count(self) -> int:
-        return self.immediate.count + len(self.answered) + self.total.count
+        return self.immediate.count + len(self.answered) + self.local.count
 
     def times(self) -> dict[str, Histogram]:
-        """Kafka's TotalTimeMs, LocalTimeMs and RemoteTimeMs of every request."""
+        """Kafka's RequestMetrics histograms of this API and version, by part."""
         self.fold()
         zero = Histogram()  # the immediate ones' remote time
         zero.buckets[0] = zero.count = self.immediate.count
         return {
-            "total": self.immediate.merged(self.total),
+            "total": self.total,
+            "requestqueue": self.request_queue,
             "local": self.immediate.merged(self.local),
             "remote": zero.merged(self.remote),
+            "responsequeue": self.response_queue,
+            "responsesend": self.response_send,
         }
 
 

@@ -180,7 +180,10 @@ NAMED_FAMILIES = [
         for m in ("messagesin", "bytesin", "bytesout", "failedproducerequests")
     ),
     "kafka_network_requestmetrics_requests_total",
-    *(f"kafka_network_requestmetrics_{t}timems_bucket" for t in ("total", "local", "remote")),
+    *(
+        f"kafka_network_requestmetrics_{t}timems_bucket"
+        for t in ("total", "requestqueue", "local", "remote", "responsequeue", "responsesend")
+    ),
     *(
         f"kafka_server_replicamanager_{m}"
         for m in (

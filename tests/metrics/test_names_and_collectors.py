@@ -230,16 +230,25 @@ def test_collectors_read_the_state_at_scrape_time() -> None:
     assert m[("kafka_server_socket_server_metrics_outgoing_byte_total", listener)] == 900
 
 
+def _conn() -> Any:
+    """What the measuring dispatcher reads and sets on a connection (a real one reports the
+    responses' departures: tests/metrics/test_request_times.py)."""
+    return SimpleNamespace(timer=None, received_s=0.0, bytes_out=0, timing=None)
+
+
 def test_requests_are_counted_and_timed_per_api_and_version() -> None:
     requests = RequestStats()
     frame = memoryview(bytes([0, api_keys.PRODUCE, 0, 9]) + b"rest")
     answered = [b"12345", memoryview(b"678")]
     measured = MeasuredDispatcher(lambda conn, f: answered, requests)  # type: ignore[arg-type]
-    assert measured(None, frame) is answered  # type: ignore[arg-type]
+    conn = _conn()
+    assert measured(conn, frame) is answered
+    assert conn.timing is not None and conn.timer is not None  # for the connection to report
     counters = requests.of(api_keys.PRODUCE, 9)
     times = counters.times()
-    assert counters.count == 1 and times["total"].count == times["local"].count == 1
+    assert counters.count == 1 and times["local"].count == times["requestqueue"].count == 1
     assert times["remote"].buckets[0] == 1  # answered at once: 0 ms waiting
+    assert times["total"].count == 0  # until its response has left
 
     async def later() -> list[Any]:
         await asyncio.sleep(0.01)
@@ -247,19 +256,22 @@ def test_requests_are_counted_and_timed_per_api_and_version() -> None:
 
     async def waits() -> None:
         slow = MeasuredDispatcher(lambda conn, f: later(), requests)  # type: ignore[arg-type]
-        result = slow(None, frame)  # type: ignore[arg-type]
+        result = slow(conn, frame)
         await result  # type: ignore[misc]
         await asyncio.sleep(0)
 
     asyncio.run(waits())
     times = counters.times()
-    assert counters.count == 2 and times["remote"].count == times["total"].count == 2
+    assert counters.count == 2 and times["remote"].count == times["local"].count == 2
     assert times["remote"].sum >= 10 * 0.9  # it waited about 10 ms
-    assert times["total"].sum >= times["remote"].sum
     for _ in range(FOLD_AT + 5):  # many: bucketed a batch at a time
-        measured(None, frame)  # type: ignore[arg-type]
+        measured(conn, frame)
     assert counters.count == FOLD_AT + 7
     assert counters.times()["local"].count == FOLD_AT + 7
+    assert counters.times()["requestqueue"].count == FOLD_AT + 7
+    none = MeasuredDispatcher(lambda conn, f: None, requests)  # type: ignore[arg-type]
+    none(conn, frame)  # no response (acks=0): its total is its time so far
+    assert counters.times()["total"].count == 1
 
 
 def test_the_listener_answers_health_and_paths() -> None:
