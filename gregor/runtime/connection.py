@@ -707,7 +707,7 @@ class Connection:
             slot = self._slots.popleft()
             if timer is not None and slot.timing is not None:
                 now_s = now_s or time.perf_counter()
-                timer.queued(slot.timing, slot.output or [], now_s)
+                timer.queued(slot.timing, slot.output, now_s)
             if slot.output:
                 self._out.extend(slot.output)
                 moved = True
@@ -822,8 +822,8 @@ class Connection:
     def _wait_writable(self, more: bool) -> None:
         """Be called back when the socket can take more, while output is left."""
         timer = self.timer
-        if timer is not None and timer.pending:
-            timer.sent(self.bytes_out, time.perf_counter())
+        if timer is not None and (timer.moved or timer.pending):
+            timer.sent(self.bytes_out, time.perf_counter(), not more)
         if more and not self._writing:
             self.loop.add_writer(self.fd, self._write)
             self._writing = True

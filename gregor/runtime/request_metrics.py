@@ -14,14 +14,17 @@ RequestMetrics (gregor/metrics/stats.py keeps them):
     response send   its turn -> its last byte taken by the socket (ResponseSendTimeMs)
     total           the frame read whole -> its last byte taken by the socket (TotalTimeMs)
 
-The connection stamps the end of each read and reports each response's departure
-(runtime/response_timing.py); Kafka's throttle time has no histogram of its own (a throttled
-client's next frames wait in the request queue). Bytes read and sent are counted by the
+Every request is counted; the times are those of a sample: the first request of each API and
+version, then one in SAMPLE_EVERY (8), each with all six parts, recorded once its response has
+left (a request without a response: once handled), so the parts of each sampled request add
+up to its total. The connection stamps the end of each read and reports the departure of the
+sampled requests' responses (runtime/response_timing.py). Kafka's throttle time has no
+histogram of its own (a throttled client's next frames wait in the request queue). Bytes read and sent are counted by the
 connections themselves, per system call.
 
-Cost, for a request answered at once: three clock reads, a struct unpack, a dict lookup, a
-small object and three list appends (its times, put in the histograms later with others);
-bench/metrics_bench.py --micro measures the dispatcher's part.
+Cost: a struct unpack, a dict lookup and an addition per request; a sampled one adds three
+clock reads, a small list of its instants and two appends (put in the histograms later, many
+at a time). bench/metrics_bench.py --micro measures it.
 """
 
 from __future__ import annotations
@@ -32,9 +35,9 @@ import time
 from collections.abc import Awaitable
 from typing import Any
 
-from gregor.metrics.stats import FOLD_AT, RequestStats
+from gregor.metrics.stats import SAMPLE_EVERY, RequestCounters, RequestStats
 from gregor.runtime.connection import Connection, Dispatcher, Later, Output
-from gregor.runtime.response_timing import ResponseTimer, Timing
+from gregor.runtime.response_timing import ResponseTimer, left
 
 _HEAD = struct.Struct(">hh")  # api key, api version
 
@@ -49,38 +52,38 @@ class MeasuredDispatcher:
     def __call__(
         self, conn: Connection, frame: memoryview
     ) -> Output | Later | Awaitable[Output | None] | None:
+        try:
+            key = _HEAD.unpack_from(frame)
+        except struct.error:  # not even an API key: the handler says what is wrong
+            return self.inner(conn, frame)
+        if conn.timer is None:  # its first request: the connection times responses from now
+            conn.timer = ResponseTimer(conn.bytes_out)
+            conn.received_s = self.clock()
+        counters = self.by_api.get(key) or self.requests.new(key)
+        counters.requests += 1
+        if counters.requests % SAMPLE_EVERY != 1:
+            return self.inner(conn, frame)
+        return self._timed(conn, frame, counters)
+
+    def _timed(
+        self, conn: Connection, frame: memoryview, counters: RequestCounters
+    ) -> Output | Later | Awaitable[Output | None] | None:
         clock = self.clock
+        received = conn.received_s
         start = clock()
         result = self.inner(conn, frame)
         ended = clock()
-        try:
-            key = _HEAD.unpack_from(frame)
-        except struct.error:  # a frame held before it was read (a node catching up)
-            return result
-        if conn.timer is None:  # its first request: the connection times responses from now
-            conn.timer = ResponseTimer(conn.bytes_out)
-            received = start
-        else:
-            received = min(conn.received_s, start)
-        counters = self.by_api.get(key) or self.requests.new(key)
-        local_ms = (ended - start) * 1000.0
-        counters.queued.append((start - received) * 1000.0)
         if result is None or isinstance(result, list):
-            answered = counters.answered  # the hot path: bucketed later, FOLD_AT at a time
-            answered.append(local_ms)
-            if len(answered) >= FOLD_AT:
-                counters.fold()
+            timing = [counters, received, start, ended, ended, 0.0, 0.0]
             if result is None:  # no response (acks=0): done now
-                counters.left((ended - received) * 1000.0, 0.0, 0.0)
+                left(timing, ended, ended)
             else:
-                conn.timing = Timing(counters, received, ended)
+                conn.timing = timing
             return result
-        counters.local.observe(local_ms)
-        timing = conn.timing = Timing(counters, received, 0.0)
+        timing = conn.timing = [counters, received, start, ended, 0.0, 0.0, 0.0]
 
         def done(_f: asyncio.Future[Any] | Later) -> None:
-            now = timing.ready_s = clock()
-            counters.remote.observe((now - ended) * 1000.0)
+            timing[4] = clock()
 
         if isinstance(result, Later):
             result.add_done_callback(done)

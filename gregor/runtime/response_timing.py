@@ -10,6 +10,10 @@ that is kept, whatever the output holds (buffers, file slices, TLS records).
     response send    its turn -> its last byte taken by the socket (a slow or full socket,
                      the output queued before it)
     total            the frame read whole -> its last byte taken (no response: ready)
+
+A request's instants go to its counters as they are, once its response has left; the
+differences are taken when they are folded into histograms (metrics/stats.py), many at a
+time, off the path of each response.
 """
 
 from __future__ import annotations
@@ -17,51 +21,73 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from gregor.metrics.stats import FOLD_AT
+
+# A request's instants (perf_counter seconds), in a list, the cheapest mutable record:
+# [counters (its metrics.stats.RequestCounters), received, handler called, handler returned,
+#  response ready (0.0 until then), its turn in the output, sent]
+Timing = list[Any]
 _BUFFERS = (bytes, bytearray, memoryview)
 
 
-class Timing:
-    """One request's times (perf_counter seconds) and where its figures go (`counters`, a
-    metrics.stats.RequestCounters)."""
+def _size(output: list[Any]) -> int:
+    try:
+        return sum(map(len, output))  # buffers, and file slices that know their length
+    except TypeError:  # a slice with `length` only
+        return sum(len(i) if isinstance(i, _BUFFERS) else i.length for i in output)
 
-    __slots__ = ("counters", "received_s", "ready_s")
 
-    def __init__(self, counters: Any, received_s: float, ready_s: float) -> None:
-        self.counters = counters
-        self.received_s = received_s
-        self.ready_s = ready_s  # 0.0 until a waiting request's response is ready
-
-    def left(self, queued_s: float, sent_s: float) -> None:
-        self.counters.left(
-            (sent_s - self.received_s) * 1000.0,
-            (queued_s - self.ready_s) * 1000.0,
-            (sent_s - queued_s) * 1000.0,
-        )
+def left(timing: Timing, queued_s: float, sent_s: float) -> None:
+    timing[5] = queued_s
+    timing[6] = sent_s
+    counters = timing[0]
+    done = counters.done
+    done.append(timing)
+    if len(done) >= FOLD_AT:
+        counters.fold()
 
 
 class ResponseTimer:
-    """The responses of one connection in its output queue, with the byte count of the socket
-    at which each will have left."""
+    """The responses of one connection in its output queue. Most leave with the write that
+    follows their queueing, the whole output taken by the socket: nothing is counted then but
+    the responses. Only after a write the socket took part of is each response given the byte
+    count at which it will have left (`pending`)."""
 
-    __slots__ = ("queued_bytes", "pending")
+    __slots__ = ("queued_bytes", "moved", "pending")
 
     def __init__(self, queued_bytes: int) -> None:
-        self.queued_bytes = queued_bytes  # bytes ever put in the output queue
+        self.queued_bytes = queued_bytes  # bytes queued before the responses in `pending`
+        self.moved: list[tuple[Timing, float, list[Any]]] = []  # queued since the last write
         self.pending: deque[tuple[int, Timing, float]] = deque()
 
-    def queued(self, timing: Timing, output: list[Any], now_s: float) -> None:
-        size = 0
-        for item in output:  # buffers, and file slices (fd, position, length)
-            size += len(item) if isinstance(item, _BUFFERS) else item.length
-        if not size:
-            timing.left(now_s, now_s)
-            return
-        self.queued_bytes += size
-        self.pending.append((self.queued_bytes, timing, now_s))
+    def queued(self, timing: Timing, output: list[Any] | None, now_s: float) -> None:
+        if output:
+            self.moved.append((timing, now_s, output))
+        else:  # no response: done
+            left(timing, now_s, now_s)
 
-    def sent(self, bytes_out: int, now_s: float) -> None:
-        """The socket has taken `bytes_out` bytes in all: the responses within them left."""
-        pending = self.pending
+    def sent(self, bytes_out: int, now_s: float, all_sent: bool) -> None:
+        """A write ended: the socket has taken `bytes_out` bytes in all, the whole output if
+        `all_sent`; the responses within them left."""
+        moved, pending = self.moved, self.pending
+        if all_sent:
+            while pending:
+                _, timing, queued_s = pending.popleft()
+                left(timing, queued_s, now_s)
+            for timing, queued_s, _ in moved:
+                timing[5] = queued_s
+                timing[6] = now_s
+                done = timing[0].done
+                done.append(timing)
+                if len(done) >= FOLD_AT:
+                    timing[0].fold()
+            moved.clear()
+            self.queued_bytes = bytes_out
+            return
+        for timing, queued_s, output in moved:
+            self.queued_bytes += _size(output)
+            pending.append((self.queued_bytes, timing, queued_s))
+        moved.clear()
         while pending and pending[0][0] <= bytes_out:
             _, timing, queued_s = pending.popleft()
-            timing.left(queued_s, now_s)
+            left(timing, queued_s, now_s)
