@@ -16,7 +16,7 @@ Broker topic metrics (counters; `{topic}`, and the all-topics series without a l
 Requests (runtime/request_metrics.py says what each time covers):
     kafka_network_requestmetrics_requests_total{request,version}
     kafka_network_requestmetrics_{totaltimems,requestqueuetimems,localtimems,remotetimems,
-    responsequeuetimems,responsesendtimems}{request} histograms, ms
+    responsequeuetimems,responsesendtimems}{request} histograms, ms, of one request in 8
 Replica manager (partitions hosted here):
     kafka_server_replicamanager_{underreplicatedpartitions,underminisrpartitioncount,
     offlinereplicacount,leadercount,partitioncount}; _isrshrinks_total, _isrexpands_total
