@@ -127,7 +127,7 @@ def micro() -> None:
     measured = MeasuredDispatcher(bare, RequestStats())  # type: ignore[arg-type]
     conn = SimpleNamespace(timer=None, received_s=0.0, bytes_out=0, timing=None)
     measured(conn, frame)  # type: ignore[arg-type]  (its timer made)
-    timer = ResponseTimer(0)
+    timer = ResponseTimer()
     clock = time.perf_counter
 
     def stamp() -> None:
@@ -138,7 +138,7 @@ def micro() -> None:
         """The connection's part for a sampled request: its response queued, then its bytes
         taken by the socket."""
         timer.queued(conn.timing, answer, clock())
-        timer.sent(0, clock(), True)
+        timer.sent(0, clock(), None)
 
     stats, records = BrokerTopicStats(), bytes(1024)
 

@@ -823,7 +823,7 @@ class Connection:
         """Be called back when the socket can take more, while output is left."""
         timer = self.timer
         if timer is not None and (timer.moved or timer.pending):
-            timer.sent(self.bytes_out, time.perf_counter(), not more)
+            timer.sent(self.bytes_out, time.perf_counter(), self._bytes_ahead if more else None)
         if more and not self._writing:
             self.loop.add_writer(self.fd, self._write)
             self._writing = True
@@ -833,6 +833,16 @@ class Connection:
         if not more:
             self.last_active_ms = self.now_ms()
             self._maybe_close_after()
+
+    def _bytes_ahead(self, last: Any) -> int | None:
+        """Bytes the socket has still to take up to and including the output item `last`
+        (request metrics: when a timed response will have left); None if it has taken it."""
+        ahead = (len(self._tls_record) if self._tls_record is not None else 0) - self._out_offset
+        for item in self._out:
+            ahead += len(item) if is_buffer(item) else item.length
+            if item is last:
+                return ahead
+        return None
 
     def _write_tls(self) -> None:
         """The output through the SSL object, one record of up to _TLS_WRITE bytes at a time."""

@@ -57,7 +57,7 @@ class MeasuredDispatcher:
         except struct.error:  # not even an API key: the handler says what is wrong
             return self.inner(conn, frame)
         if conn.timer is None:  # its first request: the connection times responses from now
-            conn.timer = ResponseTimer(conn.bytes_out)
+            conn.timer = ResponseTimer()
             conn.received_s = self.clock()
         counters = self.by_api.get(key) or self.requests.new(key)
         counters.requests += 1

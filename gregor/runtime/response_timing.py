@@ -1,9 +1,9 @@
 """When each response of a connection left, for the request metrics (request_metrics.py; only
 while `metrics.listener` is on). The measuring dispatcher gives each request a `Timing`; the
-connection hands it here when the response joins its output queue (`queued`), and tells how
-many bytes the socket has taken so far after each write (`sent`). A response has left once the
-socket has taken every byte queued up to its own last one, so a byte count per response is all
-that is kept, whatever the output holds (buffers, file slices, TLS records).
+connection hands it here when the response joins its output queue (`queued`), and tells after
+each write how many bytes the socket has taken in all (`sent`). A response has left once the
+socket has taken every byte up to its own last one, whatever the output holds (buffers, file
+slices, TLS records) and whichever responses around it are not timed.
 
     response queue   ready -> its turn in the output queue: waiting for the responses of
                      earlier requests of the connection, which leave first (pipelining)
@@ -19,6 +19,7 @@ time, off the path of each response.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from gregor.metrics.stats import FOLD_AT
@@ -27,14 +28,6 @@ from gregor.metrics.stats import FOLD_AT
 # [counters (its metrics.stats.RequestCounters), received, handler called, handler returned,
 #  response ready (0.0 until then), its turn in the output, sent]
 Timing = list[Any]
-_BUFFERS = (bytes, bytearray, memoryview)
-
-
-def _size(output: list[Any]) -> int:
-    try:
-        return sum(map(len, output))  # buffers, and file slices that know their length
-    except TypeError:  # a slice with `length` only
-        return sum(len(i) if isinstance(i, _BUFFERS) else i.length for i in output)
 
 
 def left(timing: Timing, queued_s: float, sent_s: float) -> None:
@@ -48,15 +41,15 @@ def left(timing: Timing, queued_s: float, sent_s: float) -> None:
 
 
 class ResponseTimer:
-    """The responses of one connection in its output queue. Most leave with the write that
-    follows their queueing, the whole output taken by the socket: nothing is counted then but
-    the responses. Only after a write the socket took part of is each response given the byte
-    count at which it will have left (`pending`)."""
+    """The timed responses of one connection in its output queue. Most leave with the write
+    that follows their queueing, the whole output taken by the socket: nothing is counted then.
+    After a write the socket took part of, each is given the byte count of the socket at which
+    it will have left (`pending`), from the output still ahead of its last item (`ahead`: the
+    connection's, None once that item has been sent)."""
 
-    __slots__ = ("queued_bytes", "moved", "pending")
+    __slots__ = ("moved", "pending")
 
-    def __init__(self, queued_bytes: int) -> None:
-        self.queued_bytes = queued_bytes  # bytes queued before the responses in `pending`
+    def __init__(self) -> None:
         self.moved: list[tuple[Timing, float, list[Any]]] = []  # queued since the last write
         self.pending: deque[tuple[int, Timing, float]] = deque()
 
@@ -66,11 +59,11 @@ class ResponseTimer:
         else:  # no response: done
             left(timing, now_s, now_s)
 
-    def sent(self, bytes_out: int, now_s: float, all_sent: bool) -> None:
-        """A write ended: the socket has taken `bytes_out` bytes in all, the whole output if
-        `all_sent`; the responses within them left."""
+    def sent(self, bytes_out: int, now_s: float, ahead: Callable[[Any], int | None] | None) -> None:
+        """A write ended: the socket has taken `bytes_out` bytes in all; `ahead` None when it
+        took the whole output. The responses within those bytes left."""
         moved, pending = self.moved, self.pending
-        if all_sent:
+        if ahead is None:
             while pending:
                 _, timing, queued_s = pending.popleft()
                 left(timing, queued_s, now_s)
@@ -82,11 +75,13 @@ class ResponseTimer:
                 if len(done) >= FOLD_AT:
                     timing[0].fold()
             moved.clear()
-            self.queued_bytes = bytes_out
             return
         for timing, queued_s, output in moved:
-            self.queued_bytes += _size(output)
-            pending.append((self.queued_bytes, timing, queued_s))
+            still = ahead(output[-1])
+            if still is None:
+                left(timing, queued_s, now_s)
+            else:
+                pending.append((bytes_out + still, timing, queued_s))
         moved.clear()
         while pending and pending[0][0] <= bytes_out:
             _, timing, queued_s = pending.popleft()

@@ -256,7 +256,7 @@ def test_requests_are_counted_and_timed_per_api_and_version() -> None:
         if conn.timing is not None:
             conn.timer.queued(conn.timing, answered, time.perf_counter())
             conn.timing = None
-        conn.timer.sent(conn.bytes_out, time.perf_counter(), True)
+        conn.timer.sent(conn.bytes_out, time.perf_counter(), None)
 
     assert measured(conn, frame) is answered
     counters = requests.of(api_keys.PRODUCE, 9)

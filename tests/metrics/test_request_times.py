@@ -54,7 +54,7 @@ def serve(requests: RequestStats, inner: Any) -> tuple[socket.socket, Connection
 async def read(client: socket.socket, size: int) -> bytes:
     got = b""
     while len(got) < size:
-        got += await asyncio.get_running_loop().sock_recv(client, 1 << 20)
+        got += await asyncio.get_running_loop().sock_recv(client, min(1 << 20, size - len(got)))
     return got
 
 
@@ -125,3 +125,34 @@ def test_an_answer_the_client_does_not_read_waits_in_the_send() -> None:
     assert fetch["responsesend"].sum >= SLOW_S * 1000 * 0.9
     assert fetch["total"].sum >= fetch["responsesend"].sum
     assert fetch["responsequeue"].sum < SLOW_S * 1000  # nothing before it
+
+
+def test_a_timed_answer_behind_an_untimed_big_one_leaves_after_it() -> None:
+    """Only some requests are timed (the first of each API and version, then one in 8): a timed
+    answer queued behind an untimed one leaves only once the socket has taken both."""
+    requests = RequestStats()
+    big = bytes(BIG)
+
+    def inner(conn: Connection, f: memoryview) -> list[bytes]:
+        return [b"small;"] if f[1] == api_keys.METADATA else [big]
+
+    async def run() -> None:
+        client, conn = serve(requests, inner)
+        # a timed fetch (the first), an untimed one, then a timed metadata (its first)
+        client.sendall(
+            frame(api_keys.FETCH, 12) + frame(api_keys.FETCH, 12) + frame(api_keys.METADATA, 12)
+        )
+        await asyncio.sleep(SLOW_S)  # nothing read: the socket is full inside the first fetch
+        assert conn.bytes_out < BIG
+        assert len(await read(client, BIG)) == BIG  # the first answer
+        await asyncio.sleep(3 * SLOW_S)  # the socket is full inside the second
+        assert conn.bytes_out < 2 * BIG
+        assert len(await read(client, BIG + 6)) == BIG + 6
+        while requests.of(api_keys.METADATA, 12).times()["total"].count == 0:
+            await asyncio.sleep(0.001)
+
+    asyncio.run(run())
+    assert requests.of(api_keys.FETCH, 12).count == 2
+    assert times(requests, api_keys.FETCH, 12)["total"].count == 1  # the second is not timed
+    behind = times(requests, api_keys.METADATA, 12)
+    assert behind["responsesend"].sum >= 4 * SLOW_S * 1000 * 0.9  # both waits
