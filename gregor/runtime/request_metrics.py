@@ -19,8 +19,8 @@ version, then one in SAMPLE_EVERY (8), each with all six parts, recorded once it
 left (a request without a response: once handled), so the parts of each sampled request add
 up to its total. The connection stamps the end of each read and reports the departure of the
 sampled requests' responses (runtime/response_timing.py). Kafka's throttle time has no
-histogram of its own (a throttled client's next frames wait in the request queue). Bytes read and sent are counted by the
-connections themselves, per system call.
+histogram of its own (a throttled client's next frames wait in the request queue). Bytes read
+and sent are counted by the connections themselves, per system call.
 
 Cost: a struct unpack, a dict lookup and an addition per request; a sampled one adds three
 clock reads, a small list of its instants and two appends (put in the histograms later, many
