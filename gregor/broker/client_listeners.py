@@ -27,7 +27,11 @@ from gregor.handlers.context import LISTENER_NAME
 from gregor.metadata.image import Endpoint
 from gregor.runtime.connection import Dispatcher
 from gregor.runtime.server import ConnectionLimits, Server, bind, configured_server
-from gregor.security.listener_config import SECURITY_PROTOCOL_IDS
+from gregor.security.listener_config import SECURITY_PROTOCOL_IDS, ListenerConfig
+
+# The node's console prefers a listener it needs no credentials for, then one where each
+# browser user signs in with their own (console_driver.py).
+_CONSOLE_RANK = {"PLAINTEXT": 0, "SASL_PLAINTEXT": 1, "SASL_SSL": 2, "SSL": 3}
 
 
 @dataclass
@@ -117,12 +121,12 @@ class ClientListeners:
             if tls is not None:
                 listener.server.tls = tls
 
-    def for_console(self) -> tuple[str, str]:
-        """(host:port, protocol) of the listener the node's own console uses: a PLAINTEXT one
-        if there is one (the console has no credentials), else the first."""
-        chosen = next((li for li in self.listeners if li.spec.protocol == "PLAINTEXT"), None)
-        endpoint = (chosen or self.first).endpoint()
-        return f"{endpoint.host}:{endpoint.port}", (chosen or self.first).spec.protocol
+    def for_console(self) -> tuple[str, ListenerConfig]:
+        """(host:port, security) of the listener the node's own console uses: PLAINTEXT if
+        there is one, else SASL_PLAINTEXT, SASL_SSL, SSL (the first of a kind)."""
+        chosen = min(self.listeners, key=lambda li: _CONSOLE_RANK[li.spec.protocol])
+        endpoint = chosen.endpoint()
+        return f"{endpoint.host}:{endpoint.port}", chosen.spec.config
 
     def connections(self) -> dict[str, int]:
         """Open connections per listener name."""

@@ -1,7 +1,14 @@
 """The web console inside a node (`console.listener`, off by default; `console.read.only`,
 true by default): the same app as `gregor console`, served on the node's event loop (its
-client calls on the console's own threads) and pointed at the node's own client listener, as
-any client of it. For development: a console for production runs as its own process.
+client calls on the console's own threads) and pointed at one of the node's own client
+listeners, as any client of it. For development: a console for production runs as its own
+process.
+
+On a listener with SASL (SASL_PLAINTEXT, SASL_SSL) the console has no credentials of its own:
+each browser user signs in with theirs (as `gregor console --login`), so the cluster's ACLs
+decide what each sees. On a TLS listener (SSL, SASL_SSL) its clients trust the listener's own
+truststore (`ssl.truststore.location` or `ssl.truststore.certificates`; else the system's
+CAs); it has no client certificate, so a listener with `ssl.client.auth=required` refuses it.
 """
 
 from __future__ import annotations
@@ -10,8 +17,30 @@ import logging
 from typing import Any
 
 from gregor.broker.config import BrokerConfig
+from gregor.security.listener_config import ListenerConfig
 
 log = logging.getLogger("gregor.broker")
+
+
+def console_client(listener: ListenerConfig) -> tuple[dict[str, str], bool, str | None]:
+    """The console's client settings for `listener` (librdkafka's names), whether each user
+    signs in, and a warning when it cannot connect at all (pure)."""
+    settings = {"security.protocol": listener.protocol}
+    warning = None
+    if listener.uses_tls:
+        location = listener.get("ssl.truststore.location")
+        inline = listener.get("ssl.truststore.certificates")
+        if location:
+            settings["ssl.ca.location"] = location
+        elif inline:
+            settings["ssl.ca.pem"] = inline
+        if listener.get("ssl.client.auth", default="none").lower() == "required":
+            warning = (
+                f"the console has no client certificate for listener {listener.name} "
+                "(ssl.client.auth=required): give the node a PLAINTEXT or SASL listener, "
+                "or run `gregor console --command-config`"
+            )
+    return settings, listener.uses_sasl, warning
 
 
 class ConsoleDriver:
@@ -19,20 +48,24 @@ class ConsoleDriver:
         self.host, self.port, self.read_only = host, port, read_only
         self.server: Any = None  # a ConsoleServer once started
 
-    async def start(self, bootstrap: str, protocol: str) -> None:
+    async def start(self, bootstrap: str, listener: ListenerConfig) -> None:
         """Listen (an OSError when the port cannot be bound stops the node's start) and serve
-        a console of the node at `bootstrap`, a listener of `protocol`. Imported here: a node
-        without a console does not load the web stack."""
+        a console of the node at `bootstrap`, a listener secured as `listener` says. Imported
+        here: a node without a console does not load the web stack."""
         from gregor.console.server import ConsoleServer, bind
         from gregor.console.settings import ConsoleSettings
 
-        if protocol != "PLAINTEXT":
-            log.warning("the console's clients have no credentials for a %s listener", protocol)
-        settings = ConsoleSettings(bootstrap, read_only=self.read_only)
+        client_config, login, warning = console_client(listener)
+        if warning is not None:
+            log.warning("%s", warning)
+        settings = ConsoleSettings(
+            bootstrap, client_config=client_config, read_only=self.read_only, login=login
+        )
         self.server = ConsoleServer(settings, bind(self.host, self.port), own_signals=False)
         await self.server.start()
         mode = "read-only" if self.read_only else "writes allowed"
-        log.info("console on %s (%s)", self.server.url, mode)
+        signing = "; each user signs in with SASL credentials" if login else ""
+        log.info("console on %s (%s)%s", self.server.url, mode, signing)
 
     async def stop(self) -> None:
         if self.server is not None:

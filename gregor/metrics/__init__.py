@@ -15,9 +15,8 @@ Broker topic metrics (counters; `{topic}`, and the all-topics series without a l
         (per partition of a request, as Kafka counts them)
 Requests (runtime/request_metrics.py says what each time covers):
     kafka_network_requestmetrics_requests_total{request,version}
-    kafka_network_requestmetrics_{totaltimems,localtimems,remotetimems}{request} histograms, ms
-        (no queue or send times: gregor hands a frame to its handler as it is read, and writes
-        a response as soon as the ones before it are written)
+    kafka_network_requestmetrics_{totaltimems,requestqueuetimems,localtimems,remotetimems,
+    responsequeuetimems,responsesendtimems}{request} histograms, ms, of one request in 8
 Replica manager (partitions hosted here):
     kafka_server_replicamanager_{underreplicatedpartitions,underminisrpartitioncount,
     offlinereplicacount,leadercount,partitioncount}; _isrshrinks_total, _isrexpands_total

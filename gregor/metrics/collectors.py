@@ -112,9 +112,12 @@ class RequestCollector:
             per_api.setdefault(request, []).append(counters)
         yield requests
         helps = {
-            "total": "Time from a request's arrival to its response being ready, ms",
+            "total": "Time from a request's arrival to its response's last byte sent, ms",
+            "requestqueue": "Time from a request's arrival to its handler being called, ms",
             "local": "Time in the request's handler on the event loop, ms",
             "remote": "Time waiting for other replicas, the purgatory or another node, ms",
+            "responsequeue": "Time a ready response waited for earlier ones to be sent, ms",
+            "responsesend": "Time from a response's turn to its last byte sent, ms",
         }
         for part, name in names.REQUEST_TIMES.items():
             family = HistogramMetricFamily(name, helps[part], labels=["request"])

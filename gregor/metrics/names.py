@@ -56,9 +56,15 @@ TOPIC_METERS = {
 }
 REQUESTS = meter("kafka.network", "RequestMetrics", "RequestsPerSec")
 REQUEST_TIMES = {
-    "total": gauge("kafka.network", "RequestMetrics", "TotalTimeMs"),
-    "local": gauge("kafka.network", "RequestMetrics", "LocalTimeMs"),
-    "remote": gauge("kafka.network", "RequestMetrics", "RemoteTimeMs"),
+    part: gauge("kafka.network", "RequestMetrics", f"{name}TimeMs")
+    for part, name in (
+        ("total", "Total"),
+        ("requestqueue", "RequestQueue"),
+        ("local", "Local"),
+        ("remote", "Remote"),
+        ("responsequeue", "ResponseQueue"),
+        ("responsesend", "ResponseSend"),
+    )
 }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import deque
+from typing import Any
 
 # Upper bounds (ms) of the request time histograms, Prometheus' `le` labels; +Inf is implied.
 TIME_BUCKETS_MS = (
@@ -127,43 +128,51 @@ class Histogram:
         return out
 
 
-FOLD_AT = 1024  # times of requests answered at once, kept before they go into the histogram
+FOLD_AT = 1024  # sampled requests kept before their times go into the histograms
+
+
+# Request times are measured for one request in SAMPLE_EVERY of each API and version (the
+# first, then every SAMPLE_EVERY-th): six histograms per request cost more than the produce
+# path can spare (bench/results/metrics-2026-12-06.md).
+SAMPLE_EVERY = 8
 
 
 class RequestCounters:
-    """One (API, version)'s request times. A request answered within the dispatcher's call
-    (most) appends its time to `answered` (its total and local time; remote 0), folded into
-    the `immediate` histogram every FOLD_AT requests and at scrape time; one that waits is
-    observed in `total`, `local` and `remote`. The count and Kafka's three histograms are made
-    from them at scrape time (`count`, `times`)."""
+    """One (API, version)'s requests: `requests` counts every one; a sampled request whose
+    response has left (or that needed none) is appended to `done` as its instants
+    (runtime/response_timing.py `Timing`), folded into Kafka's six time histograms (ms) every
+    FOLD_AT sampled requests and at scrape time (`times`)."""
 
-    __slots__ = ("answered", "immediate", "total", "local", "remote")
+    __slots__ = ("requests", "done", "histograms")
+
+    PARTS = ("total", "requestqueue", "local", "remote", "responsequeue", "responsesend")
 
     def __init__(self) -> None:
-        self.answered: list[float] = []
-        self.immediate = Histogram()
-        self.total = Histogram()
-        self.local = Histogram()
-        self.remote = Histogram()
+        self.requests = 0
+        self.done: list[list[Any]] = []
+        self.histograms = {part: Histogram() for part in self.PARTS}
 
     def fold(self) -> None:
-        answered, self.answered = self.answered, []
-        self.immediate.observe_many(answered)
+        done, self.done = self.done, []
+        if not done:
+            return
+        h = self.histograms
+        # [counters, received, called, returned, ready, its turn, sent]
+        h["total"].observe_many([(t[6] - t[1]) * 1000.0 for t in done])
+        h["requestqueue"].observe_many([(t[2] - t[1]) * 1000.0 for t in done])
+        h["local"].observe_many([(t[3] - t[2]) * 1000.0 for t in done])
+        h["remote"].observe_many([(t[4] - t[3]) * 1000.0 for t in done])
+        h["responsequeue"].observe_many([(t[5] - t[4]) * 1000.0 for t in done])
+        h["responsesend"].observe_many([(t[6] - t[5]) * 1000.0 for t in done])
 
     @property
     def count(self) -> int:
-        return self.immediate.count + len(self.answered) + self.total.count
+        return self.requests
 
     def times(self) -> dict[str, Histogram]:
-        """Kafka's TotalTimeMs, LocalTimeMs and RemoteTimeMs of every request."""
+        """Kafka's RequestMetrics histograms of this API and version, by part."""
         self.fold()
-        zero = Histogram()  # the immediate ones' remote time
-        zero.buckets[0] = zero.count = self.immediate.count
-        return {
-            "total": self.immediate.merged(self.total),
-            "local": self.immediate.merged(self.local),
-            "remote": zero.merged(self.remote),
-        }
+        return self.histograms
 
 
 class RequestStats:

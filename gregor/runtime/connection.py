@@ -38,9 +38,12 @@ import socket
 import ssl
 import struct
 import threading
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any, Protocol
+
+from gregor.runtime.response_timing import ResponseTimer, Timing
 
 log = logging.getLogger("gregor.connection")
 
@@ -236,11 +239,12 @@ class Later:
 
 
 class _Slot:
-    __slots__ = ("output", "ready")
+    __slots__ = ("output", "ready", "timing")
 
     def __init__(self) -> None:
         self.output: Output | None = None
         self.ready = False
+        self.timing: Timing | None = None
 
 
 def _write_deferred(deferred: _Deferred) -> None:
@@ -294,7 +298,10 @@ class Connection:
         "on_secure",
         "peer",
         "pool",
+        "received_s",
         "sock",
+        "timer",
+        "timing",
         "tls",
     )
 
@@ -358,6 +365,11 @@ class Connection:
         # Per-connection state handlers may keep (client software name, fetch sessions...).
         self.attributes: dict[str, Any] = {}
         self.bytes_in = self.bytes_out = 0  # read and sent (the metrics' socket-server bytes)
+        # Request metrics (response_timing.py), set by the measuring dispatcher: when the last
+        # bytes were read, the timer of responses, and the timing of the request dispatched.
+        self.timer: ResponseTimer | None = None
+        self.received_s = 0.0
+        self.timing: Timing | None = None
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -451,6 +463,8 @@ class Connection:
             return 0
         self.last_active_ms = self.now_ms()
         self.bytes_in += n
+        if self.timer is not None:
+            self.received_s = time.perf_counter()
         return n
 
     def _on_readable(self) -> None:
@@ -645,6 +659,8 @@ class Connection:
             self._maybe_close_after()
             return
         slot = _Slot()
+        if self.timer is not None:
+            slot.timing, self.timing = self.timing, None
         self._slots.append(slot)
         if isinstance(result, list):
             slot.output = result
@@ -686,8 +702,12 @@ class Connection:
 
     def _drain_slots(self) -> None:
         moved = False
+        timer, now_s = self.timer, 0.0
         while self._slots and self._slots[0].ready:
             slot = self._slots.popleft()
+            if timer is not None and slot.timing is not None:
+                now_s = now_s or time.perf_counter()
+                timer.queued(slot.timing, slot.output, now_s)
             if slot.output:
                 self._out.extend(slot.output)
                 moved = True
@@ -801,6 +821,9 @@ class Connection:
 
     def _wait_writable(self, more: bool) -> None:
         """Be called back when the socket can take more, while output is left."""
+        timer = self.timer
+        if timer is not None and (timer.moved or timer.pending):
+            timer.sent(self.bytes_out, time.perf_counter(), self._bytes_ahead if more else None)
         if more and not self._writing:
             self.loop.add_writer(self.fd, self._write)
             self._writing = True
@@ -810,6 +833,16 @@ class Connection:
         if not more:
             self.last_active_ms = self.now_ms()
             self._maybe_close_after()
+
+    def _bytes_ahead(self, last: Any) -> int | None:
+        """Bytes the socket has still to take up to and including the output item `last`
+        (request metrics: when a timed response will have left); None if it has taken it."""
+        ahead = (len(self._tls_record) if self._tls_record is not None else 0) - self._out_offset
+        for item in self._out:
+            ahead += len(item) if is_buffer(item) else item.length
+            if item is last:
+                return ahead
+        return None
 
     def _write_tls(self) -> None:
         """The output through the SSL object, one record of up to _TLS_WRITE bytes at a time."""

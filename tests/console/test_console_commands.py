@@ -4,6 +4,7 @@ read-only unless `console.read.only=false`), served beside the broker and stoppe
 
 from __future__ import annotations
 
+import http.cookiejar
 import re
 import socket
 import urllib.error
@@ -14,9 +15,12 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from gregor import Broker
+from gregor.broker.console_driver import console_client
+from gregor.security.listener_config import ListenerConfig
 from tests.cli.cli_helpers import gregor, one_line_error
 from tests.console.browser import console_process
 from tests.console.conftest import make_topic
+from tests.security.security_certs import make_pki
 
 pytestmark = pytest.mark.client
 
@@ -157,3 +161,86 @@ def test_gregor_console_logs_in_with_the_command_configs_sasl_settings(tmp_path,
                 _post(f"{url}/topics/{name}/messages", {"token": token, "value": "as alice"}) == 200
             )
             assert ">as alice</pre>" in _get(f"{url}/topics/{name}/messages")[1]
+
+
+def _signed_in_pages(url: str, user: str, password: str) -> tuple[str, str, str]:
+    """The node console's answers, as a browser with cookies sees them: where `/` sends a
+    newcomer, the page after a wrong password, and `/` after signing in."""
+    jar = http.cookiejar.CookieJar()
+    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    with browser.open(url + "/", timeout=30) as answer:  # redirected to /login
+        first, form = answer.url, answer.read().decode()
+    token = re.search(r'name="token" value="([^"]+)"', form)[1]  # type: ignore[index]
+
+    def sign_in(secret: str) -> str:
+        fields = {"token": token, "user": user, "password": secret, "mechanism": "PLAIN"}
+        body = urllib.parse.urlencode(fields).encode()
+        try:
+            with browser.open(url + "/login", data=body, timeout=30) as answer:
+                return answer.read().decode()
+        except urllib.error.HTTPError as exc:
+            return f"{exc.code} {exc.read().decode()}"
+
+    refused = sign_in("wrong")
+    return first, refused, sign_in(password)
+
+
+def test_a_nodes_console_on_a_sasl_listener_signs_each_user_in():
+    config = {
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "console.listener": "http://127.0.0.1:0",
+    }
+    with Broker(config=config, log_level="INFO") as broker:
+        assert "each user signs in with SASL credentials" in broker.read_log()
+        assert "no credentials" not in broker.read_log()
+        first, refused, page = _signed_in_pages(_console_url(broker), "alice", "alice-secret")
+        assert first.endswith("/login")
+        assert refused.startswith("401 ") and "the cluster refused the login" in refused
+        assert 'id="signed-in">alice<' in page and 'id="broker-count">1<' in page
+        assert 'id="quorum-leader">1<' in page  # gregor's own codec, over SASL too
+
+
+def test_a_nodes_console_on_a_sasl_ssl_listener_trusts_its_truststore(tmp_path):
+    pki = make_pki(tmp_path / "pki")
+    config = {
+        "listeners": "SASL_SSL://127.0.0.1:0",
+        "ssl.keystore.location": str(pki.server),
+        "ssl.truststore.location": str(pki.ca),
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.jaas.config": JAAS,
+        "console.listener": "http://127.0.0.1:0",
+    }
+    with Broker(config=config, log_level="INFO") as broker:
+        first, refused, page = _signed_in_pages(_console_url(broker), "alice", "alice-secret")
+        assert first.endswith("/login") and refused.startswith("401 ")
+        assert 'id="signed-in">alice<' in page and 'id="broker-count">1<' in page
+
+
+@pytest.mark.parametrize(
+    ("protocol", "values", "expected"),
+    [
+        ("PLAINTEXT", {}, ({"security.protocol": "PLAINTEXT"}, False, None)),
+        ("SASL_PLAINTEXT", {}, ({"security.protocol": "SASL_PLAINTEXT"}, True, None)),
+        (
+            "SASL_SSL",
+            {"listener.name.sasl_ssl.ssl.truststore.location": "/ca.pem"},
+            ({"security.protocol": "SASL_SSL", "ssl.ca.location": "/ca.pem"}, True, None),
+        ),
+        (
+            "SSL",
+            {"ssl.truststore.certificates": "PEM", "ssl.client.auth": "requested"},
+            ({"security.protocol": "SSL", "ssl.ca.pem": "PEM"}, False, None),
+        ),
+    ],
+)
+def test_a_nodes_console_client_settings_follow_its_listener(protocol, values, expected):
+    assert console_client(ListenerConfig(protocol, protocol, values)) == expected
+
+
+def test_a_nodes_console_warns_it_has_no_client_certificate():
+    listener = ListenerConfig("SSL", "SSL", {"ssl.client.auth": "required"})
+    settings, login, warning = console_client(listener)
+    assert settings == {"security.protocol": "SSL"} and not login
+    assert warning is not None and "ssl.client.auth=required" in warning

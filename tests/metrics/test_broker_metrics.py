@@ -173,6 +173,126 @@ def test_a_real_prometheus_queries_records_end_offsets_and_lag(
         assert rate, "Produce requests are a counter Prometheus can rate"
 
 
+# Every family the metrics issue names, as Prometheus stores them (a histogram by its buckets).
+NAMED_FAMILIES = [
+    *(
+        f"kafka_server_brokertopicmetrics_{m}_total"
+        for m in ("messagesin", "bytesin", "bytesout", "failedproducerequests")
+    ),
+    "kafka_network_requestmetrics_requests_total",
+    *(
+        f"kafka_network_requestmetrics_{t}timems_bucket"
+        for t in ("total", "requestqueue", "local", "remote", "responsequeue", "responsesend")
+    ),
+    *(
+        f"kafka_server_replicamanager_{m}"
+        for m in (
+            "underreplicatedpartitions",
+            "offlinereplicacount",
+            "leadercount",
+            "partitioncount",
+            "isrshrinks_total",
+            "isrexpands_total",
+        )
+    ),  # fmt: skip
+    *(
+        f"kafka_controller_kafkacontroller_{m}"
+        for m in ("activecontrollercount", "offlinepartitionscount", "globaltopiccount")
+    ),
+    *(
+        f"kafka_server_raft_metrics_{m}"
+        for m in (
+            "current_leader",
+            "current_epoch",
+            "high_watermark",
+            "commit_latency_avg",
+            "commit_latency_max",
+        )
+    ),  # fmt: skip
+    *(f"kafka_log_log_{m}" for m in ("size", "numlogsegments", "logstartoffset", "logendoffset")),
+    *(
+        f"kafka_server_group_coordinator_metrics_{m}"
+        for m in ("group_count", "classic_group_completed_rebalance_count", "offset_commit_count")
+    ),
+    *(f"kafka_consumergroup_group_{m}" for m in ("offset", "lag", "max_lag", "sum_lag")),
+    *(
+        f"kafka_server_socket_server_metrics_{m}"
+        for m in ("connection_count", "incoming_byte_total", "outgoing_byte_total")
+    ),
+    "process_cpu_seconds_total",
+    "process_resident_memory_bytes",
+    "process_open_fds",
+    "gregor_event_loop_lag_seconds",
+]
+
+
+@pytest.mark.skipif(not HAVE_PROMETHEUS, reason="no prometheus binary")
+def test_prometheus_holds_every_named_metric_with_what_the_test_did(
+    broker: Broker, tmp_path: Path
+) -> None:
+    url = broker.metrics_url
+    assert url is not None
+    _create(broker.bootstrap, "everything")
+    _produce(broker.bootstrap, "everything", 80)
+    _consume_and_commit(broker.bootstrap, "everything", "everyone", 30)  # then it stops
+    with prometheus(tmp_path, [host_port(url)]) as prom:
+        prom.wait_value('kafka_server_brokertopicmetrics_messagesin_total{topic="everything"}', 80)
+        stored = {
+            r["metric"]["__name__"] for r in prom.query('group by (__name__) ({job="gregor"})')
+        }
+        assert [n for n in NAMED_FAMILIES if n not in stored] == []
+        tp = 'topic="everything",partition="0"'
+        lag = 'group="everyone",topic="everything",partition="0"'
+        for promql, expected in (
+            (f"kafka_log_log_logendoffset{{{tp}}}", 80),
+            (f"kafka_log_log_logstartoffset{{{tp}}}", 0),
+            (f"kafka_log_log_numlogsegments{{{tp}}}", 1),
+            (f"kafka_consumergroup_group_offset{{{lag}}}", 30),
+            (f"kafka_consumergroup_group_lag{{{lag}}}", 50),  # after the consumer stopped
+            ('kafka_consumergroup_group_sum_lag{group="everyone"}', 50),
+            ('kafka_consumergroup_group_max_lag{group="everyone"}', 50),
+            (
+                'kafka_server_brokertopicmetrics_failedproducerequests_total{topic="everything"}',
+                0,
+            ),
+            # the bytes appended are the log's bytes
+            (
+                'kafka_server_brokertopicmetrics_bytesin_total{topic="everything"} - on () '
+                f"kafka_log_log_size{{{tp}}}",
+                0,
+            ),
+            ("kafka_server_raft_metrics_current_leader", 1),
+            ("kafka_controller_kafkacontroller_activecontrollercount", 1),
+            ("kafka_controller_kafkacontroller_offlinepartitionscount", 0),
+            ("kafka_server_replicamanager_underreplicatedpartitions", 0),
+            ("kafka_server_replicamanager_offlinereplicacount", 0),
+            (
+                "kafka_server_replicamanager_leadercount - kafka_server_replicamanager_partitioncount",
+                0,
+            ),
+        ):
+            prom.wait_value(promql, expected)
+        positive = [
+            'kafka_server_brokertopicmetrics_bytesout_total{topic="everything"}',
+            'kafka_network_requestmetrics_requests_total{request="Produce"}',
+            'kafka_network_requestmetrics_totaltimems_count{request="Fetch"}',
+            "kafka_controller_kafkacontroller_globaltopiccount",
+            "kafka_server_raft_metrics_current_epoch",
+            "kafka_server_raft_metrics_high_watermark",
+            "kafka_server_raft_metrics_commit_latency_max",  # topics were created: not NaN
+            'kafka_server_group_coordinator_metrics_group_count{state="Empty"}',
+            "kafka_server_group_coordinator_metrics_offset_commit_count",
+            "kafka_server_group_coordinator_metrics_classic_group_completed_rebalance_count",
+            'kafka_server_socket_server_metrics_incoming_byte_total{listener="PLAINTEXT"}',
+            'kafka_server_socket_server_metrics_outgoing_byte_total{listener="PLAINTEXT"}',
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_open_fds",
+        ]
+        for promql in positive:
+            assert (prom.value(f"sum({promql})") or 0) > 0, promql
+
+
 def test_failed_requests_are_counted_per_topic(broker: Broker) -> None:
     url = broker.metrics_url
     assert url is not None

@@ -4,6 +4,7 @@ collectors over stand-ins of the broker's parts, rendered by prometheus_client a
 from __future__ import annotations
 
 import asyncio
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,7 +19,15 @@ from gregor.metadata.config_defs import BROKER_CONFIGS, ConfigError
 from gregor.metrics import names
 from gregor.metrics.collectors import BrokerSources, collectors
 from gregor.metrics.health import NodeHealth, readiness
-from gregor.metrics.stats import FOLD_AT, BrokerTopicStats, Histogram, RequestStats, Window
+from gregor.metrics.stats import (
+    FOLD_AT,
+    SAMPLE_EVERY,
+    BrokerTopicStats,
+    Histogram,
+    RequestCounters,
+    RequestStats,
+    Window,
+)
 from gregor.protocol import api_keys
 from gregor.runtime.metrics_listener import MetricsListener, parse_listener
 from gregor.runtime.request_metrics import MeasuredDispatcher
@@ -230,16 +239,38 @@ def test_collectors_read_the_state_at_scrape_time() -> None:
     assert m[("kafka_server_socket_server_metrics_outgoing_byte_total", listener)] == 900
 
 
+def _conn() -> Any:
+    """What the measuring dispatcher reads and sets on a connection (a real one reports the
+    responses' departures: tests/metrics/test_request_times.py)."""
+    return SimpleNamespace(timer=None, received_s=0.0, bytes_out=0, timing=None)
+
+
 def test_requests_are_counted_and_timed_per_api_and_version() -> None:
     requests = RequestStats()
     frame = memoryview(bytes([0, api_keys.PRODUCE, 0, 9]) + b"rest")
     answered = [b"12345", memoryview(b"678")]
     measured = MeasuredDispatcher(lambda conn, f: answered, requests)  # type: ignore[arg-type]
-    assert measured(None, frame) is answered  # type: ignore[arg-type]
+    conn = _conn()
+
+    def leaves() -> None:  # what the connection does with a sampled answer
+        if conn.timing is not None:
+            conn.timer.queued(conn.timing, answered, time.perf_counter())
+            conn.timing = None
+        conn.timer.sent(conn.bytes_out, time.perf_counter(), None)
+
+    assert measured(conn, frame) is answered
     counters = requests.of(api_keys.PRODUCE, 9)
+    assert counters.count == 1 and counters.times()["total"].count == 0  # not yet left
+    leaves()
     times = counters.times()
-    assert counters.count == 1 and times["total"].count == times["local"].count == 1
+    assert all(times[part].count == 1 for part in RequestCounters.PARTS)  # the first: timed
     assert times["remote"].buckets[0] == 1  # answered at once: 0 ms waiting
+    for _ in range(FOLD_AT * SAMPLE_EVERY):  # many: one in SAMPLE_EVERY timed
+        measured(conn, frame)
+        leaves()
+    assert counters.count == FOLD_AT * SAMPLE_EVERY + 1
+    times = counters.times()
+    assert all(times[part].count == FOLD_AT + 1 for part in RequestCounters.PARTS)
 
     async def later() -> list[Any]:
         await asyncio.sleep(0.01)
@@ -247,19 +278,18 @@ def test_requests_are_counted_and_timed_per_api_and_version() -> None:
 
     async def waits() -> None:
         slow = MeasuredDispatcher(lambda conn, f: later(), requests)  # type: ignore[arg-type]
-        result = slow(None, frame)  # type: ignore[arg-type]
+        result = slow(conn, memoryview(bytes([0, api_keys.PRODUCE, 0, 8]) + b"rest"))
         await result  # type: ignore[misc]
         await asyncio.sleep(0)
+        leaves()
 
     asyncio.run(waits())
-    times = counters.times()
-    assert counters.count == 2 and times["remote"].count == times["total"].count == 2
-    assert times["remote"].sum >= 10 * 0.9  # it waited about 10 ms
-    assert times["total"].sum >= times["remote"].sum
-    for _ in range(FOLD_AT + 5):  # many: bucketed a batch at a time
-        measured(None, frame)  # type: ignore[arg-type]
-    assert counters.count == FOLD_AT + 7
-    assert counters.times()["local"].count == FOLD_AT + 7
+    waited = requests.of(api_keys.PRODUCE, 8).times()
+    assert waited["remote"].count == 1 and waited["remote"].sum >= 10 * 0.9  # about 10 ms
+    assert waited["total"].sum >= waited["remote"].sum
+    none = MeasuredDispatcher(lambda conn, f: None, requests)  # type: ignore[arg-type]
+    none(conn, memoryview(bytes([0, api_keys.PRODUCE, 0, 7]) + b"rest"))  # acks=0
+    assert requests.of(api_keys.PRODUCE, 7).times()["total"].count == 1  # done once handled
 
 
 def test_the_listener_answers_health_and_paths() -> None:
