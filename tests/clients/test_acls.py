@@ -316,6 +316,36 @@ def test_a_transactional_producer_without_its_id_gets_transactional_id_authoriza
     assert info.value.args[0].code() == ck.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
+@pytest.mark.parametrize("authorizer", [True, False], ids=["acls", "no-authorizer"])
+def test_no_client_appends_to_an_internal_topic(
+    authorizer: bool, broker: Broker, bootstrap: str
+) -> None:
+    """__consumer_offsets (made by a consumer group's FindCoordinator) takes no record from a
+    client, WRITE allowed or not: INVALID_TOPIC_EXCEPTION, as Kafka answers it; the group's
+    own commits still land there."""
+    target = broker.bootstrap if authorizer else bootstrap
+    topic, group = unique("internal"), unique("internal-g")
+    producer = ck.Producer({"bootstrap.servers": target})
+    producer.produce(topic, b"v", partition=0)
+    assert producer.flush(15) == 0
+    consumer = ck.Consumer({"bootstrap.servers": target, "group.id": group})
+    try:
+        consumer.assign([ck.TopicPartition(topic, 0, 0)])
+        wait_until(lambda: consumer.poll(0.5), 30, "the record")
+        consumer.commit(asynchronous=False)
+        outcome: list[ck.KafkaError | None] = []
+        producer.produce(  # a key, as the compacted topic wants: refused for being internal
+            "__consumer_offsets", b"v", key=b"k", on_delivery=lambda e, _m: outcome.append(e)
+        )
+        producer.flush(15)
+        assert len(outcome) == 1 and outcome[0] is not None, outcome
+        assert outcome[0].code() == ck.KafkaError.TOPIC_EXCEPTION, outcome[0]
+        committed = consumer.committed([ck.TopicPartition(topic, 0)], timeout=10)
+        assert [(p.topic, p.offset) for p in committed] == [(topic, 1)]
+    finally:
+        consumer.close()
+
+
 def test_kcat_produces_where_allowed_and_not_where_denied(
     broker: Broker, admin: AdminClient
 ) -> None:
