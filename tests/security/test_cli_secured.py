@@ -1,7 +1,8 @@
 """The commands that send requests with gregor's own codec (quotas, quorum, cluster health,
 log-dirs, configs) reach a SASL_SSL listener with the TLS and SASL settings of --command-config,
-as their confluent-kafka requests do; a wrong password, an untrusted certificate or a mechanism
-they cannot speak is one line on stderr and exit status 1."""
+as their confluent-kafka requests do (acls and users scram, with ACLs on: alice is a super
+user, bob is not); a wrong password, an untrusted certificate or a mechanism they cannot speak
+is one line on stderr and exit status 1."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from cli_helpers import Run, gregor, one_line_error  # noqa: E402
 
 pytestmark = pytest.mark.client
 
-USERS = 'user_alice="alice-secret"'
+USERS = 'user_alice="alice-secret" user_bob="bob-secret"'
 JAAS = f"org.apache.kafka.common.security.plain.PlainLoginModule required {USERS};"
 
 
@@ -32,6 +33,8 @@ def broker(pki: Pki) -> Iterator[Broker]:
         "ssl.keystore.location": str(pki.server),
         "sasl.enabled.mechanisms": "PLAIN",
         "sasl.jaas.config": JAAS,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:alice",
     }
     with Broker(config, log_level="INFO") as b:
         yield b
@@ -79,6 +82,48 @@ def test_quotas_quorum_health_and_log_dirs_over_sasl_ssl(
     dirs = run(broker, config, "log-dirs", "describe", "-o", "json")
     assert dirs.returncode == 0, dirs.stderr
     assert json.loads(dirs.stdout)[0]["broker"] == 1
+
+
+def test_acls_and_scram_users_over_sasl_ssl(broker: Broker, pki: Pki, tmp_path: Path) -> None:
+    """`gregor acls` and `gregor users scram` as alice (a super user) through --command-config;
+    bob, with no ACL on the cluster, may not add ACLs (CLUSTER_AUTHORIZATION_FAILED)."""
+    alice = settings(tmp_path / "alice.properties", pki)
+    added = run(
+        broker, alice, "acls", "add", "--allow-principal", "User:bob", "--operation", "Read",
+        "--topic", "cli-secured", "-o", "json",
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    listed = run(broker, alice, "acls", "list", "--topic", "cli-secured", "-o", "json")
+    assert listed.returncode == 0, listed.stderr
+    assert [(a["principal"], a["operation"]) for a in json.loads(listed.stdout)] == [
+        ("User:bob", "READ")
+    ]
+    bob = settings(
+        tmp_path / "bob.properties", pki, **{"sasl.username": "bob", "sasl.password": "bob-secret"}
+    )
+    refused = run(
+        broker, bob, "acls", "add", "--allow-principal", "User:bob", "--operation", "All",
+        "--topic", "cli-secured",
+    )  # fmt: skip
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.endswith(": request CreateAcls is not authorized\n"), refused.stderr
+    created = run(
+        broker, alice, "users", "scram", "set", "carol", "--mechanism", "SCRAM-SHA-512",
+        "--password", "carol-secret", "--iterations", "8192",
+    )  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    described = run(broker, alice, "users", "scram", "describe", "carol", "-o", "json")
+    assert described.returncode == 0, described.stderr
+    assert json.loads(described.stdout) == [
+        {"user": "carol", "credentials": [{"mechanism": "SCRAM-SHA-512", "iterations": 8192}]}
+    ]
+    removed = run(
+        broker, alice, "acls", "remove", "--allow-principal", "User:bob", "--operation", "Read",
+        "--topic", "cli-secured",
+    )  # fmt: skip
+    assert removed.returncode == 0, removed.stderr
+    left = run(broker, alice, "acls", "list", "--topic", "cli-secured", "-o", "json")
+    assert json.loads(left.stdout) == []
 
 
 def test_a_wrong_password_is_one_line(broker: Broker, pki: Pki, tmp_path: Path) -> None:
