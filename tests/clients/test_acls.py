@@ -317,12 +317,12 @@ def test_a_transactional_producer_without_its_id_gets_transactional_id_authoriza
 
 
 @pytest.mark.parametrize("authorizer", [True, False], ids=["acls", "no-authorizer"])
-def test_no_client_appends_to_an_internal_topic(
+def test_no_client_appends_to_or_trims_an_internal_topic(
     authorizer: bool, broker: Broker, bootstrap: str
 ) -> None:
     """__consumer_offsets (made by a consumer group's FindCoordinator) takes no record from a
-    client, WRITE allowed or not: INVALID_TOPIC_EXCEPTION, as Kafka answers it; the group's
-    own commits still land there."""
+    client, WRITE allowed or not, and gives none up to DeleteRecords: INVALID_TOPIC_EXCEPTION,
+    as Kafka answers both; the group's own commit is still there."""
     target = broker.bootstrap if authorizer else bootstrap
     topic, group = unique("internal"), unique("internal-g")
     producer = ck.Producer({"bootstrap.servers": target})
@@ -340,6 +340,16 @@ def test_no_client_appends_to_an_internal_topic(
         producer.flush(15)
         assert len(outcome) == 1 and outcome[0] is not None, outcome
         assert outcome[0].code() == ck.KafkaError.TOPIC_EXCEPTION, outcome[0]
+        admin = AdminClient({"bootstrap.servers": target})
+        offsets_topic = admin.list_topics("__consumer_offsets", timeout=10).topics
+        every = [
+            ck.TopicPartition("__consumer_offsets", p, ck.OFFSET_END)
+            for p in offsets_topic["__consumer_offsets"].partitions
+        ]
+        for future in admin.delete_records(every, request_timeout=10).values():
+            with pytest.raises(ck.KafkaException) as refused:
+                future.result(20)
+            assert refused.value.args[0].code() == ck.KafkaError.TOPIC_EXCEPTION
         committed = consumer.committed([ck.TopicPartition(topic, 0)], timeout=10)
         assert [(p.topic, p.offset) for p in committed] == [(topic, 1)]
     finally:
