@@ -95,34 +95,75 @@ def test_a_client_certificate_the_broker_does_not_trust_fails_the_handshake(
     assert ROUNDTRIPS["confluent"](target, f"tls-after-{which}") == values(f"tls-after-{which}")
 
 
+def handshake(server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext) -> tuple[str, Any] | None:
+    """A TLS handshake between the two contexts over a socket pair: None when it completes,
+    else ("client" or "server", the first side's SSLError)."""
+    a, b = socket.socketpair()
+    with a, b:
+        server = server_ctx.wrap_socket(a, server_side=True, do_handshake_on_connect=False)
+        client = client_ctx.wrap_socket(
+            b, server_hostname="localhost", do_handshake_on_connect=False
+        )
+        server.setblocking(False)
+        client.setblocking(False)
+        done: set[str] = set()
+        for _ in range(100):
+            for name, side in (("client", client), ("server", server)):
+                if name in done:
+                    continue
+                try:
+                    side.do_handshake()
+                    done.add(name)
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                    pass
+                except ssl.SSLError as exc:
+                    return name, exc
+            if len(done) == 2:
+                return None
+    raise AssertionError("the handshake neither completed nor failed")
+
+
+def server_tls(pki: Pki, **settings: str) -> ssl.SSLContext:
+    config = ListenerConfig("SSL", "SSL", {"ssl.keystore.location": str(pki.server), **settings})
+    tls = listener_security(config).tls
+    assert tls is not None
+    return tls
+
+
 def test_an_expired_server_certificate_fails_the_handshake(pki: Pki) -> None:
     """The client refuses a broker whose certificate expired (checked in this process with the
     same ssl settings the broker uses, so no broker start is spent on it)."""
     config = ListenerConfig("SSL", "SSL", {"ssl.keystore.location": str(pki.expired_server)})
     security = listener_security(config)
     assert security.tls is not None
-    client = ssl.create_default_context(cafile=str(pki.ca))
-    a, b = socket.socketpair()
-    with a, b:
-        server = security.tls.wrap_socket(a, server_side=True, do_handshake_on_connect=False)
-        tls_client = client.wrap_socket(
-            b, server_hostname="localhost", do_handshake_on_connect=False
-        )
-        server.setblocking(False)
-        tls_client.setblocking(False)
-        failed = None
-        for _ in range(100):
-            for side in (tls_client, server):
-                try:
-                    side.do_handshake()
-                except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-                    pass
-                except ssl.SSLError as exc:
-                    failed = failed or (side, exc)
-            if failed:
-                break
-        assert failed is not None and failed[0] is tls_client
-        assert "certificate has expired" in str(failed[1])
+    failed = handshake(security.tls, ssl.create_default_context(cafile=str(pki.ca)))
+    assert failed is not None and failed[0] == "client"
+    assert "certificate has expired" in str(failed[1])
+
+
+def test_enabled_protocols_and_cipher_suites_decide_the_handshake(pki: Pki) -> None:
+    """ssl.enabled.protocols=TLSv1.3 refuses a TLS 1.2 client; ssl.cipher.suites (Kafka's
+    names) refuses a TLS 1.2 client offering none of them and serves one offering one."""
+
+    def client(max_version: ssl.TLSVersion, ciphers: str | None = None) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(pki.ca))
+        ctx.maximum_version = max_version
+        if ciphers:
+            ctx.set_ciphers(ciphers)
+        return ctx
+
+    tls13 = server_tls(pki, **{"ssl.enabled.protocols": "TLSv1.3"})
+    assert handshake(tls13, client(ssl.TLSVersion.TLSv1_3)) is None
+    refused = handshake(tls13, client(ssl.TLSVersion.TLSv1_2))
+    assert refused is not None and refused[0] == "server", refused
+    assert "UNSUPPORTED_PROTOCOL" in str(refused[1]), refused
+    suites = {"ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"}
+    one_suite = server_tls(pki, **suites)
+    tls12 = ssl.TLSVersion.TLSv1_2
+    assert handshake(one_suite, client(tls12, "ECDHE-ECDSA-AES256-GCM-SHA384")) is None
+    refused = handshake(one_suite, client(tls12, "ECDHE-ECDSA-AES128-GCM-SHA256"))
+    assert refused is not None and refused[0] == "server", refused
+    assert "NO_SHARED_CIPHER" in str(refused[1]), refused
 
 
 def test_plaintext_to_a_tls_port_closes_that_connection_only(
