@@ -1,7 +1,8 @@
 """TLS listeners with real clients: server authentication and mutual TLS with confluent-kafka,
 kafka-python, aiokafka and kcat; an untrusted CA, a client certificate from another CA and an
 expired certificate fail the handshake; plain text to a TLS port closes that connection only;
-the principal of a mutual-TLS client is its certificate's name, mapped by the rules."""
+the principal of a mutual-TLS client is its certificate's name, mapped by the rules, and the
+ACLs decide on it."""
 
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ def broker(pki: Pki) -> Iterator[Broker]:
         "ssl.truststore.location": str(pki.ca),
         "ssl.client.auth": "requested",
         "ssl.principal.mapping.rules": RULES,
+        # ACLs decide on the certificate's mapped name; what no ACL names is open to all
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "true",
     }
     with Broker(config, log_level="INFO") as b:
         yield b
@@ -224,6 +228,37 @@ def test_the_principal_of_a_mutual_tls_client_is_its_mapped_certificate_name(pki
 
     asyncio.run(run())
     assert seen == ["User:alice@eng", "User:ANONYMOUS"]
+
+
+def test_acls_decide_on_the_mapped_certificate_name(
+    broker: Broker, target: Target, pki: Pki
+) -> None:
+    """A topic only User:alice@eng may use: the client presenting alice's certificate
+    produces and consumes, the same client without it (User:ANONYMOUS) is refused."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    topic = "tls-alice-only"
+    binding = AclBinding(
+        ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice@eng", "*",
+        AclOperation.ALL, AclPermissionType.ALLOW,
+    )  # fmt: skip
+    admin = AdminClient(confluent_conf(target))
+    admin.create_acls([binding])[binding].result(30)
+    alice = target.with_(cert=pki.client_cert, key=pki.client_key)
+    assert ROUNDTRIPS["confluent"](alice, topic) == values(topic)
+    outcome: list[ck.KafkaError | None] = []
+    producer = ck.Producer({**confluent_conf(target), "message.timeout.ms": 10000})
+    producer.produce(topic, b"anonymous", on_delivery=lambda e, _m: outcome.append(e))
+    producer.flush(20)
+    assert len(outcome) == 1 and outcome[0] is not None
+    assert outcome[0].code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
 def test_megabytes_each_way_over_tls(target: Target) -> None:
