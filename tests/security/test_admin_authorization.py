@@ -2,7 +2,7 @@
 a user with no ACL there (eve) gets CLUSTER_AUTHORIZATION_FAILED from AlterUserScramCredentials
 (ALTER), and nothing is changed; a super user (admin)
 may do both. Metadata, DescribeCluster and DescribeGroups report each caller's authorized
-operations when asked. (The client-quota APIs need DESCRIBE_CONFIGS and ALTER_CONFIGS on the cluster:
+operations when asked; OffsetFetch and OffsetDelete need what Kafka's need. (The client-quota APIs need DESCRIBE_CONFIGS and ALTER_CONFIGS on the cluster:
 test_client_quotas.py.)"""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -28,7 +28,13 @@ from security_clients import Target, confluent_conf
 
 from gregor import Broker
 from gregor.protocol import api_keys
-from gregor.protocol.messages import DescribeClusterRequest, DescribeGroupsRequest, MetadataRequest
+from gregor.protocol.messages import (
+    DescribeClusterRequest,
+    DescribeGroupsRequest,
+    MetadataRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+)
 from gregor.security.acls import CLUSTER, DESCRIBE, GROUP, READ, TOPIC
 from gregor.security.authorizer import all_operations
 from gregor.security.sasl_client import PlainClient
@@ -153,3 +159,56 @@ def test_authorized_operations_are_the_callers_when_asked(broker: Broker) -> Non
                 assert [g.authorized_operations for g in groups.groups] == [want[GROUP]], user
     finally:
         consumer.close()
+
+
+def test_offset_fetch_needs_describe_and_offset_delete_needs_delete(broker: Broker) -> None:
+    """Kafka's checks: OffsetFetch DESCRIBE on the group and the topic (READ implies it),
+    OffsetDelete DELETE on the group and READ on the topic (else GROUP_ / per partition
+    TOPIC_AUTHORIZATION_FAILED, nothing deleted)."""
+    topic, group, watched = "offs", "offs-g", "offs-watched"
+    admin = admin_as(broker, "admin")
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    conf = confluent_conf(
+        Target(broker.bootstrap, "SASL_PLAINTEXT", user="admin", password="admin-pw")
+    )
+    for gid in (group, watched):  # committed by the super user, as a standalone consumer
+        committer = Consumer({**conf, "group.id": gid, "enable.auto.commit": False})
+        committer.commit(offsets=[TopicPartition(topic, 0, 5)], asynchronous=False)
+        committer.close()
+
+    def grant(rtype: ResourceType, name: str, op: AclOperation) -> None:
+        binding = AclBinding(rtype, name, ResourcePatternType.LITERAL, "User:eve", "*", op, ALLOW)
+        admin.create_acls([binding])[binding].result(30)
+
+    def fetched(raw: RawClient, gid: str) -> tuple[int, list[tuple[int, int]]]:
+        ask = OffsetFetchRequest.OffsetFetchRequestTopics(name=topic, partition_indexes=[0])
+        request = OffsetFetchRequest(
+            groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=gid, topics=[ask])]
+        )
+        answer = raw.call(api_keys.OFFSET_FETCH, 8, request).groups[0]
+        parts = [(p.error_code, p.committed_offset) for t in answer.topics for p in t.partitions]
+        return answer.error_code, parts
+
+    def delete(raw: RawClient) -> tuple[int, list[int]]:
+        part = OffsetDeleteRequest.OffsetDeleteRequestPartition(partition_index=0)
+        request = OffsetDeleteRequest(
+            group_id=group,
+            topics=[OffsetDeleteRequest.OffsetDeleteRequestTopic(name=topic, partitions=[part])],
+        )
+        answer = raw.call(api_keys.OFFSET_DELETE, 0, request)
+        return answer.error_code, [p.error_code for t in answer.topics for p in t.partitions]
+
+    grant(ResourceType.GROUP, group, AclOperation.READ)
+    grant(ResourceType.GROUP, watched, AclOperation.DESCRIBE)
+    grant(ResourceType.TOPIC, topic, AclOperation.DESCRIBE)
+    refused_group, refused_topic = 30, 29  # GROUP_, TOPIC_AUTHORIZATION_FAILED
+    with raw_as(broker, "eve") as eve:
+        assert fetched(eve, group) == (0, [(0, 5)])
+        assert fetched(eve, watched) == (0, [(0, 5)])  # DESCRIBE on the group is enough
+        assert delete(eve) == (refused_group, [])  # READ on the group is not DELETE
+        grant(ResourceType.GROUP, group, AclOperation.DELETE)
+        assert delete(eve) == (0, [refused_topic])  # DESCRIBE on the topic is not READ
+        assert fetched(eve, group) == (0, [(0, 5)])  # so nothing was deleted
+        grant(ResourceType.TOPIC, topic, AclOperation.READ)
+        assert delete(eve) == (0, [0])
+        assert fetched(eve, group) == (0, [(0, -1)])
