@@ -31,7 +31,7 @@ def broker(pki: Pki) -> Iterator[Broker]:
     config = {
         "listeners": "SASL_SSL://127.0.0.1:0",
         "ssl.keystore.location": str(pki.server),
-        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER",
         "sasl.jaas.config": JAAS,
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:alice",
@@ -126,6 +126,34 @@ def test_acls_and_scram_users_over_sasl_ssl(broker: Broker, pki: Pki, tmp_path: 
     assert json.loads(left.stdout) == []
 
 
+def test_an_unsecured_oauthbearer_token_as_librdkafka_takes_it(
+    broker: Broker, pki: Pki, tmp_path: Path
+) -> None:
+    """OAUTHBEARER with librdkafka's unsecured-token settings: the codec's commands (quotas,
+    quorum) and the confluent-kafka ones (acls) log in as the token's principal; one naming
+    bob, no super user, is refused the cluster's ACLs."""
+    oauth = {
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.username": "",
+        "sasl.password": "",
+        "enable.sasl.oauthbearer.unsecure.jwt": "true",
+        "sasl.oauthbearer.config": "principal=alice",
+    }
+    alice = settings(tmp_path / "alice-oauth.properties", pki, **oauth)
+    for command in (["quotas", "describe"], ["quorum", "describe"], ["acls", "list"]):
+        done = run(broker, alice, *command, "-o", "json")
+        assert done.returncode == 0, (command, done.stderr)
+    bob = settings(
+        tmp_path / "bob-oauth.properties",
+        pki,
+        **{**oauth, "sasl.oauthbearer.config": "principal=bob"},
+    )
+    refused = run(broker, bob, "quorum", "describe")
+    assert refused.returncode == 1 and "CLUSTER_AUTHORIZATION_FAILED" in refused.stderr, (
+        refused.stderr
+    )
+
+
 def test_a_wrong_password_is_one_line(broker: Broker, pki: Pki, tmp_path: Path) -> None:
     config = settings(tmp_path / "wrong.properties", pki, **{"sasl.password": "not-it"})
     one_line_error(
@@ -150,6 +178,6 @@ def test_a_mechanism_the_commands_cannot_speak_is_one_line(
     config = settings(tmp_path / "gssapi.properties", pki, **{"sasl.mechanism": "GSSAPI"})
     one_line_error(
         run(broker, config, "quotas", "describe"),
-        "gregor: sasl.mechanism=GSSAPI: this command authenticates with PLAIN, SCRAM-SHA-256, "
-        "SCRAM-SHA-512 (--command-config)",
+        "gregor: sasl.mechanism=GSSAPI: this command authenticates with OAUTHBEARER, PLAIN, "
+        "SCRAM-SHA-256, SCRAM-SHA-512 (--command-config)",
     )
