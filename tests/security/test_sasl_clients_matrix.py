@@ -3,19 +3,23 @@ real clients: OAUTHBEARER with unsecured tokens over SASL_PLAINTEXT (confluent-k
 kafka-python, aiokafka, kcat), OAUTHBEARER with RS256 JWTs checked against a JWKS file over
 SASL_SSL (confluent-kafka, kafka-python and aiokafka through their token callbacks; kcat has
 none), SCRAM-SHA-256/512 over SASL_SSL (all four). Refused tokens (an unsecured one where a JWKS
-is set, one signed by another key, an expired one, a wrong audience) fail with
-SASL_AUTHENTICATION_FAILED; and a SCRAM exchange with a wrong nonce, sent by hand, closes that
+is set, one signed by another key, an expired one, a wrong audience) and a wrong SCRAM password
+fail with SASL_AUTHENTICATION_FAILED, as each client reports it; and a SCRAM exchange with a wrong nonce, sent by hand, closes that
 connection only."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import aiokafka
 import confluent_kafka as ck
+import kafka
 import pytest
 from confluent_kafka.admin import (
     AdminClient,
@@ -26,7 +30,16 @@ from confluent_kafka.admin import (
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from security_certs import Pki
-from security_clients import ROUNDTRIPS, Target, confluent_conf, kcat, values
+from security_clients import (
+    ROUNDTRIPS,
+    Target,
+    aiokafka_conf,
+    confluent_conf,
+    kafka_python_conf,
+    kcat,
+    logged,
+    values,
+)
 
 from gregor import Broker
 from gregor.protocol import api_keys
@@ -214,3 +227,53 @@ def test_a_scram_exchange_with_a_wrong_nonce_closes_that_connection_only(
     assert bystander.call(api_keys.METADATA, 12, MetadataRequest(topics=[])).brokers
     bystander.close()
     assert PASSWORDS["SCRAM-SHA-256"] not in broker.read_log()
+
+
+def refused_by(client: str, target: Target, caplog: pytest.LogCaptureFixture) -> str:
+    """What `client` reports when the broker refuses its login (its log or stderr)."""
+    if client == "kcat":
+        result = kcat(target, "-L", "-m", "5")
+        assert result.returncode != 0
+        return result.stderr.decode(errors="replace")
+    if client == "kafka-python":
+        caplog.set_level(logging.ERROR, logger="kafka")
+        with pytest.raises(kafka.errors.KafkaError):
+            kafka.KafkaProducer(**kafka_python_conf(target), bootstrap_timeout_ms=6000)
+        return caplog.text
+    caplog.set_level(logging.ERROR, logger="aiokafka")
+
+    async def run() -> None:
+        producer = aiokafka.AIOKafkaProducer(**aiokafka_conf(target))
+        try:
+            with pytest.raises(aiokafka.errors.KafkaError):
+                await producer.start()
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+    return caplog.text
+
+
+@pytest.mark.parametrize("client", ["aiokafka", "kafka-python", "kcat"])
+def test_a_wrong_scram_password_is_refused_by_each_client(
+    broker: Broker, pki: Pki, client: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    target = tls(broker, pki, user="erin", password="not-hers", mechanism="SCRAM-SHA-512")
+    report = refused_by(client, target, caplog)
+    assert "Authentication failed" in report or "SaslAuthenticationFailed" in report, report
+
+
+@pytest.mark.parametrize("client", ["aiokafka", "kafka-python"])
+def test_a_token_of_another_issuer_is_refused_by_each_client(
+    broker: Broker, pki: Pki, client: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """kafka-python acknowledges the server's error (RFC 7628) and reports the refusal;
+    aiokafka does not read the error, takes itself for authenticated and sends Metadata, which
+    the broker refuses mid-exchange by closing the connection (as Kafka does): it never gets in."""
+    target = tls(broker, pki, mechanism="OAUTHBEARER", token=Idp().sign("frank"))
+    before = broker.read_log().count("during SASL handshake")
+    report = refused_by(client, target, caplog)
+    if client == "kafka-python":
+        assert "SaslAuthenticationFailed" in report, report
+    else:
+        assert logged(broker.read_log, "during SASL handshake", before + 1)[before:]
