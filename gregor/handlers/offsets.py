@@ -13,6 +13,8 @@ v8 several groups per request (KIP-709); v9 member id and epoch (KIP-848 groups 
 group ignores them).
 OffsetDelete: a group's offsets for some partitions (KIP-496); refused for topics a live
 consumer group subscribes to (GROUP_SUBSCRIBED_TO_TOPIC).
+With ACLs, as Kafka: OffsetCommit needs READ on the group and each topic, OffsetFetch DESCRIBE
+on both (READ implies it), OffsetDelete DELETE on the group and READ on each topic.
 The empty group id: OffsetCommit and OffsetFetch take it as any other (Kafka keeps it for old
 clients); OffsetDelete refuses it with INVALID_GROUP_ID, as Kafka does.
 """
@@ -35,7 +37,7 @@ from gregor.handlers.registry import handles, later
 from gregor.protocol import api_keys, errors
 from gregor.protocol.messages import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
 from gregor.replication.pending import Pending, all_of
-from gregor.security.acls import READ, TOPIC
+from gregor.security.acls import DELETE, DESCRIBE, GROUP, READ, TOPIC
 
 
 def _exists(ctx: RequestContext, topic: str, partition: int) -> bool:
@@ -84,11 +86,17 @@ def error_by_partition(res: PartitionErrors | None) -> Callable[[str, int], int]
     return lambda topic, partition: by_tp.get((topic, partition), codes.UNKNOWN_TOPIC_OR_PARTITION)
 
 
-def unreadable_topics(ctx: RequestContext, names: Any) -> set[str]:
-    """The topics among `names` the caller may not READ (empty without an authorizer)."""
+def unreadable_topics(ctx: RequestContext, names: Any, operation: int = READ) -> set[str]:
+    """The topics among `names` the caller may not READ (or `operation`; empty without an
+    authorizer)."""
     if ctx.services.authorizer is None:
         return set()
-    return {n for n in names if not ctx.authorize(READ, TOPIC, n)}
+    return {n for n in names if not ctx.authorize(operation, TOPIC, n)}
+
+
+def may_describe_group(ctx: RequestContext, group_id: str) -> bool:
+    """DESCRIBE on the group (READ implies it): what OffsetFetch needs, as in Kafka."""
+    return ctx.authorize(DESCRIBE, GROUP, group_id)
 
 
 def refused_topics(error: Callable[[str, int], int], denied: set[str]) -> Callable[[str, int], int]:
@@ -149,16 +157,17 @@ def _by_topic(offsets: list[FetchedOffset]) -> dict[str, list[FetchedOffset]]:
 def _authorized_fetch(
     ctx: RequestContext, group_id: str, topics: list[tuple[str, list[int]]] | None, result: Any
 ) -> Any:
-    """An OffsetFetch result as the caller may see it: GROUP_AUTHORIZATION_FAILED without READ
-    on the group; the partitions of topics it may not READ are TOPIC_AUTHORIZATION_FAILED
-    when named, left out when all were asked for (Kafka's KafkaApis)."""
-    if not may_read_group(ctx, group_id):
+    """An OffsetFetch result as the caller may see it: GROUP_AUTHORIZATION_FAILED without
+    DESCRIBE on the group; the partitions of topics it may not DESCRIBE are
+    TOPIC_AUTHORIZATION_FAILED when named, left out when all were asked for (Kafka's
+    KafkaApis)."""
+    if not may_describe_group(ctx, group_id):
         return OffsetFetchResult(errors.GROUP_AUTHORIZATION_FAILED)
     if ctx.services.authorizer is None:
         return result
 
     def filtered(res: OffsetFetchResult) -> OffsetFetchResult:
-        denied = unreadable_topics(ctx, {o.topic for o in res.offsets})
+        denied = unreadable_topics(ctx, {o.topic for o in res.offsets}, DESCRIBE)
         if not denied:
             return res
         kept = [
@@ -187,7 +196,7 @@ def offset_fetch(ctx: RequestContext, request: Any) -> Any:
             str(i): _authorized_fetch(
                 ctx, g.group_id, asked[i],
                 groups.fetch_offsets(g.group_id, asked[i], request.require_stable, now)
-                if may_read_group(ctx, g.group_id) else None,
+                if may_describe_group(ctx, g.group_id) else None,
             )
             for i, g in enumerate(request.groups)
         })  # fmt: skip
@@ -198,7 +207,7 @@ def offset_fetch(ctx: RequestContext, request: Any) -> Any:
         else [(t.name, list(t.partition_indexes)) for t in request.topics]
     )
     result = None
-    if may_read_group(ctx, request.group_id):
+    if may_describe_group(ctx, request.group_id):
         result = groups.fetch_offsets(
             request.group_id, topics, v >= 7 and request.require_stable, now
         )
@@ -259,20 +268,24 @@ def _topics(offsets: list[FetchedOffset], topic_cls: Any, partition_cls: Any) ->
 
 @handles(api_keys.OFFSET_DELETE)
 def offset_delete(ctx: RequestContext, request: Any) -> Any:
-    if not may_read_group(ctx, request.group_id):
+    """As Kafka: DELETE on the group (else GROUP_AUTHORIZATION_FAILED), READ on each topic
+    (else TOPIC_AUTHORIZATION_FAILED for its partitions, which are left as they are)."""
+    if not ctx.authorize(DELETE, GROUP, request.group_id):
         return OffsetDeleteResponse(error_code=errors.GROUP_AUTHORIZATION_FAILED, topics=[])
+    denied = unreadable_topics(ctx, (t.name for t in request.topics))
     wanted = [
         (
             t.name,
             [p.partition_index for p in t.partitions if _exists(ctx, t.name, p.partition_index)],
         )
         for t in request.topics
+        if t.name not in denied
     ]
     result = ctx.services.groups.delete_offsets(request.group_id, wanted, ctx.services.now_ms())
-    return respond(result, lambda res: _delete_response(request, res))
+    return respond(result, lambda res: _delete_response(request, res, denied))
 
 
-def _delete_response(request: Any, res: PartitionErrors) -> Any:
+def _delete_response(request: Any, res: PartitionErrors, denied: set[str]) -> Any:
     R = OffsetDeleteResponse
     if res.error:
         return R(error_code=res.error, topics=[])
@@ -282,6 +295,6 @@ def _delete_response(request: Any, res: PartitionErrors) -> Any:
             request.topics,
             R.OffsetDeleteResponseTopic,
             R.OffsetDeleteResponsePartition,
-            error_by_partition(res),
+            refused_topics(error_by_partition(res), denied),
         ),
     )

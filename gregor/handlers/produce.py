@@ -22,6 +22,11 @@ is `services.txn_verifier`'s: answered at once when the coordinator is this brok
 another, the partition's answer waits for it (the response is then a Pending, completed by a
 continuation, `_Verification`; the request's other partitions are appended meanwhile) and an
 acks=0 batch needing such a check is refused.
+
+No client appends to `__consumer_offsets` or `__transaction_state` (INVALID_TOPIC_EXCEPTION,
+"Cannot append to internal topic", with or without an authorizer, after the ACL check), as
+Kafka refuses it: only the coordinators write there. (Kafka lets its old admin tools' client id
+`__admin_client` through; gregor lets no client.)
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from typing import Any
 from gregor.handlers.context import RequestContext
 from gregor.handlers.delayed_produce import AwaitingWrite, delay, settle
 from gregor.handlers.registry import NO_RESPONSE, handles
+from gregor.handlers.txn import INTERNAL_TOPICS
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import ProduceResponse
@@ -190,7 +196,8 @@ def _produce_partition(
 
 
 def _refused_parts(topic: Any, code: int, message: str, failed: list[str]) -> list[Any]:
-    """Every partition of `topic` refused with `code` (an authorization failure)."""
+    """Every partition of `topic` refused with `code` (an authorization failure, or an
+    internal topic a client may not write to)."""
     failed.append(f"{topic.name}: {message}")
     return [
         PartResp(
@@ -234,6 +241,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 refused = _refused_parts(topic, refusal, message, failed)
                 responses.append(TopicResp(name=topic.name, partition_responses=refused))
                 continue
+        if topic.name in INTERNAL_TOPICS:
+            message = f"Cannot append to internal topic {topic.name}"
+            refused = _refused_parts(topic, errors.INVALID_TOPIC_EXCEPTION, message, failed)
+            responses.append(TopicResp(name=topic.name, partition_responses=refused))
+            continue
         parts: list[Any] = []
         for pd in topic.partition_data:
             parts.append(

@@ -1,7 +1,8 @@
 """DeleteRecords v0-2 and OffsetForLeaderEpoch v2-4: moving the log start, finding epoch ends.
 
 DeleteRecords: offset -1 means the high watermark; the new low watermark is returned; an offset
-above the high watermark is OFFSET_OUT_OF_RANGE. v2 flexible. OffsetForLeaderEpoch: the end
+above the high watermark is OFFSET_OUT_OF_RANGE; an internal topic's records are not a client's
+to delete (INVALID_TOPIC_EXCEPTION, as Kafka). v2 flexible. OffsetForLeaderEpoch: the end
 offset of the largest epoch <= the asked one (a follower or consumer checking for truncation);
 v3 replica_id, v4 flexible.
 """
@@ -12,6 +13,7 @@ from typing import Any
 
 from gregor.handlers.context import RequestContext
 from gregor.handlers.registry import handles
+from gregor.handlers.txn import INTERNAL_TOPICS
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import DeleteRecordsResponse, OffsetForLeaderEpochResponse
@@ -28,6 +30,11 @@ def delete_records(ctx: RequestContext, request: Any) -> Any:
             low, code = -1, errors.NONE
             try:
                 ctx.check_topic(DELETE, t.name)
+                if t.name in INTERNAL_TOPICS:  # as Kafka: only the coordinators trim them
+                    raise KafkaError(
+                        errors.INVALID_TOPIC_EXCEPTION,
+                        f"Cannot delete records of internal topic {t.name}",
+                    )
                 partition = ctx.services.replicas.leader(t.name, p.partition_index)
                 log = partition.log
                 target = log.high_watermark if p.offset == -1 else p.offset

@@ -10,9 +10,10 @@ librdkafka is given, with librdkafka's names:
     ssl.endpoint.identification.algorithm   https (librdkafka's default) or none
     enable.ssl.certificate.verification     false: trust any certificate
     sasl.mechanism(s)                  PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (with sasl.username
-                                       and sasl.password)
+                                       and sasl.password), or OAUTHBEARER with librdkafka's
+                                       unsecured token (oauthbearer_client.py)
 
-Anything it cannot do (OAUTHBEARER, GSSAPI) is a ValueError in one line. `authenticate` runs
+Anything it cannot do (GSSAPI, OAUTHBEARER by OIDC) is a ValueError in one line. `authenticate` runs
 the SASL exchange over any request-response call.
 """
 
@@ -24,7 +25,9 @@ import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.protocol import api_keys, codec
+from gregor.security import oauthbearer_client
 from gregor.security.sasl_client import SaslClient
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -32,16 +35,17 @@ PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 ConnectArgs = Callable[[], dict[str, Any]]
 
 
-def connect_args(props: Mapping[str, Any]) -> ConnectArgs:
+def connect_args(props: Mapping[str, Any], clock: Clock = SYSTEM_CLOCK) -> ConnectArgs:
     """What a connection takes to connect as `props` say (`ssl_context`, and `sasl`: the
-    mechanism and a fresh SASL client for each connection)."""
+    mechanism and a fresh SASL client for each connection; `clock` dates OAUTHBEARER's
+    unsecured tokens)."""
     protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
     if protocol not in PROTOCOLS:
         raise ValueError(
             f"security.protocol={protocol}: use one of {', '.join(PROTOCOLS)} (--command-config)"
         )
     context = _tls(props) if protocol in ("SSL", "SASL_SSL") else None
-    sasl = _sasl(props) if protocol.startswith("SASL_") else None
+    sasl = _sasl(props, clock) if protocol.startswith("SASL_") else None
 
     def connect_args() -> dict[str, Any]:
         out: dict[str, Any] = {"ssl_context": context}
@@ -52,15 +56,18 @@ def connect_args(props: Mapping[str, Any]) -> ConnectArgs:
     return connect_args
 
 
-def _sasl(props: Mapping[str, Any]) -> tuple[str, Callable[[], Any]]:
+def _sasl(props: Mapping[str, Any], clock: Clock) -> tuple[str, Callable[[], Any]]:
     from gregor.security.sasl_client import CLIENTS
 
     mechanism = (props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "GSSAPI").strip()
+    if mechanism.upper() == oauthbearer_client.MECHANISM:
+        return mechanism.upper(), oauthbearer_client.oauthbearer_client(props, clock.now_ms)
     factory = CLIENTS.get(mechanism.upper())
     if factory is None:
+        names = sorted([*CLIENTS, oauthbearer_client.MECHANISM])
         raise ValueError(
             f"sasl.mechanism={mechanism}: this command authenticates with "
-            f"{', '.join(sorted(CLIENTS))} (--command-config)"
+            f"{', '.join(names)} (--command-config)"
         )
     options = {
         "username": props.get("sasl.username", ""),

@@ -316,6 +316,46 @@ def test_a_transactional_producer_without_its_id_gets_transactional_id_authoriza
     assert info.value.args[0].code() == ck.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
+@pytest.mark.parametrize("authorizer", [True, False], ids=["acls", "no-authorizer"])
+def test_no_client_appends_to_or_trims_an_internal_topic(
+    authorizer: bool, broker: Broker, bootstrap: str
+) -> None:
+    """__consumer_offsets (made by a consumer group's FindCoordinator) takes no record from a
+    client, WRITE allowed or not, and gives none up to DeleteRecords: INVALID_TOPIC_EXCEPTION,
+    as Kafka answers both; the group's own commit is still there."""
+    target = broker.bootstrap if authorizer else bootstrap
+    topic, group = unique("internal"), unique("internal-g")
+    producer = ck.Producer({"bootstrap.servers": target})
+    producer.produce(topic, b"v", partition=0)
+    assert producer.flush(15) == 0
+    consumer = ck.Consumer({"bootstrap.servers": target, "group.id": group})
+    try:
+        consumer.assign([ck.TopicPartition(topic, 0, 0)])
+        wait_until(lambda: consumer.poll(0.5), 30, "the record")
+        consumer.commit(asynchronous=False)
+        outcome: list[ck.KafkaError | None] = []
+        producer.produce(  # a key, as the compacted topic wants: refused for being internal
+            "__consumer_offsets", b"v", key=b"k", on_delivery=lambda e, _m: outcome.append(e)
+        )
+        producer.flush(15)
+        assert len(outcome) == 1 and outcome[0] is not None, outcome
+        assert outcome[0].code() == ck.KafkaError.TOPIC_EXCEPTION, outcome[0]
+        admin = AdminClient({"bootstrap.servers": target})
+        offsets_topic = admin.list_topics("__consumer_offsets", timeout=10).topics
+        every = [
+            ck.TopicPartition("__consumer_offsets", p, ck.OFFSET_END)
+            for p in offsets_topic["__consumer_offsets"].partitions
+        ]
+        for future in admin.delete_records(every, request_timeout=10).values():
+            with pytest.raises(ck.KafkaException) as refused:
+                future.result(20)
+            assert refused.value.args[0].code() == ck.KafkaError.TOPIC_EXCEPTION
+        committed = consumer.committed([ck.TopicPartition(topic, 0)], timeout=10)
+        assert [(p.topic, p.offset) for p in committed] == [(topic, 1)]
+    finally:
+        consumer.close()
+
+
 def test_kcat_produces_where_allowed_and_not_where_denied(
     broker: Broker, admin: AdminClient
 ) -> None:

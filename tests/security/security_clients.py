@@ -1,9 +1,15 @@
 """One round trip (produce N records to partition 0, read them back without a group) with each
-client library, from one description of how to reach a listener (`Target`)."""
+client library, from one description of how to reach a listener (`Target`).
+
+OAUTHBEARER: `mechanism="OAUTHBEARER"` with `token` (a JWT, handed to each library's token
+callback: kcat has none) or without (an unsecured token for `user`: librdkafka and kcat make
+their own, `enable.sasl.oauthbearer.unsecure.jwt`; the Python clients are given one made here)."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import shutil
 import subprocess
 import time
@@ -14,7 +20,9 @@ from pathlib import Path
 import aiokafka
 import confluent_kafka as ck
 import kafka
+from aiokafka.abc import AbstractTokenProvider as AioTokenProvider
 from aiokafka.helpers import create_ssl_context
+from kafka.net.sasl.oauth import AbstractTokenProvider
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 N = 20
@@ -30,6 +38,7 @@ class Target:
     user: str | None = None
     password: str | None = None
     mechanism: str = "PLAIN"  # sasl.mechanism when user is set
+    token: str | None = None  # OAUTHBEARER: the token to present (None: unsecured, for user)
 
     def with_(self, **changes: object) -> Target:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -46,6 +55,38 @@ def logged(read_log: Callable[[], str], text: str, at_least: int = 1) -> list[st
         time.sleep(0.05)
 
 
+def unsecured_token(principal: str, lifetime_s: int = 3600) -> str:
+    """An unsecured JWS (`"alg":"none"`) for `principal`, as librdkafka's unsecure JWT is."""
+    now = int(time.time())
+    claims = {"sub": principal, "iat": now, "exp": now + lifetime_s}
+
+    def part(obj: object) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+
+    return f"{part({'alg': 'none'})}.{part(claims)}."
+
+
+def bearer(t: Target) -> str:
+    assert t.token or t.user, "OAUTHBEARER needs a token or a user"
+    return t.token or unsecured_token(str(t.user))
+
+
+class KafkaPythonToken(AbstractTokenProvider):
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    def token(self) -> str:
+        return self._token
+
+
+class AioKafkaToken(AioTokenProvider):
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    async def token(self) -> str:
+        return self._token
+
+
 def values(topic: str) -> list[bytes]:
     return [f"{topic}-{i}".encode() for i in range(N)]
 
@@ -56,7 +97,15 @@ def confluent_conf(t: Target) -> dict[str, object]:
         conf["ssl.ca.location"] = str(t.ca)
     if t.cert and t.key:
         conf.update({"ssl.certificate.location": str(t.cert), "ssl.key.location": str(t.key)})
-    if t.user is not None:
+    if t.mechanism == "OAUTHBEARER":
+        conf["sasl.mechanism"] = "OAUTHBEARER"
+        if t.token:
+            token = t.token
+            conf["oauth_cb"] = lambda _config: (token, time.time() + 3600)
+        else:
+            conf["enable.sasl.oauthbearer.unsecure.jwt"] = "true"
+            conf["sasl.oauthbearer.config"] = f"principal={t.user}"
+    elif t.user is not None:
         conf.update(
             {"sasl.mechanism": t.mechanism, "sasl.username": t.user, "sasl.password": t.password}
         )
@@ -87,7 +136,14 @@ def kafka_python_conf(t: Target) -> dict[str, object]:
         conf["ssl_cafile"] = str(t.ca)
     if t.cert and t.key:
         conf.update({"ssl_certfile": str(t.cert), "ssl_keyfile": str(t.key)})
-    if t.user is not None:
+    if t.mechanism == "OAUTHBEARER":
+        conf.update(
+            {
+                "sasl_mechanism": t.mechanism,
+                "sasl_oauth_token_provider": KafkaPythonToken(bearer(t)),
+            }
+        )
+    elif t.user is not None:
         conf.update(
             {
                 "sasl_mechanism": t.mechanism,
@@ -124,7 +180,11 @@ def aiokafka_conf(t: Target) -> dict[str, object]:
             certfile=str(t.cert) if t.cert else None,
             keyfile=str(t.key) if t.key else None,
         )
-    if t.user is not None:
+    if t.mechanism == "OAUTHBEARER":
+        conf.update(
+            {"sasl_mechanism": t.mechanism, "sasl_oauth_token_provider": AioKafkaToken(bearer(t))}
+        )
+    elif t.user is not None:
         conf.update(
             {
                 "sasl_mechanism": t.mechanism,
@@ -163,6 +223,7 @@ def roundtrip_aiokafka(t: Target, topic: str) -> list[bytes]:
 
 
 def kcat_args(t: Target) -> list[str]:
+    assert not t.token, "kcat takes no OAUTHBEARER token (only librdkafka's unsecured one)"
     args = ["-b", t.bootstrap, "-X", f"security.protocol={t.protocol}"]
     for key, value in confluent_conf(t).items():
         if key not in ("bootstrap.servers", "security.protocol"):

@@ -228,7 +228,9 @@ def test_a_producer_is_held_to_its_byte_rate_and_another_client_is_not(broker: B
         f"{free_rate:.2f} MB/s, throttle max {limited.throttle_max_ms()} ms vs "
         f"{free.throttle_max_ms()} ms"
     )
-    assert 0.7 < limited_rate < 1.2  # the quota is an upper bound; a busy machine may go slower
+    # The measure: 1 MB/s +-20% over 10 s (Kafka's sampled rate lets a little more
+    # through than the quota: 1.13-1.14 MB/s measured here, as the results note says).
+    assert 0.8 < limited_rate < 1.2
     assert free_rate > 3 * limited_rate
     assert limited.throttle_max_ms() > 0 and free.throttle_max_ms() == 0
 

@@ -146,3 +146,20 @@ def test_the_sasl_ssl_listener_reloads_its_keystore_on_its_own(node: Broker, pki
         assert roundtrip_confluent(plaintext(node), "plain-on") == values("plain-on")
     finally:
         set_keystore(str(pki.server))
+
+
+def test_clients_are_told_the_advertised_address() -> None:
+    """advertised.listeners: Metadata and DescribeCluster name the advertised host (here
+    `localhost`, the listener being bound to 127.0.0.1), and a client reaches the broker there."""
+    from gregor.testing.ports import free_ports
+
+    port = free_ports(1)[0]
+    config = {"advertised.listeners": f"PLAINTEXT://localhost:{port}"}
+    with Broker(config, port=port) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        brokers = admin.list_topics(timeout=20).brokers
+        assert [(b.host, b.port) for b in brokers.values()] == [("localhost", port)]
+        described = admin.describe_cluster().result(20)
+        assert [(n.host, n.port) for n in described.nodes] == [("localhost", port)]
+        target = Target(broker.bootstrap, "PLAINTEXT")
+        assert roundtrip_confluent(target, "advertised") == values("advertised")

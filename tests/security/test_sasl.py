@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import select
 import socket
 import struct
 import time
@@ -246,3 +247,31 @@ def test_a_tls_client_hello_to_a_plaintext_port_closes_that_connection_only(
     lines = logged(plaintext_broker.read_log, "TLS handshake on a PLAINTEXT")
     assert len(lines) == 1, lines
     assert ROUNDTRIPS["kcat"](plain, "sasl-after-hello") == values("sasl-after-hello")
+
+
+def test_a_failed_login_is_answered_after_the_delay_and_others_are_served_meanwhile() -> None:
+    """connection.failed.authentication.delay.ms=5000: the refusal is not answered at once (a
+    second here, whatever the load: a loaded machine only answers later), a bystander logs in
+    and is served meanwhile, then the refusal comes and the connection closes."""
+    config = {
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "connection.failed.authentication.delay.ms": "5000",
+    }
+    with Broker(config) as broker, raw(broker) as client, raw(broker) as bystander:
+        client.call(api_keys.SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="PLAIN"))
+        wrong = b"\x00alice\x00" + WRONG.encode()
+        client.send(api_keys.SASL_AUTHENTICATE, 1, SaslAuthenticateRequest(auth_bytes=wrong))
+        readable, _, _ = select.select([client.sock], [], [], 1.0)
+        assert not readable  # nothing answered yet
+        bystander.call(api_keys.SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="PLAIN"))
+        token = b"\x00alice\x00alice-secret"
+        answer = bystander.call(
+            api_keys.SASL_AUTHENTICATE, 1, SaslAuthenticateRequest(auth_bytes=token)
+        )
+        assert answer.error_code == 0
+        assert bystander.call(api_keys.METADATA, 12, MetadataRequest(topics=[])).brokers
+        client.sock.settimeout(30)
+        assert client.recv().error_code == SASL_AUTHENTICATION_FAILED
+        assert closed(client)

@@ -1,7 +1,8 @@
 """TLS listeners with real clients: server authentication and mutual TLS with confluent-kafka,
 kafka-python, aiokafka and kcat; an untrusted CA, a client certificate from another CA and an
 expired certificate fail the handshake; plain text to a TLS port closes that connection only;
-the principal of a mutual-TLS client is its certificate's name, mapped by the rules."""
+the principal of a mutual-TLS client is its certificate's name, mapped by the rules, and the
+ACLs decide on it."""
 
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ def broker(pki: Pki) -> Iterator[Broker]:
         "ssl.truststore.location": str(pki.ca),
         "ssl.client.auth": "requested",
         "ssl.principal.mapping.rules": RULES,
+        # ACLs decide on the certificate's mapped name; what no ACL names is open to all
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "true",
     }
     with Broker(config, log_level="INFO") as b:
         yield b
@@ -95,34 +99,75 @@ def test_a_client_certificate_the_broker_does_not_trust_fails_the_handshake(
     assert ROUNDTRIPS["confluent"](target, f"tls-after-{which}") == values(f"tls-after-{which}")
 
 
+def handshake(server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext) -> tuple[str, Any] | None:
+    """A TLS handshake between the two contexts over a socket pair: None when it completes,
+    else ("client" or "server", the first side's SSLError)."""
+    a, b = socket.socketpair()
+    with a, b:
+        server = server_ctx.wrap_socket(a, server_side=True, do_handshake_on_connect=False)
+        client = client_ctx.wrap_socket(
+            b, server_hostname="localhost", do_handshake_on_connect=False
+        )
+        server.setblocking(False)
+        client.setblocking(False)
+        done: set[str] = set()
+        for _ in range(100):
+            for name, side in (("client", client), ("server", server)):
+                if name in done:
+                    continue
+                try:
+                    side.do_handshake()
+                    done.add(name)
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                    pass
+                except ssl.SSLError as exc:
+                    return name, exc
+            if len(done) == 2:
+                return None
+    raise AssertionError("the handshake neither completed nor failed")
+
+
+def server_tls(pki: Pki, **settings: str) -> ssl.SSLContext:
+    config = ListenerConfig("SSL", "SSL", {"ssl.keystore.location": str(pki.server), **settings})
+    tls = listener_security(config).tls
+    assert tls is not None
+    return tls
+
+
 def test_an_expired_server_certificate_fails_the_handshake(pki: Pki) -> None:
     """The client refuses a broker whose certificate expired (checked in this process with the
     same ssl settings the broker uses, so no broker start is spent on it)."""
     config = ListenerConfig("SSL", "SSL", {"ssl.keystore.location": str(pki.expired_server)})
     security = listener_security(config)
     assert security.tls is not None
-    client = ssl.create_default_context(cafile=str(pki.ca))
-    a, b = socket.socketpair()
-    with a, b:
-        server = security.tls.wrap_socket(a, server_side=True, do_handshake_on_connect=False)
-        tls_client = client.wrap_socket(
-            b, server_hostname="localhost", do_handshake_on_connect=False
-        )
-        server.setblocking(False)
-        tls_client.setblocking(False)
-        failed = None
-        for _ in range(100):
-            for side in (tls_client, server):
-                try:
-                    side.do_handshake()
-                except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-                    pass
-                except ssl.SSLError as exc:
-                    failed = failed or (side, exc)
-            if failed:
-                break
-        assert failed is not None and failed[0] is tls_client
-        assert "certificate has expired" in str(failed[1])
+    failed = handshake(security.tls, ssl.create_default_context(cafile=str(pki.ca)))
+    assert failed is not None and failed[0] == "client"
+    assert "certificate has expired" in str(failed[1])
+
+
+def test_enabled_protocols_and_cipher_suites_decide_the_handshake(pki: Pki) -> None:
+    """ssl.enabled.protocols=TLSv1.3 refuses a TLS 1.2 client; ssl.cipher.suites (Kafka's
+    names) refuses a TLS 1.2 client offering none of them and serves one offering one."""
+
+    def client(max_version: ssl.TLSVersion, ciphers: str | None = None) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(pki.ca))
+        ctx.maximum_version = max_version
+        if ciphers:
+            ctx.set_ciphers(ciphers)
+        return ctx
+
+    tls13 = server_tls(pki, **{"ssl.enabled.protocols": "TLSv1.3"})
+    assert handshake(tls13, client(ssl.TLSVersion.TLSv1_3)) is None
+    refused = handshake(tls13, client(ssl.TLSVersion.TLSv1_2))
+    assert refused is not None and refused[0] == "server", refused
+    assert "UNSUPPORTED_PROTOCOL" in str(refused[1]), refused
+    suites = {"ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"}
+    one_suite = server_tls(pki, **suites)
+    tls12 = ssl.TLSVersion.TLSv1_2
+    assert handshake(one_suite, client(tls12, "ECDHE-ECDSA-AES256-GCM-SHA384")) is None
+    refused = handshake(one_suite, client(tls12, "ECDHE-ECDSA-AES128-GCM-SHA256"))
+    assert refused is not None and refused[0] == "server", refused
+    assert "NO_SHARED_CIPHER" in str(refused[1]), refused
 
 
 def test_plaintext_to_a_tls_port_closes_that_connection_only(
@@ -183,6 +228,37 @@ def test_the_principal_of_a_mutual_tls_client_is_its_mapped_certificate_name(pki
 
     asyncio.run(run())
     assert seen == ["User:alice@eng", "User:ANONYMOUS"]
+
+
+def test_acls_decide_on_the_mapped_certificate_name(
+    broker: Broker, target: Target, pki: Pki
+) -> None:
+    """A topic only User:alice@eng may use: the client presenting alice's certificate
+    produces and consumes, the same client without it (User:ANONYMOUS) is refused."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    topic = "tls-alice-only"
+    binding = AclBinding(
+        ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice@eng", "*",
+        AclOperation.ALL, AclPermissionType.ALLOW,
+    )  # fmt: skip
+    admin = AdminClient(confluent_conf(target))
+    admin.create_acls([binding])[binding].result(30)
+    alice = target.with_(cert=pki.client_cert, key=pki.client_key)
+    assert ROUNDTRIPS["confluent"](alice, topic) == values(topic)
+    outcome: list[ck.KafkaError | None] = []
+    producer = ck.Producer({**confluent_conf(target), "message.timeout.ms": 10000})
+    producer.produce(topic, b"anonymous", on_delivery=lambda e, _m: outcome.append(e))
+    producer.flush(20)
+    assert len(outcome) == 1 and outcome[0] is not None
+    assert outcome[0].code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
 def test_megabytes_each_way_over_tls(target: Target) -> None:
