@@ -25,7 +25,8 @@ from gregor.controller.rules import (
     check_counts,
     check_manual_counts,
     check_partition_increase,
-    place_round_robin,
+    place_added,
+    place_new,
     requested_partitions,
     too_many_partitions,
     too_many_records,
@@ -154,13 +155,10 @@ class Admin:
                     self._default("num.partitions"),
                     self._default("default.replication.factor"),
                 )
-                replicas = self._place(partitions, factor, 0)
+                replicas = place_new(self.broker_ids, partitions, factor, self.controller.rng)
         except KafkaError as exc:
             return exc
         return TopicInfo(spec.name, _zero_uuid(), replicas, configs)
-
-    def _place(self, partitions: int, factor: int, first: int) -> list[list[int]]:
-        return place_round_robin(self.broker_ids, partitions, factor, first)
 
     def _check_assignments(
         self, assignments: Mapping[int, list[int]], first: int
@@ -219,7 +217,7 @@ class Admin:
         if added > budget:
             raise too_many_records()
         if not assignments:
-            return self._place(added, len(info.replicas[0]), current)
+            return place_added(self.broker_ids, info.replicas[0], current, added)
         new = self._check_assignments({current + i: a for i, a in enumerate(assignments)}, current)
         if len(new[0]) != len(info.replicas[0]):
             raise KafkaError(

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -111,12 +112,15 @@ class LocalController:
         node_id: int,
         static_config: Mapping[str, str],
         new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
+        rng: random.Random | None = None,
     ) -> None:
         self.store = store
         self.node_id = node_id
         self.config = ControllerConfig(static=dict(static_config))
         self.new_uuid = new_uuid
-        self.quorum = QuorumController(self.config, store.image, new_uuid)
+        # Where new topics' placement starts (Admin places with it too): one stream per node.
+        self.rng = rng if rng is not None else random.Random()
+        self.quorum = QuorumController(self.config, store.image, new_uuid, self.rng)
         self._spec_epoch = -1  # networked: the leader epoch the speculative image belongs to
         self._spec_image = store.image
         self._spec_offset = -1  # the last offset replayed into the speculative image
@@ -286,7 +290,7 @@ class LocalController:
         now_ms: int,
     ) -> tuple[_Plan, int]:
         """The records `start` commits, the first at `first_offset`; how many topics migrated."""
-        scratch = QuorumController(self.config, self.store.image, self.new_uuid)
+        scratch = QuorumController(self.config, self.store.image, self.new_uuid, self.rng)
         plan = _Plan(scratch, first_offset, self.store.epoch)
         if METADATA_VERSION not in scratch.image.features:
             plan.add(self._bootstrap_records())

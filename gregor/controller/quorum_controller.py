@@ -25,13 +25,15 @@ and a new controller starts every broker's session at its first `tick`.
 
 Fencing and unfencing are written as BrokerRegistrationChangeRecord (fenced 1 / -1), what Kafka
 4.x writes; the image also replays Fence/UnfenceBrokerRecord from older logs. Placement is
-round-robin over the active brokers (rack-unaware), the leader is the first replica and the ISR
-the active replicas. Leader election rules are in partition_change.py.
+round-robin over the active brokers (rack-unaware) from a random start drawn from the injected
+`rng` (rules.place_new; added partitions continue the topic's pattern), the leader is the first
+replica and the ISR the active replicas. Leader election rules are in partition_change.py.
 """
 
 from __future__ import annotations
 
 import itertools
+import random
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,7 +49,8 @@ from gregor.controller.rules import (
     check_counts,
     check_manual_counts,
     check_partition_increase,
-    place_round_robin,
+    place_added,
+    place_new,
     requested_partitions,
     too_many_partitions,
     too_many_records,
@@ -217,10 +220,13 @@ class QuorumController:
         config: ControllerConfig | None = None,
         image: MetadataImage = EMPTY_IMAGE,
         new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
+        rng: random.Random | None = None,
     ) -> None:
         self.config = config or ControllerConfig()
         self.image = image
-        self.new_uuid = new_uuid  # injected: topic ids are the only randomness
+        # injected, the only randomness: topic ids, and where a new topic's placement starts
+        self.new_uuid = new_uuid
+        self.rng = rng if rng is not None else random.Random()
         self.last_contact_ms: dict[int, int] = {}
         self.next_balance_check_ms: int | None = None  # in memory, as broker sessions
         # Brokers whose every log dir failed (their heartbeats say so): never elected leader,
@@ -503,7 +509,7 @@ class QuorumController:
                 int(self._broker_default("num.partitions")),
                 int(self._broker_default("default.replication.factor")),
             )
-            replicas = self._place(partitions, factor, 0)
+            replicas = place_new(self.image.unfenced_brokers(), partitions, factor, self.rng)
         topic_id = self.new_uuid() if t.topic_id is None else t.topic_id
         if topic_id in self.image.topics_by_id or topic_id.int == 0:
             raise KafkaError(errors.INVALID_REQUEST, f"Topic id {topic_id} is taken.")
@@ -514,9 +520,6 @@ class QuorumController:
         ]
         records += self._partition_records(topic_id, 0, replicas)
         return records, TopicResult(t.name, NONE, None, topic_id, len(replicas), len(replicas[0]))
-
-    def _place(self, partitions: int, factor: int, first: int) -> list[list[int]]:
-        return place_round_robin(self.image.unfenced_brokers(), partitions, factor, first)
 
     def _partition_records(
         self, topic_id: uuid.UUID, first: int, replicas: list[list[int]]
@@ -596,7 +599,9 @@ class QuorumController:
                     f"while partitions [{current}] have replication factors [{len(new[0])}], respectively.",
                 )
         else:
-            new = self._place(added, factor, current)
+            new = place_added(
+                self.image.unfenced_brokers(), topic.partitions[0].replicas, current, added
+            )
         return self._partition_records(topic.topic_id, current, new)
 
     # -- configs ---------------------------------------------------------------------------

@@ -1,10 +1,11 @@
 """The rules of admin requests, as pure functions: Kafka's per-request limits, partition and
-replication-factor counts checked in Kafka's order, round-robin placement and manual
+replication-factor counts checked in Kafka's order, replica placement and manual
 assignments, and IncrementalAlterConfigs operations. Shared by the broker's admin front
 (admin.py) and the controller (quorum_controller.py), and importing neither."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -114,21 +115,64 @@ def check_partition_increase(
     return added
 
 
-def place_round_robin(
-    broker_ids: Sequence[int], partitions: int, factor: int, first: int
+def place_new(
+    broker_ids: Sequence[int], partitions: int, factor: int, rng: random.Random
 ) -> list[list[int]]:
-    """Replicas of partitions first..first+partitions-1: round-robin over the sorted brokers,
-    partition p on brokers[p], brokers[p+1], ... (its leader first)."""
+    """Replicas of a new topic's partitions 0..partitions-1, Kafka's rack-unaware placement
+    (AdminUtils) from a random start broker and a random follower shift drawn from `rng` (the
+    controller's, seeded where it is built): always starting at the lowest id put the leader of
+    every one-partition topic on one broker, and so all their hosting work on one node."""
+    _check_factor(factor, len(broker_ids))
+    start, shift = rng.randrange(len(broker_ids)), rng.randrange(len(broker_ids))
+    return assign_replicas(broker_ids, partitions, factor, 0, start, shift)
+
+
+def place_added(
+    broker_ids: Sequence[int], partition0: Sequence[int], first: int, added: int
+) -> list[list[int]]:
+    """Replicas of partitions first..first+added-1 added to a topic whose partition 0 has
+    `partition0`: the topic's leader pattern continued from partition 0's leader (the first
+    broker with an id at least its own), the follower shift that start, as Kafka's AdminZkClient
+    does (createNewPartitionsAssignment). So a topic grown from 1 to n partitions on n brokers
+    has one leader on each. (Kafka's KRaft controller places added partitions afresh from a
+    random point, which may put two of them on partition 0's leader and none elsewhere.)"""
+    _check_factor(len(partition0), len(broker_ids))
     brokers = sorted(broker_ids)
-    if factor > len(brokers):
+    start = next((i for i, b in enumerate(brokers) if b >= partition0[0]), 0)
+    return assign_replicas(brokers, added, len(partition0), first, start, start)
+
+
+def assign_replicas(
+    broker_ids: Sequence[int], partitions: int, factor: int, first: int, start: int, shift: int
+) -> list[list[int]]:
+    """Replicas of partitions first..first+partitions-1 over the sorted brokers (n of them):
+    partition p is led by brokers[(p + start) % n], and its j-th follower sits 1 + (s + j) %
+    (n - 1) places after the leader, s being `shift` plus one for each nonzero multiple of n
+    from `first` to p. The distances are distinct and below n, so a partition's replicas are
+    distinct; the leaders go round the brokers, and the shift moving every n partitions keeps
+    followers from always trailing the same leader (on 3 brokers with RF 2: partitions 0-2
+    have followers one place on, 3-5 two places on)."""
+    brokers = sorted(broker_ids)
+    n = len(brokers)
+    _check_factor(factor, n)
+    out = []
+    for p in range(first, first + partitions):
+        if p > 0 and p % n == 0:
+            shift += 1
+        lead = (p + start) % n
+        followers = [brokers[(lead + 1 + (shift + j) % (n - 1)) % n] for j in range(factor - 1)]
+        out.append([brokers[lead], *followers])
+    return out
+
+
+def _check_factor(factor: int, brokers: int) -> None:
+    if factor > brokers:
         raise KafkaError(
             errors.INVALID_REPLICATION_FACTOR,
             f"Unable to replicate the partition {factor} time(s): The target replication "
-            f"factor of {factor} cannot be reached because only {len(brokers)} broker(s) "
+            f"factor of {factor} cannot be reached because only {brokers} broker(s) "
             "are registered.",
         )
-    n = len(brokers)
-    return [[brokers[(p + r) % n] for r in range(factor)] for p in range(first, first + partitions)]
 
 
 def check_assignments(

@@ -110,7 +110,13 @@ class DeferredSyncs:
 
 
 def sync_files(paths: Collection[str]) -> None:
-    """fsync each file and its directory; many at once: one syncfs per file system."""
+    """fsync each file and its directory; many at once: one syncfs per file system.
+
+    Each path and each directory is fsynced once however many of the paths name it: a new
+    partition hands over its directory and its leader-epoch checkpoint, which is in that
+    directory, and the directory's own fsync (after both were made) covers the checkpoint's
+    entry too. So a partition costs its checkpoint, its directory and a share of the log dir's
+    fsync: 2-3 where it was 4 (its directory twice), on a node whose batches stay small."""
     if len(paths) > _SYNCFS_ABOVE and _syncfs is not None:
         devices: dict[int, str] = {}
         for path in paths:
@@ -125,8 +131,15 @@ def sync_files(paths: Collection[str]) -> None:
             finally:
                 os.close(fd)
         return
+    synced: set[str] = set()
+    parents: dict[str, None] = {}  # in order, each once
     for path in paths:
-        checkpoints.sync_file(path)
+        if path not in synced and checkpoints.fsync_if_exists(path):
+            synced.add(path)
+            parents.setdefault(os.path.dirname(path) or ".", None)
+    for directory in parents:
+        if directory not in synced:
+            checkpoints.fsync_dir(directory)
 
 
 _SYNCFS_ABOVE = 32  # files per batch above which one syncfs beats a fsync each

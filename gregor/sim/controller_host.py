@@ -181,9 +181,13 @@ class ControllerHost(SimHost):
             return
         if self.quorum is not None and self.active_epoch == node.epoch:
             return
-        ids = random.Random(self.sim.rng.getrandbits(64))
+        seed = self.sim.rng.getrandbits(64)
+        ids = random.Random(seed)
         self.quorum = QuorumController(
-            self.config, self.image, new_uuid=lambda: uuid.UUID(int=ids.getrandbits(128))
+            self.config,
+            self.image,
+            new_uuid=lambda: uuid.UUID(int=ids.getrandbits(128)),
+            rng=random.Random(f"placement-{seed}"),  # its own stream: the others are unchanged
         )
         self.active_epoch = node.epoch
         self.sim.record("active", self.node_id, node.epoch)

@@ -145,15 +145,21 @@ def syncfs(directory: str) -> bool:
 
 def sync_file(path: str) -> None:
     """fsync a file written with `sync=False`, then its directory (a missing file: nothing)."""
+    if fsync_if_exists(path):
+        fsync_dir(os.path.dirname(path) or ".")
+
+
+def fsync_if_exists(path: str) -> bool:
+    """fsync a file or directory; False (nothing done) if it is gone."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        return
+        return False
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
-    fsync_dir(os.path.dirname(path) or ".")
+    return True
 
 
 def fsync_dir(directory: str) -> None:

@@ -101,6 +101,19 @@ def test_a_topic_made_through_one_node_is_seen_by_all_and_served_by_its_leader(
     # Metadata names a live broker as the controller (the one asked, when listed): any forwards
     assert controller_of_metadata(cluster, other) == other
 
+    # One-partition topics are led all over the cluster, not all by the lowest broker id: each
+    # placement starts at a random broker (all three lead some of 30 but for odds of 3 * (2/3)**30)
+    names = [f"solo-{i}" for i in range(30)]
+    client = admin(cluster.bootstrap_of(other))  # kept: a collected AdminClient fails futures
+    futures = client.create_topics(
+        [NewTopic(n, 1, 1) for n in names], operation_timeout=10, request_timeout=10
+    )
+    for name in names:
+        futures[name].result(15)
+    wait_for("the solo topics on node 1", lambda: set(names) <= topics_on(cluster, 1))
+    leaders = {t.partitions[0].leader_id for t in metadata_of(cluster, 1).topics if t.name in names}
+    assert leaders == {1, 2, 3}
+
 
 def test_killing_the_active_controller_loses_no_acknowledged_topic_and_it_catches_up(
     cluster: LocalCluster,

@@ -3,6 +3,7 @@ records returned, replay them, check the image."""
 
 from __future__ import annotations
 
+import random
 import uuid
 from typing import Any
 
@@ -26,10 +27,12 @@ SESSION = 9000
 class Ctx:
     """A controller whose records are committed (replayed) as soon as they are returned."""
 
-    def __init__(self, brokers: int = 3, **static: str) -> None:
+    def __init__(self, brokers: int = 3, seed: int = 0, **static: str) -> None:
         ids = iter(range(1, 10_000))
         self.c = QuorumController(
-            ControllerConfig(SESSION, static), new_uuid=lambda: uuid.UUID(int=next(ids))
+            ControllerConfig(SESSION, static),
+            new_uuid=lambda: uuid.UUID(int=next(ids)),
+            rng=random.Random(seed),
         )
         self.now = 0
         self.commit(qc.bootstrap_records())
@@ -122,8 +125,12 @@ def test_create_topics_places_round_robin() -> None:
     ] * 3
     assert res.response[0].error_code == 0 and res.response[0].num_partitions == 3
     ctx.commit(res.records)
-    assert [ctx.part("t", i).replicas for i in range(3)] == [(1, 2), (2, 3), (3, 1)]
-    assert ctx.part("t", 1).isr == (2, 3) and ctx.part("t", 1).leader == 2
+    parts = [ctx.part("t", i) for i in range(3)]
+    for p in parts:  # two distinct replicas, all in the ISR, the first leads
+        assert len(set(p.replicas)) == 2 and p.isr == p.replicas and p.leader == p.replicas[0]
+    # the leaders go round the brokers in id order from wherever partition 0 starts
+    first = parts[0].leader
+    assert [p.leader for p in parts] == [(first - 1 + i) % 3 + 1 for i in range(3)]
     assert ctx.c.image.config(TOPIC_RESOURCE, "t") == {"retention.ms": "100"}
     assert ctx.c.image.topic("t").topic_id == res.response[0].topic_id  # type: ignore[union-attr]
 
@@ -170,12 +177,12 @@ def test_placement_uses_only_unfenced_brokers() -> None:
     ctx.run(ctx.heartbeat(2, want_fence=True))
     res = ctx.c.create_topics([TopicRequest("t", 2, 2)])
     ctx.commit(res.records)
-    assert [ctx.part("t", i).replicas for i in range(2)] == [(1, 3), (3, 1)]
+    assert {ctx.part("t", i).replicas for i in range(2)} == {(1, 3), (3, 1)}
 
 
 def test_session_expiry_fences_and_reelects() -> None:
     ctx = Ctx()
-    ctx.run(ctx.c.create_topics([TopicRequest("t", 3, 3)]))
+    ctx.run(ctx.c.create_topics([TopicRequest("t", assignments={0: [1, 2, 3], 1: [2, 3, 1]})]))
     ctx.now = SESSION - 1
     for b in (2, 3):
         ctx.run(ctx.heartbeat(b))
@@ -277,7 +284,12 @@ def test_delete_topics_and_create_partitions() -> None:
     res = ctx.c.create_partitions("t", 3)
     assert res.response.error_code == 0 and len(res.records) == 2
     ctx.commit(res.records)
-    assert [ctx.part("t", i).replicas for i in range(3)] == [(1, 2), (2, 3), (3, 1)]
+    # the added partitions continue round the brokers from partition 0's leader
+    first = ctx.part("t", 0).leader
+    assert [ctx.part("t", i).leader for i in range(3)] == [
+        (first - 1 + i) % 3 + 1 for i in range(3)
+    ]
+    assert all(len(set(ctx.part("t", i).replicas)) == 2 for i in range(3))
     assert ctx.c.create_partitions("t", 3).response.error_code == errors.INVALID_PARTITIONS
     assert (
         ctx.c.create_partitions("t", 4, [[1, 2, 3]]).response.error_code

@@ -62,6 +62,36 @@ def test_epoch_checkpoints_are_written_at_once_and_synced_off_the_loop(
     assert kinds == ({"fsync"} if partitions < 32 else {"syncfs"})
 
 
+def test_a_batch_fsyncs_each_file_and_directory_once(tmp_path, monkeypatch) -> None:
+    """A new partition hands over its directory and its checkpoint inside it: each is fsynced
+    once, and so is the log dir holding them (not the partition's directory twice); a path gone
+    meanwhile (a deleted partition) is skipped with its directory."""
+    synced: list[str] = []
+    real_open, real_fsync = os.open, os.fsync
+    names: dict[int, str] = {}
+
+    def opened(path: str, flags: int, *args: object) -> int:
+        fd = real_open(path, flags, *args)
+        names[fd] = str(path)
+        return fd
+
+    def fsync(fd: int) -> None:
+        synced.append(names[fd])
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "open", opened)
+    monkeypatch.setattr(os, "fsync", fsync)
+    parts = []
+    for i in range(3):
+        d = tmp_path / f"t-{i}"
+        d.mkdir()
+        (d / "leader-epoch-checkpoint").write_text("0\n0\n")
+        parts += [str(d), str(d / "leader-epoch-checkpoint")]
+    gone = tmp_path / "gone" / "leader-epoch-checkpoint"
+    log_io.sync_files([*parts, str(gone)])
+    assert sorted(synced) == sorted([*parts, str(tmp_path)])
+
+
 def test_without_a_loop_or_a_syncer_the_fsync_is_immediate(tmp_path, fsyncs) -> None:
     cache = LeaderEpochCache(str(tmp_path))
     cache.assign(1, 0)

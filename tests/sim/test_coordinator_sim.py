@@ -32,11 +32,12 @@ def test_a_marker_answered_at_the_append_is_lost_with_a_stale_leader():
     coordinator wrote CompleteCommit; the new leader never had the marker, so the transaction
     stayed open in t-1 and the next transaction's ABORT marker aborted both. Markers now wait
     for their ISR (handlers/txn_markers.py DelayedMarkers). Since the simulated brokers run the
-    broker's own cores, the old behaviour fails at seed 122, the other way round: a lost ABORT
-    marker, and the next COMMIT marker commits the aborted batch too."""
-    before = run_broken("markers-at-append", 122, ReplicationConfig())
+    broker's own cores, the old behaviour fails at seed 103 (122 before placement started at a
+    random broker), the other way round: a lost ABORT marker, and the next COMMIT marker
+    commits the aborted batch too."""
+    before = run_broken("markers-at-append", 103, ReplicationConfig())
     assert before.invariant == "read_committed never sees aborted data", before.summary()
-    assert run_seed(122, ReplicationConfig()).ok
+    assert run_seed(103, ReplicationConfig()).ok
 
 
 def test_an_abort_taken_for_a_commit_shows_an_aborted_transactions_offsets():
@@ -100,7 +101,8 @@ def test_a_coordinator_cut_off_from_the_controller_answers_from_what_it_has():
     __consumer_offsets-0 in leader epoch 1 and answered an OffsetFetch from its state of then,
     lower than a commit broker 2 had acknowledged in epoch 2. Kafka's coordinator does the same
     (no leader leases: a stale leader serves reads; the commit is not lost), so such an answer
-    is not held to 'committed offsets never go back'; the current leader's answers are."""
-    result = run_seed(377, ReplicationConfig())
+    is not held to 'committed offsets never go back'; the current leader's answers are. (Since
+    placement starts at a random broker seed 377 goes otherwise; seed 1 has such reads.)"""
+    result = run_seed(1, ReplicationConfig())
     assert result.ok, result.summary()
     assert result.faults.get("stale_offset_reads", 0) >= 1
