@@ -326,12 +326,6 @@ class BrokerHost(SimHost):
         else:
             raise AssertionError(f"unknown request {body!r}")
 
-    def _partition_by_id(self, topic_id: uuid.UUID, index: int) -> Partition | None:
-        topic = self.image.topics_by_id.get(topic_id)
-        if topic is None or self.replicas is None:
-            return None
-        return self.replicas.get(topic.name, index)
-
     def _serve_follower(self, src: int, corr: int, request: Any) -> None:
         """Answer a follower's Fetch, or park it in the purgatory while it finds nothing new."""
         response, found, touched = self._follower_read(request, first=True)
@@ -349,11 +343,17 @@ class BrokerHost(SimHost):
         topics = []
         found = False
         touched: list[Partition] = []
+        topics_by_id, replicas = self.image.topics_by_id, self.replicas
         for t in request.topics:
             parts = []
+            topic = topics_by_id.get(t.topic_id)
             for fp in t.partitions:
                 pd = FetchResponse.PartitionData(partition_index=fp.partition, records=b"")
-                p = self._partition_by_id(t.topic_id, fp.partition)
+                p = (
+                    None
+                    if topic is None or replicas is None
+                    else replicas.get(topic.name, fp.partition)
+                )
                 if p is None:
                     pd.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
                     found = True

@@ -80,7 +80,9 @@ class DataChecker:
         self.views: dict[tuple[int, TopicPartition], ReplicaView] = {}
         self.leader_hw: dict[tuple[int, int, TopicPartition], tuple[int, int]] = {}
         self.writers: dict[tuple[TopicPartition, int], int] = {}  # (tp, leader epoch) -> broker
-        self.changed = False  # the metadata or a history moved since `take_changed`
+        # what moved since `take_changed`: the metadata, the histories of these partitions
+        self.metadata_moved = False
+        self.moved: set[TopicPartition] = set()
         self.last_state: dict[tuple[int, TopicPartition], tuple[Any, ...]] = {}
         self.acked = 0
         self.read = 0
@@ -93,9 +95,12 @@ class DataChecker:
             h = self.histories[tp] = History()
         return h
 
-    def take_changed(self) -> bool:
-        changed, self.changed = self.changed, False
-        return changed
+    def take_changed(self) -> tuple[bool, set[TopicPartition]]:
+        """Whether the metadata moved, and the partitions whose history moved, since the last
+        time: what every broker's replicas are checked against."""
+        moved = self.metadata_moved, self.moved
+        self.metadata_moved, self.moved = False, set()
+        return moved
 
     # -- what happened ---------------------------------------------------------------------
 
@@ -103,7 +108,7 @@ class DataChecker:
         if rec[1] >= self.metadata_end:
             self.image = self.image.replay([rec])
             self.metadata_end = rec[1] + 1
-            self.changed = True
+            self.metadata_moved = True
 
     def on_ack(self, tp: TopicPartition, base: int, header: BatchHeader, who: Any) -> None:
         self.acked += 1
@@ -159,7 +164,7 @@ class DataChecker:
                 )
             history.batches[base] = (last, h.crc)
             history.end = max(history.end, last + 1)
-            self.changed = True
+            self.moved.add(tp)
             # (a coordinator writes a producer's transactional offsets with sequence 0 each
             # time, unchecked, as Kafka's does: only clients' batches are idempotent)
             if h.producer_id >= 0 and h.base_sequence >= 0 and not tp[0].startswith("__"):
@@ -179,24 +184,32 @@ class DataChecker:
 
     # -- after every event -----------------------------------------------------------------
 
-    def check_broker(self, broker: BrokerHost) -> None:
+    def check_broker(self, broker: BrokerHost, only: set[TopicPartition] | None = None) -> None:
+        """Check the broker's replicas that moved since the last check (of `only`'s
+        partitions: the others did not, nor what they are checked against)."""
         rm = broker.replicas
         if rm is None:
             return
-        reg = self.image.brokers.get(broker.node_id)
-        current = reg is not None and reg.incarnation_id == broker.incarnation_id
+        node_id, incarnation = broker.node_id, broker.incarnation
+        last_state, histories, metadata_end = self.last_state, self.histories, self.metadata_end
+        current: bool | None = None  # (looked up once some replica needs checking)
         for tp, p in rm.partitions.items():
+            if only is not None and tp not in only:
+                continue
             lg = p.log
-            history = self.history(tp)
+            history = histories.get(tp) or self.history(tp)
             # Nothing to check again when nothing it depends on moved since the last time.
             state = (
-                id(lg), broker.incarnation, lg.truncations, lg.log_end_offset,
-                lg.high_watermark, p.leader_epoch, p.is_leader, history.end, self.metadata_end,
+                id(lg), incarnation, lg.truncations, lg.log_end_offset, lg.high_watermark,
+                p.leader_epoch, p.leader_id == p.node_id, history.end, metadata_end,
             )  # fmt: skip
-            key = (broker.node_id, tp)
-            if self.last_state.get(key) == state:
+            key = (node_id, tp)
+            if last_state.get(key) == state:
                 continue
-            self.last_state[key] = state
+            last_state[key] = state
+            if current is None:
+                reg = self.image.brokers.get(node_id)
+                current = reg is not None and reg.incarnation_id == broker.incarnation_id
             self._check_replica(broker, current, tp, p, history)
 
     def _check_replica(

@@ -37,7 +37,10 @@ class Network:
     _next_partition: int = 0
 
     def blocked(self, src: int, dst: int) -> bool:
-        return any((src, dst) in p.blocked for p in self.partitions.values())
+        if not self.partitions:  # (most of a run: checked for every message)
+            return False
+        link = (src, dst)
+        return any(link in p.blocked for p in self.partitions.values())
 
     def cut(self, groups: list[list[int]], description: str) -> Partition:
         """Cut every link between different groups (nodes in no group keep all links)."""
@@ -67,14 +70,18 @@ class Network:
 
     def delays(self, src: int, dst: int) -> list[int]:
         """Delivery delays for one message: [] if dropped, two if duplicated."""
-        if self.blocked(src, dst) or self.rng.random() < self.config.drop_rate:
+        rng, config = self.rng, self.config
+        if self.blocked(src, dst) or rng.random() < config.drop_rate:
             return []
-        copies = 2 if self.rng.random() < self.config.duplicate_rate else 1
-        lo, hi = self.config.min_delay_ms, self.config.max_delay_ms
+        copies = 2 if rng.random() < config.duplicate_rate else 1
+        lo, hi = config.min_delay_ms, config.max_delay_ms
+        slow = bool(self.slow) and (src in self.slow or dst in self.slow)
+        if copies == 1 and not slow:
+            return [rng.randint(lo, hi)]
         out = []
         for _ in range(copies):
-            delay = self.rng.randint(lo, hi)
-            if src in self.slow or dst in self.slow:
-                delay += self.rng.randint(*self.config.slow_extra_ms)
+            delay = rng.randint(lo, hi)
+            if slow:
+                delay += rng.randint(*config.slow_extra_ms)
             out.append(delay)
         return out

@@ -231,7 +231,7 @@ class Simulation(Scheduler, Faults):
         if kind == "timer" and not self._live_timer(payload):
             return  # an answered request's timeout, a superseded poll: not an event
         target = _target(kind, payload)
-        if target is not None:
+        if target is not None and self.paused_until:
             until = self.paused_until.get(target)
             if until is not None and at < until:
                 self.push(until, kind, *payload)
@@ -239,12 +239,17 @@ class Simulation(Scheduler, Faults):
         self.advance(at, self.config.max_events)
         self._handle(kind, payload)
         # An event changes the host it happens on; what all brokers are checked against (the
-        # committed metadata, the committed history) moves with events elsewhere: then all.
-        changed = self.checker.take_changed()
+        # committed metadata, the committed histories) moves with events elsewhere: then the
+        # replicas of what moved on every broker.
+        checker = self.checker
+        metadata_moved, moved = checker.take_changed()
+        everywhere = metadata_moved or target is None
         for bid in self.broker_ids:
-            host = self.hosts[bid]
-            if host.up and (changed or target is None or target == bid):
-                self.checker.check_broker(host)  # type: ignore[arg-type]
+            if everywhere or target == bid or moved:
+                host = self.hosts[bid]
+                if host.up:
+                    only = None if everywhere or target == bid else moved
+                    checker.check_broker(host, only)  # type: ignore[arg-type]
 
     def _live_timer(self, payload: tuple[Any, ...]) -> bool:
         node_id, incarnation, name, args = payload
@@ -365,18 +370,24 @@ class Simulation(Scheduler, Faults):
 def _target(kind: str, payload: tuple[Any, ...]) -> int | None:
     """The host an event happens on (held while that host is paused)."""
     if kind == "deliver":
-        return int(payload[2])
+        return payload[2]
     if kind == "timer":
-        return int(payload[0])
+        return payload[0]
     return None
 
 
 def _describe(message: Any) -> str:
+    """A message as the trace names it (kept per type: every message is traced)."""
     body = message.body if isinstance(message, Request | Response) else message
-    kind = (
-        "req" if isinstance(message, Request) else "resp" if isinstance(message, Response) else ""
-    )
-    return f"{kind} {type(body).__name__}"
+    key = (type(message), type(body))
+    described = _DESCRIBED.get(key)
+    if described is None:
+        kind = {Request: "req", Response: "resp"}.get(type(message), "")
+        described = _DESCRIBED[key] = f"{kind} {type(body).__name__}"
+    return described
+
+
+_DESCRIBED: dict[tuple[type, type], str] = {}
 
 
 def run_seed(

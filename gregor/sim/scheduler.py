@@ -35,6 +35,7 @@ class Scheduler:
         self._seq = 0
         self._heap: list[Event] = []
         self._trace = hashlib.sha256()
+        self._unhashed: list[str] = []  # trace entries not yet in `_trace` (hashed in bulk)
         self._recent: deque[tuple[Any, ...]] = deque(maxlen=recent)
 
     def push(self, at: int, kind: str, *payload: Any) -> None:
@@ -71,13 +72,22 @@ class Scheduler:
         """An entry of the trace: two runs with the same digest did the same, event for event."""
         entry = (self.now, *event)
         self._recent.append(entry)
-        self._trace.update(repr(entry).encode())
+        unhashed = self._unhashed
+        unhashed.append(repr(entry))
+        if len(unhashed) >= 512:
+            self._hash_unhashed()
+
+    def _hash_unhashed(self) -> None:
+        """Hash the entries kept back: the digest is the same as of each entry on its own."""
+        self._trace.update("".join(self._unhashed).encode())
+        self._unhashed.clear()
 
     def count(self, name: str, n: int = 1) -> None:
         self.faults[name] = self.faults.get(name, 0) + n
 
     def outcome(self, invariant: str | None, detail: str | None) -> dict[str, Any]:
         """The fields of a `RunResult` every simulation fills alike."""
+        self._hash_unhashed()
         return {
             "ok": invariant is None,
             "events": self.events,
