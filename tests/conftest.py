@@ -29,6 +29,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
+import signal
 import socket
 import subprocess
 import threading
@@ -188,6 +189,20 @@ def _violation(what: str) -> str:
         f"a unit test {what}: unit tests run in this process without network sockets or child "
         "processes; mark it @pytest.mark.client (or cluster), or keep it off the network"
     )
+
+
+@pytest.fixture(autouse=True)
+def _signals_left_as_found() -> Iterator[None]:
+    """A test leaves the worker's SIGINT handling as it found it: a handler ignored or a signal
+    blocked here is inherited by every process the later tests start (`gregor consume` and
+    `produce` then never see their Ctrl-C)."""
+    before = signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    yield
+    after = signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    if after != before:
+        signal.signal(signal.SIGINT, before[0])
+        signal.pthread_sigmask(signal.SIG_SETMASK, before[1])
+        pytest.fail(f"the test changed SIGINT handling: {before} -> {after}")
 
 
 @pytest.fixture(autouse=True)

@@ -88,9 +88,7 @@ class CheckpointTask:
         self.checkpoints_reader.close()
         self.store = OffsetSyncStore(must_read_to_end=not self.latest)
         tp = TopicPartition(flow.offset_syncs_topic, 0)
-        _, self.syncs_end = self.syncs_reader.get_watermark_offsets(
-            tp, timeout=clients.ADMIN_TIMEOUT_S
-        )
+        _, self.syncs_end = clients.watermarks(self.syncs_reader, tp, clients.ADMIN_TIMEOUT_S)
         self.syncs_reader.assign([TopicPartition(flow.offset_syncs_topic, 0, OFFSET_BEGINNING)])
 
     def _read_syncs(self) -> None:

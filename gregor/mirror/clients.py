@@ -9,10 +9,11 @@ the mirror reports what matters in its own lines, once, instead of one per recon
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
 from gregor.mirror.config import Flow
@@ -141,17 +142,44 @@ def ensure_internal_topic(
                 raise
 
 
+# A topic this process has just created may be unknown to the broker asked for a while (its
+# metadata is on its way there): such answers are waited out, not failed on.
+_NOT_YET = (
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+)
+
+
+def watermarks(consumer_: Consumer, tp: TopicPartition, timeout_s: float) -> tuple[int, int]:
+    """A partition's low and high watermarks, asked again every 100 ms while its broker does
+    not know the partition yet, up to `timeout_s`. A task that fails and restarts here instead
+    would start after the first offset syncs were written, and then (as MirrorMaker 2's store
+    after a restart) keep only the latest of each partition."""
+    pause = threading.Event()
+    for _ in range(max(1, int(timeout_s * 10))):
+        try:
+            low, high = consumer_.get_watermark_offsets(tp, timeout=timeout_s)
+            return int(low), int(high)
+        except KafkaException as exc:
+            if exc.args[0].code() not in _NOT_YET:
+                raise
+            last = exc
+        pause.wait(0.1)
+    raise last
+
+
 def read_to_end(consumer_: Consumer, topic: str, timeout_s: float = ADMIN_TIMEOUT_S) -> list[Any]:
     """Every record of `topic` (all partitions) from the start to the end seen now, with a
     consumer that has no group."""
-    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING
 
     metadata = consumer_.list_topics(topic, timeout=timeout_s).topics.get(topic)
     if metadata is None or metadata.error is not None:
         return []
     ends: dict[int, int] = {}
     for p in metadata.partitions:
-        low, high = consumer_.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+        low, high = watermarks(consumer_, TopicPartition(topic, p), timeout_s)
         if high > low:
             ends[p] = high
     if not ends:
