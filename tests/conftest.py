@@ -191,6 +191,13 @@ def _violation(what: str) -> str:
     )
 
 
+# A shell without job control starts a background command (`.ci/run &`) with SIGINT ignored,
+# and every process the tests start would inherit that: the commands' Ctrl-C tests need SIGINT
+# as a terminal delivers it.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.fixture(autouse=True)
 def _signals_left_as_found() -> Iterator[None]:
     """A test leaves the worker's SIGINT handling as it found it: a handler ignored or a signal

@@ -95,6 +95,15 @@ def alice_may_use(topic: str) -> AclBinding:
     )  # fmt: skip
 
 
+def wait_for_three_brokers(admin: AdminClient) -> None:
+    """Until Metadata names all three brokers (registered and unfenced): a topic of replication
+    factor 3 can then be made."""
+    deadline = time.monotonic() + 90
+    while len(admin.list_topics(timeout=10).brokers) < 3:
+        assert time.monotonic() < deadline, "3 brokers did not register over SASL_SSL"
+        time.sleep(0.2)
+
+
 def refused_to_produce(conf: dict, topic: str) -> int:
     """The error code of bob's produce to `topic` (0 if it was written)."""
     producer = ck.Producer({**conf, "acks": "all", "message.timeout.ms": 20000})
@@ -109,10 +118,7 @@ def test_acks_all_over_sasl_ssl_between_every_node(cluster: LocalCluster, pki: P
     conf = user_conf(cluster, pki, "alice")
     admin = AdminClient(user_conf(cluster, pki, "node"))  # a super user creates and grants
     admin.create_acls([alice_may_use("secure")])[alice_may_use("secure")].result(30)
-    deadline = time.monotonic() + 60
-    while len(admin.list_topics(timeout=10).brokers) < 3:  # every broker registered
-        assert time.monotonic() < deadline, "3 brokers did not register over SASL_SSL"
-        time.sleep(0.2)
+    wait_for_three_brokers(admin)
     futures = admin.create_topics([NewTopic("secure", 3, 3, config={"min.insync.replicas": "3"})])
     futures["secure"].result(30)
     producer = ck.Producer({**conf, "acks": "all"})
@@ -143,6 +149,7 @@ def test_acks_all_over_sasl_ssl_between_every_node(cluster: LocalCluster, pki: P
 
 def test_acls_hold_after_the_active_controller_is_lost(cluster: LocalCluster, pki: Pki) -> None:
     admin = AdminClient(user_conf(cluster, pki, "node"))
+    wait_for_three_brokers(admin)  # tests run in any order: a node another restarted, back
     admin.create_topics([NewTopic("kept", 1, 3)])["kept"].result(30)
     admin.create_acls([alice_may_use("kept")])[alice_may_use("kept")].result(30)
     lost = admin.describe_cluster().result(30).controller.id  # (a raw plaintext probe cannot)
