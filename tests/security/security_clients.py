@@ -28,6 +28,18 @@ KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 N = 20
 
 
+def first_error(conf: dict[str, object]) -> ck.KafkaError:
+    """The first error a confluent-kafka producer with `conf` reports (a refused login, a
+    failed handshake), within 20 s."""
+    errors: list[ck.KafkaError] = []
+    producer = ck.Producer({**conf, "error_cb": errors.append})
+    deadline = time.monotonic() + 20
+    while not errors and time.monotonic() < deadline:
+        producer.poll(0.2)
+    assert errors, "no error within 20 s"
+    return errors[0]
+
+
 @dataclass(frozen=True)
 class Target:
     bootstrap: str

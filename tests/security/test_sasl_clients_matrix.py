@@ -35,6 +35,7 @@ from security_clients import (
     Target,
     aiokafka_conf,
     confluent_conf,
+    first_error,
     kafka_python_conf,
     kcat,
     logged,
@@ -153,16 +154,6 @@ def test_scram_over_sasl_ssl(broker: Broker, pki: Pki, client: str, mechanism: s
     target = tls(broker, pki, user="erin", password=PASSWORDS[mechanism], mechanism=mechanism)
     topic = f"scram-ssl-{mechanism.lower()}-{client}"
     assert ROUNDTRIPS[client](target, topic) == values(topic)
-
-
-def first_error(conf: dict[str, object]) -> ck.KafkaError:
-    errors: list[ck.KafkaError] = []
-    producer = ck.Producer({**conf, "error_cb": errors.append})
-    deadline = time.monotonic() + 20
-    while not errors and time.monotonic() < deadline:
-        producer.poll(0.2)
-    assert errors, "no error within 20 s"
-    return errors[0]
 
 
 def test_refused_tokens_fail_authentication(broker: Broker, pki: Pki, idp: Idp) -> None:

@@ -17,7 +17,7 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from security_clients import ROUNDTRIPS, Target, confluent_conf, values
+from security_clients import ROUNDTRIPS, Target, confluent_conf, first_error, values
 
 from gregor import Broker
 
@@ -63,16 +63,6 @@ def carol(broker: Broker, mechanism: str) -> Target:
 def test_a_scram_user_produces_and_consumes(broker: Broker, client: str, mechanism: str) -> None:
     topic = f"scram-{mechanism.lower()}-{client}"
     assert ROUNDTRIPS[client](carol(broker, mechanism), topic) == values(topic)
-
-
-def first_error(conf: dict[str, object]) -> ck.KafkaError:
-    errors: list[ck.KafkaError] = []
-    producer = ck.Producer({**conf, "error_cb": errors.append})
-    deadline = time.monotonic() + 20
-    while not errors and time.monotonic() < deadline:
-        producer.poll(0.2)
-    assert errors, "no error within 20 s"
-    return errors[0]
 
 
 @pytest.mark.parametrize(
