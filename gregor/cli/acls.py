@@ -191,7 +191,9 @@ def _doc(b: Any) -> dict[str, str]:
     }
 
 
-def _emit(args: argparse.Namespace, bindings: list[Any], title: str | None = None) -> None:
+def _emit(
+    args: argparse.Namespace, bindings: list[Any], title: str | None = None, failed: bool = False
+) -> None:
     doc = sorted((_doc(b) for b in bindings), key=lambda d: tuple(d.values()))
     columns = [
         "resource type",
@@ -203,7 +205,8 @@ def _emit(args: argparse.Namespace, bindings: list[Any], title: str | None = Non
         "permission",
     ]
     rows = [list(d.values()) for d in doc]
-    output.emit(args, doc, [output.Table(columns, rows, title)])
+    table = output.Table(columns, rows, title)
+    output.emit(args, doc, [table] if rows or not failed else [])  # no bare header after errors
 
 
 def list_acls(args: argparse.Namespace) -> int:
@@ -284,7 +287,7 @@ def add_acls(args: argparse.Namespace) -> int:
         except Exception as exc:
             print(f"error: cannot add ACL {_words(binding)}: {describe(exc)}", file=sys.stderr)
             status = 1
-    _emit(args, added, "ACLs added")
+    _emit(args, added, "ACLs added", failed=bool(status))
     return status
 
 
@@ -325,5 +328,5 @@ def remove_acls(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             status = 1
-    _emit(args, removed, "ACLs removed")
+    _emit(args, removed, "ACLs removed", failed=bool(status))
     return status

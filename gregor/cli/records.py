@@ -59,5 +59,6 @@ def delete(args: argparse.Namespace) -> int:
         doc.append({"topic": tp.topic, "partition": tp.partition, "low_watermark": low})
     doc.sort(key=lambda d: (d["topic"], d["partition"]))
     rows = [[d["topic"], d["partition"], d["low_watermark"]] for d in doc]
-    output.emit(args, doc, [output.Table(["topic", "partition", "low watermark"], rows)])
+    table = output.Table(["topic", "partition", "low watermark"], rows)
+    output.emit(args, doc, [table] if rows or not status else [])  # no bare header after errors
     return status

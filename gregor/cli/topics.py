@@ -83,7 +83,7 @@ def list_topics(args: argparse.Namespace) -> int:
 
 
 def describe_topics(args: argparse.Namespace) -> int:
-    from confluent_kafka.admin import ConfigResource
+    from confluent_kafka.admin import ConfigResource, ConfigSource
 
     admin = connect.admin(args)
     md = admin.list_topics(timeout=args.timeout)
@@ -99,7 +99,10 @@ def describe_topics(args: argparse.Namespace) -> int:
             continue
         res = ConfigResource("topic", name)
         configs = admin.describe_configs([res], request_timeout=args.timeout)[res].result()
-        overrides = {k: v.value for k, v in sorted(configs.items()) if not v.is_default}
+        topic_source = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        overrides = {  # the topic's own settings, as kafka-topics.sh --describe lists them
+            k: v.value for k, v in sorted(configs.items()) if v.source == topic_source
+        }
         parts = [
             {
                 "partition": pid,

@@ -13,7 +13,7 @@ from typing import Any
 
 from gregor.handlers.context import RequestContext
 from gregor.handlers.registry import handles
-from gregor.handlers.txn import INTERNAL_TOPICS
+from gregor.metadata.store import INTERNAL_TOPICS
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import DeleteRecordsResponse, OffsetForLeaderEpochResponse

@@ -24,6 +24,7 @@ from gregor.coordinator.txn import codes
 from gregor.handlers.context import RequestContext
 from gregor.handlers.groups import respond
 from gregor.handlers.registry import handles
+from gregor.metadata.store import INTERNAL_TOPICS
 from gregor.protocol import api_keys, errors
 from gregor.protocol.messages import (
     AddOffsetsToTxnResponse,
@@ -42,8 +43,6 @@ from gregor.security.acls import (
     TRANSACTIONAL_ID,
     WRITE,
 )
-
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def fenced_for(version: int, first_fenced_version: int, code: int) -> int:

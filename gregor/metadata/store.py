@@ -43,6 +43,10 @@ def validate_topic_name(name: str) -> None:
         )
 
 
+# The topics the coordinators own: marked internal in Metadata and closed to clients' writes.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
 @dataclass
 class TopicInfo:
     name: str
@@ -56,7 +60,8 @@ class TopicInfo:
 
     @property
     def internal(self) -> bool:
-        return self.name.startswith("__")
+        """Metadata's `is_internal`: Kafka's own topics only, not every `__`-prefixed name."""
+        return self.name in INTERNAL_TOPICS
 
 
 class MetadataStore:

@@ -69,6 +69,27 @@ def test_topics_add_partitions(broker, admin):
     assert fewer.stderr.count("\n") == 1 and "Traceback" not in fewer.stderr
 
 
+def test_topics_describe_lists_the_topics_own_configs_only(broker, admin):
+    """A cluster-wide dynamic default is not the topic's own setting (kafka-topics.sh)."""
+    create(broker, "own")
+
+    def configs(verb, *args):
+        done = cli(broker, "configs", verb, *args)
+        assert done.returncode == 0, done.stderr
+
+    configs("alter", "--entity-type", "broker-defaults", "--add-config", "log.retention.ms=7200000")
+    try:
+        configs("alter", "--entity-type", "topics", "--entity-name", "own",
+                "--add-config", "cleanup.policy=compact")  # fmt: skip
+        topic = ConfigResource("topic", "own")
+        held = admin.describe_configs([topic])[topic].result(timeout=15)
+        assert held["retention.ms"].value == "7200000" and not held["retention.ms"].is_default
+        [doc] = cli(broker, "topics", "describe", "own", "-o", "json").json()
+        assert doc["configs"] == {"cleanup.policy": "compact"}
+    finally:
+        configs("delete", "--entity-type", "broker-defaults", "--delete-config", "log.retention.ms")
+
+
 def test_topics_list_json_and_plain(broker):
     create(broker, "listed")
     assert "listed" in cli(broker, "topics", "list", "-o", "json").json()
@@ -127,6 +148,10 @@ def test_records_delete_moves_the_log_start(broker):
         cli(broker, "records", "delete", "recs", "--before", "4"),
         "gregor: records delete recs: name the partitions, e.g. recs:0",
     )
+    beyond = cli(broker, "records", "delete", "recs:0", "--before", "100")
+    assert (beyond.returncode, beyond.stdout) == (1, "")  # the error line only, no bare header
+    assert beyond.stderr.startswith("error: cannot delete records of recs:0: ")
+    assert beyond.stderr.count("\n") == 1
 
 
 def test_configs_of_a_topic(broker, admin):
@@ -393,3 +418,8 @@ def test_an_acl_refused_is_named_in_words(broker):
         "error: cannot remove ACLs matching TOPIC orders (LITERAL): principal=ANY host=ANY "
         "operation=ANY permission=ANY: no Authorizer is configured\n"
     )
+    table = cli(broker, "acls", "add", "--allow-principal", "User:alice", "--operation", "Read",
+                "--topic", "orders")  # fmt: skip
+    assert (table.returncode, table.stdout) == (1, "")  # the error line only, no bare header
+    table = cli(broker, "acls", "remove", "--topic", "orders")
+    assert (table.returncode, table.stdout) == (1, "")

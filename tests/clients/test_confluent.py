@@ -815,3 +815,20 @@ def test_offset_past_the_end_resets_to_latest(bootstrap: str, topic: str) -> Non
         assert m.error() is None and (m.offset(), m.value()) == (10, b"next")
     finally:
         c.close()
+
+
+def test_metadata_marks_only_kafkas_own_topics_internal(admin: AdminClient, bootstrap: str) -> None:
+    """is_internal is Kafka's: `__consumer_offsets` is internal, a user's `__`-prefixed topic
+    is not (a client hiding internal topics must still show it)."""
+    user_topic = f"__user_{uuid.uuid4().hex[:8]}"
+    assert admin.create_topics([NewTopic(user_topic, 1, 1)])[user_topic].result(timeout=15) is None
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{user_topic}"})
+    try:  # a group's first call makes the broker create __consumer_offsets
+        consumer.list_topics(timeout=10)
+        consumer.committed([TopicPartition(user_topic, 0)], timeout=15)
+    finally:
+        consumer.close()
+    names = [user_topic, "__consumer_offsets"]
+    found = admin.describe_topics(ck.TopicCollection(names), request_timeout=10)
+    internal = {name: f.result().is_internal for name, f in found.items()}
+    assert internal == {user_topic: False, "__consumer_offsets": True}
