@@ -308,13 +308,12 @@ def latency_producer(args: argparse.Namespace) -> dict[str, Any]:
     errors = [0]
 
     def on_delivery(err: Any, msg: Any) -> None:
-        now = time.monotonic_ns()
         if err is not None:
             errors[0] += 1
             return
-        sent, _seq, warm = _LAT.unpack_from(msg.value(), 0)
-        if not warm:
-            acks.append(now - sent)
+        _sent, _seq, warm = _LAT.unpack_from(msg.value(), 0)
+        if not warm:  # produce() to the broker's answer, as librdkafka timed it (not our poll)
+            acks.append(int(msg.latency() * 1e9))
 
     p = Producer(
         {
@@ -339,7 +338,10 @@ def latency_producer(args: argparse.Namespace) -> dict[str, Any]:
             left = due - time.monotonic()
             if left <= 0:
                 break
-            p.poll(left)  # serves delivery callbacks while waiting
+            if left >= 0.001:
+                p.poll(left)  # serves delivery callbacks while waiting
+            else:  # poll() truncates a timeout to whole ms: 0 would spin, taking a core
+                time.sleep(left)
         if -left > interval:
             late += 1
         _LAT.pack_into(pad, 0, time.monotonic_ns(), i, 1 if i < n_warm else 0)
