@@ -132,3 +132,31 @@ def test_the_answer_names_each_record_out_of_timestamp_bounds(broker: Broker) ->
         f"Timestamp {now + 7_200_000} of message with offset 1 is out of range. "
         "The timestamp should be within ["
     )
+
+
+def test_kafka_python_fails_each_bad_record_alone(broker: Broker) -> None:
+    # kafka-python reads record_errors: a bad record fails with InvalidRecordError carrying the
+    # broker's words for it, the others of its batch with a plain KafkaError saying so.
+    from kafka import KafkaProducer
+    from kafka.errors import InvalidRecordError
+    from kafka.errors import KafkaError as KpError
+
+    topic = create(broker, "kip467-kafka-python", **{"cleanup.policy": "compact"})
+    producer = KafkaProducer(
+        bootstrap_servers=broker.bootstrap, linger_ms=10_000, retries=0, batch_size=1 << 20
+    )
+    try:
+        keys = [b"k0", None, b"k2", None]
+        futures = [producer.send(topic, value=b"v", key=k, partition=0) for k in keys]
+        producer.flush(timeout=20)
+        failures = [f.exception for f in futures]
+    finally:
+        producer.close(timeout=5)
+    words = f"Compacted topic cannot accept message without key in topic partition {topic}-0"
+    for i in (1, 3):
+        assert isinstance(failures[i], InvalidRecordError), failures
+        assert words in str(failures[i])
+    for i in (0, 2):
+        assert type(failures[i]) is KpError, failures
+        assert "part of a batch which had one more more invalid records" in str(failures[i])
+    assert_nothing_stored(broker, topic)
