@@ -31,6 +31,7 @@ from gregor.runtime.log_io import in_thread, maintenance
 from gregor.runtime.process import serve_until_signalled, write_ready_file
 from gregor.runtime.purgatory_driver import PurgatoryDriver
 from gregor.runtime.server import Server, connection_limits
+from gregor.runtime.slicing import run_in_slices
 from gregor.runtime.stall_monitor import LoopStallMonitor, stall_monitor
 from gregor.runtime.timers import drive, every
 
@@ -141,7 +142,8 @@ class BrokerServer(BrokerNode):
         tasks = maintenance(self.logs, self.config_value, clock)
         if self.member is not None:  # Kafka's isr-expiration task
             lag_s = self.config_value("replica.lag.time.max.ms") / 1000
-            tasks.append(every(lag_s / 2, lambda: self.replicas.maybe_shrink_isr(clock.now_ms())))
+            shrink = self.replicas.maybe_shrink_isr_steps
+            tasks.append(every(lag_s / 2, lambda: run_in_slices(shrink(clock.now_ms()))))
         for core, what in ((s.groups, "group"), (s.transactions, "txn"), (self.store, "metadata")):
             tasks.append(drive(core, clock, what))
         self._timers = [asyncio.ensure_future(task) for task in tasks]

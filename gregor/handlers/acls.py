@@ -76,7 +76,7 @@ def describe_acls(ctx: RequestContext, request: Any) -> Any:
         )
         for (rtype, name, pattern), acls in sorted(by_resource.items())
     ]
-    return DescribeAclsResponse(error_code=errors.NONE, error_message=None, resources=resources)
+    return DescribeAclsResponse(error_code=errors.NONE, error_message="", resources=resources)
 
 
 @handles(api_keys.CREATE_ACLS)
@@ -107,7 +107,7 @@ def create_acls(ctx: RequestContext, request: Any) -> Any:
         ]
         return CreateAclsResponse(results=results)
     results = [
-        Result(error_code=errors.NONE, error_message=None)
+        Result(error_code=errors.NONE, error_message="")  # as Kafka: left at its default
         if e is None
         else Result(error_code=e.code, error_message=e.message)
         for e in outcomes

@@ -39,6 +39,8 @@ def describe_client_quotas(ctx: RequestContext, request: Any) -> Any:
             )
             for ent, values in found
         ]
+    # As Kafka: a success leaves the message at its default, "".
+    message = message if code else ""
     return R(throttle_time_ms=0, error_code=code, error_message=message, entries=entries)
 
 

@@ -162,11 +162,13 @@ def find_coordinator(ctx: RequestContext, request: Any) -> Any:
                     host=host,
                     port=port,
                     error_code=error,
-                    error_message=message,
+                    error_message=message if error else "",  # as Kafka: never set on success
                 )
             )
         return R(coordinators=out)
     error, message, node, host, port = _find_authorized(ctx, key_type, request.key)
+    if not error:
+        message = "NONE"  # as Kafka: `Errors.NONE.message()`, the error's name
     return R(error_code=error, error_message=message, node_id=node, host=host, port=port)
 
 

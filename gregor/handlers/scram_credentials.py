@@ -41,7 +41,7 @@ def describe_user_scram_credentials(ctx: RequestContext, request: Any) -> Any:
         R.DescribeUserScramCredentialsResult(
             user=user,
             error_code=code,
-            error_message=message,
+            error_message=message if code else "",  # as Kafka: left at its default
             credential_infos=[
                 R.CredentialInfo(mechanism=mech, iterations=iterations)
                 for mech, iterations in infos
@@ -49,7 +49,7 @@ def describe_user_scram_credentials(ctx: RequestContext, request: Any) -> Any:
         )
         for user, code, message, infos in describe(ctx.services.store.image, users)
     ]
-    return R(error_code=errors.NONE, error_message=None, results=results)
+    return R(error_code=errors.NONE, error_message="", results=results)
 
 
 @handles(api_keys.ALTER_USER_SCRAM_CREDENTIALS)

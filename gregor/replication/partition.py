@@ -65,7 +65,7 @@ import functools
 import logging
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -925,6 +925,17 @@ class ReplicaManager:
         """Every led partition's ISR shrink, if one is due (Kafka runs this every
         replica.lag.time.max.ms / 2)."""
         return [u for p in self.leading() if (u := p.maybe_shrink_isr(now_ms)) is not None]
+
+    def maybe_shrink_isr_steps(self, now_ms: int) -> Generator[None, None, list[IsrUpdate]]:
+        """`maybe_shrink_isr` as a step per led partition, for a timer that gives the loop a
+        turn between slices (runtime/slicing.py): thousands of led partitions cost
+        milliseconds in one piece. A partition no longer led when its step comes is passed."""
+        updates = []
+        for p in self.leading():
+            if p.is_leader and (u := p.maybe_shrink_isr(now_ms)) is not None:
+                updates.append(u)
+            yield
+        return updates
 
     def set_replica_lag_time_max_ms(self, value: int) -> None:
         self.replica_lag_time_max_ms = value

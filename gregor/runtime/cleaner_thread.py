@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from gregor.storage import cleaner_worker
+from gregor.storage.checkpoints import fsync_dir
 from gregor.storage.cleaner import (
     CleanedGroup,
     CleanerConfig,
@@ -54,6 +55,7 @@ log = logging.getLogger("gregor.cleaner")
 class CleanerThreads:
     def __init__(self, logs: LogManager, config: CleanerConfig, now_ms: Callable[[], int]) -> None:
         self.cleaner = LogCleaner(logs, config)
+        self.cleaner.sync_swaps = False  # the swap's last fsync runs on the worker: `_swap_on`
         self.config = config
         self._now_ms = now_ms
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -122,7 +124,10 @@ class CleanerThreads:
     def _swap_on(
         self, loop: asyncio.AbstractEventLoop, task: CleaningTask
     ) -> Callable[[CleanedGroup], bool]:
-        """What the worker calls to swap a group: runs `cleaner.swap` on the loop, waits."""
+        """What the worker calls to swap a group: runs `cleaner.swap` on the loop, waits, then
+        fsyncs the partition's directory here, off the loop (the swap's last fsync: the loop
+        did the one that orders the renames; see Log.replace_segments)."""
+        directory = task.directory
 
         def swap(group: CleanedGroup) -> bool:
             done: concurrent.futures.Future[bool] = concurrent.futures.Future()
@@ -134,7 +139,10 @@ class CleanerThreads:
                     done.set_exception(exc)
 
             loop.call_soon_threadsafe(on_loop)
-            return done.result()
+            swapped = done.result()
+            if swapped:
+                fsync_dir(directory)
+            return swapped
 
         return swap
 

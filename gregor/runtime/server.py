@@ -25,12 +25,13 @@ import logging
 import socket
 import ssl
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gregor.metadata.config_defs import parse_connections_per_ip_overrides
 from gregor.runtime.connection import Connection, Dispatcher, MemoryPool
+from gregor.runtime.slicing import run_in_slices
 
 log = logging.getLogger("gregor.server")
 
@@ -361,10 +362,18 @@ class Server:
         interval = max(0.05, min(self.max_idle_ms / 4000.0, 10.0))
         while True:
             await asyncio.sleep(interval)
-            cutoff = self.clock() - self.max_idle_ms
-            for conn in list(self.connections):
-                if conn.idle and conn.last_active_ms < cutoff:
-                    conn.close(f"idle for more than connections.max.idle.ms ({self.max_idle_ms})")
+            await run_in_slices(self.idle_sweep_steps(self.clock() - self.max_idle_ms))
+
+    def idle_sweep_steps(self, cutoff_ms: float) -> Generator[None, None, int]:
+        """Close the connections idle since before `cutoff_ms`, a step per connection (run in
+        slices: thousands of connections would hold the loop for milliseconds); how many."""
+        closed = 0
+        for conn in list(self.connections):
+            if not conn.closed and conn.idle and conn.last_active_ms < cutoff_ms:
+                conn.close(f"idle for more than connections.max.idle.ms ({self.max_idle_ms})")
+                closed += 1
+            yield
+        return closed
 
     def stop_accepting(self) -> None:
         if self._backoff is not None:

@@ -813,6 +813,9 @@ class LogCleaner:
         self.uncleanable: set[TopicPartition] = set()
         self.last_stats: CleanerStats | None = None
         self.cleanings = 0  # completed
+        # False: a swap leaves its last directory fsync to the caller, which runs it off the
+        # logs' thread (runtime/cleaner_thread.py); see Log.replace_segments.
+        self.sync_swaps = True
         self._checkpoints: dict[TopicPartition, int] = {}
         # The log each checkpoint was made for: a partition deleted and created again under the
         # same name starts from nothing, not from its predecessor's checkpoint.
@@ -957,7 +960,7 @@ class LogCleaner:
             group.cleaned.delete()
             task.abort()
             return False
-        log_.replace_segments(group.cleaned, old)
+        log_.replace_segments(group.cleaned, old, sync=self.sync_swaps)
         return True
 
     def done(self, task: CleaningTask, stats: CleanerStats | None) -> None:

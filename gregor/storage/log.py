@@ -920,7 +920,7 @@ class Log:
 
     # -- compaction ---------------------------------------------------------------------------
 
-    def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> None:
+    def replace_segments(self, new: LogSegment, old: list[LogSegment], sync: bool = True) -> None:
         """Swap the cleaned segment `new` (files `<base>.*.cleaned`, complete and fsynced) in for
         the consecutive inactive segments `old`, which it covers from the first one's base.
 
@@ -932,6 +932,9 @@ class Log:
              over any live segment that starts in that range.
           3. `.swap` -> live names, the directory fsynced; the old files go to the deleter
              (readers holding their descriptors keep reading them until then).
+        With `sync=False` the last fsync of the directory is the caller's, to run off this
+        thread: until it, a crash finds the state of step 2 or 3, and recovery completes the
+        swap from the `.swap` files, which the first fsync made durable.
         """
         first = self.segments.index(old[0])
         assert self.segments[first : first + len(old)] == old and first + len(old) < len(
@@ -945,7 +948,8 @@ class Log:
         for seg in old:
             seg.rename_to_deleted()
         new.change_file_suffixes(SWAP_SUFFIX, "")
-        fsync_dir(self.directory)
+        if sync:
+            fsync_dir(self.directory)
         self.file_deleter(old)
 
     # -- durability ---------------------------------------------------------------------------

@@ -4,7 +4,9 @@ librdkafka fails exactly those with the broker's error and the others of the bat
 _INVALID_DIFFERENT_RECORD; nothing of the batch is stored. A raw client reads the answer's
 record_errors and error_message as Kafka's LogValidator words them (Produce v8+; the delivery
 reports of confluent-kafka carry the error code only). librdkafka 2.16 gives every record of a
-batch with a single bad record the partition's error, so the client tests refuse two or more."""
+batch with a single bad record the partition's error, so its tests refuse two or more.
+kafka-python reads record_errors too: each bad record fails with the broker's words for it, the
+others of the batch with its own "part of a batch" error (aiokafka 0.14 does not read them)."""
 
 from __future__ import annotations
 
@@ -132,3 +134,62 @@ def test_the_answer_names_each_record_out_of_timestamp_bounds(broker: Broker) ->
         f"Timestamp {now + 7_200_000} of message with offset 1 is out of range. "
         "The timestamp should be within ["
     )
+
+
+def test_kafka_python_fails_each_bad_record_alone(broker: Broker) -> None:
+    # kafka-python reads record_errors: a bad record fails with InvalidRecordError carrying the
+    # broker's words for it, the others of its batch with a plain KafkaError saying so.
+    from kafka import KafkaProducer
+    from kafka.errors import InvalidRecordError
+    from kafka.errors import KafkaError as KpError
+
+    topic = create(broker, "kip467-kafka-python", **{"cleanup.policy": "compact"})
+    producer = KafkaProducer(
+        bootstrap_servers=broker.bootstrap, linger_ms=10_000, retries=0, batch_size=1 << 20
+    )
+    try:
+        keys = [b"k0", None, b"k2", None]
+        futures = [producer.send(topic, value=b"v", key=k, partition=0) for k in keys]
+        producer.flush(timeout=20)
+        failures = [f.exception for f in futures]
+    finally:
+        producer.close(timeout=5)
+    words = f"Compacted topic cannot accept message without key in topic partition {topic}-0"
+    for i in (1, 3):
+        assert isinstance(failures[i], InvalidRecordError), failures
+        assert words in str(failures[i])
+    for i in (0, 2):
+        assert type(failures[i]) is KpError, failures
+        assert "part of a batch which had one more more invalid records" in str(failures[i])
+    assert_nothing_stored(broker, topic)
+
+
+def test_kafka_python_names_a_single_late_record(broker: Broker) -> None:
+    # One bad record of a batch: kafka-python raises the partition's error class for it
+    # (InvalidTimestampError, the broker's words for the record), the others fail as part of
+    # the batch; with several it would be InvalidRecordError for each (librdkafka likewise).
+    from kafka import KafkaProducer
+    from kafka.errors import InvalidTimestampError
+    from kafka.errors import KafkaError as KpError
+
+    topic = create(broker, "kip467-kafka-python-ts", **{"message.timestamp.after.max.ms": "60000"})
+    now = int(time.time() * 1000)
+    producer = KafkaProducer(
+        bootstrap_servers=broker.bootstrap, linger_ms=10_000, retries=0, batch_size=1 << 20
+    )
+    try:
+        stamps = [now, now + 7_200_000, now + 10]
+        futures = [
+            producer.send(topic, value=b"v", key=b"k", partition=0, timestamp_ms=t) for t in stamps
+        ]
+        producer.flush(timeout=20)
+        failures = [f.exception for f in futures]
+    finally:
+        producer.close(timeout=5)
+    assert isinstance(failures[1], InvalidTimestampError), failures
+    assert f"Timestamp {now + 7_200_000} of message with offset 1 is out of range" in str(
+        failures[1]
+    )
+    for i in (0, 2):
+        assert type(failures[i]) is KpError, failures
+    assert_nothing_stored(broker, topic)

@@ -114,3 +114,71 @@ def test_stop_aborts_a_cleaning_in_progress(tmp_path, in_process):
     assert not leftovers(log.directory)
     check_log(log, model)
     mgr.shutdown()
+
+
+def test_a_swap_fsyncs_its_directory_once_on_the_loop_and_once_on_the_worker(tmp_path, monkeypatch):
+    """The swap's first directory fsync (ordering `.swap` before the old segments' renames)
+    stays on the loop, inside the swap; its last one runs on the cleaner's worker thread, which
+    waits for it before cleaning on. The log is whole and deduplicated after."""
+    import gregor.runtime.cleaner_thread as cleaner_thread_module
+    import gregor.storage.log as log_module
+
+    cfg = LogConfig(
+        segment_bytes=2500,
+        index_interval_bytes=200,
+        cleanup_policy="compact",
+        min_cleanable_dirty_ratio=0.3,
+        delete_retention_ms=10_000_000,
+        file_delete_delay_ms=0,
+    )
+    mgr, log, _ = new_manager(str(tmp_path), cfg)
+    model = Model()
+    rng = random.Random(2)
+    for _ in range(60):
+        append_random(log, model, rng, batches=3, keys=40, now_ms=T0)
+    fsyncs: list[tuple[str, str]] = []  # (thread name, directory) of every directory fsync
+    swaps: list[bool] = []
+
+    def recording(real):
+        def fsync(directory: str) -> None:
+            fsyncs.append((threading.current_thread().name, directory))
+            real(directory)
+
+        return fsync
+
+    monkeypatch.setattr(log_module, "fsync_dir", recording(log_module.fsync_dir))
+    monkeypatch.setattr(
+        cleaner_thread_module, "fsync_dir", recording(cleaner_thread_module.fsync_dir)
+    )
+
+    async def main() -> tuple[str, CleanerThreads]:
+        threads = CleanerThreads(mgr, CleanerConfig(backoff_ms=5, in_process=False), lambda: T0)
+        swap = threads.cleaner.swap
+
+        def swap_and_note(task, group):
+            swapped = swap(task, group)
+            swaps.append(swapped)
+            return swapped
+
+        threads.cleaner.swap = swap_and_note  # type: ignore[method-assign]
+        threads.start()
+        deadline = time.monotonic() + 60
+        while threads.cleaner.cleanings < 1:
+            assert time.monotonic() < deadline, "the cleaner never got going"
+            await asyncio.sleep(0.01)
+        await threads.stop()
+        return threading.current_thread().name, threads
+
+    loop_name, threads = asyncio.run(main())
+    done = swaps.count(True)
+    assert done >= 1
+    on_loop = [d for name, d in fsyncs if name == loop_name]
+    on_worker = [d for name, d in fsyncs if name.startswith("gregor-cleaner")]
+    assert on_loop == [log.directory] * done  # was two per swap
+    assert on_worker == [log.directory] * done
+    check_log(log, model)
+    assert not leftovers(log.directory)
+    end = threads.cleaner.checkpoint_of("t", 0)
+    assert end is not None and end > 0
+    check_deduplicated(log, model, end)
+    mgr.shutdown()

@@ -1,8 +1,11 @@
 """What a successful answer says in its error_message, as Kafka's broker and controller say it:
 null where they set the error's message (ApiError.NONE has none) or the field defaults to null
 (CreateTopics, CreatePartitions, DeleteTopics, AlterConfigs, IncrementalAlterConfigs, Produce,
-DescribeCluster, DescribeProducers); "" where Kafka leaves a field whose schema default is ""
-(DescribeConfigs). aiokafka's admin client asserts CreateTopics' null."""
+DescribeCluster, DescribeProducers, DeleteAcls, AlterClientQuotas); "" where Kafka leaves a field
+whose schema default is "" (DescribeConfigs, FindCoordinator v4+, DescribeAcls, CreateAcls,
+DescribeClientQuotas, DescribeUserScramCredentials, DescribeQuorum); "NONE" where Kafka sets
+`Errors.NONE.message()` (FindCoordinator v1-3). aiokafka's admin client asserts CreateTopics'
+null."""
 
 from __future__ import annotations
 
@@ -124,6 +127,58 @@ def _describe_producers(raw: RawClient, version: int) -> Any:
     return part
 
 
+def _find_coordinator(raw: RawClient, version: int) -> Any:
+    r = messages.FindCoordinatorRequest
+    if version >= 4:
+        body = r(key_type=0, coordinator_keys=["success-group"])
+        [coordinator] = raw.call(api_keys.FIND_COORDINATOR, version, body).coordinators
+        return coordinator
+    return raw.call(api_keys.FIND_COORDINATOR, version, r(key="success-group", key_type=0))
+
+
+def _describe_client_quotas(raw: RawClient, version: int) -> Any:
+    body = messages.DescribeClientQuotasRequest(components=[], strict=False)
+    return raw.call(api_keys.DESCRIBE_CLIENT_QUOTAS, version, body)
+
+
+def _alter_client_quotas(raw: RawClient, version: int) -> Any:
+    r = messages.AlterClientQuotasRequest
+    entity = [r.EntityData(entity_type="client-id", entity_name="success-client")]
+    ops = [r.OpData(key="producer_byte_rate", value=1e6, remove=False)]
+    body = r(entries=[r.EntryData(entity=entity, ops=ops)], validate_only=False)
+    [entry] = raw.call(api_keys.ALTER_CLIENT_QUOTAS, version, body).entries
+    return entry
+
+
+def _describe_scram_users(raw: RawClient, version: int) -> Any:
+    body = messages.DescribeUserScramCredentialsRequest(users=None)
+    return raw.call(api_keys.DESCRIBE_USER_SCRAM_CREDENTIALS, version, body)
+
+
+def _describe_scram_user(raw: RawClient, version: int) -> Any:
+    r = messages.AlterUserScramCredentialsRequest
+    upsert = r.ScramCredentialUpsertion(
+        name="success-user", mechanism=1, iterations=8192, salt=b"salt", salted_password=b"p" * 32
+    )
+    body = r(deletions=[], upsertions=[upsert])
+    [altered] = raw.call(api_keys.ALTER_USER_SCRAM_CREDENTIALS, version, body).results
+    assert (altered.error_code, altered.error_message) == (0, None), altered
+    d = messages.DescribeUserScramCredentialsRequest
+    body = d(users=[d.UserName(name="success-user")])
+    [result] = raw.call(api_keys.DESCRIBE_USER_SCRAM_CREDENTIALS, version, body).results
+    return result
+
+
+def _describe_quorum(raw: RawClient, version: int) -> Any:
+    q = messages.DescribeQuorumRequest
+    partitions = [q.PartitionData(partition_index=0)]
+    body = q(topics=[q.TopicData(topic_name="__cluster_metadata", partitions=partitions)])
+    answer = raw.call(api_keys.DESCRIBE_QUORUM, version, body)
+    [part] = answer.topics[0].partitions
+    assert (part.error_code, part.error_message) == (0, ""), part
+    return answer
+
+
 NULL = None
 CASES: dict[str, tuple[Callable[[RawClient, int], Any], int, str | None]] = {
     "CreateTopics v2": (_create_topics, 2, NULL),
@@ -140,6 +195,15 @@ CASES: dict[str, tuple[Callable[[RawClient, int], Any], int, str | None]] = {
     "DescribeProducers v0": (_describe_producers, 0, NULL),
     # Kafka's ConfigHelper leaves the message unset; the field's default is "".
     "DescribeConfigs v4": (_describe_configs, 4, ""),
+    # KafkaApis: v1-3 `setErrorMessage(error.message())`, the enum's name; v4+ never set.
+    "FindCoordinator v1": (_find_coordinator, 1, "NONE"),
+    "FindCoordinator v3": (_find_coordinator, 3, "NONE"),
+    "FindCoordinator v4": (_find_coordinator, 4, ""),
+    "DescribeClientQuotas v1": (_describe_client_quotas, 1, ""),
+    "AlterClientQuotas v1": (_alter_client_quotas, 1, NULL),
+    "DescribeUserScramCredentials v0": (_describe_scram_users, 0, ""),
+    "DescribeUserScramCredentials v0, a user": (_describe_scram_user, 0, ""),
+    "DescribeQuorum v2": (_describe_quorum, 2, ""),
 }
 
 
@@ -165,3 +229,27 @@ def test_aiokafka_creates_topics(broker: Broker) -> None:
     response = asyncio.run(create())
     [(_name, code, message)] = response.topic_errors
     assert (code, message) == (0, None)
+
+
+def test_acl_answers_have_kafkas_error_message() -> None:
+    # AclApis: a created ACL's result and DescribeAcls leave the message at its default, "";
+    # DeleteAcls sets ApiError.NONE's, null.
+    config = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
+    config["allow.everyone.if.no.acl.found"] = "true"
+    acl = dict(resource_type=2, resource_name="acl-topic", principal="User:alice", host="*")
+    acl.update(operation=3, permission_type=3)  # READ, ALLOW
+    c, d, x = messages.CreateAclsRequest, messages.DescribeAclsRequest, messages.DeleteAclsRequest
+    with Broker(config=config, log_level="INFO") as b, RawClient(b.bootstrap) as raw:
+        creation = c.AclCreation(resource_pattern_type=3, **acl)
+        [made] = raw.call(api_keys.CREATE_ACLS, 3, c(creations=[creation])).results
+        assert (made.error_code, made.error_message) == (0, ""), made
+        asked = dict(resource_type_filter=2, resource_name_filter="acl-topic")
+        asked.update(principal_filter=None, host_filter=None, operation=1, permission_type=1)
+        described = raw.call(api_keys.DESCRIBE_ACLS, 3, d(pattern_type_filter=3, **asked))
+        assert (described.error_code, described.error_message) == (0, ""), described
+        assert [r.resource_name for r in described.resources] == ["acl-topic"]
+        filters = [x.DeleteAclsFilter(pattern_type_filter=3, **asked)]
+        [deleted] = raw.call(api_keys.DELETE_ACLS, 3, x(filters=filters)).filter_results
+        assert (deleted.error_code, deleted.error_message) == (0, None), deleted
+        [matching] = deleted.matching_acls
+        assert (matching.error_code, matching.error_message) == (0, None), matching

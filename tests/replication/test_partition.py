@@ -11,8 +11,9 @@ import pytest
 from gregor.protocol import errors
 from gregor.protocol.errors import BY_NAME, KafkaError
 from gregor.replication.partition import IsrUpdate, Partition
+from gregor.storage.config import LogConfig
 
-from .helpers import NOW, Cluster, host, manager, produce, registration
+from .helpers import NOW, TOPIC_ID, Cluster, host, manager, produce, registration
 
 INELIGIBLE_REPLICA = BY_NAME["INELIGIBLE_REPLICA"].code
 FENCED_LEADER_EPOCH = BY_NAME["FENCED_LEADER_EPOCH"].code
@@ -341,3 +342,34 @@ def test_the_replica_manager_moves_partitions_between_leading_and_following(tmp_
     assert [(c.leader, c.leader_epoch) for c in rm.take_follower_changes()] == [(3, 2)]
     host(rm, registration(-1, 3, isr=(3,), partition_epoch=4))  # no leader: nothing to fetch from
     assert [(c.leader, c.leader_epoch) for c in rm.take_follower_changes()] == [(-1, 3)]
+
+
+def test_the_isr_shrink_sweep_runs_a_step_per_led_partition(tmp_path: Path) -> None:
+    """The timer's sweep over every led partition yields after each one (run in 0.5 ms slices
+    by runtime/slicing.py, so thousands of partitions never hold the loop in one piece) and
+    proposes the same shrinks as the one-piece pass; a partition no longer led when its step
+    comes is passed over."""
+    cluster = Cluster()
+    rm = manager(tmp_path, 1, cluster, lag_ms=LAG)
+    sent: list[IsrUpdate] = []
+    rm.on_isr_update = lambda p, u: sent.append(u)
+    led = [
+        rm.apply("sweep", i, TOPIC_ID, registration(1, 0, (1, 2)), LogConfig(), 1, NOW)
+        for i in range(4)
+    ]
+    for p in led:
+        produce(p, 1)  # a record broker 2 never fetches
+    steps = rm.maybe_shrink_isr_steps(NOW + LAG + 1)
+    next(steps)  # partition 0's step
+    led[1].make_follower(registration(2, 1, (1, 2)))  # led no more when its step comes
+    yielded = 1
+    try:
+        while True:
+            next(steps)
+            yielded += 1
+    except StopIteration as done:
+        updates = done.value
+    assert yielded == 4  # one step per partition led when the sweep began
+    assert [(u.partition, u.new_isr) for u in updates] == [(0, (1,)), (2, (1,)), (3, (1,))]
+    assert sent == updates
+    assert rm.maybe_shrink_isr(NOW + LAG + 1) == [], "one change in flight at a time"
