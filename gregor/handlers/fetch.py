@@ -47,7 +47,7 @@ from gregor.handlers.registry import handles
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import FetchResponse
-from gregor.replication.fetch_sessions import FetchContext, Sessionless
+from gregor.replication.fetch_sessions import CachedPartition, FetchContext, Sessionless
 from gregor.replication.partition import FollowerRead, Partition
 from gregor.replication.pending import Pending
 from gregor.replication.purgatory import DelayedOperation
@@ -130,7 +130,7 @@ class _Pass:
 
     __slots__ = (
         "ctx", "version", "replicas", "first", "read_committed", "replica_id", "broker_epoch",
-        "now", "budget", "total", "partitions",
+        "now", "budget", "total", "partitions", "incremental",
     )  # fmt: skip
 
     def __init__(self, ctx: RequestContext, request: Any, first: bool) -> None:
@@ -144,6 +144,7 @@ class _Pass:
         self.budget = request.max_bytes if ctx.version >= 3 else 0x7FFFFFFF
         self.total = 0  # record bytes read so far
         self.partitions: list[Partition] = []  # the partitions found, in request order
+        self.incremental = False  # reading an incremental session: quiet partitions skipped
 
 
 def _collect(
@@ -153,7 +154,13 @@ def _collect(
     s = _Pass(ctx, request, first)
     responses = []
     for name, t in topics:
-        parts = [_fetch_partition(s, name, fp) for fp in t.partitions]
+        if t.partitions and type(t.partitions[0]) is CachedPartition:
+            s.incremental = True
+            parts = [
+                a for a in (_fetch_partition(s, name, fp) for fp in t.partitions) if a is not None
+            ]
+        else:
+            parts = [_fetch_partition(s, name, fp) for fp in t.partitions]
         if ctx.version >= 13:
             responses.append(TopicResp(topic_id=t.topic_id, partitions=parts))
         else:
@@ -171,6 +178,8 @@ def _fetch_partition(s: _Pass, name: str | None, fp: Any) -> Any:
     if p is None:
         return _failed(fp, errors.UNKNOWN_TOPIC_OR_PARTITION)
     s.partitions.append(p)
+    if s.incremental and _quiet(s, p, fp):
+        return None
     log = p.log
     hw, start, lso = log.high_watermark, log.log_start_offset, log.last_stable_offset
     code, aborted, diverging = errors.NONE, None, None
@@ -224,6 +233,44 @@ def _fetch_partition(s: _Pass, name: str | None, fp: Any) -> Any:
     if diverging is not None:
         part.diverging_epoch = diverging
     return part
+
+
+def _quiet(s: _Pass, p: Partition, cached: CachedPartition) -> bool:
+    """Whether a partition of an incremental session has nothing to tell: its read would
+    find no records, no error and no divergence, and its high watermark, last stable offset
+    and log start are the ones last told, so its answer would be left out. Such a partition is
+    not read (a follower's fetch state is still updated, as the read would). False whenever in
+    doubt: the partition is then read as any other."""
+    log = p.log
+    if (
+        log.offline
+        or not p.is_leader
+        or cached.high_watermark != log.high_watermark
+        or cached.last_stable_offset != log.last_stable_offset
+        or cached.local_log_start_offset != log.log_start_offset
+        or cached.current_leader_epoch not in (-1, p.leader_epoch)
+    ):
+        return False
+    if s.replica_id < 0:
+        upper = log.last_stable_offset if s.read_committed else log.high_watermark
+        return cached.fetch_offset == upper
+    end = log.log_end_offset
+    if cached.fetch_offset != end or cached.last_fetched_epoch not in (
+        -1,
+        log.leader_epochs.latest_epoch,
+    ):
+        return False
+    state = p.followers.get(s.replica_id)
+    if state is None:
+        return False
+    if s.first:
+        try:
+            p.update_follower_fetch_state(
+                state, end, cached.log_start_offset, s.now, end, s.broker_epoch
+            )
+        except KafkaError:
+            return False  # read, and answered with the error
+    return True
 
 
 def _failed(fp: Any, code: int) -> Any:

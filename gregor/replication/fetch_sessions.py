@@ -240,16 +240,20 @@ class IncrementalFetch(FetchContext):
             return INVALID_FETCH_SESSION_EPOCH, session.id, [[] for _ in answers]
         kept: list[list[Any]] = []
         moved: list[tuple[Hashable, int]] = []
+        parts = session.partitions
         for t, answered in zip(self.topics, answers, strict=True):
             out = []
-            for cached, answer in zip(t.partitions, answered, strict=True):
+            key = t.topic_id if session.uses_topic_ids else t.topic
+            for answer in answered:  # those read: a quiet one may be left out by the reader
+                cached = parts.get((key, answer.partition_index))
+                if cached is None:  # forgotten by a request of the session meanwhile
+                    continue
                 if cached.must_answer(answer):
                     cached.told(answer)
                     out.append(answer)
                     if records_size(answer.records):
                         moved.append((cached.topic, cached.partition))
             kept.append(out)
-        parts = session.partitions
         for key in moved:  # those that got records are read last next time (fairness)
             cached = parts.pop(key, None)
             if cached is not None:

@@ -2,11 +2,12 @@
 processes: the leader holds one session per follower (its FetchSessionCache gauges), an
 acks=all stream loses nothing when a follower is SIGKILLed mid-stream, and the restarted
 follower, whose session died with it, starts a new one with a full Fetch, catches up byte for
-byte and rejoins the ISR. The killed follower's old session stays in the leader's cache, a
+byte and rejoins the ISR; idle followers stay in the ISR. The killed follower's old session stays in the leader's cache, a
 cache entry by id as in Kafka, until it is evicted."""
 
 from __future__ import annotations
 
+import time
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -79,3 +80,7 @@ def test_followers_replicate_through_sessions_and_a_restarted_one_starts_anew(
         20,
     )
     assert log_bytes(cluster, followers[1], "sessions") == log_bytes(cluster, leader, "sessions")
+    # idle, the followers' incremental Fetches name nothing and are answered nothing, yet they
+    # keep them caught up: still in the ISR after twice replica.lag.time.max.ms
+    time.sleep(2 * int(FAST_REPLICATION["replica.lag.time.max.ms"]) / 1000 + 0.5)
+    assert sorted(partition_state(cluster, leader, "sessions").isr_nodes) == sorted(cluster.ids)

@@ -44,6 +44,7 @@ def topic(name: str, *parts: Any) -> Any:
 
 def answer(hw: int = 10, records: bytes = b"", error: int = 0, start: int = 0) -> Any:
     return NS(
+        partition_index=0,
         error_code=error,
         high_watermark=hw,
         last_stable_offset=hw,
@@ -57,9 +58,15 @@ def answer(hw: int = 10, records: bytes = b"", error: int = 0, start: int = 0) -
 def answer_all(context: Any, by_key: dict[tuple[str, int], Any] | None = None) -> list[list[Any]]:
     """An answer for every partition the context reads (hw 10 unless given)."""
     by_key = by_key or {}
-    return [
-        [by_key.get((t.topic, p.partition), answer()) for p in t.partitions] for t in context.topics
-    ]
+    out = []
+    for t in context.topics:
+        answers = []
+        for p in t.partitions:
+            a = by_key.get((t.topic if t.topic is not None else t.topic_id, p.partition), answer())
+            a.partition_index = p.partition
+            answers.append(a)
+        out.append(answers)
+    return out
 
 
 def read_keys(context: Any) -> list[tuple[str, int, int]]:
@@ -125,9 +132,15 @@ def test_incremental_reads_every_partition_and_answers_only_the_changed() -> Non
     answers = answer_all(ctx, {("a", 2): answer(hw=11), ("a", 0): answer(start=4)})
     _, _, kept = ctx.respond(answers, NOW)
     assert kept is not None and kept_keys(ctx, kept, answers) == [("a", 0), ("a", 2)]
-    # nothing changed: an empty answer
+    # a partition the reader left out (nothing new) keeps what was last told
     ctx = cache.new_context(sid, 3, False, False, [], [], NOW)
-    answers = answer_all(ctx, {("a", 2): answer(hw=11), ("a", 0): answer(start=4)})
+    answers = answer_all(ctx, {("a", 2): answer(hw=12)})
+    _, _, kept = ctx.respond([[a for a in answers[0] if a.partition_index == 2]], NOW)
+    assert kept is not None and kept_keys(ctx, kept, answers) == [("a", 2)]
+    assert cache.sessions[sid].partitions[("a", 0)].local_log_start_offset == 4
+    # nothing changed: an empty answer
+    ctx = cache.new_context(sid, 4, False, False, [], [], NOW)
+    answers = answer_all(ctx, {("a", 2): answer(hw=12), ("a", 0): answer(start=4)})
     _, _, kept = ctx.respond(answers, NOW)
     assert kept == [[]]
 
