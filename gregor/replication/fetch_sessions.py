@@ -120,7 +120,7 @@ class SessionTopic:
 
 class FetchSession:
     __slots__ = ("id", "privileged", "uses_topic_ids", "partitions", "creation_ms",
-                 "last_used_ms", "epoch")  # fmt: skip
+                 "last_used_ms", "epoch", "view")  # fmt: skip
 
     def __init__(
         self,
@@ -137,6 +137,7 @@ class FetchSession:
         self.creation_ms = now_ms
         self.last_used_ms = now_ms
         self.epoch = next_epoch(INITIAL_EPOCH)  # the epoch the next request must carry
+        self.view: list[SessionTopic] | None = None  # topics(), until the partitions change
 
     def update(
         self, requested: Iterable[tuple[Hashable, Any]], forgotten: Iterable[tuple[Hashable, int]]
@@ -147,13 +148,25 @@ class FetchSession:
             cached = parts.get((topic, fp.partition))
             if cached is None:
                 parts[(topic, fp.partition)] = CachedPartition(topic, fp)
+                self.view = None
             else:
                 cached.update(fp)
         for key in forgotten:
-            parts.pop(key, None)
+            if parts.pop(key, None) is not None:
+                self.view = None
+
+    def move_to_end(self, key: tuple[Hashable, int]) -> None:
+        """Read `key` last from now on."""
+        parts = self.partitions
+        if key in parts and next(reversed(parts)) != key:
+            parts[key] = parts.pop(key)
+            self.view = None
 
     def topics(self) -> list[SessionTopic]:
-        """The session's partitions by topic, in session order."""
+        """The session's partitions by topic, in session order (made again only after a
+        change; its readers do not change it)."""
+        if self.view is not None:
+            return self.view
         by_topic: dict[Hashable, list[CachedPartition]] = {}
         for cached in self.partitions.values():
             group = by_topic.get(cached.topic)
@@ -162,7 +175,8 @@ class FetchSession:
             else:
                 group.append(cached)
         by_id = self.uses_topic_ids
-        return [SessionTopic(t, by_id, parts) for t, parts in by_topic.items()]
+        self.view = [SessionTopic(t, by_id, parts) for t, parts in by_topic.items()]
+        return self.view
 
 
 class FetchContext:
@@ -255,9 +269,7 @@ class IncrementalFetch(FetchContext):
                         moved.append((cached.topic, cached.partition))
             kept.append(out)
         for key in moved:  # those that got records are read last next time (fairness)
-            cached = parts.pop(key, None)
-            if cached is not None:
-                parts[key] = cached
+            session.move_to_end(key)
         return 0, session.id, kept
 
 

@@ -176,8 +176,13 @@ def test_add_update_and_forget() -> None:
     _, _, kept = ctx.respond(answers, NOW)
     assert kept is not None and kept_keys(ctx, kept, answers) == [("b", 0)]
     assert cache.total_partitions() == 2
+    # the same partitions again, then one added and one forgotten
+    ctx = cache.new_context(sid, 2, False, False, [], [], NOW)
+    assert read_keys(ctx) == [("a", 1, 5), ("b", 0, 2)]
+    ctx = cache.new_context(sid, 3, False, False, [topic("c", fp(4))], [("b", 0)], NOW)
+    assert read_keys(ctx) == [("a", 1, 5), ("c", 4, 0)]
     # forgetting everything closes the session
-    ctx = cache.new_context(sid, 2, False, False, [], [("a", 1), ("b", 0)], NOW)
+    ctx = cache.new_context(sid, 4, False, False, [], [("a", 1), ("c", 4)], NOW)
     assert isinstance(ctx, Sessionless) and len(cache) == 0
 
 
