@@ -390,12 +390,19 @@ def _key_of(topic: Any, uses_topic_ids: bool) -> Hashable:
 
 
 __all__ = [
+    "FETCH_SESSION_ID_NOT_FOUND",
+    "FETCH_SESSION_TOPIC_ID_ERROR",
     "FINAL_EPOCH",
     "INITIAL_EPOCH",
+    "INVALID_FETCH_SESSION_EPOCH",
     "INVALID_SESSION_ID",
     "CachedPartition",
     "FetchContext",
     "FetchSession",
     "FetchSessionCache",
+    "FullFetch",
+    "IncrementalFetch",
+    "SessionError",
+    "Sessionless",
     "next_epoch",
 ]
