@@ -70,6 +70,7 @@ class BrokerServer(BrokerNode):
             active_controller=store.is_active,
             connections=self.listeners.connections, socket_bytes=self.listeners.socket_bytes,
             topic_stats=self.services.topic_stats,
+            fetch_sessions=self.services.fetch_sessions,
         )  # fmt: skip
         metrics = node_metrics(self.config_value("metrics.listener"), sources, self._health)
         if metrics is not None:

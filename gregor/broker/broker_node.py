@@ -27,6 +27,7 @@ from gregor.handlers.context import Services
 from gregor.handlers.txn_markers import write_marker
 from gregor.metadata.cluster import ClusterView, registered_epoch
 from gregor.metadata.config_view import BrokerConfigView
+from gregor.replication.fetch_sessions import FetchSessionCache
 from gregor.replication.hosting import PartitionHosting
 from gregor.replication.partition import ReplicaManager
 from gregor.replication.pending import Pending
@@ -122,6 +123,10 @@ class BrokerNode:
                                self.now_ms), self.purgatory, apply,
             auto_creator(self.config_view, self.admin, apply),
             authorizer=live_authorizer(self.config.values, lambda: self.store.image.acls),
+            fetch_sessions=FetchSessionCache(
+                value("max.incremental.fetch.session.cache.slots"),
+                value("min.incremental.fetch.session.eviction.ms"),
+            ),
         )  # fmt: skip
 
     def _write_marker_here(self, topic: str, index: int, *marker: Any) -> int | Pending:

@@ -23,6 +23,7 @@ from gregor.metrics.stats import BrokerTopicStats
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.headers import RequestHeader
+from gregor.replication.fetch_sessions import FetchSessionCache
 from gregor.replication.partition import ReplicaManager
 from gregor.replication.pending import Pending
 from gregor.replication.purgatory import DelayedOperationPurgatory
@@ -75,6 +76,8 @@ class Services:
     authorizer: LiveAuthorizer | None = None
     # Kafka's BrokerTopicMetrics, counted by produce and fetch (gregor/metrics/)
     topic_stats: BrokerTopicStats = field(default_factory=BrokerTopicStats)
+    # incremental fetch sessions (KIP-227), shared by every listener's Fetch
+    fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
 
     @property
     def cluster_id(self) -> str:

@@ -4,8 +4,10 @@ v4: isolation_level, last_stable_offset, aborted_transactions: a read_committed 
 the last stable offset and lists the aborted transactions that start below it and end at or
 after the fetch offset (from the segments' .txnindex), so the client drops their records; a
 read_uncommitted one reads to the high watermark, aborted_transactions null (as Kafka). v5: log_start_offset. v7: fetch
-sessions (KIP-227): we answer every request with session id 0, which tells the client no
-session was made, so it keeps sending full requests, as Kafka allows. v9: current_leader_epoch
+sessions (KIP-227, replication/fetch_sessions.py): a full fetch may make a session; an
+incremental one names only its changed partitions, every partition of the session is read
+(and a parked one wakes on news in any of them), and the answer holds only those with
+something new. v9: current_leader_epoch
 (older than ours: FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH; the client refreshes its
 metadata). v11: rack_id, preferred_read_replica (always -1: no follower fetching, KIP-392).
 v12: flexible; last_fetched_epoch, diverging_epoch. v13: topic ids instead of names. v15:
@@ -45,6 +47,7 @@ from gregor.handlers.registry import handles
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import FetchResponse
+from gregor.replication.fetch_sessions import CachedPartition, FetchContext, Sessionless
 from gregor.replication.partition import FollowerRead, Partition
 from gregor.replication.pending import Pending
 from gregor.replication.purgatory import DelayedOperation
@@ -68,13 +71,36 @@ class Unauthorized(str):
     __slots__ = ()
 
 
-def _resolve_topics(ctx: RequestContext, request: Any) -> list[tuple[str | None, Any]]:
-    """(topic name or None if unknown, the request topic) for every requested topic; with an
-    authorizer, a topic the caller may not read (a follower: without CLUSTER_ACTION) is named
-    Unauthorized."""
+def _session_context(ctx: RequestContext, request: Any) -> FetchContext:
+    """The fetch session context of the request (v7+; older ones are sessionless)."""
+    if ctx.version < 7:
+        return Sessionless(request.topics)
+    by_id = ctx.version >= 13
+    forgotten = [
+        (f.topic_id if by_id else f.topic, index)
+        for f in request.forgotten_topics_data
+        for index in f.partitions
+    ]
+    return ctx.services.fetch_sessions.new_context(
+        request.session_id,
+        request.session_epoch,
+        by_id,
+        _replica_of(ctx, request)[0] >= 0,
+        request.topics,
+        forgotten,
+        ctx.services.now_ms(),
+    )
+
+
+def _resolve_topics(
+    ctx: RequestContext, request: Any, requested: Any
+) -> list[tuple[str | None, Any]]:
+    """(topic name or None if unknown, the topic) for every topic to read (the request's, or
+    its session's); with an authorizer, a topic the caller may not read (a follower: without
+    CLUSTER_ACTION) is named Unauthorized."""
     out: list[tuple[str | None, Any]] = []
     store = ctx.services.store
-    for t in request.topics:
+    for t in requested:
         if ctx.version >= 13:
             info = store.topic_by_id(t.topic_id)
             out.append((info.name if info else None, t))
@@ -104,7 +130,7 @@ class _Pass:
 
     __slots__ = (
         "ctx", "version", "replicas", "first", "read_committed", "replica_id", "broker_epoch",
-        "now", "budget", "total", "partitions",
+        "now", "budget", "total", "partitions", "incremental",
     )  # fmt: skip
 
     def __init__(self, ctx: RequestContext, request: Any, first: bool) -> None:
@@ -118,6 +144,7 @@ class _Pass:
         self.budget = request.max_bytes if ctx.version >= 3 else 0x7FFFFFFF
         self.total = 0  # record bytes read so far
         self.partitions: list[Partition] = []  # the partitions found, in request order
+        self.incremental = False  # reading an incremental session: quiet partitions skipped
 
 
 def _collect(
@@ -127,7 +154,13 @@ def _collect(
     s = _Pass(ctx, request, first)
     responses = []
     for name, t in topics:
-        parts = [_fetch_partition(s, name, fp) for fp in t.partitions]
+        if t.partitions and type(t.partitions[0]) is CachedPartition:
+            s.incremental = True
+            parts = [
+                a for a in (_fetch_partition(s, name, fp) for fp in t.partitions) if a is not None
+            ]
+        else:
+            parts = [_fetch_partition(s, name, fp) for fp in t.partitions]
         if ctx.version >= 13:
             responses.append(TopicResp(topic_id=t.topic_id, partitions=parts))
         else:
@@ -145,6 +178,8 @@ def _fetch_partition(s: _Pass, name: str | None, fp: Any) -> Any:
     if p is None:
         return _failed(fp, errors.UNKNOWN_TOPIC_OR_PARTITION)
     s.partitions.append(p)
+    if s.incremental and _quiet(s, p, fp):
+        return None
     log = p.log
     hw, start, lso = log.high_watermark, log.log_start_offset, log.last_stable_offset
     code, aborted, diverging = errors.NONE, None, None
@@ -200,6 +235,44 @@ def _fetch_partition(s: _Pass, name: str | None, fp: Any) -> Any:
     return part
 
 
+def _quiet(s: _Pass, p: Partition, cached: CachedPartition) -> bool:
+    """Whether a partition of an incremental session has nothing to tell: its read would
+    find no records, no error and no divergence, and its high watermark, last stable offset
+    and log start are the ones last told, so its answer would be left out. Such a partition is
+    not read (a follower's fetch state is still updated, as the read would). False whenever in
+    doubt: the partition is then read as any other."""
+    log = p.log
+    if (
+        log.offline
+        or not p.is_leader
+        or cached.high_watermark != log.high_watermark
+        or cached.last_stable_offset != log.last_stable_offset
+        or cached.local_log_start_offset != log.log_start_offset
+        or cached.current_leader_epoch not in (-1, p.leader_epoch)
+    ):
+        return False
+    if s.replica_id < 0:
+        upper = log.last_stable_offset if s.read_committed else log.high_watermark
+        return cached.fetch_offset == upper
+    end = log.log_end_offset
+    if cached.fetch_offset != end or cached.last_fetched_epoch not in (
+        -1,
+        log.leader_epochs.latest_epoch,
+    ):
+        return False
+    state = p.followers.get(s.replica_id)
+    if state is None:
+        return False
+    if s.first:
+        try:
+            p.update_follower_fetch_state(
+                state, end, cached.log_start_offset, s.now, end, s.broker_epoch
+            )
+        except KafkaError:
+            return False  # read, and answered with the error
+    return True
+
+
 def _failed(fp: Any, code: int) -> Any:
     return PartResp(
         partition_index=fp.partition,
@@ -234,7 +307,13 @@ def _leader_throttles(s: _Pass, p: Partition) -> bool:
     return quota.should_throttle(s.replica_id in p.isr, p.topic, p.index, s.now)
 
 
-def _answered(ctx: RequestContext, request: Any, topics: list[Any], responses: list[Any]) -> Any:
+def _answered(
+    ctx: RequestContext,
+    request: Any,
+    session: FetchContext,
+    topics: list[Any],
+    responses: list[Any],
+) -> Any:
     """The Fetch response; for a follower's, the record bytes of throttled partitions are
     recorded in the leader's replication quota first."""
     quota = ctx.services.replicas.leader_quota
@@ -249,7 +328,7 @@ def _answered(ctx: RequestContext, request: Any, topics: list[Any], responses: l
                     size += n
         if size:
             quota.record(size, ctx.services.now_ms())
-    return _response(ctx, request, topics, responses)
+    return _response(ctx, request, session, topics, responses)
 
 
 def _close(responses: list[Any]) -> None:
@@ -261,7 +340,10 @@ def _close(responses: list[Any]) -> None:
 
 @handles(api_keys.FETCH)
 def handle(ctx: RequestContext, request: Any) -> Any:
-    topics = _resolve_topics(ctx, request)
+    session = _session_context(ctx, request)
+    if session.error:
+        return FetchResponse(error_code=session.error, session_id=0, responses=[])
+    topics = _resolve_topics(ctx, request, session.topics)
     responses, total, partitions = _collect(ctx, request, topics)
     if (
         total >= request.min_bytes
@@ -269,9 +351,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         or not partitions
         or _has_error(responses)
     ):
-        return _answered(ctx, request, topics, responses)
+        return _answered(ctx, request, session, topics, responses)
     _close(responses)
-    op = DelayedFetch(ctx, request, topics, partitions)
+    op = DelayedFetch(ctx, request, session, topics, partitions)
     ctx.services.purgatory.watch(op, partitions)
     return op.answer
 
@@ -310,24 +392,28 @@ def _has_error(responses: list[Any]) -> bool:
 
 
 class DelayedFetch(DelayedOperation):
-    """A Fetch waiting for min_bytes (Kafka's DelayedFetch): each event on a partition it reads
+    """A Fetch waiting for min_bytes (Kafka's DelayedFetch; of an incremental fetch, every
+    partition of its session is read, and so watched): each event on a partition it reads
     reads them all again, unless none of them changed in what the read depends on (its
     `_read_state`: a follower's fetch is not read again when only the high watermark moved, as
     Kafka's DelayedFetch counts only new bytes); complete once min_bytes are ready, an error is
     to be told, or a partition is no longer the one watched; at max_wait_ms, answered with what
     is there."""
 
-    __slots__ = ("ctx", "request", "topics", "partitions", "responses", "answer", "state")
+    __slots__ = (
+        "ctx", "request", "session", "topics", "partitions", "responses", "answer", "state",
+    )  # fmt: skip
 
     def __init__(
         self,
         ctx: RequestContext,
         request: Any,
+        session: FetchContext,
         topics: list[tuple[str | None, Any]],
         partitions: list[Partition],
     ) -> None:
         super().__init__(ctx.services.now_ms() + request.max_wait_ms)
-        self.ctx, self.request, self.topics = ctx, request, topics
+        self.ctx, self.request, self.session, self.topics = ctx, request, session, topics
         self.partitions = partitions
         self.responses: list[Any] = []
         self.answer = Pending("fetch")
@@ -354,14 +440,32 @@ class DelayedFetch(DelayedOperation):
         self.responses, _, _ = _collect(self.ctx, self.request, self.topics, first=False)
 
     def on_complete(self) -> None:
-        self.answer.complete(_answered(self.ctx, self.request, self.topics, self.responses))
+        self.answer.complete(
+            _answered(self.ctx, self.request, self.session, self.topics, self.responses)
+        )
 
 
 def _response(
-    ctx: RequestContext, request: Any, topics: list[tuple[str | None, Any]], responses: list[Any]
+    ctx: RequestContext,
+    request: Any,
+    session: FetchContext,
+    topics: list[tuple[str | None, Any]],
+    responses: list[Any],
 ) -> Any:
+    """The response of the partitions read; of an incremental fetch, only those the session
+    says have something new."""
     _count(ctx, request, topics, responses)
-    return FetchResponse(error_code=errors.NONE, session_id=0, responses=responses)
+    error, session_id, kept = session.respond(
+        [t.partitions for t in responses], ctx.services.now_ms()
+    )
+    if error:
+        _close(responses)
+        return FetchResponse(error_code=error, session_id=session_id, responses=[])
+    if kept is not None:
+        for t, parts in zip(responses, kept, strict=True):
+            t.partitions = parts
+        responses = [t for t in responses if t.partitions]
+    return FetchResponse(error_code=errors.NONE, session_id=session_id, responses=responses)
 
 
 def _count(

@@ -408,6 +408,13 @@ _BROKER_ONLY: list[ConfigDef] = [
     ConfigDef("replica.fetch.backoff.ms", INT, "1000", at_least(0), read_only=True),
     ConfigDef("replica.socket.timeout.ms", INT, "30000", at_least(1), read_only=True),
     ConfigDef("num.replica.fetchers", INT, "1", at_least(1), read_only=True),
+    # Incremental fetch sessions (KIP-227, replication/fetch_sessions.py)
+    ConfigDef(
+        "max.incremental.fetch.session.cache.slots", INT, "1000", at_least(0), read_only=True
+    ),
+    ConfigDef(
+        "min.incremental.fetch.session.eviction.ms", INT, "120000", at_least(0), read_only=True
+    ),
     ConfigDef("controlled.shutdown.enable", BOOLEAN, "true", None, read_only=True),
     # Automatic preferred leader election by the active controller (controller/leader_balance.py).
     ConfigDef("auto.leader.rebalance.enable", BOOLEAN, "true", None, read_only=True),

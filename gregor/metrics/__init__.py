@@ -20,6 +20,8 @@ Requests (runtime/request_metrics.py says what each time covers):
 Replica manager (partitions hosted here):
     kafka_server_replicamanager_{underreplicatedpartitions,underminisrpartitioncount,
     offlinereplicacount,leadercount,partitioncount}; _isrshrinks_total, _isrexpands_total
+Fetch sessions (KIP-227): kafka_server_fetchsessioncache_{numincrementalfetchsessions,
+    numincrementalfetchpartitionscached}; _incrementalfetchsessionevictions_total
 Controller (from this node's metadata image; activecontrollercount 1 on the active one):
     kafka_controller_kafkacontroller_{activecontrollercount,offlinepartitionscount,
     globaltopiccount,globalpartitioncount,activebrokercount,fencedbrokercount}

@@ -49,6 +49,7 @@ class BrokerSources:
     requests: RequestStats = field(default_factory=RequestStats)
     commit_latency: Window = field(default_factory=Window)
     loop_lag: Window = field(default_factory=Window)
+    fetch_sessions: Any = None  # the FetchSessionCache (KIP-227)
 
 
 def _counter(name: str, text: str) -> Metric:
@@ -324,6 +325,38 @@ class NetworkCollector:
         )
 
 
+class FetchSessionCollector:
+    """kafka_server_fetchsessioncache_*: Kafka's FetchSessionCache gauges and evictions."""
+
+    def __init__(self, sources: BrokerSources) -> None:
+        self.s = sources
+
+    def collect(self) -> Iterator[Metric]:
+        cache = self.s.fetch_sessions
+        if cache is None:
+            return
+        kind = ("kafka.server", "FetchSessionCache")
+        yield GaugeMetricFamily(
+            names.gauge(*kind, "NumIncrementalFetchSessions"),
+            "Incremental fetch sessions cached",
+            value=len(cache),
+        )
+        yield GaugeMetricFamily(
+            names.gauge(*kind, "NumIncrementalFetchPartitionsCached"),
+            "Partitions of the cached incremental fetch sessions",
+            value=cache.total_partitions(),
+        )
+        yield _counter_of(
+            names.meter(*kind, "IncrementalFetchSessionEvictionsPerSec"),
+            "Incremental fetch sessions evicted",
+            cache.evictions,
+        )
+
+
+def _counter_of(name: str, text: str, value: int) -> Metric:
+    return CounterMetricFamily(name[: -len("_total")], text, value=value)
+
+
 def collectors(sources: BrokerSources, broker: bool = True) -> list[Any]:
     """Every collector of a broker node; of a controller-only node (`broker` False, no
     partitions, groups or client listener): the controller's, Raft's and its listener's."""
@@ -336,6 +369,7 @@ def collectors(sources: BrokerSources, broker: bool = True) -> list[Any]:
         ControllerCollector(sources),
         GroupCollector(sources),
         NetworkCollector(sources),
+        FetchSessionCollector(sources),
     ]
 
 

@@ -8,11 +8,18 @@ AbstractFetcherThread and ReplicaFetcherThread without the thread).
 
 One fetcher per leader broker (Kafka's num.replica.fetchers = 1), one Fetch in flight at a
 time (the caller's loop), every partition followed from that leader in it: v15, topic ids,
-`replica_state` = (this broker, its broker epoch), no fetch session (session id 0, epoch -1:
-a full request each time, as Kafka allows), replica.fetch.wait.max.ms / min.bytes /
+`replica_state` = (this broker, its broker epoch), replica.fetch.wait.max.ms / min.bytes /
 response.max.bytes for the request and replica.fetch.max.bytes per partition. Each partition
 asks from its log end offset, naming the epoch of its last batch (`last_fetched_epoch`, the
 latest of its leader-epoch cache) and the leader epoch it follows (`current_leader_epoch`).
+
+Fetch sessions (KIP-227, Kafka's FetchSessionHandler): the first request is full (session id
+0, epoch 0); once the leader answers a session id, each request is incremental: it names only
+the partitions added or whose fetch (offset, log start, epochs) changed, and forgets those no
+longer fetched (removed, backed off, fenced, throttled); a partition missing from an answer
+had nothing new. An answer FETCH_SESSION_ID_NOT_FOUND starts over with a new session, any
+other error, or a failed request, closes the session with the next full request (the
+session's id, epoch 0). A leader that answers session id 0 gets full requests.
 
 Truncation (KIP-320 "truncate on fetch", what Kafka does since 2.7; no OffsetForLeaderEpoch
 round trip): when the leader answers `diverging_epoch` = (epoch E, end offset X), nothing is
@@ -57,6 +64,14 @@ from typing import Any
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import FetchRequest
+from gregor.replication.fetch_sessions import (
+    FETCH_SESSION_ID_NOT_FOUND,
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_FETCH_SESSION_EPOCH,
+    INVALID_SESSION_ID,
+    next_epoch,
+)
 from gregor.replication.partition import Partition
 from gregor.security.replication_quotas import ReplicationQuota
 from gregor.storage.leader_epoch import LeaderEpochCache
@@ -135,6 +150,10 @@ def truncation_offset(
     return min(end, leader_end_offset, log_end_offset), True
 
 
+# What a partition's Fetch asks: (fetch offset, log start, leader epoch, last fetched epoch)
+Asked = tuple[int, int, int, int]
+
+
 class FollowerFetcher:
     def __init__(
         self, leader_id: int, config: FetcherConfig, quota: ReplicationQuota | None = None
@@ -143,6 +162,12 @@ class FollowerFetcher:
         self.config = config
         self.quota = quota  # the follower replication throttle; None: never throttled
         self.partitions: dict[tuple[str, int], FetchState] = {}
+        # the fetch session with the leader: its id and the epoch of the next request
+        # (INITIAL_EPOCH: a full one), and what the leader's session holds per partition
+        self.session_id = INVALID_SESSION_ID
+        self.session_epoch = INITIAL_EPOCH
+        self.session: dict[tuple[uuid.UUID, int], tuple[Asked, Sent]] = {}
+        self.full_in_flight = True
 
     # -- which partitions ---------------------------------------------------------------------
 
@@ -175,35 +200,67 @@ class FollowerFetcher:
     def build_request(
         self, now_ms: int, broker_epoch: int
     ) -> tuple[Any, dict[tuple[uuid.UUID, int], Sent]] | None:
-        """The Fetch for every partition ready now, and what each asked for; None if none is."""
+        """The Fetch for every partition ready now (of an incremental session: those added or
+        changed, and the forgotten), and what each partition of the session asks; None if no
+        partition is ready."""
         cfg = self.config
+        full = self.session_epoch in (INITIAL_EPOCH, FINAL_EPOCH)
+        old = self.session
+        session: dict[tuple[uuid.UUID, int], tuple[Asked, Sent]] = {}
         by_topic: dict[uuid.UUID, list[Any]] = {}
-        sent: dict[tuple[uuid.UUID, int], Sent] = {}
-        quota = self.quota
         for (topic, index), state in self.partitions.items():
-            if not state.ready(now_ms):
+            lg = self._fetchable(topic, index, state, now_ms)
+            if lg is None:
                 continue
-            if quota is not None and quota.should_throttle(state.in_sync, topic, index, now_ms):
-                continue  # over the follower throttle: asked again once the rate is back under
-            p = state.partition
-            lg = p.log
-            if lg.offline:
-                continue  # its log dir failed: nothing to append to until a restart
-            offset = lg.log_end_offset
-            by_topic.setdefault(p.topic_id, []).append(
+            key = (state.partition.topic_id, index)
+            asked = (lg.log_end_offset, lg.log_start_offset, state.leader_epoch,
+                     lg.leader_epochs.latest_epoch)  # fmt: skip
+            before = old.get(key)
+            if before is not None and before[0] == asked:
+                session[key] = before
+                if not full:
+                    continue  # the leader's session has it as it is
+            else:
+                session[key] = (asked, Sent(topic, index, asked[0], state.leader_epoch))
+            by_topic.setdefault(key[0], []).append(
                 FetchRequest.FetchPartition(
                     partition=index,
-                    current_leader_epoch=state.leader_epoch,
-                    fetch_offset=offset,
-                    last_fetched_epoch=lg.leader_epochs.latest_epoch,
-                    log_start_offset=lg.log_start_offset,
+                    current_leader_epoch=asked[2],
+                    fetch_offset=asked[0],
+                    last_fetched_epoch=asked[3],
+                    log_start_offset=asked[1],
                     partition_max_bytes=cfg.partition_max_bytes,
                 )
             )
-            sent[(p.topic_id, index)] = Sent(topic, index, offset, state.leader_epoch)
-        if not sent:
+        if not session:
             return None
-        request = FetchRequest(
+        forgotten: dict[uuid.UUID, list[int]] = {}
+        if not full:
+            for tid, index in old.keys() - session.keys():
+                forgotten.setdefault(tid, []).append(index)
+        self.session, self.full_in_flight = session, full
+        sent = {k: v[1] for k, v in session.items()}
+        return self._request(broker_epoch, by_topic, forgotten), sent
+
+    def _fetchable(self, topic: str, index: int, state: FetchState, now_ms: int) -> Any:
+        """The partition's log if it is fetched now (not backed off, fenced, throttled or
+        offline), else None."""
+        if not state.ready(now_ms):
+            return None
+        quota = self.quota
+        if quota is not None and quota.should_throttle(state.in_sync, topic, index, now_ms):
+            return None  # over the follower throttle: asked again once the rate is back under
+        lg = state.partition.log
+        return None if lg.offline else lg  # a failed log dir: nothing to append to
+
+    def _request(
+        self,
+        broker_epoch: int,
+        by_topic: dict[uuid.UUID, list[Any]],
+        forgotten: dict[uuid.UUID, list[int]],
+    ) -> Any:
+        cfg = self.config
+        return FetchRequest(
             replica_state=FetchRequest.ReplicaState(
                 replica_id=cfg.replica_id, replica_epoch=broker_epoch
             ),
@@ -211,21 +268,40 @@ class FollowerFetcher:
             min_bytes=cfg.min_bytes,
             max_bytes=cfg.max_bytes,
             isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
+            session_id=self.session_id,
+            session_epoch=self.session_epoch,
             topics=[
                 FetchRequest.FetchTopic(topic_id=tid, partitions=parts)
                 for tid, parts in by_topic.items()
             ],
-            forgotten_topics_data=[],
+            forgotten_topics_data=[
+                FetchRequest.ForgottenTopic(topic_id=tid, partitions=parts)
+                for tid, parts in forgotten.items()
+            ],
             rack_id="",
         )
-        return request, sent
+
+    def _session_answered(self, response: Any) -> None:
+        """Move the session on after an answer without a top-level error."""
+        if response.session_id == INVALID_SESSION_ID:
+            self.session_id, self.session_epoch = INVALID_SESSION_ID, INITIAL_EPOCH
+        elif self.full_in_flight:
+            self.session_id, self.session_epoch = response.session_id, next_epoch(INITIAL_EPOCH)
+        else:
+            self.session_epoch = next_epoch(self.session_epoch)
+
+    def _session_failed(self, code: int | None) -> None:
+        """After an error answer (`code`) or a failed request (None): the next request is
+        full, in a new session if the leader no longer knows this one."""
+        if code == FETCH_SESSION_ID_NOT_FOUND:
+            self.session_id = INVALID_SESSION_ID
+        self.session_epoch = INITIAL_EPOCH
 
     # -- the answer ---------------------------------------------------------------------------
 
     def handle_error(self, sent: dict[tuple[uuid.UUID, int], Sent], now_ms: int) -> None:
         """The whole Fetch failed: back off every partition it asked for."""
+        self._session_failed(None)
         for s in sent.values():
             state = self.partitions.get((s.topic, s.index))
             if state is not None and state.leader_epoch == s.leader_epoch:
@@ -235,7 +311,13 @@ class FollowerFetcher:
         self, sent: dict[tuple[uuid.UUID, int], Sent], response: Any, now_ms: int
     ) -> FetchOutcome:
         outcome = FetchOutcome()
-        if response.error_code != errors.NONE:
+        code = response.error_code
+        if code in (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH):
+            log.info("fetch session %d with broker %d: %s; starting a new one", self.session_id,
+                     self.leader_id, errors.name_of(code))  # fmt: skip
+            self._session_failed(code)  # asked again at once, in full
+            return outcome
+        if code != errors.NONE:
             log.info(
                 "fetch from broker %d failed: %s",
                 self.leader_id,
@@ -243,6 +325,7 @@ class FollowerFetcher:
             )
             self.handle_error(sent, now_ms)
             return outcome
+        self._session_answered(response)
         for t in response.responses:
             for pd in t.partitions:
                 s = sent.get((t.topic_id, pd.partition_index))

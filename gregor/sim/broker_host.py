@@ -11,6 +11,8 @@ them and driven over the simulated network and clock (core_driver.py):
     replication/purgatory                     delayed produce (handlers/delayed_produce.py)
                                               and a follower's Fetch parked until its
                                               partitions change or max_wait_ms passes
+    replication/fetch_sessions                the followers' incremental fetch sessions
+                                              (KIP-227), lost with the process
 
 What is the simulation's own: the metadata is read from a controller every METADATA_MS (or at
 once while more is there) and replayed into the broker's image (metadata_view.py), caught up
@@ -35,6 +37,7 @@ from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import FetchRequest, FetchResponse, ProduceResponse
 from gregor.protocol.outbound import Outbound
+from gregor.replication.fetch_sessions import FetchContext, FetchSessionCache
 from gregor.replication.fetcher_session import ReplicaFetchers
 from gregor.replication.follower import FetcherConfig, FollowerFetcher
 from gregor.replication.hosting import PartitionHosting
@@ -148,6 +151,8 @@ class BrokerHost(SimHost):
         if self.sim.config.apply_after_registration:
             self.hosting.registered = lambda: 0 <= self.broker_epoch <= metadata.applied
         self.purgatory = DelayedOperationPurgatory(f"broker-{node_id}")
+        # ids drawn from this incarnation's own stream (the run's stream is left as it was)
+        self.fetch_sessions = FetchSessionCache(rng=random.Random(self.incarnation_id.int))
         self.drivers = {
             "lifecycle": SimCoreDriver(self, self.lifecycle, "lifecycle", self._send),
             "alter-partition": SimCoreDriver(self, isr_sender, "alter-partition", self._send),
@@ -327,13 +332,24 @@ class BrokerHost(SimHost):
             raise AssertionError(f"unknown request {body!r}")
 
     def _serve_follower(self, src: int, corr: int, request: Any) -> None:
-        """Answer a follower's Fetch, or park it in the purgatory while it finds nothing new."""
-        response, found, touched = self._follower_read(request, first=True)
+        """Answer a follower's Fetch in its fetch session (as handlers/fetch.py: every
+        partition of the session read, the changed answered), or park it in the purgatory
+        while it finds nothing new."""
+        forgotten = [(f.topic_id, i) for f in request.forgotten_topics_data for i in f.partitions]
+        context = self.fetch_sessions.new_context(
+            request.session_id, request.session_epoch, True, True, request.topics, forgotten,
+            self.now_ms(),
+        )  # fmt: skip
+        if context.error:
+            self.answer(src, corr, FetchResponse(error_code=context.error, responses=[]))
+            return
+        read = SessionRead(request.replica_state, context)
+        response, found, touched = self._follower_read(read, first=True)
         if found:
-            self.answer(src, corr, response)
+            self.answer(src, corr, in_session(context, response, self.now_ms()))
             return
         deadline = self.now_ms() + request.max_wait_ms
-        self.purgatory.watch(FollowerFetchWait(self, src, corr, request, deadline), touched)
+        self.purgatory.watch(FollowerFetchWait(self, src, corr, read, deadline), touched)
 
     def _follower_read(self, request: Any, first: bool) -> tuple[Any, bool, list[Partition]]:
         """The answer to a follower's Fetch now, whether it says anything (records, an error,
@@ -466,6 +482,29 @@ class BrokerHost(SimHost):
             self.coordinators.poll(token)
 
 
+class SessionRead:
+    """What a follower's Fetch reads: the partitions of its session context."""
+
+    __slots__ = ("replica_state", "context", "topics")
+
+    def __init__(self, replica_state: Any, context: FetchContext) -> None:
+        self.replica_state, self.context, self.topics = replica_state, context, context.topics
+
+
+def in_session(context: FetchContext, response: Any, now_ms: int) -> Any:
+    """The answer of the partitions read, as the session context picks it."""
+    parts = [t.partitions for t in response.responses]
+    error, session_id, kept = context.respond(parts, now_ms)
+    if error:
+        return FetchResponse(error_code=error, session_id=session_id, responses=[])
+    response.session_id = session_id
+    if kept is not None:
+        for t, answered in zip(response.responses, kept, strict=True):
+            t.partitions = answered
+        response.responses = [t for t in response.responses if t.partitions]
+    return response
+
+
 class FollowerFetchWait(DelayedOperation):
     """A follower's Fetch that found nothing new: read again at each change of its
     partitions, answered once there is something to say, or at its max_wait_ms."""
@@ -487,4 +526,5 @@ class FollowerFetchWait(DelayedOperation):
         self.response = self.host._follower_read(self.request, first=False)[0]
 
     def on_complete(self) -> None:
-        self.host.answer(self.src, self.corr, self.response)
+        response = in_session(self.request.context, self.response, self.host.now_ms())
+        self.host.answer(self.src, self.corr, response)

@@ -6,10 +6,14 @@ follower's end, fencing, and producer state that survives a failover."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 from gregor.protocol import errors
 from gregor.protocol.errors import BY_NAME
+from gregor.protocol.messages import FetchResponse
 from gregor.protocol.records.records import build_batch, build_control_batch
+from gregor.replication.fetch_sessions import FetchSessionCache
 from gregor.replication.follower import FetcherConfig, FollowerFetcher, truncation_offset
 from gregor.replication.partition import Partition
 from gregor.storage.leader_epoch import LeaderEpochCache
@@ -206,3 +210,69 @@ def test_idempotent_producer_state_follows_to_the_new_leader(tmp_path: Path) -> 
     assert (retry.first_offset, retry.last_offset, new.log.log_end_offset) == (1, 1, 2)
     third = build_batch([(b"c", b"3")], producer_id=9, producer_epoch=0, base_sequence=2)
     assert new.append_as_leader(bytearray(third), -1, NOW).first_offset == 2
+
+
+def serve_in_session(cache: FetchSessionCache, leader: Partition, request: Any, now: int) -> Any:
+    """The leader's answer as handlers/fetch.py gives it with fetch sessions."""
+    forgotten = [(f.topic_id, i) for f in request.forgotten_topics_data for i in f.partitions]
+    ctx = cache.new_context(
+        request.session_id, request.session_epoch, True, True, request.topics, forgotten, now
+    )
+    if ctx.error:
+        return FetchResponse(error_code=ctx.error, session_id=0, responses=[])
+    read = SimpleNamespace(replica_state=request.replica_state, topics=ctx.topics)
+    response = serve_fetch(leader, read, now)
+    _, session_id, kept = ctx.respond([t.partitions for t in response.responses], now)
+    response.session_id = session_id
+    if kept is not None:
+        for t, parts in zip(response.responses, kept, strict=True):
+            t.partitions = parts
+    return response
+
+
+def test_a_follower_fetches_in_an_incremental_session(tmp_path: Path) -> None:
+    """Full first, then only what changed; a session the leader lost or an epoch it refuses
+    starts over with a full Fetch, and replication goes on."""
+    pair = Pair(tmp_path)
+    pair.elect(leader=1, epoch=1, partition_epoch=1)
+    leader, follower, cache = pair.part(1), pair.fetchers[2], FetchSessionCache()
+
+    def pump() -> Any:
+        pair.now += 10
+        built = follower.build_request(pair.now, pair.cluster.epochs[2])
+        assert built is not None
+        request, sent = built
+        follower.handle_response(sent, serve_in_session(cache, leader, request, pair.now), pair.now)
+        return request
+
+    def asked(request: Any) -> list[tuple[int, int]]:
+        return [(fp.partition, fp.fetch_offset) for t in request.topics for fp in t.partitions]
+
+    produce(leader, 3, pair.now)
+    r = pump()
+    assert (r.session_id, r.session_epoch, asked(r)) == (0, 0, [(0, 0)])
+    sid = follower.session_id
+    assert sid > 0 and pair.part(2).log.log_end_offset == 3
+    r = pump()  # the new fetch offset, named; it moves the leader's HW to 3
+    assert (r.session_id, r.session_epoch, asked(r)) == (sid, 1, [(0, 3)])
+    assert pair.part(2).log.high_watermark == 0
+    r = pump()  # nothing changed here: nothing named; the leader's new HW is told
+    assert (r.session_id, r.session_epoch, asked(r)) == (sid, 2, [])
+    assert pair.part(2).log.high_watermark == 3
+    produce(leader, 2, pair.now)
+    r = pump()  # records of a partition the request did not name
+    assert asked(r) == [] and pair.part(2).log.log_end_offset == 5
+    cache.remove(sid)  # the leader lost the session (a restart): FETCH_SESSION_ID_NOT_FOUND
+    pump()
+    r = pump()
+    assert (r.session_id, r.session_epoch, asked(r)) == (0, 0, [(0, 5)])
+    sid = follower.session_id
+    follower.session_epoch += 5  # an epoch the leader refuses: the session is closed, anew
+    pump()
+    r = pump()
+    assert (r.session_id, r.session_epoch, asked(r)) == (sid, 0, [(0, 5)])
+    assert follower.session_id != sid and follower.session_id in cache.sessions
+    assert sid not in cache.sessions
+    produce(leader, 1, pair.now)
+    pump()
+    assert pair.part(2).log.log_end_offset == 6
