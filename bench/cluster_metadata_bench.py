@@ -211,6 +211,8 @@ def run_tree(tree: Tree, args: argparse.Namespace, report: Report) -> None:
         try:
             ctrl = cluster.active_controller()
             other = next(i for i in cluster.ids if i != ctrl)
+            if args.existing:  # the cost per topic must not grow with the topics already there
+                batched(cluster.bootstrap_of(ctrl), "e", args.existing, args.batch, args.partitions)
             pids = (
                 broker_pid(cluster.nodes[ctrl]),
                 [broker_pid(cluster.nodes[i]) for i in cluster.ids if i != ctrl],
@@ -277,6 +279,12 @@ def main() -> None:
     ap.add_argument("--concurrent", type=int, help="topics created by the clients at once (800)")
     ap.add_argument("--threads", type=int, default=8, help="clients creating at once")
     ap.add_argument("--partitions", type=int, default=1)
+    ap.add_argument(
+        "--existing",
+        type=int,
+        default=0,
+        help="topics created on the 3-node cluster (--batch per request) before its cases",
+    )
     ap.add_argument(
         "--three-only",
         action="store_true",
