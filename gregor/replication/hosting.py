@@ -46,6 +46,10 @@ from gregor.storage.log_manager import LogManager
 log = logging.getLogger("gregor.replication")
 
 NEW_PARTITIONS_PER_STEP = 100
+# New logs a job fsyncs itself (a checkpoint and a directory each, then their log dir) before
+# they are placed; more are placed at once and left to the log manager's deferred syncs, which
+# batch them (one syncfs above 32 files) instead of a fsync each, every one a GIL hand-off.
+SYNC_IN_JOB_MAX = 16
 
 
 class TopicSource(Protocol):
@@ -221,6 +225,8 @@ class PartitionHosting:
                     made.append(open_log())
                 except OSError as exc:
                     made.append(exc)
+            if len(jobs) > SYNC_IN_JOB_MAX:  # many: the log manager's batched syncs (syncfs)
+                return made, False
             try:
                 self.logs.sync_prepared([lg for lg in made if isinstance(lg, Log)])
             except OSError as exc:  # fsynced on the loop's terms instead (adopt)

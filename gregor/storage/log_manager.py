@@ -45,8 +45,6 @@ from gregor.storage.config import LogConfig
 from gregor.storage.log import Log, dir_name, parse_dir_name
 from gregor.storage.segment import LogSegment
 
-SYNCFS_ABOVE = 32  # new logs made at once above which one syncfs beats their fsyncs
-
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -292,8 +290,6 @@ class LogManager:
         each one's leader-epoch checkpoint and directory, then each log dir holding them once
         (their entries), so placing them on the loop leaves no fsync behind."""
         parents = {os.path.dirname(log_.directory): None for log_ in logs}
-        if len(logs) > SYNCFS_ABOVE and all(checkpoints.syncfs(p) for p in parents):
-            return  # many at once: one syncfs per log dir writes them all back
         for log_ in logs:
             checkpoints.fsync_if_exists(log_.leader_epochs.path)
             checkpoints.fsync_dir(log_.directory)
@@ -316,7 +312,10 @@ class LogManager:
             return
         if not synced and self.deferred_sync is not None:  # the new directory, in the log dir
             self.deferred_sync(log_.directory)
+            self.deferred_sync(log_.leader_epochs.path)  # it may hold its first epoch
         elif not synced:
+            checkpoints.fsync_if_exists(log_.leader_epochs.path)
+            checkpoints.fsync_dir(log_.directory)
             checkpoints.fsync_dir(d)
         self._place((topic, partition), d, log_)
 
