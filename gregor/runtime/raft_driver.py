@@ -324,6 +324,8 @@ class RaftDriver:
                 # Kafka stops on a failed metadata log write; here the node waits for a flush
                 # that never completes (it stops acknowledging and committing) and says why.
                 log.error("raft %d: flushing the metadata log failed: %s", self.node_id, exc)
+                self._flushing = False
+                self._run_after_flush()  # the replay and hosting held for it need no fsync
                 return
             done()
             self._flushed(offset)
@@ -334,6 +336,9 @@ class RaftDriver:
         self._flushing = False
         if self.node is not None and not self._stopped:
             self._apply(self.node.flushed(self.clock(), offset))
+        self._run_after_flush()
+
+    def _run_after_flush(self) -> None:
         later, self._after_flush = self._after_flush, []
         loop = asyncio.get_running_loop()
         for callback in later:

@@ -73,3 +73,33 @@ def test_a_follower_replays_and_hosts_only_once_its_flush_is_reported_in_order()
 
 def test_a_leader_replays_at_once_while_its_flush_is_under_way() -> None:
     assert run(leader=True) == ["replay 0", "replay 1,2", "gate opens", "flushed 3", "hosting"]
+
+
+def test_a_failed_flush_still_lets_the_replay_and_the_hosting_run() -> None:
+    events: list[str] = []
+
+    class FailingLog(GatedLog):
+        def begin_flush(self, offset: int) -> tuple[Any, Any]:
+            def sync() -> None:
+                raise OSError(5, "EIO")
+
+            return sync, (lambda: None)
+
+    async def main() -> None:
+        def on_commit(entries: list[Entry]) -> None:
+            events.append("replay " + ",".join(str(e.offset) for e in entries))
+
+        driver = RaftDriver(2, FailingLog(), store=None, on_commit=on_commit)  # type: ignore[arg-type]
+        driver.node = StubNode(False, events)  # type: ignore[assignment]
+        driver._flush(3)
+        driver._commit([Entry(0, 1, b"a")])
+        driver.after_flush(lambda: events.append("hosting"))
+        for _ in range(200):
+            if "hosting" in events:
+                break
+            await asyncio.sleep(0.01)
+        assert driver._flusher is not None
+        driver._flusher.stop()
+
+    asyncio.run(main())
+    assert events == ["replay 0", "hosting"]  # never told the node it is durable
