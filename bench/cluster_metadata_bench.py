@@ -11,7 +11,9 @@ node broker and controller), the AdminClient bootstrapped on the active controll
 node that is not (which forwards every request in an Envelope, KIP-590):
 1. one topic per request, each awaited before the next (p50 / p99 latency too);
 2. `--batch` topics per request;
-3. `--threads` AdminClients at once, each creating one topic per request (many users at once).
+3. `--threads` AdminClients at once, each creating one topic per request (many users at once);
+4. one AdminClient, one topic per request, every request sent before any answer is awaited
+   (`create_topics` called per topic, the futures collected afterwards: pipelined).
 Every figure is the median over `--runs` runs; the trees alternate run by run. Figures only.
 With each case, the CPU time (user + system, /proc) the nodes used per topic created: the
 active controller's, and the other nodes' together; on a machine other work shares, it moves
@@ -95,6 +97,25 @@ def batched(bootstrap: str, prefix: str, n: int, batch: int, partitions: int) ->
     return {"topics_per_s": n / (time.perf_counter() - start), "failed": failed}
 
 
+def pipelined(bootstrap: str, prefix: str, n: int, partitions: int) -> dict[str, Any]:
+    """One request per topic from one AdminClient, all sent before the first answer is awaited."""
+    admin = admin_of(bootstrap)
+    create(admin, [NewTopic(f"{prefix}-warmup", partitions, 1)])
+    start = time.perf_counter()
+    futures = []
+    for i in range(n):
+        topic = NewTopic(f"{prefix}-{i}", partitions, 1)
+        futures += admin.create_topics([topic], request_timeout=60).values()
+    failed = 0
+    for f in futures:
+        try:
+            f.result()
+        except Exception as exc:
+            failed += 1
+            print(f"  {exc}", file=sys.stderr)
+    return {"topics_per_s": n / (time.perf_counter() - start), "failed": failed}
+
+
 def concurrent(
     bootstrap: str, prefix: str, n: int, threads: int, partitions: int
 ) -> dict[str, Any]:
@@ -159,6 +180,9 @@ def all_cases(
         "batched": with_cpu(
             batched, args.batched, *pids, bootstrap, f"{prefix}b", args.batched, args.batch, p
         ),
+        "pipelined": with_cpu(
+            pipelined, args.single, *pids, bootstrap, f"{prefix}p", args.single, p
+        ),
         "concurrent": with_cpu(
             concurrent,
             args.concurrent,
@@ -174,18 +198,21 @@ def all_cases(
 
 def run_tree(tree: Tree, args: argparse.Namespace, report: Report) -> None:
     with tempfile.TemporaryDirectory(prefix="gregor-cmbench-", dir=args.dir) as tmp:
-        os.makedirs(os.path.join(tmp, "one"))
-        broker = start_broker(tree, os.path.join(tmp, "one"))
-        try:
-            report.add(
-                "1 node", tree, all_cases(broker.bootstrap, "n", args, broker_pid(broker), [])
-            )
-        finally:
-            broker.stop()
+        if not args.three_only:
+            os.makedirs(os.path.join(tmp, "one"))
+            broker = start_broker(tree, os.path.join(tmp, "one"))
+            try:
+                report.add(
+                    "1 node", tree, all_cases(broker.bootstrap, "n", args, broker_pid(broker), [])
+                )
+            finally:
+                broker.stop()
         cluster = start_cluster(tree, 3, os.path.join(tmp, "three"))
         try:
             ctrl = cluster.active_controller()
             other = next(i for i in cluster.ids if i != ctrl)
+            if args.existing:  # the cost per topic must not grow with the topics already there
+                batched(cluster.bootstrap_of(ctrl), "e", args.existing, args.batch, args.partitions)
             pids = (
                 broker_pid(cluster.nodes[ctrl]),
                 [broker_pid(cluster.nodes[i]) for i in cluster.ids if i != ctrl],
@@ -193,7 +220,9 @@ def run_tree(tree: Tree, args: argparse.Namespace, report: Report) -> None:
             report.add(
                 "via controller", tree, all_cases(cluster.bootstrap_of(ctrl), "c", args, *pids)
             )
-            report.add("forwarded", tree, all_cases(cluster.bootstrap_of(other), "f", args, *pids))
+            if not args.three_only:
+                forwarded = all_cases(cluster.bootstrap_of(other), "f", args, *pids)
+                report.add("forwarded", tree, forwarded)
         finally:
             cluster.stop()
 
@@ -211,6 +240,9 @@ def figures(args: argparse.Namespace) -> list[Figure]:
             Figure(case, "single.p99_ms", f"{label}: one per request, p99 ms"),
             Figure(case, "batched.topics_per_s", f"{label}: {args.batch} per request, topics/s"),
             Figure(
+                case, "pipelined.topics_per_s", f"{label}: one per request, pipelined, topics/s"
+            ),
+            Figure(
                 case,
                 "concurrent.topics_per_s",
                 f"{label}: {args.threads} clients at once, one per request, topics/s",
@@ -221,6 +253,7 @@ def figures(args: argparse.Namespace) -> list[Figure]:
         for path, how in (
             ("single", "one per request"),
             ("batched", f"{args.batch} per request"),
+            ("pipelined", "one per request, pipelined"),
             ("concurrent", f"{args.threads} clients at once"),
         ):
             out.append(
@@ -246,6 +279,17 @@ def main() -> None:
     ap.add_argument("--concurrent", type=int, help="topics created by the clients at once (800)")
     ap.add_argument("--threads", type=int, default=8, help="clients creating at once")
     ap.add_argument("--partitions", type=int, default=1)
+    ap.add_argument(
+        "--existing",
+        type=int,
+        default=0,
+        help="topics created on the 3-node cluster (--batch per request) before its cases",
+    )
+    ap.add_argument(
+        "--three-only",
+        action="store_true",
+        help="only the 3-node cluster via its active controller (no 1-node, no forwarded runs)",
+    )
     args = ap.parse_args()
     small = args.quick
     args.single = args.single or (30 if small else 300)
@@ -262,6 +306,7 @@ def main() -> None:
         for path, how in (
             ("single.topics_per_s", "one per request"),
             ("batched.topics_per_s", f"{args.batch} per request"),
+            ("pipelined.topics_per_s", "one per request, pipelined"),
             ("concurrent.topics_per_s", f"{args.threads} clients at once"),
         ):
             goals += report.value_goal(

@@ -115,6 +115,8 @@ class BrokerServer(BrokerNode):
         self.server = self.listeners.first.server
         self.hosting.schedule = asyncio.get_running_loop().call_soon
         if self.member is not None:
+            # New partitions wait for the metadata log's fsync under way (raft_driver.py)
+            self.hosting.schedule = self.member.driver.after_flush
             self.hosting.ready = True
             self.store.on_replayed = self.hosting.apply_soon
             self.hosting.in_thread = in_thread  # new partitions' files: off the loop

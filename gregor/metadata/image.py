@@ -48,6 +48,7 @@ from types import MappingProxyType
 from typing import Any
 
 from gregor.metadata import records as r
+from gregor.metadata.change_map import ChangeMap
 from gregor.security.acls import AclBinding
 from gregor.security.quotas import Entity as QuotaEntity
 from gregor.security.scram import MECHANISMS, ScramCredential
@@ -77,6 +78,8 @@ def _copy(m: Mapping[Any, Any]) -> dict[Any, Any]:
 
 
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
+# The image's mappings that grow with the topics: a change copies only itself (change_map.py).
+_CHANGE_MAPS = frozenset({"topics_by_id", "topics_by_name"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,11 +262,12 @@ class MetadataDelta:
         self.partitions: dict[uuid.UUID, dict[int, PartitionRegistration]] = {}
         self._owned: set[str] = set()
 
-    def _own(self, name: str) -> dict[Any, Any]:
-        """The mapping `name`, made this delta's own (copied) before its first write."""
+    def _own(self, name: str) -> Any:
+        """The mapping `name`, made this delta's own (copied) before its first write; the
+        topics fork a ChangeMap instead, which copies only what changed (change_map.py)."""
         mapping = getattr(self, name)
         if name not in self._owned:
-            mapping = _copy(mapping)
+            mapping = ChangeMap.fork_of(mapping) if name in _CHANGE_MAPS else _copy(mapping)
             setattr(self, name, mapping)
             self._owned.add(name)
         return mapping
@@ -285,7 +289,9 @@ class MetadataDelta:
 
         def done(name: str) -> Any:
             mapping = getattr(self, name)
-            return MappingProxyType(mapping) if name in self._owned else mapping
+            if name not in self._owned:
+                return mapping
+            return mapping.freeze() if isinstance(mapping, ChangeMap) else MappingProxyType(mapping)
 
         image = MetadataImage(
             offset=self.offset,

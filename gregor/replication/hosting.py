@@ -46,6 +46,10 @@ from gregor.storage.log_manager import LogManager
 log = logging.getLogger("gregor.replication")
 
 NEW_PARTITIONS_PER_STEP = 100
+# New logs a job fsyncs itself (a checkpoint and a directory each, then their log dir) before
+# they are placed; more are placed at once and left to the log manager's deferred syncs, which
+# batch them (one syncfs above 32 files) instead of a fsync each, every one a GIL hand-off.
+SYNC_IN_JOB_MAX = 16
 
 
 class TopicSource(Protocol):
@@ -99,7 +103,8 @@ class PartitionHosting:
         # result (or exception) back on this one. New partitions' logs are made there.
         self.in_thread: Callable[[Callable[[], Any], Callable[[Any], None]], object] | None = None
         self._preparing: set[tuple[str, int]] = set()
-        self._to_prepare: list[tuple[str, int, LogConfig]] = []
+        # (topic, partition, its configs, the leader epoch this broker leads it in, if it does)
+        self._to_prepare: list[tuple[str, int, LogConfig, int | None]] = []
 
     def apply_soon(self) -> None:
         """`apply` at the next turn of the loop, once however often asked (at once when not
@@ -187,43 +192,55 @@ class PartitionHosting:
                     log.warning("deleting %s-%d: no topic in the metadata names it", name, index)
                     self.logs.delete(name, index)
 
-    def _needs_log(self, topic: str, index: int, cfg: LogConfig) -> bool:
-        """A new partition whose log is (now) to be made on a worker thread."""
+    def _needs_log(self, topic: str, index: int, cfg: LogConfig, reg: Any) -> bool:
+        """A new partition whose log is (now) to be made on a worker thread; when `reg` names
+        this broker leader, its leader-epoch checkpoint is made holding that epoch."""
         if self.in_thread is None or self.logs.get(topic, index) is not None:
             return False
         if (topic, index) not in self._preparing:
             self._preparing.add((topic, index))
-            self._to_prepare.append((topic, index, cfg))
+            first = reg.leader_epoch if reg.leader == self.node_id else None
+            self._to_prepare.append((topic, index, cfg, first))
         return True
 
     def _prepare_logs(self) -> None:
         """Make the logs of `_to_prepare` on a worker thread, then place them and apply again."""
         batch, self._to_prepare = self._to_prepare, []
         jobs = []
-        for topic, index, cfg in batch:
+        for topic, index, cfg, first_epoch in batch:
             try:
-                d, open_log = self.logs.prepare(topic, index, cfg)
+                d, open_log = self.logs.prepare(topic, index, cfg, first_epoch)
             except KafkaError:  # every log dir offline: the hosting says so, inline
                 self._preparing.discard((topic, index))
                 self._unhosted.add(topic)
                 continue
             jobs.append((topic, index, d, open_log))
 
-        def make() -> list[Log | BaseException]:
+        def make() -> tuple[list[Log | BaseException], bool]:
+            """The logs (or the OSError making each), and whether they were all made durable:
+            one job per batch makes and fsyncs them, so the loop hands off one job per apply."""
             made: list[Log | BaseException] = []
             for _topic, _index, _d, open_log in jobs:
                 try:
                     made.append(open_log())
                 except OSError as exc:
                     made.append(exc)
-            return made
+            if len(jobs) > SYNC_IN_JOB_MAX:  # many: the log manager's batched syncs (syncfs)
+                return made, False
+            try:
+                self.logs.sync_prepared([lg for lg in made if isinstance(lg, Log)])
+            except OSError as exc:  # fsynced on the loop's terms instead (adopt)
+                log.warning("syncing new partitions: %s", exc)
+                return made, False
+            return made, True
 
-        def made(result: list[Log | BaseException] | BaseException) -> None:
+        def made(result: tuple[list[Log | BaseException], bool] | BaseException) -> None:
+            synced = not isinstance(result, BaseException) and result[1]
             for i, (topic, index, d, _open) in enumerate(jobs):
                 self._preparing.discard((topic, index))
                 self._unhosted.add(topic)
-                outcome = result if isinstance(result, BaseException) else result[i]
-                self.logs.adopt(topic, index, d, outcome)
+                outcome = result if isinstance(result, BaseException) else result[0][i]
+                self.logs.adopt(topic, index, d, outcome, synced)
             self.apply_soon()
 
         assert self.in_thread is not None
@@ -243,7 +260,7 @@ class PartitionHosting:
             reg = topic_image.partitions.get(index)
             if self.node_id not in replicas or reg is None:
                 continue
-            if self._needs_log(info.name, index, cfg):
+            if self._needs_log(info.name, index, cfg, reg):
                 continue  # its log is being made on a worker thread: hosted once it is
             if self.replicas.get(info.name, index) is None and budget is not None:
                 if budget <= 0:

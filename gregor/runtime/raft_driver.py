@@ -144,6 +144,9 @@ class RaftDriver:
         self._tasks: set[asyncio.Future[Any]] = set()
         self._stopped = False
         self._flusher: FlushThread | None = None
+        self._flushing = False  # a flush submitted and not yet reported
+        self._after_flush: list[Callable[[], object]] = []
+        self._deferred: list[Entry] = []  # committed, for on_commit after the flush (_commit)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -272,15 +275,35 @@ class RaftDriver:
                 fut = self._inbound.pop((send.destination, message.correlation_id), None)
                 if fut is not None and not fut.done():
                     fut.set_result(message)
+        if effects.flush is not None:
+            self._flush(effects.flush)
+        if effects.snapshot is not None or effects.leader_change is not None:
+            self._replay_deferred()  # what was committed before, first
         if effects.snapshot is not None and self.on_snapshot is not None:
             self.on_snapshot(effects.snapshot)
         if effects.committed and self.on_commit is not None:
-            self.on_commit(list(effects.committed))
+            self._commit(list(effects.committed))
         if effects.leader_change is not None and self.on_leader_change is not None:
             self.on_leader_change(effects.leader_change)
         self._arm_timer(effects.next_deadline_ms)
-        if effects.flush is not None:
-            self._flush(effects.flush)
+
+    def _commit(self, entries: list[Entry]) -> None:
+        """Hand committed entries to `on_commit`; a follower with a flush under way hands them
+        over once it is done and its acknowledging Fetch has gone out (in order, before any
+        later ones): the leader waits for that Fetch, nobody for a follower's replay."""
+        assert self.on_commit is not None
+        node = self.node
+        if self._deferred or (self._flushing and node is not None and not node.is_leader):
+            if not self._deferred:
+                self.after_flush(self._replay_deferred)
+            self._deferred += entries
+            return
+        self.on_commit(entries)
+
+    def _replay_deferred(self) -> None:
+        entries, self._deferred = self._deferred, []
+        if entries and self.on_commit is not None and not self._stopped:
+            self.on_commit(entries)
 
     def _flush(self, offset: int) -> None:
         """Make the log durable below `offset` on the flush thread (flush_thread.py: a queue,
@@ -294,12 +317,15 @@ class RaftDriver:
         sync, done = begin(offset)
         if self._flusher is None:
             self._flusher = FlushThread(loop, f"raft-{self.node_id}-flush")
+        self._flushing = True
 
         def finished(exc: BaseException | None) -> None:
             if exc is not None:
                 # Kafka stops on a failed metadata log write; here the node waits for a flush
                 # that never completes (it stops acknowledging and committing) and says why.
                 log.error("raft %d: flushing the metadata log failed: %s", self.node_id, exc)
+                self._flushing = False
+                self._run_after_flush()  # the replay and hosting held for it need no fsync
                 return
             done()
             self._flushed(offset)
@@ -307,8 +333,28 @@ class RaftDriver:
         self._flusher.submit(sync, finished)
 
     def _flushed(self, offset: int) -> None:
+        self._flushing = False
         if self.node is not None and not self._stopped:
             self._apply(self.node.flushed(self.clock(), offset))
+        self._run_after_flush()
+
+    def _run_after_flush(self) -> None:
+        later, self._after_flush = self._after_flush, []
+        loop = asyncio.get_running_loop()
+        for callback in later:
+            loop.call_soon(callback)
+
+    def after_flush(self, callback: Callable[[], object]) -> None:
+        """Run `callback` at a later turn of the loop, once the metadata log's flush under way
+        (if any) is done and what it lets the node send has gone out: work that can wait (a
+        broker creating the partitions of what it just replayed) stays behind the fsync, the
+        follower's acknowledging Fetch and the leader's commit, which the other nodes and the
+        clients wait for. The thread that fsyncs needs the GIL the loop's thread holds while
+        it runs Python, so a loop kept busy keeps the fsync waiting."""
+        if self._flushing and not self._stopped:
+            self._after_flush.append(callback)
+        else:
+            asyncio.get_running_loop().call_soon(callback)
 
     def _arm_timer(self, deadline_ms: int) -> None:
         if self._timer is not None:

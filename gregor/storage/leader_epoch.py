@@ -63,17 +63,22 @@ class LeaderEpochCache:
         else:
             self._size = checkpoints.overwrite_epochs(self.path, entries, self._size)
 
-    def create_file(self) -> None:
-        """Create the checkpoint (no epochs yet) when a new partition's files are made, as
-        Kafka's CheckpointFile does: its owner calls this on the worker thread making them, so
-        that the first epoch, written on the event loop on becoming leader, overwrites the file
-        in place (a pwrite, microseconds) instead of creating it (a directory change, waiting
-        behind the file system's journal: often milliseconds). Nothing if the file exists."""
+    def create_file(self, first: tuple[int, int] | None = None) -> None:
+        """Create the checkpoint when a new partition's files are made, as Kafka's
+        CheckpointFile does: its owner calls this on the worker thread making them, so that
+        the event loop never creates it (a directory change, waiting behind the file system's
+        journal: often milliseconds). `first`: the epoch the partition is led in from offset 0
+        when the metadata names this broker its leader; becoming leader in that epoch then
+        finds it recorded and writes nothing, else the first epoch overwrites the file in
+        place (a pwrite, microseconds). Not fsynced (the caller syncs it). Nothing if the file
+        exists or the cache has entries."""
         with self._lock:
             if not self.entries:
-                size = checkpoints.create_lines(self.path, ())
+                entries = [] if first is None else [first]
+                size = checkpoints.create_lines(self.path, (f"{e} {o}" for e, o in entries))
                 if size is not None:
                     self._size = size
+                    self.entries = entries
 
     def _persist(self) -> None:
         later = self.sync_later

@@ -1,0 +1,168 @@
+"""ChangeMap: a read-only mapping that a new version shares with the old, copying only the
+keys changed since a common base (the metadata image's topics, by id and by name).
+
+    old = ChangeMap({"a": 1, "b": 2})
+    new = old.fork()          # O(changes since the base), not O(len)
+    new["c"] = 3; del new["a"]
+    new.freeze()              # an image's mapping: writes raise TypeError from now on
+    list(old), list(new)      # ['a', 'b'], ['b', 'c']
+
+Why: every metadata change replays into a new image (image.py), and a dict copy of the topics
+costs O(topics): at 10,000 topics each creation copied (and later freed) two 10,000-entry dicts
+on the controller's speculative image, again on its committed one and on every broker, so the
+CPU per creation doubled between 0 and 10,000 topics. Kafka's image keeps its topics in
+persistent maps for the same reason. Here a version is `base` (a dict no one writes once
+shared), `over` (the keys set since: new or replaced) and `gone` (base keys deleted since).
+A fork copies `over` and `gone`; once they hold more than an eighth of the base, the fork
+starts from a new base instead (one O(n) copy per n/8 changes: O(1) amortized per change).
+
+It iterates in a dict's order (insertion order; a replaced key keeps its place, a deleted key
+added again goes last), so whatever walks an image (snapshots, the simulation) sees the same
+order as with dicts. Reads cost a method call more than a dict's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import ItemsView, Iterator, Mapping, ValuesView
+from typing import Any, Generic, TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+_MISSING: Any = object()
+MIN_CHANGES = 32  # changes a fork always carries before it starts from a new base
+
+
+class ChangeMap(Mapping[K, V], Generic[K, V]):
+    __slots__ = ("_base", "_over", "_gone", "_len", "_frozen")
+
+    def __init__(self, base: Mapping[K, V] | None = None) -> None:
+        self._base: dict[K, V] = dict(base) if base is not None else {}
+        self._over: dict[K, V] = {}
+        self._gone: set[K] = set()
+        self._len = len(self._base)
+        self._frozen = False
+
+    @classmethod
+    def fork_of(cls, mapping: Mapping[K, V]) -> ChangeMap[K, V]:
+        """A writable version of `mapping` (a ChangeMap's fork; any other mapping's copy)."""
+        if isinstance(mapping, ChangeMap):
+            return mapping.fork()
+        return cls(mapping)
+
+    def fork(self) -> ChangeMap[K, V]:
+        """A writable version equal to this one, sharing its base."""
+        if len(self._over) + len(self._gone) > max(MIN_CHANGES, len(self._base) >> 3):
+            return ChangeMap(dict(self.items()))
+        new: ChangeMap[K, V] = ChangeMap.__new__(ChangeMap)
+        new._base, new._over, new._gone = self._base, self._over.copy(), self._gone.copy()
+        new._len, new._frozen = self._len, False
+        return new
+
+    def freeze(self) -> ChangeMap[K, V]:
+        self._frozen = True
+        return self
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def __getitem__(self, key: K) -> V:
+        value = self._over.get(key, _MISSING)
+        if value is not _MISSING:
+            return value
+        if key in self._gone:
+            raise KeyError(key)
+        return self._base[key]
+
+    def get(self, key: K, default: Any = None) -> Any:
+        value = self._over.get(key, _MISSING)
+        if value is not _MISSING:
+            return value
+        if key in self._gone:
+            return default
+        return self._base.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._over or (key not in self._gone and key in self._base)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[K]:
+        base, over, gone = self._base, self._over, self._gone
+        if not over and not gone:
+            yield from base
+            return
+        for key in base:
+            if key not in gone:
+                yield key
+        for key in over:
+            if key not in base or key in gone:
+                yield key
+
+    def _items(self) -> Iterator[tuple[K, V]]:
+        base, over, gone = self._base, self._over, self._gone
+        if not over and not gone:
+            yield from base.items()
+            return
+        for key, value in base.items():
+            if key not in gone:
+                yield key, over.get(key, value)
+        for key, value in over.items():
+            if key not in base or key in gone:
+                yield key, value
+
+    def items(self) -> ItemsView[K, V]:
+        return _Items(self)
+
+    def values(self) -> ValuesView[V]:
+        return _Values(self)
+
+    def __repr__(self) -> str:
+        return f"ChangeMap({dict(self._items())!r})"
+
+    # -- writes (a fork, before it is frozen) ---------------------------------------------------
+
+    def _check_writable(self) -> None:
+        if self._frozen:
+            raise TypeError("a frozen ChangeMap is read-only: fork() it to change it")
+
+    def __setitem__(self, key: K, value: V) -> None:
+        self._check_writable()
+        if key not in self:
+            self._len += 1
+        self._over[key] = value
+
+    def __delitem__(self, key: K) -> None:
+        self._check_writable()
+        if key in self._over:
+            del self._over[key]
+            if key in self._base:
+                self._gone.add(key)
+        elif key in self._base and key not in self._gone:
+            self._gone.add(key)
+        else:
+            raise KeyError(key)
+        self._len -= 1
+
+    def pop(self, key: K, default: Any = _MISSING) -> Any:
+        if key in self:
+            value = self[key]
+            del self[key]
+            return value
+        if default is _MISSING:
+            raise KeyError(key)
+        return default
+
+
+class _Items(ItemsView[K, V]):
+    _mapping: ChangeMap[K, V]
+
+    def __iter__(self) -> Iterator[tuple[K, V]]:
+        return self._mapping._items()
+
+
+class _Values(ValuesView[V]):
+    _mapping: ChangeMap[Any, V]
+
+    def __iter__(self) -> Iterator[V]:
+        return (value for _key, value in self._mapping._items())

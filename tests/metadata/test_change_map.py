@@ -1,0 +1,80 @@
+"""ChangeMap behaves as a dict copied at every fork (a model checked by hypothesis): the same
+items in the same order, lengths, membership; an older version never sees a newer one's
+changes, and a frozen one refuses writes."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gregor.metadata.change_map import ChangeMap
+
+pytestmark = pytest.mark.unit
+
+KEYS = st.integers(0, 40)
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("set"), KEYS, st.integers()),
+        st.tuples(st.just("del"), KEYS, st.none()),
+        st.tuples(st.just("fork"), st.none(), st.none()),
+    ),
+    max_size=300,
+)
+
+
+def same(cm: ChangeMap[int, int], model: dict[int, int]) -> None:
+    assert list(cm.items()) == list(model.items())
+    assert list(cm) == list(model) and list(cm.values()) == list(model.values())
+    assert len(cm) == len(model) and cm == model
+    for k in range(41):
+        assert (k in cm) == (k in model) and cm.get(k, "none") == model.get(k, "none")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(KEYS, st.integers(), max_size=20), OPS)
+def test_a_change_map_is_a_dict_copied_at_every_fork(base: dict[int, int], ops: list) -> None:
+    cm: ChangeMap[int, int] = ChangeMap.fork_of(base)
+    model = dict(base)
+    versions: list[tuple[ChangeMap[int, int], dict[int, int]]] = []
+    for op, key, value in ops:
+        if op == "set":
+            cm[key] = value
+            model[key] = value
+        elif op == "del":
+            assert cm.pop(key, "none") == model.pop(key, "none")
+        else:
+            versions.append((cm.freeze(), dict(model)))
+            cm = cm.fork()
+        same(cm, model)
+    for old, old_model in versions:  # forks and their writes left every older version as it was
+        same(old, old_model)
+
+
+def test_a_frozen_version_refuses_writes_and_a_missing_key_raises() -> None:
+    cm = ChangeMap({"a": 1}).freeze()
+    with pytest.raises(TypeError):
+        cm["b"] = 2
+    with pytest.raises(TypeError):
+        del cm["a"]
+    new = cm.fork()
+    del new["a"]
+    with pytest.raises(KeyError):
+        new["a"]
+    with pytest.raises(KeyError):
+        del new["a"]
+    assert dict(cm) == {"a": 1} and dict(new) == {}
+
+
+def test_a_fork_after_many_changes_starts_from_a_new_base() -> None:
+    first: ChangeMap[int, int] = ChangeMap({i: i for i in range(1000)})
+    cm = first
+    for i in range(100):  # a fork shares the base while the changes stay few
+        cm = cm.fork()
+        cm[1000 + i] = i
+    assert cm._base is first._base and len(cm._over) == 100
+    for i in range(100, 200):  # more than an eighth of the base changed: a new base
+        cm = cm.fork()
+        cm[1000 + i] = i
+    assert cm._base is not first._base and len(cm._over) < 100
+    assert list(cm.items()) == [(i, i) for i in range(1000)] + [(1000 + i, i) for i in range(200)]
