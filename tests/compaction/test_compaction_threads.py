@@ -27,9 +27,9 @@ T0 = 1_700_000_000_000
 IN_PROCESS = pytest.param(True, marks=pytest.mark.client)
 
 
-@pytest.mark.parametrize("in_process", [False, IN_PROCESS], ids=["thread", "process"])
-def test_cleaning_on_a_worker_while_the_loop_appends_and_reads(tmp_path, in_process):
-    cfg = LogConfig(
+def small_compacted_config() -> LogConfig:
+    """A compacted log of small segments, cleanable at once, whose old files go at once."""
+    return LogConfig(
         segment_bytes=2500,
         index_interval_bytes=200,
         cleanup_policy="compact",
@@ -37,6 +37,11 @@ def test_cleaning_on_a_worker_while_the_loop_appends_and_reads(tmp_path, in_proc
         delete_retention_ms=10_000_000,
         file_delete_delay_ms=0,
     )
+
+
+@pytest.mark.parametrize("in_process", [False, IN_PROCESS], ids=["thread", "process"])
+def test_cleaning_on_a_worker_while_the_loop_appends_and_reads(tmp_path, in_process):
+    cfg = small_compacted_config()
     mgr, log, _ = new_manager(str(tmp_path), cfg)
     model = Model()
     rng = random.Random(1)
@@ -123,14 +128,7 @@ def test_a_swap_fsyncs_its_directory_once_on_the_loop_and_once_on_the_worker(tmp
     import gregor.runtime.cleaner_thread as cleaner_thread_module
     import gregor.storage.log as log_module
 
-    cfg = LogConfig(
-        segment_bytes=2500,
-        index_interval_bytes=200,
-        cleanup_policy="compact",
-        min_cleanable_dirty_ratio=0.3,
-        delete_retention_ms=10_000_000,
-        file_delete_delay_ms=0,
-    )
+    cfg = small_compacted_config()
     mgr, log, _ = new_manager(str(tmp_path), cfg)
     model = Model()
     rng = random.Random(2)

@@ -37,6 +37,16 @@ class StubNode:
         return Effects()
 
 
+async def hosted_then_stop(driver: RaftDriver, events: list[str]) -> None:
+    """Wait (bounded) for the hosting queued behind the flush, then stop the flush thread."""
+    for _ in range(200):
+        if "hosting" in events:
+            break
+        await asyncio.sleep(0.01)
+    assert driver._flusher is not None
+    driver._flusher.stop()
+
+
 def run(leader: bool) -> list[str]:
     events: list[str] = []
 
@@ -55,12 +65,7 @@ def run(leader: bool) -> list[str]:
         await asyncio.sleep(0.05)
         events.append("gate opens")
         log.gate.set()
-        for _ in range(200):
-            if "hosting" in events:
-                break
-            await asyncio.sleep(0.01)
-        assert driver._flusher is not None
-        driver._flusher.stop()
+        await hosted_then_stop(driver, events)
 
     asyncio.run(main())
     return events
@@ -94,12 +99,7 @@ def test_a_failed_flush_still_lets_the_replay_and_the_hosting_run() -> None:
         driver._flush(3)
         driver._commit([Entry(0, 1, b"a")])
         driver.after_flush(lambda: events.append("hosting"))
-        for _ in range(200):
-            if "hosting" in events:
-                break
-            await asyncio.sleep(0.01)
-        assert driver._flusher is not None
-        driver._flusher.stop()
+        await hosted_then_stop(driver, events)
 
     asyncio.run(main())
     assert events == ["replay 0", "hosting"]  # never told the node it is durable
