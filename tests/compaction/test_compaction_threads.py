@@ -7,6 +7,7 @@ import asyncio
 import random
 import threading
 import time
+from typing import Any
 
 import pytest
 from compaction_helpers import (
@@ -37,6 +38,15 @@ def small_compacted_config() -> LogConfig:
         delete_retention_ms=10_000_000,
         file_delete_delay_ms=0,
     )
+
+
+def check_cleaned(threads: CleanerThreads, log: Any, model: Model) -> None:
+    """The log is whole, left no temporary files, and is deduplicated up to its checkpoint."""
+    check_log(log, model)
+    assert not leftovers(log.directory)
+    end = threads.cleaner.checkpoint_of("t", 0)
+    assert end is not None and end > 0
+    check_deduplicated(log, model, end)
 
 
 @pytest.mark.parametrize("in_process", [False, IN_PROCESS], ids=["thread", "process"])
@@ -77,11 +87,7 @@ def test_cleaning_on_a_worker_while_the_loop_appends_and_reads(tmp_path, in_proc
     assert threads.cleaner.cleanings >= 3
     # Every swap ran on the loop's thread, never on the worker.
     assert swap_threads == {loop_thread[0].name}
-    check_log(log, model)
-    assert not leftovers(log.directory)
-    end = threads.cleaner.checkpoint_of("t", 0)
-    assert end is not None and end > 0
-    check_deduplicated(log, model, end)
+    check_cleaned(threads, log, model)
     mgr.shutdown()
 
 
@@ -174,9 +180,5 @@ def test_a_swap_fsyncs_its_directory_once_on_the_loop_and_once_on_the_worker(tmp
     on_worker = [d for name, d in fsyncs if name.startswith("gregor-cleaner")]
     assert on_loop == [log.directory] * done  # was two per swap
     assert on_worker == [log.directory] * done
-    check_log(log, model)
-    assert not leftovers(log.directory)
-    end = threads.cleaner.checkpoint_of("t", 0)
-    assert end is not None and end > 0
-    check_deduplicated(log, model, end)
+    check_cleaned(threads, log, model)
     mgr.shutdown()

@@ -23,7 +23,12 @@ from tests.kraft_cluster.helpers import (
     partition_state,
     wait_for,
 )
-from tests.kraft_cluster.test_replication import consume_all, log_bytes, stream_through
+from tests.kraft_cluster.test_replication import (
+    consume_all,
+    log_bytes,
+    stream_through,
+    wait_rejoined,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -69,16 +74,7 @@ def test_followers_replicate_through_sessions_and_a_restarted_one_starts_anew(
     assert values == list(range(3000)), "every acknowledged record, once, in order"
     cluster.start_node(victim)  # its session is gone with it: a full Fetch, a new session
     wait_for("the restarted follower's new session", lambda: metric(cluster, leader, SESSIONS) == 3)
-    wait_for(
-        f"broker {victim} back in the ISR",
-        lambda: victim in partition_state(cluster, leader, "sessions").isr_nodes,
-        30,
-    )
-    wait_for(
-        f"broker {victim}'s log equal to the leader's",
-        lambda: log_bytes(cluster, victim, "sessions") == log_bytes(cluster, leader, "sessions"),
-        20,
-    )
+    wait_rejoined(cluster, victim, leader, "sessions")
     assert log_bytes(cluster, followers[1], "sessions") == log_bytes(cluster, leader, "sessions")
     # idle, the followers' incremental Fetches name nothing and are answered nothing, yet they
     # keep them caught up: still in the ISR after twice replica.lag.time.max.ms

@@ -46,6 +46,21 @@ def log_bytes(cluster: LocalCluster, node: int, topic: str) -> bytes:
     return out
 
 
+def wait_rejoined(cluster: LocalCluster, node: int, leader: int, topic: str) -> None:
+    """Wait until a restarted `node` is back in `topic`'s ISR with a log byte for byte the
+    leader's."""
+    wait_for(
+        f"broker {node} back in the ISR",
+        lambda: node in partition_state(cluster, leader, topic).isr_nodes,
+        30,
+    )
+    wait_for(
+        f"broker {node}'s log equal to the leader's",
+        lambda: log_bytes(cluster, node, topic) == log_bytes(cluster, leader, topic),
+        20,
+    )
+
+
 def consume_all(
     bootstrap: str, topic: str, idle_s: float = 3.0, timeout_s: float = 30.0
 ) -> list[bytes]:
@@ -134,16 +149,7 @@ def test_acknowledged_records_survive_a_killed_leader_which_then_catches_up(
     assert values == list(range(3000)), "every acknowledged record, once, in order"
 
     cluster.start_node(leader)  # it may hold batches no one else has: it truncates them
-    wait_for(
-        f"broker {leader} back in the ISR",
-        lambda: leader in partition_state(cluster, new_leader, "orders").isr_nodes,
-        30,
-    )
-    wait_for(
-        f"broker {leader}'s log equal to the leader's",
-        lambda: log_bytes(cluster, leader, "orders") == log_bytes(cluster, new_leader, "orders"),
-        20,
-    )
+    wait_rejoined(cluster, leader, new_leader, "orders")
     assert log_bytes(cluster, survivors[0], "orders") == log_bytes(cluster, survivors[1], "orders")
 
 
