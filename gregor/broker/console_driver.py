@@ -8,7 +8,10 @@ On a listener with SASL (SASL_PLAINTEXT, SASL_SSL) the console has no credential
 each browser user signs in with theirs (as `gregor console --login`), so the cluster's ACLs
 decide what each sees. On a TLS listener (SSL, SASL_SSL) its clients trust the listener's own
 truststore (`ssl.truststore.location` or `ssl.truststore.certificates`; else the system's
-CAs); it has no client certificate, so a listener with `ssl.client.auth=required` refuses it.
+CAs). A listener with `ssl.client.auth=required` wants a client certificate: the console
+presents the node's own, the listener's keystore (`ssl.keystore.location`, or
+`ssl.keystore.certificate.chain` with `ssl.keystore.key`; `ssl.key.password`), as the node's
+inter-broker client does.
 """
 
 from __future__ import annotations
@@ -35,12 +38,39 @@ def console_client(listener: ListenerConfig) -> tuple[dict[str, str], bool, str 
         elif inline:
             settings["ssl.ca.pem"] = inline
         if listener.get("ssl.client.auth", default="none").lower() == "required":
-            warning = (
-                f"the console has no client certificate for listener {listener.name} "
-                "(ssl.client.auth=required): give the node a PLAINTEXT or SASL listener, "
-                "or run `gregor console --command-config`"
-            )
+            certificate = _client_certificate(listener)
+            if certificate:
+                settings.update(certificate)
+            else:
+                warning = (
+                    f"the console has no client certificate for listener {listener.name} "
+                    "(ssl.client.auth=required, and the listener has no keystore): give the "
+                    "node a PLAINTEXT or SASL listener, or run `gregor console --command-config`"
+                )
     return settings, listener.uses_sasl, warning
+
+
+def _client_certificate(listener: ListenerConfig) -> dict[str, str]:
+    """The listener's keystore as librdkafka's client certificate settings (none without a
+    keystore): a PEM file holds the chain and the key, so it is both locations."""
+    location = listener.get("ssl.keystore.location")
+    chain = listener.get("ssl.keystore.certificate.chain")
+    key = listener.get("ssl.keystore.key")
+    if location:
+        out = {"ssl.certificate.location": location, "ssl.key.location": location}
+    elif chain and key:
+        out = {"ssl.certificate.pem": _pem(chain), "ssl.key.pem": _pem(key)}
+    else:
+        return {}
+    password = listener.get("ssl.key.password")
+    if password:
+        out["ssl.key.password"] = password
+    return out
+
+
+def _pem(text: str) -> str:
+    """Inline PEM may carry its line breaks as literal `\\n` (as Kafka's docs show it)."""
+    return text.replace("\\n", "\n").strip()
 
 
 class ConsoleDriver:

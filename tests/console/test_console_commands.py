@@ -239,8 +239,63 @@ def test_a_nodes_console_client_settings_follow_its_listener(protocol, values, e
     assert console_client(ListenerConfig(protocol, protocol, values)) == expected
 
 
-def test_a_nodes_console_warns_it_has_no_client_certificate():
-    listener = ListenerConfig("SSL", "SSL", {"ssl.client.auth": "required"})
-    settings, login, warning = console_client(listener)
-    assert settings == {"security.protocol": "SSL"} and not login
+def test_a_nodes_console_presents_the_listeners_keystore_when_it_must():
+    listener = ListenerConfig(
+        "SSL",
+        "SSL",
+        {
+            "ssl.client.auth": "required",
+            "ssl.truststore.location": "/ca.pem",
+            "listener.name.ssl.ssl.keystore.location": "/node.pem",
+            "ssl.key.password": "secret",
+        },
+    )
+    assert console_client(listener) == (
+        {
+            "security.protocol": "SSL",
+            "ssl.ca.location": "/ca.pem",
+            "ssl.certificate.location": "/node.pem",
+            "ssl.key.location": "/node.pem",
+            "ssl.key.password": "secret",
+        },
+        False,
+        None,
+    )
+    inline = ListenerConfig(
+        "SSL",
+        "SSL",
+        {
+            "ssl.client.auth": "required",
+            "ssl.keystore.certificate.chain": "-----CHAIN-----\\nA",
+            "ssl.keystore.key": "-----KEY-----\\nB",
+        },
+    )
+    settings, _, warning = console_client(inline)
+    assert warning is None
+    assert (settings["ssl.certificate.pem"], settings["ssl.key.pem"]) == (
+        "-----CHAIN-----\nA",
+        "-----KEY-----\nB",
+    )
+    settings, _, warning = console_client(
+        ListenerConfig("SSL", "SSL", {"ssl.client.auth": "required"})
+    )
+    assert settings == {"security.protocol": "SSL"}
     assert warning is not None and "ssl.client.auth=required" in warning
+
+
+def test_a_nodes_console_on_an_ssl_listener_requiring_client_auth_serves_its_overview(tmp_path):
+    """The listener refuses clients without a certificate it trusts: the console, given the
+    node's own keystore, reads the cluster (confluent-kafka) and the quorum (gregor's codec)."""
+    pki = make_pki(tmp_path / "pki")
+    config = {
+        "listeners": "SSL://127.0.0.1:0",
+        "ssl.keystore.location": str(pki.server),
+        "ssl.truststore.location": str(pki.ca),
+        "ssl.client.auth": "required",
+        "console.listener": "http://127.0.0.1:0",
+    }
+    with Broker(config=config, log_level="INFO") as broker:
+        assert "no client certificate" not in broker.read_log()
+        status, page = _get(_console_url(broker) + "/")
+        assert status == 200, page
+        assert 'id="broker-count">1<' in page and 'id="quorum-leader">1<' in page
