@@ -468,21 +468,35 @@ def _response(
     return FetchResponse(error_code=errors.NONE, session_id=session_id, responses=responses)
 
 
+# Errors of a partition read that Kafka's FailedFetchRequestsPerSec does not count: they tell
+# the client something about the partition, not that the broker failed to read it.
+_EXPECTED_ERRORS = frozenset(
+    errors.BY_NAME[name].code
+    for name in (
+        "UNKNOWN_TOPIC_OR_PARTITION", "NOT_LEADER_OR_FOLLOWER", "UNKNOWN_LEADER_EPOCH",
+        "FENCED_LEADER_EPOCH", "REPLICA_NOT_AVAILABLE", "KAFKA_STORAGE_ERROR",
+        "INCONSISTENT_TOPIC_ID", "OFFSET_OUT_OF_RANGE",
+    )
+)  # fmt: skip
+
+
 def _count(
     ctx: RequestContext, request: Any, topics: list[tuple[str | None, Any]], responses: list[Any]
 ) -> None:
-    """Kafka's BrokerTopicMetrics of the answer: each partition a fetch request of its topic
-    (failed if answered with an error), and the record bytes sent to a consumer."""
+    """Kafka's BrokerTopicMetrics of the answer: each partition read a fetch request of its
+    topic (of an incremental fetch, every partition of the session, answered or not), failed
+    if its read failed unexpectedly, and the record bytes sent to a consumer."""
     stats = ctx.services.topic_stats
     consumer = _replica_of(ctx, request)[0] < 0
-    for (name, _t), t in zip(topics, responses, strict=True):
+    for (name, t), answered in zip(topics, responses, strict=True):
         if name is None or isinstance(name, Unauthorized):
             continue
         counts = stats.topic(name)
-        for p in t.partitions:
-            counts.total_fetch += 1
+        counts.total_fetch += len(t.partitions)
+        for p in answered.partitions:
             if p.error_code:
-                counts.failed_fetch += 1
+                if p.error_code not in _EXPECTED_ERRORS:
+                    counts.failed_fetch += 1
             elif consumer:
                 records = p.records
                 counts.bytes_out += (

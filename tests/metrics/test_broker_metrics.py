@@ -12,7 +12,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from gregor import Broker
+from gregor.protocol import api_keys
 from gregor.protocol.errors import UNKNOWN_TOPIC_OR_PARTITION
+from gregor.protocol.messages import FetchRequest
 from gregor.protocol.records.records import build_batch
 from gregor.testing.ports import free_ports
 from gregor.testing.raw_client import RawClient
@@ -337,3 +339,53 @@ def test_a_broker_without_its_controller_is_live_but_not_ready() -> None:
         m = scrape(url)
         assert sample(m, "kafka_server_raft_metrics_current_leader") == -1
         assert sample(m, "kafka_controller_kafkacontroller_activecontrollercount") == 0
+
+
+def _fetch(session_id: int, epoch: int, partitions: list[int]) -> FetchRequest:
+    """A consumer's Fetch v12 of `sessioned` at offset 0 (no partitions: as its session has)."""
+    parts = [
+        FetchRequest.FetchPartition(
+            partition=p, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
+            partition_max_bytes=65536,
+        )
+        for p in partitions
+    ]  # fmt: skip
+    topics = [FetchRequest.FetchTopic(topic="sessioned", partitions=parts)] if parts else []
+    return FetchRequest(
+        replica_id=-1, max_wait_ms=50, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+        session_id=session_id, session_epoch=epoch, topics=topics, forgotten_topics_data=[],
+    )  # fmt: skip
+
+
+def test_fetch_requests_count_each_partition_read_as_kafka_does(broker: Broker) -> None:
+    """TotalFetchRequestsPerSec counts every partition a Fetch reads: of an incremental fetch,
+    every partition of its session, those left out of the answer too; a partition the broker
+    does not host is counted, but not as failed (Kafka counts only unexpected failures)."""
+    url = broker.metrics_url
+    assert url is not None
+    _create(broker.bootstrap, "sessioned", 3)
+    _produce(broker.bootstrap, "sessioned", 5)  # into partition 0 only
+
+    def counted() -> tuple[float | None, float | None]:
+        m = scrape(url)
+        return (
+            sample(
+                m, "kafka_server_brokertopicmetrics_totalfetchrequests_total", topic="sessioned"
+            ),
+            sample(
+                m, "kafka_server_brokertopicmetrics_failedfetchrequests_total", topic="sessioned"
+            ),
+        )
+
+    with RawClient(broker.bootstrap) as raw:
+        full = raw.call(api_keys.FETCH, 12, _fetch(0, 0, [0, 1, 2]))
+        assert full.error_code == 0 and full.session_id != 0
+        assert counted() == (3, 0)
+        incremental = raw.call(api_keys.FETCH, 12, _fetch(full.session_id, 1, []))
+        assert (incremental.error_code, incremental.session_id) == (0, full.session_id)
+        answered = [p.partition_index for t in incremental.responses for p in t.partitions]
+        assert answered == [0]  # 1 and 2 have nothing new: read, not answered
+        assert counted() == (6, 0)
+        unknown = raw.call(api_keys.FETCH, 12, _fetch(0, -1, [7]))
+        assert unknown.responses[0].partitions[0].error_code == UNKNOWN_TOPIC_OR_PARTITION
+        assert counted() == (7, 0)
