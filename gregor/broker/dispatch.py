@@ -3,7 +3,8 @@ decode, forward a metadata write off the active controller (forwarding.py), else
 registered handler and encode its answer (a handler returns a `Pending` for a request that
 waits; its response is encoded when it completes). Produce and Fetch pass the client quota gate
 (quota_gate.py): a client over its quota gets `throttle_time_ms` and its connection is muted;
-a consumer's Fetch over it gets no data, as Kafka's KafkaApis.handleFetchRequest answers it.
+a consumer's Fetch over it gets no data (its fetch session kept), as Kafka's
+KafkaApis.handleFetchRequest answers it.
 Every request's handling time is charged to `request_percentage` quotas (request_quota.py).
 """
 
@@ -165,7 +166,7 @@ class Dispatcher:
             body.throttle_time_ms = throttle
             out = codec.encode_response(key, version, cid, body)
             if key == api_keys.FETCH and measured is not None:
-                return self._fetched(conn, measured, header, out, throttle)
+                return self._fetched(conn, measured, header, request, body, out, throttle)
             if throttle:
                 conn.throttle(throttle)
             return out
@@ -212,13 +213,21 @@ class Dispatcher:
             request.min_bytes = min(request.min_bytes, most)
 
     def _fetched(
-        self, conn: Connection, quota: QuotaState, header: RequestHeader, out: Output, floor: int
+        self,
+        conn: Connection,
+        quota: QuotaState,
+        header: RequestHeader,
+        request: Any,
+        body: Any,
+        out: Output,
+        floor: int,
     ) -> Output:
-        """What to send for an encoded consumer Fetch response, its size recorded. Over the
-        fetch quota or the request quota (`floor`, the connection already muted for it), as
-        Kafka's getThrottledResponse: the size is taken back (no data goes out), the answer is
-        the larger throttle time with no partitions (error NONE, session 0) and the connection
-        is muted for that time."""
+        """What to send for an encoded consumer Fetch response (`body`), its size recorded.
+        Over the fetch quota or the request quota (`floor`, the connection already muted for
+        it), as Kafka's getThrottledResponse: the size is taken back (no data goes out), the
+        answer is the larger throttle time with no partitions, of the fetch session
+        (`FetchSessionCache.throttled`: an incremental fetch keeps its session, a full one
+        makes none), and the connection is muted for that time."""
         size = codec.total_length(out)
         now_ms = self.services.now_ms()
         throttle = self.quotas.record(quota, conn.attributes, header.client_id, size, now_ms)
@@ -229,10 +238,18 @@ class Dispatcher:
         close_slices(out)
         if throttle > floor:
             conn.throttle(throttle)
-        throttled = FetchResponse(
-            throttle_time_ms=max(throttle, floor), error_code=0, session_id=0, responses=[]
-        )
         version, cid = header.request_api_version, header.correlation_id
+        error, session_id = 0, 0
+        if version >= 7:
+            error, session_id = self.services.fetch_sessions.throttled(
+                request.session_id, request.session_epoch, body.session_id, body.error_code
+            )
+        throttled = FetchResponse(
+            throttle_time_ms=max(throttle, floor),
+            error_code=error,
+            session_id=session_id,
+            responses=[],
+        )
         return codec.encode_response(api_keys.FETCH, version, cid, throttled)
 
     def waiting_for_catch_up(self) -> bool:

@@ -20,6 +20,11 @@ An unknown id answers FETCH_SESSION_ID_NOT_FOUND, another epoch INVALID_FETCH_SE
 a request keyed by topic ids (v13+) to a session keyed by names or the reverse
 FETCH_SESSION_TOPIC_ID_ERROR; the client then starts over with a full fetch.
 
+A consumer's Fetch over its client quota is answered with no data instead (Kafka's
+getThrottledResponse, `cache.throttled`): an incremental one keeps its session (its id, the
+epoch moved on) and what the withheld answer would have told is taken back, so the next answer
+tells it; a full one makes no session (id 0).
+
 Sessions are cache entries by id, not tied to a connection. With the cache full, a new session
 may evict (Kafka's rules): the least recently used one if unused for
 `min.incremental.fetch.session.eviction.ms`; else the smallest evictable one, if the new one is
@@ -42,6 +47,11 @@ FETCH_SESSION_ID_NOT_FOUND = errors.BY_NAME["FETCH_SESSION_ID_NOT_FOUND"].code
 INVALID_FETCH_SESSION_EPOCH = errors.BY_NAME["INVALID_FETCH_SESSION_EPOCH"].code
 FETCH_SESSION_TOPIC_ID_ERROR = errors.BY_NAME["FETCH_SESSION_TOPIC_ID_ERROR"].code
 _MAX_EPOCH = 0x7FFFFFFF
+
+
+# (the epoch it was given at, (partition, high watermark, last stable, log start) told before,
+# the partitions' order before or None)
+Undo = tuple[int, list[tuple["CachedPartition", int, int, int]], list[tuple[Hashable, int]] | None]
 
 
 def next_epoch(epoch: int) -> int:
@@ -120,7 +130,7 @@ class SessionTopic:
 
 class FetchSession:
     __slots__ = ("id", "privileged", "uses_topic_ids", "partitions", "creation_ms",
-                 "last_used_ms", "epoch", "view")  # fmt: skip
+                 "last_used_ms", "epoch", "view", "undo")  # fmt: skip
 
     def __init__(
         self,
@@ -138,6 +148,10 @@ class FetchSession:
         self.last_used_ms = now_ms
         self.epoch = next_epoch(INITIAL_EPOCH)  # the epoch the next request must carry
         self.view: list[SessionTopic] | None = None  # topics(), until the partitions change
+        # A consumer's: what its last answer changed, to take back if that answer is withheld
+        # (`take_back`): the epoch it was given at, each partition's told values before, and
+        # the order of the partitions before (None: unchanged).
+        self.undo: Undo | None = None
 
     def update(
         self, requested: Iterable[tuple[Hashable, Any]], forgotten: Iterable[tuple[Hashable, int]]
@@ -160,6 +174,22 @@ class FetchSession:
         parts = self.partitions
         if key in parts and next(reversed(parts)) != key:
             parts[key] = parts.pop(key)
+            self.view = None
+
+    def take_back(self) -> None:
+        """Forget the last answer (withheld for a quota): the partitions are as they were told
+        before it, in the order they were read before it."""
+        undo, self.undo = self.undo, None
+        if undo is None or undo[0] != self.epoch:  # none, or another request came since
+            return
+        for cached, high_watermark, last_stable, log_start in undo[1]:
+            cached.high_watermark = high_watermark
+            cached.last_stable_offset = last_stable
+            cached.local_log_start_offset = log_start
+        order = undo[2]
+        if order is not None:
+            parts = self.partitions
+            self.partitions = {key: parts[key] for key in order if key in parts}
             self.view = None
 
     def topics(self) -> list[SessionTopic]:
@@ -254,6 +284,10 @@ class IncrementalFetch(FetchContext):
             return INVALID_FETCH_SESSION_EPOCH, session.id, [[] for _ in answers]
         kept: list[list[Any]] = []
         moved: list[tuple[Hashable, int]] = []
+        # a consumer's answer may be withheld for its quota: what it changes can be taken back
+        before: list[tuple[CachedPartition, int, int, int]] | None = (
+            None if session.privileged else []
+        )
         parts = session.partitions
         for t, answered in zip(self.topics, answers, strict=True):
             out = []
@@ -263,11 +297,19 @@ class IncrementalFetch(FetchContext):
                 if cached is None:  # forgotten by a request of the session meanwhile
                     continue
                 if cached.must_answer(answer):
+                    if before is not None:
+                        before.append(
+                            (cached, cached.high_watermark, cached.last_stable_offset,
+                             cached.local_log_start_offset)
+                        )  # fmt: skip
                     cached.told(answer)
                     out.append(answer)
                     if records_size(answer.records):
                         moved.append((cached.topic, cached.partition))
             kept.append(out)
+        if before is not None:
+            order = list(parts) if moved else None
+            session.undo = (session.epoch, before, order)
         for key in moved:  # those that got records are read last next time (fairness)
             session.move_to_end(key)
         return 0, session.id, kept
@@ -333,6 +375,27 @@ class FetchSessionCache:
         session.epoch = next_epoch(session.epoch)
         context = IncrementalFetch(self, session)
         return context
+
+    def throttled(
+        self, session_id: int, epoch: int, answered_id: int, error: int
+    ) -> tuple[int, int]:
+        """(error code, session id) of a consumer's Fetch v7+ answered with no data for its
+        quota instead of the answer it got (`session_id`, `epoch`: the request's;
+        `answered_id`, `error`: that answer's), as Kafka's getThrottledResponse: a full fetch
+        makes no session (the one made is dropped) and answers 0; an incremental one answers
+        its session, which forgets what the withheld answer told; a session error is not told
+        (NONE, 0) but a duplicate request's INVALID_FETCH_SESSION_EPOCH is."""
+        if answered_id == INVALID_SESSION_ID:
+            return 0, INVALID_SESSION_ID
+        if epoch == INITIAL_EPOCH:
+            self.remove(answered_id)
+            return 0, INVALID_SESSION_ID
+        if error == INVALID_FETCH_SESSION_EPOCH:
+            return error, answered_id
+        session = self.sessions.get(answered_id)
+        if session is not None and answered_id == session_id:
+            session.take_back()
+        return 0, answered_id
 
     # -- the cache ----------------------------------------------------------------------------
 

@@ -269,3 +269,45 @@ def test_session_ids_are_unique() -> None:
     cache = FetchSessionCache(rng=random.Random(1))
     ids = {open_session(cache, n=1) for _ in range(50)}
     assert len(ids) == 50 and 0 not in ids
+
+
+def test_a_throttled_incremental_fetch_keeps_its_session_and_tells_again() -> None:
+    """An answer withheld for a quota (Kafka's getThrottledResponse): the session's id is
+    answered, its epoch has moved on, and what the withheld answer told is told again, the
+    partitions read in the order they were."""
+    cache = FetchSessionCache()
+    sid = open_session(cache)
+    ctx = cache.new_context(sid, 1, False, False, [], [], NOW)
+    answers = answer_all(ctx, {("a", 0): answer(hw=12, records=b"x"), ("a", 2): answer(hw=11)})
+    error, got, kept = ctx.respond(answers, NOW)
+    assert (error, got) == (0, sid) and kept is not None
+    assert kept_keys(ctx, kept, answers) == [("a", 0), ("a", 2)]
+    assert cache.throttled(sid, 1, sid, 0) == (0, sid)
+    ctx = cache.new_context(sid, 2, False, False, [], [], NOW)  # the next epoch
+    assert read_keys(ctx) == [("a", 0, 0), ("a", 1, 0), ("a", 2, 0)]  # "a"-0 not moved last
+    answers = answer_all(ctx, {("a", 0): answer(hw=12), ("a", 2): answer(hw=11)})
+    _, _, kept = ctx.respond(answers, NOW)
+    assert kept is not None and kept_keys(ctx, kept, answers) == [("a", 0), ("a", 2)]
+    # that answer went out: nothing new to tell next time
+    ctx = cache.new_context(sid, 3, False, False, [], [], NOW)
+    answers = answer_all(ctx, {("a", 0): answer(hw=12), ("a", 2): answer(hw=11)})
+    assert ctx.respond(answers, NOW)[2] == [[]]
+
+
+def test_a_throttled_full_fetch_makes_no_session() -> None:
+    cache = FetchSessionCache()
+    sid = open_session(cache)
+    assert cache.throttled(0, 0, sid, 0) == (0, 0)
+    assert len(cache) == 0
+    assert cache.throttled(0, -1, 0, 0) == (0, 0)  # sessionless
+
+
+def test_a_throttled_session_error_is_not_told_but_a_duplicate_request_is() -> None:
+    cache = FetchSessionCache()
+    sid = open_session(cache)
+    assert cache.throttled(sid + 1, 1, 0, FETCH_SESSION_ID_NOT_FOUND) == (0, 0)
+    assert cache.throttled(sid, 1, sid, INVALID_FETCH_SESSION_EPOCH) == (
+        INVALID_FETCH_SESSION_EPOCH,
+        sid,
+    )
+    assert sid in cache.sessions

@@ -129,3 +129,56 @@ def test_a_consumer_converges_on_its_byte_rate(broker: Broker) -> None:
     )
     assert 0.6 * quota < rate < 1.2 * quota
     assert throttle > 0
+
+
+def session_fetch(topic: str, session_id: int, epoch: int, offset: int | None) -> FetchRequest:
+    """A Fetch of partition 0 of `topic` in a fetch session (offset None: naming nothing)."""
+    parts = []
+    if offset is not None:
+        parts = [
+            FetchRequest.FetchPartition(
+                partition=0, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1,
+                partition_max_bytes=MB,
+            )
+        ]  # fmt: skip
+    topics = [FetchRequest.FetchTopic(topic=topic, partitions=parts)] if parts else []
+    return FetchRequest(
+        replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=MB, isolation_level=0,
+        session_id=session_id, session_epoch=epoch, topics=topics, forgotten_topics_data=[],
+    )  # fmt: skip
+
+
+def test_a_throttled_incremental_fetch_keeps_its_session(broker: Broker) -> None:
+    """As Kafka's getThrottledResponse: the answer withheld for the quota names the session
+    (the client goes on with it, at the next epoch), and what it would have told (the new
+    high watermark) is told by the session's next answer."""
+    topic = "session-reads"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+
+    def append() -> None:
+        producer.produce(topic, PAYLOAD, partition=0)
+        assert producer.flush(30) == 0
+
+    append()
+    set_quota(broker, "session-reader", 1000)  # a batch of 10 kB is far over
+    with RawClient(broker.bootstrap, client_id="session-reader", timeout_s=10) as raw:
+        full = raw.call(api_keys.FETCH, 12, session_fetch(topic, 0, 0, 1))  # at the end: small
+        assert (full.throttle_time_ms, full.error_code) == (0, 0) and full.session_id != 0
+        assert full.responses[0].partitions[0].high_watermark == 1
+        append()  # the high watermark moves to 2
+        answer = raw.call(api_keys.FETCH, 12, session_fetch(topic, full.session_id, 1, 1))
+        assert answer.throttle_time_ms > 0
+        assert (answer.error_code, answer.session_id, answer.responses) == (
+            0,
+            full.session_id,
+            [],
+        )
+    # The session goes on at the next epoch (over an unthrottled connection here): the
+    # partition, read at the new end, is answered for the high watermark not yet told.
+    with RawClient(broker.bootstrap, client_id="session-free") as free:
+        after = free.call(api_keys.FETCH, 12, session_fetch(topic, full.session_id, 2, 2))
+        assert (after.error_code, after.session_id) == (0, full.session_id)
+        (part,) = after.responses[0].partitions
+        assert part.high_watermark == 2 and len(part.records or b"") == 0
