@@ -26,11 +26,12 @@ from gregor.metrics.collectors import BrokerSources
 from gregor.metrics.health import NodeHealth
 from gregor.protocol import codec
 from gregor.runtime.cleaner_thread import CleanerThreads
+from gregor.runtime.connection_quotas import connection_limits
 from gregor.runtime.gc_settings import freeze_after_start
 from gregor.runtime.log_io import in_thread, maintenance
 from gregor.runtime.process import serve_until_signalled, write_ready_file
 from gregor.runtime.purgatory_driver import PurgatoryDriver
-from gregor.runtime.server import Server, connection_limits
+from gregor.runtime.server import Server
 from gregor.runtime.slicing import run_in_slices
 from gregor.runtime.stall_monitor import LoopStallMonitor, stall_monitor
 from gregor.runtime.timers import drive, every
@@ -88,7 +89,8 @@ class BrokerServer(BrokerNode):
         """Dynamic broker configs may have changed: connection limits, the listener's TLS
         stores and the cleaner."""
         if self.server is not None:
-            limits = connection_limits(self.config_view.value)
+            view = self.config_view
+            limits = connection_limits(view.value, self.listeners.names(), view.raw)
             self.listeners.reconfigure(limits, self.store.dynamic(self.node_id))
         asyncio.ensure_future(self.cleaner.reconfigure(self.config_view.cleaner_config()))
 
@@ -111,7 +113,7 @@ class BrokerServer(BrokerNode):
             dispatch.held = asyncio.get_running_loop().create_future()
             self.hosting.on_caught_up = lambda: _settle(dispatch.held)
         wrap = self.metrics.wrap if self.metrics is not None else (lambda d: d)
-        await self.listeners.start(dispatch, self.config_value, wrap)
+        await self.listeners.start(dispatch, self.config_value, wrap, self.config_view.raw)
         self.server = self.listeners.first.server
         self.hosting.schedule = asyncio.get_running_loop().call_soon
         if self.member is not None:

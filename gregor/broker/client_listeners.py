@@ -4,13 +4,17 @@ port and its own `Server`, all in front of the one dispatcher.
 
     listeners = ClientListeners(config)     # sockets of port-0 listeners bound here
     listeners.endpoints()                   # advertised (name, host, port, protocol), registered
-    await listeners.start(dispatch, value)  # serve
+    await listeners.start(dispatch, value, raw)  # serve
     listeners.reconfigure(limits, dynamic)  # connection limits, TLS stores (dynamic configs)
     await listeners.stop(grace_s)
 
 A port-0 listener is bound at construction, so that the registration names the port clients
 will use; an advertised port 0 is the bound port. Every connection's state names the listener
 it came in on (LISTENER_NAME), so that answers name brokers at their endpoints on it.
+
+The listeners share one count of connections (runtime/connection_quotas.py): `max.connections`
+is the broker's, the inter-broker listener exempt from it while there are others;
+`listener.name.<listener>.max.connections` is one listener's.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from gregor.broker.listener_security import ListenerSecurity, listener_security
 from gregor.handlers.context import LISTENER_NAME
 from gregor.metadata.image import Endpoint
 from gregor.runtime.connection import Dispatcher
-from gregor.runtime.server import ConnectionLimits, Server, bind, configured_server
+from gregor.runtime.connection_quotas import ConnectionLimits, ConnectionQuotas, connection_limits
+from gregor.runtime.server import Server, bind, configured_server, reconfigure_servers
 from gregor.security.listener_config import SECURITY_PROTOCOL_IDS, ListenerConfig
 
 # The node's console prefers a listener it needs no credentials for, then one where each
@@ -60,12 +65,17 @@ class ClientListeners:
         """Each listener's security (a bad setting stops the start here, ConfigError), and the
         sockets of the port-0 ones, bound."""
         self.listeners: list[ClientListener] = []
+        self.quotas: ConnectionQuotas | None = None  # once serving
         try:
             for spec in config.client_listeners():
                 security = listener_security(spec.config)
                 sock = bind(spec.host, spec.port) if spec.port == 0 else None
                 port = sock.getsockname()[1] if sock is not None else spec.port
                 self.listeners.append(ClientListener(spec, security, sock, port))
+            # the listener brokers talk over: exempt from the broker-wide max.connections
+            self.inter_broker = (
+                config.inter_broker_listener_config().name if self.listeners else None
+            )
         except BaseException:
             self.close_sockets()
             raise
@@ -80,6 +90,9 @@ class ClientListeners:
     def first(self) -> ClientListener:
         return self.listeners[0]
 
+    def names(self) -> list[str]:
+        return [listener.name for listener in self.listeners]
+
     def endpoints(self) -> list[Endpoint]:
         return [listener.endpoint() for listener in self.listeners]
 
@@ -92,9 +105,13 @@ class ClientListeners:
         dispatch: Dispatcher,
         value: Callable[[str], Any],
         outer: Callable[[Dispatcher], Dispatcher] = lambda d: d,
+        raw: Callable[[str], str | None] = lambda key: None,
     ) -> None:
         """Serve every listener, each behind its own security (and `outer` around that: the
-        request metrics), with the limits the configs set."""
+        request metrics), with the limits the configs set (`value`: key -> typed; `raw`: a
+        listener's own key, `listener.name.<listener>.max.connections`, -> its text)."""
+        limits = connection_limits(value, self.names(), raw)
+        quotas = self.quotas = ConnectionQuotas(limits, self.inter_broker)
         for listener in self.listeners:
             security = listener.security
             listener.server = configured_server(
@@ -106,17 +123,21 @@ class ClientListeners:
                 tls=security.tls,
                 on_secure=security.on_secure,
                 attributes={LISTENER_NAME: listener.name},
+                quotas=quotas,
+                listener=listener.name,
             )
             await listener.server.start()
             listener.port = listener.server.port
 
     def reconfigure(self, limits: ConnectionLimits, dynamic: Mapping[str, str]) -> None:
-        """New connection limits for each listener, and new TLS stores where its dynamic
-        `listener.name.<it>.ssl.*` configs changed."""
+        """New connection limits for the listeners, and new TLS stores where a listener's
+        dynamic `listener.name.<it>.ssl.*` configs changed."""
+        servers = [li.server for li in self.listeners if li.server is not None]
+        if self.quotas is not None:
+            reconfigure_servers(self.quotas, servers, limits)
         for listener in self.listeners:
             if listener.server is None:
                 continue
-            listener.server.reconfigure(limits)
             tls = listener.security.reload_tls(dynamic)
             if tls is not None:
                 listener.server.tls = tls

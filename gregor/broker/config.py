@@ -32,7 +32,7 @@ from gregor.broker.security_settings import (
     is_security_setting,
     protocol_map,
 )
-from gregor.metadata.config_defs import BROKER_CONFIGS, ConfigError
+from gregor.metadata.config_defs import BROKER_CONFIGS, ConfigError, listener_config
 from gregor.properties import PropertiesError, parse_properties
 from gregor.runtime.raft_driver import parse_voters
 from gregor.security.listener_config import ListenerConfig, protocol_of
@@ -83,7 +83,7 @@ class BrokerConfig:
             values.update(read_properties(path))
         values.update(overrides or {})
         for key, value in values.items():
-            d = BROKER_CONFIGS.get(key)
+            d = BROKER_CONFIGS.get(key) or listener_config(key)
             if d is None and is_security_setting(key):
                 continue  # refused with the other security settings: membership()
             if d is None:

@@ -282,7 +282,7 @@ class Admin:
         else:
             new = {k: v for k, v in configs.items() if v is not None}
         for key, value in new.items():
-            d = config_defs.BROKER_CONFIGS.get(key)
+            d = config_defs.BROKER_CONFIGS.get(key) or config_defs.listener_config(key)
             if d is None and config_defs.is_dynamic_listener_ssl(key):
                 continue  # a file or PEM text: the broker loads it, and keeps the old on failure
             if d is None:

@@ -678,7 +678,7 @@ class QuorumController:
                 config_defs.validate_topic_configs(configs)
                 return
             for key, value in configs.items():
-                d = config_defs.BROKER_CONFIGS.get(key)
+                d = config_defs.BROKER_CONFIGS.get(key) or config_defs.listener_config(key)
                 if d is None and config_defs.is_dynamic_listener_ssl(key):
                     continue  # the broker loads it, and keeps its old stores on failure
                 if d is None:

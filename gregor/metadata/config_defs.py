@@ -627,3 +627,16 @@ _LISTENER_SSL = re.compile(r"^listener\.name\.[^.]+\.ssl\.(.+)$", re.IGNORECASE)
 def is_dynamic_listener_ssl(key: str) -> bool:
     found = _LISTENER_SSL.match(key)
     return found is not None and found[1].lower() in DYNAMIC_LISTENER_SSL
+
+
+# A listener's own connection limit (Kafka's ListenerConnectionQuota: a dynamic config, at
+# least 1), over the broker-wide max.connections (runtime/connection_quotas.py).
+_LISTENER_MAX_CONNECTIONS = re.compile(r"^listener\.name\.[^.]+\.max\.connections$", re.IGNORECASE)
+
+
+def listener_config(key: str) -> ConfigDef | None:
+    """The definition of a per-listener broker config (`listener.name.<l>.max.connections`);
+    None for any other key."""
+    if _LISTENER_MAX_CONNECTIONS.match(key):
+        return ConfigDef(key, INT, None, at_least(1))
+    return None

@@ -61,6 +61,12 @@ class BrokerConfigView:
         raw = self.store.dynamic(self.node_id).get(key, self.static.get(key, d.default))
         return d.parse(raw)
 
+    def raw(self, key: str) -> str | None:
+        """A key's text, dynamic over static, None if neither sets it: for keys outside the
+        catalogue such as a listener's own `listener.name.<listener>.max.connections`."""
+        found = self.store.dynamic(self.node_id).get(key)
+        return found if found is not None else self.static.get(key)
+
     def log_config_for(self, topic: str) -> LogConfig:
         info = self.store.topics.get(topic)
         return self._resolve(info.configs if info else {})[0]

@@ -4,12 +4,14 @@
 knows nothing of Kafka's APIs. It enforces `connections.max.idle.ms` with a periodic sweep and,
 on `stop()`, stops accepting, waits (bounded) for in-flight requests to finish, then closes.
 
-What the connections of a listener may cost, all told (Kafka's ConnectionQuotas and MemoryPool):
-- `max.connections`: at the limit the listener stops accepting (new clients wait in the listen
-  backlog, as behind Kafka's blocked acceptor) until a connection closes; lowered below the
-  connections open, the least recently active ones are closed.
-- `max.connections.per.ip` (`max.connections.per.ip.overrides` by host or IP): a connection
-  over its address's limit is closed as soon as it is accepted.
+What the connections may cost, all told (Kafka's ConnectionQuotas and MemoryPool):
+- `max.connections` (broker-wide, the inter-broker listener exempt while there are others),
+  `listener.name.<listener>.max.connections` (one listener), `max.connections.per.ip` and its
+  overrides (an address over every listener): counted in `ConnectionQuotas`
+  (connection_quotas.py), shared by the node's client listeners. At a limit a listener stops
+  accepting (new clients wait in the listen backlog) until a connection closes; one over its
+  address's limit is closed as soon as it is accepted; `max.connections` lowered below the
+  connections open closes the least recently active (`reconfigure_servers`).
 - `queued.max.request.bytes`: the bytes of requests being read and handled (`MemoryPool`).
 - `accept()` failing for want of descriptors or memory (EMFILE, ENFILE, ...) would fail again at
   once, forever: the listener rests `ACCEPT_BACKOFF_S` before trying again.
@@ -20,22 +22,24 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import ipaddress
 import logging
 import socket
 import ssl
 import time
-from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import Any
 
-from gregor.metadata.config_defs import parse_connections_per_ip_overrides
 from gregor.runtime.connection import Connection, Dispatcher, MemoryPool
+from gregor.runtime.connection_quotas import (
+    ConnectionLimits,
+    ConnectionQuotas,
+    address_key,
+    connection_limits,
+)
 from gregor.runtime.slicing import run_in_slices
 
 log = logging.getLogger("gregor.server")
 
-INT_MAX = (1 << 31) - 1
 ACCEPT_BACKOFF_S = 0.25
 LOG_EVERY_S = 10.0
 # accept() errors about one connection only (it was reset before we took it): take the next.
@@ -69,25 +73,6 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-@dataclass(frozen=True)
-class ConnectionLimits:
-    """`max.connections`, `max.connections.per.ip` and its overrides (host or IP -> count)."""
-
-    max_connections: int = INT_MAX
-    max_connections_per_ip: int = INT_MAX
-    per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
-
-
-def connection_limits(value: Callable[[str], Any]) -> ConnectionLimits:
-    """The limits as the broker's configs say now (`value`: a config key -> its typed value)."""
-    overrides = str(value("max.connections.per.ip.overrides") or "")
-    return ConnectionLimits(
-        int(value("max.connections")),
-        int(value("max.connections.per.ip")),
-        parse_connections_per_ip_overrides(overrides),
-    )
-
-
 def configured_server(
     dispatch: Dispatcher,
     host: str,
@@ -97,10 +82,13 @@ def configured_server(
     tls: ssl.SSLContext | None = None,
     on_secure: Callable[[Connection], None] | None = None,
     attributes: Mapping[str, Any] | None = None,
+    quotas: ConnectionQuotas | None = None,
+    listener: str = "",
 ) -> Server:
     """A client listener with the limits the broker's configs set (`value`: key -> typed);
     `tls` makes it a TLS listener, `on_secure` sees each connection once its handshake is done,
-    `attributes` start each connection's state (e.g. the listener's name)."""
+    `attributes` start each connection's state (e.g. the listener's name); `quotas`: the
+    connection counts it shares with the node's other listeners, as `listener`."""
     return Server(
         dispatch,
         host=host,
@@ -110,37 +98,13 @@ def configured_server(
         max_queued_requests=int(value("queued.max.requests")),
         max_queued_request_bytes=int(value("queued.max.request.bytes")),
         max_idle_ms=int(value("connections.max.idle.ms")),
-        limits=connection_limits(value),
+        limits=connection_limits(value) if quotas is None else None,
         tls=tls,
         on_secure=on_secure,
         attributes=attributes,
+        quotas=quotas,
+        listener=listener,
     )
-
-
-def address_key(host: str) -> str:
-    """The form connections are counted under: an IPv4 address mapped into IPv6 is the IPv4."""
-    if host.startswith("::ffff:") and "." in host:
-        return host[7:]
-    return host
-
-
-def resolve_overrides(overrides: Mapping[str, int]) -> dict[str, int]:
-    """IP -> limit, from hosts or IPs (a host name counts for each of its addresses)."""
-    out: dict[str, int] = {}
-    for host, count in overrides.items():
-        try:
-            out[address_key(str(ipaddress.ip_address(host)))] = count
-            continue
-        except ValueError:
-            pass
-        try:
-            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-        except OSError as exc:
-            log.warning("max.connections.per.ip.overrides: cannot resolve %s: %s", host, exc)
-            continue
-        for info in infos:
-            out[address_key(str(info[4][0]))] = count
-    return out
 
 
 class EveryFew:
@@ -177,7 +141,11 @@ class Server:
         tls: ssl.SSLContext | None = None,
         on_secure: Callable[[Connection], None] | None = None,
         attributes: Mapping[str, Any] | None = None,
+        quotas: ConnectionQuotas | None = None,
+        listener: str = "",
     ) -> None:
+        """`quotas`: the connection counts shared with other listeners, this one counted as
+        `listener` (without: counts of its own, under `limits`)."""
         self.dispatch = dispatch
         self.tls = tls
         self.on_secure = on_secure
@@ -188,13 +156,12 @@ class Server:
         self.max_queued_requests = max_queued_requests
         self.max_queued_request_bytes = max_queued_request_bytes
         self.max_idle_ms = max_idle_ms
-        self.limits = limits or ConnectionLimits()
-        self._ip_limits = resolve_overrides(self.limits.per_ip_overrides)
+        self.listener = listener
+        self.quotas = quotas or ConnectionQuotas(limits or ConnectionLimits())
         self.clock = clock
         self.connections: set[Connection] = set()
         self._closed_bytes = (0, 0)  # read and sent by connections closed so far
         self.pool: MemoryPool | None = None
-        self._per_ip: dict[str, int] = {}
         self._ip_of: dict[Connection, str] = {}
         self._sock: socket.socket | None = sock  # bound already (see `bind`), or bound in start
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -204,6 +171,7 @@ class Server:
         self._log_accept_failed = EveryFew()
         self._log_at_limit = EveryFew()
         self._log_rejected = EveryFew()
+        self.quotas.add_listener(listener, self._update_accepting)
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -218,28 +186,21 @@ class Server:
         self._sweeper = asyncio.ensure_future(self._sweep_idle())
         log.info("listening on %s:%d%s", self.host, self.port, " (TLS)" if self.tls else "")
 
+    @property
+    def limits(self) -> ConnectionLimits:
+        return self.quotas.limits
+
     def reconfigure(self, limits: ConnectionLimits) -> None:
-        """New connection limits (dynamic broker configs) for the connections accepted from now
-        on; if `max.connections` went below what is open, the least recently active go."""
-        if limits == self.limits:
-            return
-        self.limits = limits
-        self._ip_limits = resolve_overrides(limits.per_ip_overrides)
-        excess = len(self.connections) - limits.max_connections
-        if excess > 0:
-            log.info(
-                "max.connections is %d: closing %d connection(s)", limits.max_connections, excess
-            )
-            for conn in sorted(self.connections, key=lambda c: c.last_active_ms)[:excess]:
-                conn.close("max.connections was lowered")
-        self._update_accepting()
+        """New connection limits (a server counting on its own; the node's client listeners
+        together: `reconfigure_servers`)."""
+        reconfigure_servers(self.quotas, [self], limits)
 
     def _update_accepting(self) -> None:
         """Read the listening socket unless resting after a failed accept or at max.connections."""
         want = (
             self._sock is not None
             and self._backoff is None
-            and len(self.connections) < self.limits.max_connections
+            and self.quotas.slot_available(self.listener)
         )
         if want == self._accepting or self._loop is None or self._sock is None:
             return
@@ -252,7 +213,7 @@ class Server:
     def _accept(self) -> None:
         assert self._sock is not None and self._loop is not None
         for _ in range(64):
-            if len(self.connections) >= self.limits.max_connections:
+            if not self.quotas.slot_available(self.listener):
                 self._at_max_connections()
                 return
             try:
@@ -265,13 +226,11 @@ class Server:
                 self._accept_failed(exc)
                 return
             ip = address_key(addr[0])
-            count = self._per_ip.get(ip, 0)
-            limit = self._ip_limits.get(ip, self.limits.max_connections_per_ip)
-            if count >= limit:
+            limit = self.quotas.admit(self.listener, ip)
+            if limit is not None:
                 client.close()
                 self._rejected(ip, limit)
                 continue
-            self._per_ip[ip] = count + 1
             self._open(client, ip)
 
     def _open(self, client: socket.socket, ip: str) -> None:
@@ -306,12 +265,9 @@ class Server:
         self._closed_bytes = (read + conn.bytes_in, sent + conn.bytes_out)
         ip = self._ip_of.pop(conn, None)
         if ip is not None:
-            left = self._per_ip[ip] - 1
-            if left:
-                self._per_ip[ip] = left
-            else:
-                del self._per_ip[ip]
-        self._update_accepting()
+            self.quotas.release(self.listener, ip)  # wakes every listener sharing the counts
+        else:
+            self._update_accepting()
 
     def _rejected(self, ip: str, limit: int) -> None:
         self._log_rejected(
@@ -325,11 +281,12 @@ class Server:
         )
 
     def _at_max_connections(self) -> None:
+        limit = self.quotas.blocking_limit(self.listener)
         self._log_at_limit(
             lambda n: log.info(
-                "max.connections (%d) reached on %s:%d: not accepting until a connection closes "
+                "%s reached on %s:%d: not accepting until a connection closes "
                 "(%d time(s) since the last such line)",
-                self.limits.max_connections,
+                limit,
                 self.host,
                 self.port,
                 n,
@@ -396,3 +353,32 @@ class Server:
             await asyncio.sleep(0.01)
         for conn in list(self.connections):
             conn.close(None)
+
+
+def reconfigure_servers(
+    quotas: ConnectionQuotas, servers: Iterable[Server], limits: ConnectionLimits
+) -> None:
+    """New connection limits (dynamic broker configs) for `servers`, which share `quotas`, for
+    the connections accepted from now on; over the new `max.connections`, the least recently
+    active connections of the listeners it binds are closed (Kafka's processors close their
+    least recently active one at a time while the broker is over)."""
+    if limits == quotas.limits:
+        return
+    excess = quotas.reconfigure(limits)
+    if excess <= 0:
+        return
+    closable = [
+        conn
+        for server in servers
+        if quotas.closable(server.listener)
+        for conn in server.connections
+        if not conn.closed
+    ]
+    closable.sort(key=lambda c: c.last_active_ms)
+    log.info(
+        "max.connections is %d: closing %d connection(s)",
+        limits.max_connections,
+        min(excess, len(closable)),
+    )
+    for conn in closable[:excess]:
+        conn.close("max.connections was lowered")

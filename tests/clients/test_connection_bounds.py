@@ -321,6 +321,110 @@ def test_max_connections_per_ip_is_a_dynamic_broker_config() -> None:
         wait_until(two_and_no_more, 20, "max.connections.per.ip=2 applied", interval=0.3)
 
 
+TWO_LISTENERS = {
+    "listeners": "CLIENT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+    "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT",
+    "inter.broker.listener.name": "INTERNAL",
+}
+
+
+def to(broker: Broker, listener: str) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", broker.listener_ports[listener]), timeout=10)
+    return s
+
+
+def waits(s: socket.socket) -> bool:
+    """Whether `s` is left unanswered (in the listen backlog) for 1.5 s."""
+    return not answers(s, corr=5, timeout=1.5)
+
+
+def now_served(s: socket.socket) -> bool:
+    """Whether the ApiVersions `waits` sent on `s` is answered (within 10 s)."""
+    s.settimeout(10)
+    return parse_api_versions_v0(recv_frame(s))[0] == 5
+
+
+def test_max_connections_is_the_brokers_and_spares_the_inter_broker_listener() -> None:
+    """max.connections counts both listeners' connections; the inter-broker listener is
+    exempt from it (its own limit is max.connections too), the client listener is not."""
+    with Broker({**TWO_LISTENERS, "max.connections": "3"}, log_level="INFO") as broker:
+        internal = [to(broker, "INTERNAL") for _ in range(2)]
+        client = [to(broker, "CLIENT")]
+        assert all(answers(s) for s in internal + client)
+        waiting_client = to(broker, "CLIENT")
+        assert waits(waiting_client), "a 4th connection to the broker was served on CLIENT"
+        internal.append(to(broker, "INTERNAL"))
+        assert answers(internal[-1]), "the inter-broker listener was held to max.connections"
+        waiting_internal = to(broker, "INTERNAL")
+        assert waits(waiting_internal), "a 4th connection on INTERNAL was served"
+        internal.pop(0).close()  # INTERNAL has a slot again; the broker is still over
+        assert now_served(waiting_internal)
+        assert waits(waiting_client)
+        for s in internal:
+            s.close()  # 2 left: CLIENT's and the INTERNAL one served last
+        assert now_served(waiting_client)
+        assert "max.connections (3) reached" in broker.read_log()
+        for s in client + [waiting_client, waiting_internal]:
+            s.close()
+
+
+def test_a_listeners_own_max_connections() -> None:
+    config = {**TWO_LISTENERS, "listener.name.client.max.connections": "2"}
+    with Broker(config, log_level="INFO") as broker:
+        client = [to(broker, "CLIENT") for _ in range(2)]
+        assert all(answers(s) for s in client)
+        waiting = to(broker, "CLIENT")
+        assert waits(waiting), "a 3rd connection on CLIENT was served"
+        internal = [to(broker, "INTERNAL") for _ in range(3)]
+        assert all(answers(s) for s in internal), "INTERNAL was held to CLIENT's limit"
+        client.pop().close()
+        assert now_served(waiting)
+        assert "listener.name.client.max.connections (2) reached" in broker.read_log()
+        for s in client + internal + [waiting]:
+            s.close()
+
+
+def _alter(admin: AdminClient, key: str, value: str) -> None:
+    entry = ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+    resource_ = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[entry])
+    admin.incremental_alter_configs([resource_], request_timeout=15)[resource_].result()
+
+
+def test_connection_limits_of_listeners_are_dynamic() -> None:
+    """listener.name.client.max.connections set with AlterConfigs holds CLIENT back; a lowered
+    max.connections closes the least recently active connections of CLIENT, never those of
+    the inter-broker listener."""
+    with Broker(TWO_LISTENERS, log_level="INFO") as broker:
+        internal = f"127.0.0.1:{broker.listener_ports['INTERNAL']}"
+        admin = AdminClient({"bootstrap.servers": internal})
+        _alter(admin, "listener.name.client.max.connections", "1")
+
+        def one_and_no_more() -> bool:
+            held = to(broker, "CLIENT")
+            extra = to(broker, "CLIENT")
+            try:
+                return answers(held, timeout=2) and waits(extra)
+            finally:
+                held.close()
+                extra.close()
+
+        wait_until(one_and_no_more, 20, "listener.name.client.max.connections=1", interval=0.3)
+        with pytest.raises(ck.KafkaException):
+            _alter(admin, "listener.name.client.max.connections", "0")  # at least 1
+        _alter(admin, "listener.name.client.max.connections", "5")
+        probe = wait_until(lambda: served(to(broker, "CLIENT")), 20, "CLIENT's limit raised")
+        probe.close()
+        client = [to(broker, "CLIENT") for _ in range(2)]
+        inter = [to(broker, "INTERNAL") for _ in range(2)]
+        assert all(answers(s) for s in client + inter)
+        _alter(admin, "max.connections", "1")
+        assert all(closed_by_broker(s, timeout=20) for s in client)
+        assert all(answers(s) for s in inter), "an inter-broker connection was closed"
+        assert "max.connections is 1: closing" in broker.read_log()
+        for s in client + inter:
+            s.close()
+
+
 # -- descriptors ----------------------------------------------------------------------------
 
 

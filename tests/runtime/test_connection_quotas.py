@@ -1,0 +1,99 @@
+"""The connection counts of a node's client listeners (runtime/connection_quotas.py), as
+Kafka's ConnectionQuotas keeps them: max.connections over every listener, the inter-broker
+listener exempt from it while there are others, each listener's own limit, each address's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gregor.runtime.connection_quotas import (
+    ConnectionLimits,
+    ConnectionQuotas,
+    connection_limits,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def quotas(limits: ConnectionLimits, *listeners: str, inter_broker: str = "INTERNAL") -> Any:
+    q = ConnectionQuotas(limits, inter_broker)
+    woken: list[str] = []
+    for name in listeners:
+        q.add_listener(name, lambda name=name: woken.append(name))
+    q.woken = woken  # type: ignore[attr-defined]
+    return q
+
+
+def open_n(q: ConnectionQuotas, listener: str, n: int, ip: str = "10.0.0.1") -> None:
+    for _ in range(n):
+        assert q.slot_available(listener)
+        assert q.admit(listener, ip) is None
+
+
+def test_max_connections_counts_every_listener() -> None:
+    q = quotas(ConnectionLimits(max_connections=3), "CLIENT", "OTHER", "INTERNAL")
+    open_n(q, "CLIENT", 2)
+    open_n(q, "OTHER", 1)
+    assert not q.slot_available("CLIENT") and not q.slot_available("OTHER")
+    assert q.blocking_limit("CLIENT") == "max.connections (3)"
+    q.release("OTHER", "10.0.0.1")
+    assert q.slot_available("CLIENT")
+    assert q.woken == ["CLIENT", "OTHER", "INTERNAL"]  # each listener looks again
+
+
+def test_the_inter_broker_listener_is_exempt_but_keeps_its_own_limit() -> None:
+    q = quotas(ConnectionLimits(max_connections=3), "CLIENT", "INTERNAL")
+    open_n(q, "INTERNAL", 2)
+    open_n(q, "CLIENT", 1)
+    assert not q.slot_available("CLIENT")  # INTERNAL's connections count toward it
+    open_n(q, "INTERNAL", 1)  # over the broker's 3, still admitted
+    assert q.total == 4
+    assert not q.slot_available("INTERNAL")  # its own limit: max.connections too
+    alone = quotas(ConnectionLimits(max_connections=1), "INTERNAL")
+    open_n(alone, "INTERNAL", 1)
+    assert not alone.slot_available("INTERNAL")  # the only listener: not exempt
+
+
+def test_a_listeners_own_limit() -> None:
+    limits = ConnectionLimits(max_connections=10, per_listener={"CLIENT": 2})
+    q = quotas(limits, "CLIENT", "INTERNAL")
+    open_n(q, "CLIENT", 2)
+    assert not q.slot_available("CLIENT")
+    assert q.blocking_limit("CLIENT") == "listener.name.client.max.connections (2)"
+    open_n(q, "INTERNAL", 5)
+    limits = ConnectionLimits(max_connections=10, per_listener={"INTERNAL": 20})
+    assert q.reconfigure(limits) == 0
+    assert q.slot_available("CLIENT")
+
+
+def test_an_address_is_counted_over_every_listener() -> None:
+    q = quotas(ConnectionLimits(max_connections_per_ip=2), "CLIENT", "INTERNAL")
+    open_n(q, "CLIENT", 1)
+    open_n(q, "INTERNAL", 1)
+    assert q.admit("CLIENT", "10.0.0.1") == 2  # over: nothing counted
+    assert (q.total, q.listener_counts["CLIENT"]) == (2, 1)
+    assert q.admit("CLIENT", "10.0.0.2") is None
+
+
+def test_lowered_max_connections_closes_from_the_listeners_it_binds() -> None:
+    q = quotas(ConnectionLimits(), "CLIENT", "INTERNAL")
+    open_n(q, "CLIENT", 3)
+    open_n(q, "INTERNAL", 2)
+    assert q.reconfigure(ConnectionLimits(max_connections=2)) == 3
+    assert q.closable("CLIENT") and not q.closable("INTERNAL")
+    # a listener's own limit lowered closes nothing: it stops accepting
+    assert q.reconfigure(ConnectionLimits(per_listener={"CLIENT": 1})) == 0
+    assert not q.slot_available("CLIENT")
+
+
+def test_limits_from_the_configs() -> None:
+    values = {
+        "max.connections": 5,
+        "max.connections.per.ip": 4,
+        "max.connections.per.ip.overrides": "127.0.0.2:9",
+    }
+    raw = {"listener.name.client.max.connections": "2"}
+    limits = connection_limits(values.__getitem__, ["CLIENT", "INTERNAL"], raw.get)
+    assert limits == ConnectionLimits(5, 4, {"127.0.0.2": 9}, {"CLIENT": 2})
