@@ -130,7 +130,7 @@ class _Pass:
 
     __slots__ = (
         "ctx", "version", "replicas", "first", "read_committed", "replica_id", "broker_epoch",
-        "now", "budget", "total", "partitions", "incremental",
+        "now", "budget", "total", "partitions", "incremental", "fenced", "only", "told",
     )  # fmt: skip
 
     def __init__(self, ctx: RequestContext, request: Any, first: bool) -> None:
@@ -145,13 +145,32 @@ class _Pass:
         self.total = 0  # record bytes read so far
         self.partitions: list[Partition] = []  # the partitions found, in request order
         self.incremental = False  # reading an incremental session: quiet partitions skipped
+        self.fenced: bool | None = None  # a follower's broker epoch is older than registered
+        # Of an incremental session, the partitions to look at (None: all); the others are
+        # taken as quiet. And those that were not quiet (read and answered).
+        self.only: set[Partition] | None = None
+        self.told: list[Partition] = []
+
+    def stale_epoch(self, p: Partition) -> bool:
+        """Whether the follower fetching registered anew since the epoch it sends (then each
+        partition answers the error); looked up once per request, not per partition."""
+        if self.fenced is None:
+            epoch = self.broker_epoch
+            self.fenced = epoch != -1 and p.liveness(self.replica_id).epoch > epoch
+        return self.fenced
 
 
 def _collect(
-    ctx: RequestContext, request: Any, topics: list[tuple[str | None, Any]], first: bool = True
-) -> tuple[list[Any], int, list[Partition]]:
-    """(the response's topics, the record bytes read, the partitions read) for one pass."""
+    ctx: RequestContext,
+    request: Any,
+    topics: list[tuple[str | None, Any]],
+    first: bool = True,
+    only: set[Partition] | None = None,
+) -> tuple[list[Any], _Pass]:
+    """(the response's topics, the pass: record bytes read, partitions found) for one pass;
+    of an incremental session, `only` (if given) the partitions that may not be quiet."""
     s = _Pass(ctx, request, first)
+    s.only = only
     responses = []
     for name, t in topics:
         if t.partitions and type(t.partitions[0]) is CachedPartition:
@@ -165,7 +184,7 @@ def _collect(
             responses.append(TopicResp(topic_id=t.topic_id, partitions=parts))
         else:
             responses.append(TopicResp(topic=name, partitions=parts))
-    return responses, s.total, s.partitions
+    return responses, s
 
 
 def _fetch_partition(s: _Pass, name: str | None, fp: Any) -> Any:
@@ -178,8 +197,11 @@ def _fetch_partition(s: _Pass, name: str | None, fp: Any) -> Any:
     if p is None:
         return _failed(fp, errors.UNKNOWN_TOPIC_OR_PARTITION)
     s.partitions.append(p)
-    if s.incremental and _quiet(s, p, fp):
-        return None
+    if s.incremental:
+        only = s.only
+        if (only is not None and p not in only) or _quiet(s, p, fp):
+            return None
+        s.told.append(p)
     log = p.log
     hw, start, lso = log.high_watermark, log.log_start_offset, log.last_stable_offset
     code, aborted, diverging = errors.NONE, None, None
@@ -244,7 +266,7 @@ def _quiet(s: _Pass, p: Partition, cached: CachedPartition) -> bool:
     log = p.log
     if (
         log.offline
-        or not p.is_leader
+        or p.leader_id != p.node_id
         or cached.high_watermark != log.high_watermark
         or cached.last_stable_offset != log.last_stable_offset
         or cached.local_log_start_offset != log.log_start_offset
@@ -264,6 +286,17 @@ def _quiet(s: _Pass, p: Partition, cached: CachedPartition) -> bool:
     if state is None:
         return False
     if s.first:
+        if (
+            state.log_end_offset == end
+            and state.broker_epoch == s.broker_epoch
+            and state.log_start_offset == cached.log_start_offset
+            and s.replica_id in p.isr
+            and not s.stale_epoch(p)
+        ):
+            # An in-sync follower asking again for the log end it has: of its state only the
+            # times move (no ISR or high watermark change can follow).
+            state.fetched_again(end, s.now)
+            return True
         try:
             p.update_follower_fetch_state(
                 state, end, cached.log_start_offset, s.now, end, s.broker_epoch
@@ -344,16 +377,17 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if session.error:
         return FetchResponse(error_code=session.error, session_id=0, responses=[])
     topics = _resolve_topics(ctx, request, session.topics)
-    responses, total, partitions = _collect(ctx, request, topics)
+    responses, s = _collect(ctx, request, topics)
+    partitions = s.partitions
     if (
-        total >= request.min_bytes
+        s.total >= request.min_bytes
         or request.max_wait_ms <= 0
         or not partitions
         or _has_error(responses)
     ):
         return _answered(ctx, request, session, topics, responses)
     _close(responses)
-    op = DelayedFetch(ctx, request, session, topics, partitions)
+    op = DelayedFetch(ctx, request, session, topics, s)
     ctx.services.purgatory.watch(op, partitions)
     return op.answer
 
@@ -372,16 +406,18 @@ def _read_state(ctx: RequestContext, request: Any, topics: list[tuple[str | None
             continue
         for fp in t.partitions:
             p = replicas.get(name, fp.partition)
-            if p is None:
-                state.append(None)
-                continue
-            lg = p.log
-            if follower:
-                upper = lg.log_end_offset
-            else:
-                upper = lg.last_stable_offset if committed else lg.high_watermark
-            state.append((p, p.leader_id, p.leader_epoch, upper, lg.log_start_offset, lg.offline))
+            if p is not None:  # (one gone or new changes the length)
+                state.append(_partition_state(p, follower, committed))
     return state
+
+
+def _partition_state(p: Partition, follower: bool, committed: bool) -> tuple[Any, ...]:
+    lg = p.log
+    if follower:
+        upper = lg.log_end_offset
+    else:
+        upper = lg.last_stable_offset if committed else lg.high_watermark
+    return (p, p.leader_id, p.leader_epoch, upper, lg.log_start_offset, lg.offline)
 
 
 def _has_error(responses: list[Any]) -> bool:
@@ -402,6 +438,7 @@ class DelayedFetch(DelayedOperation):
 
     __slots__ = (
         "ctx", "request", "session", "topics", "partitions", "responses", "answer", "state",
+        "slots", "follower", "committed", "told",
     )  # fmt: skip
 
     def __init__(
@@ -410,23 +447,51 @@ class DelayedFetch(DelayedOperation):
         request: Any,
         session: FetchContext,
         topics: list[tuple[str | None, Any]],
-        partitions: list[Partition],
+        read: _Pass,
     ) -> None:
         super().__init__(ctx.services.now_ms() + request.max_wait_ms)
         self.ctx, self.request, self.session, self.topics = ctx, request, session, topics
-        self.partitions = partitions
+        self.partitions = read.partitions
         self.responses: list[Any] = []
         self.answer = Pending("fetch")
-        self.state = _read_state(ctx, request, topics)
+        self.follower = read.replica_id >= 0
+        self.committed = read.read_committed
+        self.state = self._state_of(read.partitions)
+        self.slots: dict[Partition, int] | None = None  # each partition's place in `state`
+        self.told = set(read.told)  # of an incremental session: those the last pass answered
+
+    def _state_of(self, partitions: list[Partition]) -> list[tuple[Any, ...]]:
+        follower, committed = self.follower, self.committed
+        return [_partition_state(p, follower, committed) for p in partitions]
+
+    def try_complete_after(self, key: Any) -> bool:
+        """After an event on one partition: if what this fetch reads of it is unchanged (a
+        follower's partition whose high watermark moved, a consumer's that got records above
+        its high watermark), nothing else is looked at. Otherwise the partitions are read
+        again; of an incremental session only that one and those the last pass answered (the
+        others were quiet, and an event on any of them is checked on its own)."""
+        slots = self.slots
+        if slots is None:
+            slots = self.slots = {s[0]: i for i, s in enumerate(self.state)}
+        i = slots.get(key)
+        if i is None:
+            return self.try_complete()
+        if _partition_state(key, self.follower, self.committed) == self.state[i]:
+            return False
+        return self._read_again({key, *self.told})
 
     def try_complete(self) -> bool:
-        state = _read_state(self.ctx, self.request, self.topics)
-        if state == self.state:
+        if _read_state(self.ctx, self.request, self.topics) == self.state:
             return False
-        self.state = state
-        responses, total, partitions = _collect(self.ctx, self.request, self.topics, first=False)
+        return self._read_again(None)
+
+    def _read_again(self, only: set[Partition] | None) -> bool:
+        """Read again: complete with min_bytes, an error, or a partition no longer the one
+        watched; else remember what this pass depended on."""
+        responses, s = _collect(self.ctx, self.request, self.topics, False, only)
+        partitions = s.partitions
         if (
-            total >= self.request.min_bytes
+            s.total >= self.request.min_bytes
             or _has_error(responses)
             or len(partitions) != len(self.partitions)
             or any(a is not b for a, b in zip(partitions, self.partitions, strict=True))
@@ -434,10 +499,11 @@ class DelayedFetch(DelayedOperation):
             self.responses = responses
             return True
         _close(responses)
+        self.state, self.slots, self.told = self._state_of(partitions), None, set(s.told)
         return False
 
     def on_expiration(self) -> None:
-        self.responses, _, _ = _collect(self.ctx, self.request, self.topics, first=False)
+        self.responses, _ = _collect(self.ctx, self.request, self.topics, first=False)
 
     def on_complete(self) -> None:
         self.answer.complete(

@@ -158,6 +158,15 @@ class ReplicaState:
         self.last_fetch_time_ms = now_ms
         self.broker_epoch = broker_epoch
 
+    def fetched_again(self, leader_end_offset: int, now_ms: int) -> None:
+        """`update_fetch_state` of a Fetch at the leader's log end by a follower already there,
+        with the same log start and broker epoch: only the times move."""
+        if now_ms > self.last_caught_up_time_ms:
+            self.last_caught_up_time_ms = now_ms
+        if leader_end_offset > self.last_fetch_leader_log_end_offset:
+            self.last_fetch_leader_log_end_offset = leader_end_offset
+        self.last_fetch_time_ms = now_ms
+
     def is_caught_up(self, leader_end_offset: int, now_ms: int, max_lag_ms: int) -> bool:
         return (
             leader_end_offset == self.log_end_offset

@@ -59,6 +59,11 @@ class DelayedOperation:
         """True if the operation can complete now (the purgatory then runs `on_complete`)."""
         raise NotImplementedError
 
+    def try_complete_after(self, key: Watchable) -> bool:
+        """`try_complete` after an event on `key`: an operation watching many keys may look
+        at that one only, when the others cannot have changed what it waits for."""
+        return self.try_complete()
+
     def on_complete(self) -> None:
         """Answer: runs once, after `try_complete` said yes, at the deadline, or when forced."""
         raise NotImplementedError
@@ -105,7 +110,7 @@ class _WatchList:
             passes = 0
             while self.again and passes < MAX_PASSES:
                 self.again = False
-                self.purgatory._check(list(self.ops))
+                self.purgatory._check(list(self.ops), self.key)
                 passes += 1
             if self.again:  # checks that cause events on their own key: wait for the next
                 log.error(
@@ -144,14 +149,17 @@ class DelayedOperationPurgatory:
         """Park `op`, which its caller has just found unable to complete, on `keys`."""
         assert not op.completed and not op._parked, "an operation is parked once"
         op._parked = True
+        lists, mine = self._lists, op._lists
         for key in keys:
-            wl = self._lists.get(key)
+            wl = lists.get(key)
             if wl is None:
-                wl = self._lists[key] = _WatchList(self, key)
-            if op not in wl.ops:
-                wl.ops[op] = None
-                op._lists.append(wl)
-                wl.subscribe()
+                wl = lists[key] = _WatchList(self, key)
+            ops = wl.ops
+            if op not in ops:
+                ops[op] = None
+                mine.append(wl)
+                if not wl.subscribed:
+                    wl.subscribe()
         self._delayed += 1
         if op.deadline_ms is not None:
             heapq.heappush(self._timeouts, (op.deadline_ms, next(self._order), op))
@@ -219,14 +227,14 @@ class DelayedOperationPurgatory:
 
     # -- inside ---------------------------------------------------------------------------------
 
-    def _check(self, ops: list[DelayedOperation]) -> None:
+    def _check(self, ops: list[DelayedOperation], key: Watchable) -> None:
         for op in ops:
             if not op.completed:
-                self._try(op)
+                self._try(op, key)
 
-    def _try(self, op: DelayedOperation) -> bool:
+    def _try(self, op: DelayedOperation, key: Watchable | None = None) -> bool:
         try:
-            done = op.try_complete()
+            done = op.try_complete() if key is None else op.try_complete_after(key)
         except Exception:
             log.exception("%s: checking a delayed operation failed; it waits on", self.name)
             return False

@@ -139,6 +139,10 @@ class LogSegment:
             base_offset,
         )
         self._fd: int | None = None
+        # (base offset, position) of the batch appended last, while known: a read at or past
+        # that offset (a follower or consumer keeping up) starts there, without an index
+        # search and a scan of the headers before it.
+        self._tail: tuple[int, int] | None = None
         try:
             self.size = os.stat(self.log_path).st_size
         except FileNotFoundError:
@@ -200,6 +204,9 @@ class LogSegment:
         for info in batches:
             self._maybe_index(start + info.position, info)
         self.size = start + len(data)
+        if batches:
+            last = batches[-1]
+            self._tail = (last.base_offset, start + last.position)
 
     def _cut(self, size: int) -> None:
         """Best effort: drop a failed write's bytes (the log goes offline whatever happens)."""
@@ -226,6 +233,7 @@ class LogSegment:
         indexes, the .txnindex and the running state are as they were (best effort: a failure
         here is logged; the log is offline by then and recovery cuts what remains)."""
         self._cut(mark.size)
+        self._tail = None
         self.size = min(self.size, mark.size)
         self._flushed_size = min(self._flushed_size, mark.size)
         try:
@@ -352,7 +360,11 @@ class LogSegment:
         return None
 
     def translate_offset(self, offset: int) -> BatchInfo | None:
-        """The batch holding `offset` (or the first after it): an index search, then a short scan."""
+        """The batch holding `offset` (or the first after it): an index search, then a short scan
+        (from the last batch appended, when `offset` is not below its base offset)."""
+        tail = self._tail
+        if tail is not None and offset >= tail[0]:
+            return self.find_batch(offset, tail[1], self.size)
         position, next_position = self.offset_index.lookup_span(offset)
         # The batch is at or before the next entry's (its last offset is above `offset`).
         hint = next_position + _HEADER if next_position >= 0 else self.size
@@ -479,6 +491,7 @@ class LogSegment:
         truncated = file_size - pos
         if truncated:
             os.ftruncate(fd, pos)
+        self._tail = None
         self.size = pos
         # What a crash left may be in the page cache only: no byte of it is known durable
         # until the next flush of this segment fsyncs it.
@@ -503,6 +516,7 @@ class LogSegment:
         self.txn_index.truncate_to(offset)
         removed = self.size - position
         os.ftruncate(self.fd, position)
+        self._tail = None
         self.size = position
         self._flushed_size = min(self._flushed_size, position)
         # Recompute the running state from what is left.

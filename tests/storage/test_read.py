@@ -216,3 +216,28 @@ def test_log_append_time_is_stamped(tmp_path):
     assert h.is_log_append_time and h.max_timestamp == 777_000
     assert log.offset_for_timestamp(500_000) == (0, 777_000)
     assert log.offset_for_timestamp(MAX_TIMESTAMP) == (2, 777_000)
+
+
+def test_a_read_at_the_last_batch_reads_only_its_header(tmp_path, monkeypatch):
+    """A follower or consumer keeping up reads at the last batch appended: no index search and
+    no scan of the batches before it, one read of what follows its start. After truncation or
+    a rolled-back append the log is searched as usual and reads what is there."""
+    log, stored = _log(
+        str(tmp_path / "t-0"), segment_bytes=4 << 20, interval=4096, batches=400, seed=8
+    )
+    segment = log.active_segment
+    reads = []
+    real_pread = os.pread
+    monkeypatch.setattr(
+        os, "pread", lambda fd, n, pos: (reads.append((n, pos)), real_pread(fd, n, pos))[1]
+    )
+    first, _last, batch = stored[-1]
+    got = log.read(first, 1 << 20)
+    assert reads == [(len(batch), segment.size - len(batch))]
+    assert isinstance(got, FileSlice) and got.read() == batch
+    # Truncated below the last batch: searched by the index again, the new last batch found.
+    log.truncate_to(stored[-5][0])
+    assert segment._tail is None
+    for offset, _l, kept in stored[-8:-5]:
+        got = log.read(offset, 1 << 20)
+        assert isinstance(got, FileSlice) and split_batches(got.read())[0] == kept
