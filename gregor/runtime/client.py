@@ -11,7 +11,8 @@ A connection is pipelined: a request is written as soon as it is sent (at most
 order, each response frame belongs to the oldest request in flight; its correlation id must
 match, or the connection is broken. Headers are ours (`codec.encode_request`): request header
 v1 or v2 and response header v0 or v1 by the API's flexible versions; correlation ids count up
-per connection.
+per connection. `submit` is the lighter way for a caller that reacts to answers: written at
+once on an open connection, the answer handed to a callback, with no task or future.
 
 Failures: a request not answered within its timeout fails with `RequestTimeoutError` and closes
 the connection (the responses behind it can no longer be told apart); every other request in
@@ -78,13 +79,51 @@ class ClientSecurity:
     sasl_client: Callable[[], SaslClient] | None = None
 
 
+# What a request sent by `NodeConnection.submit` calls once: (the response body, None) or
+# (None, the ClientError it failed with)
+Done = Callable[[Any, BaseException | None], None]
+# A submitted request is written at once only while the connection's unsent bytes are below this
+# (else it waits for the socket, through `send`)
+SUBMIT_MAX_BUFFERED = 64 * 1024
+
+
 @dataclass(slots=True)
 class _InFlight:
+    """A request in flight: its answer goes to `future` (`send`) or to `done` (`submit`)."""
+
     correlation_id: int
     api_key: int
     api_version: int
-    future: asyncio.Future[Any]
+    future: asyncio.Future[Any] | None
     timer: asyncio.TimerHandle | None = None
+    done: Done | None = None
+
+    @property
+    def settled(self) -> bool:
+        return self.future.done() if self.future is not None else self.done is None
+
+    def succeed(self, body: Any) -> None:
+        if self.future is not None:
+            if not self.future.done():
+                self.future.set_result(body)
+        elif self.done is not None:
+            done, self.done = self.done, None
+            _call(done, body, None)
+
+    def fail(self, exc: BaseException) -> None:
+        if self.future is not None:
+            if not self.future.done():
+                self.future.set_exception(exc)
+        elif self.done is not None:
+            done, self.done = self.done, None
+            _call(done, None, exc)
+
+
+def _call(done: Done, body: Any, exc: BaseException | None) -> None:
+    try:
+        done(body, exc)
+    except Exception:
+        log.exception("a request's answer could not be handled")
 
 
 class NodeConnection:
@@ -101,6 +140,8 @@ class NodeConnection:
     ) -> None:
         self._reader = reader
         self._writer = writer
+        self._transport = writer.transport
+        self._max_in_flight = max_in_flight
         self._client_id = client_id
         self._label = label
         self._next_correlation_id = 0
@@ -217,6 +258,36 @@ class NodeConnection:
                 self.close(DisconnectedError(f"{self._label}: write failed: {e}"))
             return await future
 
+    def submit(
+        self, api_key: int, api_version: int, body: Any, timeout_ms: int, done: Done
+    ) -> bool:
+        """Write one request now and call `done` with its answer (from the reading of the
+        response, or of the failure), with no task or future: the lighter path of a caller that
+        reacts to answers (a sans-I/O core's driver). False, with nothing sent, when the
+        connection cannot take it at once (closed, renewing its session, at its requests in
+        flight, or its socket behind): `send` then waits for it."""
+        if (
+            self._closed is not None
+            or self._retiring
+            or self._slots.locked()
+            or len(self._in_flight) >= self._max_in_flight
+            or self._transport.get_write_buffer_size() > SUBMIT_MAX_BUFFERED
+        ):
+            return False
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        buffers = codec.encode_request(api_key, api_version, correlation_id, self._client_id, body)
+        entry = _InFlight(correlation_id, api_key, api_version, None, done=done)
+        entry.timer = asyncio.get_running_loop().call_later(
+            timeout_ms / 1000, self._on_timeout, entry, timeout_ms
+        )
+        self._in_flight.append(entry)
+        try:
+            self._transport.writelines(buffers)
+        except (OSError, RuntimeError) as e:
+            self.close(DisconnectedError(f"{self._label}: write failed: {e}"))
+        return True
+
     async def handshake(self, timeout_ms: int) -> dict[int, tuple[int, int]]:
         """ApiVersions v3: remember which versions of which APIs the node serves."""
         cls = codec.message_class(api_keys.API_VERSIONS, "request")
@@ -228,9 +299,9 @@ class NodeConnection:
         return self.api_versions
 
     def _on_timeout(self, entry: _InFlight, timeout_ms: int) -> None:
-        if entry.future.done():
+        if entry.settled:
             return
-        entry.future.set_exception(
+        entry.fail(
             RequestTimeoutError(
                 f"{self._label}: no response to {api_keys.name_of(entry.api_key)} "
                 f"(correlation id {entry.correlation_id}) in {timeout_ms} ms"
@@ -269,11 +340,9 @@ class NodeConnection:
         try:
             _, body = codec.decode_response(entry.api_key, entry.api_version, frame)
         except ProtocolError as e:
-            if not entry.future.done():
-                entry.future.set_exception(ClientError(f"{self._label}: {e}"))
+            entry.fail(ClientError(f"{self._label}: {e}"))
             raise
-        if not entry.future.done():
-            entry.future.set_result(body)
+        entry.succeed(body)
         if self._retiring and not self._in_flight:
             self.close(DisconnectedError(f"{self._label}: SASL session renewed"))
 
@@ -286,8 +355,7 @@ class NodeConnection:
             entry = self._in_flight.popleft()
             if entry.timer is not None:
                 entry.timer.cancel()
-            if not entry.future.done():
-                entry.future.set_exception(self._closed)
+            entry.fail(self._closed)
         self._writer.close()
         if asyncio.current_task() is not self._reader_task:
             self._reader_task.cancel()
@@ -362,6 +430,24 @@ class NetworkClient:
         timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
         conn = await self._connection(node_id, timeout)
         return await conn.send(api_key, api_version, body, timeout)
+
+    def submit(
+        self,
+        node_id: int,
+        api_key: int,
+        api_version: int,
+        body: Any,
+        timeout_ms: int | None,
+        done: Done,
+    ) -> bool:
+        """`NodeConnection.submit` on the node's open connection; False, with nothing sent,
+        when there is none ready for it (`send` opens or waits for one)."""
+        node = self._nodes.get(node_id)
+        conn = node.connection if node is not None and not self._closed else None
+        if conn is None or conn.closed or conn.expiring:
+            return False
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        return conn.submit(api_key, api_version, body, timeout, done)
 
     async def _connection(self, node_id: int, timeout_ms: int) -> NodeConnection:
         if self._closed:
