@@ -178,6 +178,7 @@ class FollowerFetcher:
         self.session: dict[tuple[uuid.UUID, int], Sent] = {}
         self.forget: set[tuple[uuid.UUID, int]] = set()
         self.full_in_flight = True
+        self._replica_state: Any = None  # this broker and its epoch, as the last request named
 
     # -- which partitions ---------------------------------------------------------------------
 
@@ -296,10 +297,14 @@ class FollowerFetcher:
         forgotten: dict[uuid.UUID, list[int]],
     ) -> Any:
         cfg = self.config
-        return FetchRequest(
-            replica_state=FetchRequest.ReplicaState(
+        replica_state = self._replica_state
+        if replica_state is None or replica_state.replica_epoch != broker_epoch:
+            replica_state = FetchRequest.ReplicaState(
                 replica_id=cfg.replica_id, replica_epoch=broker_epoch
-            ),
+            )
+            self._replica_state = replica_state
+        return FetchRequest(
+            replica_state=replica_state,
             max_wait_ms=cfg.max_wait_ms,
             min_bytes=cfg.min_bytes,
             max_bytes=cfg.max_bytes,
@@ -405,8 +410,9 @@ class FollowerFetcher:
             if size > 0 or state.lag is None:
                 state.lag = max(0, pd.high_watermark - p.log.log_end_offset)
             quota = self.quota
-            if size > 0 and quota is not None and quota.active():
-                if quota.is_throttled(s.topic, s.index):
+            # the topic's config (a dict read) before the rate's (a config parsed)
+            if size > 0 and quota is not None and quota.is_throttled(s.topic, s.index):
+                if quota.active():
                     quota.record(size, now_ms)
             return
         outcome.errors[(s.topic, s.index)] = code
