@@ -10,7 +10,8 @@ The driver polls when woken and at the core's deadline, sends each request it re
 task (over `send`, which the composition gives: a controller channel, a client to other nodes),
 and hands the answer, or the failure, back with the time. A `send` with a `submit` (NodeSend)
 is asked first: a request it takes is written at once and its answer comes back through a
-callback, with no task (the replica fetchers' Fetch per record). What was sent, how many at
+callback, with no task, and polls the core again at once (the replica fetchers' Fetch per
+record). What was sent, how many at
 once, when to retry: all the core's.
 """
 
@@ -113,6 +114,7 @@ class CoreDriver:
         self._spawn = spawn
         self._tasks: set[asyncio.Task[None]] = set()
         self._scheduled = False
+        self._polling = False  # in _poll: an answer met meanwhile polls on the next turn
         self._timer: asyncio.TimerHandle | None = None
         self._started = False
         self._stopped = False
@@ -142,6 +144,13 @@ class CoreDriver:
             self._timer = None
         if self._stopped:
             return
+        self._polling = True
+        try:
+            self._poll_and_send()
+        finally:
+            self._polling = False
+
+    def _poll_and_send(self) -> None:
         now = self.clock()
         try:
             result = self.core.poll(now)
@@ -188,7 +197,10 @@ class CoreDriver:
         else:
             exc = error if isinstance(error, Exception) else ClientError(str(error))
             self._feed(self.core.on_error, out, exc)
-        self.wakeup()
+        if self._polling or self._scheduled:
+            self.wakeup()
+        else:
+            self._poll()  # at once: the next request goes out in this turn of the loop
 
     def _feed(self, handler: Callable[[Outbound, Any, int], None], out: Outbound, arg: Any) -> None:
         try:

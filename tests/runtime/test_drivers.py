@@ -101,8 +101,8 @@ def test_polls_when_started_woken_and_due_and_feeds_answers_back() -> None:
 
 def test_a_send_that_submits_answers_through_a_callback_with_no_task() -> None:
     """A send with `submit` (the node client's) is asked first: what it takes needs no task,
-    its answer or failure is fed back and polls again; what it refuses goes the awaited way;
-    after `stop` a late answer is fed to nothing."""
+    its answer or failure is fed back and polls again at once; what it refuses goes the
+    awaited way; after `stop` a late answer is fed to nothing."""
 
     class Submitting:
         def __init__(self) -> None:
@@ -132,12 +132,14 @@ def test_a_send_that_submits_answers_through_a_callback_with_no_task() -> None:
         assert not driver._tasks, "the awaited one has finished; the submitted ones made none"
         assert core.answers == [("response", "awaited refused")]
         (_, done_a), (_, done_b) = send.pending
+        polls = core.polls
         done_a("answer to a", None)
+        assert core.polls == polls + 1, "an answer polls again at once"
         done_b(None, DisconnectedError("closed"))
         assert core.answers[1:] == [("response", "answer to a"), ("error", "DisconnectedError")]
-        polls = core.polls
+        assert core.polls == polls + 2
         await turns()
-        assert core.polls == polls + 1, "an answer polls again"
+        assert core.polls == polls + 2
         core.to_send = [Outbound(1, 0, "late")]
         core.wakeup()
         await turns()
