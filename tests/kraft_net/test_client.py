@@ -285,3 +285,41 @@ def test_submitted_requests_answer_through_callbacks_in_order() -> None:
             server.close()
 
     asyncio.run(main())
+
+
+def test_responses_split_across_reads_or_sharing_one_are_each_answered() -> None:
+    """Frames arrive as the socket gives them: one answer in pieces, then two in one write;
+    each reaches its request whole, in order."""
+
+    async def main() -> None:
+        async def in_pieces_then_together(
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        ) -> None:
+            _, _, cid = await _read_request(reader)
+            whole = _api_versions_response(cid)
+            for piece in (whole[:2], whole[2:7], whole[7:]):
+                writer.write(piece)
+                await writer.drain()
+                await asyncio.sleep(0.02)
+            ids = [(await _read_request(reader))[2] for _ in range(2)]
+            writer.write(b"".join(_api_versions_response(c) for c in ids))
+            await writer.drain()
+            await reader.read()
+
+        server, port = await _serve(in_pieces_then_together)
+        client = NetworkClient({1: ("127.0.0.1", port)})
+        try:
+            first = await client.send(1, 18, 0, ApiVersionsRequest())
+            assert first.error_code == 0 and first.api_keys
+            both = await asyncio.gather(
+                *[client.send(1, 18, 0, ApiVersionsRequest()) for _ in range(2)]
+            )
+            assert [a.error_code for a in both] == [0, 0]
+            assert all(a.api_keys == first.api_keys for a in both)
+            conn = client.connection(1)
+            assert conn is not None and conn.in_flight == 0
+        finally:
+            await client.close()
+            server.close()
+
+    asyncio.run(main())
