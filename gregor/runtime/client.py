@@ -1,6 +1,7 @@
 """The client side of our wire protocol, for requests from one node to another (brokers to the
 controller, controllers to each other): one TCP connection per destination node, on the running
-event loop (asyncio or uvloop, through asyncio streams).
+event loop (asyncio or uvloop, through a protocol that hands each response frame over as it
+arrives, with no reading task).
 
     client = NetworkClient({1: ("127.0.0.1", 9093)}, client_id="raft-2")
     body = await client.send(1, api_keys.VOTE, 2, request_body)      # the decoded response
@@ -11,7 +12,8 @@ A connection is pipelined: a request is written as soon as it is sent (at most
 order, each response frame belongs to the oldest request in flight; its correlation id must
 match, or the connection is broken. Headers are ours (`codec.encode_request`): request header
 v1 or v2 and response header v0 or v1 by the API's flexible versions; correlation ids count up
-per connection.
+per connection. `submit` is the lighter way for a caller that reacts to answers: written at
+once on an open connection, the answer handed to a callback, with no task or future.
 
 Failures: a request not answered within its timeout fails with `RequestTimeoutError` and closes
 the connection (the responses behind it can no longer be told apart); every other request in
@@ -39,7 +41,7 @@ import struct
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from gregor.protocol import api_keys, codec
 from gregor.protocol.exceptions import ProtocolError
@@ -78,13 +80,130 @@ class ClientSecurity:
     sasl_client: Callable[[], SaslClient] | None = None
 
 
+# What a request sent by `NodeConnection.submit` calls once: (the response body, None) or
+# (None, the ClientError it failed with)
+Done = Callable[[Any, BaseException | None], None]
+# A submitted request is written at once only while the connection's unsent bytes are below this
+# (else it waits for the socket, through `send`)
+SUBMIT_MAX_BUFFERED = 64 * 1024
+
+
 @dataclass(slots=True)
 class _InFlight:
+    """A request in flight: its answer goes to `future` (`send`) or to `done` (`submit`)."""
+
     correlation_id: int
     api_key: int
     api_version: int
-    future: asyncio.Future[Any]
+    future: asyncio.Future[Any] | None
     timer: asyncio.TimerHandle | None = None
+    done: Done | None = None
+
+    @property
+    def settled(self) -> bool:
+        return self.future.done() if self.future is not None else self.done is None
+
+    def succeed(self, body: Any) -> None:
+        if self.future is not None:
+            if not self.future.done():
+                self.future.set_result(body)
+        elif self.done is not None:
+            done, self.done = self.done, None
+            _call(done, body, None)
+
+    def fail(self, exc: BaseException) -> None:
+        if self.future is not None:
+            if not self.future.done():
+                self.future.set_exception(exc)
+        elif self.done is not None:
+            done, self.done = self.done, None
+            _call(done, None, exc)
+
+
+def _call(done: Done, body: Any, exc: BaseException | None) -> None:
+    try:
+        done(body, exc)
+    except Exception:
+        log.exception("a request's answer could not be handled")
+
+
+class _Frames(asyncio.Protocol):
+    """A connection's bytes: each whole response frame goes to the connection as it arrives
+    (in the event loop's callback, no reading task between), and the writing side's pauses
+    are kept for `drain`."""
+
+    def __init__(self) -> None:
+        self.connection: NodeConnection | None = None
+        self.transport: asyncio.Transport | None = None
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._buffer = bytearray()
+        self._paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        conn = self.connection
+        if conn is not None:
+            self.frames(conn)
+
+    def frames(self, conn: NodeConnection) -> None:
+        """Hand every whole frame buffered to `conn`; a broken stream closes it."""
+        buffer = self._buffer
+        pos, have = 0, len(buffer)
+        try:
+            while have - pos >= 4 and not conn.closed:
+                (size,) = _SIZE.unpack_from(buffer, pos)
+                if not 4 <= size <= MAX_RESPONSE_BYTES:
+                    raise ProtocolError(f"bad response size {size}")
+                end = pos + 4 + size
+                if end > have:
+                    break
+                conn._on_frame(buffer[pos + 4 : end])
+                pos = end
+        except (ProtocolError, ValueError) as e:
+            buffer.clear()
+            conn.close(DisconnectedError(f"{conn.label}: {e}"))
+            return
+        del buffer[:pos]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.lost.done():
+            self.lost.set_result(None)
+        self._wake_writers(exc or ConnectionResetError("connection lost"))
+        conn = self.connection
+        if conn is not None:
+            why = "connection closed by peer" if exc is None else str(exc)
+            conn.close(DisconnectedError(f"{conn.label}: {why}"))
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        self._wake_writers(None)
+
+    def _wake_writers(self, exc: Exception | None) -> None:
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                if exc is None:
+                    waiter.set_result(None)
+                else:
+                    waiter.set_exception(exc)
+
+    async def drain(self) -> None:
+        """Return once the socket takes more (at once unless the transport paused us)."""
+        if self.lost.done():
+            raise ConnectionResetError("connection lost")
+        if not self._paused:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._drain_waiters.append(waiter)
+        await waiter
 
 
 class NodeConnection:
@@ -92,17 +211,18 @@ class NodeConnection:
 
     def __init__(
         self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
+        frames: _Frames,
         *,
         client_id: str | None,
         max_in_flight: int,
         label: str,
     ) -> None:
-        self._reader = reader
-        self._writer = writer
+        assert frames.transport is not None
+        self._frames = frames
+        self._transport = frames.transport
+        self._max_in_flight = max_in_flight
         self._client_id = client_id
-        self._label = label
+        self.label = label  # host:port, in errors
         self._next_correlation_id = 0
         self._in_flight: deque[_InFlight] = deque()
         self._slots = asyncio.Semaphore(max_in_flight)
@@ -112,7 +232,10 @@ class NodeConnection:
         # the next one opens a new connection, and this one closes once its answers are in.
         self.renew_at: float | None = None
         self._retiring = False
-        self._reader_task = asyncio.ensure_future(self._read_loop())
+        frames.connection = self
+        frames.frames(self)  # anything that came before
+        if frames.lost.done():
+            self.close(DisconnectedError(f"{label}: connection closed by peer"))
 
     @classmethod
     async def open(
@@ -126,16 +249,17 @@ class NodeConnection:
         security: ClientSecurity | None = None,
     ) -> NodeConnection:
         tls = security.ssl_context if security is not None else None
+        loop = asyncio.get_running_loop()
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port, ssl=tls, server_hostname=host if tls else None),
+            _, frames = await asyncio.wait_for(
+                loop.create_connection(
+                    _Frames, host, port, ssl=tls, server_hostname=host if tls else None
+                ),
                 connect_timeout_ms / 1000,
             )
         except (OSError, TimeoutError) as e:
             raise DisconnectedError(f"cannot connect to {host}:{port}: {e}") from e
-        conn = cls(
-            reader, writer, client_id=client_id, max_in_flight=max_in_flight, label=f"{host}:{port}"
-        )
+        conn = cls(frames, client_id=client_id, max_in_flight=max_in_flight, label=f"{host}:{port}")
         if security is not None and security.sasl_client is not None:
             try:
                 await conn.authenticate(security, connect_timeout_ms)
@@ -153,7 +277,7 @@ class NodeConnection:
         )
         if answer.error_code != 0:
             raise DisconnectedError(
-                f"{self._label}: SASL mechanism {security.sasl_mechanism} refused (error "
+                f"{self.label}: SASL mechanism {security.sasl_mechanism} refused (error "
                 f"{answer.error_code}; enabled: {', '.join(answer.mechanisms)})"
             )
         client = security.sasl_client()
@@ -165,7 +289,7 @@ class NodeConnection:
             )
             if answer.error_code != 0:
                 raise DisconnectedError(
-                    f"{self._label}: SASL authentication failed: {answer.error_message}"
+                    f"{self.label}: SASL authentication failed: {answer.error_message}"
                 )
             token = client.respond(bytes(answer.auth_bytes))
         lifetime_ms = getattr(answer, "session_lifetime_ms", 0)  # SaslAuthenticate v1+
@@ -181,7 +305,7 @@ class NodeConnection:
         """Send nothing more; close once the answers in flight are in."""
         self._retiring = True
         if not self._in_flight:
-            self.close(DisconnectedError(f"{self._label}: SASL session renewed"))
+            self.close(DisconnectedError(f"{self.label}: SASL session renewed"))
 
     @property
     def closed(self) -> bool:
@@ -194,10 +318,10 @@ class NodeConnection:
     async def send(self, api_key: int, api_version: int, body: Any, timeout_ms: int) -> Any:
         """Write one request and wait for its decoded response body."""
         if self._closed is not None:
-            raise DisconnectedError(f"{self._label}: connection closed") from self._closed
+            raise DisconnectedError(f"{self.label}: connection closed") from self._closed
         async with self._slots:
             if self._closed is not None:
-                raise DisconnectedError(f"{self._label}: connection closed") from self._closed
+                raise DisconnectedError(f"{self.label}: connection closed") from self._closed
             correlation_id = self._next_correlation_id
             self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
             buffers = codec.encode_request(
@@ -209,13 +333,43 @@ class NodeConnection:
                 timeout_ms / 1000, self._on_timeout, entry, timeout_ms
             )
             # Written and queued with no await between: the queue is in wire order.
-            self._writer.writelines(buffers)
+            self._transport.writelines(buffers)
             self._in_flight.append(entry)
             try:
-                await self._writer.drain()
+                await self._frames.drain()
             except (OSError, RuntimeError) as e:
-                self.close(DisconnectedError(f"{self._label}: write failed: {e}"))
+                self.close(DisconnectedError(f"{self.label}: write failed: {e}"))
             return await future
+
+    def submit(
+        self, api_key: int, api_version: int, body: Any, timeout_ms: int, done: Done
+    ) -> bool:
+        """Write one request now and call `done` with its answer (from the reading of the
+        response, or of the failure), with no task or future: the lighter path of a caller that
+        reacts to answers (a sans-I/O core's driver). False, with nothing sent, when the
+        connection cannot take it at once (closed, renewing its session, at its requests in
+        flight, or its socket behind): `send` then waits for it."""
+        if (
+            self._closed is not None
+            or self._retiring
+            or self._slots.locked()
+            or len(self._in_flight) >= self._max_in_flight
+            or self._transport.get_write_buffer_size() > SUBMIT_MAX_BUFFERED
+        ):
+            return False
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        buffers = codec.encode_request(api_key, api_version, correlation_id, self._client_id, body)
+        entry = _InFlight(correlation_id, api_key, api_version, None, done=done)
+        entry.timer = asyncio.get_running_loop().call_later(
+            timeout_ms / 1000, self._on_timeout, entry, timeout_ms
+        )
+        self._in_flight.append(entry)
+        try:
+            self._transport.writelines(buffers)
+        except (OSError, RuntimeError) as e:
+            self.close(DisconnectedError(f"{self.label}: write failed: {e}"))
+        return True
 
     async def handshake(self, timeout_ms: int) -> dict[int, tuple[int, int]]:
         """ApiVersions v3: remember which versions of which APIs the node serves."""
@@ -223,38 +377,20 @@ class NodeConnection:
         body = cls(client_software_name="gregor", client_software_version="0")
         answer = await self.send(api_keys.API_VERSIONS, 3, body, timeout_ms)
         if answer.error_code != 0:
-            raise ClientError(f"{self._label}: ApiVersions error {answer.error_code}")
+            raise ClientError(f"{self.label}: ApiVersions error {answer.error_code}")
         self.api_versions = {a.api_key: (a.min_version, a.max_version) for a in answer.api_keys}
         return self.api_versions
 
     def _on_timeout(self, entry: _InFlight, timeout_ms: int) -> None:
-        if entry.future.done():
+        if entry.settled:
             return
-        entry.future.set_exception(
+        entry.fail(
             RequestTimeoutError(
-                f"{self._label}: no response to {api_keys.name_of(entry.api_key)} "
+                f"{self.label}: no response to {api_keys.name_of(entry.api_key)} "
                 f"(correlation id {entry.correlation_id}) in {timeout_ms} ms"
             )
         )
-        self.close(DisconnectedError(f"{self._label}: closed after a request timed out"))
-
-    async def _read_loop(self) -> None:
-        reason: BaseException = DisconnectedError(f"{self._label}: connection closed by peer")
-        try:
-            while True:
-                size_bytes = await self._reader.readexactly(4)
-                (size,) = _SIZE.unpack(size_bytes)
-                if not 4 <= size <= MAX_RESPONSE_BYTES:
-                    raise ProtocolError(f"bad response size {size}")
-                frame = await self._reader.readexactly(size)
-                self._on_frame(bytearray(frame))
-        except asyncio.IncompleteReadError:
-            pass
-        except asyncio.CancelledError:
-            return
-        except (OSError, ProtocolError, ValueError) as e:
-            reason = DisconnectedError(f"{self._label}: {e}")
-        self.close(reason)
+        self.close(DisconnectedError(f"{self.label}: closed after a request timed out"))
 
     def _on_frame(self, frame: bytearray) -> None:
         if not self._in_flight:
@@ -269,34 +405,27 @@ class NodeConnection:
         try:
             _, body = codec.decode_response(entry.api_key, entry.api_version, frame)
         except ProtocolError as e:
-            if not entry.future.done():
-                entry.future.set_exception(ClientError(f"{self._label}: {e}"))
+            entry.fail(ClientError(f"{self.label}: {e}"))
             raise
-        if not entry.future.done():
-            entry.future.set_result(body)
+        entry.succeed(body)
         if self._retiring and not self._in_flight:
-            self.close(DisconnectedError(f"{self._label}: SASL session renewed"))
+            self.close(DisconnectedError(f"{self.label}: SASL session renewed"))
 
     def close(self, reason: BaseException | None = None) -> None:
         """Close now; every request still in flight fails with `reason` (DisconnectedError)."""
         if self._closed is not None:
             return
-        self._closed = reason or DisconnectedError(f"{self._label}: closed")
+        self._closed = reason or DisconnectedError(f"{self.label}: closed")
         while self._in_flight:
             entry = self._in_flight.popleft()
             if entry.timer is not None:
                 entry.timer.cancel()
-            if not entry.future.done():
-                entry.future.set_exception(self._closed)
-        self._writer.close()
-        if asyncio.current_task() is not self._reader_task:
-            self._reader_task.cancel()
+            entry.fail(self._closed)
+        self._transport.close()
 
     async def wait_closed(self) -> None:
         with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self._reader_task
-        with contextlib.suppress(Exception):
-            await self._writer.wait_closed()
+            await self._frames.lost
 
 
 @dataclass(slots=True)
@@ -362,6 +491,24 @@ class NetworkClient:
         timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
         conn = await self._connection(node_id, timeout)
         return await conn.send(api_key, api_version, body, timeout)
+
+    def submit(
+        self,
+        node_id: int,
+        api_key: int,
+        api_version: int,
+        body: Any,
+        timeout_ms: int | None,
+        done: Done,
+    ) -> bool:
+        """`NodeConnection.submit` on the node's open connection; False, with nothing sent,
+        when there is none ready for it (`send` opens or waits for one)."""
+        node = self._nodes.get(node_id)
+        conn = node.connection if node is not None and not self._closed else None
+        if conn is None or conn.closed or conn.expiring:
+            return False
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        return conn.submit(api_key, api_version, body, timeout, done)
 
     async def _connection(self, node_id: int, timeout_ms: int) -> NodeConnection:
         if self._closed:

@@ -8,8 +8,11 @@ A core has `poll(now_ms) -> Poll`, `on_response(out, answer, now_ms)`,
 `on_error(out, exc, now_ms)` and a `wakeup` attribute the driver sets (gregor/protocol/outbound.py).
 The driver polls when woken and at the core's deadline, sends each request it returns as its own
 task (over `send`, which the composition gives: a controller channel, a client to other nodes),
-and hands the answer, or the failure, back with the time. What was sent, how many at once, when
-to retry: all the core's.
+and hands the answer, or the failure, back with the time. A `send` with a `submit` (NodeSend)
+is asked first: a request it takes is written at once and its answer comes back through a
+callback, with no task, and polls the core again at once (the replica fetchers' Fetch per
+record). What was sent, how many at
+once, when to retry: all the core's.
 """
 
 from __future__ import annotations
@@ -18,10 +21,11 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from typing import Any, Protocol
 
 from gregor.protocol.outbound import Outbound, Poll
-from gregor.runtime.client import ClientError, NetworkClient
+from gregor.runtime.client import ClientError, Done, NetworkClient
 from gregor.runtime.controller_channel import ControllerChannel
 from gregor.runtime.inter_broker import InterBroker
 
@@ -50,15 +54,33 @@ def controller_send(channel: ControllerChannel) -> Send:
     return send
 
 
-def node_send(client: NetworkClient) -> Send:
-    """Send to `out.destination` at `out.address` (the core read it from the metadata)."""
+class NodeSend:
+    """Send to `out.destination` at `out.address` (the core read it from the metadata).
 
-    def send(out: Outbound) -> Awaitable[Any]:
+    `submit` is the lighter path the driver takes first: written at once on an open
+    connection, the answer handed to a callback, no task per request."""
+
+    def __init__(self, client: NetworkClient) -> None:
+        self.client = client
+
+    def __call__(self, out: Outbound) -> Awaitable[Any]:
         assert out.destination is not None and out.address is not None
-        client.set_endpoint(out.destination, *out.address)
-        return client.send(out.destination, out.api_key, out.version, out.body, out.timeout_ms)
+        self.client.set_endpoint(out.destination, *out.address)
+        return self.client.send(out.destination, out.api_key, out.version, out.body, out.timeout_ms)
 
-    return send
+    def submit(self, out: Outbound, done: Done) -> bool:
+        """Sent now, `done` called with the answer; False when it must go through `__call__`
+        (no connection open and ready yet)."""
+        assert out.destination is not None and out.address is not None
+        client = self.client
+        client.set_endpoint(out.destination, *out.address)
+        return client.submit(
+            out.destination, out.api_key, out.version, out.body, out.timeout_ms, done
+        )
+
+
+def node_send(client: NetworkClient) -> NodeSend:
+    return NodeSend(client)
 
 
 def links_send(links: InterBroker) -> Send:
@@ -92,6 +114,7 @@ class CoreDriver:
         self._spawn = spawn
         self._tasks: set[asyncio.Task[None]] = set()
         self._scheduled = False
+        self._polling = False  # in _poll: an answer met meanwhile polls on the next turn
         self._timer: asyncio.TimerHandle | None = None
         self._started = False
         self._stopped = False
@@ -121,13 +144,23 @@ class CoreDriver:
             self._timer = None
         if self._stopped:
             return
+        self._polling = True
+        try:
+            self._poll_and_send()
+        finally:
+            self._polling = False
+
+    def _poll_and_send(self) -> None:
         now = self.clock()
         try:
             result = self.core.poll(now)
         except Exception:
             log.exception("%s: poll failed", self.name)
             result = Poll([], now + POLL_FAILED_RETRY_MS)
+        submit = getattr(self.send, "submit", None) if self._spawn is None else None
         for out in result.outbound:
+            if submit is not None and submit(out, partial(self._answered, out)):
+                continue  # sent; its answer comes to _answered, with no task
             self._run(self._exchange(out))
         if result.next_deadline_ms is not None and not self._scheduled:
             delay_s = max(0, result.next_deadline_ms - self.clock()) / 1000.0
@@ -153,6 +186,21 @@ class CoreDriver:
         else:
             self._feed(self.core.on_response, out, answer)
         self.wakeup()
+
+    def _answered(self, out: Outbound, answer: Any, error: BaseException | None) -> None:
+        """The answer to a request sent by `submit` (ignored once stopped, as a cancelled
+        exchange's would be)."""
+        if self._stopped:
+            return
+        if error is None:
+            self._feed(self.core.on_response, out, answer)
+        else:
+            exc = error if isinstance(error, Exception) else ClientError(str(error))
+            self._feed(self.core.on_error, out, exc)
+        if self._polling or self._scheduled:
+            self.wakeup()
+        else:
+            self._poll()  # at once: the next request goes out in this turn of the loop
 
     def _feed(self, handler: Callable[[Outbound, Any, int], None], out: Outbound, arg: Any) -> None:
         try:

@@ -230,3 +230,96 @@ def test_close_fails_waiting_requests_and_refuses_new_ones() -> None:
         server.close()
 
     asyncio.run(main())
+
+
+def test_submitted_requests_answer_through_callbacks_in_order() -> None:
+    """`submit` writes on the open connection at once and hands each answer (or the failure
+    of a connection that closes) to its callback; with no connection open it sends nothing."""
+
+    async def main() -> None:
+        ready = asyncio.Event()
+
+        async def answer_three_then_hang_up(
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        ) -> None:
+            for _ in range(3):
+                _, _, cid = await _read_request(reader)
+                writer.write(_api_versions_response(cid))
+            ids = [(await _read_request(reader))[2] for _ in range(2)]
+            writer.write(_api_versions_response(ids[0]))
+            await writer.drain()
+            await ready.wait()
+            writer.close()
+
+        server, port = await _serve(answer_three_then_hang_up)
+        client = NetworkClient({1: ("127.0.0.1", port)})
+        answers: list[tuple[str, Any]] = []
+
+        def done(tag: str) -> Callable[[Any, BaseException | None], None]:
+            def record(body: Any, error: BaseException | None) -> None:
+                answers.append((tag, type(error) if error else body.error_code))
+
+            return record
+
+        try:
+            assert not client.submit(1, 18, 0, ApiVersionsRequest(), None, done("x"))
+            assert answers == []
+            await client.send(1, 18, 0, ApiVersionsRequest())  # opens the connection
+            assert client.submit(1, 18, 0, ApiVersionsRequest(), None, done("a"))
+            assert client.submit(1, 18, 0, ApiVersionsRequest(), 5000, done("b"))
+            while len(answers) < 2:
+                await asyncio.sleep(0.01)
+            assert answers == [("a", 0), ("b", 0)]
+            assert client.submit(1, 18, 0, ApiVersionsRequest(), None, done("c"))
+            assert client.submit(1, 18, 0, ApiVersionsRequest(), None, done("d"))
+            while len(answers) < 3:
+                await asyncio.sleep(0.01)
+            ready.set()
+            while len(answers) < 4:
+                await asyncio.sleep(0.01)
+            assert answers[2:] == [("c", 0), ("d", DisconnectedError)]
+            assert client.connection(1) is None
+            assert not client.submit(1, 18, 0, ApiVersionsRequest(), None, done("e"))
+        finally:
+            await client.close()
+            server.close()
+
+    asyncio.run(main())
+
+
+def test_responses_split_across_reads_or_sharing_one_are_each_answered() -> None:
+    """Frames arrive as the socket gives them: one answer in pieces, then two in one write;
+    each reaches its request whole, in order."""
+
+    async def main() -> None:
+        async def in_pieces_then_together(
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        ) -> None:
+            _, _, cid = await _read_request(reader)
+            whole = _api_versions_response(cid)
+            for piece in (whole[:2], whole[2:7], whole[7:]):
+                writer.write(piece)
+                await writer.drain()
+                await asyncio.sleep(0.02)
+            ids = [(await _read_request(reader))[2] for _ in range(2)]
+            writer.write(b"".join(_api_versions_response(c) for c in ids))
+            await writer.drain()
+            await reader.read()
+
+        server, port = await _serve(in_pieces_then_together)
+        client = NetworkClient({1: ("127.0.0.1", port)})
+        try:
+            first = await client.send(1, 18, 0, ApiVersionsRequest())
+            assert first.error_code == 0 and first.api_keys
+            both = await asyncio.gather(
+                *[client.send(1, 18, 0, ApiVersionsRequest()) for _ in range(2)]
+            )
+            assert [a.error_code for a in both] == [0, 0]
+            assert all(a.api_keys == first.api_keys for a in both)
+            conn = client.connection(1)
+            assert conn is not None and conn.in_flight == 0
+        finally:
+            await client.close()
+            server.close()
+
+    asyncio.run(main())

@@ -5,6 +5,7 @@ follower's end, fencing, and producer state that survives a failover."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -276,3 +277,77 @@ def test_a_follower_fetches_in_an_incremental_session(tmp_path: Path) -> None:
     produce(leader, 1, pair.now)
     pump()
     assert pair.part(2).log.log_end_offset == 6
+
+
+def fake_partition(topic: str, topic_id: uuid.UUID) -> Any:
+    """What building a Fetch reads of a partition: its names and its log's offsets and epochs."""
+    log_ = SimpleNamespace(
+        log_end_offset=0,
+        log_start_offset=0,
+        offline=False,
+        leader_epochs=SimpleNamespace(latest_epoch=-1),
+    )
+    return SimpleNamespace(topic=topic, index=0, topic_id=topic_id, log=log_, name=f"{topic}-0")
+
+
+def test_an_incremental_fetch_names_only_what_changed_since_the_last_one() -> None:
+    """KIP-227 from the follower's side over several partitions: a full request names them
+    all; then each request names those added or whose fetch changed (an append, a log start
+    moved by retention, a new leader epoch, a back-off over) and forgets those no longer
+    fetched (removed, backed off, offline); a failed request starts over in full."""
+    ids = {name: uuid.uuid4() for name in "abcd"}
+    parts = {name: fake_partition(name, tid) for name, tid in ids.items()}
+    fetcher = FollowerFetcher(1, FetcherConfig(replica_id=2, backoff_ms=100))
+    for p in parts.values():
+        fetcher.add(p, 4)
+    names = {tid: name for name, tid in ids.items()}
+    now = NOW
+
+    def fetch(*errors_of: tuple[str, int]) -> tuple[dict[str, tuple[int, int, int]], list[str]]:
+        """One request and its answer (a session id; `errors_of` partitions failing):
+        {partition named: (fetch offset, log start, leader epoch)} and the forgotten."""
+        built = fetcher.build_request(now, 1)
+        assert built is not None
+        request, sent = built
+        answer = SimpleNamespace(
+            error_code=0,
+            session_id=9,
+            responses=[
+                SimpleNamespace(
+                    topic_id=ids[name],
+                    partitions=[SimpleNamespace(partition_index=0, error_code=c)],
+                )
+                for name, c in errors_of
+            ],
+        )
+        fetcher.handle_response(sent, answer, now)
+        named = {
+            names[t.topic_id]: (fp.fetch_offset, fp.log_start_offset, fp.current_leader_epoch)
+            for t in request.topics
+            for fp in t.partitions
+        }
+        forgotten = sorted(names[f.topic_id] for f in request.forgotten_topics_data)
+        return named, forgotten
+
+    assert fetch() == ({n: (0, 0, 4) for n in "abcd"}, [])
+    assert fetch() == ({}, [])
+    parts["a"].log.log_end_offset = 3  # appended to
+    parts["b"].log.log_start_offset = 0  # unchanged
+    parts["c"].log.log_start_offset = 2  # retention moved it
+    parts["c"].log.log_end_offset = 5
+    assert fetch() == ({"a": (3, 0, 4), "c": (5, 2, 4)}, [])
+    assert fetch(("b", errors.NOT_LEADER_OR_FOLLOWER)) == ({}, [])  # b backs off
+    fetcher.remove("d", 0)
+    fetcher.add(parts["a"], 5)  # a new leader epoch
+    assert fetch() == ({"a": (3, 0, 5)}, ["b", "d"])
+    now += 100  # b's back-off is over
+    parts["c"].log.offline = True
+    assert fetch() == ({"b": (0, 0, 4)}, ["c"])
+    fetcher.add(parts["d"], 4)
+    fetcher.remove("d", 0)  # gone again before the next request: never named
+    assert fetch() == ({}, [])
+    built = fetcher.build_request(now, 1)
+    assert built is not None
+    fetcher.handle_error(built[1], now)  # a failed request: all back off, then in full
+    now += 100
+    assert fetch() == ({"a": (3, 0, 5), "b": (0, 0, 4)}, [])  # c is offline

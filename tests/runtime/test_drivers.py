@@ -97,3 +97,54 @@ def test_polls_when_started_woken_and_due_and_feeds_answers_back() -> None:
         assert core.polls == polls + 3, "no poll after stop"
 
     asyncio.run(go())
+
+
+def test_a_send_that_submits_answers_through_a_callback_with_no_task() -> None:
+    """A send with `submit` (the node client's) is asked first: what it takes needs no task,
+    its answer or failure is fed back and polls again at once; what it refuses goes the
+    awaited way; after `stop` a late answer is fed to nothing."""
+
+    class Submitting:
+        def __init__(self) -> None:
+            self.pending: list[tuple[Outbound, Any]] = []
+            self.awaited: list[Any] = []
+
+        def __call__(self, out: Outbound) -> Any:
+            self.awaited.append(out.body)
+            return asyncio.sleep(0, f"awaited {out.body}")
+
+        def submit(self, out: Outbound, done: Any) -> bool:
+            if out.body == "refused":
+                return False
+            self.pending.append((out, done))
+            return True
+
+    async def go() -> None:
+        core, send = Core(), Submitting()
+        driver = CoreDriver(core, send, now_ms, name="test")
+        driver.start()
+        await turns()
+        polls = core.polls
+        core.to_send = [Outbound(1, 0, "a"), Outbound(1, 0, "b"), Outbound(1, 0, "refused")]
+        core.wakeup()
+        await turns()
+        assert [o.body for o, _ in send.pending] == ["a", "b"] and send.awaited == ["refused"]
+        assert not driver._tasks, "the awaited one has finished; the submitted ones made none"
+        assert core.answers == [("response", "awaited refused")]
+        (_, done_a), (_, done_b) = send.pending
+        polls = core.polls
+        done_a("answer to a", None)
+        assert core.polls == polls + 1, "an answer polls again at once"
+        done_b(None, DisconnectedError("closed"))
+        assert core.answers[1:] == [("response", "answer to a"), ("error", "DisconnectedError")]
+        assert core.polls == polls + 2
+        await turns()
+        assert core.polls == polls + 2
+        core.to_send = [Outbound(1, 0, "late")]
+        core.wakeup()
+        await turns()
+        await driver.stop()
+        send.pending[-1][1]("answer to late", None)
+        assert len(core.answers) == 3, "nothing fed back after stop"
+
+    asyncio.run(go())
