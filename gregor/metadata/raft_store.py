@@ -408,6 +408,12 @@ class RaftMetadataStore:
             image.config(BROKER_RESOURCE, ""), image.config(BROKER_RESOURCE, str(node_id))
         )
 
+    def leader_of(self, topic: str, partition: int) -> int:
+        """The partition's leader by the image (-1: none, or no such partition)."""
+        t = self.image.topic(topic)
+        reg = t.partitions.get(partition) if t is not None else None
+        return reg.leader if reg is not None else -1
+
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         """The committed SCRAM credential of `user` for `mechanism`: what SCRAM servers check."""
         return self.image.scram_credential(user, mechanism)

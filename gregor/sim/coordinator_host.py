@@ -116,6 +116,11 @@ class ImageTopics:
             }
         return self._topics
 
+    def leader_of(self, topic: str, partition: int) -> int:
+        t = self.image().topic(topic)
+        reg = t.partitions.get(partition) if t is not None else None
+        return reg.leader if reg is not None else -1
+
 
 class NoTopicCreation:
     """The simulation's admin creates the internal topics before any client looks for them."""

@@ -191,6 +191,22 @@ def test_a_new_leader_epoch_reloads_the_partition(tmp_path: Path) -> None:
     b.logs.shutdown()
 
 
+def test_a_partition_named_here_but_not_hosted_yet_is_loading_not_elsewhere(
+    tmp_path: Path,
+) -> None:
+    """The metadata names this broker leader of the group's partition while its files are still
+    being made (a new `__consumer_offsets` in a cluster): COORDINATOR_LOAD_IN_PROGRESS, which
+    clients retry in place, not NOT_COORDINATOR, which fails a synchronous commit."""
+    b = broker(tmp_path)
+    groups = b.services.groups
+    groups.ensure_offsets_topic()
+    index = partition_for("g", 3)
+    assert b.store.leader_of(OFFSETS_TOPIC, index) == b.node_id
+    groups.runtime.contexts.pop(index)  # as before hosting it
+    assert groups.coordinator_error("g") == codes.COORDINATOR_LOAD_IN_PROGRESS
+    b.logs.shutdown()
+
+
 def test_a_write_larger_than_max_message_bytes_goes_in_several_batches(tmp_path: Path) -> None:
     """The expiry of many offsets writes more tombstones than one batch under the partition's
     max.message.bytes can hold: they go in several batches, each replayed once appended."""

@@ -115,6 +115,10 @@ class TopicSource(Protocol):
     @property
     def topics(self) -> Mapping[str, TopicInfo]: ...
 
+    def leader_of(self, topic: str, partition: int) -> int:
+        """The partition's leader by the metadata (-1: none, or no such partition)."""
+        ...
+
 
 class TopicCreator(Protocol):
     """What creates the internal topic on first use (the broker's `Admin`)."""
@@ -217,8 +221,13 @@ class CoordinatorRuntime(Generic[S, R]):
         n = self.num_partitions
         if n is None:
             return NOT_COORDINATOR, None
-        ctx = self.contexts.get(partition_for(key, n))
+        index = partition_for(key, n)
+        ctx = self.contexts.get(index)
         if ctx is None:
+            # Named leader by the metadata but not hosting the partition yet (its files are
+            # being made): about to load, as Kafka's coordinator says while it loads.
+            if self.store.leader_of(self.topic.name, index) == self.node_id:
+                return COORDINATOR_LOAD_IN_PROGRESS, None
             return NOT_COORDINATOR, None
         if ctx.loading:
             return COORDINATOR_LOAD_IN_PROGRESS, None
