@@ -202,7 +202,9 @@ def test_a_partition_named_here_but_not_hosted_yet_is_loading_not_elsewhere(
     groups.ensure_offsets_topic()
     index = partition_for("g", 3)
     assert b.store.leader_of(OFFSETS_TOPIC, index) == b.node_id
-    groups.runtime.contexts.pop(index)  # as before hosting it
+    groups.runtime.contexts.pop(index)
+    assert groups.coordinator_error("g") == codes.NOT_COORDINATOR, "hosted, not coordinated"
+    b.replicas.remove(OFFSETS_TOPIC, index)  # as before hosting it
     assert groups.coordinator_error("g") == codes.COORDINATOR_LOAD_IN_PROGRESS
     b.logs.shutdown()
 

@@ -224,9 +224,13 @@ class CoordinatorRuntime(Generic[S, R]):
         index = partition_for(key, n)
         ctx = self.contexts.get(index)
         if ctx is None:
-            # Named leader by the metadata but not hosting the partition yet (its files are
-            # being made): about to load, as Kafka's coordinator says while it loads.
-            if self.store.leader_of(self.topic.name, index) == self.node_id:
+            # Named leader by the metadata but not hosting the partition at all yet (its files
+            # are being made): about to load, as Kafka's coordinator says while it loads.
+            name = self.topic.name
+            if (
+                self.replicas.get(name, index) is None
+                and self.store.leader_of(name, index) == self.node_id
+            ):
                 return COORDINATOR_LOAD_IN_PROGRESS, None
             return NOT_COORDINATOR, None
         if ctx.loading:
