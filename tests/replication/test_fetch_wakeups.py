@@ -151,17 +151,31 @@ def counting(monkeypatch: pytest.MonkeyPatch, name: str) -> list[Any]:
     return calls
 
 
-def test_an_idle_in_sync_follower_moves_its_fetch_times_without_the_full_update(
-    broker: BrokerServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    f = in_session(broker)
-    full: list[Any] = []
+def full_updates(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The partitions given the full follower fetch-state update, in call order."""
+    full: list[int] = []
     real = Partition.update_follower_fetch_state
     monkeypatch.setattr(
         Partition,
         "update_follower_fetch_state",
         lambda self, *a: (full.append(self.index), real(self, *a))[1],
     )
+    return full
+
+
+def parked(broker: BrokerServer) -> tuple[Follower, Pending]:
+    """A follower in session, its next fetch parked."""
+    f = in_session(broker)
+    waiting = f.fetch()
+    assert isinstance(waiting, Pending)
+    return f, waiting
+
+
+def test_an_idle_in_sync_follower_moves_its_fetch_times_without_the_full_update(
+    broker: BrokerServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    f = in_session(broker)
+    full = full_updates(monkeypatch)
     states = [partition(broker, i).followers[FOLLOWER] for i in range(PARTITIONS)]
     for state in states:
         state.last_caught_up_time_ms = state.last_fetch_time_ms = 0
@@ -178,13 +192,7 @@ def test_a_follower_behind_on_a_partition_gets_the_full_update(
 ) -> None:
     f = in_session(broker)
     partition(broker, 3).isr = [broker.node_id]  # out of the ISR: its fetch may add it back
-    full: list[int] = []
-    real = Partition.update_follower_fetch_state
-    monkeypatch.setattr(
-        Partition,
-        "update_follower_fetch_state",
-        lambda self, *a: (full.append(self.index), real(self, *a))[1],
-    )
+    full = full_updates(monkeypatch)
     f.fetch()
     assert full == [3]
 
@@ -192,9 +200,7 @@ def test_a_follower_behind_on_a_partition_gets_the_full_update(
 def test_a_parked_follower_fetch_is_not_read_again_when_only_a_high_watermark_moved(
     broker: BrokerServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    f = in_session(broker)
-    waiting = f.fetch()
-    assert isinstance(waiting, Pending)
+    _f, waiting = parked(broker)
     passes = counting(monkeypatch, "_collect")
     p = partition(broker, 2)
     p.log.update_high_watermark(p.log.high_watermark)  # (unchanged, but the event fires)
@@ -205,9 +211,7 @@ def test_a_parked_follower_fetch_is_not_read_again_when_only_a_high_watermark_mo
 def test_a_woken_follower_fetch_reads_the_partition_that_changed_and_not_the_quiet_ones(
     broker: BrokerServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    f = in_session(broker)
-    waiting = f.fetch()
-    assert isinstance(waiting, Pending)
+    f, waiting = parked(broker)
     looked = counting(monkeypatch, "_quiet")
     append(broker, 4)
     assert waiting.done
