@@ -26,12 +26,14 @@ C code opens itself (uvloop, librdkafka) are not seen: such tests are `client` b
 
 from __future__ import annotations
 
+import faulthandler
 import inspect
 import os
 import re
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import types
 import uuid
@@ -189,6 +191,60 @@ def _violation(what: str) -> str:
         f"a unit test {what}: unit tests run in this process without network sockets or child "
         "processes; mark it @pytest.mark.client (or cluster), or keep it off the network"
     )
+
+
+# --- the watchdog of hangs that hold the GIL ------------------------------------------------
+# pytest-timeout fails a test from Python, which cannot run while C code (a client library's
+# close, say) holds the GIL. faulthandler's own thread needs no GIL: past the test's timeout plus
+# a grace it writes every thread's stack to a file and ends the process, so the run goes on (xdist
+# replaces the worker and reports the test as crashed) and the summary prints where it hung.
+
+GRACE_S = 120
+_HANGS_DIR = os.path.join(
+    tempfile.gettempdir(),
+    f"gregor-test-hangs-{os.getppid() if 'PYTEST_XDIST_WORKER' in os.environ else os.getpid()}",
+)
+
+
+def _timeout_of(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("timeout")
+    if marker is not None and marker.args:
+        return float(marker.args[0])
+    return float(item.config.getini("timeout") or 0)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    timeout = _timeout_of(item)
+    if timeout <= 0:
+        yield
+        return
+    os.makedirs(_HANGS_DIR, exist_ok=True)
+    path = os.path.join(_HANGS_DIR, f"{os.getpid()}.txt")
+    with open(path, "w") as out:
+        out.write(f"{item.nodeid} did not end within {timeout + GRACE_S:.0f} s:\n")
+        out.flush()
+        faulthandler.dump_traceback_later(timeout + GRACE_S, exit=True, file=out)
+        try:
+            yield
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+    os.unlink(path)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print the stacks of the tests the watchdog ended (in the process that reports)."""
+    if "PYTEST_XDIST_WORKER" in os.environ or not os.path.isdir(_HANGS_DIR):
+        return
+    for entry in sorted(os.listdir(_HANGS_DIR)):
+        path = os.path.join(_HANGS_DIR, entry)
+        with open(path) as f:
+            text = f.read()
+        os.unlink(path)
+        if "Thread 0x" in text or "Current thread" in text:
+            terminalreporter.write_sep("=", "a test that hung, ended by the watchdog")
+            terminalreporter.write_line(text)
+    os.rmdir(_HANGS_DIR)
 
 
 # A shell without job control starts a background command (`.ci/run &`) with SIGINT ignored,

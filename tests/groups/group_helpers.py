@@ -7,7 +7,6 @@ knows exactly which records exist and can check each was consumed once.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -88,26 +87,31 @@ def produce(bootstrap: str, topic: str, start: int, count: int, partitions: int)
     assert not errors, errors[:5]
 
 
-class LogCounter(logging.Handler):
-    """Counts librdkafka log lines that report given errors (a client's view of the group),
-    by the error's name or by librdkafka's wording of it."""
+class LogCounter:
+    """Counts one client's librdkafka log lines that report given errors (a client's view of the
+    group), by the error's name or by librdkafka's wording of it. librdkafka writes its log to
+    stderr itself (no Python logger: a logger callback takes the GIL from librdkafka's threads,
+    which can deadlock its close()); each line names the client as `<client.id>#consumer-N`."""
 
     PATTERNS = {
         "UNKNOWN_MEMBER_ID": ("UNKNOWN_MEMBER_ID", "Unknown member"),
         "ILLEGAL_GENERATION": ("ILLEGAL_GENERATION", "generation id is not valid"),
     }
 
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
+    def __init__(self, client_id: str) -> None:
+        self.tag = f"|{client_id}#"
         self.counts = dict.fromkeys(self.PATTERNS, 0)
         self.lines = 0
 
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines += 1
-        msg = record.getMessage()
-        for name, words in self.PATTERNS.items():
-            if any(w in msg for w in words):
-                self.counts[name] += 1
+    def feed(self, stderr: str) -> None:
+        """Count this client's lines in the captured stderr of the test."""
+        for line in stderr.splitlines():
+            if self.tag not in line:
+                continue
+            self.lines += 1
+            for name, words in self.PATTERNS.items():
+                if any(w in line for w in words):
+                    self.counts[name] += 1
 
 
 class Member:
@@ -125,12 +129,8 @@ class Member:
         config.update(conf)
         self.logs: LogCounter | None = None
         if "debug" in config:
-            logger = logging.getLogger(f"rdkafka.{id(self)}")
-            logger.propagate = False
-            self.logs = LogCounter()
-            logger.addHandler(self.logs)
-            logger.setLevel(logging.DEBUG)
-            config["logger"] = logger
+            config.setdefault("client.id", f"member-{id(self)}")
+            self.logs = LogCounter(str(config["client.id"]))
         self.consumer = ck.Consumer(config)
         self.records: list[tuple[int, int, int]] = []  # (partition, offset, number)
         self.assigns = 0

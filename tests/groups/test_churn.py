@@ -1,7 +1,8 @@
 """Group churn: 20 rounds of members joining and leaving while a producer keeps writing. Every
 round must settle (each live member owns partitions, none shared, all covered) within a bound,
 every acknowledged record must be consumed, and no member may fall into UNKNOWN_MEMBER_ID or
-ILLEGAL_GENERATION loops (counted from librdkafka's own group debug log)."""
+ILLEGAL_GENERATION loops (counted from librdkafka's own group debug log, which it writes to the
+test's captured stderr)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,9 @@ class Producer(threading.Thread):
 
 
 @pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
-def test_twenty_rounds_of_churn_while_producing(bootstrap: str, name: str, assignor: str) -> None:
+def test_twenty_rounds_of_churn_while_producing(
+    bootstrap: str, name: str, assignor: str, capfd: pytest.CaptureFixture[str]
+) -> None:
     rng = random.Random(4)
     create_topic(bootstrap, name, PARTITIONS)
     conf = {
@@ -94,6 +97,11 @@ def test_twenty_rounds_of_churn_while_producing(bootstrap: str, name: str, assig
 
         wait_until(lambda: consumed() >= expected, 30, "every acknowledged record", pump(live))
         everyone = live + gone
+        stderr = capfd.readouterr().err
+        for m in everyone:
+            assert m.logs is not None
+            m.logs.feed(stderr)
+            assert m.logs.lines > 0, "the member's group debug log was read"
         assert not [e for m in everyone for e in m.errors], [m.errors for m in everyone]
         for m in everyone:
             assert m.logs is not None
