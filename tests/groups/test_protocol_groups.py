@@ -455,7 +455,7 @@ def test_describe_list_delete_and_offset_delete(bootstrap: str, raw: Raw, name: 
 
 
 def test_member_removed_by_someone_else_sees_unknown_member_id_and_rejoins(
-    bootstrap: str, raw: Raw, name: str
+    bootstrap: str, raw: Raw, name: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """Also proves the churn test's log counter sees librdkafka's UNKNOWN_MEMBER_ID."""
     create_topic(bootstrap, name, 3)
@@ -469,9 +469,15 @@ def test_member_removed_by_someone_else_sees_unknown_member_id_and_rejoins(
             LeaveGroupRequest(group_id=name, members=[M(member_id=m.consumer.memberid())]),
         )
         assert left.members[0].error_code == 0
-        assert m.logs is not None
+        logs = m.logs
+        assert logs is not None
+
+        def heard() -> bool:
+            logs.feed(capfd.readouterr().err)  # librdkafka's log lines written since the last look
+            return logs.counts["UNKNOWN_MEMBER_ID"] >= 1
+
         wait_until(
-            lambda: m.logs.counts["UNKNOWN_MEMBER_ID"] >= 1,
+            heard,
             10,
             "the member to hear UNKNOWN_MEMBER_ID",
             pump([m]),
