@@ -175,9 +175,10 @@ def _collect(
     for name, t in topics:
         if t.partitions and type(t.partitions[0]) is CachedPartition:
             s.incremental = True
-            parts = [
-                a for a in (_fetch_partition(s, name, fp) for fp in t.partitions) if a is not None
-            ]
+            if type(name) is str:
+                parts = _session_partitions(s, name, t.partitions)
+            else:
+                parts = [_fetch_partition(s, name, fp) for fp in t.partitions]
         else:
             parts = [_fetch_partition(s, name, fp) for fp in t.partitions]
         if ctx.version >= 13:
@@ -185,6 +186,26 @@ def _collect(
         else:
             responses.append(TopicResp(topic=name, partitions=parts))
     return responses, s
+
+
+def _session_partitions(s: _Pass, name: str, cached: list[CachedPartition]) -> list[Any]:
+    """The answers of one topic's partitions of an incremental session, those with something
+    to tell (the others are quiet, or not to be looked at: see `_Pass.only`). Most partitions
+    of a follower's session are quiet at most Fetches: this loop is kept lean."""
+    hosted = s.replicas.partitions
+    found, told, only = s.partitions, s.told, s.only
+    parts = []
+    for fp in cached:
+        p = hosted.get((name, fp.partition))
+        if p is None:
+            parts.append(_failed(fp, errors.UNKNOWN_TOPIC_OR_PARTITION))
+            continue
+        found.append(p)
+        if (only is not None and p not in only) or _quiet(s, p, fp):
+            continue
+        told.append(p)
+        parts.append(_read_partition(s, p, fp))
+    return parts
 
 
 def _fetch_partition(s: _Pass, name: str | None, fp: Any) -> Any:
@@ -197,11 +218,11 @@ def _fetch_partition(s: _Pass, name: str | None, fp: Any) -> Any:
     if p is None:
         return _failed(fp, errors.UNKNOWN_TOPIC_OR_PARTITION)
     s.partitions.append(p)
-    if s.incremental:
-        only = s.only
-        if (only is not None and p not in only) or _quiet(s, p, fp):
-            return None
-        s.told.append(p)
+    return _read_partition(s, p, fp)
+
+
+def _read_partition(s: _Pass, p: Partition, fp: Any) -> Any:
+    """Read one partition found hosted here."""
     log = p.log
     hw, start, lso = log.high_watermark, log.log_start_offset, log.last_stable_offset
     code, aborted, diverging = errors.NONE, None, None
@@ -262,26 +283,36 @@ def _quiet(s: _Pass, p: Partition, cached: CachedPartition) -> bool:
     find no records, no error and no divergence, and its high watermark, last stable offset
     and log start are the ones last told, so its answer would be left out. Such a partition is
     not read (a follower's fetch state is still updated, as the read would). False whenever in
-    doubt: the partition is then read as any other."""
+    doubt: the partition is then read as any other. (Run for most partitions of every Fetch of
+    a follower's session: each value is read once.)"""
     log = p.log
+    hw = log.high_watermark
     if (
-        log.offline
-        or p.leader_id != p.node_id
-        or cached.high_watermark != log.high_watermark
-        or cached.last_stable_offset != log.last_stable_offset
+        cached.high_watermark != hw
         or cached.local_log_start_offset != log.log_start_offset
-        or cached.current_leader_epoch not in (-1, p.leader_epoch)
+        or log.offline
+        or p.leader_id != p.node_id
     ):
+        return False
+    first = log.producer_state.first_unstable
+    if cached.last_stable_offset != (
+        hw if first is None or first >= hw else log.last_stable_offset
+    ):
+        return False
+    epoch = cached.current_leader_epoch
+    if epoch != -1 and epoch != p.leader_epoch:
         return False
     if s.replica_id < 0:
-        upper = log.last_stable_offset if s.read_committed else log.high_watermark
+        upper = log.last_stable_offset if s.read_committed else hw
         return cached.fetch_offset == upper
     end = log.log_end_offset
-    if cached.fetch_offset != end or cached.last_fetched_epoch not in (
-        -1,
-        log.leader_epochs.latest_epoch,
-    ):
+    if cached.fetch_offset != end:
         return False
+    epoch = cached.last_fetched_epoch
+    if epoch != -1:
+        entries = log.leader_epochs.entries
+        if epoch != (entries[-1][0] if entries else -1):
+            return False
     state = p.followers.get(s.replica_id)
     if state is None:
         return False

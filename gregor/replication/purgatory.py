@@ -10,12 +10,16 @@ what completing does (`on_complete`, run exactly once), and what its deadline ch
 (`on_expiration`). Its watch keys are partitions, or anything with `watch`/`unwatch` whose
 callbacks fire on a change: a partition calls them on an append, a high watermark move and a
 leadership change. Each key has one watcher here, whatever the number of operations on it,
-subscribed while some operation watches it and removed with the last one.
+subscribed while some operation watches it. When the last one leaves, the watcher stays until the
+key's next event (or a sweep of such idle keys, run once they outnumber the watched ones): a
+session's Fetch parks on the same partitions again and again, and keeping their watchers saves
+making and removing one per partition per Fetch.
 
 Invariants:
 - `on_complete` runs once per operation: on an event (`try_complete` said yes), at its
   deadline (after `on_expiration`), or when forced (`force_complete`).
-- A completed operation watches nothing: it leaves every key's list at once.
+- A completed operation watches nothing: it leaves every key's list at once (a key's own
+  watcher may stay a while, see above; it then finds no operation to try).
 - On one key, operations are tried in the order they were watched, so answers that depend on
   one offset order (a coordinator's held answers) complete in that order.
 - No clock and no event loop: time comes in as `now_ms`; a partition event carries none, so
@@ -33,6 +37,7 @@ from typing import Protocol
 
 log = logging.getLogger("gregor.purgatory")
 MAX_PASSES = 100  # over one key's operations in one event (each completion may cause one more)
+IDLE_SWEEP = 1024  # keys left idle before a sweep lets go of their watchers (at least)
 
 
 class Watchable(Protocol):
@@ -121,9 +126,10 @@ class _WatchList:
         self.purgatory._maybe_drop(self)
 
     def remove(self, op: DelayedOperation) -> None:
-        self.ops.pop(op, None)
-        if not self.ops and not self.checking:
-            self.purgatory._maybe_drop(self)
+        ops = self.ops
+        ops.pop(op, None)
+        if not ops and not self.checking:
+            self.purgatory._went_idle()
 
 
 class DelayedOperationPurgatory:
@@ -134,6 +140,7 @@ class DelayedOperationPurgatory:
         self._order = itertools.count()
         self._delayed = 0
         self._planned_ms: int | None = None  # what next_deadline_ms last said
+        self._emptied = 0  # keys left without operations since the last sweep
         self.wakeup: Callable[[], None] | None = None
 
     # -- parking ----------------------------------------------------------------------------
@@ -222,7 +229,11 @@ class DelayedOperationPurgatory:
         return len(wl.ops) if wl is not None else 0
 
     def keys(self) -> int:
-        """How many keys are watched."""
+        """How many keys operations watch."""
+        return sum(1 for wl in self._lists.values() if wl.ops)
+
+    def subscriptions(self) -> int:
+        """How many keys have our watcher: those operations watch, and idle ones not yet let go."""
         return len(self._lists)
 
     # -- inside ---------------------------------------------------------------------------------
@@ -255,6 +266,15 @@ class DelayedOperationPurgatory:
         lists, op._lists = op._lists, []
         for wl in lists:
             wl.remove(op)
+
+    def _went_idle(self) -> None:
+        """A key's last operation left it; once such keys outnumber the lists kept, let every
+        idle one go (the sweep's cost is shared by as many departures as it visits keys)."""
+        self._emptied += 1
+        if self._emptied > max(IDLE_SWEEP, len(self._lists)):
+            self._emptied = 0
+            for wl in [wl for wl in self._lists.values() if not wl.ops and not wl.checking]:
+                self._maybe_drop(wl)
 
     def _maybe_drop(self, wl: _WatchList) -> None:
         """No operation watches the key any more: unsubscribe and forget it."""

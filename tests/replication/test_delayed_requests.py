@@ -187,7 +187,7 @@ def test_a_fetch_short_of_min_bytes_is_answered_at_max_wait(broker: BrokerServer
     assert not answer.done
     broker.purgatory.expire(deadline)
     assert answer.done and fetched(answer.value)[1] > 0, "what there is, at max_wait_ms"
-    assert partition(broker).fetches.watchers == []
+    assert broker.purgatory.keys() == 0 and broker.purgatory.delayed() == 0
 
 
 def test_a_waiting_fetch_of_a_partition_led_elsewhere_now_answers_the_error(

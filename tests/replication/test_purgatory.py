@@ -12,7 +12,7 @@ import pytest
 
 from gregor.coordinator.deferred import NOT_COORDINATOR, HeldAnswers
 from gregor.replication.partition import Partition, ReplicaState
-from gregor.replication.purgatory import DelayedOperation, DelayedOperationPurgatory
+from gregor.replication.purgatory import IDLE_SWEEP, DelayedOperation, DelayedOperationPurgatory
 
 from .helpers import NOW, Cluster, host, manager, produce, registration
 
@@ -123,9 +123,31 @@ def test_an_operation_on_two_keys_leaves_both_when_one_completes_it() -> None:
     assert purgatory.watched(a) == 1 and len(a.watchers) == 1 and len(b.watchers) == 1
     a.change(1)
     assert log == ["ab done"]
-    assert a.watchers == [] and b.watchers == [] and purgatory.keys() == 0
+    assert a.watchers == [] and purgatory.keys() == 0
+    assert len(b.watchers) == 1 and purgatory.subscriptions() == 1, "b's watcher stays a while"
     b.change(1)
-    assert log == ["ab done"] and op.tries == 1
+    assert log == ["ab done"] and op.tries == 1, "an event on b finds nothing to try"
+    assert b.watchers == [] and purgatory.subscriptions() == 0, "and lets b go"
+
+
+def test_a_key_parked_on_again_keeps_its_watcher_and_idle_keys_are_swept() -> None:
+    purgatory, log = DelayedOperationPurgatory("t"), []
+    keys = [Key() for _ in range(IDLE_SWEEP + 10)]
+    first = Reach("first", keys[0], 1, NOW + 100, log)
+    purgatory.watch(first, keys[:2])
+    watcher = keys[1].watchers[0]
+    keys[0].change(1)  # completes it: keys[1] is idle now, its watcher kept
+    again = Reach("again", keys[0], 2, NOW + 100, log)
+    purgatory.watch(again, keys[:2])
+    assert keys[1].watchers == [watcher], "parked on again: the same watcher, not a new one"
+    purgatory.force_complete(again)
+    for k in keys[2:]:  # many keys watched once, then left idle
+        op = Reach("once", k, 1, NOW + 100, log)
+        purgatory.watch(op, [k])
+        purgatory.force_complete(op)
+    assert purgatory.keys() == 0
+    assert purgatory.subscriptions() < IDLE_SWEEP, "a sweep let the idle keys go"
+    assert sum(len(k.watchers) for k in keys) == purgatory.subscriptions()
 
 
 def test_an_event_caused_by_a_completion_is_seen() -> None:
@@ -156,7 +178,7 @@ def test_a_failing_check_leaves_the_operation_waiting(caplog: pytest.LogCaptureF
     key.change(1)
     assert log == [] and "boom" in caplog.text and len(key.watchers) == 1
     purgatory.expire(NOW + 10)
-    assert log == ["broken expired", "broken done"] and key.watchers == []
+    assert log == ["broken expired", "broken done"] and purgatory.keys() == 0
 
 
 def test_completed_operations_do_not_pile_up_in_the_timer_heap() -> None:
@@ -279,7 +301,7 @@ def test_unloading_fails_every_held_answer(tmp_path: Path) -> None:
         held.answer(0, p, lambda: failed.append(0), failed.append, NOW + 10)
     held.unload(0)
     assert failed == [NOT_COORDINATOR] * 3
-    assert p.fetches.watchers == [] and held.next_deadline_ms() is None
+    assert held.purgatory.keys() == 0 and held.next_deadline_ms() is None
 
 
 def test_an_operation_parked_by_an_expiring_one_expires_in_the_same_call() -> None:
@@ -293,4 +315,4 @@ def test_an_operation_parked_by_an_expiring_one_expires_in_the_same_call() -> No
     purgatory.watch(Chain("first", key, 5, NOW + 1, log), [key])
     assert purgatory.expire(NOW + 10) == 2
     assert log == ["first expired", "first done", "next expired", "next done"]
-    assert key.watchers == [] and purgatory.delayed() == 0
+    assert purgatory.keys() == 0 and purgatory.delayed() == 0
