@@ -492,7 +492,15 @@ class DelayedFetch(DelayedOperation):
         self.told = set(read.told)  # of an incremental session: those the last pass answered
 
     def _state_of(self, partitions: list[Partition]) -> list[tuple[Any, ...]]:
+        """`_partition_state` of each partition (written out for a follower's: its session's
+        partitions, most of them idle, are all parked on at every Fetch)."""
         follower, committed = self.follower, self.committed
+        if follower:
+            return [
+                (p, p.leader_id, p.leader_epoch, (lg := p.log).log_end_offset,
+                 lg.log_start_offset, lg.offline)
+                for p in partitions
+            ]  # fmt: skip
         return [_partition_state(p, follower, committed) for p in partitions]
 
     def try_complete_after(self, key: Any) -> bool:
