@@ -70,6 +70,8 @@ class BrokerServer(BrokerNode):
             image=lambda: store.image, raft=lambda: store.raft_node,
             active_controller=store.is_active,
             connections=self.listeners.connections, socket_bytes=self.listeners.socket_bytes,
+            accept_throttle=self.listeners.accept_throttle_ms,
+            acceptor_blocked=self.listeners.acceptor_blocked_ns,
             topic_stats=self.services.topic_stats,
             fetch_sessions=self.services.fetch_sessions,
         )  # fmt: skip

@@ -332,6 +332,7 @@ _BROKER_ONLY: list[ConfigDef] = [
     ConfigDef("max.connections", INT, str(INT_MAX), at_least(0)),
     ConfigDef("max.connections.per.ip", INT, str(INT_MAX), at_least(0)),
     ConfigDef("max.connections.per.ip.overrides", STRING, "", _overrides_problem),
+    ConfigDef("max.connection.creation.rate", INT, str(INT_MAX), at_least(0)),
     ConfigDef("log.retention.check.interval.ms", LONG, "300000", at_least(1)),
     ConfigDef("log.flush.scheduler.interval.ms", LONG, str(LONG_MAX), None),
     ConfigDef("log.flush.offset.checkpoint.interval.ms", INT, "60000", at_least(0)),
@@ -629,14 +630,19 @@ def is_dynamic_listener_ssl(key: str) -> bool:
     return found is not None and found[1].lower() in DYNAMIC_LISTENER_SSL
 
 
-# A listener's own connection limit (Kafka's ListenerConnectionQuota: a dynamic config, at
-# least 1), over the broker-wide max.connections (runtime/connection_quotas.py).
-_LISTENER_MAX_CONNECTIONS = re.compile(r"^listener\.name\.[^.]+\.max\.connections$", re.IGNORECASE)
+# A listener's own connection limits (Kafka's ListenerConnectionQuota: dynamic configs, at
+# least 1), over the broker-wide max.connections and max.connection.creation.rate
+# (runtime/connection_quotas.py).
+LISTENER_CONNECTION_CONFIGS = ("max.connections", "max.connection.creation.rate")
+_LISTENER_CONNECTIONS = re.compile(
+    r"^listener\.name\.[^.]+\.(max\.connections|max\.connection\.creation\.rate)$",
+    re.IGNORECASE,
+)
 
 
 def listener_config(key: str) -> ConfigDef | None:
-    """The definition of a per-listener broker config (`listener.name.<l>.max.connections`);
-    None for any other key."""
-    if _LISTENER_MAX_CONNECTIONS.match(key):
+    """The definition of a per-listener broker config (`listener.name.<l>.max.connections`,
+    `listener.name.<l>.max.connection.creation.rate`); None for any other key."""
+    if _LISTENER_CONNECTIONS.match(key):
         return ConfigDef(key, INT, None, at_least(1))
     return None

@@ -39,6 +39,7 @@ from gregor.broker.config import BrokerConfig
 from gregor.metadata.config_defs import ConfigError
 from gregor.runtime.connection import MemoryPool
 from gregor.runtime.process import raise_open_files_limit
+from tests.metrics.helpers import scrape, total
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc")
 
@@ -423,6 +424,76 @@ def test_connection_limits_of_listeners_are_dynamic() -> None:
         assert "max.connections is 1: closing" in broker.read_log()
         for s in client + inter:
             s.close()
+
+
+THROTTLE = "kafka_server_socket_server_metrics_connection_accept_throttle_time"
+BLOCKED = "kafka_network_acceptor_acceptorblockedpercent_total"
+
+
+def throttle_ms(broker: Broker, listener: str) -> float:
+    """The listener's connection-accept-throttle-time (ms) as the metrics listener reports it."""
+    assert broker.metrics_url is not None
+    return total(scrape(broker.metrics_url), THROTTLE, listener=listener)
+
+
+def blocked_ns(broker: Broker, listener: str) -> float:
+    """How long the listener held accepted connections back, all told (ns)."""
+    assert broker.metrics_url is not None
+    return total(scrape(broker.metrics_url), BLOCKED, listener=listener)
+
+
+def all_served_at_once(broker: Broker, listener: str, n: int) -> bool:
+    """Open `n` connections to `listener` at once, each sending ApiVersions: whether every one is
+    answered (a connection held back by a rate is served later, never refused)."""
+    conns = [to(broker, listener) for _ in range(n)]
+    try:
+        for corr, s in enumerate(conns):
+            s.sendall(api_versions(corr))
+        for corr, s in enumerate(conns):
+            s.settimeout(30)
+            if parse_api_versions_v0(recv_frame(s))[0] != corr:
+                return False
+        return True
+    finally:
+        for s in conns:
+            s.close()
+
+
+# quota.window.num 2: the rate is measured over 1-2 s, so a burst is throttled at once
+RATED = {**TWO_LISTENERS, "quota.window.num": "2", "metrics.listener": "http://127.0.0.1:0"}
+
+
+def test_connections_over_the_creation_rate_are_delayed_and_all_served() -> None:
+    """max.connection.creation.rate 2: six connections opened at once on the client listener
+    are all served, those over the rate later (the listener's throttle time says they waited);
+    the inter-broker listener is outside the broker-wide rate (its own is unset)."""
+    config = {**RATED, "max.connection.creation.rate": "2"}
+    config["listener.name.internal.max.connection.creation.rate"] = "1000"
+    with Broker(config) as broker:
+        assert throttle_ms(broker, "CLIENT") == 0
+        assert all_served_at_once(broker, "CLIENT", 6)
+        assert throttle_ms(broker, "CLIENT") > 0, "no connection was over the rate"
+        assert blocked_ns(broker, "CLIENT") > 0, "no connection was held back"
+        assert all_served_at_once(broker, "INTERNAL", 6)
+        assert throttle_ms(broker, "INTERNAL") == 0, "INTERNAL was held to the broker's rate"
+        assert blocked_ns(broker, "INTERNAL") == 0
+
+
+def test_a_listeners_creation_rate_is_dynamic() -> None:
+    """listener.name.client.max.connection.creation.rate set with IncrementalAlterConfigs
+    delays CLIENT's connections (all served) and not INTERNAL's."""
+    with Broker(RATED) as broker:
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.listener_ports['INTERNAL']}"})
+        with pytest.raises(ck.KafkaException):
+            _alter(admin, "listener.name.client.max.connection.creation.rate", "0")  # at least 1
+        _alter(admin, "listener.name.client.max.connection.creation.rate", "2")
+
+        def delayed() -> bool:
+            return all_served_at_once(broker, "CLIENT", 6) and blocked_ns(broker, "CLIENT") > 0
+
+        wait_until(delayed, 60, "CLIENT's connections delayed", interval=0.3)
+        assert throttle_ms(broker, "CLIENT") > 0
+        assert blocked_ns(broker, "INTERNAL") == 0
 
 
 # -- descriptors ----------------------------------------------------------------------------
