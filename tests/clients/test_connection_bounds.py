@@ -8,10 +8,13 @@ Each broker is a process of its own (`gregor.Broker`); its memory is VmRSS from
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import socket
 import struct
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -31,6 +34,7 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     ResourceType,
 )
 
@@ -494,6 +498,69 @@ def test_a_listeners_creation_rate_is_dynamic() -> None:
         wait_until(delayed, 60, "CLIENT's connections delayed", interval=0.3)
         assert throttle_ms(broker, "CLIENT") > 0
         assert blocked_ns(broker, "INTERNAL") == 0
+
+
+def _configs_cli(broker: Broker, *args: str) -> str:
+    """`gregor configs ...` against `broker` (librdkafka cannot name the cluster default)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "gregor.cli.main", "configs", *args, "-b", broker.bootstrap],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _described(admin: AdminClient, broker: str) -> dict[str, ConfigEntry]:
+    resource_ = ConfigResource(ResourceType.BROKER, broker)
+    got: dict[str, ConfigEntry] = admin.describe_configs([resource_], request_timeout=15)[
+        resource_
+    ].result()
+    return got
+
+
+def test_describe_configs_lists_the_listener_connection_configs_that_are_set() -> None:
+    """Per-listener connection configs are listed when set, each with the layer that sets it
+    (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG) and its
+    broker-wide config among the synonyms, as Kafka; unset ones are not listed."""
+    static_key = "listener.name.internal.max.connection.creation.rate"
+    with Broker({**TWO_LISTENERS, static_key: "1000"}) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        _alter(admin, "listener.name.client.max.connections", "5")
+        default_key = "listener.name.client.max.connection.creation.rate"
+        _configs_cli(
+            broker, "alter", "--entity-type", "broker-defaults", "--add-config", f"{default_key}=50"
+        )
+
+        def both_dynamic() -> dict[str, ConfigEntry] | None:
+            got = _described(admin, "1")
+            keys = {
+                "listener.name.client.max.connections",
+                "listener.name.client.max.connection.creation.rate",
+            }
+            return got if keys <= set(got) else None
+
+        got = wait_until(both_dynamic, 20, "the dynamic listener configs described")
+        listed = {k: (e.value, e.source) for k, e in got.items() if k.startswith("listener.name.")}
+        assert listed == {
+            "listener.name.client.max.connections": ("5", ConfigSource.DYNAMIC_BROKER_CONFIG.value),
+            "listener.name.client.max.connection.creation.rate": (
+                "50",
+                ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value,
+            ),
+            static_key: ("1000", ConfigSource.STATIC_BROKER_CONFIG.value),
+        }
+        entry = got["listener.name.client.max.connections"]
+        synonyms = [(s.name, s.source) for s in entry.synonyms.values()]
+        assert synonyms[0] == (entry.name, ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+        assert ("max.connections", ConfigSource.DEFAULT_CONFIG.value) in synonyms
+        assert "listener.name.internal.max.connections" not in got
+        [default] = json.loads(
+            _configs_cli(broker, "describe", "--entity-type", "broker-defaults", "-o", "json")
+        )
+        listed = {c["name"]: (c["value"], c["source"]) for c in default["configs"]}
+        assert listed == {default_key: ("50", "DYNAMIC_DEFAULT_BROKER_CONFIG")}
 
 
 # -- descriptors ----------------------------------------------------------------------------
