@@ -94,6 +94,8 @@ class BrokerServer(BrokerNode):
             view = self.config_view
             limits = connection_limits(view.value, self.listeners.names(), view.raw)
             self.listeners.reconfigure(limits, self.store.dynamic(self.node_id))
+        if self.member is not None:  # the controller listener of a combined node
+            self.member.reconfigure_connections()
         asyncio.ensure_future(self.cleaner.reconfigure(self.config_view.cleaner_config()))
 
     # -- lifecycle ----------------------------------------------------------------------------
