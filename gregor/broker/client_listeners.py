@@ -167,6 +167,13 @@ class ClientListeners:
             return {}
         return self.quotas.throttle_time_ms(now_ms())
 
+    def ip_accept_throttle_ms(self) -> dict[str, float]:
+        """Per listener name: the average delay before closing connections over an address's
+        connection_creation_rate lately."""
+        if self.quotas is None:
+            return {}
+        return self.quotas.ip_throttle_time_ms(now_ms())
+
     def acceptor_blocked_ns(self) -> dict[str, int]:
         """Per listener name: the time it held connections over a creation rate, all told."""
         return {li.name: li.server.blocked_ns for li in self.listeners if li.server}

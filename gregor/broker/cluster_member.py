@@ -112,6 +112,8 @@ class ClusterMember:
         self.voters = dict(membership.voters or {})
         self.config_view = config_view
         self.connections = controller_connections(config_view, listener)
+        if self.connections is not None:  # the `ip` client quotas' connection rates
+            self.connections.ip_quotas_of = lambda: store.image.client_quotas
         core = ActiveControllerCore(node_id, store, controller, duties=membership.is_controller)
         self.controller_driver = ControllerDriver(core, clock)
         self.driver = RaftDriver(

@@ -47,6 +47,9 @@ class BrokerSources:
     socket_bytes: Callable[[], Mapping[str, tuple[int, int]]] = dict
     # per client listener name: the average accept delay over the connection creation rate, ms
     accept_throttle: Callable[[], Mapping[str, float]] = dict
+    # per client listener name: the average delay before closing connections over an address's
+    # connection_creation_rate, ms
+    ip_accept_throttle: Callable[[], Mapping[str, float]] = dict
     # per client listener name: ns its acceptor held connections over a creation rate
     acceptor_blocked: Callable[[], Mapping[str, int]] = dict
     topic_stats: BrokerTopicStats = field(default_factory=BrokerTopicStats)
@@ -315,6 +318,14 @@ class NetworkCollector:
         for listener, ms in self.s.accept_throttle().items():
             throttle.add_metric([listener], ms)
         yield throttle
+        ip_throttle = GaugeMetricFamily(
+            names.socket_server("ip-connection-accept-throttle-time"),
+            "Average delay (ms) before closing connections over an address's creation rate",
+            labels=["listener"],
+        )
+        for listener, ms in self.s.ip_accept_throttle().items():
+            ip_throttle.add_metric([listener], ms)
+        yield ip_throttle
         blocked = CounterMetricFamily(
             names.meter("kafka.network", "Acceptor", "AcceptorBlockedPercent"),
             "Nanoseconds the listener held accepted connections back (creation rate)",

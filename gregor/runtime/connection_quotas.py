@@ -6,6 +6,8 @@ them, all told (Kafka's ConnectionQuotas), sans I/O: the counts, the rates and t
     quotas.add_listener("EXTERNAL", wake)    # wake(): a slot may have freed, look again
     quotas.slot_available("EXTERNAL")        # accept the next connection?
     quotas.creation_delay_ms("EXTERNAL", now_ms)  # 0: serve it now; else after that many ms
+    quotas.ip_quotas_of = lambda: image.client_quotas   # the `ip` entities' rates
+    quotas.ip_throttle_ms("EXTERNAL", ip, now_ms)  # 0: count it; else close it after that
     quotas.admit("EXTERNAL", ip)             # None: counted; else the per-IP limit it is over
     quotas.release("EXTERNAL", ip)           # a connection closed
     quotas.reconfigure(new_limits)           # dynamic configs: how many to close now
@@ -25,6 +27,11 @@ them, all told (Kafka's ConnectionQuotas), sans I/O: the counts, the rates and t
   the rate back (at most one sample), and the listener accepts nothing meanwhile, as Kafka's
   acceptor blocks (KIP-612). Each listener keeps the average of those delays
   (`connection-accept-throttle-time`).
+- `connection_creation_rate` of the `ip` client quota entities (an address's own, else the
+  default one's; AlterClientQuotas, KIP-612) bounds an address's new connections per second:
+  one over it is not counted anywhere (taken back from the broker's and the listener's
+  rates) and is closed after the delay the rate names, as Kafka does
+  (`ip-connection-accept-throttle-time`).
 At a limit a listener stops accepting (new clients wait in the listen backlog, as behind
 Kafka's blocked acceptor). `max.connections` lowered below the connections open: the least
 recently active connections of listeners it binds are closed until the count fits; a lowered
@@ -41,9 +48,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gregor.metadata.config_defs import parse_connections_per_ip_overrides
-from gregor.security.quotas import Rate, throttle_time_ms
+from gregor.security.quotas import IP, Entity, Rate, throttle_time_ms
 
 log = logging.getLogger("gregor.server")
+
+CONNECTION_CREATION_RATE = "connection_creation_rate"  # the `ip` client quota entity's key
 
 INT_MAX = (1 << 31) - 1
 
@@ -98,6 +107,23 @@ def _per_listener(
     return out
 
 
+def ip_rate_limits(quotas: Mapping[Entity, Mapping[str, float]]) -> dict[str | None, int]:
+    """address (None: the default entity) -> its `connection_creation_rate`, from the client
+    quotas."""
+    out: dict[str | None, int] = {}
+    for entity, values in quotas.items():
+        if len(entity) != 1 or entity[0][0] != IP or CONNECTION_CREATION_RATE not in values:
+            continue
+        name = entity[0][1]
+        if name is not None:
+            try:
+                name = canonical_ip(name)
+            except ValueError:
+                continue
+        out[name] = int(values[CONNECTION_CREATION_RATE])
+    return out
+
+
 def address_key(host: str) -> str:
     """The form connections are counted under: an IPv4 address mapped into IPv6 is the IPv4."""
     if host.startswith("::ffff:") and "." in host:
@@ -105,12 +131,21 @@ def address_key(host: str) -> str:
     return host
 
 
+def canonical_ip(text: str) -> str:
+    """An IP address as connections are counted under it (ValueError if it is none): an IPv4
+    address mapped into IPv6 is the IPv4."""
+    ip = ipaddress.ip_address(text)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ip)
+
+
 def resolve_overrides(overrides: Mapping[str, int]) -> dict[str, int]:
     """IP -> limit, from hosts or IPs (a host name counts for each of its addresses)."""
     out: dict[str, int] = {}
     for host, count in overrides.items():
         try:
-            out[address_key(str(ipaddress.ip_address(host)))] = count
+            out[canonical_ip(host)] = count
             continue
         except ValueError:
             pass
@@ -167,6 +202,12 @@ class ConnectionQuotas:
         self._broker_rate = Rate(self.window_num, self.window_ms)
         self._listener_rates: dict[str, Rate] = {}
         self.throttle_time: dict[str, ThrottleAverage] = {}
+        self.ip_throttle_time: dict[str, ThrottleAverage] = {}
+        # the client quotas (entity -> key -> value), whose `ip` entities bound addresses' rates
+        self.ip_quotas_of: Callable[[], Mapping[Entity, Mapping[str, float]]] = dict
+        self._ip_quotas_seen: Mapping[Entity, Mapping[str, float]] | None = None
+        self._ip_rate_limits: dict[str | None, int] = {}  # address (None: default) -> rate
+        self._ip_rates: dict[str, Rate] = {}
         self.total = 0
         self.listener_counts: dict[str, int] = {}
         self.per_ip: dict[str, int] = {}
@@ -212,6 +253,55 @@ class ConnectionQuotas:
     def throttle_time_ms(self, now_ms: int) -> dict[str, float]:
         """listener -> the average of its non-zero accept delays lately (ms)."""
         return {name: avg.value(now_ms) for name, avg in self.throttle_time.items()}
+
+    def ip_throttle_time_ms(self, now_ms: int) -> dict[str, float]:
+        """listener -> the average delay before closing connections over an address's rate."""
+        return {name: avg.value(now_ms) for name, avg in self.ip_throttle_time.items()}
+
+    def ip_throttle_ms(self, listener: str, ip: str, now_ms: int) -> int:
+        """A connection from `ip` on `listener`, past `creation_delay_ms`: 0 to count it, else
+        it is over its address's `connection_creation_rate`: recorded nowhere, to be closed
+        after the delay returned (Kafka's ConnectionThrottledException)."""
+        limits = self._ip_limits_now(now_ms)
+        limit = limits.get(ip, limits.get(None))
+        if limit is None:
+            return 0
+        rate = self._ip_rates.get(ip)
+        if rate is None:
+            rate = self._ip_rates[ip] = Rate(self.window_num, self.window_ms)
+        delay = min(_record(rate, limit, now_ms), self.window_ms)
+        if delay <= 0:
+            return 0
+        rate.record(-1.0, now_ms)
+        if not self.protected(listener):
+            self._broker_rate.record(-1.0, now_ms)
+        listener_rate = self._listener_rates.get(listener)
+        if listener_rate is not None:
+            listener_rate.record(-1.0, now_ms)
+        self.ip_throttle_time.setdefault(listener, ThrottleAverage()).record(delay, now_ms)
+        return delay
+
+    def _ip_limits_now(self, now_ms: int) -> dict[str | None, int]:
+        """The `ip` entities' connection_creation_rate, read again when the quotas changed."""
+        quotas = self.ip_quotas_of()
+        if quotas is not self._ip_quotas_seen:
+            self._ip_quotas_seen = quotas
+            self._ip_rate_limits = ip_rate_limits(quotas)
+            wanted = set(self._ip_rate_limits)
+            if None not in wanted:  # no default: only the addresses named keep a rate
+                self._ip_rates = {k: v for k, v in self._ip_rates.items() if k in wanted}
+        if len(self._ip_rates) > 4096:
+            self._forget_idle_ip_rates(now_ms)
+        return self._ip_rate_limits
+
+    def _forget_idle_ip_rates(self, now_ms: int) -> None:
+        """Addresses with no connection for the whole window: their rate is 0 anyway."""
+        horizon = self.window_num * self.window_ms
+        self._ip_rates = {
+            ip: r
+            for ip, r in self._ip_rates.items()
+            if any(now_ms - s.last_ms < horizon for s in r.samples)
+        }
 
     def blocking_limit(self, listener: str) -> str:
         """Which limit keeps `listener` from accepting, for the log."""

@@ -15,6 +15,8 @@ What the connections may cost, all told (Kafka's ConnectionQuotas and MemoryPool
 - `max.connection.creation.rate` (broker-wide) and `listener.name.<listener>.max.connection.
   creation.rate`: a connection accepted over a rate is held, unread, for the delay the quotas
   name, and the listener accepts nothing meanwhile (Kafka's acceptor blocks the same way).
+- the `ip` client quotas' `connection_creation_rate`: a connection over its address's rate is
+  counted nowhere and closed after the delay the quotas name (the listener accepts on).
 - `queued.max.request.bytes`: the bytes of requests being read and handled (`MemoryPool`).
 - `accept()` failing for want of descriptors or memory (EMFILE, ENFILE, ...) would fail again at
   once, forever: the listener rests `ACCEPT_BACKOFF_S` before trying again.
@@ -183,6 +185,7 @@ class Server:
         self._log_accept_failed = EveryFew()
         self._log_at_limit = EveryFew()
         self._log_rejected = EveryFew()
+        self._log_ip_throttled = EveryFew()
         self.quotas.add_listener(listener, self._update_accepting)
 
     async def start(self) -> None:
@@ -254,7 +257,14 @@ class Server:
             self._admit(client, ip)
 
     def _admit(self, client: socket.socket, ip: str) -> None:
-        """Count and serve an accepted connection, or close it if its address is at its limit."""
+        """Count and serve an accepted connection; one over its address's creation rate is
+        closed after the delay the quotas name, one at its address's limit at once."""
+        assert self._loop is not None
+        throttle = self.quotas.ip_throttle_ms(self.listener, ip, self.clock())
+        if throttle > 0:
+            self._ip_throttled(ip, throttle)
+            self._loop.call_later(throttle / 1000.0, client.close)
+            return
         limit = self.quotas.admit(self.listener, ip)
         if limit is not None:
             client.close()
@@ -318,6 +328,17 @@ class Server:
                 "connections (%d rejected since the last such line)",
                 ip,
                 limit,
+                n,
+            )
+        )
+
+    def _ip_throttled(self, ip: str, delay_ms: int) -> None:
+        self._log_ip_throttled(
+            lambda n: log.info(
+                "Connection from %s over its connection_creation_rate: closing it in %d ms "
+                "(%d such since the last line)",
+                ip,
+                delay_ms,
                 n,
             )
         )

@@ -41,8 +41,11 @@ from confluent_kafka.admin import (
 from gregor import Broker
 from gregor.broker.config import BrokerConfig
 from gregor.metadata.config_defs import ConfigError
+from gregor.protocol import api_keys
+from gregor.protocol.messages import AlterClientQuotasRequest as A
 from gregor.runtime.connection import MemoryPool
 from gregor.runtime.process import raise_open_files_limit
+from gregor.testing.raw_client import RawClient
 from tests.metrics.helpers import scrape, total
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc")
@@ -432,6 +435,7 @@ def test_connection_limits_of_listeners_are_dynamic() -> None:
 
 THROTTLE = "kafka_server_socket_server_metrics_connection_accept_throttle_time"
 BLOCKED = "kafka_network_acceptor_acceptorblockedpercent_total"
+IP_THROTTLE = "kafka_server_socket_server_metrics_ip_connection_accept_throttle_time"
 
 
 def throttle_ms(broker: Broker, listener: str) -> float:
@@ -498,6 +502,62 @@ def test_a_listeners_creation_rate_is_dynamic() -> None:
         wait_until(delayed, 60, "CLIENT's connections delayed", interval=0.3)
         assert throttle_ms(broker, "CLIENT") > 0
         assert blocked_ns(broker, "INTERNAL") == 0
+
+
+def _ip_quota(broker: Broker, ip: str | None, rate: float) -> None:
+    """AlterClientQuotas: `connection_creation_rate` of the `ip` entity `ip` (None: default)."""
+    entity = [A.EntityData(entity_type="ip", entity_name=ip)]
+    op = A.OpData(key="connection_creation_rate", value=rate, remove=False)
+    request = A(entries=[A.EntryData(entity=entity, ops=[op])], validate_only=False)
+    internal = f"127.0.0.1:{broker.listener_ports['INTERNAL']}"
+    with RawClient(internal) as raw:
+        answer = raw.call(api_keys.ALTER_CLIENT_QUOTAS, 1, request)
+    assert [e.error_code for e in answer.entries] == [0]
+
+
+def served_or_closed(broker: Broker, source: str, n: int) -> tuple[int, int]:
+    """Open `n` connections from `source` to CLIENT at once, each sending ApiVersions: how many
+    were answered, how many the broker closed unanswered."""
+    conns = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.bind((source, 0))
+        s.settimeout(10)
+        s.connect(("127.0.0.1", broker.listener_ports["CLIENT"]))
+        conns.append(s)
+    answered = closed = 0
+    try:
+        for corr, s in enumerate(conns):
+            s.sendall(api_versions(corr))
+        for corr, s in enumerate(conns):
+            s.settimeout(30)
+            try:
+                if parse_api_versions_v0(recv_frame(s))[0] == corr:
+                    answered += 1
+            except (ConnectionError, AssertionError, struct.error):
+                closed += 1
+        return answered, closed
+    finally:
+        for s in conns:
+            s.close()
+
+
+def test_an_addresses_connection_creation_rate_closes_the_connections_over_it() -> None:
+    """The `ip` client quota `connection_creation_rate` 2 on 127.0.0.2 (KIP-612): of six
+    connections opened at once from there, those over the rate are closed unanswered (after
+    their delay, as Kafka), the others served; another address is not bound."""
+    with Broker(RATED) as broker:
+        _ip_quota(broker, "127.0.0.2", 2)
+
+        def some_closed() -> tuple[int, int] | None:
+            answered, closed = served_or_closed(broker, "127.0.0.2", 6)
+            return (answered, closed) if closed else None
+
+        answered, closed = wait_until(some_closed, 30, "127.0.0.2's rate applied", interval=0.3)
+        assert answered + closed == 6 and answered <= 3
+        assert total(scrape(broker.metrics_url or ""), IP_THROTTLE, listener="CLIENT") > 0
+        assert served_or_closed(broker, "127.0.0.3", 6) == (6, 0)
+        assert broker.process is not None and broker.process.poll() is None
 
 
 def _configs_cli(broker: Broker, *args: str) -> str:

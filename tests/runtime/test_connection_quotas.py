@@ -12,6 +12,7 @@ from gregor.runtime.connection_quotas import (
     ConnectionLimits,
     ConnectionQuotas,
     connection_limits,
+    ip_rate_limits,
 )
 
 pytestmark = pytest.mark.unit
@@ -152,3 +153,32 @@ def test_creation_rates_from_the_configs() -> None:
     limits = connection_limits(values.__getitem__, ["CLIENT", "INTERNAL"], raw.get)
     assert limits.max_connection_creation_rate == 7
     assert limits.per_listener_rate == {"INTERNAL": 3}
+
+
+def test_an_addresses_creation_rate_closes_what_is_over_and_counts_it_nowhere() -> None:
+    """The `ip` client quota entities' connection_creation_rate (an address's own over the
+    default): a connection over it gets the delay before it is closed, and is taken back from
+    the address's, the broker's and the listener's rates."""
+    q = ConnectionQuotas(ConnectionLimits(max_connection_creation_rate=3), window=(2, 1000))
+    q.add_listener("CLIENT", lambda: None)
+    quotas = {(("ip", "10.0.0.1"),): {"connection_creation_rate": 1.0}}
+    q.ip_quotas_of = lambda: quotas
+    assert q.creation_delay_ms("CLIENT", 0) == 0
+    assert q.ip_throttle_ms("CLIENT", "10.0.0.1", 0) == 0
+    assert q.creation_delay_ms("CLIENT", 0) == 0
+    assert q.ip_throttle_ms("CLIENT", "10.0.0.1", 0) == 1000  # 2 in 1 s over 1: capped
+    assert q.ip_throttle_time_ms(0) == {"CLIENT": 1000.0}
+    # the one closed counted nowhere: the broker's rate of 3 still holds 2 more
+    assert [q.creation_delay_ms("CLIENT", 0) for _ in range(2)] == [0, 0]
+    assert q.ip_throttle_ms("CLIENT", "10.0.0.2", 0) == 0  # no default: not bound
+    quotas = {**quotas, (("ip", None),): {"connection_creation_rate": 1.0}}
+    assert [q.ip_throttle_ms("CLIENT", "10.0.0.2", 0) for _ in range(2)] == [0, 1000]
+
+
+def test_ip_rate_limits_from_the_client_quotas() -> None:
+    quotas = {
+        (("ip", "::ffff:10.0.0.1"),): {"connection_creation_rate": 5.0},
+        (("ip", None),): {"connection_creation_rate": 2.0},
+        (("user", "alice"),): {"producer_byte_rate": 100.0},
+    }
+    assert ip_rate_limits(quotas) == {"10.0.0.1": 5, None: 2}
