@@ -12,9 +12,9 @@ What the connections may cost, all told (Kafka's ConnectionQuotas and MemoryPool
   accepting (new clients wait in the listen backlog) until a connection closes; one over its
   address's limit is closed as soon as it is accepted; `max.connections` lowered below the
   connections open closes the least recently active (`reconfigure_servers`).
-- `max.connection.creation.rate` (broker-wide) and `listener.name.<listener>.max.connection.
-  creation.rate`: a connection accepted over a rate is held, unread, for the delay the quotas
-  name, and the listener accepts nothing meanwhile (Kafka's acceptor blocks the same way).
+- `max.connection.creation.rate` (broker-wide, and per listener with the listener's prefix):
+  a connection accepted over a rate is held, unread, for the delay the quotas name, and the
+  listener accepts nothing meanwhile (Kafka's acceptor blocks the same way).
 - the `ip` client quotas' `connection_creation_rate`: a connection over its address's rate is
   counted nowhere and closed after the delay the quotas name (the listener accepts on).
 - `queued.max.request.bytes`: the bytes of requests being read and handled (`MemoryPool`).

@@ -504,6 +504,25 @@ def test_a_listeners_creation_rate_is_dynamic() -> None:
         assert blocked_ns(broker, "INTERNAL") == 0
 
 
+def test_the_brokers_creation_rate_as_a_cluster_default() -> None:
+    """max.connection.creation.rate set on the cluster default (broker-defaults) delays the
+    client listener's connections, all served."""
+    with Broker(RATED) as broker:
+        _configs_cli(
+            broker,
+            "alter",
+            "--entity-type",
+            "broker-defaults",
+            "--add-config",
+            "max.connection.creation.rate=2",
+        )
+
+        def delayed() -> bool:
+            return all_served_at_once(broker, "CLIENT", 6) and blocked_ns(broker, "CLIENT") > 0
+
+        wait_until(delayed, 60, "CLIENT's connections delayed", interval=0.3)
+
+
 def _ip_quota(broker: Broker, ip: str | None, rate: float) -> None:
     """AlterClientQuotas: `connection_creation_rate` of the `ip` entity `ip` (None: default)."""
     entity = [A.EntityData(entity_type="ip", entity_name=ip)]
