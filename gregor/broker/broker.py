@@ -70,6 +70,9 @@ class BrokerServer(BrokerNode):
             image=lambda: store.image, raft=lambda: store.raft_node,
             active_controller=store.is_active,
             connections=self.listeners.connections, socket_bytes=self.listeners.socket_bytes,
+            accept_throttle=self.listeners.accept_throttle_ms,
+            ip_accept_throttle=self.listeners.ip_accept_throttle_ms,
+            acceptor_blocked=self.listeners.acceptor_blocked_ns,
             topic_stats=self.services.topic_stats,
             fetch_sessions=self.services.fetch_sessions,
         )  # fmt: skip
@@ -92,6 +95,8 @@ class BrokerServer(BrokerNode):
             view = self.config_view
             limits = connection_limits(view.value, self.listeners.names(), view.raw)
             self.listeners.reconfigure(limits, self.store.dynamic(self.node_id))
+        if self.member is not None:  # the controller listener of a combined node
+            self.member.reconfigure_connections()
         asyncio.ensure_future(self.cleaner.reconfigure(self.config_view.cleaner_config()))
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -114,6 +119,9 @@ class BrokerServer(BrokerNode):
             self.hosting.on_caught_up = lambda: _settle(dispatch.held)
         wrap = self.metrics.wrap if self.metrics is not None else (lambda d: d)
         await self.listeners.start(dispatch, self.config_value, wrap, self.config_view.raw)
+        if self.listeners.quotas is not None:  # the `ip` client quotas' connection rates
+            store = self.store
+            self.listeners.quotas.ip_quotas_of = lambda: store.image.client_quotas
         self.server = self.listeners.first.server
         self.hosting.schedule = asyncio.get_running_loop().call_soon
         if self.member is not None:

@@ -14,7 +14,8 @@ it came in on (LISTENER_NAME), so that answers name brokers at their endpoints o
 
 The listeners share one count of connections (runtime/connection_quotas.py): `max.connections`
 is the broker's, the inter-broker listener exempt from it while there are others;
-`listener.name.<listener>.max.connections` is one listener's.
+`listener.name.<listener>.max.connections` is one listener's; so are
+`max.connection.creation.rate` and `listener.name.<listener>.max.connection.creation.rate`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,14 @@ from gregor.handlers.context import LISTENER_NAME
 from gregor.metadata.image import Endpoint
 from gregor.runtime.connection import Dispatcher
 from gregor.runtime.connection_quotas import ConnectionLimits, ConnectionQuotas, connection_limits
-from gregor.runtime.server import Server, bind, configured_server, reconfigure_servers
+from gregor.runtime.server import (
+    Server,
+    bind,
+    configured_server,
+    now_ms,
+    rate_window,
+    reconfigure_servers,
+)
 from gregor.security.listener_config import SECURITY_PROTOCOL_IDS, ListenerConfig
 
 # The node's console prefers a listener it needs no credentials for, then one where each
@@ -111,7 +119,7 @@ class ClientListeners:
         request metrics), with the limits the configs set (`value`: key -> typed; `raw`: a
         listener's own key, `listener.name.<listener>.max.connections`, -> its text)."""
         limits = connection_limits(value, self.names(), raw)
-        quotas = self.quotas = ConnectionQuotas(limits, self.inter_broker)
+        quotas = self.quotas = ConnectionQuotas(limits, self.inter_broker, rate_window(value))
         for listener in self.listeners:
             security = listener.security
             listener.server = configured_server(
@@ -152,6 +160,23 @@ class ClientListeners:
     def connections(self) -> dict[str, int]:
         """Open connections per listener name."""
         return {li.name: len(li.server.connections) for li in self.listeners if li.server}
+
+    def accept_throttle_ms(self) -> dict[str, float]:
+        """Per listener name: the average of its accept delays over the creation rate lately."""
+        if self.quotas is None:
+            return {}
+        return self.quotas.throttle_time_ms(now_ms())
+
+    def ip_accept_throttle_ms(self) -> dict[str, float]:
+        """Per listener name: the average delay before closing connections over an address's
+        connection_creation_rate lately."""
+        if self.quotas is None:
+            return {}
+        return self.quotas.ip_throttle_time_ms(now_ms())
+
+    def acceptor_blocked_ns(self) -> dict[str, int]:
+        """Per listener name: the time it held connections over a creation rate, all told."""
+        return {li.name: li.server.blocked_ns for li in self.listeners if li.server}
 
     def socket_bytes(self) -> dict[str, tuple[int, int]]:
         """Bytes (read, sent) per listener name."""

@@ -36,10 +36,11 @@ from dataclasses import replace
 from gregor.broker.config import BrokerConfig, Membership
 from gregor.broker.controller_apis import admin_handlers
 from gregor.broker.controller_authorization import ClusterActionGate
-from gregor.broker.listener_security import NodeSecurity
+from gregor.broker.listener_security import ListenerSecurity, NodeSecurity
 from gregor.clock import Clock
 from gregor.controller.local import LocalController
 from gregor.handlers.context import Services
+from gregor.metadata.config_view import BrokerConfigView
 from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.node.active_controller import ActiveControllerCore
 from gregor.raft.config import RaftConfig
@@ -47,12 +48,28 @@ from gregor.raft.log import RaftLog
 from gregor.raft.node import LeaderAndEpoch
 from gregor.raft.store import QuorumStateStore
 from gregor.runtime.connection import Dispatcher
+from gregor.runtime.connection_quotas import ConnectionQuotas, connection_limits
 from gregor.runtime.controller_channel import ControllerChannel
 from gregor.runtime.controller_driver import ControllerDriver
 from gregor.runtime.lifecycle import BrokerLifecycle
 from gregor.runtime.raft_driver import RaftDriver
+from gregor.runtime.server import rate_window, reconfigure_servers
 
 log = logging.getLogger("gregor.cluster")
+
+
+def controller_connections(
+    view: BrokerConfigView | None, listener: ListenerSecurity | None
+) -> ConnectionQuotas | None:
+    """The controller listener's own connection counts. Kafka's controller serves on a socket
+    server of its own: `max.connections` (and the creation rate, the per-IP limits) bind its
+    connections apart from the client listeners', with
+    `listener.name.<controller listener>.max.connections` (and `.max.connection.creation.rate`)
+    its own limits. None on a node without a controller listener."""
+    if view is None or listener is None:
+        return None
+    limits = connection_limits(view.value, [listener.config.name], view.raw)
+    return ConnectionQuotas(limits, None, rate_window(view.value))
 
 
 def networked_controller(
@@ -80,9 +97,11 @@ class ClusterMember:
         *,
         clock: Clock,
         security: NodeSecurity | None = None,
+        config_view: BrokerConfigView | None = None,
     ) -> None:
         """A controller's admin handlers come with `serve_admin`, a broker's `lifecycle` is
-        set; both before `start`."""
+        set; both before `start`. `config_view`: the node's configs, for the controller
+        listener's connection limits (`reconfigure_connections` when they change)."""
         self.node_id = node_id
         self.store = store
         self.controller = controller
@@ -91,6 +110,10 @@ class ClusterMember:
         listener = security.controller_listener if security is not None else None
         assert listener is not None or security is None or not membership.is_controller
         self.voters = dict(membership.voters or {})
+        self.config_view = config_view
+        self.connections = controller_connections(config_view, listener)
+        if self.connections is not None:  # the `ip` client quotas' connection rates
+            self.connections.ip_quotas_of = lambda: store.image.client_quotas
         core = ActiveControllerCore(node_id, store, controller, duties=membership.is_controller)
         self.controller_driver = ControllerDriver(core, clock)
         self.driver = RaftDriver(
@@ -108,9 +131,20 @@ class ClusterMember:
             on_secure=listener.on_secure if listener is not None else None,
             wrap=listener.wrap if listener is not None else None,
             client_security=security.to_controllers if security is not None else None,
+            quotas=self.connections,
+            listener=listener.config.name if listener is not None else "",
         )
         self.store.attach(self.driver)
         self.lifecycle: BrokerLifecycle | None = None  # a broker's, set before start
+
+    def reconfigure_connections(self) -> None:
+        """Dynamic configs may have changed: the controller listener's connection limits."""
+        server = self.driver.server
+        if self.connections is None or self.config_view is None or server is None:
+            return
+        view = self.config_view
+        limits = connection_limits(view.value, [self.driver.listener], view.raw)
+        reconfigure_servers(self.connections, [server], limits)
 
     def controller_channel(
         self, client_id: str, request_timeout_ms: int = 5000

@@ -101,7 +101,10 @@ class ControllerServer:
             raft_config,
             clock=clock,
             security=node_security(config, membership),
+            config_view=BrokerConfigView(self.store, self.node_id, config.values),
         )
+        # dynamic configs may have changed: the controller listener's connection limits
+        self.store.on_replayed = self.member.reconfigure_connections
         self.member.serve_admin(_metadata_services(self, cluster))
         self.started = self.stopping = False
         self.metrics = self._build_metrics()
@@ -120,6 +123,10 @@ class ControllerServer:
             raft=lambda: store.raft_node, active_controller=store.is_active,
             connections=lambda: by_listener(lambda s: len(s.connections)),
             socket_bytes=lambda: by_listener(lambda s: s.socket_bytes()),
+            accept_throttle=lambda: by_listener(
+                lambda s: s.quotas.throttle_time_ms(s.clock()).get(s.listener, 0.0)
+            ),
+            acceptor_blocked=lambda: by_listener(lambda s: s.blocked_ns),
         )  # fmt: skip
         value = self.config.get_str("metrics.listener")
         metrics = node_metrics(value, sources, self._health, broker=False)

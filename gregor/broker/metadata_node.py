@@ -24,6 +24,7 @@ from gregor.clock import Clock
 from gregor.controller.local import LocalController
 from gregor.controller.quorum_controller import Listener
 from gregor.metadata import meta_properties
+from gregor.metadata.config_view import BrokerConfigView
 from gregor.metadata.image import Endpoint
 from gregor.metadata.raft_store import MetadataLogError, RaftMetadataStore
 from gregor.metadata.store import MetadataStore
@@ -103,5 +104,6 @@ def _join_quorum(
         raft_config,
         clock=clock,
         security=node_security(config, membership),
+        config_view=BrokerConfigView(store, node_id, config.values),
     )
     return store, controller, member

@@ -11,6 +11,7 @@ live partitions at once.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from gregor.handlers.context import RequestContext
@@ -79,7 +80,7 @@ def describe_configs(ctx: RequestContext, request: Any) -> Any:
                         f"Topic '{res.resource_name}' does not exist",
                     )
                 names = list(config_defs.TOPIC_CONFIGS)
-                resolve = functools.partial(
+                resolve: Callable[[str], config_defs.Resolved] = functools.partial(
                     config_defs.resolve_topic_config,
                     topic=info.configs,
                     static=services.static_config,
@@ -87,15 +88,7 @@ def describe_configs(ctx: RequestContext, request: Any) -> Any:
                 )
             elif res.resource_type == BROKER:
                 _check_broker(ctx, res.resource_name)
-                names = sorted(config_defs.BROKER_CONFIGS)
-                resolve = functools.partial(
-                    config_defs.resolve_broker_config,
-                    static=services.static_config,
-                    # the cluster-wide default ("") is described without this node's own layer
-                    dynamic=services.store.broker_configs_of("")
-                    if res.resource_name == ""
-                    else services.store.dynamic(services.node_id),
-                )
+                names, resolve = _broker_configs(ctx, res.resource_name)
             else:
                 raise KafkaError(
                     errors.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
@@ -125,6 +118,29 @@ def describe_configs(ctx: RequestContext, request: Any) -> Any:
             out.error_code, out.error_message, out.configs = exc.code, exc.message, []
         results.append(out)
     return DescribeConfigsResponse(results=results)
+
+
+def _broker_configs(
+    ctx: RequestContext, resource_name: str
+) -> tuple[list[str], Callable[[str], config_defs.Resolved]]:
+    """The config names a broker's description lists (the catalogue, then the per-listener
+    connection configs that are set) and how each resolves."""
+    services = ctx.services
+    static = services.static_config
+    # the cluster-wide default ("") is described without this node's own layer
+    dynamic = (
+        services.store.broker_configs_of("")
+        if resource_name == ""
+        else services.store.dynamic(services.node_id)
+    )
+    listener_keys = config_defs.set_listener_configs(static, dynamic)
+
+    def resolve(name: str) -> config_defs.Resolved:
+        if name in config_defs.BROKER_CONFIGS:
+            return config_defs.resolve_broker_config(name, static, dynamic)
+        return config_defs.resolve_listener_config(name, static, dynamic)
+
+    return sorted(config_defs.BROKER_CONFIGS) + listener_keys, resolve
 
 
 def _alter(ctx: RequestContext, request: Any, incremental: bool, response_cls: Any) -> Any:

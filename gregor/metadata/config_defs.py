@@ -332,6 +332,7 @@ _BROKER_ONLY: list[ConfigDef] = [
     ConfigDef("max.connections", INT, str(INT_MAX), at_least(0)),
     ConfigDef("max.connections.per.ip", INT, str(INT_MAX), at_least(0)),
     ConfigDef("max.connections.per.ip.overrides", STRING, "", _overrides_problem),
+    ConfigDef("max.connection.creation.rate", INT, str(INT_MAX), at_least(0)),
     ConfigDef("log.retention.check.interval.ms", LONG, "300000", at_least(1)),
     ConfigDef("log.flush.scheduler.interval.ms", LONG, str(LONG_MAX), None),
     ConfigDef("log.flush.offset.checkpoint.interval.ms", INT, "60000", at_least(0)),
@@ -629,14 +630,52 @@ def is_dynamic_listener_ssl(key: str) -> bool:
     return found is not None and found[1].lower() in DYNAMIC_LISTENER_SSL
 
 
-# A listener's own connection limit (Kafka's ListenerConnectionQuota: a dynamic config, at
-# least 1), over the broker-wide max.connections (runtime/connection_quotas.py).
-_LISTENER_MAX_CONNECTIONS = re.compile(r"^listener\.name\.[^.]+\.max\.connections$", re.IGNORECASE)
+# A listener's own connection limits (Kafka's ListenerConnectionQuota: dynamic configs, at
+# least 1), over the broker-wide max.connections and max.connection.creation.rate
+# (runtime/connection_quotas.py).
+LISTENER_CONNECTION_CONFIGS = ("max.connections", "max.connection.creation.rate")
+_LISTENER_CONNECTIONS = re.compile(
+    r"^listener\.name\.[^.]+\.(max\.connections|max\.connection\.creation\.rate)$",
+    re.IGNORECASE,
+)
 
 
 def listener_config(key: str) -> ConfigDef | None:
-    """The definition of a per-listener broker config (`listener.name.<l>.max.connections`);
-    None for any other key."""
-    if _LISTENER_MAX_CONNECTIONS.match(key):
+    """The definition of a per-listener broker config (`listener.name.<l>.max.connections`,
+    `listener.name.<l>.max.connection.creation.rate`); None for any other key."""
+    if _LISTENER_CONNECTIONS.match(key):
         return ConfigDef(key, INT, None, at_least(1))
     return None
+
+
+def set_listener_configs(static: Mapping[str, str], dynamic: Mapping[str, str]) -> list[str]:
+    """The per-listener connection configs set statically or dynamically, sorted: what
+    DescribeConfigs of a broker lists besides the catalogue (Kafka lists the listener keys
+    given, not every one a listener could have)."""
+    return sorted(k for k in {*static, *dynamic} if _LISTENER_CONNECTIONS.match(k))
+
+
+def resolve_listener_config(
+    name: str, static: Mapping[str, str], dynamic: Mapping[str, str]
+) -> Resolved:
+    """A set per-listener config as Kafka's ConfigHelper describes it: its synonyms are the key
+    and its broker-wide config (`max.connections`) in each layer (this broker's dynamic, the
+    cluster default, static, Kafka's default), from the first layer that sets the key; its
+    source that layer's. Kafka reports it read-only (its dynamic-config list names only the
+    broker-wide keys), of the broker-wide config's type."""
+    base = name.split(".", 3)[3].lower()
+    layers: list[tuple[Mapping[str, str | None], int]] = []
+    if isinstance(dynamic, DynamicConfigs):
+        layers += [
+            (dynamic.node, DYNAMIC_BROKER_CONFIG),
+            (dynamic.default, DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ]
+    else:
+        layers.append((dynamic, DYNAMIC_DEFAULT_BROKER_CONFIG))
+    d = BROKER_CONFIGS[base]
+    layers += [(static, STATIC_BROKER_CONFIG), ({base: d.default}, DEFAULT_CONFIG)]
+    synonyms = [(k, layer[k], src) for layer, src in layers for k in (name, base) if k in layer]
+    while synonyms and synonyms[0][0] != name:
+        synonyms.pop(0)
+    value, source = (synonyms[0][1], synonyms[0][2]) if synonyms else (None, DEFAULT_CONFIG)
+    return Resolved(name, value, source, True, False, d.type, tuple(synonyms))

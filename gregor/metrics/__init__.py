@@ -37,7 +37,12 @@ Consumer-group lag (as kafka-lag-exporter; high watermark of a partition hosted 
 the committed offset): kafka_consumergroup_group_{offset,lag}{group,topic,partition},
     kafka_consumergroup_group_{max_lag,sum_lag}{group}
 Network: kafka_server_socket_server_metrics_connection_count{listener},
-    _incoming_byte_total, _outgoing_byte_total
+    _connection_accept_throttle_time{listener} (ms, the average delay of connections accepted
+    over max.connection.creation.rate, KIP-612), _ip_connection_accept_throttle_time{listener}
+    (ms before closing connections over an address's connection_creation_rate),
+    _incoming_byte_total, _outgoing_byte_total;
+    kafka_network_acceptor_acceptorblockedpercent_total{listener} (ns the listener held
+    accepted connections back for a creation rate, all told: the meter's count)
 Process: prometheus_client's process_* (CPU seconds, resident memory, open fds...), and
     gregor_event_loop_lag_seconds, gregor_event_loop_lag_max_seconds
 """

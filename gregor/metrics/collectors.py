@@ -45,6 +45,13 @@ class BrokerSources:
     # per client listener name: open connections; bytes (read, sent)
     connections: Callable[[], Mapping[str, int]]
     socket_bytes: Callable[[], Mapping[str, tuple[int, int]]] = dict
+    # per client listener name: the average accept delay over the connection creation rate, ms
+    accept_throttle: Callable[[], Mapping[str, float]] = dict
+    # per client listener name: the average delay before closing connections over an address's
+    # connection_creation_rate, ms
+    ip_accept_throttle: Callable[[], Mapping[str, float]] = dict
+    # per client listener name: ns its acceptor held connections over a creation rate
+    acceptor_blocked: Callable[[], Mapping[str, int]] = dict
     topic_stats: BrokerTopicStats = field(default_factory=BrokerTopicStats)
     requests: RequestStats = field(default_factory=RequestStats)
     commit_latency: Window = field(default_factory=Window)
@@ -303,6 +310,30 @@ class NetworkCollector:
         for listener, n in self.s.connections().items():
             count.add_metric([listener], n)
         yield count
+        throttle = GaugeMetricFamily(
+            names.socket_server("connection-accept-throttle-time"),
+            "Average delay (ms) of the connections accepted over a connection creation rate",
+            labels=["listener"],
+        )
+        for listener, ms in self.s.accept_throttle().items():
+            throttle.add_metric([listener], ms)
+        yield throttle
+        ip_throttle = GaugeMetricFamily(
+            names.socket_server("ip-connection-accept-throttle-time"),
+            "Average delay (ms) before closing connections over an address's creation rate",
+            labels=["listener"],
+        )
+        for listener, ms in self.s.ip_accept_throttle().items():
+            ip_throttle.add_metric([listener], ms)
+        yield ip_throttle
+        blocked = CounterMetricFamily(
+            names.meter("kafka.network", "Acceptor", "AcceptorBlockedPercent"),
+            "Nanoseconds the listener held accepted connections back (creation rate)",
+            labels=["listener"],
+        )
+        for listener, ns in self.s.acceptor_blocked().items():
+            blocked.add_metric([listener], ns)
+        yield blocked
         by_listener = self.s.socket_bytes()
         for attr, index, text in (
             ("incoming-byte-total", 0, "Bytes read from client connections"),

@@ -59,6 +59,7 @@ from gregor.raft.node import Effects, Entry, LeaderAndEpoch, LoadSnapshot, NotLe
 from gregor.raft.store import QuorumStateStore
 from gregor.runtime.client import ClientError, ClientSecurity, NetworkClient
 from gregor.runtime.connection import Connection, Dispatcher, FrameError, Output
+from gregor.runtime.connection_quotas import ConnectionQuotas
 from gregor.runtime.flush_thread import FlushThread
 from gregor.runtime.server import Server
 
@@ -114,15 +115,19 @@ class RaftDriver:
         on_secure: Callable[[Connection], None] | None = None,
         wrap: Callable[[Dispatcher], Dispatcher] | None = None,
         client_security: ClientSecurity | None = None,
+        quotas: ConnectionQuotas | None = None,
+        listener: str = "",
     ) -> None:
         """`tls`, `on_secure`, `wrap`: the controller listener's security (TLS, the principal of
         a TLS client, the SASL exchange in front of its dispatcher); `client_security`: how
-        this node connects to the other controllers."""
+        this node connects to the other controllers; `quotas`: the controller listener's own
+        connection counts and limits, it counted as `listener` (none without)."""
         self.node_id = node_id
         self.handlers = dict(handlers or {})
         self._tls, self._on_secure = tls, on_secure
         self.wrap = wrap  # may be replaced before `bind` (the listener's authorization)
         self.client_security = client_security
+        self.quotas, self.listener = quotas, listener
         self.log = log
         self.store = store
         self.config = config or RaftConfig()
@@ -156,7 +161,13 @@ class RaftDriver:
         if self.wrap is not None:
             dispatch = self.wrap(dispatch)
         self.server = Server(
-            dispatch, host=host, port=port, tls=self._tls, on_secure=self._on_secure
+            dispatch,
+            host=host,
+            port=port,
+            tls=self._tls,
+            on_secure=self._on_secure,
+            quotas=self.quotas,
+            listener=self.listener,
         )
         await self.server.start()
         return self.server.port

@@ -12,6 +12,11 @@ What the connections may cost, all told (Kafka's ConnectionQuotas and MemoryPool
   accepting (new clients wait in the listen backlog) until a connection closes; one over its
   address's limit is closed as soon as it is accepted; `max.connections` lowered below the
   connections open closes the least recently active (`reconfigure_servers`).
+- `max.connection.creation.rate` (broker-wide, and per listener with the listener's prefix):
+  a connection accepted over a rate is held, unread, for the delay the quotas name, and the
+  listener accepts nothing meanwhile (Kafka's acceptor blocks the same way).
+- the `ip` client quotas' `connection_creation_rate`: a connection over its address's rate is
+  counted nowhere and closed after the delay the quotas name (the listener accepts on).
 - `queued.max.request.bytes`: the bytes of requests being read and handled (`MemoryPool`).
 - `accept()` failing for want of descriptors or memory (EMFILE, ENFILE, ...) would fail again at
   once, forever: the listener rests `ACCEPT_BACKOFF_S` before trying again.
@@ -98,13 +103,17 @@ def configured_server(
         max_queued_requests=int(value("queued.max.requests")),
         max_queued_request_bytes=int(value("queued.max.request.bytes")),
         max_idle_ms=int(value("connections.max.idle.ms")),
-        limits=connection_limits(value) if quotas is None else None,
         tls=tls,
         on_secure=on_secure,
         attributes=attributes,
-        quotas=quotas,
+        quotas=quotas or ConnectionQuotas(connection_limits(value), window=rate_window(value)),
         listener=listener,
     )
+
+
+def rate_window(value: Callable[[str], Any]) -> tuple[int, int]:
+    """The connection rates' window: (`quota.window.num`, `quota.window.size.seconds` in ms)."""
+    return int(value("quota.window.num")), int(value("quota.window.size.seconds")) * 1000
 
 
 class EveryFew:
@@ -168,9 +177,15 @@ class Server:
         self._sweeper: asyncio.Task[None] | None = None
         self._accepting = False
         self._backoff: asyncio.TimerHandle | None = None
+        # a connection accepted over the creation rate, held until `_throttle` ends
+        self._held: tuple[socket.socket, str] | None = None
+        self._throttle: asyncio.TimerHandle | None = None
+        self._held_since_ns = 0
+        self.blocked_ns = 0  # time spent holding connections (Kafka's AcceptorBlockedPercent)
         self._log_accept_failed = EveryFew()
         self._log_at_limit = EveryFew()
         self._log_rejected = EveryFew()
+        self._log_ip_throttled = EveryFew()
         self.quotas.add_listener(listener, self._update_accepting)
 
     async def start(self) -> None:
@@ -196,10 +211,19 @@ class Server:
         reconfigure_servers(self.quotas, [self], limits)
 
     def _update_accepting(self) -> None:
-        """Read the listening socket unless resting after a failed accept or at max.connections."""
+        """Read the listening socket unless resting after a failed accept, at max.connections
+        or holding a connection over the creation rate (served here once its delay is over
+        and a slot is free)."""
+        if self._held is not None and self._throttle is None:
+            if self._sock is not None and self.quotas.slot_available(self.listener):
+                client, ip = self._held
+                self._held = None
+                self.blocked_ns += time.monotonic_ns() - self._held_since_ns
+                self._admit(client, ip)
         want = (
             self._sock is not None
             and self._backoff is None
+            and self._held is None
             and self.quotas.slot_available(self.listener)
         )
         if want == self._accepting or self._loop is None or self._sock is None:
@@ -226,12 +250,40 @@ class Server:
                 self._accept_failed(exc)
                 return
             ip = address_key(addr[0])
-            limit = self.quotas.admit(self.listener, ip)
-            if limit is not None:
-                client.close()
-                self._rejected(ip, limit)
-                continue
-            self._open(client, ip)
+            delay = self.quotas.creation_delay_ms(self.listener, self.clock())
+            if delay > 0:
+                self._hold(client, ip, delay)
+                return
+            self._admit(client, ip)
+
+    def _admit(self, client: socket.socket, ip: str) -> None:
+        """Count and serve an accepted connection; one over its address's creation rate is
+        closed after the delay the quotas name, one at its address's limit at once."""
+        assert self._loop is not None
+        throttle = self.quotas.ip_throttle_ms(self.listener, ip, self.clock())
+        if throttle > 0:
+            self._ip_throttled(ip, throttle)
+            self._loop.call_later(throttle / 1000.0, client.close)
+            return
+        limit = self.quotas.admit(self.listener, ip)
+        if limit is not None:
+            client.close()
+            self._rejected(ip, limit)
+            return
+        self._open(client, ip)
+
+    def _hold(self, client: socket.socket, ip: str, delay_ms: int) -> None:
+        """Over the connection creation rate: serve `client` after `delay_ms`, accept nothing
+        meanwhile."""
+        assert self._loop is not None
+        self._held = (client, ip)
+        self._held_since_ns = time.monotonic_ns()
+        self._throttle = self._loop.call_later(delay_ms / 1000.0, self._end_throttle)
+        self._update_accepting()
+
+    def _end_throttle(self) -> None:
+        self._throttle = None
+        self._update_accepting()
 
     def _open(self, client: socket.socket, ip: str) -> None:
         assert self._loop is not None
@@ -276,6 +328,17 @@ class Server:
                 "connections (%d rejected since the last such line)",
                 ip,
                 limit,
+                n,
+            )
+        )
+
+    def _ip_throttled(self, ip: str, delay_ms: int) -> None:
+        self._log_ip_throttled(
+            lambda n: log.info(
+                "Connection from %s over its connection_creation_rate: closing it in %d ms "
+                "(%d such since the last line)",
+                ip,
+                delay_ms,
                 n,
             )
         )
@@ -336,6 +399,12 @@ class Server:
         if self._backoff is not None:
             self._backoff.cancel()
             self._backoff = None
+        if self._throttle is not None:
+            self._throttle.cancel()
+            self._throttle = None
+        if self._held is not None:
+            self._held[0].close()
+            self._held = None
         if self._sock is not None and self._loop is not None:
             if self._accepting:
                 self._loop.remove_reader(self._sock.fileno())

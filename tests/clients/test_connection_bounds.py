@@ -8,10 +8,13 @@ Each broker is a process of its own (`gregor.Broker`); its memory is VmRSS from
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import socket
 import struct
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -31,14 +34,19 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     ResourceType,
 )
 
 from gregor import Broker
 from gregor.broker.config import BrokerConfig
 from gregor.metadata.config_defs import ConfigError
+from gregor.protocol import api_keys
+from gregor.protocol.messages import AlterClientQuotasRequest as A
 from gregor.runtime.connection import MemoryPool
 from gregor.runtime.process import raise_open_files_limit
+from gregor.testing.raw_client import RawClient
+from tests.metrics.helpers import scrape, total
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc")
 
@@ -423,6 +431,215 @@ def test_connection_limits_of_listeners_are_dynamic() -> None:
         assert "max.connections is 1: closing" in broker.read_log()
         for s in client + inter:
             s.close()
+
+
+THROTTLE = "kafka_server_socket_server_metrics_connection_accept_throttle_time"
+BLOCKED = "kafka_network_acceptor_acceptorblockedpercent_total"
+IP_THROTTLE = "kafka_server_socket_server_metrics_ip_connection_accept_throttle_time"
+
+
+def throttle_ms(broker: Broker, listener: str) -> float:
+    """The listener's connection-accept-throttle-time (ms) as the metrics listener reports it."""
+    assert broker.metrics_url is not None
+    return total(scrape(broker.metrics_url), THROTTLE, listener=listener)
+
+
+def blocked_ns(broker: Broker, listener: str) -> float:
+    """How long the listener held accepted connections back, all told (ns)."""
+    assert broker.metrics_url is not None
+    return total(scrape(broker.metrics_url), BLOCKED, listener=listener)
+
+
+def all_served_at_once(broker: Broker, listener: str, n: int) -> bool:
+    """Open `n` connections to `listener` at once, each sending ApiVersions: whether every one is
+    answered (a connection held back by a rate is served later, never refused)."""
+    conns = [to(broker, listener) for _ in range(n)]
+    try:
+        for corr, s in enumerate(conns):
+            s.sendall(api_versions(corr))
+        for corr, s in enumerate(conns):
+            s.settimeout(30)
+            if parse_api_versions_v0(recv_frame(s))[0] != corr:
+                return False
+        return True
+    finally:
+        for s in conns:
+            s.close()
+
+
+# quota.window.num 2: the rate is measured over 1-2 s, so a burst is throttled at once
+RATED = {**TWO_LISTENERS, "quota.window.num": "2", "metrics.listener": "http://127.0.0.1:0"}
+
+
+def test_connections_over_the_creation_rate_are_delayed_and_all_served() -> None:
+    """max.connection.creation.rate 2: six connections opened at once on the client listener
+    are all served, those over the rate later (the listener's throttle time says they waited);
+    the inter-broker listener is outside the broker-wide rate (its own is unset)."""
+    config = {**RATED, "max.connection.creation.rate": "2"}
+    config["listener.name.internal.max.connection.creation.rate"] = "1000"
+    with Broker(config) as broker:
+        assert throttle_ms(broker, "CLIENT") == 0
+        assert all_served_at_once(broker, "CLIENT", 6)
+        assert throttle_ms(broker, "CLIENT") > 0, "no connection was over the rate"
+        assert blocked_ns(broker, "CLIENT") > 0, "no connection was held back"
+        assert all_served_at_once(broker, "INTERNAL", 6)
+        assert throttle_ms(broker, "INTERNAL") == 0, "INTERNAL was held to the broker's rate"
+        assert blocked_ns(broker, "INTERNAL") == 0
+
+
+def test_a_listeners_creation_rate_is_dynamic() -> None:
+    """listener.name.client.max.connection.creation.rate set with IncrementalAlterConfigs
+    delays CLIENT's connections (all served) and not INTERNAL's."""
+    with Broker(RATED) as broker:
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.listener_ports['INTERNAL']}"})
+        with pytest.raises(ck.KafkaException):
+            _alter(admin, "listener.name.client.max.connection.creation.rate", "0")  # at least 1
+        _alter(admin, "listener.name.client.max.connection.creation.rate", "2")
+
+        def delayed() -> bool:
+            return all_served_at_once(broker, "CLIENT", 6) and blocked_ns(broker, "CLIENT") > 0
+
+        wait_until(delayed, 60, "CLIENT's connections delayed", interval=0.3)
+        assert throttle_ms(broker, "CLIENT") > 0
+        assert blocked_ns(broker, "INTERNAL") == 0
+
+
+def test_the_brokers_creation_rate_as_a_cluster_default() -> None:
+    """max.connection.creation.rate set on the cluster default (broker-defaults) delays the
+    client listener's connections, all served."""
+    with Broker(RATED) as broker:
+        _configs_cli(
+            broker,
+            "alter",
+            "--entity-type",
+            "broker-defaults",
+            "--add-config",
+            "max.connection.creation.rate=2",
+        )
+
+        def delayed() -> bool:
+            return all_served_at_once(broker, "CLIENT", 6) and blocked_ns(broker, "CLIENT") > 0
+
+        wait_until(delayed, 60, "CLIENT's connections delayed", interval=0.3)
+
+
+def _ip_quota(broker: Broker, ip: str | None, rate: float) -> None:
+    """AlterClientQuotas: `connection_creation_rate` of the `ip` entity `ip` (None: default)."""
+    entity = [A.EntityData(entity_type="ip", entity_name=ip)]
+    op = A.OpData(key="connection_creation_rate", value=rate, remove=False)
+    request = A(entries=[A.EntryData(entity=entity, ops=[op])], validate_only=False)
+    internal = f"127.0.0.1:{broker.listener_ports['INTERNAL']}"
+    with RawClient(internal) as raw:
+        answer = raw.call(api_keys.ALTER_CLIENT_QUOTAS, 1, request)
+    assert [e.error_code for e in answer.entries] == [0]
+
+
+def served_or_closed(broker: Broker, source: str, n: int) -> tuple[int, int]:
+    """Open `n` connections from `source` to CLIENT at once, each sending ApiVersions: how many
+    were answered, how many the broker closed unanswered."""
+    conns = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.bind((source, 0))
+        s.settimeout(10)
+        s.connect(("127.0.0.1", broker.listener_ports["CLIENT"]))
+        conns.append(s)
+    answered = closed = 0
+    try:
+        for corr, s in enumerate(conns):
+            s.sendall(api_versions(corr))
+        for corr, s in enumerate(conns):
+            s.settimeout(30)
+            try:
+                if parse_api_versions_v0(recv_frame(s))[0] == corr:
+                    answered += 1
+            except (ConnectionError, AssertionError, struct.error):
+                closed += 1
+        return answered, closed
+    finally:
+        for s in conns:
+            s.close()
+
+
+def test_an_addresses_connection_creation_rate_closes_the_connections_over_it() -> None:
+    """The `ip` client quota `connection_creation_rate` 2 on 127.0.0.2 (KIP-612): of six
+    connections opened at once from there, those over the rate are closed unanswered (after
+    their delay, as Kafka), the others served; another address is not bound."""
+    with Broker(RATED) as broker:
+        _ip_quota(broker, "127.0.0.2", 2)
+
+        def some_closed() -> tuple[int, int] | None:
+            answered, closed = served_or_closed(broker, "127.0.0.2", 6)
+            return (answered, closed) if closed else None
+
+        answered, closed = wait_until(some_closed, 30, "127.0.0.2's rate applied", interval=0.3)
+        assert answered + closed == 6 and answered <= 3
+        assert total(scrape(broker.metrics_url or ""), IP_THROTTLE, listener="CLIENT") > 0
+        assert served_or_closed(broker, "127.0.0.3", 6) == (6, 0)
+        assert broker.process is not None and broker.process.poll() is None
+
+
+def _configs_cli(broker: Broker, *args: str) -> str:
+    """`gregor configs ...` against `broker` (librdkafka cannot name the cluster default)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "gregor.cli.main", "configs", *args, "-b", broker.bootstrap],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _described(admin: AdminClient, broker: str) -> dict[str, ConfigEntry]:
+    resource_ = ConfigResource(ResourceType.BROKER, broker)
+    got: dict[str, ConfigEntry] = admin.describe_configs([resource_], request_timeout=15)[
+        resource_
+    ].result()
+    return got
+
+
+def test_describe_configs_lists_the_listener_connection_configs_that_are_set() -> None:
+    """Per-listener connection configs are listed when set, each with the layer that sets it
+    (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG) and its
+    broker-wide config among the synonyms, as Kafka; unset ones are not listed."""
+    static_key = "listener.name.internal.max.connection.creation.rate"
+    with Broker({**TWO_LISTENERS, static_key: "1000"}) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        _alter(admin, "listener.name.client.max.connections", "5")
+        default_key = "listener.name.client.max.connection.creation.rate"
+        _configs_cli(
+            broker, "alter", "--entity-type", "broker-defaults", "--add-config", f"{default_key}=50"
+        )
+
+        def both_dynamic() -> dict[str, ConfigEntry] | None:
+            got = _described(admin, "1")
+            keys = {
+                "listener.name.client.max.connections",
+                "listener.name.client.max.connection.creation.rate",
+            }
+            return got if keys <= set(got) else None
+
+        got = wait_until(both_dynamic, 20, "the dynamic listener configs described")
+        listed = {k: (e.value, e.source) for k, e in got.items() if k.startswith("listener.name.")}
+        assert listed == {
+            "listener.name.client.max.connections": ("5", ConfigSource.DYNAMIC_BROKER_CONFIG.value),
+            "listener.name.client.max.connection.creation.rate": (
+                "50",
+                ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value,
+            ),
+            static_key: ("1000", ConfigSource.STATIC_BROKER_CONFIG.value),
+        }
+        entry = got["listener.name.client.max.connections"]
+        synonyms = [(s.name, s.source) for s in entry.synonyms.values()]
+        assert synonyms[0] == (entry.name, ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+        assert ("max.connections", ConfigSource.DEFAULT_CONFIG.value) in synonyms
+        assert "listener.name.internal.max.connections" not in got
+        [default] = json.loads(
+            _configs_cli(broker, "describe", "--entity-type", "broker-defaults", "-o", "json")
+        )
+        listed = {c["name"]: (c["value"], c["source"]) for c in default["configs"]}
+        assert listed == {default_key: ("50", "DYNAMIC_DEFAULT_BROKER_CONFIG")}
 
 
 # -- descriptors ----------------------------------------------------------------------------

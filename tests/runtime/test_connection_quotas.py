@@ -12,6 +12,7 @@ from gregor.runtime.connection_quotas import (
     ConnectionLimits,
     ConnectionQuotas,
     connection_limits,
+    ip_rate_limits,
 )
 
 pytestmark = pytest.mark.unit
@@ -93,7 +94,91 @@ def test_limits_from_the_configs() -> None:
         "max.connections": 5,
         "max.connections.per.ip": 4,
         "max.connections.per.ip.overrides": "127.0.0.2:9",
+        "max.connection.creation.rate": (1 << 31) - 1,
     }
     raw = {"listener.name.client.max.connections": "2"}
     limits = connection_limits(values.__getitem__, ["CLIENT", "INTERNAL"], raw.get)
     assert limits == ConnectionLimits(5, 4, {"127.0.0.2": 9}, {"CLIENT": 2})
+
+
+def test_connections_over_the_creation_rate_are_delayed_not_refused() -> None:
+    """max.connection.creation.rate 2 over 2 samples of 1 s: the window holds 2 connections;
+    the 3rd is served after the delay that brings the rate back, at most one sample."""
+    limits = ConnectionLimits(max_connection_creation_rate=2)
+    q = ConnectionQuotas(limits, "INTERNAL", window=(2, 1000))
+    q.add_listener("CLIENT", lambda: None)
+    q.add_listener("INTERNAL", lambda: None)
+    assert [q.creation_delay_ms("CLIENT", 0) for _ in range(2)] == [0, 0]
+    assert q.creation_delay_ms("CLIENT", 0) == 500  # 3 in 1 s: (3 - 2) / 2 * 1000
+    assert q.creation_delay_ms("CLIENT", 0) == 1000  # 4 in 1 s: 1000, the cap
+    assert q.creation_delay_ms("CLIENT", 0) == 1000  # 5 in 1 s: 1500 capped to 1000
+    assert q.throttle_time_ms(0) == {"CLIENT": 2500 / 3, "INTERNAL": 0.0}
+    assert q.creation_delay_ms("CLIENT", 5000) == 0  # the window has moved on
+
+
+def test_the_inter_broker_listener_is_exempt_from_the_broker_rate_not_its_own() -> None:
+    limits = ConnectionLimits(max_connection_creation_rate=2, per_listener_rate={"CLIENT": 100})
+    q = ConnectionQuotas(limits, "INTERNAL", window=(2, 1000))
+    q.add_listener("CLIENT", lambda: None)
+    q.add_listener("INTERNAL", lambda: None)
+    q.reconfigure(
+        ConnectionLimits(max_connection_creation_rate=2, per_listener_rate={"INTERNAL": 100})
+    )
+    # INTERNAL's connections do not count toward, nor wait for, the broker-wide rate
+    assert [q.creation_delay_ms("INTERNAL", 0) for _ in range(10)] == [0] * 10
+    assert [q.creation_delay_ms("CLIENT", 0) for _ in range(3)] == [0, 0, 500]
+    # unset, a listener's own rate is the broker-wide one (as max.connections): it binds INTERNAL
+    q.reconfigure(ConnectionLimits(max_connection_creation_rate=2))
+    assert q.creation_delay_ms("INTERNAL", 0) > 0
+
+
+def test_a_listeners_own_creation_rate() -> None:
+    q = ConnectionQuotas(ConnectionLimits(per_listener_rate={"CLIENT": 1}), window=(2, 1000))
+    q.add_listener("CLIENT", lambda: None)
+    q.add_listener("OTHER", lambda: None)
+    assert [q.creation_delay_ms("CLIENT", 0) for _ in range(2)] == [0, 1000]
+    assert [q.creation_delay_ms("OTHER", 0) for _ in range(5)] == [0] * 5  # no limit there
+    q.reconfigure(ConnectionLimits())  # removed: unlimited again
+    assert q.creation_delay_ms("CLIENT", 0) == 0
+
+
+def test_creation_rates_from_the_configs() -> None:
+    values = {
+        "max.connections": 5,
+        "max.connections.per.ip": 4,
+        "max.connections.per.ip.overrides": "",
+        "max.connection.creation.rate": 7,
+    }
+    raw = {"listener.name.internal.max.connection.creation.rate": "3"}
+    limits = connection_limits(values.__getitem__, ["CLIENT", "INTERNAL"], raw.get)
+    assert limits.max_connection_creation_rate == 7
+    assert limits.per_listener_rate == {"INTERNAL": 3}
+
+
+def test_an_addresses_creation_rate_closes_what_is_over_and_counts_it_nowhere() -> None:
+    """The `ip` client quota entities' connection_creation_rate (an address's own over the
+    default): a connection over it gets the delay before it is closed, and is taken back from
+    the address's, the broker's and the listener's rates."""
+    q = ConnectionQuotas(ConnectionLimits(max_connection_creation_rate=3), window=(2, 1000))
+    q.add_listener("CLIENT", lambda: None)
+    quotas = {(("ip", "10.0.0.1"),): {"connection_creation_rate": 1.0}}
+    q.ip_quotas_of = lambda: quotas
+    assert q.creation_delay_ms("CLIENT", 0) == 0
+    assert q.ip_throttle_ms("CLIENT", "10.0.0.1", 0) == 0
+    assert q.creation_delay_ms("CLIENT", 0) == 0
+    assert q.ip_throttle_ms("CLIENT", "10.0.0.1", 0) == 1000  # 2 in 1 s over 1: capped
+    assert q.ip_throttle_time_ms(0) == {"CLIENT": 1000.0}
+    # the one closed counted nowhere: the broker's rate of 3 still holds 2 more
+    assert [q.creation_delay_ms("CLIENT", 0) for _ in range(2)] == [0, 0]
+    assert q.ip_throttle_ms("CLIENT", "10.0.0.2", 0) == 0  # no default: not bound
+    quotas = {**quotas, (("ip", None),): {"connection_creation_rate": 1.0}}
+    assert [q.ip_throttle_ms("CLIENT", "10.0.0.2", 0) for _ in range(2)] == [0, 1000]
+
+
+def test_ip_rate_limits_from_the_client_quotas() -> None:
+    quotas = {
+        (("ip", "::ffff:10.0.0.1"),): {"connection_creation_rate": 5.0},
+        (("ip", None),): {"connection_creation_rate": 2.0},
+        (("user", "alice"),): {"producer_byte_rate": 100.0},
+    }
+    assert ip_rate_limits(quotas) == {"10.0.0.1": 5, None: 2}
