@@ -27,6 +27,7 @@ from gregor.metrics.health import NodeHealth
 from gregor.protocol import codec
 from gregor.runtime.cleaner_thread import CleanerThreads
 from gregor.runtime.connection_quotas import connection_limits
+from gregor.runtime.flush_thread import FlushThread
 from gregor.runtime.gc_settings import freeze_after_start
 from gregor.runtime.log_io import in_thread, maintenance
 from gregor.runtime.process import serve_until_signalled, write_ready_file
@@ -57,6 +58,7 @@ class BrokerServer(BrokerNode):
         self.dispatch: Dispatcher | None = None
         self._timers: list[asyncio.Task[None]] = []
         self.stall_monitor: LoopStallMonitor | None = None
+        self.log_maker: FlushThread | None = None  # makes new partitions' files (hosting.py)
         self.freeze_at_start = False  # a server process (`run`): gc_settings.py
         self.console = console_driver(config)  # console.listener: console_driver.py
         self.started = self.stopping = False
@@ -115,13 +117,15 @@ class BrokerServer(BrokerNode):
         wrap = self.metrics.wrap if self.metrics is not None else (lambda d: d)
         await self.listeners.start(dispatch, self.config_value, wrap, self.config_view.raw)
         self.server = self.listeners.first.server
-        self.hosting.schedule = asyncio.get_running_loop().call_soon
+        loop = asyncio.get_running_loop()
+        self.hosting.schedule = loop.call_soon
+        self.log_maker = FlushThread(loop, f"broker-{self.node_id}-new-logs")
+        self.hosting.in_thread = self.log_maker.run  # new partitions' files: off the loop
         if self.member is not None:
             # New partitions wait for the metadata log's fsync under way (raft_driver.py)
             self.hosting.schedule = self.member.driver.after_flush
             self.hosting.ready = True
             self.store.on_replayed = self.hosting.apply_soon
-            self.hosting.in_thread = in_thread  # new partitions' files: off the loop
             await self.member.start()
             if self.isr_sender is not None:
                 self.isr_sender.start()
@@ -177,6 +181,8 @@ class BrokerServer(BrokerNode):
             if part is not None:
                 await part.stop()
         await self.cleaner.stop()  # before the logs close: no swap may reach a closed log
+        if self.log_maker is not None:
+            self.log_maker.stop()  # a job under way finishes; its logs are found at the next start
         self.epoch_syncs.drain()
         self.logs.shutdown()
         self.epoch_syncs.drain()  # what closing the logs wrote
