@@ -126,6 +126,10 @@ class PartitionHosting:
         self._made: dict[TopicPartition, tuple[str, Log | BaseException]] = {}
         # (topics, what to call once none of them has a partition still to be hosted here)
         self._waiters: list[tuple[frozenset[str], Callable[[], None]]] = []
+        # By topic, the partition a later step starts from (unchanged since: the ones before
+        # are hosted or being made, and a made one lowers it), so steps over a topic of 10,000
+        # partitions do not each walk it from the start.
+        self._resume: dict[str, int] = {}
 
     def apply_soon(self) -> None:
         """`apply` at the next turn of the loop, once however often asked (at once when not
@@ -148,9 +152,12 @@ class PartitionHosting:
             if self.on_caught_up is not None:
                 self.on_caught_up()
         topics = self.store.topics
-        changed = self.store.take_changes()
-        if changed is not None:
-            changed |= self._unhosted
+        from_store = self.store.take_changes()
+        changed = None if from_store is None else from_store | self._unhosted
+        if from_store is None:
+            self._resume.clear()
+        for name in from_store or ():
+            self._resume.pop(name, None)  # looked at from its first partition again
         self._unhosted = set()
         todo = topics.values() if changed is None else [topics[n] for n in changed if n in topics]
         now = self.clock.now_ms()
@@ -171,8 +178,8 @@ class PartitionHosting:
             self.schedule(self.apply)
         if changed is None or any(name not in topics for name in changed):
             self._remove_unwanted(topics)  # everything, or a topic deleted: look at all
-        else:
-            self._remove_unwanted_of(topics, changed)
+        elif from_store:
+            self._remove_unwanted_of(topics, from_store)
         changes = self.replicas.take_follower_changes()
         if changes and self.on_followers is not None:
             self.on_followers(changes)
@@ -308,11 +315,10 @@ class PartitionHosting:
         def made(result: list[Log | BaseException] | BaseException) -> None:
             self._job_running = False
             for i, (topic, index, d, _open) in enumerate(jobs):
-                self._made[(topic, index)] = (
-                    d,
-                    result if isinstance(result, BaseException) else result[i],
-                )
+                outcome = result if isinstance(result, BaseException) else result[i]
+                self._made[(topic, index)] = (d, outcome)
                 self._unhosted.add(topic)
+                self._resume[topic] = min(self._resume.get(topic, index), index)
             self.apply_soon()
 
         assert self.in_thread is not None
@@ -329,12 +335,13 @@ class PartitionHosting:
             return budget
         cfg = self.config.log_config_for(info.name)
         min_isr = self.config.min_insync_replicas(info)
-        for index, replicas in enumerate(info.replicas):
+        for index in range(self._resume.pop(info.name, 0), len(info.replicas)):
             reg = topic_image.partitions.get(index)
-            if self.node_id not in replicas or reg is None:
+            if self.node_id not in info.replicas[index] or reg is None:
                 continue
             new = self.replicas.get(info.name, index) is None
             if new and budget is not None and (budget <= 0 or self._asked >= LOGS_ASKED_PER_STEP):
+                self._resume[info.name] = index
                 return -1
             if self._needs_log(info.name, index, cfg, reg):
                 continue  # its log is being made on a worker thread: hosted once it is

@@ -64,12 +64,7 @@ class Serving:
     def settle(self) -> None:
         while self.jobs or self.scheduled:
             if self.jobs:
-                work, done = self.jobs.pop(0)
-                made: list[object] = []
-                worker = threading.Thread(target=lambda: made.append(work()))
-                worker.start()
-                worker.join()
-                done(made[0])
+                run_job(self.jobs.pop(0))
             else:
                 self.scheduled.pop(0)()
 
@@ -89,6 +84,16 @@ class Serving:
         )
         answer = self.call(api_keys.PRODUCE, 9, request)
         return int(answer.responses[0].partition_responses[0].error_code)
+
+
+def run_job(job: Job) -> None:
+    """A worker's job: its work on a thread, its answer on this one."""
+    work, done = job
+    made: list[object] = []
+    worker = threading.Thread(target=lambda: made.append(work()))
+    worker.start()
+    worker.join()
+    done(made[0])
 
 
 @pytest.fixture
@@ -119,7 +124,9 @@ def test_create_topics_answers_once_its_partitions_are_hosted(node: Serving) -> 
     again = node.call(api_keys.CREATE_TOPICS, 7, request)  # made nothing: answered at once
     assert again.topics[0].error_code == errors.TOPIC_ALREADY_EXISTS
     more = CreatePartitionsRequest(
-        topics=[CreatePartitionsRequest.CreatePartitionsTopic(name="t", count=45, assignments=None)],
+        topics=[
+            CreatePartitionsRequest.CreatePartitionsTopic(name="t", count=45, assignments=None)
+        ],
         timeout_ms=0,
         validate_only=False,
     )
