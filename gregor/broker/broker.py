@@ -22,6 +22,7 @@ from gregor.broker.console_driver import console_driver
 from gregor.broker.dispatch import Dispatcher
 from gregor.broker.node_metrics import NodeMetrics, image_fenced, node_metrics
 from gregor.clock import SYSTEM_CLOCK, Clock
+from gregor.metadata import records as metadata_records
 from gregor.metrics.collectors import BrokerSources
 from gregor.metrics.health import NodeHealth
 from gregor.protocol import codec
@@ -100,6 +101,7 @@ class BrokerServer(BrokerNode):
 
     async def start(self) -> None:
         codec.compile_all()
+        metadata_records.compile_all()
         if self.metrics is not None:  # first: live while the logs recover, ready once started
             await self.metrics.start(self.ready_file)
         self.stall_monitor = stall_monitor(self.config_value("gregor.loop.stall.log.ms"))
