@@ -22,11 +22,13 @@ from gregor.broker.console_driver import console_driver
 from gregor.broker.dispatch import Dispatcher
 from gregor.broker.node_metrics import NodeMetrics, image_fenced, node_metrics
 from gregor.clock import SYSTEM_CLOCK, Clock
+from gregor.metadata import records as metadata_records
 from gregor.metrics.collectors import BrokerSources
 from gregor.metrics.health import NodeHealth
 from gregor.protocol import codec
 from gregor.runtime.cleaner_thread import CleanerThreads
 from gregor.runtime.connection_quotas import connection_limits
+from gregor.runtime.flush_thread import FlushThread
 from gregor.runtime.gc_settings import freeze_after_start
 from gregor.runtime.log_io import in_thread, maintenance
 from gregor.runtime.process import serve_until_signalled, write_ready_file
@@ -57,6 +59,7 @@ class BrokerServer(BrokerNode):
         self.dispatch: Dispatcher | None = None
         self._timers: list[asyncio.Task[None]] = []
         self.stall_monitor: LoopStallMonitor | None = None
+        self.log_maker: FlushThread | None = None  # makes new partitions' files (hosting.py)
         self.freeze_at_start = False  # a server process (`run`): gc_settings.py
         self.console = console_driver(config)  # console.listener: console_driver.py
         self.started = self.stopping = False
@@ -103,6 +106,7 @@ class BrokerServer(BrokerNode):
 
     async def start(self) -> None:
         codec.compile_all()
+        metadata_records.compile_all()
         if self.metrics is not None:  # first: live while the logs recover, ready once started
             await self.metrics.start(self.ready_file)
         self.stall_monitor = stall_monitor(self.config_value("gregor.loop.stall.log.ms"))
@@ -123,13 +127,15 @@ class BrokerServer(BrokerNode):
             store = self.store
             self.listeners.quotas.ip_quotas_of = lambda: store.image.client_quotas
         self.server = self.listeners.first.server
-        self.hosting.schedule = asyncio.get_running_loop().call_soon
+        loop = asyncio.get_running_loop()
+        self.hosting.schedule = loop.call_soon
+        self.log_maker = FlushThread(loop, f"broker-{self.node_id}-new-logs")
+        self.hosting.in_thread = self.log_maker.run  # new partitions' files: off the loop
         if self.member is not None:
             # New partitions wait for the metadata log's fsync under way (raft_driver.py)
             self.hosting.schedule = self.member.driver.after_flush
             self.hosting.ready = True
             self.store.on_replayed = self.hosting.apply_soon
-            self.hosting.in_thread = in_thread  # new partitions' files: off the loop
             await self.member.start()
             if self.isr_sender is not None:
                 self.isr_sender.start()
@@ -185,6 +191,8 @@ class BrokerServer(BrokerNode):
             if part is not None:
                 await part.stop()
         await self.cleaner.stop()  # before the logs close: no swap may reach a closed log
+        if self.log_maker is not None:
+            self.log_maker.stop()  # a job under way finishes; its logs are found at the next start
         self.epoch_syncs.drain()
         self.logs.shutdown()
         self.epoch_syncs.drain()  # what closing the logs wrote

@@ -122,6 +122,7 @@ class BrokerNode:
             cores.txn_verifier(self.node_id, transactions, lambda: self.store.image, self.links,
                                self.now_ms), self.purgatory, apply,
             auto_creator(self.config_view, self.admin, apply),
+            when_hosted=self.hosting.when_hosted,
             authorizer=live_authorizer(self.config.values, lambda: self.store.image.acls),
             fetch_sessions=FetchSessionCache(
                 value("max.incremental.fetch.session.cache.slots"),

@@ -33,6 +33,7 @@ from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.controller.admin import Admin
 from gregor.handlers.context import Services
 from gregor.metadata import meta_properties
+from gregor.metadata import records as metadata_records
 from gregor.metadata.cluster import ClusterView
 from gregor.metadata.config_view import BrokerConfigView
 from gregor.metadata.raft_store import RaftMetadataStore
@@ -154,6 +155,7 @@ class ControllerServer:
         if self.metrics is not None:  # first: live while the quorum forms
             await self.metrics.start(self.ready_file)
         codec.compile_all()
+        metadata_records.compile_all()
         self.purgatory_driver.start()
         self.store.in_thread = in_thread  # metadata snapshots written off the loop
         await self.member.start()

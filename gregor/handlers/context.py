@@ -6,7 +6,7 @@ reachable from `RequestContext.services`: the node's `Services`, never the broke
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -72,6 +72,9 @@ class Services:
     apply_metadata: Callable[[], None]
     # Create a topic with the defaults if auto.create.topics.enable allows; else None.
     maybe_auto_create: Callable[[str], TopicInfo | None]
+    # when_hosted(topics, then): True if this node hosts every partition of `topics` it is a
+    # replica of; else False, and then() once it does (replication/hosting.py). None: always.
+    when_hosted: Callable[[Collection[str], Callable[[], None]], bool] | None = None
     # ACLs (authorizer.class.name); None: no authorizer, every request is allowed.
     authorizer: LiveAuthorizer | None = None
     # Kafka's BrokerTopicMetrics, counted by produce and fetch (gregor/metrics/)

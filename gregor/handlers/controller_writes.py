@@ -10,11 +10,16 @@ committed what was appended (an `AwaitingCommit` in the purgatory), and turns th
 had succeeded into NOT_CONTROLLER if leadership was lost first (the change may still be
 committed by the next controller: a retry then finds it made) or REQUEST_TIMED_OUT if the
 commit does not come in time.
+
+With one voter, `answer_once_hosted` holds the answer of a request that made partitions
+(CreateTopics, CreatePartitions, a Metadata or FindCoordinator that created a topic) until this
+node hosts them: their files are made on a worker thread (replication/hosting.py), and the
+client that made a topic may produce to it, or join a group, as soon as it is told.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from gregor.handlers.context import RequestContext
@@ -95,6 +100,54 @@ def answer_after_commit(
 
     store.wait_committed(offset, committed)  # may call back at once
     if op.completed:
+        return response
+    purgatory.watch(op, ())
+    return op.answer
+
+
+HOSTING_TIMEOUT_MS = 30_000
+
+
+class AwaitingHosting(DelayedOperation):
+    """A response waiting for this node to host the partitions a request made; `answer` gets
+    it. At the deadline it is answered as it is (the topics exist; a partition not hosted yet
+    answers a retriable error until it is)."""
+
+    __slots__ = ("build", "answer", "hosted")
+
+    def __init__(self, build: Callable[[], Any], deadline_ms: int) -> None:
+        super().__init__(deadline_ms)
+        self.build = build
+        self.answer = Pending("new partitions hosted")
+        self.hosted = False
+
+    def try_complete(self) -> bool:
+        return self.hosted
+
+    def on_complete(self) -> None:
+        self.answer.complete(self.build())
+
+
+def answer_once_hosted(
+    ctx: RequestContext,
+    topics: Collection[str],
+    response: Any,
+    again: Callable[[], Any] | None = None,
+) -> Any:
+    """`response` now in a networked quorum (its commit is what a client waits for there, as
+    Kafka's) or when this node hosts every partition of `topics` it is a replica of; else a
+    Pending of it (of `again()`, the request handled anew, if given), completed once it does."""
+    services = ctx.services
+    if not topics or services.store.networked or services.when_hosted is None:
+        return response
+    op = AwaitingHosting(again or (lambda: response), services.now_ms() + HOSTING_TIMEOUT_MS)
+    purgatory = services.purgatory
+
+    def hosted() -> None:
+        op.hosted = True
+        purgatory.force_complete(op)
+
+    if services.when_hosted(topics, hosted):
         return response
     purgatory.watch(op, ())
     return op.answer

@@ -37,6 +37,7 @@ from gregor.coordinator.group.results import (
 )
 from gregor.coordinator.txn.runtime import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from gregor.handlers.context import RequestContext
+from gregor.handlers.controller_writes import answer_once_hosted
 from gregor.handlers.registry import handles, later
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
@@ -149,7 +150,19 @@ def _find_authorized(
 
 @handles(api_keys.FIND_COORDINATOR)
 def find_coordinator(ctx: RequestContext, request: Any) -> Any:
+    """The first for a group (or a transactional id) creates the topic of its coordinators; with
+    one voter the answer waits until this node hosts its partitions, then is made anew."""
     key_type = request.key_type if ctx.version >= 1 else GROUP
+    topic = TRANSACTION_TOPIC if key_type == TRANSACTION else OFFSETS_TOPIC
+    response = _find_coordinators(ctx, request, key_type)
+    if key_type not in (GROUP, TRANSACTION):
+        return response
+    return answer_once_hosted(
+        ctx, [topic], response, lambda: _find_coordinators(ctx, request, key_type)
+    )
+
+
+def _find_coordinators(ctx: RequestContext, request: Any, key_type: int) -> Any:
     R = FindCoordinatorResponse
     if ctx.version >= 4:
         out = []

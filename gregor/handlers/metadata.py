@@ -19,6 +19,7 @@ import uuid
 from typing import Any
 
 from gregor.handlers.context import RequestContext
+from gregor.handlers.controller_writes import answer_once_hosted
 from gregor.handlers.registry import handles
 from gregor.metadata.store import TopicInfo, validate_topic_name
 from gregor.protocol import api_keys, errors
@@ -90,10 +91,11 @@ def _error(code: int, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> Any:
     return Topic(error_code=code, name=name, topic_id=topic_id, partitions=[])
 
 
-def _named_topic(ctx: RequestContext, name: str, auto: bool) -> Any:
+def _named_topic(ctx: RequestContext, name: str, auto: bool, created: list[str]) -> Any:
     """The answer for a topic asked for by name: TOPIC_AUTHORIZATION_FAILED without DESCRIBE on
     it (existing or not, so nothing leaks), auto-created when allowed (which needs CREATE on
-    the cluster or on the topic, as Kafka), else UNKNOWN_TOPIC_OR_PARTITION."""
+    the cluster or on the topic, as Kafka; its name goes to `created`), else
+    UNKNOWN_TOPIC_OR_PARTITION."""
     services = ctx.services
     if not ctx.authorize(DESCRIBE, TOPIC, name):
         return _error(errors.TOPIC_AUTHORIZATION_FAILED, name)
@@ -110,6 +112,8 @@ def _named_topic(ctx: RequestContext, name: str, auto: bool) -> Any:
                 info = services.maybe_auto_create(name)
             except KafkaError as exc:  # e.g. LEADER_NOT_AVAILABLE: being created
                 return _error(exc.code, name)
+            if info is not None:
+                created.append(name)
     if info is None:
         return _error(errors.UNKNOWN_TOPIC_OR_PARTITION, name)
     return topic_response(ctx, info)
@@ -117,6 +121,14 @@ def _named_topic(ctx: RequestContext, name: str, auto: bool) -> Any:
 
 @handles(api_keys.METADATA)
 def handle(ctx: RequestContext, request: Any) -> Any:
+    """With one voter, an answer that auto-created a topic waits until this node hosts its
+    partitions, then is made anew (controller_writes.py): it names their leaders."""
+    created: list[str] = []
+    response = _answer(ctx, request, created)
+    return answer_once_hosted(ctx, created, response, lambda: _answer(ctx, request, []))
+
+
+def _answer(ctx: RequestContext, request: Any, created: list[str]) -> Any:
     services = ctx.services
     store = services.store
     topics: list[Any] = []
@@ -133,7 +145,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         auto = request.allow_auto_topic_creation if ctx.version >= 4 else True
         for t in wanted:
             if t.name is not None:
-                topics.append(_named_topic(ctx, t.name, auto))
+                topics.append(_named_topic(ctx, t.name, auto, created))
                 continue
             info = store.topic_by_id(t.topic_id)
             if info is None or not ctx.authorize(DESCRIBE, TOPIC, info.name):

@@ -5,7 +5,8 @@ v5 flexible, and the created topic's configs, partition count and replication fa
 response (KIP-525); v7 topic_id. DeleteTopics: v4 flexible; v5 error_message; v6 topics by
 name or id. CreatePartitions: v1 as v0; v2 flexible; v3 as v2.
 
-Rules live in controller.admin; after a change the broker brings its partitions in line. A
+Rules live in controller.admin; after a change the broker brings its partitions in line (with
+one voter the answer waits until it hosts the new ones: controller_writes.py). A
 request asking for too many partitions (controller.admin.MAX_PARTITIONS_PER_BATCH,
 MAX_RECORDS_PER_USER_OP) is refused, every item POLICY_VIOLATION, before anything is placed.
 A topic named twice in one request gets INVALID_REQUEST for each entry.
@@ -20,7 +21,11 @@ from typing import Any
 
 from gregor.controller.admin import TopicSpec
 from gregor.handlers.context import RequestContext
-from gregor.handlers.controller_writes import answer_after_commit, not_controller
+from gregor.handlers.controller_writes import (
+    answer_after_commit,
+    answer_once_hosted,
+    not_controller,
+)
 from gregor.handlers.registry import handles
 from gregor.metadata import config_defs
 from gregor.metadata.store import TopicInfo
@@ -73,7 +78,9 @@ def create_topics(ctx: RequestContext, request: Any) -> Any:
     if not request.validate_only:
         services.apply_metadata()
     ok = [r for r in results if r.error_code == errors.NONE]
-    return answer_after_commit(ctx, before, CreateTopicsResponse(topics=results), ok)
+    response = answer_after_commit(ctx, before, CreateTopicsResponse(topics=results), ok)
+    made = [] if request.validate_only else [r.name for r in ok]
+    return answer_once_hosted(ctx, made, response)
 
 
 def _denied(
@@ -229,4 +236,6 @@ def create_partitions(ctx: RequestContext, request: Any) -> Any:
     if not request.validate_only:
         services.apply_metadata()
     ok = [r for r in results if r.error_code == errors.NONE]
-    return answer_after_commit(ctx, before, CreatePartitionsResponse(results=results), ok)
+    response = answer_after_commit(ctx, before, CreatePartitionsResponse(results=results), ok)
+    made = [] if request.validate_only else [r.name for r in ok]
+    return answer_once_hosted(ctx, made, response)

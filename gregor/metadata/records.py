@@ -51,6 +51,21 @@ for _schema in record_schema.ALL:
     _BY_CLASS[_t.codec.cls] = _t
 
 
+def compile_all() -> int:
+    """Generate every record type's encoders and decoders now (a server's start): the first
+    CreateTopics then does not hold the event loop while its records' codecs are made (about
+    8 ms); returns how many."""
+    count = 0
+    for t in _BY_KEY.values():
+        versions = t.schema.message.versions
+        assert versions.high is not None
+        for v in range(versions.low, versions.high + 1):
+            t.codec.encoder(v)
+            t.codec.decoder(v)
+            count += 2
+    return count
+
+
 def record_class(api_key: int) -> type[Data]:
     return _BY_KEY[api_key].codec.cls
 

@@ -7,14 +7,24 @@ else (a partition no topic names is removed, its files deleted).
 
 Configs are resolved again only for the topics changed since the last call (every topic the
 first time, and after a dynamic broker config changed): resolving them is what costs. While
-serving, at most `step` partitions are created per call (about 1 ms each: their files, then
-becoming leader) and the rest are left to a call `schedule`d for the next turn of the loop, so
-a topic of 10,000 partitions never holds every other request for seconds.
+serving, at most `step` new partitions are hosted per call (becoming leader or follower over a
+log made already: tens of microseconds each) and the rest are left to a call `schedule`d for
+the next turn of the loop, so a topic of 10,000 partitions never holds every other request for
+long.
 
-A quorum member that serves hands the making of new partitions' directories and files to a
-worker thread (`in_thread`, set by the owner): the file system's metadata operations (mkdir,
-creating the segment file) wait behind its journal's commits, often for milliseconds, and the
-loop should not. The partition is hosted by the `apply` that follows, over the log made there.
+A serving broker hands the making of new partitions' directories and files to a worker thread
+(`in_thread`, set by the owner): the file system's metadata operations (mkdir, creating the
+segment file) wait behind its journal's commits, often for milliseconds, and the loop should
+not. One job at a time makes every log asked for meanwhile (one hand-off for many topics); the
+logs it made are placed, each as its partition is hosted, by the `apply`s that follow. Nothing
+is fsynced there: a new log's directory and leader-epoch checkpoint are fsynced by its first
+flush, before its recovery point moves (log.py `creation_syncs`), as Kafka's LocalLog flushes
+a new segment's directory with it; until then a crash (even a power loss) finds at most an
+empty or missing log, whose epochs recovery takes from its batches again.
+
+`when_hosted(topics, then)` tells when none of `topics` has a partition still to be hosted
+here: a one-voter broker answers CreateTopics once its new partitions are (what its clients
+saw when they were made inline), without holding the loop meanwhile.
 
 In a quorum a broker takes up no partition before it has registered and caught up to its
 registration (as Kafka's broker waits for its initial catch-up): back from a crash, the metadata
@@ -30,7 +40,8 @@ config changed. No I/O of its own beyond the log manager's, no event loop, no cl
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
 from gregor.clock import Clock
@@ -45,11 +56,12 @@ from gregor.storage.log_manager import LogManager
 
 log = logging.getLogger("gregor.replication")
 
-NEW_PARTITIONS_PER_STEP = 100
-# New logs a job fsyncs itself (a checkpoint and a directory each, then their log dir) before
-# they are placed; more are placed at once and left to the log manager's deferred syncs, which
-# batch them (one syncfs above 32 files) instead of a fsync each, every one a GIL hand-off.
-SYNC_IN_JOB_MAX = 16
+TopicPartition = tuple[str, int]
+
+# New partitions hosted per call while serving (becoming leader over a made log: 15-90 us
+# each on a busy 2-core machine), and new partitions' logs asked of the worker per call.
+NEW_PARTITIONS_PER_STEP = 16
+LOGS_ASKED_PER_STEP = 256
 
 
 class TopicSource(Protocol):
@@ -102,9 +114,22 @@ class PartitionHosting:
         # Set by the owner: run the first function on a worker thread, then the second with its
         # result (or exception) back on this one. New partitions' logs are made there.
         self.in_thread: Callable[[Callable[[], Any], Callable[[Any], None]], object] | None = None
-        self._preparing: set[tuple[str, int]] = set()
+        # New partitions whose logs are asked for, being made, or made and not yet placed; by
+        # topic, how many each has there.
+        self._preparing: set[TopicPartition] = set()
+        self._preparing_topics: Counter[str] = Counter()
         # (topic, partition, its configs, the leader epoch this broker leads it in, if it does)
         self._to_prepare: list[tuple[str, int, LogConfig, int | None]] = []
+        self._job_running = False
+        self._asked = 0  # logs asked of the worker by this apply
+        # What the worker made, by partition: (its log dir, the log or the OSError making it)
+        self._made: dict[TopicPartition, tuple[str, Log | BaseException]] = {}
+        # (topics, what to call once none of them has a partition still to be hosted here)
+        self._waiters: list[tuple[frozenset[str], Callable[[], None]]] = []
+        # By topic, the partition a later step starts from (unchanged since: the ones before
+        # are hosted or being made, and a made one lowers it), so steps over a topic of 10,000
+        # partitions do not each walk it from the start.
+        self._resume: dict[str, int] = {}
 
     def apply_soon(self) -> None:
         """`apply` at the next turn of the loop, once however often asked (at once when not
@@ -127,30 +152,34 @@ class PartitionHosting:
             if self.on_caught_up is not None:
                 self.on_caught_up()
         topics = self.store.topics
-        changed = self.store.take_changes()
-        if changed is not None:
-            changed |= self._unhosted
+        from_store = self.store.take_changes()
+        changed = None if from_store is None else from_store | self._unhosted
+        if from_store is None:
+            self._resume.clear()
+        for name in from_store or ():
+            self._resume.pop(name, None)  # looked at from its first partition again
         self._unhosted = set()
         todo = topics.values() if changed is None else [topics[n] for n in changed if n in topics]
         now = self.clock.now_ms()
         budget = self.step if self.schedule is not None else None
+        self._asked = 0
         for info in todo:
-            if budget is not None and budget <= 0:
+            if budget is not None and (budget <= 0 or self._asked >= LOGS_ASKED_PER_STEP):
                 self._unhosted.add(info.name)
                 continue
             left = self._host_topic(info, self.store.image, now, budget)
             if left is not None and left < 0:
                 self._unhosted.add(info.name)
             budget = left
-        if self._to_prepare:
+        if self._to_prepare and not self._job_running:
             self._prepare_logs()
         if self._unhosted and not self._scheduled and self.schedule is not None:
             self._scheduled = True
             self.schedule(self.apply)
         if changed is None or any(name not in topics for name in changed):
             self._remove_unwanted(topics)  # everything, or a topic deleted: look at all
-        else:
-            self._remove_unwanted_of(topics, changed)
+        elif from_store:
+            self._remove_unwanted_of(topics, from_store)
         changes = self.replicas.take_follower_changes()
         if changes and self.on_followers is not None:
             self.on_followers(changes)
@@ -158,6 +187,27 @@ class PartitionHosting:
             applied(now)
         if changed is None and self.schedule is not None and self.on_broker_config is not None:
             self.on_broker_config()  # dynamic broker configs may have changed
+        if self._waiters:
+            self._wake_waiters()
+
+    def when_hosted(self, topics: Collection[str], then: Callable[[], None]) -> bool:
+        """True if none of `topics` has a partition still to be hosted here (their logs being
+        made, or left to a later step); else False, and `then()` is called once none has."""
+        if not self._busy(topics):
+            return True
+        self._waiters.append((frozenset(topics), then))
+        return False
+
+    def _busy(self, topics: Collection[str]) -> bool:
+        return any(t in self._unhosted or t in self._preparing_topics for t in topics)
+
+    def _wake_waiters(self) -> None:
+        waiting, self._waiters = self._waiters, []
+        for topics, then in waiting:
+            if self._busy(topics):
+                self._waiters.append((topics, then))
+            else:
+                then()
 
     def _remove_unwanted(self, topics: dict[str, TopicInfo]) -> None:
         wanted = {
@@ -170,6 +220,8 @@ class PartitionHosting:
         for tp in list(self.replicas.partitions):
             if tp not in wanted:
                 self.replicas.remove(*tp)
+        for tp in [tp for tp in self._made if tp not in wanted]:
+            self._drop_made(tp)
         for tp, _log in self.logs.partitions():
             if tp not in wanted:
                 log.warning("deleting %s-%d: no topic in the metadata names it", *tp)
@@ -186,64 +238,91 @@ class PartitionHosting:
             for index in range(width):
                 if index < len(info.replicas) and self.node_id in info.replicas[index]:
                     continue
+                if (name, index) in self._made:
+                    self._drop_made((name, index))
                 if self.replicas.get(name, index) is not None:
                     self.replicas.remove(name, index)
                 if (name, index) in self.logs.logs:
                     log.warning("deleting %s-%d: no topic in the metadata names it", name, index)
                     self.logs.delete(name, index)
 
+    def _drop_made(self, tp: TopicPartition) -> None:
+        """A log made for a partition no longer wanted here: placed, then deleted with its dir."""
+        d, made = self._made.pop(tp)
+        self._done_preparing(tp)
+        self.logs.adopt(*tp, d, made)
+        if self.logs.get(*tp) is made:
+            self.logs.delete(*tp)
+
+    def _done_preparing(self, tp: TopicPartition) -> None:
+        self._preparing.discard(tp)
+        left = self._preparing_topics[tp[0]] - 1
+        if left > 0:
+            self._preparing_topics[tp[0]] = left
+        else:
+            del self._preparing_topics[tp[0]]
+
     def _needs_log(self, topic: str, index: int, cfg: LogConfig, reg: Any) -> bool:
-        """A new partition whose log is (now) to be made on a worker thread; when `reg` names
-        this broker leader, its leader-epoch checkpoint is made holding that epoch."""
+        """True while a new partition's log is asked of the worker thread or being made there;
+        a log made there is placed now (False: host it). When `reg` names this broker leader,
+        the log's leader-epoch checkpoint is made holding that epoch."""
         if self.in_thread is None or self.logs.get(topic, index) is not None:
             return False
-        if (topic, index) not in self._preparing:
-            self._preparing.add((topic, index))
+        tp = (topic, index)
+        made = self._made.pop(tp, None)
+        if made is not None:
+            self._done_preparing(tp)
+            self.logs.adopt(topic, index, *made)
+            if self.logs.get(topic, index) is not None:
+                return False
+            if not isinstance(made[1], OSError):  # not asked again before the next change
+                log.error("cannot make the log of %s-%d: %r", topic, index, made[1])
+                return True
+            # its log dir failed: asked again, of another dir (none online: not hosted)
+        if tp not in self._preparing:
+            self._preparing.add(tp)
+            self._preparing_topics[topic] += 1
+            self._asked += 1
             first = reg.leader_epoch if reg.leader == self.node_id else None
             self._to_prepare.append((topic, index, cfg, first))
         return True
 
     def _prepare_logs(self) -> None:
-        """Make the logs of `_to_prepare` on a worker thread, then place them and apply again."""
+        """Make the logs of `_to_prepare` in one job on the worker thread; they are placed by
+        the applies that follow. One job at a time: what is asked meanwhile makes the next."""
         batch, self._to_prepare = self._to_prepare, []
         jobs = []
         for topic, index, cfg, first_epoch in batch:
             try:
                 d, open_log = self.logs.prepare(topic, index, cfg, first_epoch)
-            except KafkaError:  # every log dir offline: the hosting says so, inline
-                self._preparing.discard((topic, index))
-                self._unhosted.add(topic)
+            except KafkaError:  # every log dir offline: not hosted (said by the log manager)
+                self._done_preparing((topic, index))
                 continue
             jobs.append((topic, index, d, open_log))
+        if not jobs:
+            return
 
-        def make() -> tuple[list[Log | BaseException], bool]:
-            """The logs (or the OSError making each), and whether they were all made durable:
-            one job per batch makes and fsyncs them, so the loop hands off one job per apply."""
+        def make() -> list[Log | BaseException]:
+            """The logs, or the OSError making each (its log dir then goes offline)."""
             made: list[Log | BaseException] = []
             for _topic, _index, _d, open_log in jobs:
                 try:
                     made.append(open_log())
                 except OSError as exc:
                     made.append(exc)
-            if len(jobs) > SYNC_IN_JOB_MAX:  # many: the log manager's batched syncs (syncfs)
-                return made, False
-            try:
-                self.logs.sync_prepared([lg for lg in made if isinstance(lg, Log)])
-            except OSError as exc:  # fsynced on the loop's terms instead (adopt)
-                log.warning("syncing new partitions: %s", exc)
-                return made, False
-            return made, True
+            return made
 
-        def made(result: tuple[list[Log | BaseException], bool] | BaseException) -> None:
-            synced = not isinstance(result, BaseException) and result[1]
+        def made(result: list[Log | BaseException] | BaseException) -> None:
+            self._job_running = False
             for i, (topic, index, d, _open) in enumerate(jobs):
-                self._preparing.discard((topic, index))
+                outcome = result if isinstance(result, BaseException) else result[i]
+                self._made[(topic, index)] = (d, outcome)
                 self._unhosted.add(topic)
-                outcome = result if isinstance(result, BaseException) else result[0][i]
-                self.logs.adopt(topic, index, d, outcome, synced)
+                self._resume[topic] = min(self._resume.get(topic, index), index)
             self.apply_soon()
 
         assert self.in_thread is not None
+        self._job_running = True
         self.in_thread(make, made)
 
     def _host_topic(
@@ -256,15 +335,17 @@ class PartitionHosting:
             return budget
         cfg = self.config.log_config_for(info.name)
         min_isr = self.config.min_insync_replicas(info)
-        for index, replicas in enumerate(info.replicas):
+        for index in range(self._resume.pop(info.name, 0), len(info.replicas)):
             reg = topic_image.partitions.get(index)
-            if self.node_id not in replicas or reg is None:
+            if self.node_id not in info.replicas[index] or reg is None:
                 continue
+            new = self.replicas.get(info.name, index) is None
+            if new and budget is not None and (budget <= 0 or self._asked >= LOGS_ASKED_PER_STEP):
+                self._resume[info.name] = index
+                return -1
             if self._needs_log(info.name, index, cfg, reg):
                 continue  # its log is being made on a worker thread: hosted once it is
-            if self.replicas.get(info.name, index) is None and budget is not None:
-                if budget <= 0:
-                    return -1
+            if new and budget is not None:
                 budget -= 1
             try:
                 self.replicas.apply(info.name, index, info.topic_id, reg, cfg, min_isr, now)

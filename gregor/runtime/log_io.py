@@ -44,18 +44,22 @@ def flush_after_roll(log_: Log, up_to: int) -> None:
     fds = [os.dup(seg.fd) for seg in log_.segments_to_flush(up_to)]
     fds += log_.producer_state.pending_sync_fds()  # the roll's producer snapshot
     truncations = log_.truncations
+    created = log_.creation_syncs  # a new log's first flush: its files and directory first
 
     def fsync_all() -> None:
-        for fd in fds:
-            try:
+        try:
+            for path in created:
+                checkpoints.fsync_if_exists(path)
+            for fd in fds:
                 os.fsync(fd)
-            finally:
+        finally:
+            for fd in fds:
                 os.close(fd)
 
     def done(fut: asyncio.Future[None]) -> None:
         exc = fut.exception()
         if exc is None:
-            log_.mark_flushed(up_to, truncations)
+            log_.mark_flushed(up_to, truncations, created)
         elif isinstance(exc, OSError):
             log_.fail(exc, "flushing")
         else:

@@ -41,7 +41,7 @@ from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.records import batch as rb
 from gregor.protocol.records.validate import check_client_batch, uncompressed_limit
-from gregor.storage.checkpoints import fsync_dir
+from gregor.storage.checkpoints import fsync_dir, fsync_if_exists
 from gregor.storage.config import LogConfig
 from gregor.storage.index import TimestampOffset
 from gregor.storage.leader_epoch import LeaderEpochCache
@@ -160,6 +160,12 @@ class Log:
         # its dir offline too. Only a restart brings it back (recovery then checks the tail).
         self.offline = False
         self.on_failure: Callable[[Log, OSError, str], None] | None = None
+        # A new log's files not fsynced when they were made (its leader-epoch checkpoint, its
+        # directory, the log dir's entry for it), in that order: the first flush fsyncs them
+        # before moving the recovery point (as Kafka's LocalLog.flush syncs the directory of a
+        # segment it flushes for the first time). Until then recovery re-reads the log from 0,
+        # taking its epochs from the batches, so a crash loses nothing that was durable.
+        self.creation_syncs: list[str] = []
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -963,6 +969,7 @@ class Log:
         self.producer_state.sync_pending()  # a roll's producer snapshot, written without fsync
         if target <= self.recovery_point:
             return
+        self.sync_creation()
         for seg in self.segments[self._segment_index_for(self.recovery_point) :]:
             if seg.base_offset >= target:
                 break
@@ -977,9 +984,20 @@ class Log:
         start = self._segment_index_for(self.recovery_point)
         return [s for s in self.segments[start:] if s.base_offset < target]
 
-    def mark_flushed(self, up_to_offset: int, truncations: int) -> None:
+    def sync_creation(self) -> None:
+        """fsync what making this log left unsynced (`creation_syncs`), once."""
+        for path in self.creation_syncs:
+            fsync_if_exists(path)
+        self.creation_syncs = []
+
+    def mark_flushed(
+        self, up_to_offset: int, truncations: int, creation_synced: list[str] | None = None
+    ) -> None:
         """A background fsync of everything below `up_to_offset` is done. Ignored if the log was
-        truncated since it began (`truncations` then differs), as those bytes may be new."""
+        truncated since it began (`truncations` then differs), as those bytes may be new.
+        `creation_synced`: the `creation_syncs` it fsynced first (not needed again)."""
+        if creation_synced and creation_synced == self.creation_syncs:
+            self.creation_syncs = []
         if truncations == self.truncations and not self.closed:
             self.recovery_point = max(self.recovery_point, min(up_to_offset, self.log_end_offset))
             self.last_flush_ms = self.clock.now_ms()
@@ -992,6 +1010,7 @@ class Log:
             return
         self.leader_epochs.flush_pending()
         if sync:
+            self.sync_creation()
             self.flush()
         # Producer state at the log end: a clean start reads it and scans nothing.
         if self.log_end_offset > self.log_start_offset or self.producer_state.producers:
@@ -1009,6 +1028,7 @@ class Log:
     def synced(self) -> None:
         """Everything `close(sync=False)` wrote is on disk (the caller synced its file system)."""
         self.recovery_point = self.log_end_offset
+        self.creation_syncs = []
         self.producer_state.unsynced.clear()
 
     def close_handles(self) -> None:

@@ -232,10 +232,7 @@ class LogManager:
                 clock=self.clock,
                 deferred_sync=self.deferred_sync,
             )
-            if self.deferred_sync is not None:  # the new directory, in the log dir
-                self.deferred_sync(log_.directory)
-            else:
-                checkpoints.fsync_dir(d)
+            log_.creation_syncs = [log_.directory, d]  # fsynced by its first flush (log.py)
         except OSError as exc:
             self.fail_dir(d, exc, f"creating {topic}-{partition}")
             raise KafkaError(
@@ -254,11 +251,11 @@ class LogManager:
     ) -> tuple[str, Callable[[], Log]]:
         """A new partition's log in two halves, so its directory and files are made on a worker
         thread: (log dir, open) where `open()` creates and opens the log without placing it
-        (any thread, once); `sync_prepared(logs)` on that thread makes what they created
-        durable; `adopt(topic, partition, log dir, log, synced=True)` then places it, on this
+        (any thread, once); `adopt(topic, partition, log dir, log)` then places it, on this
         one. The log dir is taken now, as `get_or_create` takes it (the least loaded).
         `first_epoch`: the leader epoch the metadata names this broker leader in, recorded in
-        the new leader-epoch checkpoint from offset 0 (leader_epoch.py `create_file`)."""
+        the new leader-epoch checkpoint from offset 0 (leader_epoch.py `create_file`). Nothing
+        is fsynced: the log's first flush syncs what was made (log.py `creation_syncs`)."""
         d = self._least_loaded_dir()
         self._dir_counts[d] += 1  # reserved: partitions prepared at once spread over the dirs
         path = os.path.join(d, dir_name(topic, partition))
@@ -280,28 +277,14 @@ class LogManager:
             except BaseException:
                 log_.close()
                 raise
+            log_.creation_syncs = [log_.leader_epochs.path, log_.directory, d]
             return log_
 
         return d, open_log
 
-    @staticmethod
-    def sync_prepared(logs: list[Log]) -> None:
-        """fsync what `prepare`d logs created, on the worker thread that made them, in one go:
-        each one's leader-epoch checkpoint and directory, then each log dir holding them once
-        (their entries), so placing them on the loop leaves no fsync behind."""
-        parents = {os.path.dirname(log_.directory): None for log_ in logs}
-        for log_ in logs:
-            checkpoints.fsync_if_exists(log_.leader_epochs.path)
-            checkpoints.fsync_dir(log_.directory)
-        for parent in parents:
-            checkpoints.fsync_dir(parent)
-
-    def adopt(
-        self, topic: str, partition: int, d: str, log_: Log | BaseException, synced: bool = False
-    ) -> None:
+    def adopt(self, topic: str, partition: int, d: str, log_: Log | BaseException) -> None:
         """Place a log `prepare`d in log dir `d` (or take `d` offline: the OSError opening it
-        raised). A partition placed meanwhile keeps its log; the prepared one is closed.
-        `synced`: `sync_prepared` made its files durable already; else its directory is."""
+        raised). A partition placed meanwhile keeps its log; the prepared one is closed."""
         self._dir_counts[d] -= 1
         if isinstance(log_, BaseException):
             if isinstance(log_, OSError):
@@ -310,13 +293,6 @@ class LogManager:
         if (topic, partition) in self.logs:
             log_.close()
             return
-        if not synced and self.deferred_sync is not None:  # the new directory, in the log dir
-            self.deferred_sync(log_.directory)
-            self.deferred_sync(log_.leader_epochs.path)  # it may hold its first epoch
-        elif not synced:
-            checkpoints.fsync_if_exists(log_.leader_epochs.path)
-            checkpoints.fsync_dir(log_.directory)
-            checkpoints.fsync_dir(d)
         self._place((topic, partition), d, log_)
 
     def _least_loaded_dir(self) -> str:

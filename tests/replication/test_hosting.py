@@ -23,6 +23,7 @@ def broker(tmp_path: Path) -> BrokerServer:
 def test_partitions_are_created_in_steps_while_serving(tmp_path: Path) -> None:
     b = broker(tmp_path)
     hosting = b.hosting
+    hosting.step = 100
     scheduled: list[Callable[[], None]] = []
     hosting.schedule = scheduled.append
     applied: list[int] = []
@@ -165,4 +166,86 @@ def test_a_change_that_moves_a_partition_away_drops_it_without_looking_at_every_
     b.hosting.apply()
     assert sorted(b.replicas.partitions) == [("a", 0), ("a", 1), ("b", 0)]
     assert b.logs.get("b", 1) is None
+    b.logs.shutdown()
+
+
+Job = tuple[Callable[[], object], Callable[[object], None]]
+
+
+def run_job(jobs: list[Job]) -> None:
+    """The oldest job handed to the worker: its work on a thread, its answer on this one."""
+    work, done = jobs.pop(0)
+    made: list[object] = []
+    worker = threading.Thread(target=lambda: made.append(work()))
+    worker.start()
+    worker.join()
+    done(made[0])
+
+
+def serving(b: BrokerServer, step: int) -> tuple[list[Callable[[], None]], list[Job]]:
+    """The hosting as a serving broker's: (its scheduled applies, its worker's jobs)."""
+    hosting = b.hosting
+    hosting.step = step
+    scheduled: list[Callable[[], None]] = []
+    hosting.schedule = scheduled.append
+    hosting.on_broker_config = lambda: None
+    jobs: list[Job] = []
+    hosting.in_thread = lambda work, done: jobs.append((work, done))
+    return scheduled, jobs
+
+
+def test_made_logs_are_placed_in_steps_and_a_waiter_is_told_once_all_are(tmp_path: Path) -> None:
+    b = broker(tmp_path)
+    scheduled, jobs = serving(b, step=4)
+    b.admin.create_topic(TopicSpec("t", 10, 1))
+    b.admin.create_topic(TopicSpec("other", 1, 1))
+    b.hosting.apply()  # as a handler does, before asking
+    told: list[str] = []
+    assert not b.hosting.when_hosted(["t"], lambda: told.append("t"))
+    assert len(jobs) == 1 and not b.replicas.partitions
+    run_job(jobs)
+    assert not b.logs.logs, "made logs are placed as their partitions are hosted, not at once"
+    steps = 0
+    while scheduled:
+        scheduled.pop()()
+        steps += 1
+        assert len(b.replicas.partitions) == min(4 * steps, 11)
+        assert told == ([] if len(b.replicas.partitions) < 11 else ["t"])
+    assert steps == 3 and told == ["t"] and not jobs
+    assert b.hosting.when_hosted(["t", "other"], lambda: told.append("again"))
+    assert told == ["t"]
+    b.logs.shutdown()
+
+
+def test_one_job_at_a_time_and_what_is_asked_meanwhile_makes_the_next(tmp_path: Path) -> None:
+    b = broker(tmp_path)
+    scheduled, jobs = serving(b, step=100)
+    b.admin.create_topic(TopicSpec("a", 2, 1))
+    b.hosting.apply()
+    b.admin.create_topic(TopicSpec("b", 3, 1))
+    b.hosting.apply()
+    assert len(jobs) == 1, "b's logs wait for the job under way"
+    run_job(jobs)
+    scheduled.pop()()
+    assert sorted(b.replicas.partitions) == [("a", 0), ("a", 1)]
+    assert len(jobs) == 1, "one job for every log asked for meanwhile"
+    run_job(jobs)
+    scheduled.pop()()
+    assert len(b.replicas.partitions) == 5 and not jobs and not scheduled
+    b.logs.shutdown()
+
+
+def test_a_made_log_whose_topic_went_meanwhile_is_deleted_not_hosted(tmp_path: Path) -> None:
+    b = broker(tmp_path)
+    scheduled, jobs = serving(b, step=100)
+    b.admin.create_topic(TopicSpec("gone", 2, 1))
+    b.hosting.apply()
+    run_job(jobs)  # made, not yet placed
+    b.admin.delete_topic("gone")
+    b.hosting.apply()
+    while scheduled:
+        scheduled.pop()()
+    assert not b.replicas.partitions and not b.logs.logs
+    b.logs.purge_deleted(2**62)
+    assert not [p for p in (tmp_path / "logs").iterdir() if p.name.startswith("gone")]
     b.logs.shutdown()

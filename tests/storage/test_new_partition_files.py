@@ -1,17 +1,23 @@
-"""A new partition's files made off the event loop in one go (LogManager.prepare, sync_prepared,
-adopt): the leader-epoch checkpoint holds the epoch the metadata names this broker leader in,
-becoming leader in that epoch writes nothing more, and nothing is left for a later fsync."""
+"""A new partition's files made off the event loop (LogManager.prepare, then adopt): the
+leader-epoch checkpoint holds the epoch the metadata names this broker leader in, becoming leader
+in that epoch writes nothing more, and nothing is fsynced until the log's first flush, which
+syncs the new files and directories before its data (log.py `creation_syncs`)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
 
+from gregor.protocol.records.records import build_batch
+from gregor.runtime import log_io
 from gregor.storage import checkpoints
+from gregor.storage import log as log_module
 from gregor.storage.config import LogConfig
 from gregor.storage.leader_epoch import FILE_NAME, LeaderEpochCache
 from gregor.storage.log_manager import LogManager
+from gregor.storage.segment import LogSegment
 
 pytestmark = pytest.mark.unit
 
@@ -45,7 +51,7 @@ def test_a_checkpoint_made_without_an_epoch_is_empty_and_never_overwritten_by_cr
 
 
 @pytest.mark.parametrize("count", [3, 40])
-def test_prepared_logs_are_synced_in_one_go_and_placed_without_a_deferred_fsync(tmp_path, count):
+def test_prepared_logs_hold_their_first_epoch_and_placing_them_fsyncs_nothing(tmp_path, count):
     d = str(tmp_path / "logs")
     os.makedirs(d)
     lm = LogManager([d], CONFIG)
@@ -55,13 +61,13 @@ def test_prepared_logs_are_synced_in_one_go_and_placed_without_a_deferred_fsync(
         lm.prepare("t", i, None, first_epoch=4 if i % 2 == 0 else None) for i in range(count)
     ]
     made = [open_log() for _d, open_log in prepared]  # the worker thread's half
-    LogManager.sync_prepared(made)
     for i, ((log_dir, _open), log_) in enumerate(zip(prepared, made, strict=True)):
-        lm.adopt("t", i, log_dir, log_, synced=True)
-    assert deferred == [], "every file and directory was fsynced by sync_prepared"
+        lm.adopt("t", i, log_dir, log_)
+    assert deferred == [], "nothing handed to a later fsync: the first flush syncs them"
     for i in range(count):
         log_ = lm.get("t", i)
         assert log_ is not None
+        assert log_.creation_syncs == [log_.leader_epochs.path, log_.directory, d]
         expected = [(4, 0)] if i % 2 == 0 else []
         assert log_.leader_epochs.entries == expected
         path = os.path.join(d, f"t-{i}", FILE_NAME)
@@ -69,15 +75,49 @@ def test_prepared_logs_are_synced_in_one_go_and_placed_without_a_deferred_fsync(
     lm.shutdown()
 
 
-def test_a_prepared_log_placed_unsynced_has_its_directory_and_checkpoint_fsynced_later(tmp_path):
+def test_a_new_logs_first_flush_fsyncs_its_files_and_directories_before_its_data(
+    tmp_path, monkeypatch
+):
+    """The recovery point moves only once the checkpoint, the partition's directory and the
+    log dir's entry for it are durable: below it, a crash start trusts the log and its epochs."""
     d = str(tmp_path / "logs")
     os.makedirs(d)
     lm = LogManager([d], CONFIG)
-    deferred: list[str] = []
-    lm.deferred_sync = deferred.append
-    log_dir, open_log = lm.prepare("t", 0, None, first_epoch=1)
+    log_dir, open_log = lm.prepare("t", 0, None, first_epoch=2)
     log_ = open_log()
     lm.adopt("t", 0, log_dir, log_)
-    # its directory, and its checkpoint: becoming leader in epoch 1 writes (and syncs) nothing
-    assert deferred == [log_.directory, log_.leader_epochs.path]
+    synced: list[str] = []
+    monkeypatch.setattr(log_module, "fsync_if_exists", lambda p: bool(synced.append(p)))
+    real_flush = LogSegment.flush
+    monkeypatch.setattr(LogSegment, "flush", lambda seg: (synced.append("data"), real_flush(seg)))
+    log_.flush()  # empty: nothing to make durable, the recovery point stays
+    assert synced == [] and log_.creation_syncs
+    log_.append(build_batch([(b"k", b"v")]), leader_epoch=2)
+    log_.flush()
+    assert synced == [log_.leader_epochs.path, log_.directory, d, "data"]
+    assert log_.recovery_point == 1 and log_.creation_syncs == []
+    log_.append(build_batch([(b"k", b"v")]), leader_epoch=2)
+    log_.flush()
+    assert synced[4:] == ["data"], "once only"
+    lm.shutdown()
+
+
+def test_a_background_flush_fsyncs_a_new_logs_files_first(tmp_path, monkeypatch) -> None:
+    d = str(tmp_path / "logs")
+    os.makedirs(d)
+    lm = LogManager([d], CONFIG)
+    lm.get_or_create("t", 0)
+    log_ = lm.get("t", 0)
+    assert log_ is not None and log_.creation_syncs == [log_.directory, d]
+    log_.append(build_batch([(b"k", b"v")]), leader_epoch=0)
+    synced: list[str] = []
+    monkeypatch.setattr(checkpoints, "fsync_if_exists", lambda p: bool(synced.append(p)))
+
+    async def flush() -> None:
+        log_io.flush_after_roll(log_, 1)
+        while log_.recovery_point < 1:
+            await asyncio.sleep(0.01)
+
+    asyncio.run(asyncio.wait_for(flush(), 30))
+    assert synced == [log_.directory, d] and log_.creation_syncs == []
     lm.shutdown()
