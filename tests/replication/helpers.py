@@ -11,7 +11,7 @@ from typing import Any
 from gregor.metadata.image import PartitionRegistration
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
-from gregor.protocol.messages import FetchResponse
+from gregor.protocol.messages import FetchResponse, ProduceRequest
 from gregor.protocol.records.batch import iter_headers
 from gregor.protocol.records.records import build_batch
 from gregor.replication.partition import BrokerLiveness, Partition, ReplicaManager
@@ -71,6 +71,23 @@ def host(
 def records(n: int, start: int = 0) -> bytearray:
     return build_batch(
         [(f"k{i}".encode(), f"v{i}".encode()) for i in range(start, start + n)], base_timestamp=NOW
+    )
+
+
+def produce_request(topic: str, index: int) -> Any:
+    """An acks=1 Produce of one record to one partition, as a client sends it."""
+    return ProduceRequest(
+        transactional_id=None,
+        acks=1,
+        timeout_ms=5_000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name=topic,
+                partition_data=[
+                    ProduceRequest.PartitionProduceData(index=index, records=records(1))
+                ],
+            )
+        ],
     )
 
 

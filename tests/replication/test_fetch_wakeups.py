@@ -18,11 +18,11 @@ from gregor.handlers import fetch, produce
 from gregor.handlers.context import RequestContext
 from gregor.protocol import api_keys, errors
 from gregor.protocol.headers import RequestHeader
-from gregor.protocol.messages import FetchRequest, ProduceRequest
+from gregor.protocol.messages import FetchRequest
 from gregor.replication.partition import Partition, ReplicaState
 from gregor.replication.pending import Pending
 
-from .helpers import records
+from .helpers import produce_request
 
 pytestmark = pytest.mark.unit
 
@@ -56,19 +56,7 @@ def ctx(b: BrokerServer, key: int, version: int) -> RequestContext:
 
 
 def append(b: BrokerServer, index: int) -> None:
-    request = ProduceRequest(
-        transactional_id=None,
-        acks=1,
-        timeout_ms=5_000,
-        topic_data=[
-            ProduceRequest.TopicProduceData(
-                name="t",
-                partition_data=[
-                    ProduceRequest.PartitionProduceData(index=index, records=records(1))
-                ],
-            )
-        ],
-    )
+    request = produce_request("t", index)
     response = produce.handle(ctx(b, api_keys.PRODUCE, 9), request)
     assert response.responses[0].partition_responses[0].error_code == errors.NONE
 

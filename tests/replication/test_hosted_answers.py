@@ -25,11 +25,10 @@ from gregor.protocol.messages import (
     CreateTopicsRequest,
     FindCoordinatorRequest,
     MetadataRequest,
-    ProduceRequest,
 )
 from gregor.replication.pending import Pending
 
-from .helpers import records
+from .helpers import produce_request
 
 pytestmark = pytest.mark.unit
 
@@ -69,19 +68,7 @@ class Serving:
                 self.scheduled.pop(0)()
 
     def produce(self, topic: str, index: int) -> int:
-        request = ProduceRequest(
-            transactional_id=None,
-            acks=1,
-            timeout_ms=5_000,
-            topic_data=[
-                ProduceRequest.TopicProduceData(
-                    name=topic,
-                    partition_data=[
-                        ProduceRequest.PartitionProduceData(index=index, records=records(1))
-                    ],
-                )
-            ],
-        )
+        request = produce_request(topic, index)
         answer = self.call(api_keys.PRODUCE, 9, request)
         return int(answer.responses[0].partition_responses[0].error_code)
 
