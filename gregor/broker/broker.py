@@ -73,6 +73,7 @@ class BrokerServer(BrokerNode):
             image=lambda: store.image, raft=lambda: store.raft_node,
             active_controller=store.is_active,
             connections=self.listeners.connections, socket_bytes=self.listeners.socket_bytes,
+            connection_totals=self.listeners.connection_totals,
             accept_throttle=self.listeners.accept_throttle_ms,
             ip_accept_throttle=self.listeners.ip_accept_throttle_ms,
             acceptor_blocked=self.listeners.acceptor_blocked_ns,

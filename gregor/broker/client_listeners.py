@@ -178,6 +178,10 @@ class ClientListeners:
         """Per listener name: the time it held connections over a creation rate, all told."""
         return {li.name: li.server.blocked_ns for li in self.listeners if li.server}
 
+    def connection_totals(self) -> dict[str, tuple[int, int]]:
+        """Connections (served, closed) so far per listener name."""
+        return {li.name: li.server.connection_totals() for li in self.listeners if li.server}
+
     def socket_bytes(self) -> dict[str, tuple[int, int]]:
         """Bytes (read, sent) per listener name."""
         return {li.name: li.server.socket_bytes() for li in self.listeners if li.server}

@@ -124,6 +124,7 @@ class ControllerServer:
             raft=lambda: store.raft_node, active_controller=store.is_active,
             connections=lambda: by_listener(lambda s: len(s.connections)),
             socket_bytes=lambda: by_listener(lambda s: s.socket_bytes()),
+            connection_totals=lambda: by_listener(lambda s: s.connection_totals()),
             accept_throttle=lambda: by_listener(
                 lambda s: s.quotas.throttle_time_ms(s.clock()).get(s.listener, 0.0)
             ),

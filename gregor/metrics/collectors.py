@@ -45,6 +45,8 @@ class BrokerSources:
     # per client listener name: open connections; bytes (read, sent)
     connections: Callable[[], Mapping[str, int]]
     socket_bytes: Callable[[], Mapping[str, tuple[int, int]]] = dict
+    # per client listener name: connections (served, closed) so far
+    connection_totals: Callable[[], Mapping[str, tuple[int, int]]] = dict
     # per client listener name: the average accept delay over the connection creation rate, ms
     accept_throttle: Callable[[], Mapping[str, float]] = dict
     # per client listener name: the average delay before closing connections over an address's
@@ -334,13 +336,14 @@ class NetworkCollector:
         for listener, ns in self.s.acceptor_blocked().items():
             blocked.add_metric([listener], ns)
         yield blocked
-        by_listener = self.s.socket_bytes()
-        for attr, index, text in (
-            ("incoming-byte-total", 0, "Bytes read from client connections"),
-            ("outgoing-byte-total", 1, "Bytes sent on client connections"),
+        for source, attr, index, text in (
+            (self.s.socket_bytes, "incoming-byte-total", 0, "Bytes read from client connections"),
+            (self.s.socket_bytes, "outgoing-byte-total", 1, "Bytes sent on client connections"),
+            (self.s.connection_totals, "connection-creation-total", 0, "Connections served"),
+            (self.s.connection_totals, "connection-close-total", 1, "Connections closed"),
         ):
             family = CounterMetricFamily(names.socket_server(attr), text, labels=["listener"])
-            for listener, counts in by_listener.items():
+            for listener, counts in source().items():
                 family.add_metric([listener], counts[index])
             yield family
         lag = self.s.loop_lag

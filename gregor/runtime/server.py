@@ -170,6 +170,8 @@ class Server:
         self.clock = clock
         self.connections: set[Connection] = set()
         self._closed_bytes = (0, 0)  # read and sent by connections closed so far
+        self.opened = 0  # connections served so far (Kafka's connection-creation-total)
+        self.closed = 0  # and closed (connection-close-total)
         self.pool: MemoryPool | None = None
         self._ip_of: dict[Connection, str] = {}
         self._sock: socket.socket | None = sock  # bound already (see `bind`), or bound in start
@@ -301,6 +303,7 @@ class Server:
         )
         conn.attributes.update(self.attributes)
         self.connections.add(conn)
+        self.opened += 1
         self._ip_of[conn] = ip
         conn.start()
 
@@ -311,8 +314,13 @@ class Server:
             read, sent = read + conn.bytes_in, sent + conn.bytes_out
         return read, sent
 
+    def connection_totals(self) -> tuple[int, int]:
+        """Connections (served, closed) so far."""
+        return self.opened, self.closed
+
     def _on_closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
+        self.closed += 1
         read, sent = self._closed_bytes
         self._closed_bytes = (read + conn.bytes_in, sent + conn.bytes_out)
         ip = self._ip_of.pop(conn, None)

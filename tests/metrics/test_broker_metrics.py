@@ -4,6 +4,7 @@ health endpoints answer, and a real Prometheus scrapes and queries it."""
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from tests.metrics.helpers import (
     sample,
     scrape,
     total,
+    wait_for,
 )
 
 pytestmark = pytest.mark.client
@@ -129,6 +131,26 @@ def test_counters_over_http_equal_what_was_produced_and_consumed(broker: Broker)
     rss = sample(m, "process_resident_memory_bytes")
     assert rss is not None and rss > 10_000_000
     assert sample(m, "gregor_event_loop_lag_seconds") is not None
+
+
+def test_connections_served_and_closed_are_counted_per_listener(broker: Broker) -> None:
+    """Kafka's socket-server-metrics connection-creation-total and connection-close-total."""
+    name = "kafka_server_socket_server_metrics_connection_{}_total"
+
+    def totals() -> tuple[float, float]:
+        m = scrape(broker.metrics_url)
+        made = sample(m, name.format("creation"), listener="PLAINTEXT")
+        closed = sample(m, name.format("close"), listener="PLAINTEXT")
+        assert made is not None and closed is not None
+        return made, closed
+
+    made, closed = totals()
+    host, port = broker.bootstrap.rsplit(":", 1)
+    clients = [socket.create_connection((host, int(port))) for _ in range(3)]
+    wait_for("three connections served", lambda: totals()[0] >= made + 3)
+    for c in clients:
+        c.close()
+    wait_for("three connections closed", lambda: totals()[1] >= closed + 3)
 
 
 def test_health_endpoints_of_a_running_broker(broker: Broker) -> None:
