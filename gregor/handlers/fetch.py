@@ -47,7 +47,13 @@ from gregor.handlers.registry import handles
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import FetchResponse
-from gregor.replication.fetch_sessions import CachedPartition, FetchContext, Sessionless
+from gregor.replication.fetch_sessions import (
+    CachedPartition,
+    FetchContext,
+    IncrementalFetch,
+    Sessionless,
+)
+from gregor.replication.fetch_watch import FetchWatch
 from gregor.replication.partition import FollowerRead, Partition
 from gregor.replication.pending import Pending
 from gregor.replication.purgatory import DelayedOperation
@@ -131,6 +137,7 @@ class _Pass:
     __slots__ = (
         "ctx", "version", "replicas", "first", "read_committed", "replica_id", "broker_epoch",
         "now", "budget", "total", "partitions", "incremental", "fenced", "only", "told",
+        "watch", "build", "clean",
     )  # fmt: skip
 
     def __init__(self, ctx: RequestContext, request: Any, first: bool) -> None:
@@ -150,6 +157,11 @@ class _Pass:
         # taken as quiet. And those that were not quiet (read and answered).
         self.only: set[Partition] | None = None
         self.told: list[Partition] = []
+        # A follower's session watched (replication/fetch_watch.py): only its dirty partitions
+        # are read; or, with `build`, every partition is and the watch is made as they are.
+        self.watch: FetchWatch | None = None
+        self.build = False
+        self.clean = False  # the last `_quiet` found the follower in sync at our log end
 
     def stale_epoch(self, p: Partition) -> bool:
         """Whether the follower fetching registered anew since the epoch it sends (then each
@@ -166,34 +178,47 @@ def _collect(
     topics: list[tuple[str | None, Any]],
     first: bool = True,
     only: set[Partition] | None = None,
+    watch: tuple[FetchWatch, bool] | None = None,
 ) -> tuple[list[Any], _Pass]:
     """(the response's topics, the pass: record bytes read, partitions found) for one pass;
-    of an incremental session, `only` (if given) the partitions that may not be quiet."""
+    of an incremental session, `only` (if given) the partitions that may not be quiet; of a
+    watched follower's session, `watch`: the watch, and whether to make it in this pass."""
     s = _Pass(ctx, request, first)
     s.only = only
+    if watch is not None:
+        s.watch, s.build = watch
+        if not s.build:
+            return _dirty_partitions(s, topics), s
     responses = []
-    for name, t in topics:
+    for ti, (name, t) in enumerate(topics):
         if t.partitions and type(t.partitions[0]) is CachedPartition:
             s.incremental = True
             if type(name) is str:
-                parts = _session_partitions(s, name, t.partitions)
+                parts = _session_partitions(s, name, t.partitions, ti)
             else:
                 parts = [_fetch_partition(s, name, fp) for fp in t.partitions]
         else:
             parts = [_fetch_partition(s, name, fp) for fp in t.partitions]
-        if ctx.version >= 13:
-            responses.append(TopicResp(topic_id=t.topic_id, partitions=parts))
-        else:
-            responses.append(TopicResp(topic=name, partitions=parts))
+        responses.append(_topic_response(s, name, t, parts))
     return responses, s
 
 
-def _session_partitions(s: _Pass, name: str, cached: list[CachedPartition]) -> list[Any]:
+def _topic_response(s: _Pass, name: str | None, t: Any, parts: list[Any]) -> Any:
+    if s.version >= 13:
+        return TopicResp(topic_id=t.topic_id, partitions=parts)
+    return TopicResp(topic=name, partitions=parts)
+
+
+def _session_partitions(
+    s: _Pass, name: str, cached: list[CachedPartition], topic_index: int
+) -> list[Any]:
     """The answers of one topic's partitions of an incremental session, those with something
-    to tell (the others are quiet, or not to be looked at: see `_Pass.only`). Most partitions
-    of a follower's session are quiet at most Fetches: this loop is kept lean."""
+    to tell (the others are quiet, or not to be looked at: see `_Pass.only`); with
+    `_Pass.build`, each partition found joins the watch. Most partitions of a follower's
+    session are quiet at most Fetches: this loop is kept lean."""
     hosted = s.replicas.partitions
     found, told, only = s.partitions, s.told, s.only
+    watch = s.watch if s.build else None
     parts = []
     for fp in cached:
         p = hosted.get((name, fp.partition))
@@ -201,11 +226,41 @@ def _session_partitions(s: _Pass, name: str, cached: list[CachedPartition]) -> l
             parts.append(_failed(fp, errors.UNKNOWN_TOPIC_OR_PARTITION))
             continue
         found.append(p)
-        if (only is not None and p not in only) or _quiet(s, p, fp):
+        if watch is not None:
+            entry = watch.add(fp, p, p.followers.get(s.replica_id), topic_index)
+            if _quiet(s, p, fp):
+                if s.clean:
+                    s.clean = False
+                    watch.mark_clean(entry)
+                continue
+        elif (only is not None and p not in only) or _quiet(s, p, fp):
             continue
         told.append(p)
         parts.append(_read_partition(s, p, fp))
     return parts
+
+
+def _dirty_partitions(s: _Pass, topics: list[tuple[str | None, Any]]) -> list[Any]:
+    """The response's topics of a watched session: its dirty partitions read, the clean ones
+    quiet (replication/fetch_watch.py). Those read in this pass are `s.partitions`."""
+    watch = s.watch
+    assert watch is not None
+    s.incremental = True
+    answers: list[list[Any]] = [[] for _ in topics]
+    found, told = s.partitions, s.told
+    for entry in list(watch.dirty):
+        p, fp = entry.partition, entry.cached
+        found.append(p)
+        if _quiet(s, p, fp):
+            if s.clean:
+                s.clean = False
+                watch.mark_clean(entry)
+            continue
+        told.append(p)
+        answers[entry.topic_index].append(_read_partition(s, p, fp))
+    return [
+        _topic_response(s, name, t, parts) for (name, t), parts in zip(topics, answers, strict=True)
+    ]
 
 
 def _fetch_partition(s: _Pass, name: str | None, fp: Any) -> Any:
@@ -327,6 +382,7 @@ def _quiet(s: _Pass, p: Partition, cached: CachedPartition) -> bool:
             # An in-sync follower asking again for the log end it has: of its state only the
             # times move (no ISR or high watermark change can follow).
             state.fetched_again(end, s.now)
+            s.clean = True
             return True
         try:
             p.update_follower_fetch_state(
@@ -408,19 +464,58 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if session.error:
         return FetchResponse(error_code=session.error, session_id=0, responses=[])
     topics = _resolve_topics(ctx, request, session.topics)
-    responses, s = _collect(ctx, request, topics)
+    responses, s = _collect(ctx, request, topics, watch=_watch_of(ctx, request, session, topics))
     partitions = s.partitions
     if (
         s.total >= request.min_bytes
         or request.max_wait_ms <= 0
-        or not partitions
+        or (not partitions and s.watch is None)
         or _has_error(responses)
     ):
         return _answered(ctx, request, session, topics, responses)
     _close(responses)
     op = DelayedFetch(ctx, request, session, topics, s)
-    ctx.services.purgatory.watch(op, partitions)
+    ctx.services.purgatory.watch(op, partitions if s.watch is None else (s.watch,))
     return op.answer
+
+
+def _watch_of(
+    ctx: RequestContext,
+    request: Any,
+    session: FetchContext,
+    topics: list[tuple[str | None, Any]],
+) -> tuple[FetchWatch, bool] | None:
+    """Of a follower's incremental session: its watch, and whether to make it anew in this
+    pass (the first Fetch of the session, or what the watch was made under changed: see
+    replication/fetch_watch.py). None: read every partition (a consumer's, a sessionless
+    fetch, a topic unknown or not authorized)."""
+    if type(session) is not IncrementalFetch or not session.session.privileged:
+        return None
+    fs = session.session
+    if any(type(name) is not str for name, _ in topics):
+        if fs.watch is not None:
+            fs.watch.close()
+            fs.watch = None
+        return None
+    replica_id, broker_epoch = _replica_of(ctx, request)
+    stamp = _stamp(ctx)
+    watch = fs.watch if isinstance(fs.watch, FetchWatch) else None
+    now = ctx.services.now_ms()
+    if watch is not None and watch.holds(stamp, replica_id, broker_epoch, fs.members, fs.view):
+        watch.begin(now)
+        return watch, False
+    if fs.watch is not None:
+        fs.watch.close()
+    watch = fs.watch = FetchWatch(stamp, replica_id, broker_epoch, fs.members, fs.view)
+    watch.begin(now)
+    return watch, True
+
+
+def _stamp(ctx: RequestContext) -> tuple[Any, int, int]:
+    """What moves when a partition's answer may change without an event on it: the metadata
+    image, a partition applied or removed, a log's start or health (ReplicaManager.stamp)."""
+    changes, logs = ctx.services.replicas.stamp()
+    return ctx.services.store.image, changes, logs
 
 
 def _read_state(ctx: RequestContext, request: Any, topics: list[tuple[str | None, Any]]) -> Any:
@@ -469,7 +564,7 @@ class DelayedFetch(DelayedOperation):
 
     __slots__ = (
         "ctx", "request", "session", "topics", "partitions", "responses", "answer", "state",
-        "slots", "follower", "committed", "told",
+        "slots", "follower", "committed", "told", "watch",
     )  # fmt: skip
 
     def __init__(
@@ -490,6 +585,9 @@ class DelayedFetch(DelayedOperation):
         self.state = self._state_of(read.partitions)
         self.slots: dict[Partition, int] | None = None  # each partition's place in `state`
         self.told = set(read.told)  # of an incremental session: those the last pass answered
+        # A watched follower's session: parked on its watch, `state` is of the partitions
+        # the last pass read (the dirty ones), and an event reads the dirty ones again.
+        self.watch = read.watch
 
     def _state_of(self, partitions: list[Partition]) -> list[tuple[Any, ...]]:
         """`_partition_state` of each partition (written out for a follower's: its session's
@@ -509,6 +607,8 @@ class DelayedFetch(DelayedOperation):
         its high watermark), nothing else is looked at. Otherwise the partitions are read
         again; of an incremental session only that one and those the last pass answered (the
         others were quiet, and an event on any of them is checked on its own)."""
+        if self.watch is not None:
+            return self._after_session_event()
         slots = self.slots
         if slots is None:
             slots = self.slots = {s[0]: i for i, s in enumerate(self.state)}
@@ -520,20 +620,49 @@ class DelayedFetch(DelayedOperation):
         return self._read_again({key, *self.told})
 
     def try_complete(self) -> bool:
+        if self.watch is not None:
+            return self._after_session_event()
         if _read_state(self.ctx, self.request, self.topics) == self.state:
             return False
         return self._read_again(None)
 
+    def _after_session_event(self) -> bool:
+        """An event on a partition of the watched session: read the dirty partitions again
+        if one of them is new to this fetch or changed in what its read depends on. If the
+        watch no longer holds (new metadata, a partition gone or a log's start moved), every
+        partition is read and the fetch answered."""
+        watch = self.watch
+        assert watch is not None
+        if watch.closed or watch.stamp != _stamp(self.ctx):
+            self.responses, _ = _collect(self.ctx, self.request, self.topics, first=False)
+            return True
+        slots = self.slots
+        if slots is None:
+            slots = self.slots = {st[0]: i for i, st in enumerate(self.state)}
+        state = self.state
+        for entry in watch.dirty:
+            p = entry.partition
+            i = slots.get(p)
+            if i is None or _partition_state(p, True, False) != state[i]:
+                return self._read_again(None)
+        return False
+
     def _read_again(self, only: set[Partition] | None) -> bool:
         """Read again: complete with min_bytes, an error, or a partition no longer the one
         watched; else remember what this pass depended on."""
-        responses, s = _collect(self.ctx, self.request, self.topics, False, only)
+        watch = None if self.watch is None else (self.watch, False)
+        responses, s = _collect(self.ctx, self.request, self.topics, False, only, watch)
         partitions = s.partitions
         if (
             s.total >= self.request.min_bytes
             or _has_error(responses)
-            or len(partitions) != len(self.partitions)
-            or any(a is not b for a, b in zip(partitions, self.partitions, strict=True))
+            or (
+                self.watch is None
+                and (
+                    len(partitions) != len(self.partitions)
+                    or any(a is not b for a, b in zip(partitions, self.partitions, strict=True))
+                )
+            )
         ):
             self.responses = responses
             return True
@@ -542,7 +671,11 @@ class DelayedFetch(DelayedOperation):
         return False
 
     def on_expiration(self) -> None:
-        self.responses, _ = _collect(self.ctx, self.request, self.topics, first=False)
+        watch = self.watch
+        held = None
+        if watch is not None and not watch.closed and watch.stamp == _stamp(self.ctx):
+            held = (watch, False)
+        self.responses, _ = _collect(self.ctx, self.request, self.topics, first=False, watch=held)
 
     def on_complete(self) -> None:
         self.answer.complete(

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Hashable, Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from gregor.protocol import errors
 
@@ -67,6 +67,14 @@ def records_size(records: Any) -> int:
     if isinstance(records, (bytes, bytearray, memoryview)):
         return len(records)
     return int(records.length)
+
+
+class SessionWatch(Protocol):
+    def touch(self, cached: CachedPartition) -> None: ...
+
+    def read_last(self, cached: CachedPartition) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class CachedPartition:
@@ -130,7 +138,7 @@ class SessionTopic:
 
 class FetchSession:
     __slots__ = ("id", "privileged", "uses_topic_ids", "partitions", "creation_ms",
-                 "last_used_ms", "epoch", "view", "undo")  # fmt: skip
+                 "last_used_ms", "epoch", "view", "undo", "members", "watch")  # fmt: skip
 
     def __init__(
         self,
@@ -152,22 +160,38 @@ class FetchSession:
         # (`take_back`): the epoch it was given at, each partition's told values before, and
         # the order of the partitions before (None: unchanged).
         self.undo: Undo | None = None
+        self.members = 0  # moves whenever a partition is added or dropped
+        # What the reader keeps with a follower's session (the fetch handler's FetchWatch,
+        # replication/fetch_watch.py): told of the partitions a request names (`touch`), of
+        # those answered with records (`read_last`, instead of reordering the session) and
+        # closed with the session.
+        self.watch: SessionWatch | None = None
 
     def update(
         self, requested: Iterable[tuple[Hashable, Any]], forgotten: Iterable[tuple[Hashable, int]]
     ) -> None:
         """Add or update the request's partitions, drop the forgotten ones."""
-        parts = self.partitions
+        parts, watch = self.partitions, self.watch
         for topic, fp in requested:
             cached = parts.get((topic, fp.partition))
             if cached is None:
                 parts[(topic, fp.partition)] = CachedPartition(topic, fp)
                 self.view = None
+                self.members += 1
             else:
                 cached.update(fp)
+                if watch is not None:
+                    watch.touch(cached)
         for key in forgotten:
             if parts.pop(key, None) is not None:
                 self.view = None
+                self.members += 1
+
+    def close(self) -> None:
+        """The session left the cache."""
+        if self.watch is not None:
+            self.watch.close()
+            self.watch = None
 
     def move_to_end(self, key: tuple[Hashable, int]) -> None:
         """Read `key` last from now on."""
@@ -191,6 +215,7 @@ class FetchSession:
             parts = self.partitions
             self.partitions = {key: parts[key] for key in order if key in parts}
             self.view = None
+            self.members += 1
 
     def topics(self) -> list[SessionTopic]:
         """The session's partitions by topic, in session order (made again only after a
@@ -310,8 +335,12 @@ class IncrementalFetch(FetchContext):
         if before is not None:
             order = list(parts) if moved else None
             session.undo = (session.epoch, before, order)
+        watch = session.watch
         for key in moved:  # those that got records are read last next time (fairness)
-            session.move_to_end(key)
+            if watch is None:
+                session.move_to_end(key)
+            else:
+                watch.read_last(parts[key])
         return 0, session.id, kept
 
 
@@ -420,7 +449,10 @@ class FetchSessionCache:
         return session
 
     def remove(self, session_id: int) -> FetchSession | None:
-        return self.sessions.pop(session_id, None)
+        session = self.sessions.pop(session_id, None)
+        if session is not None:
+            session.close()
+        return session
 
     def _try_evict(self, privileged: bool, size: int, now_ms: int) -> bool:
         if not self.sessions:
@@ -444,6 +476,7 @@ class FetchSessionCache:
 
     def _evict(self, session: FetchSession) -> bool:
         del self.sessions[session.id]
+        session.close()
         self.evictions += 1
         return True
 

@@ -62,6 +62,7 @@ wait.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import struct
 import uuid
@@ -133,6 +134,28 @@ class ReplicaState:
     # The latest time at which the follower had everything the leader had.
     last_caught_up_time_ms: int = 0
     broker_epoch: int | None = None  # of its last Fetch (v15+; -1 before)
+    # While its session's Fetches find it at our log end with nothing new (replication/
+    # fetch_watch.py), the session's watch: the two times above are at least its `fetch_ms`,
+    # written here by `unbind` before anything else changes them.
+    clock: Any = None
+
+    def unbind(self) -> None:
+        """Write the bound session's latest Fetch time into the times, and unbind."""
+        clock = self.clock
+        if clock is not None:
+            self.clock = None
+            t = clock.fetch_ms
+            if t > self.last_caught_up_time_ms:
+                self.last_caught_up_time_ms = t
+            if t > self.last_fetch_time_ms:
+                self.last_fetch_time_ms = t
+
+    def caught_up_ms(self) -> int:
+        """The latest time at which the follower had everything the leader had."""
+        clock = self.clock
+        if clock is not None and clock.fetch_ms > self.last_caught_up_time_ms:
+            return int(clock.fetch_ms)
+        return self.last_caught_up_time_ms
 
     def update_fetch_state(
         self,
@@ -146,6 +169,8 @@ class ReplicaState:
         now if it asked for everything; caught up at the previous Fetch if it now asks for at
         least what the leader had then (so a follower always one small batch behind a busy
         leader still counts as in sync)."""
+        if self.clock is not None:
+            self.unbind()
         if fetch_offset >= leader_end_offset:
             self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, now_ms)
         elif fetch_offset >= self.last_fetch_leader_log_end_offset:
@@ -161,6 +186,8 @@ class ReplicaState:
     def fetched_again(self, leader_end_offset: int, now_ms: int) -> None:
         """`update_fetch_state` of a Fetch at the leader's log end by a follower already there,
         with the same log start and broker epoch: only the times move."""
+        if self.clock is not None:
+            self.unbind()
         if now_ms > self.last_caught_up_time_ms:
             self.last_caught_up_time_ms = now_ms
         if leader_end_offset > self.last_fetch_leader_log_end_offset:
@@ -169,13 +196,13 @@ class ReplicaState:
 
     def is_caught_up(self, leader_end_offset: int, now_ms: int, max_lag_ms: int) -> bool:
         return (
-            leader_end_offset == self.log_end_offset
-            or now_ms - self.last_caught_up_time_ms <= max_lag_ms
+            leader_end_offset == self.log_end_offset or now_ms - self.caught_up_ms() <= max_lag_ms
         )
 
     def reset(self, now_ms: int, leader_end_offset: int, new_leader: bool, in_sync: bool) -> None:
         """A new leader epoch: an ISR member counts as caught up now, others not at all (so
         they do not hold the HW back). A new leader knows nothing of the follower's log."""
+        self.clock = None
         self.last_caught_up_time_ms = now_ms if in_sync else 0
         if new_leader:
             self.log_start_offset = UNKNOWN_OFFSET
@@ -636,7 +663,7 @@ class Partition:
             self.name, self.isr,
             ", ".join(
                 f"broker {b} at {self.followers[b].log_end_offset}, last caught up "
-                f"{now_ms - self.followers[b].last_caught_up_time_ms} ms ago"
+                f"{now_ms - self.followers[b].caught_up_ms()} ms ago"
                 if b in self.followers else f"broker {b} unknown"
                 for b in out
             ),
@@ -839,8 +866,16 @@ class ReplicaManager:
         # answers to followers' Fetches and this broker's replica fetchers.
         self.leader_quota: ReplicationQuota = unthrottled(LEADER_REPLICAS)
         self.follower_quota: ReplicationQuota = unthrottled(FOLLOWER_REPLICAS)
+        # Moves whenever a partition is applied or removed (`stamp`, with the logs' changes).
+        self.changes = 0
+        self._change_seq = itertools.count(1)
         self.isr_shrinks = 0  # ISR changes of led partitions committed (Kafka's IsrShrinksPerSec)
         self.isr_expands = 0
+
+    def stamp(self) -> tuple[int, int]:
+        """A value that moves whenever a partition's state may have changed without an event
+        on it: a partition applied or removed, a log's start moved or a log offline."""
+        return self.changes, self.logs.changes
 
     def _count_isr_change(self, before: int, after: int) -> None:
         if after < before:
@@ -880,6 +915,7 @@ class ReplicaManager:
         """Host `topic`-`index` as `reg` says (this broker is among its replicas): create it
         if new, apply its configs, and become leader or follower when the registration
         changed."""
+        self.changes = next(self._change_seq)
         p = self.partitions.get((topic, index))
         if p is None:
             log_ = self.logs.get_or_create(topic, index, config)
@@ -952,6 +988,7 @@ class ReplicaManager:
             p.replica_lag_time_max_ms = value
 
     def remove(self, topic: str, index: int) -> None:
+        self.changes = next(self._change_seq)
         p = self.partitions.pop((topic, index), None)
         if p is not None:
             p.leader_id = NO_LEADER

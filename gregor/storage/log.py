@@ -160,6 +160,9 @@ class Log:
         # its dir offline too. Only a restart brings it back (recovery then checks the tail).
         self.offline = False
         self.on_failure: Callable[[Log, OSError, str], None] | None = None
+        # Called when the log start moves or the log goes offline: changes no partition event
+        # tells (the log manager counts them, for readers that skip unchanged partitions).
+        self.on_change: Callable[[], None] | None = None
         # A new log's files not fsynced when they were made (its leader-epoch checkpoint, its
         # directory, the log dir's entry for it), in that order: the first flush fsyncs them
         # before moving the recovery point (as Kafka's LocalLog.flush syncs the directory of a
@@ -555,6 +558,8 @@ class Log:
         is told) and the caller raises KAFKA_STORAGE_ERROR."""
         first = not self.offline
         self.offline = True
+        if first:
+            self._changed()
         if first and self.on_failure is not None:
             self.on_failure(self, exc, doing)
         return self._offline_error(f"{doing}: {exc.strerror or exc}")
@@ -828,6 +833,7 @@ class Log:
         # logStartOffset = min(targetOffset, logStartOffset)), keeping start <= end.
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self._after_truncation()
+        self._changed()
         self.producer_state.truncate_and_reload(
             self.segments, self.log_start_offset, self.log_end_offset
         )
@@ -852,6 +858,7 @@ class Log:
         self._bases.append(offset)
         self.log_start_offset = offset
         self.log_end_offset = offset
+        self._changed()
         # Nothing of the old log is left, its epochs included (Kafka clears the cache here);
         # entries below `offset` would name offsets that no longer exist.
         self.leader_epochs.truncate_from_end(0)
@@ -869,6 +876,10 @@ class Log:
         if self.on_truncation is not None:
             self.on_truncation(self.active_segment.base_offset)
 
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
+
     def increment_log_start_offset(self, offset: int) -> int:
         """Move the log start offset up (DeleteRecords), deleting segments wholly below it."""
         if offset > self.high_watermark:
@@ -879,6 +890,7 @@ class Log:
             )
         if offset > self.log_start_offset:
             self.log_start_offset = offset
+            self._changed()
             self.leader_epochs.truncate_from_start(offset)
             self.producer_state.on_log_start_offset(offset)
             self.delete_segments_below_start()
@@ -913,6 +925,7 @@ class Log:
         new_start = self._bases[count]
         self.log_start_offset = max(self.log_start_offset, new_start)
         self.high_watermark = max(self.high_watermark, self.log_start_offset)
+        self._changed()
         self.recovery_point = max(self.recovery_point, self.log_start_offset)
         self.leader_epochs.truncate_from_start(self.log_start_offset)
         self.producer_state.on_log_start_offset(self.log_start_offset)

@@ -29,6 +29,7 @@ that yield after each log, so the broker can run them in slices (runtime/slicing
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import shutil
@@ -112,6 +113,10 @@ class LogManager:
         # Failed dirs and why; listeners are told each dir once, as it fails.
         self.offline_dirs: dict[str, str] = {}
         self.dir_failure_listeners: list[Callable[[str], None]] = []
+        # Moves whenever a log's start moves or a log goes offline (`note_change`): what a
+        # reader skipping unchanged partitions checks (a partition event tells the rest).
+        self.changes = 0
+        self._change_seq = itertools.count(1)
         # How a worker thread hands a failure to the logs' thread (the broker gives its loop's
         # call_soon_threadsafe); None: call at once.
         self.call_soon_on_owner: Callable[..., object] | None = None
@@ -313,6 +318,7 @@ class LogManager:
         mine = [lg for tp, lg in self.logs.items() if self._dir_of.get(tp) == d]
         for log_ in mine:
             log_.offline = True
+        self.note_change()
         log.error(
             "log dir %s failed (%s: %s); its %d partitions are offline on this broker until it "
             "restarts; free the disk or fix the error, then restart",
@@ -328,6 +334,11 @@ class LogManager:
         d = self._dir_of.get(tp)
         if d is not None and self.logs.get(tp) is log_:
             self.fail_dir(d, exc, f"{doing} in {tp[0]}-{tp[1]}")
+
+    def note_change(self) -> None:
+        """A log's start moved or a log went offline (any thread: one step of a C iterator
+        gives a value no reader has seen)."""
+        self.changes = next(self._change_seq)
 
     def online_logs(self) -> list[Log]:
         return [lg for lg in self.logs.values() if not lg.offline]
@@ -346,6 +357,7 @@ class LogManager:
                 # after a crash start, when thousands of trims may run on the worker at once).
                 log_.leader_epochs.sync_deferred = self._sync_on_owner
         log_.on_truncation = lambda offset: self._truncated(tp, log_, offset)
+        log_.on_change = self.note_change
         log_.on_failure = lambda lg, exc, doing: self._log_failed(tp, lg, exc, doing)
         if d in self.offline_dirs:
             log_.offline = True
