@@ -174,6 +174,18 @@ class ClientListeners:
             return {}
         return self.quotas.ip_throttle_time_ms(now_ms())
 
+    def accept_rates(self) -> dict[str, float]:
+        """Per listener name: connections it accepted per second over the quota window."""
+        return {} if self.quotas is None else self.quotas.accept_rates(now_ms())
+
+    def ip_accept_rates(self) -> dict[str, float]:
+        """Per address under a connection_creation_rate: its connections counted per second."""
+        return {} if self.quotas is None else self.quotas.ip_accept_rates(now_ms())
+
+    def broker_accept_rate(self) -> float | None:
+        """Connections accepted per second by the listeners max.connection.creation.rate binds."""
+        return None if self.quotas is None else self.quotas.broker_accept_rate(now_ms())
+
     def acceptor_blocked_ns(self) -> dict[str, int]:
         """Per listener name: the time it held connections over a creation rate, all told."""
         return {li.name: li.server.blocked_ns for li in self.listeners if li.server}
@@ -181,6 +193,10 @@ class ClientListeners:
     def connection_totals(self) -> dict[str, tuple[int, int]]:
         """Connections (served, closed) so far per listener name."""
         return {li.name: li.server.connection_totals() for li in self.listeners if li.server}
+
+    def connection_rates(self) -> dict[str, tuple[float, float]]:
+        """Connections (served, closed) per second lately per listener name."""
+        return {li.name: li.server.connection_rates() for li in self.listeners if li.server}
 
     def socket_bytes(self) -> dict[str, tuple[int, int]]:
         """Bytes (read, sent) per listener name."""

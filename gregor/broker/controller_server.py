@@ -115,9 +115,13 @@ class ControllerServer:
         its listener's connections, the process; ready once the quorum has a leader."""
         store, member = self.store, self.member
 
-        def by_listener(read: Callable[[Any], Any]) -> dict[str, Any]:
+        def of_server(read: Callable[[Any], Any]) -> Any:
             server = member.driver.server if member.driver is not None else None
-            return {} if server is None else {self._listener_name: read(server)}
+            return None if server is None else read(server)
+
+        def by_listener(read: Callable[[Any], Any]) -> dict[str, Any]:
+            value = of_server(read)
+            return {} if value is None else {self._listener_name: value}
 
         sources = BrokerSources(
             self.node_id, None, None, None, image=lambda: store.image,
@@ -125,6 +129,11 @@ class ControllerServer:
             connections=lambda: by_listener(lambda s: len(s.connections)),
             socket_bytes=lambda: by_listener(lambda s: s.socket_bytes()),
             connection_totals=lambda: by_listener(lambda s: s.connection_totals()),
+            connection_rates=lambda: by_listener(lambda s: s.connection_rates()),
+            accept_rate=lambda: by_listener(
+                lambda s: s.quotas.accept_rates(s.clock()).get(s.listener, 0.0)
+            ),
+            broker_accept_rate=lambda: of_server(lambda s: s.quotas.broker_accept_rate(s.clock())),
             accept_throttle=lambda: by_listener(
                 lambda s: s.quotas.throttle_time_ms(s.clock()).get(s.listener, 0.0)
             ),

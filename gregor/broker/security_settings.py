@@ -32,6 +32,7 @@ import re
 from collections.abc import Mapping
 
 from gregor.metadata.config_defs import ConfigError
+from gregor.metadata.listener_configs import SECURITY_CONFIGS
 from gregor.security.jaas import parse_jaas
 from gregor.security.listener_config import PROTOCOLS as _PROTOCOLS
 from gregor.security.listener_config import ListenerConfig, protocol_of
@@ -44,35 +45,7 @@ PROTOCOLS = frozenset(_PROTOCOLS)
 SECURITY_KEYS = ("principal.builder.class",)
 INTER_BROKER_KEYS = ("security.inter.broker.protocol", "inter.broker.listener.name")
 # The ssl.* and sasl.* settings gregor honours (per listener too); the rest are refused.
-SUPPORTED = frozenset(
-    {
-        "ssl.keystore.location",
-        "ssl.keystore.password",  # of a PEM keystore: unused (ssl.key.password unlocks the key)
-        "ssl.keystore.type",
-        "ssl.keystore.certificate.chain",
-        "ssl.keystore.key",
-        "ssl.key.password",
-        "ssl.truststore.location",
-        "ssl.truststore.password",  # of a PEM truststore: unused
-        "ssl.truststore.type",
-        "ssl.truststore.certificates",
-        "ssl.client.auth",
-        "ssl.enabled.protocols",
-        "ssl.protocol",
-        "ssl.cipher.suites",
-        "ssl.principal.mapping.rules",
-        "ssl.endpoint.identification.algorithm",
-        "sasl.enabled.mechanisms",
-        "sasl.jaas.config",
-        "sasl.mechanism.inter.broker.protocol",
-        "sasl.mechanism.controller.protocol",
-        "sasl.oauthbearer.jwks.endpoint.url",
-        "sasl.oauthbearer.expected.audience",
-        "sasl.oauthbearer.expected.issuer",
-        "sasl.oauthbearer.sub.claim.name",
-        "sasl.oauthbearer.clock.skew.seconds",
-    }
-)
+SUPPORTED = frozenset(SECURITY_CONFIGS)
 PEM_ONLY = ("ssl.keystore.type", "ssl.truststore.type")
 # sasl.* / ssl.*, bare or under listener.name.<listener>. or listener.name.<listener>.<mechanism>.
 _SECURITY_PREFIX = re.compile(r"^(listener\.name\.[^.]+\.([^.]+\.)?)?(sasl|ssl)\.", re.IGNORECASE)

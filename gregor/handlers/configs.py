@@ -17,7 +17,7 @@ from typing import Any
 from gregor.handlers.context import RequestContext
 from gregor.handlers.controller_writes import answer_after_commit, not_controller
 from gregor.handlers.registry import handles
-from gregor.metadata import config_defs
+from gregor.metadata import config_defs, listener_configs
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import (
@@ -105,7 +105,9 @@ def describe_configs(ctx: RequestContext, request: Any) -> Any:
                         config_source=r.source,
                         is_sensitive=r.sensitive,
                         synonyms=[
-                            R.DescribeConfigsSynonym(name=sn, value=sv, source=ss)
+                            R.DescribeConfigsSynonym(
+                                name=sn, value=None if r.sensitive else sv, source=ss
+                            )
                             for sn, sv, ss in r.synonyms
                         ]
                         if request.include_synonyms
@@ -124,7 +126,7 @@ def _broker_configs(
     ctx: RequestContext, resource_name: str
 ) -> tuple[list[str], Callable[[str], config_defs.Resolved]]:
     """The config names a broker's description lists (the catalogue, then the per-listener
-    connection configs that are set) and how each resolves."""
+    configs that are set: connection limits, ssl.*, sasl.*) and how each resolves."""
     services = ctx.services
     static = services.static_config
     # the cluster-wide default ("") is described without this node's own layer
@@ -133,12 +135,12 @@ def _broker_configs(
         if resource_name == ""
         else services.store.dynamic(services.node_id)
     )
-    listener_keys = config_defs.set_listener_configs(static, dynamic)
+    listener_keys = listener_configs.set_listener_configs(static, dynamic)
 
     def resolve(name: str) -> config_defs.Resolved:
         if name in config_defs.BROKER_CONFIGS:
             return config_defs.resolve_broker_config(name, static, dynamic)
-        return config_defs.resolve_listener_config(name, static, dynamic)
+        return listener_configs.resolve_listener_config(name, static, dynamic)
 
     return sorted(config_defs.BROKER_CONFIGS) + listener_keys, resolve
 

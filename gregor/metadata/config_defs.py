@@ -646,36 +646,3 @@ def listener_config(key: str) -> ConfigDef | None:
     if _LISTENER_CONNECTIONS.match(key):
         return ConfigDef(key, INT, None, at_least(1))
     return None
-
-
-def set_listener_configs(static: Mapping[str, str], dynamic: Mapping[str, str]) -> list[str]:
-    """The per-listener connection configs set statically or dynamically, sorted: what
-    DescribeConfigs of a broker lists besides the catalogue (Kafka lists the listener keys
-    given, not every one a listener could have)."""
-    return sorted(k for k in {*static, *dynamic} if _LISTENER_CONNECTIONS.match(k))
-
-
-def resolve_listener_config(
-    name: str, static: Mapping[str, str], dynamic: Mapping[str, str]
-) -> Resolved:
-    """A set per-listener config as Kafka's ConfigHelper describes it: its synonyms are the key
-    and its broker-wide config (`max.connections`) in each layer (this broker's dynamic, the
-    cluster default, static, Kafka's default), from the first layer that sets the key; its
-    source that layer's. Kafka reports it read-only (its dynamic-config list names only the
-    broker-wide keys), of the broker-wide config's type."""
-    base = name.split(".", 3)[3].lower()
-    layers: list[tuple[Mapping[str, str | None], int]] = []
-    if isinstance(dynamic, DynamicConfigs):
-        layers += [
-            (dynamic.node, DYNAMIC_BROKER_CONFIG),
-            (dynamic.default, DYNAMIC_DEFAULT_BROKER_CONFIG),
-        ]
-    else:
-        layers.append((dynamic, DYNAMIC_DEFAULT_BROKER_CONFIG))
-    d = BROKER_CONFIGS[base]
-    layers += [(static, STATIC_BROKER_CONFIG), ({base: d.default}, DEFAULT_CONFIG)]
-    synonyms = [(k, layer[k], src) for layer, src in layers for k in (name, base) if k in layer]
-    while synonyms and synonyms[0][0] != name:
-        synonyms.pop(0)
-    value, source = (synonyms[0][1], synonyms[0][2]) if synonyms else (None, DEFAULT_CONFIG)
-    return Resolved(name, value, source, True, False, d.type, tuple(synonyms))

@@ -40,7 +40,11 @@ Network: kafka_server_socket_server_metrics_connection_count{listener},
     _connection_accept_throttle_time{listener} (ms, the average delay of connections accepted
     over max.connection.creation.rate, KIP-612), _ip_connection_accept_throttle_time{listener}
     (ms before closing connections over an address's connection_creation_rate),
-    _incoming_byte_total, _outgoing_byte_total;
+    _connection_accept_rate{listener} and {ip} (connections accepted per second over the quota
+    window; `ip`: addresses under a connection_creation_rate), _broker_connection_accept_rate
+    (over the listeners max.connection.creation.rate binds), _connection_creation_total,
+    _connection_close_total, _connection_creation_rate, _connection_close_rate {listener}
+    (per second over 30-60 s), _incoming_byte_total, _outgoing_byte_total;
     kafka_network_acceptor_acceptorblockedpercent_total{listener} (ns the listener held
     accepted connections back for a creation rate, all told: the meter's count)
 Process: prometheus_client's process_* (CPU seconds, resident memory, open fds...), and

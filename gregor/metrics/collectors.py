@@ -47,6 +47,14 @@ class BrokerSources:
     socket_bytes: Callable[[], Mapping[str, tuple[int, int]]] = dict
     # per client listener name: connections (served, closed) so far
     connection_totals: Callable[[], Mapping[str, tuple[int, int]]] = dict
+    # per client listener name: connections (served, closed) per second lately
+    connection_rates: Callable[[], Mapping[str, tuple[float, float]]] = dict
+    # connections accepted per second over the quota window: per client listener name, per
+    # address under an `ip` connection_creation_rate, over the listeners the broker-wide rate
+    # binds (None: no listener yet)
+    accept_rate: Callable[[], Mapping[str, float]] = dict
+    ip_accept_rate: Callable[[], Mapping[str, float]] = dict
+    broker_accept_rate: Callable[[], float | None] = lambda: None
     # per client listener name: the average accept delay over the connection creation rate, ms
     accept_throttle: Callable[[], Mapping[str, float]] = dict
     # per client listener name: the average delay before closing connections over an address's
@@ -328,6 +336,7 @@ class NetworkCollector:
         for listener, ms in self.s.ip_accept_throttle().items():
             ip_throttle.add_metric([listener], ms)
         yield ip_throttle
+        yield from self._accept_rates()
         blocked = CounterMetricFamily(
             names.meter("kafka.network", "Acceptor", "AcceptorBlockedPercent"),
             "Nanoseconds the listener held accepted connections back (creation rate)",
@@ -346,6 +355,14 @@ class NetworkCollector:
             for listener, counts in source().items():
                 family.add_metric([listener], counts[index])
             yield family
+        for attr, index, text in (
+            ("connection-creation-rate", 0, "Connections served per second (last 30-60 s)"),
+            ("connection-close-rate", 1, "Connections closed per second (last 30-60 s)"),
+        ):
+            gauge = GaugeMetricFamily(names.socket_server(attr), text, labels=["listener"])
+            for listener, rates in self.s.connection_rates().items():
+                gauge.add_metric([listener], rates[index])
+            yield gauge
         lag = self.s.loop_lag
         yield GaugeMetricFamily(
             "gregor_event_loop_lag_seconds",
@@ -357,6 +374,26 @@ class NetworkCollector:
             "The largest of the last 64 probes' lags",
             value=(lag.max or 0.0) / 1000,
         )
+
+    def _accept_rates(self) -> Iterator[Metric]:
+        """connection-accept-rate, one series per listener and one per address under an `ip`
+        connection_creation_rate (Kafka tags the one `listener`, the other `ip`), and
+        broker-connection-accept-rate: per second over the quota window."""
+        name = names.socket_server("connection-accept-rate")
+        family = Metric(name, "Connections accepted per second (quota window)", "gauge")
+        for listener, rate in self.s.accept_rate().items():
+            family.add_sample(name, {"listener": listener}, rate)
+        for ip, rate in self.s.ip_accept_rate().items():
+            family.add_sample(name, {"ip": ip}, rate)
+        yield family
+        broker = self.s.broker_accept_rate()
+        if broker is not None:
+            yield GaugeMetricFamily(
+                names.socket_server("broker-connection-accept-rate"),
+                "Connections accepted per second by the listeners max.connection.creation.rate"
+                " binds (quota window)",
+                value=broker,
+            )
 
 
 class FetchSessionCollector:

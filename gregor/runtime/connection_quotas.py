@@ -32,6 +32,9 @@ them, all told (Kafka's ConnectionQuotas), sans I/O: the counts, the rates and t
   one over it is not counted anywhere (taken back from the broker's and the listener's
   rates) and is closed after the delay the rate names, as Kafka does
   (`ip-connection-accept-throttle-time`).
+- The rates measured are reported as Kafka names them: `connection-accept-rate` per listener
+  and per address under a `connection_creation_rate`, `broker-connection-accept-rate` over the
+  listeners the broker-wide rate binds.
 At a limit a listener stops accepting (new clients wait in the listen backlog, as behind
 Kafka's blocked acceptor). `max.connections` lowered below the connections open: the least
 recently active connections of listeners it binds are closed until the count fits; a lowered
@@ -257,6 +260,21 @@ class ConnectionQuotas:
     def ip_throttle_time_ms(self, now_ms: int) -> dict[str, float]:
         """listener -> the average delay before closing connections over an address's rate."""
         return {name: avg.value(now_ms) for name, avg in self.ip_throttle_time.items()}
+
+    def accept_rates(self, now_ms: int) -> dict[str, float]:
+        """listener -> connections it accepted per second over the quota window, those over an
+        address's rate excepted (Kafka's `connection-accept-rate{listener}`)."""
+        return {name: rate.measure(now_ms) for name, rate in self._listener_rates.items()}
+
+    def broker_accept_rate(self, now_ms: int) -> float:
+        """The same over every listener the broker-wide rate binds (Kafka's
+        `broker-connection-accept-rate`)."""
+        return self._broker_rate.measure(now_ms)
+
+    def ip_accept_rates(self, now_ms: int) -> dict[str, float]:
+        """address -> its connections counted per second, for the addresses under a
+        `connection_creation_rate` (Kafka's `connection-accept-rate{ip}`)."""
+        return {ip: rate.measure(now_ms) for ip, rate in self._ip_rates.items()}
 
     def ip_throttle_ms(self, listener: str, ip: str, now_ms: int) -> int:
         """A connection from `ip` on `listener`, past `creation_delay_ms`: 0 to count it, else

@@ -42,10 +42,12 @@ from gregor.runtime.connection_quotas import (
     connection_limits,
 )
 from gregor.runtime.slicing import run_in_slices
+from gregor.security.quotas import Rate
 
 log = logging.getLogger("gregor.server")
 
 ACCEPT_BACKOFF_S = 0.25
+METER_SAMPLES, METER_SAMPLE_MS = 2, 30_000  # Kafka's default MetricConfig
 LOG_EVERY_S = 10.0
 # accept() errors about one connection only (it was reset before we took it): take the next.
 _PASSING_ACCEPT_ERRORS = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM})
@@ -172,6 +174,10 @@ class Server:
         self._closed_bytes = (0, 0)  # read and sent by connections closed so far
         self.opened = 0  # connections served so far (Kafka's connection-creation-total)
         self.closed = 0  # and closed (connection-close-total)
+        # their rates (connection-creation-rate, connection-close-rate): Kafka's Selector
+        # meters, over its default metric window (2 samples of 30 s)
+        self.opened_rate = Rate(METER_SAMPLES, METER_SAMPLE_MS)
+        self.closed_rate = Rate(METER_SAMPLES, METER_SAMPLE_MS)
         self.pool: MemoryPool | None = None
         self._ip_of: dict[Connection, str] = {}
         self._sock: socket.socket | None = sock  # bound already (see `bind`), or bound in start
@@ -304,6 +310,7 @@ class Server:
         conn.attributes.update(self.attributes)
         self.connections.add(conn)
         self.opened += 1
+        self.opened_rate.record(1.0, self.clock())
         self._ip_of[conn] = ip
         conn.start()
 
@@ -318,9 +325,15 @@ class Server:
         """Connections (served, closed) so far."""
         return self.opened, self.closed
 
+    def connection_rates(self) -> tuple[float, float]:
+        """Connections (served, closed) per second lately."""
+        now = self.clock()
+        return self.opened_rate.measure(now), self.closed_rate.measure(now)
+
     def _on_closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
         self.closed += 1
+        self.closed_rate.record(1.0, self.clock())
         read, sent = self._closed_bytes
         self._closed_bytes = (read + conn.bytes_in, sent + conn.bytes_out)
         ip = self._ip_of.pop(conn, None)

@@ -33,13 +33,15 @@ log = logging.getLogger(__name__)
 
 
 class LeaderEpochCache:
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, new: bool = False) -> None:
+        """`new`: the directory was made just now: no checkpoint to read."""
         self.path = os.path.join(directory, FILE_NAME)
-        try:
-            self.entries: list[tuple[int, int]] = checkpoints.read_epochs(self.path)
-        except (checkpoints.CheckpointError, ValueError) as exc:
-            log.warning("ignoring damaged %s: %s", self.path, exc)
-            self.entries = []
+        self.entries: list[tuple[int, int]] = []
+        if not new:
+            try:
+                self.entries = checkpoints.read_epochs(self.path)
+            except (checkpoints.CheckpointError, ValueError) as exc:
+                log.warning("ignoring damaged %s: %s", self.path, exc)
 
         # Where the fsync of a write goes (None: done at once), and where a truncation's write
         # goes (None: written at once); told of a failed deferred write with its OSError.

@@ -73,7 +73,7 @@ class Loaded:
 
 
 def _new_segment(
-    directory: str, base: int, config: LogConfig, active: bool, now_ms: int
+    directory: str, base: int, config: LogConfig, active: bool, now_ms: int, new: bool = False
 ) -> LogSegment:
     return LogSegment(
         directory,
@@ -82,7 +82,17 @@ def _new_segment(
         max_index_size=config.segment_index_bytes,
         active=active,
         now_ms=now_ms,
+        new=new,
     )
+
+
+def new_segments(directory: str, config: LogConfig, now_ms: int) -> Loaded:
+    """What `load_segments` makes of an empty directory, for one made just now (nothing in
+    it to list): the first segment, its file created."""
+    seg = _new_segment(directory, 0, config, active=True, now_ms=now_ms, new=True)
+    seg.ensure_created()
+    seg.close_handles()
+    return Loaded([seg], 0, 0, 0, None, [])
 
 
 def _finish_swaps(directory: str, config: LogConfig, now_ms: int, names: list[str]) -> bool:

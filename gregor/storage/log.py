@@ -34,7 +34,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.protocol import errors
@@ -55,6 +55,9 @@ from gregor.storage.producer_state import (
 )
 from gregor.storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, BatchInfo, FileSlice, LogSegment
 from gregor.storage.txn_index import AbortedTxn, TxnIndexEntry
+
+if TYPE_CHECKING:
+    from gregor.storage.loader import Loaded
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -124,7 +127,9 @@ class Log:
         clock: Clock = SYSTEM_CLOCK,
         deferred_sync: Callable[[str], None] | None = None,
         write_later: Callable[[Callable[[], None]], object] | None = None,
+        new: bool = False,
     ) -> None:
+        """`new`: a log made just now (`create`), with no leader-epoch checkpoint to read."""
         self.directory = directory
         self.clock = clock
         name = parse_dir_name(os.path.basename(directory.rstrip("/")))
@@ -137,7 +142,7 @@ class Log:
         self.recovery_point = recovery_point
         self.log_end_offset = log_end_offset
         self.high_watermark = log_start_offset
-        self.leader_epochs = LeaderEpochCache(directory)
+        self.leader_epochs = LeaderEpochCache(directory, new=new)
         self.leader_epochs.sync_later = deferred_sync  # see leader_epoch.py
         # Set before the first truncation: after a crash, the epochs the log no longer holds
         # are cut from the file later (the broker: once the loop runs, usually by the write of
@@ -216,19 +221,75 @@ class Log:
             deferred_sync=deferred_sync,
             write_later=write_later,
         )
+        log_._finish_open(loaded, clean_shutdown, now_ms)
+        return log_
+
+    @classmethod
+    def create(
+        cls,
+        directory: str,
+        config: LogConfig | None = None,
+        *,
+        now_ms: int | None = None,
+        file_deleter: FileDeleter = delete_now,
+        clock: Clock = SYSTEM_CLOCK,
+        deferred_sync: Callable[[str], None] | None = None,
+        write_later: Callable[[Callable[[], None]], object] | None = None,
+    ) -> Log:
+        """A new partition's log: what `open` makes of an empty directory, in a directory made
+        here, without reading what cannot be there yet (no listing, no stat of the segment, no
+        read of a checkpoint): a mkdir and one open of the segment file (6 syscalls per new
+        partition with the checkpoint, from 14). A directory there already, or a log dir that
+        is not (made as `open` makes it), is opened by `open`."""
+        from gregor.storage import loader
+
+        config = config or LogConfig()
+        try:
+            os.mkdir(directory)
+        except (FileExistsError, FileNotFoundError):
+            return cls.open(
+                directory,
+                config,
+                now_ms=now_ms,
+                file_deleter=file_deleter,
+                clock=clock,
+                deferred_sync=deferred_sync,
+                write_later=write_later,
+            )
+        if now_ms is None:
+            now_ms = clock.now_ms()
+        loaded = loader.new_segments(directory, config, now_ms)
+        log_ = cls(
+            directory,
+            config,
+            loaded.segments,
+            log_start_offset=0,
+            recovery_point=0,
+            log_end_offset=0,
+            file_deleter=file_deleter,
+            clock=clock,
+            deferred_sync=deferred_sync,
+            write_later=write_later,
+            new=True,
+        )
+        log_._finish_open(loaded, True, now_ms)
+        return log_
+
+    def _finish_open(self, loaded: Loaded, clean_shutdown: bool, now_ms: int) -> None:
+        """The leader epochs, high watermark and producer state of a log just loaded."""
         if not clean_shutdown:
             # As Kafka's segment recovery does: the epochs of the recovered batches go back into
             # the cache, which a crash between a write and its checkpoint left behind.
-            for seg in log_.segments:
+            for seg in self.segments:
                 for epoch, start in seg.recovered_epochs:
-                    log_.leader_epochs.assign(epoch, start)
+                    self.leader_epochs.assign(epoch, start)
                 seg.recovered_epochs = []
-        log_.leader_epochs.truncate_from_start(log_.log_start_offset)
-        log_.high_watermark = log_.log_end_offset if clean_shutdown else log_.log_start_offset
-        log_.producer_state.load(
-            log_.segments,
-            log_.log_start_offset,
-            log_.log_end_offset,
+        self.leader_epochs.truncate_from_start(self.log_start_offset)
+        self.high_watermark = self.log_end_offset if clean_shutdown else self.log_start_offset
+        self.producer_state.load(
+            self.segments,
+            self.log_start_offset,
+            self.log_end_offset,
             clean_shutdown,
             now_ms,
             txn_index_from=loaded.txn_index_from,
@@ -238,12 +299,11 @@ class Log:
         if loaded.txn_index_from is not None:
             # The rebuilt .txnindex files are written out; a crash before the next flush of
             # their segments rebuilds them again (the recovery point is below them).
-            for seg in log_.segments:
+            for seg in self.segments:
                 if seg.base_offset >= loaded.txn_index_from:
                     seg.txn_index.flush()
                     seg.txn_index.close()
-        log_.producer_state.on_high_watermark(log_.high_watermark)
-        return log_
+        self.producer_state.on_high_watermark(self.high_watermark)
 
     # -- state --------------------------------------------------------------------------------
 

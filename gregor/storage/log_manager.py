@@ -230,7 +230,7 @@ class LogManager:
             raise ValueError(f"{METADATA_LOG_DIR} is the metadata log, not a partition")
         d = self._least_loaded_dir()
         try:
-            log_ = Log.open(
+            log_ = Log.create(
                 os.path.join(d, dir_name(topic, partition)),
                 config or self.config_for(topic),
                 file_deleter=self._schedule_delete,
@@ -267,7 +267,7 @@ class LogManager:
         cfg = config or self.config_for(topic)
 
         def open_log() -> Log:
-            log_ = Log.open(
+            log_ = Log.create(
                 path,
                 cfg,
                 file_deleter=self._schedule_delete,

@@ -117,7 +117,9 @@ class LogSegment:
         active: bool,
         now_ms: int,
         file_suffix: str = "",
+        new: bool = False,
     ) -> None:
+        """`new`: its file is not there yet (a log made just now): its size is 0, not read."""
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -143,10 +145,12 @@ class LogSegment:
         # that offset (a follower or consumer keeping up) starts there, without an index
         # search and a scan of the headers before it.
         self._tail: tuple[int, int] | None = None
-        try:
-            self.size = os.stat(self.log_path).st_size
-        except FileNotFoundError:
-            self.size = 0
+        self.size = 0
+        if not new:
+            try:
+                self.size = os.stat(self.log_path).st_size
+            except FileNotFoundError:
+                pass
         self.created_ms = now_ms  # when this broker made or first opened it (segment.ms)
         self._bytes_since_index = 0
         # Largest timestamp so far and the last offset of the batch that holds it; None until

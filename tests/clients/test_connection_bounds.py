@@ -436,6 +436,8 @@ def test_connection_limits_of_listeners_are_dynamic() -> None:
 THROTTLE = "kafka_server_socket_server_metrics_connection_accept_throttle_time"
 BLOCKED = "kafka_network_acceptor_acceptorblockedpercent_total"
 IP_THROTTLE = "kafka_server_socket_server_metrics_ip_connection_accept_throttle_time"
+ACCEPT_RATE = "kafka_server_socket_server_metrics_connection_accept_rate"
+ACCEPT_RATE_OF_127_0_0_3 = (ACCEPT_RATE, frozenset({("ip", "127.0.0.3")}))
 
 
 def throttle_ms(broker: Broker, listener: str) -> float:
@@ -574,8 +576,12 @@ def test_an_addresses_connection_creation_rate_closes_the_connections_over_it() 
 
         answered, closed = wait_until(some_closed, 30, "127.0.0.2's rate applied", interval=0.3)
         assert answered + closed == 6 and answered <= 3
-        assert total(scrape(broker.metrics_url or ""), IP_THROTTLE, listener="CLIENT") > 0
+        m = scrape(broker.metrics_url or "")
+        assert total(m, IP_THROTTLE, listener="CLIENT") > 0
+        # the address's connection-accept-rate, of the connections it was not refused
+        assert total(m, ACCEPT_RATE, ip="127.0.0.2") > 0
         assert served_or_closed(broker, "127.0.0.3", 6) == (6, 0)
+        assert ACCEPT_RATE_OF_127_0_0_3 not in scrape(broker.metrics_url or "")  # not bound
         assert broker.process is not None and broker.process.poll() is None
 
 

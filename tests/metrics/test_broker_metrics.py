@@ -134,23 +134,32 @@ def test_counters_over_http_equal_what_was_produced_and_consumed(broker: Broker)
 
 
 def test_connections_served_and_closed_are_counted_per_listener(broker: Broker) -> None:
-    """Kafka's socket-server-metrics connection-creation-total and connection-close-total."""
-    name = "kafka_server_socket_server_metrics_connection_{}_total"
+    """Kafka's socket-server-metrics connection-creation-total and connection-close-total,
+    their -rate forms, and the acceptor's connection-accept-rate{listener} and
+    broker-connection-accept-rate (connections per second over the quota window)."""
+    name = "kafka_server_socket_server_metrics_connection_{}"
 
-    def totals() -> tuple[float, float]:
+    def values(kind: str) -> tuple[float, float]:
         m = scrape(broker.metrics_url)
-        made = sample(m, name.format("creation"), listener="PLAINTEXT")
-        closed = sample(m, name.format("close"), listener="PLAINTEXT")
+        made = sample(m, name.format(f"creation_{kind}"), listener="PLAINTEXT")
+        closed = sample(m, name.format(f"close_{kind}"), listener="PLAINTEXT")
         assert made is not None and closed is not None
         return made, closed
 
-    made, closed = totals()
+    made, closed = values("total")
     host, port = broker.bootstrap.rsplit(":", 1)
     clients = [socket.create_connection((host, int(port))) for _ in range(3)]
-    wait_for("three connections served", lambda: totals()[0] >= made + 3)
+    wait_for("three connections served", lambda: values("total")[0] >= made + 3)
+    m = scrape(broker.metrics_url)
+    accepted = sample(m, name.format("accept_rate"), listener="PLAINTEXT")
+    broker_wide = sample(m, "kafka_server_socket_server_metrics_broker_connection_accept_rate")
+    assert accepted is not None and accepted > 0
+    assert broker_wide is not None and broker_wide >= accepted  # the one client listener
+    assert values("rate")[0] > 0
     for c in clients:
         c.close()
-    wait_for("three connections closed", lambda: totals()[1] >= closed + 3)
+    wait_for("three connections closed", lambda: values("total")[1] >= closed + 3)
+    assert values("rate")[1] > 0
 
 
 def test_health_endpoints_of_a_running_broker(broker: Broker) -> None:

@@ -166,4 +166,10 @@ def test_a_controller_only_node_serves_the_controller_and_raft_metrics(tmp_path:
         text = get(url + "/metrics")[1]
         assert "kafka_server_replicamanager_" not in text
         assert "kafka_server_socket_server_metrics_connection_count" in text
+        for family in (
+            "broker_connection_accept_rate",
+            "connection_accept_rate{listener=",
+            "connection_creation_rate{listener=",
+        ):
+            assert f"kafka_server_socket_server_metrics_{family}" in text, family
         assert cluster.nodes[broker].metrics_url is not None

@@ -182,3 +182,24 @@ def test_ip_rate_limits_from_the_client_quotas() -> None:
         (("user", "alice"),): {"producer_byte_rate": 100.0},
     }
     assert ip_rate_limits(quotas) == {"10.0.0.1": 5, None: 2}
+
+
+def test_accept_rates_per_listener_per_address_and_broker_wide() -> None:
+    """Kafka's connection-accept-rate{listener}, {ip} and broker-connection-accept-rate: the
+    connections recorded over the quota window (here 2 samples of 1 s: a window of at least
+    1 s), the inter-broker listener outside the broker's, one closed over its address's rate
+    taken back from all three."""
+    q = ConnectionQuotas(ConnectionLimits(), "INTERNAL", window=(2, 1000))
+    q.add_listener("CLIENT", lambda: None)
+    q.add_listener("INTERNAL", lambda: None)
+    q.ip_quotas_of = lambda: {(("ip", "10.0.0.1"),): {"connection_creation_rate": 2.0}}
+    for _ in range(4):
+        assert q.creation_delay_ms("CLIENT", 0) == 0
+        q.ip_throttle_ms("CLIENT", "10.0.0.1", 0)  # the 3rd and 4th: over the address's 2
+    assert q.creation_delay_ms("INTERNAL", 0) == 0
+    assert q.accept_rates(0) == {"CLIENT": 2.0, "INTERNAL": 1.0}
+    assert q.broker_accept_rate(0) == 2.0
+    assert q.ip_accept_rates(0) == {"10.0.0.1": 2.0}
+    # 1.5 s on, the same counts over a window of 1.5 s
+    assert q.accept_rates(1500) == {"CLIENT": 2 / 1.5, "INTERNAL": 1 / 1.5}
+    assert q.accept_rates(5000) == {"CLIENT": 0.0, "INTERNAL": 0.0}  # the window moved on

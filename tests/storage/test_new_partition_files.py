@@ -121,3 +121,67 @@ def test_a_background_flush_fsyncs_a_new_logs_files_first(tmp_path, monkeypatch)
     asyncio.run(asyncio.wait_for(flush(), 30))
     assert synced == [log_.directory, d] and log_.creation_syncs == []
     lm.shutdown()
+
+
+def _state(log_: log_module.Log) -> tuple:
+    return (
+        [(s.base_offset, s.size) for s in log_.segments],
+        log_.log_start_offset,
+        log_.log_end_offset,
+        log_.recovery_point,
+        log_.high_watermark,
+        log_.leader_epochs.entries,
+    )
+
+
+def _files(directory: str) -> dict[str, bytes]:
+    out = {}
+    for name in sorted(os.listdir(directory)):
+        with open(os.path.join(directory, name), "rb") as f:
+            out[name] = f.read()
+    return out
+
+
+def test_a_new_log_is_made_without_listing_or_reading_what_cannot_be_there(tmp_path, monkeypatch):
+    """Log.create makes the directory and the segment file without a listing, a stat or a read
+    of a checkpoint, and makes what Log.open makes of an empty directory: the same state, the
+    same files byte for byte, the same log after appends and a restart."""
+    opened = log_module.Log.open(str(tmp_path / "opened-0"), CONFIG)
+    with monkeypatch.context() as m:
+        for name in ("listdir", "scandir", "stat", "makedirs"):
+            m.setattr(os, name, _refused(name))
+        m.setattr(checkpoints, "read_lines", _refused("read_lines"))
+        created = log_module.Log.create(str(tmp_path / "created-0"), CONFIG)
+    assert _state(created) == _state(opened)
+    assert _files(created.directory) == _files(opened.directory)
+    for log_ in (created, opened):
+        log_.append(build_batch([(b"k", b"v")] * 3), leader_epoch=2)
+        log_.flush()
+        log_.close()
+    assert _files(created.directory) == _files(opened.directory)
+    again = log_module.Log.open(created.directory, CONFIG)
+    assert (again.log_end_offset, again.leader_epochs.entries) == (3, [(2, 0)])
+    again.close()
+
+
+def _refused(name: str):
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"{name}{args} while making a new log")
+
+    return refuse
+
+
+def test_a_directory_there_already_is_opened_with_what_it_holds(tmp_path):
+    """Log.create over a partition directory left from before (a creation cut short, a log
+    not loaded) opens it as Log.open does, keeping its records."""
+    d = str(tmp_path / "t-0")
+    first = log_module.Log.open(d, CONFIG)
+    first.append(build_batch([(b"k", b"v")] * 2), leader_epoch=1)
+    first.flush()
+    first.close()
+    again = log_module.Log.create(d, CONFIG)
+    assert (again.log_end_offset, again.leader_epochs.entries) == (2, [(1, 0)])
+    again.close()
+    missing_parent = log_module.Log.create(str(tmp_path / "gone" / "t-0"), CONFIG)
+    assert missing_parent.log_end_offset == 0  # made as open makes it
+    missing_parent.close()
