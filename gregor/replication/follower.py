@@ -59,7 +59,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
@@ -95,9 +95,9 @@ class FetcherConfig:
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
 
 
-@dataclass(frozen=True, slots=True)
-class Sent:
-    """What one partition of a Fetch asked for."""
+class Sent(NamedTuple):
+    """What one partition of a Fetch asked for (made once a partition moves: a tuple is the
+    quickest immutable record to make)."""
 
     topic: str
     index: int
