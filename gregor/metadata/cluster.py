@@ -49,7 +49,10 @@ def _endpoint(listeners: tuple[Endpoint, ...], name: str | None) -> Endpoint | N
     in on no client listener, e.g. the controller listener): PLAINTEXT, else the first."""
     if name is None:
         return next((e for e in listeners if e.name == DEFAULT_LISTENER), listeners[0])
-    return next((e for e in listeners if e.name == name), None)
+    for e in listeners:  # (a replica fetcher asks before each Fetch)
+        if e.name == name:
+            return e
+    return None
 
 
 def client_brokers(

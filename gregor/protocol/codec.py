@@ -55,6 +55,10 @@ _new_header = object.__new__
 # Hot-path caches, keyed by _slot(api_key, api_version).
 _REQUEST_DECODERS: dict[int, tuple[Decoder, str, bool]] = {}
 _RESPONSE_ENCODERS: dict[int, tuple[Encoder, bool, str]] = {}
+_REQUEST_ENCODERS: dict[int, tuple[Encoder, str]] = {}
+_RESPONSE_DECODERS: dict[int, tuple[Decoder, bool, str]] = {}
+_HEADER_TAILS: dict[tuple[int, int, str | None], bytes] = {}
+_KEY_VERSION_CORRELATION = struct.Struct(">hhi")
 
 
 def _slot(api_key: int, api_version: int) -> int:
@@ -266,35 +270,76 @@ def encode_request(
     api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any
 ) -> list[Buffer]:
     """Size prefix, request header and body, as a list of buffers to write in order."""
-    codec = _CODECS[(api_key, "request")]
-    encode = codec.encoder(api_version)
+    slot = _slot(api_key, api_version)
+    entry = _REQUEST_ENCODERS.get(slot)
+    if entry is None:
+        entry = _request_encoder(api_key, api_version)
+    encode, name = entry
     buf = bytearray(4)
-    buf += encode_request_header(api_key, api_version, correlation_id, client_id)
+    buf += _request_header(api_key, api_version, correlation_id, client_id)
     out: list[Buffer] = []
     try:
         buf = encode(body, out, buf)
     except Exception as e:
-        raise _encode_error(codec.message.name, api_version, body, e) from e
+        raise _encode_error(name, api_version, body, e) from e
     out.append(buf)
     _SIZE.pack_into(out[0], 0, total_length(out) - 4)
     return out
+
+
+def _request_encoder(api_key: int, api_version: int) -> tuple[Encoder, str]:
+    codec = _CODECS[(api_key, "request")]
+    result = (codec.encoder(api_version), codec.message.name)
+    _REQUEST_ENCODERS[_slot(api_key, api_version)] = result
+    return result
+
+
+def _request_header(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None
+) -> bytes:
+    """`encode_request_header`, its bytes after the correlation id kept per (api, version,
+    client id): a client sends the same ones again and again."""
+    key = (api_key, api_version, client_id)
+    tail = _HEADER_TAILS.get(key)
+    if tail is None:
+        tail = bytes(encode_request_header(api_key, api_version, 0, client_id)[8:])
+        if len(_HEADER_TAILS) >= 1024:
+            _HEADER_TAILS.clear()
+        _HEADER_TAILS[key] = tail
+    return _KEY_VERSION_CORRELATION.pack(api_key, api_version, correlation_id) + tail
 
 
 def decode_response(
     api_key: int, api_version: int, frame: bytes | bytearray | memoryview
 ) -> tuple[int, Any]:
     """Decode a response frame (after its size prefix) into (correlation_id, body)."""
-    codec = _CODECS[(api_key, "response")]
-    decode = codec.decoder(api_version)
+    entry = _RESPONSE_DECODERS.get(_slot(api_key, api_version))
+    if entry is None:
+        entry = _response_decoder(api_key, api_version)
+    decode, tagged_header, name = entry
     mv = frame if type(frame) is memoryview else memoryview(frame)
     end = mv.nbytes
     if end < 4:
         raise CorruptFrameError(f"response header: needs 4 bytes, frame has {end}")
     (correlation_id,) = _SIZE.unpack_from(mv, 0)
     pos = 4
-    if response_header_version(api_key, api_version) == 1:
-        pos = _skip_header_tags(mv, pos, end)
-    return correlation_id, _decode_guarded(decode, mv, pos, end, codec.message.name, api_version)
+    if tagged_header:
+        if end > 4 and mv[4] == 0:  # no tagged fields, as nearly always
+            pos = 5
+        else:
+            pos = _skip_header_tags(mv, pos, end)
+    return correlation_id, _decode_guarded(decode, mv, pos, end, name, api_version)
+
+
+def _response_decoder(api_key: int, api_version: int) -> tuple[Decoder, bool, str]:
+    codec = _CODECS[(api_key, "response")]
+    result = (
+        codec.decoder(api_version),
+        response_header_version(api_key, api_version) == 1,
+        codec.message.name,
+    )
+    _RESPONSE_DECODERS[_slot(api_key, api_version)] = result
+    return result
 
 
 def _skip_header_tags(mv: memoryview, pos: int, end: int) -> int:

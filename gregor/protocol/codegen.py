@@ -180,8 +180,19 @@ def uvarint_bytes(value: int) -> bytes:
     return bytes(out)
 
 
+_UUIDS: dict[bytes, uuid.UUID] = {}
+
+
 def _uuid(raw: bytes) -> uuid.UUID:
-    return ZERO_UUID if raw == b"\x00" * 16 else uuid.UUID(bytes=raw)
+    """The UUID of 16 bytes read; the same few (topic ids) come again and again, so each is
+    made once (a UUID is immutable)."""
+    found = _UUIDS.get(raw)
+    if found is None:
+        found = ZERO_UUID if raw == b"\x00" * 16 else uuid.UUID(bytes=raw)
+        if len(_UUIDS) >= 65536:
+            _UUIDS.clear()
+        _UUIDS[raw] = found
+    return found
 
 
 def _records_len(value: Any) -> int:

@@ -59,7 +59,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
@@ -75,6 +75,7 @@ from gregor.replication.fetch_sessions import (
 from gregor.replication.partition import Partition
 from gregor.security.replication_quotas import ReplicationQuota
 from gregor.storage.leader_epoch import LeaderEpochCache
+from gregor.storage.log import Log
 
 log = logging.getLogger("gregor.replication.follower")
 
@@ -94,9 +95,9 @@ class FetcherConfig:
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
 
 
-@dataclass(frozen=True, slots=True)
-class Sent:
-    """What one partition of a Fetch asked for."""
+class Sent(NamedTuple):
+    """What one partition of a Fetch asked for (made once a partition moves: a tuple is the
+    quickest immutable record to make)."""
 
     topic: str
     index: int
@@ -119,9 +120,11 @@ class FetchState:
     held: Asked | None = None
     sent: Sent | None = None
     key: tuple[uuid.UUID, int] = field(init=False)
+    log: Log = field(init=False)  # the partition's
 
     def __post_init__(self) -> None:
         self.key = (self.partition.topic_id, self.partition.index)
+        self.log = self.partition.log
 
     def ready(self, now_ms: int) -> bool:
         return not self.fenced and self.delayed_until_ms <= now_ms
@@ -232,15 +235,17 @@ class FollowerFetcher:
             session.clear()
             forget.clear()
         quota = self.quota
+        # the throttle holds a partition back only while its rate is over the bound
+        throttling = quota is not None and quota.exceeded(now_ms)
         max_bytes = self.config.partition_max_bytes
         by_topic: dict[uuid.UUID, list[Any]] = {}
         for state in self.partitions.values():
-            lg = state.partition.log
+            lg = state.log
             if (
                 state.fenced
                 or state.delayed_until_ms > now_ms
                 or lg.offline  # a failed log dir: nothing to append to
-                or (quota is not None and self._throttled(state, quota, now_ms))
+                or (throttling and self._throttled(state, quota))  # type: ignore[arg-type]
             ):
                 if state.held is not None:
                     state.held = None
@@ -282,13 +287,14 @@ class FollowerFetcher:
         return self._request(broker_epoch, by_topic, forgotten), session
 
     @staticmethod
-    def _throttled(state: FetchState, quota: ReplicationQuota, now_ms: int) -> bool:
-        """Over the follower throttle: asked again once the rate is back under."""
+    def _throttled(state: FetchState, quota: ReplicationQuota) -> bool:
+        """Held back while the follower throttle's rate is over its bound (the caller knows
+        it is): asked again once it is back under."""
         lag = state.lag
         if lag is not None and lag <= 0:
             return False  # in sync: never held back
         p = state.partition
-        return quota.should_throttle(False, p.topic, p.index, now_ms)
+        return quota.is_throttled(p.topic, p.index)
 
     def _request(
         self,

@@ -16,7 +16,8 @@ per connection. `submit` is the lighter way for a caller that reacts to answers:
 once on an open connection, the answer handed to a callback, with no task or future.
 
 Failures: a request not answered within its timeout fails with `RequestTimeoutError` and closes
-the connection (the responses behind it can no longer be told apart); every other request in
+the connection (the responses behind it can no longer be told apart; one timer per connection
+watches the timeouts, at the earliest deadline in flight); every other request in
 flight on a closed connection fails with `DisconnectedError`. The next send to that node opens a
 new connection, but not before the reconnect backoff has passed since the last failure: it
 starts at `reconnect_backoff_ms`, doubles with each failure up to `reconnect_backoff_max_ms`,
@@ -36,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import ssl
 import struct
 from collections import deque
@@ -52,6 +54,7 @@ log = logging.getLogger("gregor.client")
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024  # a bigger frame means a broken stream, not a response
 RENEW_AT = 0.85  # of a SASL session's lifetime: the connection is replaced then (KIP-368)
+TIMER_SLACK_S = 0.001  # a timer may fire this much before its time (the loop's resolution)
 
 
 def _collect(task: asyncio.Future[Any]) -> None:
@@ -96,7 +99,8 @@ class _InFlight:
     api_key: int
     api_version: int
     future: asyncio.Future[Any] | None
-    timer: asyncio.TimerHandle | None = None
+    deadline: float = 0.0  # the loop time it times out at
+    timeout_ms: int = 0
     done: Done | None = None
 
     @property
@@ -226,6 +230,11 @@ class NodeConnection:
         self._next_correlation_id = 0
         self._in_flight: deque[_InFlight] = deque()
         self._slots = asyncio.Semaphore(max_in_flight)
+        self._senders = 0  # `send`s under way: only they take or wait for slots
+        # One timer for every request's timeout: it fires at the earliest deadline in flight
+        # (an answered request leaves it armed; it then looks again at what is in flight).
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._watchdog_at = math.inf
         self._closed: BaseException | None = None
         self.api_versions: dict[int, tuple[int, int]] | None = None
         # KIP-368: the loop time after which no request goes out here (a SASL session ending);
@@ -319,27 +328,30 @@ class NodeConnection:
         """Write one request and wait for its decoded response body."""
         if self._closed is not None:
             raise DisconnectedError(f"{self.label}: connection closed") from self._closed
-        async with self._slots:
-            if self._closed is not None:
-                raise DisconnectedError(f"{self.label}: connection closed") from self._closed
-            correlation_id = self._next_correlation_id
-            self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
-            buffers = codec.encode_request(
-                api_key, api_version, correlation_id, self._client_id, body
-            )
-            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            entry = _InFlight(correlation_id, api_key, api_version, future)
-            entry.timer = asyncio.get_running_loop().call_later(
-                timeout_ms / 1000, self._on_timeout, entry, timeout_ms
-            )
-            # Written and queued with no await between: the queue is in wire order.
-            self._transport.writelines(buffers)
-            self._in_flight.append(entry)
-            try:
-                await self._frames.drain()
-            except (OSError, RuntimeError) as e:
-                self.close(DisconnectedError(f"{self.label}: write failed: {e}"))
-            return await future
+        self._senders += 1
+        try:
+            async with self._slots:
+                if self._closed is not None:
+                    raise DisconnectedError(f"{self.label}: connection closed") from self._closed
+                correlation_id = self._next_correlation_id
+                self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+                buffers = codec.encode_request(
+                    api_key, api_version, correlation_id, self._client_id, body
+                )
+                loop = asyncio.get_running_loop()
+                future: asyncio.Future[Any] = loop.create_future()
+                entry = _InFlight(correlation_id, api_key, api_version, future)
+                self._watch(loop, entry, timeout_ms)
+                # Written and queued with no await between: the queue is in wire order.
+                self._transport.writelines(buffers)
+                self._in_flight.append(entry)
+                try:
+                    await self._frames.drain()
+                except (OSError, RuntimeError) as e:
+                    self.close(DisconnectedError(f"{self.label}: write failed: {e}"))
+                return await future
+        finally:
+            self._senders -= 1
 
     def submit(
         self, api_key: int, api_version: int, body: Any, timeout_ms: int, done: Done
@@ -352,7 +364,7 @@ class NodeConnection:
         if (
             self._closed is not None
             or self._retiring
-            or self._slots.locked()
+            or (self._senders and self._slots.locked())
             or len(self._in_flight) >= self._max_in_flight
             or self._transport.get_write_buffer_size() > SUBMIT_MAX_BUFFERED
         ):
@@ -361,9 +373,7 @@ class NodeConnection:
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
         buffers = codec.encode_request(api_key, api_version, correlation_id, self._client_id, body)
         entry = _InFlight(correlation_id, api_key, api_version, None, done=done)
-        entry.timer = asyncio.get_running_loop().call_later(
-            timeout_ms / 1000, self._on_timeout, entry, timeout_ms
-        )
+        self._watch(asyncio.get_running_loop(), entry, timeout_ms)
         self._in_flight.append(entry)
         try:
             self._transport.writelines(buffers)
@@ -380,6 +390,36 @@ class NodeConnection:
             raise ClientError(f"{self.label}: ApiVersions error {answer.error_code}")
         self.api_versions = {a.api_key: (a.min_version, a.max_version) for a in answer.api_keys}
         return self.api_versions
+
+    def _watch(self, loop: asyncio.AbstractEventLoop, entry: _InFlight, timeout_ms: int) -> None:
+        """Give `entry` its deadline; the watchdog fires by then."""
+        entry.timeout_ms = timeout_ms
+        entry.deadline = deadline = loop.time() + timeout_ms / 1000
+        if deadline < self._watchdog_at:
+            if self._watchdog is not None:
+                self._watchdog.cancel()
+            self._watchdog_at = deadline
+            self._watchdog = loop.call_at(deadline, self._on_watchdog)
+
+    def _on_watchdog(self) -> None:
+        """Time out the first request in flight past its deadline, or look again at the
+        earliest deadline in flight."""
+        self._watchdog, self._watchdog_at = None, math.inf
+        if self._closed is not None:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time() + TIMER_SLACK_S
+        earliest = math.inf
+        for entry in self._in_flight:
+            if entry.settled:
+                continue  # a `send` whose caller gave up: its answer is still read
+            if entry.deadline <= now:
+                self._on_timeout(entry, entry.timeout_ms)
+                return
+            earliest = min(earliest, entry.deadline)
+        if earliest < math.inf:
+            self._watchdog_at = earliest
+            self._watchdog = loop.call_at(earliest, self._on_watchdog)
 
     def _on_timeout(self, entry: _InFlight, timeout_ms: int) -> None:
         if entry.settled:
@@ -400,8 +440,6 @@ class NodeConnection:
         if correlation_id != entry.correlation_id:
             raise ProtocolError(f"correlation id {correlation_id}, expected {entry.correlation_id}")
         self._in_flight.popleft()
-        if entry.timer is not None:
-            entry.timer.cancel()
         try:
             _, body = codec.decode_response(entry.api_key, entry.api_version, frame)
         except ProtocolError as e:
@@ -416,10 +454,11 @@ class NodeConnection:
         if self._closed is not None:
             return
         self._closed = reason or DisconnectedError(f"{self.label}: closed")
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         while self._in_flight:
             entry = self._in_flight.popleft()
-            if entry.timer is not None:
-                entry.timer.cancel()
             entry.fail(self._closed)
         self._transport.close()
 

@@ -112,6 +112,8 @@ class CoreDriver:
         self.clock = clock
         self.name = name
         self._spawn = spawn
+        # the lighter path of a send that has one (not under a spawner, whose close ends sends)
+        self._submit = getattr(send, "submit", None) if spawn is None else None
         self._tasks: set[asyncio.Task[None]] = set()
         self._scheduled = False
         self._polling = False  # in _poll: an answer met meanwhile polls on the next turn
@@ -137,7 +139,9 @@ class CoreDriver:
         self._scheduled = True
         loop.call_soon(self._poll)
 
-    def _poll(self) -> None:
+    def _poll(self, now: int | None = None) -> None:
+        """Poll the core (at `now`, the time an answer was just handed over at, or the
+        clock's) and send what it asks."""
         self._scheduled = False
         if self._timer is not None:
             self._timer.cancel()
@@ -146,18 +150,17 @@ class CoreDriver:
             return
         self._polling = True
         try:
-            self._poll_and_send()
+            self._poll_and_send(self.clock() if now is None else now)
         finally:
             self._polling = False
 
-    def _poll_and_send(self) -> None:
-        now = self.clock()
+    def _poll_and_send(self, now: int) -> None:
         try:
             result = self.core.poll(now)
         except Exception:
             log.exception("%s: poll failed", self.name)
             result = Poll([], now + POLL_FAILED_RETRY_MS)
-        submit = getattr(self.send, "submit", None) if self._spawn is None else None
+        submit = self._submit
         for out in result.outbound:
             if submit is not None and submit(out, partial(self._answered, out)):
                 continue  # sent; its answer comes to _answered, with no task
@@ -193,20 +196,23 @@ class CoreDriver:
         if self._stopped:
             return
         if error is None:
-            self._feed(self.core.on_response, out, answer)
+            now = self._feed(self.core.on_response, out, answer)
         else:
             exc = error if isinstance(error, Exception) else ClientError(str(error))
-            self._feed(self.core.on_error, out, exc)
+            now = self._feed(self.core.on_error, out, exc)
         if self._polling or self._scheduled:
             self.wakeup()
         else:
-            self._poll()  # at once: the next request goes out in this turn of the loop
+            self._poll(now)  # at once: the next request goes out in this turn of the loop
 
-    def _feed(self, handler: Callable[[Outbound, Any, int], None], out: Outbound, arg: Any) -> None:
+    def _feed(self, handler: Callable[[Outbound, Any, int], None], out: Outbound, arg: Any) -> int:
+        """Hand the answer over; the time it was handed over at."""
+        now = self.clock()
         try:
-            handler(out, arg, self.clock())
+            handler(out, arg, now)
         except Exception:
             log.exception("%s: handling an answer failed", self.name)
+        return now
 
     async def stop(self) -> None:
         """No more polls; the sends still in flight are cancelled; the channel is closed."""

@@ -642,9 +642,12 @@ class Log:
         last stable offset). A partial batch at the end (a fetch may end in one) is left out.
         None when there is no whole batch."""
         view = memoryview(records)
-        end = 0
-        for pos, header in rb.iter_headers(view):
-            end = pos + header.batch_length + rb.LOG_OVERHEAD
+        end, have = 0, len(view)
+        while have - end >= rb.HEADER_SIZE:  # whole batches (as rb.iter_headers finds them)
+            size = rb.peek_offset_and_size(view, end)[1]
+            if size < rb.HEADER_SIZE or end + size > have:
+                break
+            end += size
         if end == 0:
             return None
         return self.append(

@@ -143,6 +143,41 @@ def test_timeout_closes_the_connection() -> None:
     asyncio.run(main())
 
 
+def test_each_request_times_out_at_its_own_deadline_on_one_connection() -> None:
+    """One timer watches a connection's requests: a request sent after another with a later
+    deadline still times out at its own, and a request answered in time leaves no timeout
+    behind for the requests sent after it."""
+
+    async def main() -> None:
+        async def answer_the_first_only(
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        ) -> None:
+            _, _, cid = await _read_request(reader)
+            writer.write(_api_versions_response(cid))
+            await reader.read()  # never answers again
+
+        server, port = await _serve(answer_the_first_only)
+        client = NetworkClient({1: ("127.0.0.1", port)})
+        try:
+            # answered well before its 300 ms: the next request's 3 s are its own
+            await client.send(1, 18, 0, ApiVersionsRequest(), timeout_ms=300)
+            late = asyncio.ensure_future(client.send(1, 18, 0, ApiVersionsRequest(), 3_000))
+            await asyncio.sleep(0.6)
+            assert not late.done(), "timed out at the answered request's deadline"
+            # sent after `late`, due long before it
+            early = client.send(1, 18, 0, ApiVersionsRequest(), timeout_ms=200)
+            results = await asyncio.wait_for(
+                asyncio.gather(early, late, return_exceptions=True), timeout=2.0
+            )
+            assert isinstance(results[0], RequestTimeoutError), results
+            assert isinstance(results[1], DisconnectedError), results  # closed with it
+        finally:
+            await client.close()
+            server.close()
+
+    asyncio.run(main())
+
+
 def test_responses_match_requests_in_order_and_wrong_correlation_breaks() -> None:
     async def main() -> None:
         async def answer_all_then_lie(

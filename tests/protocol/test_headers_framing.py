@@ -95,6 +95,24 @@ def test_response_headers() -> None:
     assert codec.decode_response(3, 9, v9) == (77, body)
 
 
+def test_response_header_tagged_fields_are_skipped() -> None:
+    body = MetadataResponse(throttle_time_ms=5)
+    plain = _frame(codec.encode_response(3, 9, 77, body))
+    tagged = plain[:4] + bytes([2, 0, 2]) + b"zz" + bytes([9, 0]) + plain[5:]  # two fields
+    assert codec.decode_response(3, 9, plain) == codec.decode_response(3, 9, tagged) == (77, body)
+
+
+@pytest.mark.parametrize("client_id", [None, "", "replica-fetcher-2"])
+def test_encode_request_headers_name_each_request(client_id: str | None) -> None:
+    """The same api, version and client id again and again, with any other in between."""
+    for correlation_id in (1, 2):
+        for key, version, other in ((1, 15, "x"), (3, 9, None), (1, 15, client_id)):
+            frame = codec.join(codec.encode_request(key, version, correlation_id, other,
+                                                    codec.message_class(key, "request")()))  # fmt: skip
+            header, _ = codec.decode_request(memoryview(frame)[4:])
+            assert header == headers.RequestHeader(key, version, correlation_id, other)
+
+
 # ---------------------------------------------------------------------------------------------
 # decode_request.
 
