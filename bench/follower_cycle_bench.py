@@ -131,15 +131,15 @@ class _Cycle:
         self.idle = [("__consumer_offsets", offsets_id, i) for i in range(IDLE)]
 
     async def start(self) -> None:
+        from gregor.clock import SystemClock
+        from gregor.metadata.cluster import broker_endpoint
+        from gregor.metadata.image import BrokerRegistration, Endpoint
         from gregor.protocol import api_keys, codec
         from gregor.protocol.messages import FetchResponse
         from gregor.protocol.records.records import build_batch
         from gregor.replication.fetcher_session import ReplicaFetchers
         from gregor.replication.follower import FETCH_VERSION, FetcherConfig
         from gregor.runtime.client import NetworkClient, NodeConnection, _Frames
-        from gregor.clock import SystemClock
-        from gregor.metadata.cluster import broker_endpoint
-        from gregor.metadata.image import BrokerRegistration, Endpoint
         from gregor.runtime.drivers import CoreDriver, node_send
 
         # what the broker gives them: its epoch, the leader's endpoint read from the metadata
@@ -180,14 +180,26 @@ class _Cycle:
             responses=[
                 FetchResponse.FetchableTopicResponse(
                     topic_id=self.topic_id,
-                    partitions=[pd(partition_index=0, high_watermark=0, last_stable_offset=0,
-                                   log_start_offset=0, records=b"")],  # fmt: skip
+                    partitions=[
+                        pd(
+                            partition_index=0,
+                            high_watermark=0,
+                            last_stable_offset=0,
+                            log_start_offset=0,
+                            records=b"",
+                        )
+                    ],  # fmt: skip
                 ),
                 FetchResponse.FetchableTopicResponse(
                     topic_id=self.idle[0][1],
                     partitions=[
-                        pd(partition_index=i, high_watermark=0, last_stable_offset=0,
-                           log_start_offset=0, records=b"")  # fmt: skip
+                        pd(
+                            partition_index=i,
+                            high_watermark=0,
+                            last_stable_offset=0,
+                            log_start_offset=0,
+                            records=b"",
+                        )  # fmt: skip
                         for _, _, i in self.idle
                     ],
                 ),
@@ -202,9 +214,15 @@ class _Cycle:
             responses=[
                 FetchResponse.FetchableTopicResponse(
                     topic_id=self.topic_id,
-                    partitions=[pd(partition_index=0, high_watermark=_HW_MARK,
-                                   last_stable_offset=_HW_MARK, log_start_offset=0,
-                                   records=batch)],  # fmt: skip
+                    partitions=[
+                        pd(
+                            partition_index=0,
+                            high_watermark=_HW_MARK,
+                            last_stable_offset=_HW_MARK,
+                            log_start_offset=0,
+                            records=batch,
+                        )
+                    ],  # fmt: skip
                 )
             ],
         )

@@ -100,7 +100,7 @@ class Sent(NamedTuple):
     quickest immutable record to make)."""
 
     topic: str
-    index: int
+    index: int  # type: ignore[assignment]  # (the partition's index, over tuple.index)
     fetch_offset: int
     leader_epoch: int
 
