@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -171,6 +171,19 @@ def wait_for(what: str, check: Callable[[], Any], timeout_s: float = WAIT_S) -> 
         time.sleep(0.1)
 
 
+def _end_offset(c: Consumer, topic: str, partition: int, timeout_s: float = 10.0) -> int:
+    """The partition's high watermark. A topic just created may be listed by the metadata a
+    moment before its leader serves it (as in Kafka): UNKNOWN_PARTITION is retried."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return int(c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1])
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION or time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
+
+
 def read_all(
     bootstrap: str, topic: str, timeout_s: float = 10.0, conf: Mapping[str, str] | None = None
 ) -> list[Any]:
@@ -185,10 +198,7 @@ def read_all(
     )
     try:
         md = c.list_topics(topic, timeout=10).topics[topic]
-        ends = {
-            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in md.partitions
-        }
+        ends = {p: _end_offset(c, topic, p) for p in md.partitions}
         want = {p: e for p, e in ends.items() if e > 0}
         c.assign([TopicPartition(topic, p, 0) for p in want])
         out: list[Any] = []
@@ -382,10 +392,7 @@ def last_values(bootstrap: str, topic: str) -> dict[int, bytes]:
     )
     try:
         md = c.list_topics(topic, timeout=10).topics[topic]
-        ends = {
-            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in md.partitions
-        }
+        ends = {p: _end_offset(c, topic, p) for p in md.partitions}
         c.assign([TopicPartition(topic, p, e - 1) for p, e in ends.items() if e > 0])
         out: dict[int, bytes] = {}
         deadline = time.monotonic() + 10
@@ -597,10 +604,7 @@ def read_committed(bootstrap: str, topic: str) -> list[Any]:
     )
     try:
         md = c.list_topics(topic, timeout=10).topics[topic]
-        ends = {
-            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in md.partitions
-        }
+        ends = {p: _end_offset(c, topic, p) for p in md.partitions}
         c.assign([TopicPartition(topic, p, 0) for p in ends])
         out: list[Any] = []
         deadline = time.monotonic() + 20
