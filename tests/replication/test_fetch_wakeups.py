@@ -6,6 +6,7 @@ again reads that partition (and those its last pass answered), not the quiet one
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 
 from gregor.broker.broker import BrokerServer
 from gregor.broker.config import BrokerConfig
+from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.controller.admin import TopicSpec
 from gregor.handlers import fetch, produce
 from gregor.handlers.context import RequestContext
@@ -32,7 +34,12 @@ PARTITIONS = 6
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Any:
-    b = BrokerServer(BrokerConfig.load(None, {"log.dirs": str(tmp_path / "logs")}))
+    yield from leader_of_six(tmp_path, SYSTEM_CLOCK)
+
+
+def leader_of_six(tmp_path: Path, clock: Clock) -> Iterator[BrokerServer]:
+    """A broker leading topic t's partitions, each with FOLLOWER in its ISR."""
+    b = BrokerServer(BrokerConfig.load(None, {"log.dirs": str(tmp_path / "logs")}), clock=clock)
     b.logs.startup()
     b.services.apply_metadata()
     b.admin.create_topic(TopicSpec("t", PARTITIONS, 1))

@@ -12,14 +12,20 @@ from typing import Any
 import pytest
 
 from gregor.broker.broker import BrokerServer
-from gregor.broker.config import BrokerConfig
 from gregor.controller.admin import TopicSpec
 from gregor.protocol import errors
 from gregor.replication.fetch_watch import FetchWatch
-from gregor.replication.partition import ReplicaState
 from gregor.replication.pending import Pending
 
-from .test_fetch_wakeups import FOLLOWER, PARTITIONS, Follower, append, counting, partition
+from .test_fetch_wakeups import (
+    FOLLOWER,
+    PARTITIONS,
+    Follower,
+    append,
+    counting,
+    leader_of_six,
+    partition,
+)
 
 pytestmark = pytest.mark.unit
 LAG_MS = 30_000
@@ -49,17 +55,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 def broker(tmp_path: Path, clock: Clock) -> Any:
-    b = BrokerServer(BrokerConfig.load(None, {"log.dirs": str(tmp_path / "logs")}), clock=clock)
-    b.logs.startup()
-    b.services.apply_metadata()
-    b.admin.create_topic(TopicSpec("t", PARTITIONS, 1))
-    b.services.apply_metadata()
-    for i in range(PARTITIONS):
-        p = partition(b, i)
-        p.replicas, p.isr = [b.node_id, FOLLOWER], [b.node_id, FOLLOWER]
-        p.followers = {FOLLOWER: ReplicaState(FOLLOWER)}
-    yield b
-    b.logs.shutdown()
+    yield from leader_of_six(tmp_path, clock)
 
 
 def settled(b: BrokerServer) -> Follower:
