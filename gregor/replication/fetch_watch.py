@@ -29,10 +29,9 @@ is closed, and that Fetch reads every partition, making a new one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-Watcher = Callable[[], None]
+from gregor.replication.partition import Watchers
 
 
 class _Entry:
@@ -63,13 +62,13 @@ class _Entry:
         watch.notify()
 
 
-class FetchWatch:
+class FetchWatch(Watchers):
     """The clean and dirty partitions of one follower's session (module docstring), and the
     purgatory key its parked Fetch waits on."""
 
     __slots__ = (
         "stamp", "replica_id", "broker_epoch", "members", "view", "entries", "dirty",
-        "fetch_ms", "closed", "_watchers",
+        "fetch_ms", "closed",
     )  # fmt: skip
 
     def __init__(
@@ -86,7 +85,7 @@ class FetchWatch:
         self.dirty: dict[_Entry, None] = {}
         self.fetch_ms = 0  # when the session's latest Fetch came
         self.closed = False
-        self._watchers: list[Watcher] = []
+        super().__init__()  # (the Fetches parked on the watch: the purgatory's key)
 
     def holds(
         self, stamp: Any, replica_id: int, broker_epoch: int, members: int, view: Any
@@ -164,23 +163,6 @@ class FetchWatch:
         if state is not None and state.clock is self:
             state.unbind()
         self.dirty[entry] = None
-
-    # -- the purgatory's key --------------------------------------------------------------------
-
-    def watch(self, watcher: Watcher) -> None:
-        self._watchers.append(watcher)
-
-    def unwatch(self, watcher: Watcher) -> None:
-        try:
-            self._watchers.remove(watcher)
-        except ValueError:
-            pass
-
-    def notify(self) -> None:
-        if self._watchers:
-            waiting, self._watchers = self._watchers, []
-            for w in waiting:
-                w()
 
 
 __all__ = ["FetchWatch"]
