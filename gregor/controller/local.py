@@ -123,7 +123,11 @@ class LocalController:
         self.quorum = QuorumController(self.config, store.image, new_uuid, self.rng)
         self._spec_epoch = -1  # networked: the leader epoch the speculative image belongs to
         self._spec_image = store.image
-        self._spec_offset = -1  # the last offset replayed into the speculative image
+        self._spec_offset = -1  # the last offset appended into the speculative image
+        # Appended but not yet replayed into the speculative image: replayed when a plan needs
+        # them, dropped when they commit first (the usual case: a creation commits before the
+        # next request comes, and the committed image then has it).
+        self._spec_pending: list[tuple[Sequence[Any], int, int]] = []
 
     def _planner(self) -> QuorumController:
         """The controller over the committed image (nothing is planned but not committed);
@@ -142,16 +146,28 @@ class LocalController:
             self._spec_epoch = store.epoch
             self.quorum.last_contact_ms = {}  # sessions start again at a new controller
             self.quorum.next_balance_check_ms = None  # so does the leader balance interval
-            self._spec_image, self._spec_offset = store.image, store.applied
+            self._reset_spec(store.image, store.applied)
             if store.abort_open_transaction():  # the last controller died inside one
                 self._spec_offset = store.last_appended
-            self.quorum.image = self._spec_image
             if METADATA_VERSION not in self._spec_image.features:  # a new log: bootstrap it
                 self._commit(self._bootstrap_records())
         elif store.applied >= self._spec_offset:
-            self._spec_image, self._spec_offset = store.image, store.applied
-        self.quorum.image = self._spec_image
+            self._reset_spec(store.image, store.applied)
+        self.quorum.image = self._speculative()
         return self.quorum
+
+    def _reset_spec(self, image: Any, offset: int) -> None:
+        self._spec_image, self._spec_offset = image, offset
+        self._spec_pending = []
+
+    def _speculative(self) -> Any:
+        """The speculative image, with what was appended since a plan last needed it."""
+        pending, self._spec_pending = self._spec_pending, []
+        for records, first, epoch in pending:
+            self._spec_image = self._spec_image.replay(
+                (rec, first + i, epoch) for i, rec in enumerate(records)
+            )
+        return self._spec_image
 
     def _bootstrap_records(self) -> list[Any]:
         """What a new log starts with: metadata.version, and the users `storage format` put in
@@ -161,16 +177,12 @@ class LocalController:
 
     def _commit(self, records: Sequence[Any], name: str | None = None) -> int:
         """Append (one voter: and commit) `records`, as a metadata transaction named `name`
-        if they take several batches; networked, replay them into the speculative image at
-        the offsets they got."""
+        if they take several batches; networked, they go into the speculative image at the
+        offsets they got, replayed once a plan needs them (`_speculative`)."""
         last = self.store.commit(records, name)
         if self.store.networked and records:
-            first = self.store.records_offset
-            self._spec_image = self._spec_image.replay(
-                (rec, first + i, self._spec_epoch) for i, rec in enumerate(records)
-            )
+            self._spec_pending.append((records, self.store.records_offset, self._spec_epoch))
             self._spec_offset = last
-            self.quorum.image = self._spec_image
         return last
 
     @property

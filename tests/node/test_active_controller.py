@@ -11,13 +11,15 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 from gregor.controller.local import LocalController
 from gregor.controller.quorum_controller import PRODUCER_ID_BLOCK_SIZE
-from gregor.metadata.image import METADATA_VERSION
+from gregor.metadata.image import METADATA_VERSION, MetadataImage
 from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.node.active_controller import COMMIT_TIMEOUT_MS, TICK_MS, ActiveControllerCore
 from gregor.protocol import api_keys, errors
-from gregor.protocol.errors import BY_NAME
+from gregor.protocol.errors import BY_NAME, KafkaError
 from gregor.protocol.messages import (
     AllocateProducerIdsRequest,
     AlterPartitionRequest,
@@ -105,6 +107,13 @@ class Setup:
             offline_log_dirs=[],
         )
         return self.call(api_keys.BROKER_HEARTBEAT, request, 1)
+
+    def unfenced(self, broker_id: int = 4) -> None:
+        """Registered, then caught up: a broker topics can be placed on."""
+        epoch = self.registered(broker_id)
+        self.heartbeat(epoch, offset=self.store.applied, broker_id=broker_id)
+        self.quorum.run()
+        assert not self.store.image.brokers[broker_id].fenced
 
     def registered(self, broker_id: int = 4) -> int:
         answer = self.register(broker_id)
@@ -227,3 +236,47 @@ def test_an_observer_answers_but_never_ticks() -> None:
     s.core.duties = False
     s.quorum.run()
     assert s.core.poll(s.quorum.now) is None and s.core.activated_epoch == -1
+
+
+def test_a_plan_sees_what_is_appended_and_not_committed() -> None:
+    s = Setup()
+    s.activate()
+    s.unfenced()
+    s.controller.create_topic("a", [[4]], {})
+    assert s.store.last_appended > s.store.applied and "a" not in s.store.topics
+    with pytest.raises(KafkaError) as refused:  # "a" is in flight: planned on, not committed
+        s.controller.create_topic("a", [[4]], {})
+    assert refused.value.code == code["TOPIC_ALREADY_EXISTS"]
+    s.controller.create_topic("b", [[4]], {})
+    s.quorum.run()
+    assert {"a", "b"} <= set(s.store.topics)
+    with pytest.raises(KafkaError):
+        s.controller.create_topic("b", [[4]], {})
+    s.controller.create_topic("c", [[4]], {})
+    s.quorum.run()
+    assert {"a", "b", "c"} <= set(s.store.topics)
+
+
+def test_what_commits_before_the_next_plan_is_never_replayed_speculatively(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    s = Setup()
+    s.activate()
+    s.unfenced()
+    replayed: list[list[str]] = []
+    real = MetadataImage.replay
+
+    def counting(image: MetadataImage, entries: Any) -> MetadataImage:
+        entries = list(entries)
+        replayed.append([type(rec).__name__ for rec, _offset, _epoch in entries])
+        return real(image, entries)
+
+    monkeypatch.setattr(MetadataImage, "replay", counting)
+    s.controller.create_topic("a", [[4]], {})
+    appended = len(replayed)
+    s.quorum.run()  # committed: the store replays it once into the committed image
+    committed = len(replayed) - appended
+    s.controller.create_topic("b", [[4]], {})  # planned on the committed image as it is
+    assert appended == 0 and committed == 1
+    assert len(replayed) == 1  # creating "b" replayed nothing
+    assert "a" in s.controller.quorum.image.topics_by_name
