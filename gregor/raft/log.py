@@ -21,7 +21,7 @@ Both are single-threaded; `flush` is synchronous.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 BATCH_OVERHEAD = 70  # bytes a batch header and one record's framing take on disk (a rough size)
@@ -40,6 +40,9 @@ class Batch:
     epoch: int
     records: tuple[bytes, ...]
     control: bool = False  # a control batch (the leader's start-of-epoch marker), not user data
+    # The batch as a record batch v2, when a log has it at hand (StorageRaftLog's last appends):
+    # a leader's Fetch answers send these bytes rather than build them again per follower.
+    encoded: bytes | None = field(default=None, compare=False, repr=False)
 
     @property
     def last_offset(self) -> int:

@@ -51,8 +51,9 @@ SNAPSHOT_SUFFIX = ".checkpoint"
 PARTIAL_SUFFIX = ".checkpoint.part"
 CORRUPT_SUFFIX = ".corrupt"
 _SNAPSHOT_FILE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
-# The last batches appended, kept as they were given (`_tail`): the followers' next Fetch asks
-# for them, and answering from memory spares a read of the segment and a decode per batch.
+# The last batches appended, kept as they were given with the bytes written (`_tail`): the
+# followers' next Fetch asks for them, and answering from memory spares a read of the segment,
+# a decode and an encode per batch.
 TAIL_BATCHES = 64
 TAIL_BYTES = 1 << 20
 
@@ -177,7 +178,8 @@ class StorageRaftLog:
         )
         self._log.append(buf, leader_epoch=batch.epoch, now_ms=now, assign_offsets=False)
         self._log.leader_epochs.assign(batch.epoch, batch.base_offset)
-        self._remember(batch, len(buf))
+        kept = Batch(batch.base_offset, batch.epoch, batch.records, batch.control, bytes(buf))
+        self._remember(kept, len(buf))
 
     def _remember(self, batch: Batch, size: int) -> None:
         tail = self._tail

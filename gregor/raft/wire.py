@@ -116,11 +116,17 @@ def _request_partition(
 
 
 def encode_batches(batches: tuple[Batch, ...]) -> bytes | None:
-    """Record batches v2, one per Raft batch (None for none, as Kafka sends no records)."""
+    """Record batches v2, one per Raft batch (None for none, as Kafka sends no records): the
+    bytes the log wrote where it kept them, else built."""
     if not batches:
         return None
+    if len(batches) == 1 and batches[0].encoded is not None:
+        return batches[0].encoded
     out = bytearray()
     for batch in batches:
+        if batch.encoded is not None:
+            out += batch.encoded
+            continue
         key = LEADER_CHANGE_KEY if batch.control else None
         out += build_batch(
             [(key, record) for record in batch.records],

@@ -9,6 +9,7 @@ import random
 from gregor.clock import ManualClock
 from gregor.protocol.records import batch as rb
 from gregor.protocol.records.records import read_batch_records
+from gregor.raft import wire
 from gregor.raft.control import LEADER_CHANGE_KEY
 from gregor.raft.log import Batch, SnapshotId
 from gregor.raft.node import RaftNode
@@ -79,6 +80,27 @@ def test_reads_of_the_recent_tail_answer_what_the_segments_hold(tmp_path):
     assert log.read(log.end_offset - 1, 100) == [Batch(log.end_offset - 1, 9, (b"new",))]
     log.install_snapshot(SnapshotId(200, 9), b"state")
     assert log._tail == {} and log.read(200, 100) == []
+
+
+def test_a_fetch_answer_from_the_tail_sends_the_bytes_the_segments_hold(tmp_path):
+    """A leader's Fetch answer of its last appends carries the record batches as written (the
+    append's timestamp and CRC), not batches built again; what the segments hold is built as
+    before, and both decode to the same batches."""
+    log = StorageRaftLog.open(str(tmp_path), SMALL, clock=ManualClock(1_700_000_000_000))
+    fill(log)
+    data = open(os.path.join(tmp_path, DIR_NAME, "00000000000000000000.log"), "rb").read()
+    tail = log.read(0, 1 << 20)
+    assert all(b.encoded is not None for b in tail)
+    sent = wire.encode_batches(tuple(tail))
+    assert sent == data[: len(sent)]
+    assert [h.base_timestamp for _, h in rb.iter_headers(sent)] == [1_700_000_000_000] * 4
+    assert wire.decode_batches(sent) == tuple(tail)
+    log.flush()
+    disk = StorageRaftLog.open(str(tmp_path), SMALL)
+    from_disk = tuple(disk.read(0, 1 << 20))
+    assert all(b.encoded is None for b in from_disk) and from_disk == tuple(tail)
+    assert wire.decode_batches(wire.encode_batches(from_disk)) == tuple(tail)
+    disk.close()
 
 
 def test_the_log_reads_time_only_from_its_clock(tmp_path):
