@@ -144,6 +144,7 @@ class RaftDriver:
         self.client: NetworkClient | None = None
         self._started = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_at_ms = 0  # when `_timer` fires, on `clock`
         self._inbound: dict[tuple[int, int], asyncio.Future[m.Response]] = {}
         self._next_inbound_id = 0
         self._tasks: set[asyncio.Future[Any]] = set()
@@ -281,7 +282,7 @@ class RaftDriver:
         for send in effects.outbound:
             message = send.message
             if isinstance(message, m.REQUEST_TYPES):
-                self._spawn(self._exchange(send.destination, message))
+                self._request(send.destination, message)
             else:
                 fut = self._inbound.pop((send.destination, message.correlation_id), None)
                 if fut is not None and not fut.done():
@@ -368,10 +369,17 @@ class RaftDriver:
             asyncio.get_running_loop().call_soon(callback)
 
     def _arm_timer(self, deadline_ms: int) -> None:
+        """Poll the node at `deadline_ms`. A timer already set for no later is kept: an early
+        poll finds nothing due and sets the next one, and most deadlines only move later (each
+        Fetch pushes a follower's fetch timeout and a leader's parked Fetches on)."""
         if self._timer is not None:
+            if self._timer_at_ms <= deadline_ms:
+                return
             self._timer.cancel()
-        delay_s = min(max(0, deadline_ms - self.clock()) / 1000, MAX_TIMER_S)
-        self._timer = asyncio.get_running_loop().call_later(delay_s, self._on_timer)
+        now = self.clock()
+        delay_ms = min(max(0, deadline_ms - now), int(MAX_TIMER_S * 1000))
+        self._timer_at_ms = now + delay_ms
+        self._timer = asyncio.get_running_loop().call_later(delay_ms / 1000, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -383,23 +391,58 @@ class RaftDriver:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _exchange(self, destination: int, request: m.Request) -> None:
+    def _request(self, destination: int, request: m.Request) -> None:
+        """Send `request`: written now on an open connection, its answer handled as it is read
+        (no task); else in a task that opens the connection first."""
         assert self.client is not None
         key, version, body = wire.to_request(request)
+
+        def done(answer: Any, exc: BaseException | None) -> None:
+            if exc is None:
+                self._answered(destination, request, key, version, answer, None)
+            else:  # maybe inside `submit` (a failed write): told after the effects in hand
+                asyncio.get_running_loop().call_soon(
+                    self._answered, destination, request, key, version, None, exc
+                )
+
+        if not self.client.submit(destination, key, version, body, None, done):
+            self._spawn(self._exchange(destination, request, key, version, body))
+
+    async def _exchange(
+        self, destination: int, request: m.Request, key: int, version: int, body: Any
+    ) -> None:
+        assert self.client is not None
         try:
             answer = await self.client.send(destination, key, version, body)
-            if key == api_keys.FETCH:
-                self._learn_endpoints(answer)
-            response = wire.from_response(key, version, answer, request.correlation_id)
-        except (ClientError, KeyError, wire.WireError) as e:
-            log.debug("raft %d -> %d %s: %s", self.node_id, destination, api_keys.name_of(key), e)
-            if self.node is not None and not self._stopped:
-                self._apply(
-                    self.node.request_failed(self.clock(), destination, request.correlation_id)
-                )
+        except (ClientError, KeyError) as e:
+            self._answered(destination, request, key, version, None, e)
             return
-        if self.node is not None and not self._stopped:
-            self._apply(self.node.receive(self.clock(), destination, response))
+        self._answered(destination, request, key, version, answer, None)
+
+    def _answered(
+        self,
+        destination: int,
+        request: m.Request,
+        key: int,
+        version: int,
+        answer: Any,
+        exc: BaseException | None,
+    ) -> None:
+        """The answer to a request to another node (or why there is none) into the node."""
+        if exc is None:
+            try:
+                if key == api_keys.FETCH:
+                    self._learn_endpoints(answer)
+                response = wire.from_response(key, version, answer, request.correlation_id)
+            except (KeyError, wire.WireError) as e:
+                exc = e
+        if self.node is None or self._stopped:
+            return
+        if exc is not None:
+            log.debug("raft %d -> %d %s: %s", self.node_id, destination, api_keys.name_of(key), exc)
+            self._apply(self.node.request_failed(self.clock(), destination, request.correlation_id))
+            return
+        self._apply(self.node.receive(self.clock(), destination, response))
 
     # -- the listener ---------------------------------------------------------------------------
 
@@ -449,20 +492,32 @@ class RaftDriver:
         else:
             source = wire.request_source(request)
             assert source is not None
-            fut: asyncio.Future[m.Response] = asyncio.get_running_loop().create_future()
+            loop = asyncio.get_running_loop()
+            fut: asyncio.Future[m.Response] = loop.create_future()
             self._inbound[(source, local_id)] = fut
             self._apply(node.receive(self.clock(), source, request))
-            wait_ms = self.config.request_timeout_ms + self.config.fetch_max_wait_ms
-            try:
-                response = await asyncio.wait_for(fut, wait_ms / 1000)
-            finally:
-                self._inbound.pop((source, local_id), None)
+            if fut.done():  # answered at once (most are; a Fetch with nothing new is parked)
+                response = fut.result()
+            else:
+                wait_ms = self.config.request_timeout_ms + self.config.fetch_max_wait_ms
+                timer = loop.call_later(wait_ms / 1000, _time_out, fut)
+                try:
+                    response = await fut
+                finally:
+                    timer.cancel()
+                    self._inbound.pop((source, local_id), None)
         body = wire.to_response(response, version)
         if isinstance(response, m.FetchResponse) and response.leader_id in self.voters:
             wire.add_leader_endpoint(
                 body, version, response.leader_id, *self.voters[response.leader_id]
             )
         return codec.encode_response(key, version, correlation_id, body)
+
+
+def _time_out(fut: asyncio.Future[Any]) -> None:
+    """A parked inbound request the node never answered: its connection closes."""
+    if not fut.done():
+        fut.set_exception(TimeoutError())
 
 
 def _api_versions_body(error_code: int = 0, extra: Mapping[int, Any] | None = None) -> Any:

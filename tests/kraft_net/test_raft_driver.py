@@ -189,3 +189,49 @@ def test_the_log_is_fsynced_off_the_event_loop_and_commits_are_durable_on_a_majo
     assert threading.main_thread().name not in flush_threads
     *durable, hw = durable_at_commit
     assert durable[1] >= hw  # the second most durable of three: a majority holds the commit
+
+
+def test_requests_to_other_voters_need_no_task_once_connected(tmp_path: Path) -> None:
+    """A node's requests to the other voters (the followers' Fetches, parked at the leader
+    between appends) are written on the open connection and answered from its reading: no
+    task is left waiting on one."""
+
+    async def main() -> None:
+        cluster = Cluster(tmp_path)
+        ports = {i: await cluster.make(i).bind("127.0.0.1", 0) for i in IDS}
+        voters = {i: ("127.0.0.1", p) for i, p in ports.items()}
+        for d in cluster.drivers.values():
+            await d.start(voters)
+        try:
+            await wait_for("a leader", lambda: len(cluster.leaders()) == 1, 5.0)
+            (leader,) = cluster.leaders()
+            drivers = cluster.drivers
+            for i in range(5):
+                assert not isinstance(drivers[leader].append([b"r%d" % i]), NotLeader)
+                await wait_for(
+                    "commit", lambda i=i: all(len(cluster.committed[n]) > i for n in IDS)
+                )
+            followers = [drivers[n] for n in IDS if n != leader]
+            assert all(f.client is not None and f.client.connection(leader) for f in followers)
+            assert all(not f._tasks for f in followers), [f._tasks for f in followers]
+        finally:
+            for d in cluster.drivers.values():
+                await d.stop()
+
+    asyncio.run(main())
+
+
+def test_the_timer_is_set_again_only_for_an_earlier_deadline(tmp_path: Path) -> None:
+    async def main() -> None:
+        driver = Cluster(tmp_path).make(1)
+        now = driver.clock()
+        driver._arm_timer(now + 1_000)
+        first = driver._timer
+        driver._arm_timer(now + 5_000)  # later: the earlier timer stays (an early poll is free)
+        assert driver._timer is first and first is not None and not first.cancelled()
+        driver._arm_timer(now + 10)  # earlier: set again
+        assert driver._timer is not first and first.cancelled()
+        assert driver._timer is not None
+        driver._timer.cancel()
+
+    asyncio.run(main())
