@@ -5,11 +5,12 @@ followers without sockets (bench/leader_cycle_bench.py is the leader's side).
 
     python bench/follower_cycle_bench.py --tree /tmp/old --tree $PWD                 # CPU, 3 runs
     python bench/follower_cycle_bench.py --tree /tmp/old --tree $PWD --instructions  # callgrind
+    python bench/follower_cycle_bench.py --tree /tmp/old --tree $PWD --instructions --idle 200
 
 One cycle is what a follower does for each record: the leader's answer to its parked
 incremental Fetch arrives as bytes on the connection (one 100 B batch for one partition of an
 18-partition session: a 3-node cluster's follower of a leader of one topic partition and 17 of
-`__consumer_offsets`; the leader's high watermark is the offset before it, as it is when the
+`__consumer_offsets`, or `--idle N` of them; the leader's high watermark is the offset before it, as it is when the
 leader answers at once); the response is framed and decoded (protocol), handed to the replica
 fetchers as their driver hands it (runtime/drivers.py's CoreDriver, fetcher_session.py,
 follower.py), appended (Log.append_as_follower), the high watermark updated, and the next
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import os
 import re
 import shutil
@@ -50,7 +52,7 @@ _HW_MARK = 0x0A0B0C0D0E0F0102  # stands for the high watermark in the encoded re
 _BASE_MARK = 0x0B0C0D0E0F010203  # and for the batch's base offset
 
 
-def cycle_cost(records: int, warm_up: int) -> float:
+def cycle_cost(records: int, warm_up: int, idle: int = IDLE) -> float:
     """Run in the tree on sys.path: process CPU seconds of `records` cycles."""
     try:
         import uvloop  # the broker's loop (runtime/server.py)
@@ -59,11 +61,11 @@ def cycle_cost(records: int, warm_up: int) -> float:
     except ImportError:
         pass
     with tempfile.TemporaryDirectory() as d:
-        return asyncio.run(_run(d, records, warm_up))
+        return asyncio.run(_run(d, records, warm_up, idle))
 
 
-async def _run(d: str, records: int, warm_up: int) -> float:
-    run = _Cycle(d)
+async def _run(d: str, records: int, warm_up: int, idle: int) -> float:
+    run = _Cycle(d, idle)
     try:
         await run.start()
         for _ in range(warm_up):
@@ -107,7 +109,7 @@ class _Image:
 class _Cycle:
     broker_epoch = 7
 
-    def __init__(self, d: str) -> None:
+    def __init__(self, d: str, idle: int) -> None:
         from gregor.broker.cores import replica_fetchers  # noqa: F401 (the composition's)
         from gregor.metadata.image import PartitionRegistration
         from gregor.replication.partition import ReplicaManager
@@ -125,10 +127,10 @@ class _Cycle:
         offsets_id = uuid.UUID(int=43)
         now = int(time.time() * 1000)
         self.rm.apply("rf3", 0, self.topic_id, reg, LogConfig(), 2, now)
-        for i in range(IDLE):
+        for i in range(idle):
             self.rm.apply("__consumer_offsets", i, offsets_id, reg, LogConfig(), 2, now)
         self.p = self.rm.get("rf3", 0)
-        self.idle = [("__consumer_offsets", offsets_id, i) for i in range(IDLE)]
+        self.idle = [("__consumer_offsets", offsets_id, i) for i in range(idle)]
 
     async def start(self) -> None:
         from gregor.clock import SystemClock
@@ -150,6 +152,11 @@ class _Cycle:
                 Endpoint("PLAINTEXT", "127.0.0.1", 9092, 0)), fenced=False)}
         )  # fmt: skip
         clock = SystemClock()
+        # what moves when a partition's fetch changes without the fetchers (a tree that
+        # takes it)
+        given = {"stamp": self.rm.stamp}
+        if "stamp" not in inspect.signature(ReplicaFetchers).parameters:
+            given = {}
         core = ReplicaFetchers(
             FetcherConfig(replica_id=ME),
             partition_of=self.rm.get,
@@ -157,6 +164,7 @@ class _Cycle:
             endpoint_of=lambda b: broker_endpoint(image, b, "PLAINTEXT"),
             socket_timeout_ms=30_000,
             quota=self.rm.follower_quota,
+            **given,  # type: ignore[arg-type]
         )
         core.apply(self.rm.take_follower_changes())
         self.client = NetworkClient(client_id=f"replica-fetcher-{ME}")
@@ -270,14 +278,14 @@ class _Cycle:
         self.logs.shutdown()
 
 
-def _child(tree: str, records: int, warm_up: int, instructions: bool) -> float:
+def _child(tree: str, records: int, warm_up: int, instructions: bool, idle: int) -> float:
     """CPU seconds (or instructions, under callgrind) of `records` cycles in `tree`."""
     env = dict(os.environ, PYTHONPATH=tree)
     code = (
         f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
         "import gregor, follower_cycle_bench as b; "
         f"assert gregor.__file__.startswith({os.path.abspath(tree)!r}), gregor.__file__; "
-        f"print(b.cycle_cost({records}, {warm_up}))"
+        f"print(b.cycle_cost({records}, {warm_up}, {idle}))"
     )
     cmd = [sys.executable, "-c", code]
     if instructions:
@@ -302,6 +310,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--records", type=int, default=3000)
     ap.add_argument("--instructions", action="store_true", help="count with callgrind")
+    ap.add_argument("--idle", type=int, default=IDLE, help="idle partitions in the session")
     args = ap.parse_args()
     if args.instructions and not shutil.which("valgrind"):
         print("--instructions needs valgrind (apt-get install valgrind)")
@@ -309,14 +318,14 @@ def main() -> int:
     results: dict[str, list[float]] = {t: [] for t in args.tree}
     if args.instructions:  # deterministic: one run each, 300 cycles less the start-up
         for tree in args.tree:
-            base = _child(tree, 0, 30, True)
-            results[tree].append((_child(tree, 300, 30, True) - base) / 300)
+            base = _child(tree, 0, 30, True, args.idle)
+            results[tree].append((_child(tree, 300, 30, True, args.idle) - base) / 300)
             print(f"{tree}: {results[tree][0] / 1e6:.3f} M instructions per record", flush=True)
         return 0
     print(f"load before: {os.getloadavg()[0]:.2f}")
     for _ in range(args.runs):
         for tree in args.tree:
-            us = _child(tree, args.records, WARM_UP, False) / args.records * 1e6
+            us = _child(tree, args.records, WARM_UP, False, args.idle) / args.records * 1e6
             results[tree].append(us)
     for tree, runs in results.items():
         print(

@@ -133,6 +133,7 @@ def replica_fetchers(
         endpoint_of=endpoint_of,
         socket_timeout_ms=int(value("replica.socket.timeout.ms")),
         quota=replicas.follower_quota,
+        stamp=replicas.stamp,
     )
     client = NetworkClient(
         client_id=f"replica-fetcher-{node_id}",

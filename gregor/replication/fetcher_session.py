@@ -52,9 +52,10 @@ class FetcherSession:
         config: FetcherConfig,
         fetcher: type[FollowerFetcher] = FollowerFetcher,
         quota: ReplicationQuota | None = None,
+        stamp: Callable[[], object] | None = None,
     ) -> None:
         self.leader_id = leader_id
-        self.state = fetcher(leader_id, config, quota)
+        self.state = fetcher(leader_id, config, quota, stamp)
         self.in_flight: dict[tuple[uuid.UUID, int], Sent] | None = None
         self.failures = 0  # in a row: the first is logged at INFO, the rest at DEBUG
 
@@ -70,13 +71,17 @@ class ReplicaFetchers:
         socket_timeout_ms: int,
         fetcher: type[FollowerFetcher] = FollowerFetcher,
         quota: ReplicationQuota | None = None,
+        stamp: Callable[[], object] | None = None,
     ) -> None:
         """`fetcher`: what one session's Fetch asks and does with its answer (follower.py's
         FollowerFetcher; the simulation's broken variants give a subclass). `quota`: the
-        follower replication throttle all sessions share."""
+        follower replication throttle all sessions share. `stamp`: what moves when a
+        partition's fetch may change without the fetchers (ReplicaManager.stamp; None: each
+        Fetch looks at every partition of its session)."""
         self.config = config
         self.fetcher = fetcher
         self.quota = quota
+        self.stamp = stamp
         self.partition_of = partition_of
         self.broker_epoch = broker_epoch
         self.endpoint_of = endpoint_of
@@ -95,7 +100,9 @@ class ReplicaFetchers:
             if p is None or p.is_leader:
                 continue
             if change.leader not in self.sessions:
-                session = FetcherSession(change.leader, self.config, self.fetcher, self.quota)
+                session = FetcherSession(
+                    change.leader, self.config, self.fetcher, self.quota, self.stamp
+                )
                 self.sessions[change.leader] = session
                 log.info("replica fetcher for broker %d started", change.leader)
             self.sessions[change.leader].state.add(p, change.leader_epoch)

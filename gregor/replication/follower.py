@@ -21,6 +21,14 @@ had nothing new. An answer FETCH_SESSION_ID_NOT_FOUND starts over with a new ses
 other error, or a failed request, closes the session with the next full request (the
 session's id, epoch 0). A leader that answers session id 0 gets full requests.
 
+An incremental request looks only at the partitions that may have changed since the last one
+(`dirty`): those the fetcher itself changed (answered, appended to, truncated, backed off,
+fenced, added anew) and those backed off until their back-off ends. What changes a partition's
+fetch without the fetcher (a log's start moved by retention or DeleteRecords, a log offline, a
+partition applied or removed) moves the `stamp` the owner gives (ReplicaManager.stamp); a new
+stamp, the throttle over its bound now or at the last request, a full request, or no stamp
+given makes the request look at every partition, as Kafka's fetcher does at every request.
+
 Truncation (KIP-320 "truncate on fetch", what Kafka does since 2.7; no OffsetForLeaderEpoch
 round trip): when the leader answers `diverging_epoch` = (epoch E, end offset X), nothing is
 appended and the log is truncated (`truncation_offset`, Kafka's getOffsetTruncationState):
@@ -56,9 +64,12 @@ fetcher judges it. The bytes appended to a throttled partition are recorded in t
 
 from __future__ import annotations
 
+import itertools
 import logging
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from gregor.protocol import errors
@@ -78,6 +89,9 @@ from gregor.storage.leader_epoch import LeaderEpochCache
 from gregor.storage.log import Log
 
 log = logging.getLogger("gregor.replication.follower")
+
+_UNSEEN = object()  # no stamp yet (or none given): look at every partition
+_BY_ORDER = attrgetter("order")
 
 FETCH_VERSION = 15
 FENCED_LEADER_EPOCH = errors.BY_NAME["FENCED_LEADER_EPOCH"].code
@@ -119,6 +133,7 @@ class FetchState:
     # what the leader's fetch session holds for the partition (None: not in it), as asked
     held: Asked | None = None
     sent: Sent | None = None
+    order: int = 0  # its place among the fetcher's partitions (a request names them in it)
     key: tuple[uuid.UUID, int] = field(init=False)
     log: Log = field(init=False)  # the partition's
 
@@ -166,12 +181,26 @@ def truncation_offset(
 
 class FollowerFetcher:
     def __init__(
-        self, leader_id: int, config: FetcherConfig, quota: ReplicationQuota | None = None
+        self,
+        leader_id: int,
+        config: FetcherConfig,
+        quota: ReplicationQuota | None = None,
+        stamp: Callable[[], object] | None = None,
     ) -> None:
+        """`stamp`: a value that moves whenever a partition's fetch may change without the
+        fetcher (ReplicaManager.stamp); None: every request looks at every partition."""
         self.leader_id = leader_id
         self.config = config
         self.quota = quota  # the follower replication throttle; None: never throttled
+        self.stamp = stamp
         self.partitions: dict[tuple[str, int], FetchState] = {}
+        self._order = itertools.count()
+        # The partitions an incremental request looks at (module docstring), in no order; a
+        # key no longer fetched is passed over. What the stamp and the throttle were at the
+        # last request: either moving makes the next one look at every partition.
+        self.dirty: dict[tuple[str, int], None] = {}
+        self._seen_stamp: object = _UNSEEN
+        self._was_throttling = False
         # the fetch session with the leader: its id and the epoch of the next request
         # (INITIAL_EPOCH: a full one), what each partition in the leader's session asked
         # (also on its FetchState, `held`), and the partitions it holds that the next
@@ -194,7 +223,11 @@ class FollowerFetcher:
             if state.partition is partition and state.leader_epoch == leader_epoch:
                 return
             self._leave_session(state)
-        self.partitions[key] = FetchState(partition, leader_epoch)
+            order = state.order  # (the dict keeps the key's place)
+        else:
+            order = next(self._order)
+        self.partitions[key] = FetchState(partition, leader_epoch, order=order)
+        self.dirty[key] = None
 
     def remove(self, topic: str, index: int) -> None:
         state = self.partitions.pop((topic, index), None)
@@ -227,19 +260,59 @@ class FollowerFetcher:
         dict from one request to the next: it holds until the next call); None if no
         partition is ready.
 
-        Each partition costs a few attribute reads: what it asked last is on its FetchState,
-        so an incremental request builds parts only for the partitions that changed."""
+        An incremental request looks at the dirty partitions only, unless something moved
+        that the fetcher does not see (module docstring); each partition looked at costs a
+        few attribute reads: what it asked last is on its FetchState, so parts are built only
+        for the partitions that changed."""
         full = self.session_epoch in (INITIAL_EPOCH, FINAL_EPOCH)
-        session, forget = self.session, self.forget
         if full:
-            session.clear()
-            forget.clear()
+            self.session.clear()
+            self.forget.clear()
         quota = self.quota
         # the throttle holds a partition back only while its rate is over the bound
         throttling = quota is not None and quota.exceeded(now_ms)
+        # (read before the partitions: a change after it moves it again for the next request)
+        stamp = self.stamp() if self.stamp is not None else _UNSEEN
+        states: Iterable[FetchState]
+        if (
+            full
+            or throttling
+            or self._was_throttling
+            or stamp is _UNSEEN
+            or stamp != self._seen_stamp
+        ):
+            states = self.partitions.values()
+        else:  # the dirty ones still fetched, in the order of the fetcher's partitions
+            partitions = self.partitions
+            states = []
+            for key in self.dirty:  # (a loop: a comprehension costs a function's making)
+                state = partitions.get(key)
+                if state is not None:
+                    states.append(state)
+            if len(states) > 1:
+                states.sort(key=_BY_ORDER)
+        self._seen_stamp, self._was_throttling = stamp, throttling
+        self.dirty.clear()
+        by_topic = self._look(states, now_ms, full, throttling)
+        if not self.session:
+            return None
+        forgotten: dict[uuid.UUID, list[int]] = {}
+        for tid, index in self.forget:
+            forgotten.setdefault(tid, []).append(index)
+        self.forget.clear()
+        self.full_in_flight = full
+        return self._request(broker_epoch, by_topic, forgotten), self.session
+
+    def _look(
+        self, states: Iterable[FetchState], now_ms: int, full: bool, throttling: bool
+    ) -> dict[uuid.UUID, list[Any]]:
+        """Look at `states`: each one ready and changed (or every one ready, in a full
+        request) is named, each one held back leaves the session; the parts named, by topic.
+        One held back until its back-off ends stays dirty."""
+        session, forget, quota = self.session, self.forget, self.quota
         max_bytes = self.config.partition_max_bytes
         by_topic: dict[uuid.UUID, list[Any]] = {}
-        for state in self.partitions.values():
+        for state in states:
             lg = state.log
             if (
                 state.fenced
@@ -247,6 +320,8 @@ class FollowerFetcher:
                 or lg.offline  # a failed log dir: nothing to append to
                 or (throttling and self._throttled(state, quota))  # type: ignore[arg-type]
             ):
+                if state.delayed_until_ms > now_ms and not state.fenced:
+                    self.dirty[state.partition.topic, state.partition.index] = None
                 if state.held is not None:
                     state.held = None
                     if not full:
@@ -277,14 +352,7 @@ class FollowerFetcher:
                     partition_max_bytes=max_bytes,
                 )
             )
-        if not session:
-            return None
-        forgotten: dict[uuid.UUID, list[int]] = {}
-        for tid, index in forget:
-            forgotten.setdefault(tid, []).append(index)
-        forget.clear()
-        self.full_in_flight = full
-        return self._request(broker_epoch, by_topic, forgotten), session
+        return by_topic
 
     @staticmethod
     def _throttled(state: FetchState, quota: ReplicationQuota) -> bool:
@@ -349,10 +417,13 @@ class FollowerFetcher:
     def handle_error(self, sent: dict[tuple[uuid.UUID, int], Sent], now_ms: int) -> None:
         """The whole Fetch failed: back off every partition it asked for."""
         self._session_failed(None)
+        dirty = self.dirty
         for s in sent.values():
-            state = self.partitions.get((s.topic, s.index))
+            key = (s.topic, s.index)
+            state = self.partitions.get(key)
             if state is not None and state.leader_epoch == s.leader_epoch:
                 state.delayed_until_ms = now_ms + self.config.backoff_ms
+                dirty[key] = None
 
     def handle_response(
         self, sent: dict[tuple[uuid.UUID, int], Sent], response: Any, now_ms: int
@@ -373,12 +444,15 @@ class FollowerFetcher:
             self.handle_error(sent, now_ms)
             return outcome
         self._session_answered(response)
+        dirty = self.dirty
         for t in response.responses:
             for pd in t.partitions:
                 s = sent.get((t.topic_id, pd.partition_index))
                 if s is None:
                     continue
-                state = self.partitions.get((s.topic, s.index))
+                key = (s.topic, s.index)
+                dirty[key] = None  # whatever its answer does, the next request looks at it
+                state = self.partitions.get(key)
                 if (
                     state is None
                     or state.fenced

@@ -137,6 +137,7 @@ class BrokerHost(SimHost):
             config, partition_of=replicas.get, broker_epoch=lambda: self.broker_epoch,
             endpoint_of=lambda leader: broker_endpoint(metadata.image, leader),
             socket_timeout_ms=FETCH_TIMEOUT_MS - config.max_wait_ms, fetcher=self.fetcher_class,
+            stamp=replicas.stamp,
         )  # fmt: skip
         static = {"log.segment.bytes": str(self.log_config.segment_bytes)}
         self.hosting = PartitionHosting(
