@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from gregor.broker.broker import BrokerServer
+from gregor.clock import SYSTEM_CLOCK
 from gregor.handlers import fetch
 from gregor.metadata.image import PartitionRegistration
 from gregor.protocol import api_keys, errors
@@ -40,8 +41,6 @@ DAY_MS = 24 * 3600 * 1000
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Any:
-    from gregor.clock import SYSTEM_CLOCK
-
     yield from leader_of_six(tmp_path, SYSTEM_CLOCK)
 
 
