@@ -45,6 +45,20 @@ class Cluster:
         self.drivers[node_id] = driver
         return driver
 
+    async def start(self) -> dict[int, int]:
+        """Make, bind and start a driver per id, each knowing the others as voters (`voters`);
+        the port each listens on."""
+        ports = {i: await self.make(i).bind("127.0.0.1", 0) for i in IDS}
+        self.voters = {i: ("127.0.0.1", p) for i, p in ports.items()}
+        for d in self.drivers.values():
+            await d.start(self.voters)
+        return ports
+
+    async def leader(self, timeout_s: float = 5.0) -> int:
+        """The one leader, once there is exactly one."""
+        await wait_for("a leader", lambda: len(self.leaders()) == 1, timeout_s)
+        return self.leaders()[0]
+
     def leaders(self) -> list[int]:
         return [i for i, d in self.drivers.items() if d.node is not None and d.node.is_leader]
 

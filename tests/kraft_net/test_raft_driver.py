@@ -116,13 +116,9 @@ async def run(cluster: Cluster, ports: dict[int, int]) -> None:
 def test_graceful_resign_hands_over_quickly(tmp_path: Path) -> None:
     async def main() -> None:
         cluster = Cluster(tmp_path)
-        ports = {i: await cluster.make(i).bind("127.0.0.1", 0) for i in IDS}
-        voters = {i: ("127.0.0.1", p) for i, p in ports.items()}
-        for d in cluster.drivers.values():
-            await d.start(voters)
+        await cluster.start()
         try:
-            await wait_for("a leader", lambda: len(cluster.leaders()) == 1, 5.0)
-            (leader,) = cluster.leaders()
+            leader = await cluster.leader()
             await cluster.drivers.pop(leader).stop(resign=True)
             took = await wait_for("a successor", lambda: len(cluster.leaders()) == 1, 5.0)
             assert took < CONFIG.fetch_timeout_ms / 1000  # did not wait for the fetch timeout
@@ -198,13 +194,9 @@ def test_requests_to_other_voters_need_no_task_once_connected(tmp_path: Path) ->
 
     async def main() -> None:
         cluster = Cluster(tmp_path)
-        ports = {i: await cluster.make(i).bind("127.0.0.1", 0) for i in IDS}
-        voters = {i: ("127.0.0.1", p) for i, p in ports.items()}
-        for d in cluster.drivers.values():
-            await d.start(voters)
+        await cluster.start()
         try:
-            await wait_for("a leader", lambda: len(cluster.leaders()) == 1, 5.0)
-            (leader,) = cluster.leaders()
+            leader = await cluster.leader()
             drivers = cluster.drivers
             for i in range(5):
                 assert not isinstance(drivers[leader].append([b"r%d" % i]), NotLeader)

@@ -31,10 +31,8 @@ def make_observer(root: Path, committed: list[bytes]) -> RaftDriver:
 def test_an_observer_knowing_only_bootstrap_servers_follows_the_leader(tmp_path: Path) -> None:
     async def main() -> None:
         cluster = Cluster(tmp_path)
-        ports = {i: await cluster.make(i).bind("127.0.0.1", 0) for i in IDS}
-        voters = {i: ("127.0.0.1", p) for i, p in ports.items()}
-        for d in cluster.drivers.values():
-            await d.start(voters)
+        await cluster.start()
+        voters = cluster.voters
         seen: list[bytes] = []
         observer = make_observer(tmp_path, seen)
         await observer.start({}, bootstrap=[voters[i] for i in IDS])
