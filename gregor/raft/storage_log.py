@@ -168,18 +168,23 @@ class StorageRaftLog:
                 f"batch epoch {batch.epoch} is below the log's last epoch {self.last_epoch}"
             )
         now = self._clock.now_ms()
-        key = LEADER_CHANGE_KEY if batch.control else None
-        buf = build_batch(
-            [(key, record) for record in batch.records],
-            base_offset=batch.base_offset,
-            base_timestamp=now,
-            partition_leader_epoch=batch.epoch,
-            control=batch.control,
-        )
+        buf: memoryview | bytearray
+        if batch.encoded is not None:  # a follower copies its leader's batch as it is
+            buf = memoryview(batch.encoded)
+        else:
+            key = LEADER_CHANGE_KEY if batch.control else None
+            buf = build_batch(
+                [(key, record) for record in batch.records],
+                base_offset=batch.base_offset,
+                base_timestamp=now,
+                partition_leader_epoch=batch.epoch,
+                control=batch.control,
+            )
         self._log.append(buf, leader_epoch=batch.epoch, now_ms=now, assign_offsets=False)
         self._log.leader_epochs.assign(batch.epoch, batch.base_offset)
-        kept = Batch(batch.base_offset, batch.epoch, batch.records, batch.control, bytes(buf))
-        self._remember(kept, len(buf))
+        if batch.encoded is None:
+            batch = Batch(batch.base_offset, batch.epoch, batch.records, batch.control, bytes(buf))
+        self._remember(batch, len(buf))
 
     def _remember(self, batch: Batch, size: int) -> None:
         tail = self._tail

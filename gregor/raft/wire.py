@@ -144,8 +144,15 @@ def decode_batches(data: Any) -> tuple[Batch, ...]:
     for pos, _header in rb.iter_headers(data):
         header, records = read_batch_records(data, pos)
         values = tuple(bytes(r.value) if r.value is not None else b"" for r in records)
+        wire_bytes = bytes(data[pos : pos + header.batch_length + rb.LOG_OVERHEAD])
         out.append(
-            Batch(header.base_offset, header.partition_leader_epoch, values, header.is_control)
+            Batch(
+                header.base_offset,
+                header.partition_leader_epoch,
+                values,
+                header.is_control,
+                wire_bytes,  # a follower writes the leader's bytes (its log checks the CRC)
+            )
         )
     return tuple(out)
 

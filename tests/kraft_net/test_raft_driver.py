@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from pathlib import Path
 
@@ -225,5 +226,34 @@ def test_the_timer_is_set_again_only_for_an_earlier_deadline(tmp_path: Path) -> 
         assert driver._timer is not first and first.cancelled()
         assert driver._timer is not None
         driver._timer.cancel()
+
+    asyncio.run(main())
+
+
+def test_a_follower_writes_its_leaders_batches_byte_for_byte(tmp_path: Path) -> None:
+    """A follower copies the record batches of the metadata log as its leader wrote them (the
+    leader's timestamps and CRCs), as Kafka's followers do: the three logs are the same bytes."""
+
+    async def main() -> None:
+        cluster = Cluster(tmp_path)
+        await cluster.start()
+        try:
+            leader = await cluster.leader()
+            drivers = cluster.drivers
+            for i in range(4):
+                assert not isinstance(drivers[leader].append([b"x%d" % i, b"y"]), NotLeader)
+                await asyncio.sleep(0.01)  # different milliseconds: batches of other timestamps
+            await wait_for("commit", lambda: all(len(cluster.committed[n]) == 8 for n in IDS))
+            ends = {n: d.log.end_offset for n, d in drivers.items()}
+            assert len(set(ends.values())) == 1, ends
+            files = {}
+            for n, d in drivers.items():
+                with open(os.path.join(d.log.directory, "00000000000000000000.log"), "rb") as f:
+                    files[n] = f.read()
+            assert len(files[leader]) > 0
+            assert all(data == files[leader] for data in files.values())
+        finally:
+            for d in cluster.drivers.values():
+                await d.stop()
 
     asyncio.run(main())
