@@ -53,11 +53,26 @@ class ChangeMap(Mapping[K, V], Generic[K, V]):
     def fork(self) -> ChangeMap[K, V]:
         """A writable version equal to this one, sharing its base."""
         if len(self._over) + len(self._gone) > max(MIN_CHANGES, len(self._base) >> 3):
-            return ChangeMap(dict(self.items()))
+            return ChangeMap.__new__(ChangeMap)._rebased(self._flat())
         new: ChangeMap[K, V] = ChangeMap.__new__(ChangeMap)
         new._base, new._over, new._gone = self._base, self._over.copy(), self._gone.copy()
         new._len, new._frozen = self._len, False
         return new
+
+    def _flat(self) -> dict[K, V]:
+        """This version as one dict, in its order: the base copied (a dict's copy reuses its
+        keys' hashes: no key's __hash__ runs), less what is gone, with what was set since
+        (a replaced key keeps its place; a new one, or one deleted and set again, goes last)."""
+        flat = self._base.copy()
+        for key in self._gone:
+            del flat[key]
+        flat.update(self._over)
+        return flat
+
+    def _rebased(self, base: dict[K, V]) -> ChangeMap[K, V]:
+        self._base, self._over, self._gone = base, {}, set()
+        self._len, self._frozen = len(base), False
+        return self
 
     def freeze(self) -> ChangeMap[K, V]:
         self._frozen = True

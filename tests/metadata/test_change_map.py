@@ -78,3 +78,38 @@ def test_a_fork_after_many_changes_starts_from_a_new_base() -> None:
         cm[1000 + i] = i
     assert cm._base is not first._base and len(cm._over) < 100
     assert list(cm.items()) == [(i, i) for i in range(1000)] + [(1000 + i, i) for i in range(200)]
+
+
+class _Key:
+    """A key counting the calls of its __hash__ (uuid.UUID's is Python code, as this one)."""
+
+    hashed = 0
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __hash__(self) -> int:
+        _Key.hashed += 1
+        return hash(self.n)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Key) and other.n == self.n
+
+
+def test_a_new_base_keeps_the_order_and_hashes_only_the_changed_keys() -> None:
+    keys = [_Key(i) for i in range(400)]
+    cm: ChangeMap[_Key, int] = ChangeMap({k: k.n for k in keys})
+    model = dict(cm.items())
+    changed = 0
+    for i in range(0, 26, 2):  # deleted, replaced, deleted and set again, new (52 changes)
+        cm = cm.fork()
+        del cm[keys[i]], model[keys[i]]
+        cm[keys[i + 1]] = model[keys[i + 1]] = -i
+        cm[keys[i]] = model[keys[i]] = i
+        cm[_Key(1000 + i)] = model[_Key(1000 + i)] = i
+        changed += 4
+    _Key.hashed = 0
+    rebased = cm.fork()
+    assert rebased._base is not cm._base and not rebased._over  # a new base
+    assert _Key.hashed <= changed  # the unchanged keys were not hashed again
+    assert list(rebased.items()) == list(model.items())
