@@ -20,6 +20,7 @@ from gregor.controller import client_quotas, scram_credentials
 from gregor.controller.rules import (
     MAX_PARTITIONS_PER_BATCH,
     MAX_RECORDS_PER_USER_OP,
+    TopicDefaults,
     apply_incremental,
     check_assignments,
     check_counts,
@@ -107,9 +108,10 @@ class Admin:
         valid topics would write more than MAX_RECORDS_PER_USER_OP records is refused whole;
         only then is anything created. So a refused or validate-only request never builds
         per-partition state beyond those bounds."""
-        if requested_partitions(specs, self._default("num.partitions")) > MAX_PARTITIONS_PER_BATCH:
+        defaults = TopicDefaults(self._default)
+        if requested_partitions(specs, defaults) > MAX_PARTITIONS_PER_BATCH:
             return [too_many_partitions() for _ in specs]
-        planned = [self._plan_topic(spec, validate_only) for spec in specs]
+        planned = [self._plan_topic(spec, validate_only, defaults) for spec in specs]
         if topic_records(p for p in planned if isinstance(p, TopicInfo)) > MAX_RECORDS_PER_USER_OP:
             return [too_many_records() for _ in specs]
         if validate_only:
@@ -124,7 +126,9 @@ class Admin:
             out.append(plan)
         return out
 
-    def _plan_topic(self, spec: TopicSpec, validate_only: bool) -> TopicInfo | KafkaError:
+    def _plan_topic(
+        self, spec: TopicSpec, validate_only: bool, defaults: TopicDefaults
+    ) -> TopicInfo | KafkaError:
         """The topic `spec` asks for, placed (its id still zero), or why it cannot be."""
         try:
             validate_topic_name(spec.name)
@@ -150,10 +154,7 @@ class Admin:
                 replicas = self._check_assignments(spec.assignments, 0)
             else:
                 partitions, factor = check_counts(
-                    spec.num_partitions,
-                    spec.replication_factor,
-                    self._default("num.partitions"),
-                    self._default("default.replication.factor"),
+                    spec.num_partitions, spec.replication_factor, defaults
                 )
                 replicas = place_new(self.broker_ids, partitions, factor, self.controller.rng)
         except KafkaError as exc:

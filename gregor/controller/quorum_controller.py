@@ -44,6 +44,7 @@ from gregor.controller.partition_change import change_record
 from gregor.controller.rules import (
     MAX_PARTITIONS_PER_BATCH,
     MAX_RECORDS_PER_USER_OP,
+    TopicDefaults,
     apply_incremental,
     check_assignments,
     check_counts,
@@ -450,8 +451,8 @@ class QuorumController:
         partitions asked for in all, or more than MAX_RECORDS_PER_USER_OP records to write,
         refuses every topic with POLICY_VIOLATION. `bounded` False: not a client's request
         (a migrated topic), no such limits."""
-        default_partitions = int(self._broker_default("num.partitions"))
-        if bounded and requested_partitions(topics, default_partitions) > MAX_PARTITIONS_PER_BATCH:
+        defaults = TopicDefaults(self._broker_default)
+        if bounded and requested_partitions(topics, defaults) > MAX_PARTITIONS_PER_BATCH:
             return self._refuse_topics(topics, too_many_partitions())
         records: list[Any] = []
         results = []
@@ -461,7 +462,7 @@ class QuorumController:
                 results.append(TopicResult(t.name, errors.INVALID_REQUEST, "Duplicate topic name."))
                 continue
             try:
-                topic_records, result = self._create_topic(t)
+                topic_records, result = self._create_topic(t, defaults)
             except KafkaError as exc:
                 results.append(TopicResult(t.name, exc.code, exc.message))
                 continue
@@ -479,7 +480,9 @@ class QuorumController:
             [], [TopicResult(t.name, error.code, error.message) for t in topics]
         )
 
-    def _create_topic(self, t: TopicRequest) -> tuple[list[Any], TopicResult]:
+    def _create_topic(
+        self, t: TopicRequest, defaults: TopicDefaults
+    ) -> tuple[list[Any], TopicResult]:
         validate_topic_name(t.name)
         if t.name == METADATA_TOPIC:
             raise KafkaError(
@@ -503,12 +506,7 @@ class QuorumController:
             check_manual_counts(t.num_partitions, t.replication_factor)
             replicas = check_assignments(t.assignments, 0, list(self.image.brokers))
         else:
-            partitions, factor = check_counts(
-                t.num_partitions,
-                t.replication_factor,
-                int(self._broker_default("num.partitions")),
-                int(self._broker_default("default.replication.factor")),
-            )
+            partitions, factor = check_counts(t.num_partitions, t.replication_factor, defaults)
             replicas = place_new(self.image.unfenced_brokers(), partitions, factor, self.rng)
         topic_id = self.new_uuid() if t.topic_id is None else t.topic_id
         if topic_id in self.image.topics_by_id or topic_id.int == 0:

@@ -6,7 +6,7 @@ assignments, and IncrementalAlterConfigs operations. Shared by the broker's admi
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from gregor.metadata import config_defs
@@ -39,16 +39,40 @@ def too_many_records() -> KafkaError:
     )
 
 
-def requested_partitions(specs: Iterable[Any], default_partitions: int) -> int:
+class TopicDefaults:
+    """What -1 means in a CreateTopics: the brokers' num.partitions and
+    default.replication.factor, each read at most once per request, and only if a topic asks for
+    it (`read` parses a broker config: what it reads is the same for the whole request)."""
+
+    def __init__(self, read: Callable[[str], Any]) -> None:
+        self._read = read
+        self._values: dict[str, int] = {}
+
+    def _get(self, key: str) -> int:
+        value = self._values.get(key)
+        if value is None:
+            value = self._values[key] = int(self._read(key))
+        return value
+
+    @property
+    def partitions(self) -> int:
+        return self._get("num.partitions")
+
+    @property
+    def replication_factor(self) -> int:
+        return self._get("default.replication.factor")
+
+
+def requested_partitions(specs: Iterable[Any], defaults: TopicDefaults) -> int:
     """The partitions a CreateTopics asks for, counted as Kafka's validateTotalNumberOfPartitions
-    counts them: each topic's assignments, else its count (-1: `default_partitions`); an invalid
-    count adds nothing (the topic is refused on its own)."""
+    counts them: each topic's assignments, else its count (-1: the default); an invalid count
+    adds nothing (the topic is refused on its own)."""
     total = 0
     for spec in specs:
         if spec.assignments:
             total += len(spec.assignments)
         elif spec.num_partitions == -1:
-            total += default_partitions
+            total += defaults.partitions
         elif spec.num_partitions > 0:
             total += spec.num_partitions
     return total
@@ -60,7 +84,7 @@ def topic_records(topics: Iterable[TopicInfo]) -> int:
 
 
 def check_counts(
-    num_partitions: int, replication_factor: int, default_partitions: int, default_factor: int
+    num_partitions: int, replication_factor: int, defaults: TopicDefaults
 ) -> tuple[int, int]:
     """(partitions, replication factor) of a topic created without assignments, -1 meaning the
     default; refused in Kafka's order: the replication factor first."""
@@ -75,8 +99,8 @@ def check_counts(
             "Number of partitions was set to an invalid non-positive value.",
         )
     return (
-        default_partitions if num_partitions == -1 else num_partitions,
-        default_factor if replication_factor == -1 else replication_factor,
+        defaults.partitions if num_partitions == -1 else num_partitions,
+        defaults.replication_factor if replication_factor == -1 else replication_factor,
     )
 
 

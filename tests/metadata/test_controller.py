@@ -135,6 +135,33 @@ def test_create_topics_places_round_robin() -> None:
     assert ctx.c.image.topic("t").topic_id == res.response[0].topic_id  # type: ignore[union-attr]
 
 
+def test_the_defaults_a_request_asks_for_are_the_brokers_when_it_comes() -> None:
+    """-1 takes num.partitions and default.replication.factor as they are when the request
+    comes (a dynamic broker config committed since counts), read once for all its topics."""
+    ctx = Ctx(brokers=3, **{"num.partitions": "2", "default.replication.factor": "2"})
+    ctx.run(ctx.c.create_topics([TopicRequest("a"), TopicRequest("b", 1)]))
+    assert [len(ctx.part(n).replicas) for n in "ab"] == [2, 2]
+    assert len(ctx.c.image.topic("a").partitions) == 2  # type: ignore[union-attr]
+    assert len(ctx.c.image.topic("b").partitions) == 1  # type: ignore[union-attr]
+    ctx.commit(
+        [
+            r.ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="", name=k, value=v)
+            for k, v in (("num.partitions", "4"), ("default.replication.factor", "3"))
+        ]
+    )
+    res = ctx.run(ctx.c.create_topics([TopicRequest("c"), TopicRequest("d", -1, 1)]))
+    assert [t.num_partitions for t in res] == [4, 4]
+    assert [t.replication_factor for t in res] == [3, 1]
+    reads: list[str] = []
+    read = ctx.c._broker_default
+    ctx.c._broker_default = lambda key: reads.append(key) or read(key)  # type: ignore[method-assign]
+    ctx.run(ctx.c.create_topics([TopicRequest("e"), TopicRequest("f"), TopicRequest("g", 1, 1)]))
+    assert sorted(reads) == ["default.replication.factor", "num.partitions"]
+    reads.clear()
+    ctx.run(ctx.c.create_topics([TopicRequest("h", 1, 1)]))  # nothing to default: nothing read
+    assert reads == []
+
+
 def test_create_topics_validation() -> None:
     ctx = Ctx(brokers=2, **{"num.partitions": "2"})
     ctx.run(ctx.c.create_topics([TopicRequest("a.b")]))
