@@ -20,7 +20,7 @@ from collections import Counter
 from typing import Any
 
 from gregor.controller.admin import TopicSpec
-from gregor.handlers.context import RequestContext
+from gregor.handlers.context import RequestContext, Services
 from gregor.handlers.controller_writes import (
     answer_after_commit,
     answer_once_hosted,
@@ -76,11 +76,20 @@ def create_topics(ctx: RequestContext, request: Any) -> Any:
                 "created topic %s (%d partitions) for %s", t.name, outcome.partitions, ctx.peer
             )
     if not request.validate_only:
-        services.apply_metadata()
+        _apply_committed(services)
     ok = [r for r in results if r.error_code == errors.NONE]
     response = answer_after_commit(ctx, before, CreateTopicsResponse(topics=results), ok)
     made = [] if request.validate_only else [r.name for r in ok]
     return answer_once_hosted(ctx, made, response)
+
+
+def _apply_committed(services: Services) -> None:
+    """Bring the partitions hosted here in line with what the request wrote, when it is
+    committed already (one voter). Networked it is only appended: the store's replay does that
+    once it commits (hosting.apply_soon, after the metadata log's flush), and applying now
+    would find nothing new."""
+    if not services.store.networked:
+        services.apply_metadata()
 
 
 def _denied(
@@ -194,7 +203,7 @@ def delete_topics(ctx: RequestContext, request: Any) -> Any:
         except KafkaError as exc:
             resp.error_code, resp.error_message = exc.code, exc.message or None
         responses.append(resp)
-    services.apply_metadata()
+    _apply_committed(services)
     ok = [r for r in responses if r.error_code == errors.NONE]
     return answer_after_commit(ctx, before, DeleteTopicsResponse(responses=responses), ok)
 
@@ -234,7 +243,7 @@ def create_partitions(ctx: RequestContext, request: Any) -> Any:
             )
         )
     if not request.validate_only:
-        services.apply_metadata()
+        _apply_committed(services)
     ok = [r for r in results if r.error_code == errors.NONE]
     response = answer_after_commit(ctx, before, CreatePartitionsResponse(results=results), ok)
     made = [] if request.validate_only else [r.name for r in ok]
