@@ -35,12 +35,15 @@ class MetadataRecordError(ValueError):
 
 
 class _Type:
-    __slots__ = ("schema", "codec", "header")
+    __slots__ = ("schema", "codec", "header", "written")
 
     def __init__(self, schema: RecordSchema) -> None:
         self.schema = schema
         self.codec = MessageCodec(schema.message)
         self.header = uvarint_bytes(FRAME_VERSION) + uvarint_bytes(schema.api_key)
+        # the header of the version we write, whole (it is a version of the type: checked once)
+        assert schema.write_version in schema.message.versions, schema.name
+        self.written = self.header + uvarint_bytes(schema.write_version)
 
 
 _BY_KEY: dict[int, _Type] = {}
@@ -118,11 +121,14 @@ def encode(record: Data, version: int | None = None) -> bytes:
     t = _BY_CLASS.get(type(record))
     if t is None:
         raise MetadataRecordError(f"{type(record).__name__} is not a metadata record")
-    v = t.schema.write_version if version is None else version
-    if v not in t.schema.message.versions:
-        raise MetadataRecordError(f"{t.schema.name} has no version {v}")
-    buf = bytearray(t.header)
-    buf += uvarint_bytes(v)
+    if version is None:
+        v, buf = t.schema.write_version, bytearray(t.written)
+    else:
+        v = version
+        if v not in t.schema.message.versions:
+            raise MetadataRecordError(f"{t.schema.name} has no version {v}")
+        buf = bytearray(t.header)
+        buf += uvarint_bytes(v)
     try:
         buf = t.codec.encoder(v)(record, [], buf)
     except Exception as exc:
@@ -151,6 +157,9 @@ def _header_number(mv: memoryview, pos: int, what: str) -> tuple[int, int]:
 def decode_with_version(data: bytes | bytearray | memoryview) -> tuple[Data, int]:
     """The record and the version it was written at."""
     mv = memoryview(data).cast("B") if not isinstance(data, memoryview) else data.cast("B")
+    if len(mv) >= 3 and mv[0] == FRAME_VERSION and mv[1] < 0x80 and mv[2] < 0x80:
+        # the usual header: frame version 1, type and version a byte each
+        return _decode_body(mv, mv[1], mv[2], 3)
     frame, pos = _header_number(mv, 0, "frame version")
     if frame == 0:
         raise MetadataRecordError(
@@ -162,6 +171,10 @@ def decode_with_version(data: bytes | bytearray | memoryview) -> tuple[Data, int
         )
     api_key, pos = _header_number(mv, pos, "type")
     version, pos = _header_number(mv, pos, "version")
+    return _decode_body(mv, api_key, version, pos)
+
+
+def _decode_body(mv: memoryview, api_key: int, version: int, pos: int) -> tuple[Data, int]:
     t = _BY_KEY.get(api_key)
     if t is None:
         raise MetadataRecordError(f"unknown metadata record type {api_key}")

@@ -191,6 +191,18 @@ def test_api_key_above_127_is_a_two_byte_varint() -> None:
         r.decode(b"\x01" + uv(200) + b"\x00")
 
 
+def test_a_header_of_longer_varints_reads_as_the_usual_one() -> None:
+    """The one-byte header is read without the varint loop; a header whose numbers take more
+    bytes (as the format allows) gives the same record and version."""
+    rec = r.PartitionRecord(partition_id=3, topic_id=TID, replicas=[1, 2], isr=[1], leader=1)
+    data = r.encode(rec)
+    assert data[:3] == b"\x01\x03\x01"
+    long_form = b"\x81\x00\x83\x00\x81\x00" + data[3:]  # 1, 3, 1 in two bytes each
+    assert r.decode_with_version(data) == r.decode_with_version(long_form) == (rec, 1)
+    assert r.decode(memoryview(bytearray(data))) == rec
+    assert r.encode(rec, 1) == data and r.encode(rec) == data
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
