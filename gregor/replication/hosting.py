@@ -333,12 +333,15 @@ class PartitionHosting:
         topic_image = image.topic(info.name)
         if topic_image is None:
             return budget
-        cfg = self.config.log_config_for(info.name)
-        min_isr = self.config.min_insync_replicas(info)
+        cfg: LogConfig | None = None  # resolved for the first partition hosted here (if any)
+        min_isr = 0
         for index in range(self._resume.pop(info.name, 0), len(info.replicas)):
             reg = topic_image.partitions.get(index)
             if self.node_id not in info.replicas[index] or reg is None:
                 continue
+            if cfg is None:
+                cfg = self.config.log_config_for(info.name)
+                min_isr = self.config.min_insync_replicas(info)
             new = self.replicas.get(info.name, index) is None
             if new and budget is not None and (budget <= 0 or self._asked >= LOGS_ASKED_PER_STEP):
                 self._resume[info.name] = index

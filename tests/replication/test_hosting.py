@@ -249,3 +249,20 @@ def test_a_made_log_whose_topic_went_meanwhile_is_deleted_not_hosted(tmp_path: P
     b.logs.purge_deleted(2**62)
     assert not [p for p in (tmp_path / "logs").iterdir() if p.name.startswith("gone")]
     b.logs.shutdown()
+
+
+def test_a_topic_with_no_partition_here_has_its_configs_left_unresolved(tmp_path: Path) -> None:
+    """Configs are resolved for the topics with a partition hosted here, and only for them (a
+    topic placed on other brokers costs a look at its replicas)."""
+    b = broker(tmp_path)
+    b.admin.create_topic(TopicSpec("here", 2, 1, configs={"retention.ms": "1234"}))
+    b.admin.create_topic(TopicSpec("far", 2, 1))
+    b.store.topics["far"].replicas = [[b.node_id + 1]] * 2  # as if placed on another broker
+    resolved: list[str] = []
+    log_config_for = b.hosting.config.log_config_for
+    b.hosting.config.log_config_for = lambda t: resolved.append(t) or log_config_for(t)  # type: ignore[method-assign]
+    b.hosting.apply()
+    assert resolved == ["here"]
+    assert sorted(b.replicas.partitions) == [("here", 0), ("here", 1)]
+    assert all(p.log.config.retention_ms == 1234 for p in b.replicas.partitions.values())
+    b.logs.shutdown()
