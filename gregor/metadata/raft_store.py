@@ -228,6 +228,11 @@ class RaftMetadataStore:
         # Told the ms from an append here to its commit (the metrics' commit latency), if set.
         self.on_commit_latency: Callable[[int], None] | None = None
         self._appended_at: deque[tuple[int, int]] = deque()  # (last offset, ms), networked
+        # Networked, on the active controller: the records appended here and not yet committed,
+        # by offset, each with its bytes. Their replay takes the record from here rather than
+        # decoding the bytes it was just encoded to, when the committed entry at that offset
+        # holds those very bytes (so it is that record); the rest are decoded.
+        self._appended: dict[int, tuple[bytes, Any]] = {}
 
     @property
     def node(self) -> RaftNode:
@@ -273,7 +278,9 @@ class RaftMetadataStore:
             top, now = entries[-1].offset, self.clock()
             while self._appended_at and self._appended_at[0][0] <= top:
                 self._commit_took(now - self._appended_at.popleft()[1])
-        replay = [(r.decode(e.data), e.offset, e.epoch) for e in entries if not e.control]
+        replay = [(self._record_of(e), e.offset, e.epoch) for e in entries if not e.control]
+        if self._appended and entries:
+            self._forget_appended(entries[-1].offset)
         if replay:
             self._replay(replay)
             self._bytes_since_snapshot += sum(len(e.data) for e in entries if not e.control)
@@ -285,6 +292,23 @@ class RaftMetadataStore:
             self.on_replayed()
         if replay or self._snapshot_deferred:
             self._maybe_snapshot(self.clock())
+
+    def _record_of(self, entry: Entry) -> Any:
+        """The record a committed entry holds: as appended here, or decoded."""
+        mine = self._appended.pop(entry.offset, None) if self._appended else None
+        if mine is not None and mine[0] == entry.data:
+            return mine[1]
+        return r.decode(entry.data)
+
+    def _forget_appended(self, top: int) -> None:
+        """Drop what was noted as appended up to `top` and not taken (an append refused, an
+        entry of other bytes): everything up to it is committed."""
+        appended = self._appended
+        while appended:
+            offset = next(iter(appended))
+            if offset > top:
+                return
+            del appended[offset]
 
     def _wake_waiters(self) -> None:
         if self._waiters:
@@ -298,6 +322,7 @@ class RaftMetadataStore:
         leader): it replaces the image, and everything below its end counts as replayed."""
         self._load_snapshot(snapshot.snapshot_id, snapshot.data)
         self.applied = max(self.applied, snapshot.snapshot_id.end_offset - 1)
+        self._forget_appended(snapshot.snapshot_id.end_offset - 1)
         self._wake_waiters()
         if self.on_replayed is not None:
             self.on_replayed()
@@ -308,6 +333,7 @@ class RaftMetadataStore:
         # of the new term waits for it.
         self.last_appended = -1
         self._appended_at.clear()
+        self._appended.clear()
         if change.leader_id != self.local_id:
             self._fail_waiters(f"node {self.local_id} is no longer the active controller")
 
@@ -499,7 +525,17 @@ class RaftMetadataStore:
                 f"node {self.local_id} is not the active controller (leader {leader})",
             )
         last = -1
-        for batch in self._frame(records, name):
+        batches = self._frame(records, name)
+        # the record each appended entry encodes (a transaction's Begin and End: none)
+        framed = len(batches) > 1
+        objects = iter([None, *records, None] if framed else records)
+        for batch in batches:
+            # noted before the append: the driver may replay what commits before it returns
+            first = self.next_offset
+            for i, data in enumerate(batch):
+                record = next(objects)
+                if record is not None:
+                    self._appended[first + i] = (data, record)
             appended = self.driver.append(batch)
             if isinstance(appended, NotLeader):
                 raise KafkaError(

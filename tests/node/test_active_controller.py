@@ -15,6 +15,8 @@ import pytest
 
 from gregor.controller.local import LocalController
 from gregor.controller.quorum_controller import PRODUCER_ID_BLOCK_SIZE
+from gregor.metadata import raft_store
+from gregor.metadata import records as r
 from gregor.metadata.image import METADATA_VERSION, MetadataImage
 from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.node.active_controller import COMMIT_TIMEOUT_MS, TICK_MS, ActiveControllerCore
@@ -280,3 +282,50 @@ def test_what_commits_before_the_next_plan_is_never_replayed_speculatively(
     assert appended == 0 and committed == 1
     assert len(replayed) == 1  # creating "b" replayed nothing
     assert "a" in s.controller.quorum.image.topics_by_name
+
+
+def test_the_image_after_creations_is_a_full_replay_of_the_log() -> None:
+    """The active controller replays what it appended as the records it appended (not decoded
+    again): the image is the one replaying the log's bytes from the start gives, a transaction
+    (its Begin and End are decoded) and a record whose committed bytes differ included."""
+    s = Setup()
+    s.activate()
+    for b in (1, 2, 3):
+        s.unfenced(b)
+    decoded: list[bytes] = []
+    decode = raft_store.r.decode
+
+    def counted(data: bytes) -> Any:
+        decoded.append(bytes(data))
+        return decode(data)
+
+    raft_store.r.decode = counted  # type: ignore[attr-defined]
+    try:
+        for i in range(5):
+            s.controller.create_topic(f"t{i}", [[1 + i % 3], [2]], {"retention.ms": str(i)})
+            s.quorum.run()
+        assert decoded == []  # each taken as appended
+        s.store.max_batch_bytes = 64  # a topic of 8 partitions takes a transaction
+        s.controller.create_topic("big", [[1]] * 8, {})
+        mine = s.store._appended
+        first, second = list(mine)[:2]
+        data, rec = mine[first]
+        mine[first] = (bytearray(data), rec)  # the same bytes, not the same object: taken
+        mine[second] = (b"other", r.NoOpRecord())  # not the bytes committed: decoded
+        s.quorum.run()
+        kinds = sorted(type(decode(d)).__name__ for d in decoded)
+        assert kinds == ["BeginTransactionRecord", "EndTransactionRecord", "PartitionRecord"]
+        assert s.store._appended == {}
+    finally:
+        raft_store.r.decode = decode  # type: ignore[attr-defined]
+    assert s.store.image.topic("big") is not None
+    assert s.quorum.node is not None
+    log = s.quorum.node.log
+    entries = [
+        (decode(data), batch.base_offset + i, batch.epoch)
+        for batch in log.read(log.start_offset, 1 << 30)
+        if not batch.control
+        for i, data in enumerate(batch.records)
+    ]
+    assert MetadataImage().replay(entries) == s.store.image
+    assert s.store.topics["t4"].configs == {"retention.ms": "4"}
