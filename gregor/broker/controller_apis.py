@@ -88,10 +88,10 @@ def _peer(address: bytes) -> str:
         return "?"
 
 
-def _forwarded_state(req: Any) -> dict[str, Any]:
+def _forwarded_state(req: Any, peer: str) -> dict[str, Any]:
     """The connection state the forwarded request is handled with: the client's principal and
-    address, as the Envelope names them (ANONYMOUS when it names none)."""
-    state: dict[str, Any] = {CLIENT_HOST: _peer(bytes(req.client_host_address))}
+    address (`peer`), as the Envelope names them (ANONYMOUS when it names none)."""
+    state: dict[str, Any] = {CLIENT_HOST: peer}
     if req.request_principal:
         set_principal(state, principal_data.deserialize(bytes(req.request_principal)))
     return state
@@ -110,12 +110,13 @@ def _envelope(services: Any) -> ListenerHandler:
         if key not in FORWARDED:
             log.warning("an Envelope carried %s, which is not forwarded", api_keys.name_of(key))
             return EnvelopeResponse(error_code=errors.INVALID_REQUEST)
+        peer = _peer(bytes(req.client_host_address))
         try:
-            connection = _forwarded_state(req)
+            connection = _forwarded_state(req, peer)
         except ValueError as exc:
             log.warning("an Envelope's principal cannot be read: %s", exc)
             return EnvelopeResponse(error_code=errors.PRINCIPAL_DESERIALIZATION_FAILURE)
-        ctx = RequestContext(services, header, _peer(bytes(req.client_host_address)), connection)
+        ctx = RequestContext(services, header, peer, connection)
         try:
             result = HANDLERS[key](ctx, body)
             if isinstance(result, Pending):
