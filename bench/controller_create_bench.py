@@ -139,7 +139,7 @@ def main() -> None:
         return
     # imported here: scale_common puts this checkout first on sys.path, and the inner run
     # must import the measured tree's gregor
-    from scale_common import Figure, Report, add_common_args, runs_of, say, trees_of
+    from scale_common import Figure, Report, add_common_args, alternate, runs_of, trees_of
 
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -155,12 +155,7 @@ def main() -> None:
         args.topics, args.warm = 30, 20
     trees = trees_of(args)
     report = Report("controller-create", args, trees)
-    for run in range(runs_of(args, default=2)):
-        for tree in trees:
-            say(f"run {run + 1}: {tree.label}")
-            result = one_run(tree, args)
-            say(f"  {result}")
-            report.add("create", tree, result)
+    alternate(report, trees, runs_of(args, default=2), "create", lambda t: one_run(t, args))
     report.write(
         "The active controller's CreateTopics path in process (bench/controller_create_bench.py)",
         (__doc__ or "").split("\n\n")[0],

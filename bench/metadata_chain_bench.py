@@ -49,9 +49,9 @@ from scale_common import (
     Report,
     Tree,
     add_common_args,
+    alternate,
     broker_pid,
     runs_of,
-    say,
     spawning_from,
     trees_of,
 )
@@ -174,12 +174,7 @@ def main() -> None:
         args.topics, args.idle = 20, 3.0
     trees = trees_of(args)
     report = Report("metadata-chain", args, trees)
-    for run in range(runs_of(args, default=1)):
-        for tree in trees:
-            say(f"run {run + 1}: {tree.label}")
-            result = one_run(tree, args)
-            say(f"  {result}")
-            report.add("chain", tree, result)
+    alternate(report, trees, runs_of(args, default=1), "chain", lambda t: one_run(t, args))
     millions = [
         ("controller", "active controller, M instructions per topic"),
         ("other_low", "another node (the lower), M instructions per topic"),

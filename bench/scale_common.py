@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -449,6 +449,23 @@ def _errors(d: Any) -> list[str]:
     if isinstance(d, list):
         return [e for x in d for e in _errors(x)]
     return []
+
+
+def alternate(
+    report: Report,
+    trees: list[Tree],
+    runs: int,
+    case: str,
+    measure: Callable[[Tree], dict[str, Any]],
+) -> None:
+    """`measure(tree)` for each tree in turn, `runs` times (trees alternating), each run's
+    figures said and kept in `report` under `case`."""
+    for run in range(runs):
+        for tree in trees:
+            say(f"run {run + 1}: {tree.label}")
+            result = measure(tree)
+            say(f"  {result}")
+            report.add(case, tree, result)
 
 
 def say(*parts: object) -> None:

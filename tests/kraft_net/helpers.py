@@ -5,8 +5,9 @@ inside the event loop."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from gregor.raft import FileQuorumStateStore, RaftConfig, StorageRaftLog
@@ -53,6 +54,16 @@ class Cluster:
         for d in self.drivers.values():
             await d.start(self.voters)
         return ports
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[int]:
+        """Started (`start`), until every driver left is stopped; gives the one leader."""
+        await self.start()
+        try:
+            yield await self.leader()
+        finally:
+            for d in self.drivers.values():
+                await d.stop()
 
     async def leader(self, timeout_s: float = 5.0) -> int:
         """The one leader, once there is exactly one."""

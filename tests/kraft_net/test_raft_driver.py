@@ -117,15 +117,10 @@ async def run(cluster: Cluster, ports: dict[int, int]) -> None:
 def test_graceful_resign_hands_over_quickly(tmp_path: Path) -> None:
     async def main() -> None:
         cluster = Cluster(tmp_path)
-        await cluster.start()
-        try:
-            leader = await cluster.leader()
+        async with cluster.running() as leader:
             await cluster.drivers.pop(leader).stop(resign=True)
             took = await wait_for("a successor", lambda: len(cluster.leaders()) == 1, 5.0)
             assert took < CONFIG.fetch_timeout_ms / 1000  # did not wait for the fetch timeout
-        finally:
-            for d in cluster.drivers.values():
-                await d.stop()
 
     asyncio.run(main())
 
@@ -195,9 +190,7 @@ def test_requests_to_other_voters_need_no_task_once_connected(tmp_path: Path) ->
 
     async def main() -> None:
         cluster = Cluster(tmp_path)
-        await cluster.start()
-        try:
-            leader = await cluster.leader()
+        async with cluster.running() as leader:
             drivers = cluster.drivers
             for i in range(5):
                 assert not isinstance(drivers[leader].append([b"r%d" % i]), NotLeader)
@@ -207,9 +200,6 @@ def test_requests_to_other_voters_need_no_task_once_connected(tmp_path: Path) ->
             followers = [drivers[n] for n in IDS if n != leader]
             assert all(f.client is not None and f.client.connection(leader) for f in followers)
             assert all(not f._tasks for f in followers), [f._tasks for f in followers]
-        finally:
-            for d in cluster.drivers.values():
-                await d.stop()
 
     asyncio.run(main())
 
@@ -236,9 +226,7 @@ def test_a_follower_writes_its_leaders_batches_byte_for_byte(tmp_path: Path) -> 
 
     async def main() -> None:
         cluster = Cluster(tmp_path)
-        await cluster.start()
-        try:
-            leader = await cluster.leader()
+        async with cluster.running() as leader:
             drivers = cluster.drivers
             for i in range(4):
                 assert not isinstance(drivers[leader].append([b"x%d" % i, b"y"]), NotLeader)
@@ -252,8 +240,5 @@ def test_a_follower_writes_its_leaders_batches_byte_for_byte(tmp_path: Path) -> 
                     files[n] = f.read()
             assert len(files[leader]) > 0
             assert all(data == files[leader] for data in files.values())
-        finally:
-            for d in cluster.drivers.values():
-                await d.stop()
 
     asyncio.run(main())
