@@ -35,6 +35,9 @@ class RaftConfig:
     retry_backoff_ms: int = 20
     append_linger_ms: int = 25
     fetch_max_wait_ms: int = 500  # how long the leader parks a fetch that finds nothing new
+    # How long a parked fetch may hold news of the high watermark alone, waiting for records
+    # to carry it (an append answers it at once): 0 answers it as the high watermark moves.
+    high_watermark_linger_ms: int = 5
     fetch_max_bytes: int = 8 * 1024 * 1024
     snapshot_chunk_bytes: int = 1024 * 1024  # FetchSnapshot max bytes per response
     check_quorum_factor: float = 1.5

@@ -51,8 +51,9 @@ either way (elections are rare).
 Choices of our own (Kafka's code differs or the KIPs leave them open): a Resigned node grants
 pre-votes, and an EndQuorumEpoch makes a follower grant them at once (its leader has left); a
 prospective counts pre-vote answers from voters in an older epoch; errors that change nothing
-back off `retry_backoff_ms` before the retry; a parked fetch is also answered when the high
-watermark moves, so followers learn of commits at once. As in Kafka, a standard vote from a
+back off `retry_backoff_ms` before the retry; a parked fetch whose node has not been told the
+high watermark is answered within `high_watermark_linger_ms` (fetch.py), so followers learn of
+commits within it even when no record follows. As in Kafka, a standard vote from a
 newer epoch always moves a voter to that epoch: pre-vote keeps an isolated node from ever
 bumping it, but a node that won a pre-vote and was then cut off still bumps it on return.
 """
@@ -197,6 +198,8 @@ class RaftNode:
         self._high_watermark: int | None = None
         self._applied = log.start_offset  # the next offset to hand to the state machine
         self._parked = FetchPurgatory()
+        # A leader's: the high watermark its last Fetch answer to each node carried (-1: none).
+        self._hw_told: dict[int, int] = {}
         self._flush_deadline_ms: int | None = None
         self._async_flush = async_flush
         self._flush_inflight: int | None = None  # the offset of the flush asked for, not done
@@ -293,7 +296,7 @@ class RaftNode:
         if leader is not None:
             durable = min(offset, self.log.flushed_offset)
             if leader.update_local(durable, now_ms):
-                self._on_leader_high_watermark()
+                self._on_leader_high_watermark(now_ms)
         return self.poll(now_ms)
 
     def append(self, records: Sequence[bytes], now_ms: int) -> int | NotLeader:
@@ -430,6 +433,7 @@ class RaftNode:
     def _become_leader(self, now_ms: int) -> None:
         candidate = self.quorum.data
         assert isinstance(candidate, CandidateState)
+        self._hw_told = {}
         granted = sorted(candidate.granted)
         start = self.log.end_offset
         leader = LeaderState(
@@ -455,7 +459,7 @@ class RaftNode:
         self.log.flush()
         self._flush_deadline_ms = None
         if leader.update_local(self.log.flushed_offset, now_ms):
-            self._on_leader_high_watermark()
+            self._on_leader_high_watermark(now_ms)
 
     def _request_flush(self) -> None:
         """Ask the driver to make the log durable to its end (asynchronous flushes)."""
@@ -473,10 +477,13 @@ class RaftNode:
             self._request_flush()
         return False
 
-    def _on_leader_high_watermark(self) -> None:
+    def _on_leader_high_watermark(self, now_ms: int) -> None:
         leader = self.leader_state
         assert leader is not None and leader.high_watermark is not None
         self._set_high_watermark(leader.high_watermark)
+        self._parked.high_watermark_moved(
+            leader.high_watermark, now_ms + self.config.high_watermark_linger_ms
+        )
 
     def _maybe_transition(self, leader_id: int | None, epoch: int, now_ms: int) -> bool:
         """Learn of `epoch` and its leader from a message; True if the state changed."""
@@ -852,19 +859,25 @@ class RaftNode:
         leader = self.leader_state
         assert leader is not None
         leader.record_voter_fetch(source, now_ms)
-        high_watermark = leader.high_watermark
         response = self._complete_fetch(source, request, now_ms)
         nothing_new = (
             not response.batches
             and response.diverging_epoch is None
             and response.snapshot_id is None
-            and leader.high_watermark == high_watermark  # this fetch moved it: say so now
         )
         if nothing_new and request.max_wait_ms > 0:
             deadline = now_ms + min(request.max_wait_ms, self.config.fetch_max_wait_ms)
-            self._parked.park(ParkedFetch(source, request, deadline, leader.high_watermark))
+            told = self._hw_told.get(source, -1)
+            if told != response.high_watermark:  # news of the high watermark alone: it may
+                # wait a little for records to ride with (the next append answers it)
+                deadline = min(deadline, now_ms + self.config.high_watermark_linger_ms)
+            self._parked.park(ParkedFetch(source, request, deadline, told))
         else:
-            self._respond(source, response)
+            self._answer_fetch(source, response)
+
+    def _answer_fetch(self, source: int, response: m.FetchResponse) -> None:
+        self._hw_told[source] = response.high_watermark
+        self._respond(source, response)
 
     def _complete_fetch(self, source: int, request: m.FetchRequest, now_ms: int) -> m.FetchResponse:
         leader = self.leader_state
@@ -877,7 +890,7 @@ class RaftNode:
         snapshot = None
         if kind is Position.VALID:
             if leader.update_replica(source, request.fetch_offset, self.log.end_offset, now_ms):
-                self._on_leader_high_watermark()
+                self._on_leader_high_watermark(now_ms)
             if request.fetch_offset < self.log.end_offset:
                 max_bytes = min(request.max_bytes, self.config.fetch_max_bytes)
                 batches = tuple(self.log.read(request.fetch_offset, max_bytes))
@@ -902,8 +915,8 @@ class RaftNode:
         leader = self.leader_state
         if leader is None or not self._parked:
             return
-        for p in self._parked.due(now_ms, self.log.end_offset, leader.high_watermark):
-            self._respond(p.source, self._complete_fetch(p.source, p.request, now_ms))
+        for p in self._parked.due(now_ms, self.log.end_offset):
+            self._answer_fetch(p.source, self._complete_fetch(p.source, p.request, now_ms))
 
     def _handle_fetch_snapshot(
         self, source: int, request: m.FetchSnapshotRequest, now_ms: int

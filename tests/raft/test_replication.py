@@ -3,6 +3,8 @@ check-quorum, resignation and EndQuorumEpoch, DescribeQuorum, observers."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from gregor.protocol import errors
@@ -13,7 +15,7 @@ from gregor.raft.node import NotLeader, RaftError
 from gregor.raft.quorum_state import Kind
 from gregor.raft.store import ElectionState
 
-from .context import MAX_ELECTION_MS, Context, log_with
+from .context import CONFIG, MAX_ELECTION_MS, Context, log_with
 
 
 def leader_ctx(voters=(1, 2, 3), log=None) -> Context:
@@ -112,10 +114,13 @@ def test_fetch_errors_name_the_epoch_and_leader():
 def test_an_empty_fetch_waits_for_data():
     ctx = leader_ctx()
     ctx.deliver(2, ctx.fetch_request(2, 1, offset=1, last_epoch=1, max_wait_ms=500))
-    assert ctx.one_sent(m.FetchResponse, 2).high_watermark == 1  # it moved the high watermark
+    assert ctx.node.high_watermark == 1  # it moved the high watermark: that news waits
+    ctx.assert_nothing_sent()
+    ctx.advance(ctx.config.high_watermark_linger_ms)
+    assert ctx.one_sent(m.FetchResponse, 2).high_watermark == 1
     ctx.deliver(2, ctx.fetch_request(2, 1, offset=1, last_epoch=1, max_wait_ms=500, corr=10))
-    ctx.assert_nothing_sent()  # parked: nothing new, and the high watermark did not move
-    assert ctx.next_deadline_ms <= ctx.time + 500
+    ctx.assert_nothing_sent()  # parked: nothing new, and its node knows the high watermark
+    assert ctx.next_deadline_ms == ctx.time + 500
     ctx.node.append([b"a"], ctx.time)
     ctx.poll()
     resp = ctx.one_sent(m.FetchResponse, 2)
@@ -127,7 +132,8 @@ def test_a_parked_fetch_times_out_empty():
     ctx.deliver(2, ctx.fetch_request(2, 1, offset=0, last_epoch=0))
     ctx.drain()
     ctx.deliver(3, ctx.fetch_request(3, 1, offset=1, last_epoch=1, max_wait_ms=500))
-    resp = ctx.one_sent(m.FetchResponse, 3)  # its fetch moved the high watermark: answered
+    ctx.advance(ctx.config.high_watermark_linger_ms)
+    resp = ctx.one_sent(m.FetchResponse, 3)  # the high watermark its fetch moved
     assert resp.high_watermark == 1
     ctx.deliver(3, ctx.fetch_request(3, 1, offset=1, last_epoch=1, max_wait_ms=500, corr=11))
     ctx.assert_nothing_sent()
@@ -136,6 +142,52 @@ def test_a_parked_fetch_times_out_empty():
     ctx.advance(1)
     resp = ctx.one_sent(m.FetchResponse, 3)
     assert (resp.batches, resp.correlation_id) == ((), 11)
+
+
+def test_news_of_the_high_watermark_rides_with_the_next_records():
+    """The acknowledging Fetch that moves the high watermark is not answered with that news
+    alone when an append follows within the linger: one answer carries both."""
+    ctx = leader_ctx()
+    ctx.deliver(2, ctx.fetch_request(2, 1, offset=1, last_epoch=1, max_wait_ms=500))
+    assert ctx.node.high_watermark == 1
+    ctx.advance(ctx.config.high_watermark_linger_ms - 1)
+    ctx.assert_nothing_sent()
+    ctx.node.append([b"a"], ctx.time)
+    ctx.poll()
+    resp = ctx.one_sent(m.FetchResponse, 2)
+    assert resp.high_watermark == 1 and [b.base_offset for b in resp.batches] == [1]
+
+
+def test_a_node_parked_before_the_high_watermark_moved_is_told_within_the_linger():
+    """Voter 3's Fetch was parked before voter 2's moved the high watermark: it is answered
+    with the news within the linger, not at the end of its wait."""
+    ctx = leader_ctx()
+    ctx.deliver(3, ctx.fetch_request(3, 1, offset=0, last_epoch=0, max_wait_ms=500))
+    ctx.drain()  # the leader's marker
+    ctx.deliver(3, ctx.fetch_request(3, 1, offset=1, last_epoch=1, max_wait_ms=500, corr=7))
+    assert ctx.node.high_watermark == 1  # voter 3's own fetch moved it
+    ctx.advance(ctx.config.high_watermark_linger_ms)
+    assert ctx.one_sent(m.FetchResponse, 3).high_watermark == 1
+    ctx.deliver(3, ctx.fetch_request(3, 1, offset=1, last_epoch=1, max_wait_ms=500, corr=8))
+    ctx.assert_nothing_sent()  # told: parked for its whole wait
+    ctx.node.append([b"a"], ctx.time)
+    ctx.poll()
+    ctx.drain()
+    ctx.deliver(3, ctx.fetch_request(3, 1, offset=2, last_epoch=1, max_wait_ms=500, corr=9))
+    ctx.deliver(2, ctx.fetch_request(2, 1, offset=2, last_epoch=1, max_wait_ms=500, corr=3))
+    assert ctx.node.high_watermark == 2
+    ctx.advance(ctx.config.high_watermark_linger_ms - 1)
+    ctx.assert_nothing_sent()
+    ctx.advance(1)
+    answers = {dest: msg for dest, msg in ctx.sent_of(m.FetchResponse)}
+    assert {d: a.high_watermark for d, a in answers.items()} == {2: 2, 3: 2}
+
+
+def test_no_linger_answers_the_high_watermark_as_it_moves():
+    ctx = Context(config=replace(CONFIG, high_watermark_linger_ms=0))
+    ctx.become_leader()
+    ctx.deliver(2, ctx.fetch_request(2, 1, offset=1, last_epoch=1, max_wait_ms=500))
+    assert ctx.one_sent(m.FetchResponse, 2).high_watermark == 1
 
 
 # -- the follower --------------------------------------------------------------------------------
