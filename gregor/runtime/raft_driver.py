@@ -17,7 +17,12 @@ The listener serves ApiVersions and the KRaft RPCs only: Vote, BeginQuorumEpoch,
 EndQuorumEpoch, Fetch for `__cluster_metadata-0`, FetchSnapshot and DescribeQuorum (wire.py
 maps them). An inbound request gets a driver-local correlation id for the core, which answers
 with `Send(source, response)`; the source is the node the request names (wire.request_source).
-Requests that arrive before `start` wait for it. `handlers` adds APIs the controller listener
+It is handled in the turn it is read, with no task: the answer the node gives at once is
+returned encoded, for the connection to write in that turn; a Fetch the node parks (nothing
+new yet) gets a `Later`, completed with the encoded answer in the turn the node gives it (a
+leader's append wakes its followers' Fetches). One the node has not answered within the
+request timeout and the fetch wait closes its connection, as a dead node would. Requests
+that arrive before `start` wait for it. `handlers` adds APIs the controller listener
 also serves (the broker gives BrokerRegistration and BrokerHeartbeat): api key -> an async
 function of (version, decoded request) returning the response body. Anything else closes the
 connection. A Fetch answer (v16+) names where the leader it reports listens, from
@@ -58,7 +63,7 @@ from gregor.raft.log import RaftLog
 from gregor.raft.node import Effects, Entry, LeaderAndEpoch, LoadSnapshot, NotLeader, RaftNode
 from gregor.raft.store import QuorumStateStore
 from gregor.runtime.client import ClientError, ClientSecurity, NetworkClient
-from gregor.runtime.connection import Connection, Dispatcher, FrameError, Output
+from gregor.runtime.connection import Connection, Dispatcher, FrameError, Later, Output
 from gregor.runtime.connection_quotas import ConnectionQuotas
 from gregor.runtime.flush_thread import FlushThread
 from gregor.runtime.server import Server
@@ -145,8 +150,10 @@ class RaftDriver:
         self._started = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at_ms = 0  # when `_timer` fires, on `clock`
-        self._inbound: dict[tuple[int, int], asyncio.Future[m.Response]] = {}
+        # (source, local id) -> an inbound request the node has not answered, in arrival order
+        self._inbound: dict[tuple[int, int], _Inbound] = {}
         self._next_inbound_id = 0
+        self._expiry: asyncio.TimerHandle | None = None  # for the oldest parked request
         self._tasks: set[asyncio.Future[Any]] = set()
         self._stopped = False
         self._flusher: FlushThread | None = None
@@ -238,9 +245,12 @@ class RaftDriver:
         self._stopped = True
         if self._timer is not None:
             self._timer.cancel()
-        for fut in self._inbound.values():
-            fut.cancel()
-        self._inbound.clear()
+        if self._expiry is not None:
+            self._expiry.cancel()
+        inbound, self._inbound = self._inbound, {}
+        for pending in inbound.values():
+            if pending.later is not None:  # no answer: the connection closes with the listener
+                pending.later.set_result(None)
         for task in list(self._tasks):
             task.cancel()
         if self.server is not None:
@@ -284,9 +294,9 @@ class RaftDriver:
             if isinstance(message, m.REQUEST_TYPES):
                 self._request(send.destination, message)
             else:
-                fut = self._inbound.pop((send.destination, message.correlation_id), None)
-                if fut is not None and not fut.done():
-                    fut.set_result(message)
+                pending = self._inbound.pop((send.destination, message.correlation_id), None)
+                if pending is not None:
+                    self._give(pending, message)
         if effects.flush is not None:
             self._flush(effects.flush)
         if effects.snapshot is not None or effects.leader_change is not None:
@@ -464,6 +474,8 @@ class RaftDriver:
             return self._serve(conn, key, version, header.correlation_id, body)
         if key not in wire.RAFT_APIS:
             raise FrameError(f"{api_keys.name_of(key)} is not served on the controller listener")
+        if not self._started.is_set():
+            return self._answer_started(key, version, header.correlation_id, body)
         return self._answer(key, version, header.correlation_id, body)
 
     async def _serve(
@@ -475,8 +487,19 @@ class RaftDriver:
         answer = await self.handlers[key](version, body, conn)
         return codec.encode_response(key, version, correlation_id, answer)
 
-    async def _answer(self, key: int, version: int, correlation_id: int, body: Any) -> Output:
+    async def _answer_started(
+        self, key: int, version: int, correlation_id: int, body: Any
+    ) -> Output | None:
+        """A KRaft request read before `start`: handled once the node runs."""
         await self._started.wait()
+        output = self._answer(key, version, correlation_id, body)
+        if isinstance(output, Later):
+            return await output
+        return output
+
+    def _answer(self, key: int, version: int, correlation_id: int, body: Any) -> Output | Later:
+        """A KRaft request, in the turn it is read: the node's answer encoded, or a `Later`
+        for one the node parks (`_give` completes it)."""
         if self._stopped:
             # A request that arrived while stopping: close that connection, as a dead node would.
             raise FrameError(f"raft driver {self.node_id} is stopping")
@@ -488,24 +511,68 @@ class RaftDriver:
         except wire.WireError as e:
             raise FrameError(str(e)) from e
         if isinstance(request, m.DescribeQuorumRequest):
-            response: m.Response = node.describe_quorum(self.clock())
-        else:
-            source = wire.request_source(request)
-            assert source is not None
-            loop = asyncio.get_running_loop()
-            fut: asyncio.Future[m.Response] = loop.create_future()
-            self._inbound[(source, local_id)] = fut
+            return self._encode(key, version, correlation_id, node.describe_quorum(self.clock()))
+        source = wire.request_source(request)
+        assert source is not None
+        pending = _Inbound(key, version, correlation_id)
+        inbound = (source, local_id)
+        self._inbound[inbound] = pending
+        try:
             self._apply(node.receive(self.clock(), source, request))
-            if fut.done():  # answered at once (most are; a Fetch with nothing new is parked)
-                response = fut.result()
-            else:
-                wait_ms = self.config.request_timeout_ms + self.config.fetch_max_wait_ms
-                timer = loop.call_later(wait_ms / 1000, _time_out, fut)
-                try:
-                    response = await fut
-                finally:
-                    timer.cancel()
-                    self._inbound.pop((source, local_id), None)
+        except BaseException:
+            self._inbound.pop(inbound, None)
+            raise
+        response = pending.response
+        if response is not None:  # answered at once (most are; a Fetch with nothing new waits)
+            return self._encode(key, version, correlation_id, response)
+        if self._stopped:
+            raise FrameError(f"raft driver {self.node_id} is stopping")
+        return self._park(pending)
+
+    def _park(self, pending: _Inbound) -> Later:
+        """A Later for a request the node answers later; closed at its deadline if it never
+        does. Deadlines come in arrival order (one wait for all), so one timer serves them:
+        set for the oldest, it closes what is due and is set again for the next."""
+        later = pending.later = Later()
+        loop = asyncio.get_running_loop()
+        wait_ms = self.config.request_timeout_ms + self.config.fetch_max_wait_ms
+        pending.expires = loop.time() + wait_ms / 1000
+        if self._expiry is None:
+            self._expiry = loop.call_at(pending.expires, self._expire)
+        return later
+
+    def _expire(self) -> None:
+        """Close the requests the node has not answered by their deadline (`_park`)."""
+        self._expiry = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        due = []
+        for inbound, pending in self._inbound.items():
+            if pending.expires > now:
+                self._expiry = loop.call_at(pending.expires, self._expire)
+                break
+            due.append(inbound)
+        wait_ms = self.config.request_timeout_ms + self.config.fetch_max_wait_ms
+        for inbound in due:
+            later = self._inbound.pop(inbound).later
+            assert later is not None
+            later.set_exception(FrameError(f"raft {self.node_id}: no answer in {wait_ms} ms"))
+
+    def _give(self, pending: _Inbound, response: m.Response) -> None:
+        """The node's answer to an inbound request: kept for `_answer` to return (the request's
+        own turn) or, encoded, to its Later (the connection writes it now)."""
+        later = pending.later
+        if later is None:
+            pending.response = response
+            return
+        try:
+            output = self._encode(pending.key, pending.version, pending.correlation_id, response)
+        except Exception as exc:  # an answer that cannot be encoded closes the connection
+            later.set_exception(exc)
+            return
+        later.set_result(output)
+
+    def _encode(self, key: int, version: int, correlation_id: int, response: m.Response) -> Output:
         body = wire.to_response(response, version)
         if isinstance(response, m.FetchResponse) and response.leader_id in self.voters:
             wire.add_leader_endpoint(
@@ -514,10 +581,17 @@ class RaftDriver:
         return codec.encode_response(key, version, correlation_id, body)
 
 
-def _time_out(fut: asyncio.Future[Any]) -> None:
-    """A parked inbound request the node never answered: its connection closes."""
-    if not fut.done():
-        fut.set_exception(TimeoutError())
+class _Inbound:
+    """An inbound request the node has not answered (yet): how to encode its answer, the answer
+    given in the request's own turn, or the Later given to its connection and its deadline."""
+
+    __slots__ = ("key", "version", "correlation_id", "response", "later", "expires")
+
+    def __init__(self, key: int, version: int, correlation_id: int) -> None:
+        self.key, self.version, self.correlation_id = key, version, correlation_id
+        self.response: m.Response | None = None
+        self.later: Later | None = None
+        self.expires = 0.0  # on the loop's clock
 
 
 def _api_versions_body(error_code: int = 0, extra: Mapping[int, Any] | None = None) -> Any:
