@@ -658,6 +658,15 @@ class Connection:
         if result is None:
             self._maybe_close_after()
             return
+        if (
+            type(result) is list
+            and self._in_read  # written once the frames received are dispatched
+            and not self._slots
+            and self.timer is None
+            and self._close_after is None
+        ):  # an answer given at once with none ahead of it: no slot to wait in
+            self._out.extend(result)
+            return
         slot = _Slot()
         if self.timer is not None:
             slot.timing, self.timing = self.timing, None

@@ -307,7 +307,8 @@ class RaftDriver:
             self._commit(list(effects.committed))
         if effects.leader_change is not None and self.on_leader_change is not None:
             self.on_leader_change(effects.leader_change)
-        self._arm_timer(effects.next_deadline_ms)
+        if self._timer is None or effects.next_deadline_ms < self._timer_at_ms:
+            self._arm_timer(effects.next_deadline_ms)
 
     def _commit(self, entries: list[Entry]) -> None:
         """Hand committed entries to `on_commit`; a follower with a flush under way hands them
