@@ -167,16 +167,20 @@ def test_a_request_the_node_never_answers_closes_its_connection(tmp_path: Path) 
     async def main() -> None:
         clock = Clock()
         async with leader_of_itself(tmp_path, clock) as driver:
-            stuck, other = await connect(driver), await connect(driver)
-            stuck.send(fetch(driver, 60_000))
-            await wait_for("parked", lambda: len(driver.node._parked) == 1)  # type: ignore[union-attr]
-            await wait_for("the close", stuck.reader.at_eof, 10.0)
-            assert await stuck.reader.read() == b""  # closed, no answer
+            stuck = [await connect(driver) for _ in range(2)]
+            other = await connect(driver)
+            for n, peer in enumerate(stuck, 1):
+                peer.send(fetch(driver, 60_000))
+                await wait_for("parked", lambda n=n: len(driver.node._parked) == n)  # type: ignore[union-attr]
+                await asyncio.sleep(0.1)  # the second one's deadline comes later
+            for peer in stuck:
+                await wait_for("the close", peer.reader.at_eof, 10.0)
+                assert await peer.reader.read() == b""  # closed, no answer
             assert driver._inbound == {}
             asked = other.send(m.DescribeQuorumRequest(0))
             assert (await other.read())[0] == asked
-            other.writer.close()
-            stuck.writer.close()
+            for peer in (other, *stuck):
+                peer.writer.close()
 
     asyncio.run(main())
 
