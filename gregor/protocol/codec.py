@@ -13,12 +13,20 @@ Client side (tests, tools, inter-broker): `encode_request`, `decode_response`.
 
 Buffers: a list of bytearrays, plus each `records` value as its own element (a memoryview,
 bytes, or a non-bytes object with `__len__` such as the runtime's FileSlice for sendfile).
+
+Shortcuts, for a message shape a layer above sends and reads at a high rate (KRaft's Fetch of
+`__cluster_metadata-0`): a body that is a `SelfEncoding` writes its own bytes, which must be
+the generated encoder's bytes for the same message; `add_shortcut(api_key, version, kind, f)`
+has the decoders of (api, version, kind) try `f(mv, pos, end)` first, which returns (body, pos)
+for the shape it knows (a body that reads as the generated class would, field by field) or None
+to leave the frame to the generated decoder (any other shape, and malformed bytes, which that
+decoder then refuses as before).
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gregor.protocol import api_keys
@@ -59,6 +67,40 @@ _REQUEST_ENCODERS: dict[int, tuple[Encoder, str]] = {}
 _RESPONSE_DECODERS: dict[int, tuple[Decoder, bool, str]] = {}
 _HEADER_TAILS: dict[tuple[int, int, str | None], bytes] = {}
 _KEY_VERSION_CORRELATION = struct.Struct(">hhi")
+Shortcut = Callable[[memoryview, int, int], "tuple[Any, int] | None"]
+_SHORTCUTS: dict[tuple[str, int], Shortcut] = {}
+
+
+class SelfEncoding:
+    """A body that writes its own bytes: `encode_into(version, out, buf)` does what the
+    generated encoder of its message does (appends to buf, puts records as their own elements
+    of out) and returns the buffer to go on with."""
+
+    __slots__ = ()
+
+    def encode_into(self, version: int, out: list[Buffer], buf: bytearray) -> bytearray:
+        raise NotImplementedError
+
+
+def add_shortcut(api_key: int, api_version: int, kind: str, decode: Shortcut) -> None:
+    """Have (api, version, kind)'s decoders try `decode(mv, pos, end) -> (body, pos) | None`
+    first (module docstring)."""
+    slot = _slot(api_key, api_version)
+    _SHORTCUTS[(kind, slot)] = decode
+    (_REQUEST_DECODERS if kind == "request" else _RESPONSE_DECODERS).pop(slot, None)
+
+
+def _shortcut_first(kind: str, slot: int, generated: Decoder) -> Decoder:
+    """The generated decoder, or one that tries the shortcut of (kind, slot) before it."""
+    shortcut = _SHORTCUTS.get((kind, slot))
+    if shortcut is None:
+        return generated
+
+    def decode(mv: memoryview, pos: int, end: int) -> tuple[Any, int]:
+        found = shortcut(mv, pos, end)
+        return found if found is not None else generated(mv, pos, end)
+
+    return decode
 
 
 def _slot(api_key: int, api_version: int) -> int:
@@ -184,8 +226,10 @@ def _request_decoder(mv: memoryview, end: int, key: int, version: int) -> tuple[
             f"unsupported {entry.name} version {version} "
             f"(supported {entry.min_version}-{entry.max_version})",
         )
-    result = (codec.decoder(version), codec.message.name, is_flexible(key, version))
-    _REQUEST_DECODERS[_slot(key, version)] = result
+    slot = _slot(key, version)
+    decode = _shortcut_first("request", slot, codec.decoder(version))
+    result = (decode, codec.message.name, is_flexible(key, version))
+    _REQUEST_DECODERS[slot] = result
     return result
 
 
@@ -200,7 +244,10 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
         buf.append(0)
     out: list[Buffer] = []
     try:
-        buf = encode(body, out, buf)
+        if isinstance(body, SelfEncoding):
+            buf = body.encode_into(api_version, out, buf)
+        else:
+            buf = encode(body, out, buf)
     except Exception as e:
         raise _encode_error(name, api_version, body, e) from e
     out.append(buf)
@@ -279,7 +326,10 @@ def encode_request(
     buf += _request_header(api_key, api_version, correlation_id, client_id)
     out: list[Buffer] = []
     try:
-        buf = encode(body, out, buf)
+        if isinstance(body, SelfEncoding):
+            buf = body.encode_into(api_version, out, buf)
+        else:
+            buf = encode(body, out, buf)
     except Exception as e:
         raise _encode_error(name, api_version, body, e) from e
     out.append(buf)
@@ -333,12 +383,13 @@ def decode_response(
 
 def _response_decoder(api_key: int, api_version: int) -> tuple[Decoder, bool, str]:
     codec = _CODECS[(api_key, "response")]
+    slot = _slot(api_key, api_version)
     result = (
-        codec.decoder(api_version),
+        _shortcut_first("response", slot, codec.decoder(api_version)),
         response_header_version(api_key, api_version) == 1,
         codec.message.name,
     )
-    _RESPONSE_DECODERS[_slot(api_key, api_version)] = result
+    _RESPONSE_DECODERS[slot] = result
     return result
 
 
@@ -368,7 +419,10 @@ def encode_body(api_key: int, api_version: int, kind: str, body: Any) -> list[Bu
     encode = codec.encoder(api_version)
     out: list[Buffer] = []
     try:
-        buf = encode(body, out, bytearray())
+        if isinstance(body, SelfEncoding):
+            buf = body.encode_into(api_version, out, bytearray())
+        else:
+            buf = encode(body, out, bytearray())
     except Exception as e:
         raise _encode_error(codec.message.name, api_version, body, e) from e
     out.append(buf)
@@ -406,7 +460,9 @@ __all__ = [
     "CorruptFrameError",
     "EncodeError",
     "RequestHeader",
+    "SelfEncoding",
     "UnsupportedVersionError",
+    "add_shortcut",
     "api",
     "api_versions_body",
     "codec_for",

@@ -30,10 +30,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from gregor.protocol import api_keys, errors
+from gregor.protocol import api_keys, codec, errors
 from gregor.protocol.codec import message_class
 from gregor.protocol.records import batch as rb
 from gregor.protocol.records.records import build_batch, read_batch_records
+from gregor.raft import fetch_wire
 from gregor.raft import messages as m
 from gregor.raft.control import LEADER_CHANGE_KEY
 from gregor.raft.log import Batch, SnapshotId
@@ -69,6 +70,11 @@ _KEY_OF: dict[type, int] = {
     m.DescribeQuorumRequest: api_keys.DESCRIBE_QUORUM,
     m.DescribeQuorumResponse: api_keys.DESCRIBE_QUORUM,
 }
+
+
+# KRaft's Fetch v17 read straight into the core's fields (fetch_wire.py), other shapes as before.
+codec.add_shortcut(api_keys.FETCH, fetch_wire.VERSION, "request", fetch_wire.read_request)
+codec.add_shortcut(api_keys.FETCH, fetch_wire.VERSION, "response", fetch_wire.read_response)
 
 
 class WireError(ValueError):
@@ -181,6 +187,8 @@ def to_request(message: m.Request, version: int | None = None) -> tuple[int, int
     elif isinstance(message, m.EndQuorumEpochRequest):
         body = _end_quorum_epoch_request(cls, message)
     elif isinstance(message, m.FetchRequest):
+        if v == fetch_wire.VERSION:  # written straight from the message
+            return key, v, fetch_wire.FetchRequestBody(message, lambda r: _fetch_request(cls, r))
         body = _fetch_request(cls, message)
     elif isinstance(message, m.FetchSnapshotRequest):
         body = _fetch_snapshot_request(cls, message)
@@ -318,6 +326,8 @@ def from_request(api_key: int, version: int, body: Any, correlation_id: int) -> 
             correlation_id=correlation_id,
         )
     if api_key == api_keys.FETCH:
+        if type(body) is fetch_wire.FetchRequestView:
+            return m.FetchRequest(*body.fields, correlation_id)  # type: ignore[call-arg]
         if not is_metadata_fetch(version, body):
             raise WireError("a KRaft Fetch names __cluster_metadata-0 only")
         p = body.topics[0].partitions[0]
@@ -392,6 +402,14 @@ def to_response(message: m.Response, version: int | None = None) -> Any:
             error_code=top, topics=[cls.TopicData(topic_name=METADATA_TOPIC, partitions=[part])]
         )
     if isinstance(message, m.FetchResponse):
+        if v == fetch_wire.VERSION:  # written straight from the message
+            return fetch_wire.FetchResponseBody(
+                message,
+                lambda r: _fetch_response(cls, r, top, err, v),
+                top,
+                err,
+                encode_batches(message.batches),
+            )
         return _fetch_response(cls, message, top, err, v)
     if isinstance(message, m.FetchSnapshotResponse):
         snap = message.snapshot_id or SnapshotId(-1, -1)
@@ -465,12 +483,17 @@ def add_leader_endpoint(body: Any, version: int, leader_id: int, host: str, port
     """Name where `leader_id` listens in a Fetch response body (a no-op below v16)."""
     if version < NODE_ENDPOINTS_VERSION or leader_id < 0:
         return
+    if isinstance(body, fetch_wire.FetchResponseBody):
+        body.set_endpoints([(leader_id, host, port)])
+        return
     cls = _cls(api_keys.FETCH, "response")
     body.node_endpoints = [cls.NodeEndpoint(node_id=leader_id, host=host, port=port, rack=None)]
 
 
 def node_endpoints(body: Any) -> dict[int, tuple[str, int]]:
     """The endpoints a decoded Fetch response names: {node id: (host, port)}."""
+    if type(body) is fetch_wire.FetchResponseView:
+        return body.endpoints
     return {e.node_id: (e.host, e.port) for e in getattr(body, "node_endpoints", None) or ()}
 
 
@@ -538,6 +561,8 @@ def from_response(api_key: int, version: int, body: Any, correlation_id: int) ->
 
 
 def _from_fetch_response(body: Any, correlation_id: int) -> m.FetchResponse:
+    if type(body) is fetch_wire.FetchResponseView:
+        return _from_fetch_view(body, correlation_id)
     p = _only_partition(body, "responses")
     if p is None:
         return m.FetchResponse(body.error_code, -1, -1, -1, -1, (), None, None, correlation_id)
@@ -552,5 +577,21 @@ def _from_fetch_response(body: Any, correlation_id: int) -> m.FetchResponse:
         batches=decode_batches(p.records),
         diverging_epoch=None if diverging.epoch == -1 and diverging.end_offset == -1 else diverging,
         snapshot_id=None if snap == (-1, -1) else snap,
+        correlation_id=correlation_id,
+    )
+
+
+def _from_fetch_view(view: fetch_wire.FetchResponseView, correlation_id: int) -> m.FetchResponse:
+    """`_from_fetch_response` for a response read by fetch_wire's shortcut."""
+    diverging, snap = view.diverging_epoch, view.snapshot_id
+    return m.FetchResponse(
+        error_code=view.error_code if view.error_code != errors.NONE else view.partition_error,
+        leader_id=view.leader_id,
+        leader_epoch=view.leader_epoch,
+        high_watermark=view.high_watermark,
+        log_start_offset=view.log_start_offset,
+        batches=decode_batches(view.records),
+        diverging_epoch=None if diverging == (-1, -1) else m.EpochEndOffset(*diverging),
+        snapshot_id=None if snap == (-1, -1) else SnapshotId(*snap),
         correlation_id=correlation_id,
     )
