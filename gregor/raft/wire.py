@@ -33,7 +33,7 @@ from typing import Any
 from gregor.protocol import api_keys, codec, errors
 from gregor.protocol.codec import message_class
 from gregor.protocol.records import batch as rb
-from gregor.protocol.records.records import build_batch, read_batch_records
+from gregor.protocol.records.records import build_batch, read_batch_records, record_values
 from gregor.raft import fetch_wire
 from gregor.raft import messages as m
 from gregor.raft.control import LEADER_CHANGE_KEY
@@ -147,9 +147,11 @@ def decode_batches(data: Any) -> tuple[Batch, ...]:
     if data is None or len(data) == 0:
         return ()
     out = []
-    for pos, _header in rb.iter_headers(data):
-        header, records = read_batch_records(data, pos)
-        values = tuple(bytes(r.value) if r.value is not None else b"" for r in records)
+    for pos, header in rb.iter_headers(data):
+        values = record_values(data, pos, header, b"")
+        if values is None:  # compressed, or not as the lean walk expects
+            header, records = read_batch_records(data, pos)
+            values = tuple(bytes(r.value) if r.value is not None else b"" for r in records)
         wire_bytes = bytes(data[pos : pos + header.batch_length + rb.LOG_OVERHEAD])
         out.append(
             Batch(

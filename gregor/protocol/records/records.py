@@ -114,6 +114,61 @@ def decode_records(
     return out
 
 
+def record_values(
+    buf: bytes | bytearray | memoryview, pos: int, header: b.BatchHeader, null: Any = None
+) -> tuple[Any, ...] | None:
+    """Just the values of the batch at `pos` (whose header is read), `null` for a null one:
+    the lean walk for what a Raft follower keeps of each record (its value), without a Record
+    per record. None for a batch it leaves to `read_batch_records`: compressed, with headers,
+    or malformed in any way (which that function then reports as it always did)."""
+    if header.compression != b.COMPRESSION_NONE:
+        return None
+    data = memoryview(buf)[pos + b.HEADER_SIZE : pos + header.size]
+    end = len(data)
+    p = 0
+    out = []
+    try:
+        for _ in range(header.records_count):
+            length, p = _zigzag(data, p)
+            record_end = p + length
+            if length < 0 or record_end > end:
+                return None
+            p = _skip_varint(data, _skip_varint(data, p + 1))  # attributes, timestamp, offset
+            key_length, p = _zigzag(data, p)
+            if key_length > 0:
+                p += key_length
+            value_length, p = _zigzag(data, p)
+            if value_length < 0:
+                value = null
+            else:
+                value = bytes(data[p : p + value_length])
+                p += value_length
+            if p >= record_end or data[p] != 0 or p + 1 != record_end:  # no headers, the end
+                return None
+            p = record_end
+            out.append(value)
+    except (IndexError, KafkaError):
+        return None
+    return tuple(out)
+
+
+def _skip_varint(data: memoryview, p: int) -> int:
+    """The position after the varint at p (IndexError past the end, as for one too long)."""
+    start = p
+    while data[p] & 0x80:
+        p += 1
+    if p - start >= 10:
+        raise IndexError("varint longer than 10 bytes")
+    return p + 1
+
+
+def _zigzag(data: memoryview, p: int) -> tuple[int, int]:
+    byte = data[p]
+    if byte < 0x80:
+        return (byte >> 1) ^ -(byte & 1), p + 1
+    return decode_varint(data, p)
+
+
 def encode_record(
     out: bytearray,
     offset_delta: int,
