@@ -88,7 +88,7 @@ def _compact_string(value: str) -> bytes:
 
 class _Body(SelfEncoding):
     """A body made from a core message; reads as the generated body (`generic`, built once by
-    `build(message)`, wire.py's mapping), which is then what gets encoded."""
+    `build(self)`, wire.py's mapping), which is then what gets encoded."""
 
     __slots__ = ("message", "_build", "_generic")
 
@@ -100,7 +100,7 @@ class _Body(SelfEncoding):
     @property
     def generic(self) -> Any:
         if self._generic is None:
-            self._generic = self._build(self.message)
+            self._generic = self._build(self)
         return self._generic
 
     def __getattr__(self, name: str) -> Any:  # a field of the generated body
@@ -126,10 +126,7 @@ class FetchRequestBody(_Body):
         cluster_id, replica_id = r.cluster_id, r.replica_id
         buf.append((cluster_id is not None) + (replica_id != -1))
         if cluster_id is not None:
-            tagged = _compact_string(cluster_id)
-            buf.append(0)
-            buf += uvarint_bytes(len(tagged))
-            buf += tagged
+            buf += _cluster_id_field(cluster_id)
         if replica_id != -1:
             buf += b"\x01\x0d"  # tag 1, 13 bytes
             buf += _REPLICA_STATE.pack(replica_id, -1)
@@ -151,16 +148,16 @@ class FetchResponseBody(_Body):
         self.error_code = error_code
         self.partition_error = partition_error
         self.records = records
-        self.endpoints: list[tuple[int, str, int]] = []
+        self.endpoints: tuple[tuple[int, str, int], ...] = ()
 
     @property
     def generic(self) -> Any:
         if self._generic is None:
-            self._generic = self._build(self.message)
+            self._generic = self._build(self)
             self._name_endpoints()
         return self._generic
 
-    def set_endpoints(self, endpoints: list[tuple[int, str, int]]) -> None:
+    def set_endpoints(self, endpoints: tuple[tuple[int, str, int], ...]) -> None:
         """Name where nodes listen: (node id, host, port) each."""
         self.endpoints = endpoints
         if self._generic is not None:
@@ -196,16 +193,41 @@ class FetchResponseBody(_Body):
         if not self.endpoints:
             buf.append(0)
             return buf
-        tagged = bytearray(uvarint_bytes(len(self.endpoints) + 1))
-        for node_id, host, port in self.endpoints:
+        buf += _endpoints_field(self.endpoints)
+        return buf
+
+
+_FIELDS: dict[object, bytes] = {}  # the tagged fields below, by value: the same few again and again
+
+
+def _cluster_id_field(cluster_id: str) -> bytes:
+    """The request's tag 0, cluster_id, with its tag and size."""
+    found = _FIELDS.get(cluster_id)
+    if found is None:
+        tagged = _compact_string(cluster_id)
+        found = _remember(cluster_id, b"\x00" + uvarint_bytes(len(tagged)) + tagged)
+    return found
+
+
+def _endpoints_field(endpoints: tuple[tuple[int, str, int], ...]) -> bytes:
+    """The response's tagged fields when it names endpoints: one, tag 0, node_endpoints."""
+    found = _FIELDS.get(endpoints)
+    if found is None:
+        tagged = bytearray(uvarint_bytes(len(endpoints) + 1))
+        for node_id, host, port in endpoints:
             tagged += _I32.pack(node_id)
             tagged += _compact_string(host)
             tagged += _I32.pack(port)
             tagged += b"\x00\x00"  # rack null, no tags
-        buf += b"\x01\x00"  # one tagged field, tag 0
-        buf += uvarint_bytes(len(tagged))
-        buf += tagged
-        return buf
+        found = _remember(endpoints, b"\x01\x00" + uvarint_bytes(len(tagged)) + tagged)
+    return found
+
+
+def _remember(key: object, value: bytes) -> bytes:
+    if len(_FIELDS) >= 64:
+        _FIELDS.clear()
+    _FIELDS[key] = value
+    return value
 
 
 def _partition_tags(r: Any, buf: bytearray) -> bytearray:
@@ -358,6 +380,7 @@ def _read_request(mv: memoryview, pos: int, end: int) -> tuple[FetchRequestView,
 
 
 _NO_ABORTED = (b"\x00", b"\x01")  # null, or none
+_ENDPOINTS: dict[bytes, dict[int, tuple[str, int]]] = {}  # node_endpoints read, by their bytes
 
 
 def read_response(mv: memoryview, pos: int, end: int) -> tuple[FetchResponseView, int] | None:
@@ -400,14 +423,25 @@ def _read_response(mv: memoryview, pos: int, end: int) -> tuple[FetchResponseVie
     pos += 1
     count = mv[pos]
     pos += 1
-    view.endpoints = {}
     if count == 1 and mv[pos] == 0:
         size, pos = _uvarint(mv, pos + 1)
-        if pos + size > end or _read_endpoints(view.endpoints, mv, pos) != pos + size:
+        if pos + size > end:
             return None
+        raw = bytes(mv[pos : pos + size])  # the same few bytes again and again: read once
+        found = _ENDPOINTS.get(raw)
+        if found is None:
+            found = {}
+            if _read_endpoints(found, mv, pos) != pos + size:
+                return None
+            if len(_ENDPOINTS) >= 64:
+                _ENDPOINTS.clear()
+            _ENDPOINTS[raw] = found
+        view.endpoints = dict(found)
         pos += size
     elif count:
         return None
+    else:
+        view.endpoints = {}
     return view, pos
 
 

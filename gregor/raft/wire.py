@@ -170,6 +170,8 @@ def decode_batches(data: Any) -> tuple[Batch, ...]:
 
 def to_request(message: m.Request, version: int | None = None) -> tuple[int, int, Any]:
     """The request body for `message`, with its api key and the version to send."""
+    if type(message) is m.FetchRequest and version in (None, fetch_wire.VERSION):
+        return api_keys.FETCH, fetch_wire.VERSION, fetch_wire.FetchRequestBody(message, _fetch_body)
     key = api_key_of(message)
     v = VERSIONS[key] if version is None else version
     cls = _cls(key, "request")
@@ -189,8 +191,6 @@ def to_request(message: m.Request, version: int | None = None) -> tuple[int, int
     elif isinstance(message, m.EndQuorumEpochRequest):
         body = _end_quorum_epoch_request(cls, message)
     elif isinstance(message, m.FetchRequest):
-        if v == fetch_wire.VERSION:  # written straight from the message
-            return key, v, fetch_wire.FetchRequestBody(message, lambda r: _fetch_request(cls, r))
         body = _fetch_request(cls, message)
     elif isinstance(message, m.FetchSnapshotRequest):
         body = _fetch_snapshot_request(cls, message)
@@ -257,6 +257,11 @@ def _fetch_snapshot_request(cls: Any, message: m.FetchSnapshotRequest) -> Any:
         max_bytes=message.max_bytes,
         topics=[cls.TopicSnapshot(name=METADATA_TOPIC, partitions=[part])],
     )
+
+
+def _fetch_body(body: fetch_wire.FetchRequestBody) -> Any:
+    """The generated body of the newest Fetch request for `body`'s message."""
+    return _fetch_request(_cls(api_keys.FETCH, "request"), body.message)
 
 
 def _fetch_request(cls: Any, message: m.FetchRequest) -> Any:
@@ -378,6 +383,8 @@ def request_source(message: m.Request) -> int | None:
 
 def to_response(message: m.Response, version: int | None = None) -> Any:
     """The response body for the core's `message` (`version` only matters for Fetch's topic)."""
+    if type(message) is m.FetchResponse and version in (None, fetch_wire.VERSION):
+        return _fetch_response_body(message)
     key = api_key_of(message)
     v = VERSIONS[key] if version is None else version
     cls = _cls(key, "response")
@@ -404,14 +411,6 @@ def to_response(message: m.Response, version: int | None = None) -> Any:
             error_code=top, topics=[cls.TopicData(topic_name=METADATA_TOPIC, partitions=[part])]
         )
     if isinstance(message, m.FetchResponse):
-        if v == fetch_wire.VERSION:  # written straight from the message
-            return fetch_wire.FetchResponseBody(
-                message,
-                lambda r: _fetch_response(cls, r, top, err, v),
-                top,
-                err,
-                encode_batches(message.batches),
-            )
         return _fetch_response(cls, message, top, err, v)
     if isinstance(message, m.FetchSnapshotResponse):
         snap = message.snapshot_id or SnapshotId(-1, -1)
@@ -455,6 +454,20 @@ def to_response(message: m.Response, version: int | None = None) -> Any:
     return cls(error_code=top, topics=[cls.TopicData(topic_name=METADATA_TOPIC, partitions=[part])])
 
 
+def _fetch_response_body(message: m.FetchResponse) -> fetch_wire.FetchResponseBody:
+    """The newest Fetch response for `message`, written straight from it (fetch_wire.py)."""
+    top, err = _split_error(message.error_code)
+    records = encode_batches(message.batches)
+    return fetch_wire.FetchResponseBody(message, _generic_fetch_response, top, err, records)
+
+
+def _generic_fetch_response(body: fetch_wire.FetchResponseBody) -> Any:
+    """The generated body of the newest Fetch response for `body`'s message."""
+    cls = _cls(api_keys.FETCH, "response")
+    top, err = body.error_code, body.partition_error
+    return _fetch_response(cls, body.message, top, err, fetch_wire.VERSION)
+
+
 def _fetch_response(cls: Any, message: m.FetchResponse, top: int, err: int, version: int) -> Any:
     diverging = message.diverging_epoch or m.EpochEndOffset(-1, -1)
     snap = message.snapshot_id or SnapshotId(-1, -1)
@@ -486,7 +499,7 @@ def add_leader_endpoint(body: Any, version: int, leader_id: int, host: str, port
     if version < NODE_ENDPOINTS_VERSION or leader_id < 0:
         return
     if isinstance(body, fetch_wire.FetchResponseBody):
-        body.set_endpoints([(leader_id, host, port)])
+        body.set_endpoints(((leader_id, host, port),))
         return
     cls = _cls(api_keys.FETCH, "response")
     body.node_endpoints = [cls.NodeEndpoint(node_id=leader_id, host=host, port=port, rack=None)]

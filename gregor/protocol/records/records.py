@@ -166,6 +166,10 @@ def _zigzag(data: memoryview, p: int) -> tuple[int, int]:
     byte = data[p]
     if byte < 0x80:
         return (byte >> 1) ^ -(byte & 1), p + 1
+    second = data[p + 1]
+    if second < 0x80:  # up to 8191: most lengths in a record
+        value = (byte & 0x7F) | (second << 7)
+        return (value >> 1) ^ -(value & 1), p + 2
     return decode_varint(data, p)
 
 
