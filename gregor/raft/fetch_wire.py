@@ -55,18 +55,20 @@ METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID
 _TOPIC_ID = METADATA_TOPIC_ID.bytes
 _ONE_TOPIC = b"\x02" + _TOPIC_ID + b"\x02"  # one topic, the metadata topic id, one partition
 
-_REQ_HEAD = struct.Struct(">iiibii")  # max_wait_ms .. session_epoch
-_REQ_PART = struct.Struct(">iiqiqi")  # partition .. partition_max_bytes
-_REQ_FIXED = _REQ_HEAD.size + len(_ONE_TOPIC) + _REQ_PART.size
 _REQ_MIDDLE = b"\x00\x00\x01\x01"  # partition tags, topic tags, no forgotten topics, rack ""
+# max_wait_ms .. session_epoch, the topic, partition .. partition_max_bytes, _REQ_MIDDLE
+_REQ_ALL = struct.Struct(">iiibii18siiqiqi4s")
+_REQ_FIXED = _REQ_ALL.size
 _REPLICA_STATE = struct.Struct(">iq")
-_RESP_HEAD = struct.Struct(">ihi")  # throttle_time_ms error_code session_id
-_RESP_PART = struct.Struct(">ihqqq")  # partition_index .. log_start_offset
-_RESP_FIXED = _RESP_HEAD.size + len(_ONE_TOPIC) + _RESP_PART.size
+# throttle_time_ms error_code session_id, the topic, partition_index .. log_start_offset,
+# aborted_transactions (an empty or null array: its length byte) and preferred_read_replica
+_RESP_ALL = struct.Struct(">ihi18sihqqqBi")
+_RESP_FIXED = _RESP_ALL.size
 _I32 = struct.Struct(">i")
 _II = struct.Struct(">ii")
 _IQ = struct.Struct(">iq")
 _QI = struct.Struct(">qi")
+_new = object.__new__
 
 
 def _generic_encode(kind: str) -> Any:
@@ -116,13 +118,10 @@ class FetchRequestBody(_Body):
         if self._generic is not None or version != VERSION:
             return _generic_encode("request")(self.generic, out, buf)
         r = self.message
-        buf += _REQ_HEAD.pack(r.max_wait_ms, 0, r.max_bytes, 0, 0, -1)
-        buf += _ONE_TOPIC
-        buf += _REQ_PART.pack(
-            0, r.current_leader_epoch, r.fetch_offset, r.last_fetched_epoch,
-            r.log_start_offset, r.max_bytes,
+        buf += _REQ_ALL.pack(
+            r.max_wait_ms, 0, r.max_bytes, 0, 0, -1, _ONE_TOPIC, 0, r.current_leader_epoch,
+            r.fetch_offset, r.last_fetched_epoch, r.log_start_offset, r.max_bytes, _REQ_MIDDLE,
         )  # fmt: skip
-        buf += _REQ_MIDDLE
         cluster_id, replica_id = r.cluster_id, r.replica_id
         buf.append((cluster_id is not None) + (replica_id != -1))
         if cluster_id is not None:
@@ -174,10 +173,10 @@ class FetchResponseBody(_Body):
         if self._generic is not None or version != VERSION:
             return _generic_encode("response")(self.generic, out, buf)
         r = self.message
-        buf += _RESP_HEAD.pack(0, self.error_code, 0)
-        buf += _ONE_TOPIC
-        buf += _RESP_PART.pack(0, self.partition_error, r.high_watermark, -1, r.log_start_offset)
-        buf += b"\x01\xff\xff\xff\xff"  # no aborted transactions, preferred_read_replica -1
+        buf += _RESP_ALL.pack(
+            0, self.error_code, 0, _ONE_TOPIC, 0, self.partition_error, r.high_watermark, -1,
+            r.log_start_offset, 1, -1,  # no aborted transactions, preferred_read_replica -1
+        )  # fmt: skip
         records = self.records
         if records is None:
             buf.append(0)
@@ -333,35 +332,37 @@ def read_request(mv: memoryview, pos: int, end: int) -> tuple[FetchRequestView, 
 
 def _read_request(mv: memoryview, pos: int, end: int) -> tuple[FetchRequestView, int] | None:
     start = pos
-    if end - pos < _REQ_FIXED + len(_REQ_MIDDLE) + 1:
+    if end - pos < _REQ_FIXED + 1:
         return None
-    wait, _min, max_bytes, _iso, _sid, _sepoch = _REQ_HEAD.unpack_from(mv, pos)
-    pos += _REQ_HEAD.size
-    if mv[pos : pos + len(_ONE_TOPIC)] != _ONE_TOPIC:
+    (wait, _min, max_bytes, _iso, _sid, _sepoch, topic, partition, current, fetch_offset,
+     last_epoch, log_start, part_max, middle) = _REQ_ALL.unpack_from(mv, pos)  # fmt: skip
+    if topic != _ONE_TOPIC or partition != 0 or middle != _REQ_MIDDLE:
         return None
-    pos += len(_ONE_TOPIC)
-    partition, current, fetch_offset, last_epoch, log_start, part_max = _REQ_PART.unpack_from(
-        mv, pos
-    )
-    pos += _REQ_PART.size
-    if partition != 0 or mv[pos : pos + len(_REQ_MIDDLE)] != _REQ_MIDDLE:
-        return None
-    pos += len(_REQ_MIDDLE)
+    pos += _REQ_FIXED
     cluster_id, replica_id = None, -1
     count = mv[pos]
     pos += 1
     if count > 2:
         return None
     for _ in range(count):
-        tag, pos = _uvarint(mv, pos)
-        size, pos = _uvarint(mv, pos)
+        tag = mv[pos]  # 0 or 1: one byte
+        size = mv[pos + 1]
+        pos += 2
+        if size >= 0x80:
+            size, pos = _uvarint(mv, pos - 1)
         tag_end = pos + size
         if tag_end > end:
             return None
         if tag == 0:
-            n, pos = _uvarint(mv, pos)
-            cluster_id = str(mv[pos : pos + n - 1], "utf-8") if n else None
-            pos += max(n - 1, 0)
+            n = mv[pos]
+            pos += 1
+            if n >= 0x80:
+                n, pos = _uvarint(mv, pos - 1)
+            if n:
+                cluster_id = str(mv[pos : pos + n - 1], "utf-8")
+                pos += n - 1
+            else:
+                cluster_id = None
         elif tag == 1 and size == 13 and mv[pos + 12] == 0:
             replica_id, _epoch = _REPLICA_STATE.unpack_from(mv, pos)
         else:
@@ -369,17 +370,16 @@ def _read_request(mv: memoryview, pos: int, end: int) -> tuple[FetchRequestView,
         if pos > tag_end:
             return None
         pos = tag_end
-    if pos > end:
-        return None
-    view = FetchRequestView(mv, start, end)
+    view = _new(FetchRequestView)
+    view._src = (mv, start, end)
+    view._generic = None
     view.fields = (
         cluster_id, replica_id, current, fetch_offset, last_epoch, log_start, wait,
-        min(max_bytes, part_max),
+        max_bytes if max_bytes < part_max else part_max,
     )  # fmt: skip
     return view, pos
 
 
-_NO_ABORTED = (b"\x00", b"\x01")  # null, or none
 _ENDPOINTS: dict[bytes, dict[int, tuple[str, int]]] = {}  # node_endpoints read, by their bytes
 
 
@@ -393,23 +393,21 @@ def read_response(mv: memoryview, pos: int, end: int) -> tuple[FetchResponseView
 
 def _read_response(mv: memoryview, pos: int, end: int) -> tuple[FetchResponseView, int] | None:
     start = pos
-    if end - pos < _RESP_FIXED + 7:
+    if end - pos < _RESP_FIXED + 4:
         return None
-    _throttle, error_code, _session = _RESP_HEAD.unpack_from(mv, pos)
-    pos += _RESP_HEAD.size
-    if mv[pos : pos + len(_ONE_TOPIC)] != _ONE_TOPIC:
+    view = _new(FetchResponseView)
+    view._src = (mv, start, end)
+    view._generic = None
+    (_throttle, view.error_code, _session, topic, _index, view.partition_error,
+     view.high_watermark, _lso, view.log_start_offset, aborted, _preferred,
+     ) = _RESP_ALL.unpack_from(mv, pos)  # fmt: skip
+    if topic != _ONE_TOPIC or aborted > 1:  # aborted transactions: null or none
         return None
-    pos += len(_ONE_TOPIC)
-    view = FetchResponseView(mv, start, end)
-    view.error_code = error_code
-    _index, view.partition_error, view.high_watermark, _lso, view.log_start_offset = (
-        _RESP_PART.unpack_from(mv, pos)
-    )
-    pos += _RESP_PART.size
-    if mv[pos : pos + 1] not in _NO_ABORTED:
-        return None
-    pos += 5  # aborted transactions (none), preferred_read_replica
-    n, pos = _uvarint(mv, pos)
+    pos += _RESP_FIXED
+    n = mv[pos]
+    pos += 1
+    if n >= 0x80:
+        n, pos = _uvarint(mv, pos - 1)
     records = None
     if n:
         if pos + n - 1 > end:

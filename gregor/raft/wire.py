@@ -297,6 +297,8 @@ def is_metadata_fetch(version: int, body: Any) -> bool:
 
 def from_request(api_key: int, version: int, body: Any, correlation_id: int) -> m.Request:
     """The core's request for a decoded request body; WireError if it is not for our partition."""
+    if type(body) is fetch_wire.FetchRequestView:  # a KRaft Fetch v17, read straight
+        return m.FetchRequest(*body.fields, correlation_id)  # type: ignore[call-arg]
     if api_key == api_keys.VOTE:
         p = _request_partition(body)
         return m.VoteRequest(
@@ -333,8 +335,6 @@ def from_request(api_key: int, version: int, body: Any, correlation_id: int) -> 
             correlation_id=correlation_id,
         )
     if api_key == api_keys.FETCH:
-        if type(body) is fetch_wire.FetchRequestView:
-            return m.FetchRequest(*body.fields, correlation_id)  # type: ignore[call-arg]
         if not is_metadata_fetch(version, body):
             raise WireError("a KRaft Fetch names __cluster_metadata-0 only")
         p = body.topics[0].partitions[0]
