@@ -133,7 +133,7 @@ def exchange_cost(case: str, exchanges: int, prepared: int) -> float:
 
 
 def _child(tree: str, case: str, exchanges: int, prepared: int, instructions: bool) -> float:
-    env = dict(os.environ, PYTHONPATH=tree)
+    env = dict(os.environ, PYTHONPATH=tree, PYTHONHASHSEED="0")  # the same dicts in every run
     code = (
         f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
         "import gregor, kraft_fetch_wire_bench as b; "
