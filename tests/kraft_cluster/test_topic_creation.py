@@ -48,11 +48,11 @@ def pipelined(client: Any, names: list[str]) -> None:
         f.result(60)
 
 
-def leaders(cluster: LocalCluster, names: set[str]) -> dict[str, tuple[int, int]]:
-    """topic -> (leader id, leader epoch) of partition 0, as node 1 answers Metadata."""
+def leaders(cluster: LocalCluster, names: set[str], via: int = 1) -> dict[str, tuple[int, int]]:
+    """topic -> (leader id, leader epoch) of partition 0, as node `via` answers Metadata."""
     return {
         t.name: (t.partitions[0].leader_id, t.partitions[0].leader_epoch)
-        for t in metadata_of(cluster, 1).topics
+        for t in metadata_of(cluster, via).topics
         if t.name in names
     }
 
@@ -112,8 +112,9 @@ def test_topics_created_just_before_their_leader_is_killed_are_all_back_after_it
     names = [f"k-{uuid.uuid4().hex[:6]}-{i}" for i in range(60)]
     pipelined(admin(cluster.bootstrap_of(ctrl)), names)
     cluster.kill(victim)  # the moment every creation was answered
-    wait_for("the placement", lambda: len(leaders(cluster, set(names))) == len(names))
-    placed = leaders(cluster, set(names))
+    # asked of the controller: the victim may be node 1
+    wait_for("the placement", lambda: len(leaders(cluster, set(names), ctrl)) == len(names))
+    placed = leaders(cluster, set(names), ctrl)
     theirs = [t for t, (leader, _e) in placed.items() if leader == victim]
     assert theirs, "placement starts at a random broker: 60 one-partition topics reach each"
     cluster.start_node(victim)
@@ -127,7 +128,7 @@ def test_topics_created_just_before_their_leader_is_killed_are_all_back_after_it
         wait_for(
             f"{topic} hosted again by node {victim}",
             lambda t=topic: (
-                (now := leaders(cluster, {t})[t])[0] == victim
+                (now := leaders(cluster, {t}, ctrl)[t])[0] == victim
                 and hosted_epochs(cluster, victim, t) == [(now[1], 0)]
             ),
             30,
