@@ -36,12 +36,12 @@ import re
 import shutil
 import statistics
 import struct
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from typing import Any
+
+from tree_child import figure_in_tree
 
 WARM_UP = 300
 LEADER = 1
@@ -280,26 +280,8 @@ class _Cycle:
 
 def _child(tree: str, records: int, warm_up: int, instructions: bool, idle: int) -> float:
     """CPU seconds (or instructions, under callgrind) of `records` cycles in `tree`."""
-    env = dict(os.environ, PYTHONPATH=tree)
-    code = (
-        f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
-        "import gregor, follower_cycle_bench as b; "
-        f"assert gregor.__file__.startswith({os.path.abspath(tree)!r}), gregor.__file__; "
-        f"print(b.cycle_cost({records}, {warm_up}, {idle}))"
-    )
-    cmd = [sys.executable, "-c", code]
-    if instructions:
-        cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd]
-    out = subprocess.run(  # (not from a tree's directory: its gregor would come first)
-        cmd, env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True
-    )
-    if out.returncode != 0:
-        raise SystemExit(f"{tree}: failed\n{out.stderr[-3000:]}")
-    if not instructions:
-        return float(out.stdout.strip().splitlines()[-1])
-    found = re.search(r"Collected : (\d+)", out.stderr)
-    assert found, out.stderr[-500:]
-    return float(found.group(1))
+    call = f"cycle_cost({records}, {warm_up}, {idle})"
+    return figure_in_tree(tree, "follower_cycle_bench", call, instructions)
 
 
 def main() -> int:

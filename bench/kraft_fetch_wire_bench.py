@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from typing import Any
+
+from tree_child import figure_in_tree
 
 CASES = ("leader-records", "leader-hw", "follower-records", "follower-hw")
 RECORD_SIZES = (180, 90)  # bytes: a TopicRecord and a PartitionRecord, about
@@ -133,24 +132,8 @@ def exchange_cost(case: str, exchanges: int, prepared: int) -> float:
 
 
 def _child(tree: str, case: str, exchanges: int, prepared: int, instructions: bool) -> float:
-    env = dict(os.environ, PYTHONPATH=tree, PYTHONHASHSEED="0")  # the same dicts in every run
-    code = (
-        f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
-        "import gregor, kraft_fetch_wire_bench as b; "
-        f"assert gregor.__file__.startswith({os.path.abspath(tree)!r}), gregor.__file__; "
-        f"print(b.exchange_cost({case!r}, {exchanges}, {prepared}))"
-    )
-    cmd = [sys.executable, "-c", code]
-    if instructions:
-        cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd]
-    out = subprocess.run(  # (not from a tree's directory: its gregor would come first)
-        cmd, env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True, check=True
-    )
-    if not instructions:
-        return float(out.stdout.strip().splitlines()[-1])
-    found = re.search(r"Collected : (\d+)", out.stderr)
-    assert found, out.stderr[-500:]
-    return float(found.group(1))
+    call = f"exchange_cost({case!r}, {exchanges}, {prepared})"
+    return figure_in_tree(tree, "kraft_fetch_wire_bench", call, instructions, hash_seed="0")
 
 
 def main() -> int:

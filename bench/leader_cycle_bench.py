@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from typing import Any
+
+from tree_child import figure_in_tree
 
 WARM_UP = 300
 FOLLOWERS = (2, 3)
@@ -196,24 +195,8 @@ class _Cycle:
 
 def _child(tree: str, records: int, warm_up: int, instructions: bool) -> float:
     """CPU seconds (or instructions, under callgrind) of `records` cycles in `tree`."""
-    env = dict(os.environ, PYTHONPATH=tree)
-    code = (
-        f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
-        "import gregor, leader_cycle_bench as b; "
-        f"assert gregor.__file__.startswith({os.path.abspath(tree)!r}), gregor.__file__; "
-        f"print(b.cycle_cost({records}, {warm_up}))"
-    )
-    cmd = [sys.executable, "-c", code]
-    if instructions:
-        cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd]
-    out = subprocess.run(  # (not from a tree's directory: its gregor would come first)
-        cmd, env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True, check=True
-    )
-    if not instructions:
-        return float(out.stdout.strip().splitlines()[-1])
-    found = re.search(r"Collected : (\d+)", out.stderr)
-    assert found, out.stderr[-500:]
-    return float(found.group(1))
+    call = f"cycle_cost({records}, {warm_up})"
+    return figure_in_tree(tree, "leader_cycle_bench", call, instructions)
 
 
 def main() -> int:
