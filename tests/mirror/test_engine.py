@@ -220,9 +220,7 @@ def count(bootstrap: str, topic: str, conf: Mapping[str, str] | None = None) -> 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "counter", **(conf or {})})
     try:
         md = c.list_topics(topic, timeout=10).topics[topic]
-        return sum(
-            c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in md.partitions
-        )
+        return sum(_end_offset(c, topic, p) for p in md.partitions)
     finally:
         c.close()
 
