@@ -209,8 +209,7 @@ class StorageRaftLog:
         """`flush(up_to)` in two halves, so the fsync runs on a worker thread: `sync()` fsyncs
         duplicates of the segments' descriptors (any thread, once); `done()`, back on the log's
         thread, moves the flushed offset, unless the log was truncated meanwhile."""
-        fds = [os.dup(seg.fd) for seg in self._log.segments_to_flush(up_to)]
-        truncations = self._log.truncations
+        fds, done = self.begin_flush_fds(up_to)
 
         def sync() -> None:
             try:
@@ -220,10 +219,18 @@ class StorageRaftLog:
                 for fd in fds:
                     os.close(fd)
 
+        return sync, done
+
+    def begin_flush_fds(self, up_to: int) -> tuple[list[int], Callable[[], None]]:
+        """`begin_flush` for a caller that fsyncs by itself: duplicates of the descriptors to
+        fsync (the caller closes them) and `done()`, as there."""
+        fds = [os.dup(seg.fd) for seg in self._log.segments_to_flush(up_to)]
+        truncations = self._log.truncations
+
         def done() -> None:
             self._log.mark_flushed(up_to, truncations)
 
-        return sync, done
+        return fds, done
 
     # -- reads ----------------------------------------------------------------------------------
 

@@ -90,6 +90,19 @@ class _Deferred(threading.local):
 _DEFERRED = _Deferred()
 
 
+def write_deferred_now() -> None:
+    """Write at once the answers the dispatch under way has deferred so far (it goes on
+    deferring later ones): for answers that start other work elsewhere, like the Fetch answers
+    that take a metadata commit's records to the other voters."""
+    deferred = _DEFERRED
+    if deferred.waiting:
+        waiting, deferred.waiting = deferred.waiting, []
+        for conn in waiting:
+            conn._deferred = False
+            if conn._out and not conn.closed:
+                conn._write()
+
+
 class Dispatcher(Protocol):
     def __call__(
         self, conn: Connection, frame: memoryview

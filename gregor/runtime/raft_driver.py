@@ -48,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import random
 import ssl
 import time
@@ -62,8 +63,16 @@ from gregor.raft.config import RaftConfig
 from gregor.raft.log import RaftLog
 from gregor.raft.node import Effects, Entry, LeaderAndEpoch, LoadSnapshot, NotLeader, RaftNode
 from gregor.raft.store import QuorumStateStore
+from gregor.runtime.aio_fsync import AioFsync
 from gregor.runtime.client import ClientError, ClientSecurity, NetworkClient
-from gregor.runtime.connection import Connection, Dispatcher, FrameError, Later, Output
+from gregor.runtime.connection import (
+    Connection,
+    Dispatcher,
+    FrameError,
+    Later,
+    Output,
+    write_deferred_now,
+)
 from gregor.runtime.connection_quotas import ConnectionQuotas
 from gregor.runtime.flush_thread import FlushThread
 from gregor.runtime.server import Server
@@ -157,6 +166,9 @@ class RaftDriver:
         self._tasks: set[asyncio.Future[Any]] = set()
         self._stopped = False
         self._flusher: FlushThread | None = None
+        self._aio: AioFsync | None = None
+        self._aio_tried = False
+        self.aio_fsync = True  # False: always the flush thread
         self._flushing = False  # a flush submitted and not yet reported
         self._after_flush: list[Callable[[], object]] = []
         self._deferred: list[Entry] = []  # committed, for on_commit after the flush (_commit)
@@ -262,6 +274,8 @@ class RaftDriver:
                 await task
         if self._flusher is not None:
             self._flusher.stop()  # a flush under way finishes before the close
+        if self._aio is not None:
+            self._aio.stop()
         close = getattr(self.log, "close", None)
         if close is not None:
             self.log.flush()
@@ -289,6 +303,7 @@ class RaftDriver:
     def _apply(self, effects: Effects) -> None:
         if self._stopped:
             return
+        answered = False
         for send in effects.outbound:
             message = send.message
             if isinstance(message, m.REQUEST_TYPES):
@@ -296,7 +311,9 @@ class RaftDriver:
             else:
                 pending = self._inbound.pop((send.destination, message.correlation_id), None)
                 if pending is not None:
-                    self._give(pending, message)
+                    answered = self._give(pending, message) or answered
+        if answered:
+            write_deferred_now()  # before the flush and the rest of the dispatch under way
         if effects.flush is not None:
             self._flush(effects.flush)
         if effects.snapshot is not None or effects.leader_change is not None:
@@ -329,18 +346,18 @@ class RaftDriver:
             self.on_commit(entries)
 
     def _flush(self, offset: int) -> None:
-        """Make the log durable below `offset` on the flush thread (flush_thread.py: a queue,
-        the fsync, one `call_soon_threadsafe`), then tell the node."""
+        """Make the log durable below `offset` off the loop, then tell the node: by Linux AIO
+        (aio_fsync.py: the kernel fsyncs, an eventfd tells the loop) where the kernel offers
+        it, else on the flush thread (flush_thread.py: a queue, the fsync, one
+        `call_soon_threadsafe`)."""
         loop = asyncio.get_running_loop()
         begin = getattr(self.log, "begin_flush", None)
         if begin is None:
             self.log.flush(offset)
             loop.call_soon(self._flushed, offset)
             return
-        sync, done = begin(offset)
-        if self._flusher is None:
-            self._flusher = FlushThread(loop, f"raft-{self.node_id}-flush")
         self._flushing = True
+        done: Callable[[], None] = _nothing
 
         def finished(exc: BaseException | None) -> None:
             if exc is not None:
@@ -353,7 +370,24 @@ class RaftDriver:
             done()
             self._flushed(offset)
 
+        aio = self._aio_fsync(loop)
+        begin_fds = getattr(self.log, "begin_flush_fds", None)
+        if aio is not None and begin_fds is not None:
+            fds, done = begin_fds(offset)
+            if aio.submit(fds, finished):
+                return
+            for fd in fds:
+                os.close(fd)
+        sync, done = begin(offset)
+        if self._flusher is None:
+            self._flusher = FlushThread(loop, f"raft-{self.node_id}-flush")
         self._flusher.submit(sync, finished)
+
+    def _aio_fsync(self, loop: asyncio.AbstractEventLoop) -> AioFsync | None:
+        if self._aio is None and not self._aio_tried:
+            self._aio_tried = True
+            self._aio = AioFsync.open(loop) if self.aio_fsync else None
+        return self._aio
 
     def _flushed(self, offset: int) -> None:
         self._flushing = False
@@ -559,19 +593,20 @@ class RaftDriver:
             assert later is not None
             later.set_exception(FrameError(f"raft {self.node_id}: no answer in {wait_ms} ms"))
 
-    def _give(self, pending: _Inbound, response: m.Response) -> None:
+    def _give(self, pending: _Inbound, response: m.Response) -> bool:
         """The node's answer to an inbound request: kept for `_answer` to return (the request's
         own turn) or, encoded, to its Later (the connection writes it now)."""
         later = pending.later
         if later is None:
             pending.response = response
-            return
+            return False
         try:
             output = self._encode(pending.key, pending.version, pending.correlation_id, response)
         except Exception as exc:  # an answer that cannot be encoded closes the connection
             later.set_exception(exc)
-            return
+            return False
         later.set_result(output)
+        return True
 
     def _encode(self, key: int, version: int, correlation_id: int, response: m.Response) -> Output:
         body = wire.to_response(response, version)
@@ -607,3 +642,7 @@ def _api_versions_body(error_code: int = 0, extra: Mapping[int, Any] | None = No
             for a in (api_keys.BY_KEY[k] for k in served)
         ],
     )
+
+
+def _nothing() -> None:
+    pass

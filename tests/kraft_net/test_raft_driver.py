@@ -6,6 +6,7 @@ import asyncio
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,7 @@ from gregor.protocol.messages import ApiVersionsRequest
 from gregor.raft import messages as m
 from gregor.raft import wire
 from gregor.raft.node import NotLeader
+from gregor.runtime.aio_fsync import AioFsync, aio_fsync_available
 from gregor.runtime.client import NetworkClient
 from gregor.runtime.raft_driver import parse_voters
 from tests.kraft_net.helpers import CONFIG, IDS, Cluster, wait_for
@@ -125,18 +127,32 @@ def test_graceful_resign_hands_over_quickly(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
+@pytest.mark.parametrize("aio", [False, True], ids=["flush-thread", "aio-fsync"])
 def test_the_log_is_fsynced_off_the_event_loop_and_commits_are_durable_on_a_majority(
-    tmp_path: Path,
+    tmp_path: Path, aio: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every node's flushes run on the driver's flush thread, never the loop's; what the leader
+    """Every node's flushes run off the loop: on the driver's flush thread, or (`aio`) handed
+    to the kernel as Linux AIO fsyncs, whose completions the loop reads; what the leader
     reports committed is flushed on a majority's disks when it is reported."""
+    if aio and not aio_fsync_available():
+        pytest.skip("this kernel offers no Linux AIO")
     flush_threads: set[str] = set()
+    aio_fsyncs: list[int] = []
+    submit = AioFsync.submit
+
+    def submit_traced(self: AioFsync, fds: list[int], on_done: Any) -> bool:
+        taken = submit(self, fds, on_done)
+        aio_fsyncs.append(len(fds) if taken else 0)
+        return taken
+
+    monkeypatch.setattr(AioFsync, "submit", submit_traced)
     durable_at_commit: list[int] = []
 
     async def main() -> None:
         cluster = Cluster(tmp_path)
         for i in IDS:
             driver = cluster.make(i)
+            driver.aio_fsync = aio
             begin = driver.log.begin_flush  # type: ignore[attr-defined]
 
             def traced(up_to: int, begin=begin):  # type: ignore[no-untyped-def]
@@ -177,8 +193,13 @@ def test_the_log_is_fsynced_off_the_event_loop_and_commits_are_durable_on_a_majo
                 await d.stop()
 
     asyncio.run(main())
-    assert flush_threads and all("flush" in name for name in flush_threads), flush_threads
-    assert threading.main_thread().name not in flush_threads
+    if aio:
+        assert not flush_threads, flush_threads  # no fsync by a thread of ours
+        assert aio_fsyncs and all(n >= 1 for n in aio_fsyncs), aio_fsyncs
+    else:
+        assert not aio_fsyncs
+        assert flush_threads and all("flush" in name for name in flush_threads), flush_threads
+        assert threading.main_thread().name not in flush_threads
     *durable, hw = durable_at_commit
     assert durable[1] >= hw  # the second most durable of three: a majority holds the commit
 
