@@ -35,10 +35,12 @@ Kafka does) until a Fetch answer names the leader and where it listens (`endpoin
 no bootstrap servers it asks the voters. Voters may then be empty.
 
 Flushes of the log leave the event loop: the node runs with `async_flush=True`, and an
-`Effects.flush` is done on the driver's own flush thread (`begin_flush` of the log: the fsync
-there, the flushed offset moved back on the loop), then reported with `node.flushed`. So the
-loop serves requests, replays commits and answers fetches while the disk syncs, and appends
-made meanwhile share the next fsync. A log without `begin_flush` is flushed inline.
+`Effects.flush` is handed to the kernel as Linux AIO fsyncs (aio_fsync.py; its completion is
+an eventfd the loop reads), or where the kernel offers none done on the driver's own flush
+thread (`begin_flush` of the log: the fsync there); the flushed offset is moved back on the
+loop and reported with `node.flushed`. So the loop serves requests, replays commits and
+answers fetches while the disk syncs, and appends made meanwhile share the next fsync. A log
+without `begin_flush` is flushed inline.
 
 Time is the monotonic clock in milliseconds unless a clock is given.
 """
