@@ -27,6 +27,7 @@ from gregor.metrics.collectors import BrokerSources
 from gregor.metrics.health import NodeHealth
 from gregor.protocol import codec
 from gregor.runtime.cleaner_thread import CleanerThreads
+from gregor.runtime.connection import write_deferred_now
 from gregor.runtime.connection_quotas import connection_limits
 from gregor.runtime.flush_thread import FlushThread
 from gregor.runtime.gc_settings import freeze_after_start
@@ -141,6 +142,7 @@ class BrokerServer(BrokerNode):
             self.hosting.schedule = self.member.driver.after_flush
             self.hosting.ready = True
             self.store.on_replayed = self.hosting.apply_soon
+            self.store.on_answered = write_deferred_now  # before the replay: see the store
             await self.member.start()
             if self.isr_sender is not None:
                 self.isr_sender.start()

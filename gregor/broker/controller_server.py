@@ -41,6 +41,7 @@ from gregor.metrics.collectors import BrokerSources
 from gregor.metrics.health import NodeHealth
 from gregor.protocol import codec
 from gregor.replication.purgatory import DelayedOperationPurgatory
+from gregor.runtime.connection import write_deferred_now
 from gregor.runtime.log_io import in_thread
 from gregor.runtime.process import (
     halt_on_metadata_log_failure,
@@ -106,6 +107,7 @@ class ControllerServer:
         )
         # dynamic configs may have changed: the controller listener's connection limits
         self.store.on_replayed = self.member.reconfigure_connections
+        self.store.on_answered = write_deferred_now  # before the replay: see the store
         self.member.serve_admin(_metadata_services(self, cluster))
         self.started = self.stopping = False
         self.metrics = self._build_metrics()

@@ -207,6 +207,9 @@ class RaftMetadataStore:
         )
         # Networked only: called after committed records were replayed (on every node).
         self.on_replayed: Callable[[], None] | None = None
+        # Networked only: called once a commit has woken waiters (`wait_committed`), before
+        # its records are replayed: the broker writes the answers they completed at once.
+        self.on_answered: Callable[[], None] | None = None
         # The offset of the last committed entry replayed (control ones too) and visible: not
         # inside a metadata transaction still open (its records wait for its End).
         self.applied = -1
@@ -281,13 +284,16 @@ class RaftMetadataStore:
         replay = [(self._record_of(e), e.offset, e.epoch) for e in entries if not e.control]
         if self._appended and entries:
             self._forget_appended(entries[-1].offset)
-        if replay:
-            self._replay(replay)
-            self._bytes_since_snapshot += sum(len(e.data) for e in entries if not e.control)
-            self._last_commit_ms = self.clock()
+        ready = self._txn.feed(replay) if replay else None
         if entries:
             self.applied = max(self.applied, self._txn.stable_offset(entries[-1].offset))
-        self._wake_waiters()
+        if self._waiters and self._wake_waiters() and self.on_answered is not None:
+            self.on_answered()  # their answers leave before the replay below, in this turn
+        if ready:
+            self._replay_ready(ready)
+        if replay:
+            self._bytes_since_snapshot += sum(len(e.data) for e in entries if not e.control)
+            self._last_commit_ms = self.clock()
         if replay and self.on_replayed is not None:
             self.on_replayed()
         if replay or self._snapshot_deferred:
@@ -310,12 +316,15 @@ class RaftMetadataStore:
                 return
             del appended[offset]
 
-    def _wake_waiters(self) -> None:
-        if self._waiters:
-            done = [(o, f) for o, f in self._waiters if o <= self.applied]
-            self._waiters = [(o, f) for o, f in self._waiters if o > self.applied]
-            for _offset, callback in done:
-                _call(callback, None)
+    def _wake_waiters(self) -> bool:
+        """Call back the waiters `applied` now covers; whether there were any."""
+        if not self._waiters:
+            return False
+        done = [(o, f) for o, f in self._waiters if o <= self.applied]
+        self._waiters = [(o, f) for o, f in self._waiters if o > self.applied]
+        for _offset, callback in done:
+            _call(callback, None)
+        return bool(done)
 
     def on_snapshot(self, snapshot: LoadSnapshot) -> None:
         """The driver's node starts from a snapshot (its log's latest, or one fetched from the
@@ -372,7 +381,9 @@ class RaftMetadataStore:
         return leader is not None and hw is not None and hw > leader.epoch_start_offset
 
     def wait_committed(self, offset: int, done: CommitCallback) -> None:
-        """Call `done(None)` once `offset` is committed and replayed here (now, if it is), or
+        """Call `done(None)` once `offset` is committed (now, if it is; on a commit, before
+        the replay of its records here, which follows in the same call: nothing else runs
+        between), or
         `done(KafkaError(NOT_CONTROLLER))` if this node is not the active controller, or stops
         being it (or the store closes) first. Once per call; in the order of the calls."""
         if offset <= self.applied:
@@ -867,8 +878,11 @@ class RaftMetadataStore:
         comes (transactions.py)."""
         ready = self._txn.feed(entries)
         if ready:
-            self.image = self.image.replay(ready)
-            self._update_topics(rec for rec, _, _ in ready)
+            self._replay_ready(ready)
+
+    def _replay_ready(self, ready: list[tuple[Any, int, int]]) -> None:
+        self.image = self.image.replay(ready)
+        self._update_topics(rec for rec, _, _ in ready)
 
     def _update_topics(self, replayed: Iterable[Any]) -> None:
         touched: dict[uuid.UUID, None] = {}  # in replay order

@@ -4,6 +4,7 @@ commit is replayed (in the order of the calls), or with NOT_CONTROLLER when lead
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from gregor.metadata import records as r
@@ -72,3 +73,20 @@ def test_a_failing_callback_keeps_neither_the_others_nor_replay_back() -> None:
     s.wait_committed(0, waiter(calls, "after"))
     commit(s, 0, 1)
     assert calls == [("after", None)] and s.applied == 0
+
+
+def test_the_answers_a_commit_completes_are_let_out_before_its_replay() -> None:
+    """A commit calls its waiters, then `on_answered` (the broker writes the answers they
+    completed), then replays its records: the client's answer does not wait for the replay,
+    and the replay is done before the call returns (before any other request is read)."""
+    s = store()
+    seen: list[Any] = []
+    s.wait_committed(0, lambda error: seen.append(("waiter", error, "t" in s.topics)))
+    s.on_answered = lambda: seen.append(("answered", "t" in s.topics))
+    s.on_replayed = lambda: seen.append(("replayed", "t" in s.topics))
+    topic = r.TopicRecord(name="t", topic_id=uuid.UUID(int=7))
+    s.on_committed([Entry(0, 1, r.encode(topic))])
+    assert seen == [("waiter", None, False), ("answered", False), ("replayed", True)]
+    assert "t" in s.topics and s.applied == 0
+    s.on_committed([Entry(1, 1, r.encode(r.NoOpRecord()))])  # woke nobody: no call
+    assert seen[-1] == ("replayed", True) and len(seen) == 4
