@@ -305,6 +305,12 @@ class RaftDriver:
     def _apply(self, effects: Effects) -> None:
         if self._stopped:
             return
+        # An AIO fsync starts in one system call: the leader's goes first, its round trip
+        # racing the other voters'. The flush thread's goes after the sends: it would take the
+        # GIL back at the first of them.
+        flush_first = effects.flush is not None and self._aio is not None
+        if flush_first:
+            self._flush(effects.flush)  # type: ignore[arg-type]
         answered = False
         for send in effects.outbound:
             message = send.message
@@ -315,8 +321,8 @@ class RaftDriver:
                 if pending is not None:
                     answered = self._give(pending, message) or answered
         if answered:
-            write_deferred_now()  # before the flush and the rest of the dispatch under way
-        if effects.flush is not None:
+            write_deferred_now()  # before the rest of the dispatch under way
+        if effects.flush is not None and not flush_first:
             self._flush(effects.flush)
         if effects.snapshot is not None or effects.leader_change is not None:
             self._replay_deferred()  # what was committed before, first
