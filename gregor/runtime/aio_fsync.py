@@ -164,7 +164,10 @@ class AioFsync:
             return
         self._stopped = True
         self._loop.remove_reader(self._eventfd)
-        self._syscall(self._destroy, self._ctx)  # waits for what is in flight
+        # waits for what is in flight, letting the GIL go meanwhile (a CDLL call)
+        releasing = ctypes.CDLL(None, use_errno=True).syscall
+        releasing.restype = ctypes.c_long
+        releasing(self._destroy, self._ctx)
         for request in self._order:
             _close(request.fds)
         self._requests.clear()
@@ -215,9 +218,12 @@ _LIBC: ctypes.CDLL | None = None
 
 
 def _libc() -> ctypes.CDLL:
+    """libc's `syscall`, called holding the GIL (a `PyDLL`): io_submit and io_getevents
+    return at once, and letting the GIL go around them would hand it to any thread waiting
+    for it (the loop's thread then waits to get it back), the very hand-off this avoids."""
     global _LIBC
     if _LIBC is None:
-        _LIBC = ctypes.CDLL(None, use_errno=True)
+        _LIBC = ctypes.PyDLL(None, use_errno=True)
         _LIBC.syscall.restype = ctypes.c_long
     return _LIBC
 
