@@ -305,12 +305,6 @@ class RaftDriver:
     def _apply(self, effects: Effects) -> None:
         if self._stopped:
             return
-        # An AIO fsync starts in one system call: the leader's goes first, its round trip
-        # racing the other voters'. The flush thread's goes after the sends: it would take the
-        # GIL back at the first of them.
-        flush_first = effects.flush is not None and self._aio is not None
-        if flush_first:
-            self._flush(effects.flush)  # type: ignore[arg-type]
         answered = False
         for send in effects.outbound:
             message = send.message
@@ -322,7 +316,9 @@ class RaftDriver:
                     answered = self._give(pending, message) or answered
         if answered:
             write_deferred_now()  # before the rest of the dispatch under way
-        if effects.flush is not None and not flush_first:
+        # The flush after the sends: a flush thread would take the GIL back at the first of
+        # them, and the kernel worker an AIO fsync wakes runs on this CPU, ahead of this thread.
+        if effects.flush is not None:
             self._flush(effects.flush)
         if effects.snapshot is not None or effects.leader_change is not None:
             self._replay_deferred()  # what was committed before, first
