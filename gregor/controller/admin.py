@@ -44,6 +44,8 @@ from gregor.raft.storage_log import TOPIC as METADATA_TOPIC
 if TYPE_CHECKING:
     from gregor.controller.local import LocalController
 
+_NO_ID = uuid.UUID(int=0)  # a planned topic's id: the controller gives it one
+
 
 @dataclass
 class TopicSpec:
@@ -159,7 +161,7 @@ class Admin:
                 replicas = place_new(self.broker_ids, partitions, factor, self.controller.rng)
         except KafkaError as exc:
             return exc
-        return TopicInfo(spec.name, _zero_uuid(), replicas, configs)
+        return TopicInfo(spec.name, _NO_ID, replicas, configs)
 
     def _check_assignments(
         self, assignments: Mapping[int, list[int]], first: int
@@ -319,7 +321,3 @@ class Admin:
     ) -> list[client_quotas.Result]:
         """AlterClientQuotas: (entity, error code, message) for each entity named."""
         return self.controller.alter_client_quotas(alterations, validate_only)
-
-
-def _zero_uuid() -> uuid.UUID:
-    return uuid.UUID(int=0)

@@ -540,7 +540,7 @@ class QuorumController:
                     leader=isr[0],
                     leader_epoch=0,
                     partition_epoch=0,
-                    directories=[uuid.UUID(int=0)] * len(reps),
+                    directories=[DIRECTORY_UNASSIGNED] * len(reps),
                 )
             )
         return out

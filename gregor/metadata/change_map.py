@@ -30,6 +30,7 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 _MISSING: Any = object()
+_READ_ONLY = "a frozen ChangeMap is read-only: fork() it to change it"
 MIN_CHANGES = 32  # changes a fork always carries before it starts from a new base
 
 
@@ -97,7 +98,8 @@ class ChangeMap(Mapping[K, V], Generic[K, V]):
         return self._base.get(key, default)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._over or (key not in self._gone and key in self._base)
+        # a key looked for is most often new (a topic being created): two lookups, not three
+        return key in self._over or (key in self._base and key not in self._gone)
 
     def __len__(self) -> int:
         return self._len
@@ -139,13 +141,15 @@ class ChangeMap(Mapping[K, V], Generic[K, V]):
 
     def _check_writable(self) -> None:
         if self._frozen:
-            raise TypeError("a frozen ChangeMap is read-only: fork() it to change it")
+            raise TypeError(_READ_ONLY)
 
     def __setitem__(self, key: K, value: V) -> None:
-        self._check_writable()
-        if key not in self:
+        if self._frozen:
+            raise TypeError(_READ_ONLY)
+        over = self._over
+        if key not in over and (key not in self._base or key in self._gone):
             self._len += 1
-        self._over[key] = value
+        over[key] = value
 
     def __delitem__(self, key: K) -> None:
         self._check_writable()

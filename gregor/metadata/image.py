@@ -285,30 +285,29 @@ class MetadataDelta:
             for topic_id, parts in self.partitions.items():
                 t = topics.get(topic_id)
                 if t is not None:
-                    topics[topic_id] = replace(t, partitions=MappingProxyType(parts))
-
-        def done(name: str) -> Any:
+                    topics[topic_id] = TopicImage(t.name, t.topic_id, MappingProxyType(parts))
+        for name in self._owned:  # read-only from here: the image holds them
             mapping = getattr(self, name)
-            if name not in self._owned:
-                return mapping
-            return mapping.freeze() if isinstance(mapping, ChangeMap) else MappingProxyType(mapping)
-
-        image = MetadataImage(
+            setattr(
+                self,
+                name,
+                mapping.freeze() if name in _CHANGE_MAPS else MappingProxyType(mapping),
+            )
+        self._owned.clear()  # so a later write copies again
+        self.partitions = {}
+        return MetadataImage(
             offset=self.offset,
             epoch=self.epoch,
-            brokers=done("brokers"),
-            topics_by_id=done("topics_by_id"),
-            topics_by_name=done("topics_by_name"),
-            configs=done("configs"),
+            brokers=self.brokers,
+            topics_by_id=self.topics_by_id,
+            topics_by_name=self.topics_by_name,
+            configs=self.configs,
             next_producer_id=self.next_producer_id,
-            features=done("features"),
-            scram=done("scram"),
-            acls=done("acls"),
-            client_quotas=done("client_quotas"),
+            features=self.features,
+            scram=self.scram,
+            acls=self.acls,
+            client_quotas=self.client_quotas,
         )
-        self._owned.clear()  # the image holds them now: a later write copies again
-        self.partitions = {}
-        return image
 
     # -- brokers -------------------------------------------------------------------------------
 

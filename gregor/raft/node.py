@@ -382,7 +382,12 @@ class RaftNode:
     def _next_deadline(self, now_ms: int) -> int:
         deadline = self._requests.next_deadline(now_ms)
         data = self.quorum.data
-        if isinstance(data, UnattachedState):
+        if isinstance(data, LeaderState):  # first: an active controller polls most
+            deadline = min(deadline, data.check_quorum_deadline_ms, data.begin_quorum_deadline_ms)
+            if self._flush_deadline_ms is not None and self._flush_inflight is None:
+                deadline = min(deadline, self._flush_deadline_ms)
+            deadline = min(deadline, self._parked.next_deadline())
+        elif isinstance(data, UnattachedState):
             deadline = min(deadline, data.election_deadline_ms)
             if not self.quorum.is_voter:
                 deadline = min(deadline, now_ms + self.config.retry_backoff_ms)
@@ -395,11 +400,6 @@ class RaftNode:
             deadline = min(deadline, data.fetch_deadline_ms)
         elif isinstance(data, ResignedState):
             deadline = min(deadline, data.election_deadline_ms)
-        elif isinstance(data, LeaderState):
-            deadline = min(deadline, data.check_quorum_deadline_ms, data.begin_quorum_deadline_ms)
-            if self._flush_deadline_ms is not None and self._flush_inflight is None:
-                deadline = min(deadline, self._flush_deadline_ms)
-            deadline = min(deadline, self._parked.next_deadline())
         return deadline
 
     # -- transitions ----------------------------------------------------------------------------
