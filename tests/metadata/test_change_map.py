@@ -67,17 +67,16 @@ def test_a_frozen_version_refuses_writes_and_a_missing_key_raises() -> None:
 
 
 def test_a_fork_after_many_changes_starts_from_a_new_base() -> None:
-    first: ChangeMap[int, int] = ChangeMap({i: i for i in range(1000)})
+    first: ChangeMap[int, int] = ChangeMap({i: i for i in range(5000)})
     cm = first
-    for i in range(100):  # a fork shares the base while the changes stay few
+    for i in range(101):  # a fork shares the base while the changes stay few: sqrt(2n) = 100
         cm = cm.fork()
-        cm[1000 + i] = i
-    assert cm._base is first._base and len(cm._over) == 100
-    for i in range(100, 200):  # more than an eighth of the base changed: a new base
-        cm = cm.fork()
-        cm[1000 + i] = i
-    assert cm._base is not first._base and len(cm._over) < 100
-    assert list(cm.items()) == [(i, i) for i in range(1000)] + [(1000 + i, i) for i in range(200)]
+        cm[5000 + i] = i
+    assert cm._base is first._base and len(cm._over) == 101
+    cm = cm.fork()  # more than sqrt(2n) changes: a new base
+    assert cm._base is not first._base and not cm._over
+    cm[5101] = 101
+    assert list(cm.items()) == [(i, i) for i in range(5000)] + [(5000 + i, i) for i in range(102)]
 
 
 class _Key:
@@ -97,7 +96,7 @@ class _Key:
 
 
 def test_a_new_base_keeps_the_order_and_hashes_only_the_changed_keys() -> None:
-    keys = [_Key(i) for i in range(400)]
+    keys = [_Key(i) for i in range(1250)]  # a new base after sqrt(2n) = 50 changes
     cm: ChangeMap[_Key, int] = ChangeMap({k: k.n for k in keys})
     model = dict(cm.items())
     changed = 0
