@@ -96,9 +96,9 @@ def colliding_topic(name: str, existing: Mapping[str, Any]) -> str | None:
     both: their metric names collide), or None. Only such names can collide, so the 2**k
     spellings of a name with k of those characters are looked up: the cost grows with the
     name, not with the number of topics (a name with none of them collides with nothing)."""
-    positions = [i for i, c in enumerate(name) if c in "._"]
-    if not positions:
+    if "." not in name and "_" not in name:
         return None
+    positions = [i for i, c in enumerate(name) if c in "._"]
     if len(positions) > MAX_COLLISION_VARIANTS_BITS:
         key = name.replace(".", "_")
         return next((o for o in existing if o != name and o.replace(".", "_") == key), None)

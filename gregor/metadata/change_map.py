@@ -155,6 +155,13 @@ class ChangeMap(Mapping[K, V], Generic[K, V]):
             self._len += 1
         over[key] = value
 
+    def add(self, key: K, value: V) -> None:
+        """`self[key] = value` for a key known not to be here: one lookup fewer or two."""
+        if self._frozen:
+            raise TypeError(_READ_ONLY)
+        self._over[key] = value
+        self._len += 1
+
     def __delitem__(self, key: K) -> None:
         self._check_writable()
         if key in self._over:

@@ -374,8 +374,8 @@ class MetadataDelta:
     def _topic(self, rec: Any) -> None:
         if rec.name in self.topics_by_name or rec.topic_id in self.topics_by_id:
             raise MetadataReplayError(f"TopicRecord: topic {rec.name} ({rec.topic_id}) exists")
-        self._own("topics_by_id")[rec.topic_id] = TopicImage(rec.name, rec.topic_id)
-        self._own("topics_by_name")[rec.name] = rec.topic_id
+        self._own("topics_by_id").add(rec.topic_id, TopicImage(rec.name, rec.topic_id))
+        self._own("topics_by_name").add(rec.name, rec.topic_id)
 
     def _partition(self, rec: Any) -> None:
         self._parts(rec.topic_id, "PartitionRecord")[rec.partition_id] = (

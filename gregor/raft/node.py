@@ -345,10 +345,10 @@ class RaftNode:
 
     def _drain(self, now_ms: int) -> Effects:
         self._deliver_committed()
-        current = LeaderAndEpoch(self.leader_id, self.epoch)
+        leader_id, epoch, reported = self.leader_id, self.epoch, self._reported
         change = None
-        if current != self._reported:
-            change = self._reported = current
+        if leader_id != reported.leader_id or epoch != reported.epoch:
+            change = self._reported = LeaderAndEpoch(leader_id, epoch)
         effects = Effects(
             self._out,
             self._snapshot,

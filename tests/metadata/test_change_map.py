@@ -1,6 +1,6 @@
 """ChangeMap behaves as a dict copied at every fork (a model checked by hypothesis): the same
 items in the same order, lengths, membership; an older version never sees a newer one's
-changes, and a frozen one refuses writes."""
+changes, and a frozen one refuses writes. `add` (a key known to be new) is a set."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ KEYS = st.integers(0, 40)
 OPS = st.lists(
     st.one_of(
         st.tuples(st.just("set"), KEYS, st.integers()),
+        st.tuples(st.just("add"), KEYS, st.integers()),  # `add` when the key is new, else set
         st.tuples(st.just("del"), KEYS, st.none()),
         st.tuples(st.just("fork"), st.none(), st.none()),
     ),
@@ -38,8 +39,11 @@ def test_a_change_map_is_a_dict_copied_at_every_fork(base: dict[int, int], ops: 
     model = dict(base)
     versions: list[tuple[ChangeMap[int, int], dict[int, int]]] = []
     for op, key, value in ops:
-        if op == "set":
+        if op == "set" or (op == "add" and key in model):
             cm[key] = value
+            model[key] = value
+        elif op == "add":
+            cm.add(key, value)
             model[key] = value
         elif op == "del":
             assert cm.pop(key, "none") == model.pop(key, "none")
@@ -55,6 +59,8 @@ def test_a_frozen_version_refuses_writes_and_a_missing_key_raises() -> None:
     cm = ChangeMap({"a": 1}).freeze()
     with pytest.raises(TypeError):
         cm["b"] = 2
+    with pytest.raises(TypeError):
+        cm.add("b", 2)
     with pytest.raises(TypeError):
         del cm["a"]
     new = cm.fork()
