@@ -39,7 +39,7 @@ MIN_CHANGES = 32  # changes a fork always carries before it starts from a new ba
 
 
 class ChangeMap(Mapping[K, V], Generic[K, V]):
-    __slots__ = ("_base", "_over", "_gone", "_len", "_frozen")
+    __slots__ = ("_base", "_over", "_gone", "_len", "_frozen", "_limit")
 
     def __init__(self, base: Mapping[K, V] | None = None) -> None:
         self._base: dict[K, V] = dict(base) if base is not None else {}
@@ -47,6 +47,7 @@ class ChangeMap(Mapping[K, V], Generic[K, V]):
         self._gone: set[K] = set()
         self._len = len(self._base)
         self._frozen = False
+        self._limit = _limit(self._len)
 
     @classmethod
     def fork_of(cls, mapping: Mapping[K, V]) -> ChangeMap[K, V]:
@@ -57,11 +58,11 @@ class ChangeMap(Mapping[K, V], Generic[K, V]):
 
     def fork(self) -> ChangeMap[K, V]:
         """A writable version equal to this one, sharing its base."""
-        if len(self._over) + len(self._gone) > max(MIN_CHANGES, isqrt(len(self._base) << 1)):
+        if len(self._over) + len(self._gone) > self._limit:
             return ChangeMap.__new__(ChangeMap)._rebased(self._flat())
         new: ChangeMap[K, V] = ChangeMap.__new__(ChangeMap)
         new._base, new._over, new._gone = self._base, self._over.copy(), self._gone.copy()
-        new._len, new._frozen = self._len, False
+        new._len, new._frozen, new._limit = self._len, False, self._limit
         return new
 
     def _flat(self) -> dict[K, V]:
@@ -77,6 +78,7 @@ class ChangeMap(Mapping[K, V], Generic[K, V]):
     def _rebased(self, base: dict[K, V]) -> ChangeMap[K, V]:
         self._base, self._over, self._gone = base, {}, set()
         self._len, self._frozen = len(base), False
+        self._limit = _limit(self._len)
         return self
 
     def freeze(self) -> ChangeMap[K, V]:
@@ -196,3 +198,8 @@ class _Values(ValuesView[V]):
 
     def __iter__(self) -> Iterator[V]:
         return (value for _key, value in self._mapping._items())
+
+
+def _limit(base: int) -> int:
+    """The changes a fork of a base of `base` keys carries before it starts from a new one."""
+    return max(MIN_CHANGES, isqrt(base << 1))

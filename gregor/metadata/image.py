@@ -260,6 +260,9 @@ class MetadataDelta:
         self.acls: Mapping[uuid.UUID, AclBinding] = image.acls
         self.client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = image.client_quotas
         self.partitions: dict[uuid.UUID, dict[int, PartitionRegistration]] = {}
+        # Topics created by this delta: their TopicImage already views their `partitions`
+        # dict, so `apply` builds no second one.
+        self._created: set[uuid.UUID] = set()
         self._owned: set[str] = set()
 
     def _own(self, name: str) -> Any:
@@ -281,8 +284,11 @@ class MetadataDelta:
 
     def apply(self) -> MetadataImage:
         if self.partitions:
+            created = self._created
             topics = self._own("topics_by_id")
             for topic_id, parts in self.partitions.items():
+                if created and topic_id in created:
+                    continue
                 t = topics.get(topic_id)
                 if t is not None:
                     topics[topic_id] = TopicImage(t.name, t.topic_id, MappingProxyType(parts))
@@ -294,7 +300,7 @@ class MetadataDelta:
                 mapping.freeze() if name in _CHANGE_MAPS else MappingProxyType(mapping),
             )
         self._owned.clear()  # so a later write copies again
-        self.partitions = {}
+        self.partitions, self._created = {}, set()
         return MetadataImage(
             offset=self.offset,
             epoch=self.epoch,
@@ -374,7 +380,11 @@ class MetadataDelta:
     def _topic(self, rec: Any) -> None:
         if rec.name in self.topics_by_name or rec.topic_id in self.topics_by_id:
             raise MetadataReplayError(f"TopicRecord: topic {rec.name} ({rec.topic_id}) exists")
-        self._own("topics_by_id").add(rec.topic_id, TopicImage(rec.name, rec.topic_id))
+        parts: dict[int, PartitionRegistration] = {}  # its PartitionRecords fill it
+        self.partitions[rec.topic_id] = parts
+        self._created.add(rec.topic_id)
+        topic = TopicImage(rec.name, rec.topic_id, MappingProxyType(parts))
+        self._own("topics_by_id").add(rec.topic_id, topic)
         self._own("topics_by_name").add(rec.name, rec.topic_id)
 
     def _partition(self, rec: Any) -> None:

@@ -277,22 +277,32 @@ class RaftMetadataStore:
     # -- the driver's callbacks (networked) -----------------------------------------------------
 
     def on_committed(self, entries: list[Entry]) -> None:
-        if self._appended_at and entries:
-            top, now = entries[-1].offset, self.clock()
+        if not entries:
+            self._wake_waiters()
+            if self._snapshot_deferred:
+                self._maybe_snapshot(self.clock())
+            return
+        top = entries[-1].offset
+        if self._appended_at:
+            now = self.clock()
             while self._appended_at and self._appended_at[0][0] <= top:
                 self._commit_took(now - self._appended_at.popleft()[1])
-        replay = [(self._record_of(e), e.offset, e.epoch) for e in entries if not e.control]
-        if self._appended and entries:
-            self._forget_appended(entries[-1].offset)
+        replay: list[tuple[Any, int, int]] = []
+        size = 0
+        for e in entries:
+            if not e.control:
+                replay.append((self._record_of(e), e.offset, e.epoch))
+                size += len(e.data)
+        if self._appended:
+            self._forget_appended(top)
         ready = self._txn.feed(replay) if replay else None
-        if entries:
-            self.applied = max(self.applied, self._txn.stable_offset(entries[-1].offset))
+        self.applied = max(self.applied, self._txn.stable_offset(top))
         if self._waiters and self._wake_waiters() and self.on_answered is not None:
             self.on_answered()  # their answers leave before the replay below, in this turn
         if ready:
             self._replay_ready(ready)
         if replay:
-            self._bytes_since_snapshot += sum(len(e.data) for e in entries if not e.control)
+            self._bytes_since_snapshot += size
             self._last_commit_ms = self.clock()
         if replay and self.on_replayed is not None:
             self.on_replayed()
@@ -904,7 +914,10 @@ class RaftMetadataStore:
             topic = image.topics_by_id.get(topic_id)
             info = self._by_id.get(topic_id)
             if changed is not None:
-                changed.update(t.name for t in (topic, info) if t is not None)
+                if topic is not None:
+                    changed.add(topic.name)
+                if info is not None:
+                    changed.add(info.name)
             if topic is None:
                 if info is not None:
                     del self._by_id[topic_id]
