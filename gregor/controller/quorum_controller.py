@@ -504,7 +504,7 @@ class QuorumController:
             raise KafkaError(errors.INVALID_CONFIG, str(exc)) from None
         if t.assignments:
             check_manual_counts(t.num_partitions, t.replication_factor)
-            replicas = check_assignments(t.assignments, 0, list(self.image.brokers))
+            replicas = check_assignments(t.assignments, 0, self.image.brokers)
         else:
             partitions, factor = check_counts(t.num_partitions, t.replication_factor, defaults)
             replicas = place_new(self.image.unfenced_brokers(), partitions, factor, self.rng)

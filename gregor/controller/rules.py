@@ -6,7 +6,7 @@ assignments, and IncrementalAlterConfigs operations. Shared by the broker's admi
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from gregor.metadata import config_defs
@@ -200,7 +200,7 @@ def _check_factor(factor: int, brokers: int) -> None:
 
 
 def check_assignments(
-    assignments: Mapping[int, list[int]], first: int, broker_ids: Sequence[int]
+    assignments: Mapping[int, list[int]], first: int, broker_ids: Collection[int]
 ) -> list[list[int]]:
     """Manual assignments checked: consecutive indexes from `first`, one replication factor, no
     duplicate or unregistered brokers. The replicas, by partition index."""
@@ -224,13 +224,13 @@ def check_assignments(
                 errors.INVALID_REPLICA_ASSIGNMENT,
                 f"Duplicate brokers not allowed in replica assignment: {reps} for partition id {i}.",
             )
-        unknown = [b for b in reps if b not in broker_ids]
-        if unknown:
-            raise KafkaError(
-                errors.INVALID_REPLICA_ASSIGNMENT,
-                f"The manual partition assignment includes broker {unknown[0]}, but no such "
-                "broker is registered.",
-            )
+        for b in reps:
+            if b not in broker_ids:
+                raise KafkaError(
+                    errors.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes broker {b}, but no such "
+                    "broker is registered.",
+                )
         out.append(reps)
     return out
 

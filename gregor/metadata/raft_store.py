@@ -1024,6 +1024,8 @@ def _snapshot_settings(configs: Mapping[str, str], log_config: LogConfig) -> tup
 
 
 def _batches(encoded: list[bytes], max_bytes: int) -> list[list[bytes]]:
+    if sum(map(len, encoded)) <= max_bytes:  # the usual case: they fit one batch
+        return [encoded]
     out: list[list[bytes]] = [[]]
     size = 0
     for data in encoded:

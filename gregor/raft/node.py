@@ -308,7 +308,7 @@ class RaftNode:
             return NotLeader(self.leader_id, self.epoch)
         if not records:
             raise ValueError("append needs at least one record")
-        batch = Batch(self.log.end_offset, self.epoch, tuple(bytes(r) for r in records))
+        batch = Batch(self.log.end_offset, self.epoch, tuple(map(bytes, records)))
         self.log.append(batch)
         if self._flush_deadline_ms is None:
             self._flush_deadline_ms = now_ms + self.config.append_linger_ms
