@@ -456,9 +456,11 @@ class QuorumController:
             return self._refuse_topics(topics, too_many_partitions())
         records: list[Any] = []
         results = []
-        names = [t.name for t in topics]
+        times: dict[str, int] = {}  # each name's count in the request (a dict: not O(topics**2))
         for t in topics:
-            if names.count(t.name) > 1:
+            times[t.name] = times.get(t.name, 0) + 1
+        for t in topics:
+            if times[t.name] > 1:
                 results.append(TopicResult(t.name, errors.INVALID_REQUEST, "Duplicate topic name."))
                 continue
             try:

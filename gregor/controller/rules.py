@@ -80,7 +80,10 @@ def requested_partitions(specs: Iterable[Any], defaults: TopicDefaults) -> int:
 
 def topic_records(topics: Iterable[TopicInfo]) -> int:
     """The records creating `topics` writes: TopicRecord, ConfigRecords, PartitionRecords."""
-    return sum(1 + len(t.configs) + t.partitions for t in topics)
+    total = 0
+    for t in topics:
+        total += 1 + len(t.configs) + len(t.replicas)
+    return total
 
 
 def check_counts(
