@@ -3,7 +3,7 @@ generic `CoordinatorRuntime` with one `GroupCoordinatorShard` per `__consumer_of
 this broker leads.
 
     groups = GroupCoordinator(node_id, store, replicas, admin, config_value, apply_metadata)
-    groups.on_metadata(now_ms)          # after every metadata change: load / unload shards
+    groups.on_metadata(now_ms, changed)  # after every metadata change: load / unload shards
     result = groups.join_group(request, now_ms)     # a result, or a Pending to wait on
     next_deadline_ms = groups.poll(now_ms)          # timers and loading; the broker calls it
                                                     # again at that deadline (or on `wakeup`)
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from gregor.coordinator.common.runtime import (
@@ -157,10 +157,11 @@ class GroupCoordinator(CoordinatorService[GroupCoordinatorShard, Record, GroupCo
 
     # -- leadership and timers ------------------------------------------------------------------
 
-    def on_metadata(self, now_ms: int) -> None:
+    def on_metadata(self, now_ms: int, changed: Collection[str] | None = None) -> None:
         """Coordinate exactly the `__consumer_offsets` partitions this broker leads; drop the
-        committed offsets of topics deleted since."""
-        self.runtime.on_metadata(now_ms)
+        committed offsets of topics deleted since. `changed`: the topics that may have changed
+        since the last call (None: any)."""
+        self.runtime.on_metadata(now_ms, changed)
         deleted = self._deleted_topics()
         if deleted:
             self._delete_topic_offsets(deleted, now_ms)

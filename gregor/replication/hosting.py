@@ -33,8 +33,12 @@ incarnation in flight; leading again there would let it acknowledge writes a new
 gets. Its new registration makes the controller move those leaderships first.
 
 The effects of a change go to callbacks the owner sets: follower changes to the replica
-fetchers, `on_applied(now_ms)` to the coordinators, `on_broker_config()` after a dynamic broker
-config changed. No I/O of its own beyond the log manager's, no event loop, no clock reads.
+fetchers, `on_applied(now_ms, changed)` to the coordinators, `on_broker_config()` after a
+dynamic broker config changed. `changed` names every topic whose records, or whose partitions'
+hosting here, may have changed in this call (a partition whose log was made since counts); None
+for "any" (the first call, a snapshot, a dynamic broker config, a topic deleted): a coordinator
+whose topic is not named has nothing to look at. No I/O of its own beyond the log manager's, no
+event loop, no clock reads.
 """
 
 from __future__ import annotations
@@ -105,7 +109,7 @@ class PartitionHosting:
         self.on_caught_up: Callable[[], None] | None = None  # called once, when it says yes
         self.schedule: Callable[[Callable[[], None]], object] | None = None
         self.on_followers: Callable[[list[FollowerChange]], None] | None = None
-        self.on_applied: list[Callable[[int], None]] = []
+        self.on_applied: list[Callable[[int, Collection[str] | None], None]] = []
         self.on_broker_config: Callable[[], None] | None = None
         self._unhosted: set[str] = set()  # topics a previous call had no budget left for
         self._scheduled = False
@@ -178,13 +182,14 @@ class PartitionHosting:
             self.schedule(self.apply)
         if changed is None or any(name not in topics for name in changed):
             self._remove_unwanted(topics)  # everything, or a topic deleted: look at all
+            changed = None
         elif from_store:
             self._remove_unwanted_of(topics, from_store)
         changes = self.replicas.take_follower_changes()
         if changes and self.on_followers is not None:
             self.on_followers(changes)
         for applied in self.on_applied:
-            applied(now)
+            applied(now, changed)
         if changed is None and self.schedule is not None and self.on_broker_config is not None:
             self.on_broker_config()  # dynamic broker configs may have changed
         if self._waiters:

@@ -116,7 +116,7 @@ class BrokerHost(SimHost):
         self.coordinators = self.coordinators_class(self) if self.sim.config.coordinators else None
         if self.coordinators is not None:
             coordinators = self.coordinators
-            self.hosting.on_applied.append(lambda _now: coordinators.on_metadata())
+            self.hosting.on_applied.append(lambda _now, _changed: coordinators.on_metadata())
         self.timer_metadata()
         self.sim.timer(self, self.sim.now + self.lag_ms // 2, "shrink")
         self.sim.timer(self, self.sim.now + self.sim.flush_interval_ms, "flush")

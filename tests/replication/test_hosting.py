@@ -27,7 +27,7 @@ def test_partitions_are_created_in_steps_while_serving(tmp_path: Path) -> None:
     scheduled: list[Callable[[], None]] = []
     hosting.schedule = scheduled.append
     applied: list[int] = []
-    hosting.on_applied.append(applied.append)
+    hosting.on_applied.append(lambda now, _changed: applied.append(now))
     reconfigured: list[bool] = []  # every topic resolved again: broker configs may have changed
     hosting.on_broker_config = lambda: reconfigured.append(True)
     b.admin.create_topic(TopicSpec("big", 250, 1))

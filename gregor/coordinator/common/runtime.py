@@ -4,7 +4,7 @@ its writes, its answers and its timers.
 
     runtime = CoordinatorRuntime(topic, node_id, store, replicas, admin, config_value,
                                  apply_metadata, adapter, write_timeout_ms)
-    runtime.on_metadata(now_ms)                  # load, unload, reload: exactly the led partitions
+    runtime.on_metadata(now_ms, changed)         # load, unload, reload: exactly the led partitions
     answer = runtime.run(key, op, failed, now_ms)   # op(shard) -> (records, response)
     next_deadline_ms = runtime.poll(now_ms)      # loading, timers, held answers' deadlines
 
@@ -29,7 +29,7 @@ sleeps, reads a clock or touches an event loop.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -260,9 +260,13 @@ class CoordinatorRuntime(Generic[S, R]):
 
     # -- leadership and loading -----------------------------------------------------------------
 
-    def on_metadata(self, now_ms: int) -> None:
+    def on_metadata(self, now_ms: int, changed: Collection[str] | None = None) -> None:
         """Coordinate exactly the partitions this broker leads, each at the leader epoch it was
-        loaded with."""
+        loaded with. `changed`: the topics whose records or hosting here may have changed since
+        the last call (None: any); when the topic is not among them there is nothing to look at,
+        so an unrelated metadata change costs nothing here, however many partitions it has."""
+        if changed is not None and self.topic.name not in changed:
+            return
         led = self._led()
         for index in sorted(self.contexts):
             if led.get(index) != self.contexts[index].epoch:

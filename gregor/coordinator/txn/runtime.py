@@ -4,7 +4,7 @@ handlers call, over the generic `CoordinatorRuntime` with one `TransactionCoordi
 
     txns = TransactionCoordinator(node_id, store, replicas, admin, config_value, apply_metadata,
                                   new_producer_id, write_markers)
-    txns.on_metadata(now_ms)               # after every metadata change: load / unload shards
+    txns.on_metadata(now_ms, changed)      # after every metadata change: load / unload shards
     answer = txns.end_txn(tid, pid, epoch, committed, 0, now_ms)
     next_deadline_ms = txns.poll(now_ms)   # timers, loading, late marker answers; the broker
                                            # calls it again at that deadline (or on `wakeup`)
@@ -30,7 +30,7 @@ Loading finishes by writing again the markers of transactions the log leaves pre
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -284,10 +284,11 @@ class TransactionCoordinator(CoordinatorService[TransactionCoordinatorShard, Txn
 
     # -- leadership and timers ------------------------------------------------------------------
 
-    def on_metadata(self, now_ms: int) -> None:
+    def on_metadata(self, now_ms: int, changed: Collection[str] | None = None) -> None:
         """Coordinate exactly the `__transaction_state` partitions this broker leads, each at the
-        leader epoch it was loaded with."""
-        self.runtime.on_metadata(now_ms)
+        leader epoch it was loaded with. `changed`: the topics that may have changed since the
+        last call (None: any)."""
+        self.runtime.on_metadata(now_ms, changed)
 
     def poll(self, now_ms: int) -> int | None:
         """Load a step, take late marker answers, run due timers, time out answers waiting too
