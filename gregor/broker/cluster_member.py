@@ -31,6 +31,7 @@ runtime/lifecycle.py), through a ControllerChannel that finds the leader and whe
 from __future__ import annotations
 
 import logging
+import operator
 from dataclasses import replace
 
 from gregor.broker.config import BrokerConfig, Membership
@@ -112,6 +113,8 @@ class ClusterMember:
         self.voters = dict(membership.voters or {})
         self.config_view = config_view
         self.connections = controller_connections(config_view, listener)
+        # (the server, the two dynamic broker config mappings) the limits were last set for
+        self._limits_for: tuple[object, object, object] | None = None
         if self.connections is not None:  # the `ip` client quotas' connection rates
             self.connections.ip_quotas_of = lambda: store.image.client_quotas
         core = ActiveControllerCore(node_id, store, controller, duties=membership.is_controller)
@@ -138,10 +141,18 @@ class ClusterMember:
         self.lifecycle: BrokerLifecycle | None = None  # a broker's, set before start
 
     def reconfigure_connections(self) -> None:
-        """Dynamic configs may have changed: the controller listener's connection limits."""
+        """Dynamic configs may have changed: the controller listener's connection limits. A
+        controller-only node asks after every commit; the limits are worked out again only when
+        the dynamic broker configs did change (the image replaces their mappings then, never
+        edits them), not for every topic created."""
         server = self.driver.server
         if self.connections is None or self.config_view is None or server is None:
             return
+        dynamic = self.store.dynamic(self.node_id)
+        seen = (server, dynamic.default, dynamic.node)
+        if self._limits_for is not None and all(map(operator.is_, seen, self._limits_for)):
+            return
+        self._limits_for = seen
         view = self.config_view
         limits = connection_limits(view.value, [self.driver.listener], view.raw)
         reconfigure_servers(self.connections, [server], limits)
