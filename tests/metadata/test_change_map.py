@@ -85,6 +85,24 @@ def test_a_fork_after_many_changes_starts_from_a_new_base() -> None:
     assert list(cm.items()) == [(i, i) for i in range(5000)] + [(5000 + i, i) for i in range(102)]
 
 
+def test_what_a_fork_copies_stays_near_the_square_root_of_the_size() -> None:
+    """A change or two per version, as a topic created (or deleted) per commit: a fork copies
+    at most √(2n) changed keys (141 at 10,000; 150 once the map has grown to 11,333), never
+    a share of the whole map (an eighth: 1,250), and a new base comes every hundred forks."""
+    cm: ChangeMap[int, int] = ChangeMap({i: i for i in range(10_000)})
+    largest = bases = 0
+    for i in range(2_000):
+        new = cm.fork()
+        bases += new._base is not cm._base
+        largest = max(largest, len(new._over) + len(new._gone))
+        new[10_000 + i] = i
+        if i % 3 == 0:
+            del new[i]
+        cm = new.freeze()
+    assert largest <= 150 and 15 <= bases <= 20
+    assert len(cm) == 10_000 + 2_000 - 667 and cm[11_999] == 1_999 and 0 not in cm
+
+
 class _Key:
     """A key counting the calls of its __hash__ (uuid.UUID's is Python code, as this one)."""
 
