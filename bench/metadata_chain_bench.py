@@ -10,8 +10,9 @@ wall-clock rate of `cluster_metadata_bench.py` cannot (on this 2-core machine th
 Each tree in turn (`--runs` times, alternating) starts a `LocalCluster` of three nodes (every
 node broker and controller), each node's Python run under `valgrind --tool=callgrind` with
 counting off. Once the quorum has a leader and every broker is registered, 30 topics are
-created to warm up (not counted). Then counting is switched on in all three
-(`callgrind_control -i on`), `--topics` topics are created by confluent-kafka's AdminClient on
+created to warm up (not counted), and with `--internal` a transactional producer and a group
+have `__transaction_state` and `__consumer_offsets` made (50 partitions each, RF 3). Then
+counting is switched on in all three (`callgrind_control -i on`), `--topics` topics are created by confluent-kafka's AdminClient on
 the active controller, one per request, each awaited before the next (RF 1, `--partitions`
 partitions: the cluster_metadata_bench's "one per request" case), counting is switched off and
 the counts dumped; the same again with twice as many topics; then `--idle` seconds with
@@ -103,6 +104,21 @@ def _create(bootstrap: str, prefix: str, topics: int, partitions: int) -> Callab
     return work
 
 
+def _internal_topics(bootstrap: str) -> None:
+    """`__consumer_offsets` and `__transaction_state`, made as clients make them (a
+    transactional producer's and a group's FindCoordinator), and loaded: each node's group and
+    transaction coordinators then lead their share of the partitions."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "chain-bench"})
+    producer.init_transactions(START_TIMEOUT_S)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chain-bench"})
+    try:
+        consumer.committed([TopicPartition("warm-0", 0)], timeout=START_TIMEOUT_S)
+    finally:
+        consumer.close()
+
+
 def _counts(tmp: str, pid: int) -> dict[str, int]:
     """{dump name: instructions} of one node's dumps."""
     out = {}
@@ -133,6 +149,8 @@ def one_run(tree: Tree, args: argparse.Namespace) -> dict[str, Any]:
             pids = {i: broker_pid(cluster.nodes[i]) for i in cluster.ids}
             bootstrap = cluster.bootstrap_of(ctrl)
             one_per_request(bootstrap, "warm", WARM_UP, args.partitions)
+            if args.internal:
+                _internal_topics(bootstrap)
             n, p, every = args.topics, args.partitions, list(pids.values())
             took_a = _counted(every, "a", _create(bootstrap, "a", n, p))
             took_b = _counted(every, "b", _create(bootstrap, "b", 2 * n, p))
@@ -167,6 +185,12 @@ def main() -> None:
     ap.add_argument("--topics", type=int, default=150, help="topics in the first window")
     ap.add_argument("--partitions", type=int, default=1, help="partitions per topic")
     ap.add_argument("--idle", type=float, default=15.0, help="seconds of the idle window")
+    ap.add_argument(
+        "--internal",
+        action="store_true",
+        help="make __consumer_offsets and __transaction_state first (a group and a "
+        "transactional producer have been used): what the coordinators look at per change",
+    )
     args = ap.parse_args()
     if not (shutil.which("valgrind") and shutil.which("callgrind_control")):
         raise SystemExit("needs valgrind (apt-get install valgrind)")
