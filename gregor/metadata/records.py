@@ -18,6 +18,7 @@ snake_case, equality by value); fields left out take their declared defaults.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from gregor.metadata import record_schema
@@ -174,24 +175,32 @@ def decode_with_version(data: bytes | bytearray | memoryview) -> tuple[Data, int
     return _decode_body(mv, api_key, version, pos)
 
 
-def _decode_body(mv: memoryview, api_key: int, version: int, pos: int) -> tuple[Data, int]:
+# (type, version) -> (its decoder, the type's name), for the versions met so far: every node
+# decodes each committed record it did not append, and one lookup here replaces the checks
+# and the decoder's lookup each record would cost.
+_DECODERS: dict[tuple[int, int], tuple[Callable[..., tuple[Data, int]], str]] = {}
+
+
+def _decoder_of(api_key: int, version: int) -> tuple[Callable[..., tuple[Data, int]], str]:
     t = _BY_KEY.get(api_key)
     if t is None:
         raise MetadataRecordError(f"unknown metadata record type {api_key}")
     if version not in t.schema.message.versions:
         raise MetadataRecordError(f"{t.schema.name} has no version {version}")
+    found = _DECODERS[(api_key, version)] = (t.codec.decoder(version), t.schema.name)
+    return found
+
+
+def _decode_body(mv: memoryview, api_key: int, version: int, pos: int) -> tuple[Data, int]:
+    decoder, name = _DECODERS.get((api_key, version)) or _decoder_of(api_key, version)
     try:
-        record, end = t.codec.decoder(version)(mv, pos, len(mv))
+        record, end = decoder(mv, pos, len(mv))
     except CorruptFrameError as exc:
-        raise MetadataRecordError(f"{t.schema.name} v{version}: {exc}") from None
+        raise MetadataRecordError(f"{name} v{version}: {exc}") from None
     except Exception as exc:
-        raise MetadataRecordError(
-            f"{t.schema.name} v{version}: {type(exc).__name__}: {exc}"
-        ) from None
+        raise MetadataRecordError(f"{name} v{version}: {type(exc).__name__}: {exc}") from None
     if end != len(mv):
-        raise MetadataRecordError(
-            f"{len(mv) - end} byte(s) of garbage after {t.schema.name} v{version}"
-        )
+        raise MetadataRecordError(f"{len(mv) - end} byte(s) of garbage after {name} v{version}")
     return record, version
 
 
