@@ -85,9 +85,22 @@ class _Deferred(threading.local):
     connection leave in one send. None outside a dispatch. Per thread: one event loop each."""
 
     waiting: list[Connection] | None = None
+    after: list[Callable[[], object]] | None = None  # run once those writes are made
 
 
 _DEFERRED = _Deferred()
+
+
+def after_dispatch_writes(callback: Callable[[], object]) -> None:
+    """`callback()` once the answers deferred by the dispatch under way are written; at once
+    outside a dispatch. For work that would hold up those writes (a metadata log's fsync)."""
+    deferred = _DEFERRED
+    if deferred.waiting is None:
+        callback()
+    elif deferred.after is None:
+        deferred.after = [callback]
+    else:
+        deferred.after.append(callback)
 
 
 def write_deferred_now() -> None:
@@ -269,6 +282,9 @@ def _write_deferred(deferred: _Deferred) -> None:
             if conn._out and not conn.closed:
                 conn._write()
     deferred.waiting = None
+    after, deferred.after = deferred.after, None
+    for callback in after or ():
+        callback()
 
 
 class Connection:

@@ -55,6 +55,7 @@ import random
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from gregor.protocol import api_keys, codec, errors
@@ -73,7 +74,7 @@ from gregor.runtime.connection import (
     FrameError,
     Later,
     Output,
-    write_deferred_now,
+    after_dispatch_writes,
 )
 from gregor.runtime.connection_quotas import ConnectionQuotas
 from gregor.runtime.flush_thread import FlushThread
@@ -305,7 +306,6 @@ class RaftDriver:
     def _apply(self, effects: Effects) -> None:
         if self._stopped:
             return
-        answered = False
         for send in effects.outbound:
             message = send.message
             if isinstance(message, m.REQUEST_TYPES):
@@ -313,11 +313,7 @@ class RaftDriver:
             else:
                 pending = self._inbound.pop((send.destination, message.correlation_id), None)
                 if pending is not None:
-                    answered = self._give(pending, message) or answered
-        if answered:
-            write_deferred_now()  # before the rest of the dispatch under way
-        # The flush after the sends: a flush thread would take the GIL back at the first of
-        # them, and the kernel worker an AIO fsync wakes runs on this CPU, ahead of this thread.
+                    self._give(pending, message)
         if effects.flush is not None:
             self._flush(effects.flush)
         if effects.snapshot is not None or effects.leader_change is not None:
@@ -353,7 +349,10 @@ class RaftDriver:
         """Make the log durable below `offset` off the loop, then tell the node: by Linux AIO
         (aio_fsync.py: the kernel fsyncs, an eventfd tells the loop) where the kernel offers
         it, else on the flush thread (flush_thread.py: a queue, the fsync, one
-        `call_soon_threadsafe`)."""
+        `call_soon_threadsafe`). Either starts once the answers the dispatch under way
+        deferred are written, the Fetch answers taking these records to the other voters among
+        them: the kernel worker an AIO fsync wakes runs on this CPU ahead of this thread, and
+        the flush thread takes the GIL back at this thread's first system call."""
         loop = asyncio.get_running_loop()
         begin = getattr(self.log, "begin_flush", None)
         if begin is None:
@@ -361,8 +360,17 @@ class RaftDriver:
             loop.call_soon(self._flushed, offset)
             return
         self._flushing = True
-        done: Callable[[], None] = _nothing
+        aio = self._aio_fsync(loop)
+        begin_fds = getattr(self.log, "begin_flush_fds", None)
+        if aio is not None and begin_fds is not None:
+            fds, done = begin_fds(offset)
+            finished = self._finisher(offset, done)
+            after_dispatch_writes(partial(self._start_aio, aio, fds, finished))
+            return
+        sync, done = begin(offset)
+        after_dispatch_writes(partial(self._thread().submit, sync, self._finisher(offset, done)))
 
+    def _finisher(self, offset: int, done: Callable[[], None]) -> Callable[..., None]:
         def finished(exc: BaseException | None) -> None:
             if exc is not None:
                 # Kafka stops on a failed metadata log write; here the node waits for a flush
@@ -374,18 +382,26 @@ class RaftDriver:
             done()
             self._flushed(offset)
 
-        aio = self._aio_fsync(loop)
-        begin_fds = getattr(self.log, "begin_flush_fds", None)
-        if aio is not None and begin_fds is not None:
-            fds, done = begin_fds(offset)
-            if aio.submit(fds, finished):
-                return
-            for fd in fds:
-                os.close(fd)
-        sync, done = begin(offset)
+        return finished
+
+    def _start_aio(self, aio: AioFsync, fds: list[int], finished: Callable[..., None]) -> None:
+        if aio.submit(fds, finished):
+            return
+
+        def sync() -> None:  # refused by the kernel: fsynced on the thread
+            try:
+                for fd in fds:
+                    os.fsync(fd)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+
+        self._thread().submit(sync, finished)
+
+    def _thread(self) -> FlushThread:
         if self._flusher is None:
-            self._flusher = FlushThread(loop, f"raft-{self.node_id}-flush")
-        self._flusher.submit(sync, finished)
+            self._flusher = FlushThread(asyncio.get_running_loop(), f"raft-{self.node_id}-flush")
+        return self._flusher
 
     def _aio_fsync(self, loop: asyncio.AbstractEventLoop) -> AioFsync | None:
         if self._aio is None and not self._aio_tried:
@@ -597,20 +613,19 @@ class RaftDriver:
             assert later is not None
             later.set_exception(FrameError(f"raft {self.node_id}: no answer in {wait_ms} ms"))
 
-    def _give(self, pending: _Inbound, response: m.Response) -> bool:
+    def _give(self, pending: _Inbound, response: m.Response) -> None:
         """The node's answer to an inbound request: kept for `_answer` to return (the request's
         own turn) or, encoded, to its Later (the connection writes it now)."""
         later = pending.later
         if later is None:
             pending.response = response
-            return False
+            return
         try:
             output = self._encode(pending.key, pending.version, pending.correlation_id, response)
         except Exception as exc:  # an answer that cannot be encoded closes the connection
             later.set_exception(exc)
-            return False
+            return
         later.set_result(output)
-        return True
 
     def _encode(self, key: int, version: int, correlation_id: int, response: m.Response) -> Output:
         body = wire.to_response(response, version)
@@ -646,7 +661,3 @@ def _api_versions_body(error_code: int = 0, extra: Mapping[int, Any] | None = No
             for a in (api_keys.BY_KEY[k] for k in served)
         ],
     )
-
-
-def _nothing() -> None:
-    pass
