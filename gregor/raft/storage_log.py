@@ -35,6 +35,7 @@ import logging
 import os
 import re
 from collections.abc import Callable
+from functools import partial
 
 from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.protocol.records import batch as rb
@@ -210,16 +211,7 @@ class StorageRaftLog:
         duplicates of the segments' descriptors (any thread, once); `done()`, back on the log's
         thread, moves the flushed offset, unless the log was truncated meanwhile."""
         fds, done = self.begin_flush_fds(up_to)
-
-        def sync() -> None:
-            try:
-                for fd in fds:
-                    os.fsync(fd)
-            finally:
-                for fd in fds:
-                    os.close(fd)
-
-        return sync, done
+        return partial(fsync_and_close, fds), done
 
     def begin_flush_fds(self, up_to: int) -> tuple[list[int], Callable[[], None]]:
         """`begin_flush` for a caller that fsyncs by itself: duplicates of the descriptors to
@@ -376,3 +368,13 @@ def _list_snapshots(directory: str) -> list[SnapshotId]:
         if match:
             out.append(SnapshotId(int(match.group(1)), int(match.group(2))))
     return out
+
+
+def fsync_and_close(fds: list[int]) -> None:
+    """fsync each of `fds`, then close them all (whatever the fsyncs did)."""
+    try:
+        for fd in fds:
+            os.fsync(fd)
+    finally:
+        for fd in fds:
+            os.close(fd)

@@ -106,14 +106,11 @@ def after_dispatch_writes(callback: Callable[[], object]) -> None:
 def write_deferred_now() -> None:
     """Write at once the answers the dispatch under way has deferred so far (it goes on
     deferring later ones): for answers that start other work elsewhere, like the Fetch answers
-    that take a metadata commit's records to the other voters."""
+    that take the answers a metadata commit completed to their clients before its replay."""
     deferred = _DEFERRED
     if deferred.waiting:
         waiting, deferred.waiting = deferred.waiting, []
-        for conn in waiting:
-            conn._deferred = False
-            if conn._out and not conn.closed:
-                conn._write()
+        _write_waiting(waiting)
 
 
 class Dispatcher(Protocol):
@@ -277,14 +274,18 @@ def _write_deferred(deferred: _Deferred) -> None:
     """Write what the connections deferred while a dispatch ran (see _Deferred)."""
     while deferred.waiting:
         waiting, deferred.waiting = deferred.waiting, []
-        for conn in waiting:
-            conn._deferred = False
-            if conn._out and not conn.closed:
-                conn._write()
+        _write_waiting(waiting)
     deferred.waiting = None
     after, deferred.after = deferred.after, None
     for callback in after or ():
         callback()
+
+
+def _write_waiting(waiting: list[Connection]) -> None:
+    for conn in waiting:
+        conn._deferred = False
+        if conn._out and not conn.closed:
+            conn._write()
 
 
 class Connection:

@@ -50,7 +50,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import random
 import ssl
 import time
@@ -65,6 +64,7 @@ from gregor.raft import wire
 from gregor.raft.config import RaftConfig
 from gregor.raft.log import RaftLog
 from gregor.raft.node import Effects, Entry, LeaderAndEpoch, LoadSnapshot, NotLeader, RaftNode
+from gregor.raft.storage_log import fsync_and_close
 from gregor.raft.store import QuorumStateStore
 from gregor.runtime.aio_fsync import AioFsync
 from gregor.runtime.client import ClientError, ClientSecurity, NetworkClient
@@ -385,18 +385,8 @@ class RaftDriver:
         return finished
 
     def _start_aio(self, aio: AioFsync, fds: list[int], finished: Callable[..., None]) -> None:
-        if aio.submit(fds, finished):
-            return
-
-        def sync() -> None:  # refused by the kernel: fsynced on the thread
-            try:
-                for fd in fds:
-                    os.fsync(fd)
-            finally:
-                for fd in fds:
-                    os.close(fd)
-
-        self._thread().submit(sync, finished)
+        if not aio.submit(fds, finished):  # refused by the kernel: fsynced on the thread
+            self._thread().submit(partial(fsync_and_close, fds), finished)
 
     def _thread(self) -> FlushThread:
         if self._flusher is None:
