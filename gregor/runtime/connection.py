@@ -105,8 +105,7 @@ def after_dispatch_writes(callback: Callable[[], object]) -> None:
 
 def write_deferred_now() -> None:
     """Write at once the answers the dispatch under way has deferred so far (it goes on
-    deferring later ones): for answers that start other work elsewhere, like the Fetch answers
-    that take the answers a metadata commit completed to their clients before its replay."""
+    deferring later ones): the answers a metadata commit completed leave before its replay."""
     deferred = _DEFERRED
     if deferred.waiting:
         waiting, deferred.waiting = deferred.waiting, []

@@ -385,7 +385,11 @@ class RaftDriver:
         return finished
 
     def _start_aio(self, aio: AioFsync, fds: list[int], finished: Callable[..., None]) -> None:
-        if not aio.submit(fds, finished):  # refused by the kernel: fsynced on the thread
+        if aio.submit(fds, finished):
+            return
+        if self._stopped:  # stopped meanwhile: made durable here, and nobody is told
+            fsync_and_close(fds)
+        else:  # refused by the kernel: fsynced on the thread
             self._thread().submit(partial(fsync_and_close, fds), finished)
 
     def _thread(self) -> FlushThread:
