@@ -3,9 +3,9 @@
 With one voter a write is committed before the admin call returns, and a handler answers at
 once. With several (`store.networked`) only the active controller writes: elsewhere every
 item of CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs and IncrementalAlterConfigs
-gets NOT_CONTROLLER, and the client, told the controller by Metadata's `controller_id`,
-refreshes its metadata and retries there (forwarding, KIP-590, is not done yet). On the active
-controller the admin calls only append; `answer_after_commit` answers once the quorum has
+gets NOT_CONTROLLER (a broker forwards them to the active controller first, KIP-590:
+broker/dispatch.py; this is its answer when none came). On the active controller the admin
+calls only append; `answer_after_commit` answers once the quorum has
 committed what was appended (an `AwaitingCommit` in the purgatory), and turns the items that
 had succeeded into NOT_CONTROLLER if leadership was lost first (the change may still be
 committed by the next controller: a retry then finds it made) or REQUEST_TIMED_OUT if the

@@ -120,13 +120,19 @@ def registered_epoch(image: MetadataImage, broker_id: int) -> int:
     return -1 if reg is None else reg.epoch
 
 
-def controller_id(alive: list[int], asked: int, rng: random.Random) -> int:
+def controller_id(
+    alive: list[int], asked: int, rng: random.Random, active: int | None = None
+) -> int:
     """What Metadata and DescribeCluster name as the controller in a quorum: a live broker, as
     Kafka's KRaft brokers answer (clients cannot reach the controller listener; any broker
-    forwards admin writes to the active controller). The broker asked when it is listed, since
-    the client just reached it, else a random one. Kafka picks at random each time; a stable
-    answer keeps an admin client from chasing a different broker on every metadata refresh,
-    some of which another node's lagging view may not list yet."""
+    forwards admin writes to the active controller). The active controller when it is itself
+    a live broker clients of the listener reach (a combined node): its admin writes then need
+    no forwarding hop. Else the broker asked when it is listed, since the client just reached
+    it, else a random one. Kafka picks at random each time; a stable answer keeps an admin
+    client from chasing a different broker on every metadata refresh, some of which another
+    node's lagging view may not list yet."""
+    if active is not None and active in alive:
+        return active
     if asked in alive:
         return asked
     return rng.choice(alive) if alive else -1
@@ -135,6 +141,11 @@ def controller_id(alive: list[int], asked: int, rng: random.Random) -> int:
 class ImageSource(Protocol):
     @property
     def image(self) -> MetadataImage: ...
+
+    @property
+    def leader_id(self) -> int | None:
+        """The active controller as this node knows it; None while none is known."""
+        ...
 
 
 class ClusterView:
@@ -219,7 +230,7 @@ class ClusterView:
         if not self.quorum:
             return self.node_id
         ids = [b.node_id for b in client_brokers(self.store.image, listener)]
-        return controller_id(ids, self.node_id, self.rng)
+        return controller_id(ids, self.node_id, self.rng, self.store.leader_id)
 
     def active_broker_ids(self) -> list[int]:
         if not self.quorum:

@@ -72,8 +72,8 @@ def topics_on(cluster: LocalCluster, node_id: int) -> set[str]:
 
 
 def controller_of(cluster: LocalCluster, node_id: int) -> int:
-    """The Raft leader as one node itself knows it (Metadata's `controller_id` is a random live
-    broker, as in Kafka's KRaft mode)."""
+    """The Raft leader as one node itself knows it (Metadata's `controller_id` is a live broker:
+    the active controller only when that is a combined node)."""
     return cluster.leader_known_to(node_id)
 
 

@@ -73,9 +73,20 @@ def test_the_controller_named_is_the_broker_asked_when_listed() -> None:
     assert cluster.controller_id([], 2, rng) == -1
 
 
+def test_the_controller_named_is_the_active_one_when_it_is_a_live_broker() -> None:
+    """A combined node leading the quorum takes admin writes itself: no forwarding hop."""
+    rng = random.Random(7)
+    assert cluster.controller_id([1, 3, 4], 3, rng, active=4) == 4
+    assert cluster.controller_id([1, 3, 4], 2, rng, active=1) == 1
+    # a controller-only leader (not a broker clients reach): the broker asked, as before
+    assert cluster.controller_id([1, 3, 4], 3, rng, active=9) == 3
+    assert cluster.controller_id([1, 3, 4], 3, rng, active=None) == 3
+
+
 class Store:
-    def __init__(self, image: MetadataImage) -> None:
+    def __init__(self, image: MetadataImage, leader_id: int | None = None) -> None:
         self.image = image
+        self.leader_id = leader_id
 
 
 def test_a_lone_node_lists_itself_and_a_quorum_member_the_image() -> None:
@@ -85,6 +96,8 @@ def test_a_lone_node_lists_itself_and_a_quorum_member_the_image() -> None:
     member = cluster.ClusterView(Store(IMAGE), 3, quorum=True, host="h", port=1)
     assert [b.node_id for b in member.brokers()] == [1, 3, 4]
     assert member.controller_id() == 3
+    led = cluster.ClusterView(Store(IMAGE, leader_id=1), 3, quorum=True, host="h", port=1)
+    assert led.controller_id() == 1
     assert member.active_broker_ids() == [1, 3, 4]
     named = cluster.ClusterView(
         Store(IMAGE), 3, quorum=True, host="h", port=1, inter_broker_listener="CLIENTS"

@@ -57,7 +57,7 @@ def image() -> MetadataImage:
 
 
 def context(listener: str | None, key: int = api_keys.METADATA, version: int = 12) -> Any:
-    store = SimpleNamespace(image=image(), networked=True)
+    store = SimpleNamespace(image=image(), networked=True, leader_id=None)
     cluster = ClusterView(store, 3, quorum=True, rng=random.Random(1))
     services = SimpleNamespace(store=store, cluster=cluster, node_id=3)
     connection = {} if listener is None else {LISTENER_NAME: listener}
