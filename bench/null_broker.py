@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import bisect
+import inspect
 import os
 import struct
 import sys
@@ -224,6 +225,8 @@ class NullBroker:
                     body = await self.fetch(req, version)
                 else:
                     body = handlers[key](req, version)
+                    if inspect.isawaitable(body):  # a subclass's handler may wait
+                        body = await body
                 if body is not None:
                     writer.writelines(encode_response(key, version, header.correlation_id, body))
                     await writer.drain()
