@@ -27,12 +27,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import struct
 import subprocess
 import sys
 import tempfile
-import time
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -100,30 +98,34 @@ async def leader(log_path: str, followers: list[tuple[str, int]]) -> None:
     async def read_acks(reader: asyncio.StreamReader) -> None:
         while True:
             (got,) = ACK.unpack(await reader.readexactly(ACK.size))
-            if got in acks and not acks[got].done():
-                acks[got].set_result(None)
+            waiting = acks.pop(got, None)  # None: the other follower's, after a majority
+            if waiting is not None:
+                waiting.set_result(None)
 
-    for reader, _ in links:
-        loop.create_task(read_acks(reader))
+    readers = [loop.create_task(read_acks(reader)) for reader, _ in links]
 
     class QuorumBroker(NullBroker):
-        async def create_topics(self, req: Any, version: int) -> Any:  # type: ignore[override]
+        async def create_topics(self, req: Any, version: int) -> Any:
             nonlocal seq
             seq += 1
-            acks[seq] = loop.create_future()
+            majority = acks[seq] = loop.create_future()
             os.write(fd, RECORD)
             own = syncer.sync()
             for _, writer in links:
                 writer.write(struct.pack(">iq", len(RECORD), seq) + RECORD)
             await own
-            await acks.pop(seq)  # the first follower's acknowledgement: a majority
+            await majority  # the first follower's acknowledgement
             return NullBroker.create_topics(self, req, version)
 
     broker = QuorumBroker("127.0.0.1", 0, 1)
     server = await asyncio.start_server(broker.serve_connection, "127.0.0.1", 0)
     broker.port = server.sockets[0].getsockname()[1]
     print(f"listening 127.0.0.1:{broker.port}", flush=True)
-    await server.serve_forever()
+    try:
+        await server.serve_forever()
+    finally:  # the readers stay referenced while the server runs (the loop holds tasks weakly)
+        for task in readers:
+            task.cancel()
 
 
 def spawn(args: list[str]) -> tuple[subprocess.Popen[str], str]:
@@ -221,7 +223,7 @@ def main() -> None:
     case = "one per request"
     report.write(
         "Topic creations on 3 nodes against the machine's floor (bench/null_quorum.py)",
-        __doc__.split("\n\n")[1] if __doc__ else "",
+        "\n\n".join(__doc__.split("\n\n")[2:4]) if __doc__ else "",
         [
             Figure(case, "topics_per_s", "creations/s, one per request"),
             Figure(case, "p50_ms", "p50 ms"),
