@@ -140,15 +140,9 @@ def spawn(args: list[str]) -> tuple[subprocess.Popen[str], str]:
     return proc, line.split()[-1]
 
 
-def cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def measured(bootstrap: str, pids: dict[str, int], prefix: str, n: int) -> dict[str, Any]:
     """One-per-request creations (cluster_metadata_bench.py's case) with each process's CPU."""
-    from cluster_metadata_bench import one_per_request
+    from cluster_metadata_bench import cpu_s, one_per_request
 
     one_per_request(bootstrap, f"{prefix}w", 50, 1)
     before = {name: cpu_s(pid) for name, pid in pids.items()}
