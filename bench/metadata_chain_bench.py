@@ -131,6 +131,19 @@ def _counts(tmp: str, pid: int) -> dict[str, int]:
     return out
 
 
+def _keep(tmp: str, pids: dict[int, int], ctrl: int, into: str) -> None:
+    """Copy each node's dumps to `into` as controller.<dump> and node-<id>.<dump>, for
+    callgrind_annotate (the "b" dump less the "a" one is what the creations cost)."""
+    os.makedirs(into, exist_ok=True)
+    for node, pid in pids.items():
+        role = "controller" if node == ctrl else f"node-{node}"
+        for path in glob.glob(os.path.join(tmp, f"callgrind.{pid}.*")):
+            with open(path, errors="replace") as f:
+                trigger = _TRIGGER.search(f.read())
+            if trigger:
+                shutil.copy(path, os.path.join(into, f"{role}.{trigger.group(1)}"))
+
+
 def one_run(tree: Tree, args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gregor-chain-", dir=args.dir) as tmp:
         launcher = _launcher(tmp)
@@ -157,6 +170,8 @@ def one_run(tree: Tree, args: argparse.Namespace) -> dict[str, Any]:
             took_idle = _counted(every, "idle", lambda: time.sleep(args.idle))
         finally:
             cluster.stop()
+        if args.keep:
+            _keep(tmp, pids, ctrl, os.path.join(args.keep, os.path.basename(tree.path)))
         net, gross = {}, {}
         for node, pid in pids.items():
             counts = _counts(tmp, pid)
@@ -190,6 +205,11 @@ def main() -> None:
         action="store_true",
         help="make __consumer_offsets and __transaction_state first (a group and a "
         "transactional producer have been used): what the coordinators look at per change",
+    )
+    ap.add_argument(
+        "--keep",
+        metavar="DIR",
+        help="keep each node's callgrind dumps in DIR/<tree>/ (controller.a, node-2.b, ...)",
     )
     args = ap.parse_args()
     if not (shutil.which("valgrind") and shutil.which("callgrind_control")):

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from gregor.frozen import positional_constructor
 from gregor.metadata import records as r
 from gregor.metadata.change_map import ChangeMap
 from gregor.security.acls import AclBinding
@@ -117,16 +118,17 @@ class PartitionRegistration:
 
     @staticmethod
     def from_record(rec: Any) -> PartitionRegistration:
-        return PartitionRegistration(
-            replicas=tuple(rec.replicas),
-            isr=tuple(rec.isr),
-            leader=rec.leader,
-            leader_epoch=rec.leader_epoch,
-            partition_epoch=rec.partition_epoch,
-            leader_recovery_state=rec.leader_recovery_state,
-            removing_replicas=tuple(rec.removing_replicas),
-            adding_replicas=tuple(rec.adding_replicas),
-            directories=_directories(tuple(rec.directories), len(rec.replicas)),
+        replicas = tuple(rec.replicas)
+        return _new_partition(
+            replicas,
+            tuple(rec.isr),
+            rec.leader,
+            rec.leader_epoch,
+            rec.partition_epoch,
+            rec.leader_recovery_state,
+            tuple(rec.removing_replicas),
+            tuple(rec.adding_replicas),
+            _directories(tuple(rec.directories), len(replicas)),
         )
 
     def merge(self, change: Any) -> PartitionRegistration:
@@ -141,28 +143,26 @@ class PartitionRegistration:
         leader, leader_epoch = self.leader, self.leader_epoch
         if change.leader != NO_LEADER_CHANGE:
             leader, leader_epoch = change.leader, self.leader_epoch + 1
-        return PartitionRegistration(
-            replicas=replicas,
-            isr=self.isr if change.isr is None else tuple(change.isr),
-            leader=leader,
-            leader_epoch=leader_epoch,
-            partition_epoch=self.partition_epoch + 1,
-            leader_recovery_state=(
+        return _new_partition(
+            replicas,
+            self.isr if change.isr is None else tuple(change.isr),
+            leader,
+            leader_epoch,
+            self.partition_epoch + 1,
+            (
                 self.leader_recovery_state
                 if change.leader_recovery_state == -1
                 else change.leader_recovery_state
             ),
-            removing_replicas=(
+            (
                 self.removing_replicas
                 if change.removing_replicas is None
                 else tuple(change.removing_replicas)
             ),
-            adding_replicas=(
-                self.adding_replicas
-                if change.adding_replicas is None
-                else tuple(change.adding_replicas)
-            ),
-            directories=_directories(directories, len(replicas)),
+            self.adding_replicas
+            if change.adding_replicas is None
+            else tuple(change.adding_replicas),
+            _directories(directories, len(replicas)),
         )
 
     def has_leader(self) -> bool:
@@ -171,6 +171,10 @@ class PartitionRegistration:
     @property
     def preferred_leader(self) -> int:
         return self.replicas[0] if self.replicas else NO_LEADER
+
+
+# PartitionRegistration(every field, in order), without a frozen __init__'s setattr per field
+_new_partition = positional_constructor(PartitionRegistration)
 
 
 def _directories(dirs: tuple[uuid.UUID, ...], n: int) -> tuple[uuid.UUID, ...]:
@@ -237,6 +241,9 @@ class MetadataImage:
 
 
 EMPTY_IMAGE = MetadataImage()
+# every field, in order, as positional_constructor makes them (frozen.py): replay's hot path
+_new_topic = positional_constructor(TopicImage)
+_new_image = positional_constructor(MetadataImage)
 
 
 class MetadataDelta:
@@ -291,7 +298,7 @@ class MetadataDelta:
                     continue
                 t = topics.get(topic_id)
                 if t is not None:
-                    topics[topic_id] = TopicImage(t.name, t.topic_id, MappingProxyType(parts))
+                    topics[topic_id] = _new_topic(t.name, t.topic_id, MappingProxyType(parts))
         for name in self._owned:  # read-only from here: the image holds them
             mapping = getattr(self, name)
             setattr(
@@ -301,18 +308,18 @@ class MetadataDelta:
             )
         self._owned.clear()  # so a later write copies again
         self.partitions, self._created = {}, set()
-        return MetadataImage(
-            offset=self.offset,
-            epoch=self.epoch,
-            brokers=self.brokers,
-            topics_by_id=self.topics_by_id,
-            topics_by_name=self.topics_by_name,
-            configs=self.configs,
-            next_producer_id=self.next_producer_id,
-            features=self.features,
-            scram=self.scram,
-            acls=self.acls,
-            client_quotas=self.client_quotas,
+        return _new_image(
+            self.offset,
+            self.epoch,
+            self.brokers,
+            self.topics_by_id,
+            self.topics_by_name,
+            self.configs,
+            self.next_producer_id,
+            self.features,
+            self.scram,
+            self.acls,
+            self.client_quotas,
         )
 
     # -- brokers -------------------------------------------------------------------------------
@@ -383,7 +390,7 @@ class MetadataDelta:
         parts: dict[int, PartitionRegistration] = {}  # its PartitionRecords fill it
         self.partitions[rec.topic_id] = parts
         self._created.add(rec.topic_id)
-        topic = TopicImage(rec.name, rec.topic_id, MappingProxyType(parts))
+        topic = _new_topic(rec.name, rec.topic_id, MappingProxyType(parts))
         self._own("topics_by_id").add(rec.topic_id, topic)
         self._own("topics_by_name").add(rec.name, rec.topic_id)
 

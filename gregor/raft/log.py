@@ -24,6 +24,8 @@ import bisect
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
+from gregor.frozen import positional_constructor
+
 BATCH_OVERHEAD = 70  # bytes a batch header and one record's framing take on disk (a rough size)
 
 
@@ -55,6 +57,10 @@ class Batch:
     @property
     def size(self) -> int:
         return BATCH_OVERHEAD + sum(len(r) for r in self.records)
+
+
+# Batch(base_offset, epoch, records, control, encoded): every field, in order (frozen.py)
+new_batch = positional_constructor(Batch)
 
 
 class RaftLog(Protocol):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gregor.frozen import positional_constructor
 from gregor.raft.log import Batch, SnapshotId
 
 NO_LEADER = -1
@@ -104,6 +105,11 @@ class FetchResponse:
     diverging_epoch: EpochEndOffset | None  # truncate to this before fetching again
     snapshot_id: SnapshotId | None  # fetch this snapshot: the fetch offset is below the log
     correlation_id: int
+
+
+# The two messages of every metadata commit, built with every field in order (frozen.py).
+new_fetch_request = positional_constructor(FetchRequest)
+new_fetch_response = positional_constructor(FetchResponse)
 
 
 @dataclass(frozen=True, slots=True)

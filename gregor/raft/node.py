@@ -65,6 +65,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gregor.frozen import positional_constructor
 from gregor.protocol import errors
 from gregor.raft import messages as m
 from gregor.raft.config import RaftConfig
@@ -79,7 +80,7 @@ from gregor.raft.fetch import (
     validate_fetch_position,
 )
 from gregor.raft.leader import NEVER, LeaderState
-from gregor.raft.log import Batch, RaftLog, SnapshotId
+from gregor.raft.log import Batch, RaftLog, SnapshotId, new_batch
 from gregor.raft.quorum_state import (
     CANDIDATE,
     FOLLOWER,
@@ -156,6 +157,11 @@ class Effects:
     # Asynchronous flushes only: make the log durable below this offset, then call
     # `RaftNode.flushed(now_ms, offset)`. At most one is asked for until that call.
     flush: int | None = None
+
+
+# built on every Fetch and commit: every field, in order (frozen.py)
+_new_send = positional_constructor(Send)
+_new_entry = positional_constructor(Entry)
 
 
 def _leader_or_none(leader_id: int) -> int | None:
@@ -308,7 +314,7 @@ class RaftNode:
             return NotLeader(self.leader_id, self.epoch)
         if not records:
             raise ValueError("append needs at least one record")
-        batch = Batch(self.log.end_offset, self.epoch, tuple(map(bytes, records)))
+        batch = new_batch(self.log.end_offset, self.epoch, tuple(map(bytes, records)), False, None)
         self.log.append(batch)
         if self._flush_deadline_ms is None:
             self._flush_deadline_ms = now_ms + self.config.append_linger_ms
@@ -369,7 +375,9 @@ class RaftNode:
                 for i, record in enumerate(batch.records):
                     offset = batch.base_offset + i
                     if self._applied <= offset < hw:
-                        self._committed.append(Entry(offset, batch.epoch, record, batch.control))
+                        self._committed.append(
+                            _new_entry(offset, batch.epoch, record, batch.control)
+                        )
                 self._applied = min(batch.next_offset, hw)
 
     def _set_high_watermark(self, offset: int) -> None:
@@ -651,10 +659,10 @@ class RaftNode:
         self._correlation += 1
         request = build(self._correlation, *args)
         self._requests.on_sent(destination, self._correlation, now_ms)
-        self._out.append(Send(destination, request))
+        self._out.append(_new_send(destination, request))
 
     def _respond(self, destination: int, response: m.Response) -> None:
-        self._out.append(Send(destination, response))
+        self._out.append(_new_send(destination, response))
 
     def _vote_request(self, correlation_id: int, voter: int, pre_vote: bool) -> m.VoteRequest:
         return m.VoteRequest(
@@ -683,7 +691,7 @@ class RaftNode:
         )
 
     def _fetch_request(self, correlation_id: int) -> m.FetchRequest:
-        return m.FetchRequest(
+        return m.new_fetch_request(
             self.cluster_id,
             self.node_id,
             self.epoch,
@@ -899,7 +907,7 @@ class RaftNode:
         else:
             snapshot = SnapshotId(a, b)
         hw = -1 if leader.high_watermark is None else leader.high_watermark
-        return m.FetchResponse(
+        return m.new_fetch_response(
             errors.NONE,
             self.node_id,
             self.epoch,

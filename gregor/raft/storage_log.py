@@ -41,7 +41,7 @@ from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.protocol.records import batch as rb
 from gregor.protocol.records.records import build_batch, read_batch_records
 from gregor.raft.control import LEADER_CHANGE_KEY
-from gregor.raft.log import Batch, SnapshotId
+from gregor.raft.log import Batch, SnapshotId, new_batch
 from gregor.storage.checkpoints import fsync_dir
 from gregor.storage.config import LogConfig
 from gregor.storage.log import Log
@@ -184,7 +184,9 @@ class StorageRaftLog:
         self._log.append(buf, leader_epoch=batch.epoch, now_ms=now, assign_offsets=False)
         self._log.leader_epochs.assign(batch.epoch, batch.base_offset)
         if batch.encoded is None:
-            batch = Batch(batch.base_offset, batch.epoch, batch.records, batch.control, bytes(buf))
+            batch = new_batch(
+                batch.base_offset, batch.epoch, batch.records, batch.control, bytes(buf)
+            )
         self._remember(batch, len(buf))
 
     def _remember(self, batch: Batch, size: int) -> None:

@@ -37,7 +37,7 @@ from gregor.protocol.records.records import build_batch, read_batch_records, rec
 from gregor.raft import fetch_wire
 from gregor.raft import messages as m
 from gregor.raft.control import LEADER_CHANGE_KEY
-from gregor.raft.log import Batch, SnapshotId
+from gregor.raft.log import Batch, SnapshotId, new_batch
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION = 0
@@ -154,7 +154,7 @@ def decode_batches(data: Any) -> tuple[Batch, ...]:
             values = tuple(bytes(r.value) if r.value is not None else b"" for r in records)
         wire_bytes = bytes(data[pos : pos + header.batch_length + rb.LOG_OVERHEAD])
         out.append(
-            Batch(
+            new_batch(
                 header.base_offset,
                 header.partition_leader_epoch,
                 values,
@@ -298,7 +298,7 @@ def is_metadata_fetch(version: int, body: Any) -> bool:
 def from_request(api_key: int, version: int, body: Any, correlation_id: int) -> m.Request:
     """The core's request for a decoded request body; WireError if it is not for our partition."""
     if type(body) is fetch_wire.FetchRequestView:  # a KRaft Fetch v17, read straight
-        return m.FetchRequest(*body.fields, correlation_id)  # type: ignore[call-arg]
+        return m.new_fetch_request(*body.fields, correlation_id)
     if api_key == api_keys.VOTE:
         p = _request_partition(body)
         return m.VoteRequest(
@@ -599,14 +599,14 @@ def _from_fetch_response(body: Any, correlation_id: int) -> m.FetchResponse:
 def _from_fetch_view(view: fetch_wire.FetchResponseView, correlation_id: int) -> m.FetchResponse:
     """`_from_fetch_response` for a response read by fetch_wire's shortcut."""
     diverging, snap = view.diverging_epoch, view.snapshot_id
-    return m.FetchResponse(
-        error_code=view.error_code if view.error_code != errors.NONE else view.partition_error,
-        leader_id=view.leader_id,
-        leader_epoch=view.leader_epoch,
-        high_watermark=view.high_watermark,
-        log_start_offset=view.log_start_offset,
-        batches=decode_batches(view.records),
-        diverging_epoch=None if diverging == (-1, -1) else m.EpochEndOffset(*diverging),
-        snapshot_id=None if snap == (-1, -1) else SnapshotId(*snap),
-        correlation_id=correlation_id,
+    return m.new_fetch_response(
+        view.error_code if view.error_code != errors.NONE else view.partition_error,
+        view.leader_id,
+        view.leader_epoch,
+        view.high_watermark,
+        view.log_start_offset,
+        decode_batches(view.records),
+        None if diverging == (-1, -1) else m.EpochEndOffset(*diverging),
+        None if snap == (-1, -1) else SnapshotId(*snap),
+        correlation_id,
     )
