@@ -75,6 +75,7 @@ from gregor.runtime.connection import (
     Later,
     Output,
     after_dispatch_writes,
+    write_deferred_now,
 )
 from gregor.runtime.connection_quotas import ConnectionQuotas
 from gregor.runtime.flush_thread import FlushThread
@@ -287,10 +288,18 @@ class RaftDriver:
     # -- the node's API -------------------------------------------------------------------------
 
     def append(self, records: Sequence[bytes]) -> int | NotLeader:
-        """Append on the leader; the offset of the last record (it commits later), or NotLeader."""
+        """Append on the leader; the offset of the last record (it commits later), or NotLeader.
+
+        The Fetch answers the append completes (the followers' parked Fetches) are written at
+        once, inside the dispatch of the request that appended: the other voters start their
+        append and fsync while that request's handler builds its answer and the connection
+        its other writes. This node's fsync still starts once the dispatch's writes are made
+        (`_flush`)."""
         node = self._node()
-        result = node.append(records, self.clock())
-        self._apply(node.poll(self.clock()))
+        now = self.clock()
+        result = node.append(records, now)
+        self._apply(node.poll(now))
+        write_deferred_now()
         return result
 
     def describe_quorum(self) -> m.DescribeQuorumResponse:
