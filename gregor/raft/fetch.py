@@ -79,6 +79,11 @@ class FetchPurgatory:
 
     def due(self, now_ms: int, log_end_offset: int) -> list[ParkedFetch]:
         """Take out the fetches with data to read or no time left."""
+        for p in self._parked:  # most polls find none: nothing is built for them
+            if now_ms >= p.deadline_ms or p.request.fetch_offset < log_end_offset:
+                break
+        else:
+            return []
         due: list[ParkedFetch] = []
         keep: list[ParkedFetch] = []
         for p in self._parked:

@@ -350,8 +350,12 @@ class RaftNode:
     # -- effects --------------------------------------------------------------------------------
 
     def _drain(self, now_ms: int) -> Effects:
-        self._deliver_committed()
-        leader_id, epoch, reported = self.leader_id, self.epoch, self._reported
+        if self._high_watermark is not None and self._applied < self._high_watermark:
+            self._deliver_committed()
+        quorum, reported = self.quorum, self._reported
+        election = quorum.election
+        epoch = election.epoch
+        leader_id = election.leader_id if quorum.kind in (LEADER, FOLLOWER) else None
         change = None
         if leader_id != reported.leader_id or epoch != reported.epoch:
             change = self._reported = LeaderAndEpoch(leader_id, epoch)
@@ -867,21 +871,21 @@ class RaftNode:
         leader = self.leader_state
         assert leader is not None
         leader.record_voter_fetch(source, now_ms)
-        response = self._complete_fetch(source, request, now_ms)
-        nothing_new = (
-            not response.batches
-            and response.diverging_epoch is None
-            and response.snapshot_id is None
-        )
-        if nothing_new and request.max_wait_ms > 0:
+        position = self._fetch_position(leader, source, request, now_ms)
+        if (  # nothing new for it: parked, with no answer built
+            position[0] is Position.VALID
+            and request.fetch_offset >= self.log.end_offset
+            and request.max_wait_ms > 0
+        ):
             deadline = now_ms + min(request.max_wait_ms, self.config.fetch_max_wait_ms)
             told = self._hw_told.get(source, -1)
-            if told != response.high_watermark:  # news of the high watermark alone: it may
+            hw = -1 if leader.high_watermark is None else leader.high_watermark
+            if told != hw:  # news of the high watermark alone: it may
                 # wait a little for records to ride with (the next append answers it)
                 deadline = min(deadline, now_ms + self.config.high_watermark_linger_ms)
             self._parked.park(ParkedFetch(source, request, deadline, told))
         else:
-            self._answer_fetch(source, response)
+            self._answer_fetch(source, self._fetch_answer(leader, request, position))
 
     def _answer_fetch(self, source: int, response: m.FetchResponse) -> None:
         self._hw_told[source] = response.high_watermark
@@ -890,15 +894,31 @@ class RaftNode:
     def _complete_fetch(self, source: int, request: m.FetchRequest, now_ms: int) -> m.FetchResponse:
         leader = self.leader_state
         assert leader is not None
-        kind, a, b = validate_fetch_position(
+        position = self._fetch_position(leader, source, request, now_ms)
+        return self._fetch_answer(leader, request, position)
+
+    def _fetch_position(
+        self, leader: LeaderState, source: int, request: m.FetchRequest, now_ms: int
+    ) -> tuple[Position, int, int]:
+        """Where `request` fetches from; a valid position counts toward the high watermark."""
+        position = validate_fetch_position(
             self.log, request.fetch_offset, request.last_fetched_epoch
         )
+        if position[0] is Position.VALID and leader.update_replica(
+            source, request.fetch_offset, self.log.end_offset, now_ms
+        ):
+            self._on_leader_high_watermark(now_ms)
+        return position
+
+    def _fetch_answer(
+        self, leader: LeaderState, request: m.FetchRequest, position: tuple[Position, int, int]
+    ) -> m.FetchResponse:
+        """The answer to `request` from `position` (_fetch_position): records, or where to go."""
+        kind, a, b = position
         batches: tuple[Batch, ...] = ()
         diverging = None
         snapshot = None
         if kind is Position.VALID:
-            if leader.update_replica(source, request.fetch_offset, self.log.end_offset, now_ms):
-                self._on_leader_high_watermark(now_ms)
             if request.fetch_offset < self.log.end_offset:
                 max_bytes = min(request.max_bytes, self.config.fetch_max_bytes)
                 batches = tuple(self.log.read(request.fetch_offset, max_bytes))
@@ -920,9 +940,7 @@ class RaftNode:
         )
 
     def _maybe_complete_parked(self, now_ms: int) -> None:
-        leader = self.leader_state
-        if leader is None or not self._parked:
-            return
+        """Answer the parked fetches that are due (records to read, or out of time)."""
         for p in self._parked.due(now_ms, self.log.end_offset):
             self._answer_fetch(p.source, self._complete_fetch(p.source, p.request, now_ms))
 
