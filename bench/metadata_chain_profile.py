@@ -71,6 +71,9 @@ def main() -> None:
     ap.add_argument("--internal", action="store_true")
     ap.add_argument("--sort", default="tottime", help="pstats sort key of the printed tops")
     ap.add_argument("--top", type=int, default=40)
+    ap.add_argument(
+        "--idle", type=float, default=0.0, help="profile this many seconds of nothing asked instead"
+    )
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="gregor-chain-prof-") as tmp:
@@ -92,7 +95,11 @@ def main() -> None:
             for pid in pids.values():
                 os.kill(pid, signal.SIGUSR1)
             time.sleep(0.2)
-            result = one_per_request(bootstrap, "p", args.topics, args.partitions)
+            if args.idle:
+                time.sleep(args.idle)
+                result = {"failed": 0}
+            else:
+                result = one_per_request(bootstrap, "p", args.topics, args.partitions)
             for pid in pids.values():
                 os.kill(pid, signal.SIGUSR2)
             time.sleep(1.0)
