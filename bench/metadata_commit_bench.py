@@ -61,10 +61,11 @@ class Quorum:
         from gregor.raft import wire
         from gregor.raft.config import RaftConfig
         from gregor.raft.node import RaftNode
-        from gregor.raft.storage_log import StorageRaftLog
+        from gregor.raft.storage_log import StorageRaftLog, fsync_and_close
         from gregor.raft.store import MemoryQuorumStateStore
 
         self.codec, self.m, self.wire = codec, m, wire
+        self.fsync_and_close = fsync_and_close
         self.now = 1_000
         self.toggle, self.measured, self.counting = toggle, measured, False
         self.measured_id: int | None = None
@@ -138,8 +139,10 @@ class Quorum:
         codec, wire = self.codec, self.wire
         node = self.nodes[dest]
         self.collect(dest)
-        if kind == "flushed":
-            node.log.flush(payload)
+        if kind == "flushed":  # as the driver's AIO fsync: the segments' fds, then marked
+            fds, done = node.log.begin_flush_fds(payload)
+            self.fsync_and_close(fds)
+            done()
             self.apply(dest, node.flushed(self.now, payload))
         elif kind == "request":
             header, body = codec.decode_request(memoryview(payload)[4:])
