@@ -79,6 +79,7 @@ from gregor.metadata.raft_store import RaftMetadataStore
 from gregor.metadata.store import MIGRATED_SUFFIX, MetadataStore, TopicInfo
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
+from gregor.protocol.uuids import random_uuid
 from gregor.security.acls import AclBinding, AclFilter
 from gregor.storage.checkpoints import fsync_dir
 
@@ -111,7 +112,7 @@ class LocalController:
         store: RaftMetadataStore,
         node_id: int,
         static_config: Mapping[str, str],
-        new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
+        new_uuid: Callable[[], uuid.UUID] = random_uuid,
         rng: random.Random | None = None,
     ) -> None:
         self.store = store

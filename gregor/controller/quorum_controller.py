@@ -74,6 +74,7 @@ from gregor.metadata.image import (
 from gregor.metadata.store import validate_topic_name
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
+from gregor.protocol.uuids import random_uuid
 from gregor.raft.storage_log import TOPIC as METADATA_TOPIC
 
 T = TypeVar("T")
@@ -220,7 +221,7 @@ class QuorumController:
         self,
         config: ControllerConfig | None = None,
         image: MetadataImage = EMPTY_IMAGE,
-        new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
+        new_uuid: Callable[[], uuid.UUID] = random_uuid,
         rng: random.Random | None = None,
     ) -> None:
         self.config = config or ControllerConfig()

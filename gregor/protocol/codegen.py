@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from gregor.protocol.exceptions import CorruptFrameError
 from gregor.protocol.schema.dsl import NO_VERSIONS, TYPE_DEFAULT, Field, Message, Struct
+from gregor.protocol.uuids import uuid_from_bytes
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -188,7 +189,7 @@ def _uuid(raw: bytes) -> uuid.UUID:
     made once (a UUID is immutable)."""
     found = _UUIDS.get(raw)
     if found is None:
-        found = ZERO_UUID if raw == b"\x00" * 16 else uuid.UUID(bytes=raw)
+        found = ZERO_UUID if raw == b"\x00" * 16 else uuid_from_bytes(raw)
         if len(_UUIDS) >= 65536:
             _UUIDS.clear()
         _UUIDS[raw] = found
