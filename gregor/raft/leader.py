@@ -87,7 +87,7 @@ class LeaderState:
         return replica_id in self.voters and self._maybe_update_high_watermark()
 
     def _maybe_update_high_watermark(self) -> bool:
-        ends = sorted((s.end_offset for s in self.voters.values()), reverse=True)
+        ends = sorted([s.end_offset for s in self.voters.values()], reverse=True)
         candidate = ends[len(ends) // 2]
         if candidate <= self.epoch_start_offset:
             return False

@@ -369,6 +369,8 @@ def from_request(api_key: int, version: int, body: Any, correlation_id: int) -> 
 
 def request_source(message: m.Request) -> int | None:
     """The node a request comes from, as the core names it (None: DescribeQuorum, anyone)."""
+    if type(message) is m.FetchRequest:  # nearly every one: a voter's or an observer's Fetch
+        return message.replica_id
     if isinstance(message, m.VoteRequest):
         return message.replica_id
     if isinstance(message, (m.BeginQuorumEpochRequest, m.EndQuorumEpochRequest)):
