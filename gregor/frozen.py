@@ -42,4 +42,4 @@ def positional_constructor(cls: type[T]) -> Callable[..., T]:
     make = scope["make"]
     make.__qualname__ = make.__name__ = f"make_{cls.__name__}"
     make.__doc__ = f"{cls.__name__}({', '.join(names)}), built slot by slot."
-    return make  # type: ignore[no-any-return]
+    return make
