@@ -141,10 +141,12 @@ class LogSegment:
             base_offset,
         )
         self._fd: int | None = None
-        # (base offset, position) of the batch appended last, while known: a read at or past
-        # that offset (a follower or consumer keeping up) starts there, without an index
-        # search and a scan of the headers before it.
-        self._tail: tuple[int, int] | None = None
+        # The batch appended last (its position in this file), while known: a read at or past
+        # its base offset (a follower or consumer keeping up) starts there, without an index
+        # search and a scan of the headers before it; one within it (the common case: the
+        # batch just appended) needs no read of its header either, which says what the
+        # append already knew.
+        self._tail: BatchInfo | None = None
         self.size = 0
         if not new:
             try:
@@ -210,7 +212,11 @@ class LogSegment:
         self.size = start + len(data)
         if batches:
             last = batches[-1]
-            self._tail = (last.base_offset, start + last.position)
+            self._tail = _new_info(
+                BatchInfo,
+                (start + last.position, last.base_offset, last.last_offset,
+                 last.max_timestamp, last.size),
+            )  # fmt: skip
 
     def _cut(self, size: int) -> None:
         """Best effort: drop a failed write's bytes (the log goes offline whatever happens)."""
@@ -367,8 +373,10 @@ class LogSegment:
         """The batch holding `offset` (or the first after it): an index search, then a short scan
         (from the last batch appended, when `offset` is not below its base offset)."""
         tail = self._tail
-        if tail is not None and offset >= tail[0]:
-            return self.find_batch(offset, tail[1], self.size)
+        if tail is not None and offset >= tail[1]:
+            if offset <= tail[2]:
+                return tail
+            return self.find_batch(offset, tail[0], self.size)
         position, next_position = self.offset_index.lookup_span(offset)
         # The batch is at or before the next entry's (its last offset is above `offset`).
         hint = next_position + _HEADER if next_position >= 0 else self.size

@@ -218,10 +218,11 @@ def test_log_append_time_is_stamped(tmp_path):
     assert log.offset_for_timestamp(MAX_TIMESTAMP) == (2, 777_000)
 
 
-def test_a_read_at_the_last_batch_reads_only_its_header(tmp_path, monkeypatch):
-    """A follower or consumer keeping up reads at the last batch appended: no index search and
-    no scan of the batches before it, one read of what follows its start. After truncation or
-    a rolled-back append the log is searched as usual and reads what is there."""
+def test_a_read_at_the_last_batch_reads_no_header(tmp_path, monkeypatch):
+    """A follower or consumer keeping up reads at the last batch appended: no index search, no
+    scan of the batches before it and no read of its header (the append knew where it is and
+    how long). After truncation or a rolled-back append the log is searched as usual and reads
+    what is there."""
     log, stored = _log(
         str(tmp_path / "t-0"), segment_bytes=4 << 20, interval=4096, batches=400, seed=8
     )
@@ -233,7 +234,7 @@ def test_a_read_at_the_last_batch_reads_only_its_header(tmp_path, monkeypatch):
     )
     first, _last, batch = stored[-1]
     got = log.read(first, 1 << 20)
-    assert reads == [(len(batch), segment.size - len(batch))]
+    assert reads == []
     assert isinstance(got, FileSlice) and got.read() == batch
     # Truncated below the last batch: searched by the index again, the new last batch found.
     log.truncate_to(stored[-5][0])
@@ -241,3 +242,39 @@ def test_a_read_at_the_last_batch_reads_only_its_header(tmp_path, monkeypatch):
     for offset, _l, kept in stored[-8:-5]:
         got = log.read(offset, 1 << 20)
         assert isinstance(got, FileSlice) and split_batches(got.read())[0] == kept
+
+
+def test_the_last_batch_known_is_the_one_on_disk(tmp_path):
+    """What the segment keeps of its last batch appended is what a scan of its file finds,
+    through appends, a truncation and appends after it; a read there returns that batch's
+    bytes. A rolled-back append forgets it, and the scan finds the batch before."""
+    log, stored = _log(str(tmp_path / "t-0"), segment_bytes=4 << 20, batches=40, seed=5)
+    segment = log.active_segment
+
+    def check() -> None:
+        tail = segment._tail
+        if tail is None:
+            return
+        assert tail == segment.find_batch(tail.base_offset, 0)
+        assert tail.position + tail.size == segment.size
+        for offset in (tail.base_offset, tail.last_offset):
+            assert segment.translate_offset(offset) == tail
+        got = log.read(tail.base_offset, 1 << 20)
+        assert got is not None and split_batches(got.read())[-1] == split_batches(
+            os.pread(segment.fd, tail.size, tail.position)
+        )[0]
+
+    check()
+    rng = random.Random(6)
+    log.truncate_to(stored[-3][0])
+    assert segment._tail is None
+    for _ in range(3):
+        info = log.append(make_batch(rng, records=3, value_size=50, timestamp=9000), now_ms=0)
+        check()
+        assert segment.translate_offset(info.last_offset).base_offset == info.first_offset
+    last = segment._tail
+    mark = segment.mark()
+    log.append(make_batch(rng, records=2, value_size=10, timestamp=9100), now_ms=0)
+    segment.rollback(mark, last.last_offset + 1)  # (what a failed append does)
+    assert segment._tail is None
+    assert segment.translate_offset(last.base_offset) == last
