@@ -7,10 +7,12 @@ default; and what the log layer needs of it per topic.
     view.log_config_for("orders")         # LogConfig: topic configs over broker configs
 
 Reads the store on every call, so a committed AlterConfigs is seen at once, without listeners.
-What a topic's configs resolve to is kept per set of topic overrides while the dynamic broker
-configs are the same objects (the metadata image replaces a resource's mapping when it
-changes, never edits it) and the static ones the same: hosting a new topic then costs a lookup,
-not the resolution of every topic config.
+What a topic's configs resolve to is kept per set of topic overrides, and a broker config's
+typed value per key, while the dynamic broker configs are the same objects (the metadata image
+replaces a resource's mapping when it changes, never edits it) and the static ones the same:
+hosting a new topic then costs a lookup, not the resolution of every topic config, and a
+config read on every request (a follower's Fetch reads the replication throttle's rate) a
+dict lookup, not a parse.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from gregor.storage.cleaner import CleanerConfig
 from gregor.storage.config import LogConfig
 
 MAX_RESOLVED = 1024  # sets of topic overrides kept resolved
+_MISSING = object()
+_IMMUTABLE = frozenset({int, float, str, bool, type(None)})
 
 
 def _resolve(
@@ -54,12 +58,36 @@ class BrokerConfigView:
         # mappings in `_resolved_for` (compared by identity) and this static config.
         self._resolved: dict[tuple[tuple[str, str], ...], tuple[LogConfig, int]] = {}
         self._resolved_for: tuple[Any, Any, Any] | None = None
+        self._values: dict[str, Any] = {}  # key -> typed value, for the same three mappings
 
     def value(self, key: str) -> Any:
         """A broker config, typed, after dynamic and static overrides."""
+        dynamic = self.store.dynamic(self.node_id)
+        kept = isinstance(dynamic, config_defs.DynamicConfigs)
+        if kept:
+            self._forget_unless_for(dynamic)
+            found = self._values.get(key, _MISSING)
+            if found is not _MISSING:
+                return found
         d = config_defs.BROKER_CONFIGS[key]
-        raw = self.store.dynamic(self.node_id).get(key, self.static.get(key, d.default))
-        return d.parse(raw)
+        found = d.parse(dynamic.get(key, self.static.get(key, d.default)))
+        if kept and type(found) in _IMMUTABLE:  # (a list is the caller's to change)
+            self._values[key] = found
+        return found
+
+    def _forget_unless_for(self, dynamic: config_defs.DynamicConfigs) -> None:
+        """Forget what is kept (`_resolved`, `_values`) if it was made for other dynamic or
+        static mappings than these."""
+        seen = self._resolved_for
+        if (
+            seen is None
+            or seen[0] is not dynamic.default
+            or seen[1] is not dynamic.node
+            or seen[2] is not self.static
+        ):
+            self._resolved.clear()
+            self._values.clear()
+            self._resolved_for = (dynamic.default, dynamic.node, self.static)
 
     def raw(self, key: str) -> str | None:
         """A key's text, dynamic over static, None if neither sets it: for keys outside the
@@ -78,15 +106,7 @@ class BrokerConfigView:
         dynamic = self.store.dynamic(self.node_id)
         if not isinstance(dynamic, config_defs.DynamicConfigs):
             return _resolve(topic_configs, self.static, dynamic)
-        seen = self._resolved_for
-        if (
-            seen is None
-            or seen[0] is not dynamic.default
-            or seen[1] is not dynamic.node
-            or seen[2] is not self.static
-        ):
-            self._resolved.clear()
-            self._resolved_for = (dynamic.default, dynamic.node, self.static)
+        self._forget_unless_for(dynamic)
         key = tuple(sorted(topic_configs.items()))
         found = self._resolved.get(key)
         if found is None:

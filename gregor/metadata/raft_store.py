@@ -197,6 +197,7 @@ class RaftMetadataStore:
         self.image: MetadataImage = EMPTY_IMAGE
         self.topics: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        self._dynamic: tuple[MetadataImage, int, DynamicConfigs] | None = None
         # Every topic name removed from `topics`, in order (deletions are rare): a reader that
         # remembers how many it saw learns of deletions without comparing every topic.
         self.removed_topics: list[str] = []
@@ -450,10 +451,17 @@ class RaftMetadataStore:
         return self._by_id.get(topic_id)
 
     def dynamic(self, node_id: int) -> DynamicConfigs:
+        """The dynamic broker configs `node_id` sees (one object per image and node: a
+        broker reads them on every config it reads)."""
         image = self.image
-        return DynamicConfigs(
+        kept = self._dynamic
+        if kept is not None and kept[0] is image and kept[1] == node_id:
+            return kept[2]
+        found = DynamicConfigs(
             image.config(BROKER_RESOURCE, ""), image.config(BROKER_RESOURCE, str(node_id))
         )
+        self._dynamic = (image, node_id, found)
+        return found
 
     def leader_of(self, topic: str, partition: int) -> int:
         """The partition's leader by the image (-1: none, or no such partition)."""
