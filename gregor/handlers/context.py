@@ -133,10 +133,11 @@ class RequestContext:
     header: RequestHeader
     peer: str
     connection: dict[str, Any] = field(default_factory=dict)
+    # The request's api version (its header's): read many times by every handler.
+    version: int = field(init=False, repr=False, compare=False)
 
-    @property
-    def version(self) -> int:
-        return self.header.request_api_version
+    def __post_init__(self) -> None:
+        self.version = self.header.request_api_version
 
     # -- authorization: one call per check, free when no authorizer is configured -------------
 

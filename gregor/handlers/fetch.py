@@ -142,13 +142,17 @@ class _Pass:
 
     def __init__(self, ctx: RequestContext, request: Any, first: bool) -> None:
         self.ctx = ctx
-        self.version = ctx.version
-        self.replicas = ctx.services.replicas
+        version = self.version = ctx.version
+        services = ctx.services
+        self.replicas = services.replicas
         self.first = first  # the request's first pass (later ones leave a follower's state)
-        self.read_committed = ctx.version >= 4 and request.isolation_level == READ_COMMITTED
-        self.replica_id, self.broker_epoch = _replica_of(ctx, request)
-        self.now = ctx.services.now_ms()
-        self.budget = request.max_bytes if ctx.version >= 3 else 0x7FFFFFFF
+        self.read_committed = version >= 4 and request.isolation_level == READ_COMMITTED
+        if version >= 15:
+            self.replica_id, self.broker_epoch = _replica_of(ctx, request)
+        else:
+            self.replica_id, self.broker_epoch = request.replica_id, -1
+        self.now = services.now_ms()
+        self.budget = request.max_bytes if version >= 3 else 0x7FFFFFFF
         self.total = 0  # record bytes read so far
         self.partitions: list[Partition] = []  # the partitions found, in request order
         self.incremental = False  # reading an incremental session: quiet partitions skipped
