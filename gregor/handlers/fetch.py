@@ -48,6 +48,8 @@ from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import FetchResponse
 from gregor.replication.fetch_sessions import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
     CachedPartition,
     FetchContext,
     IncrementalFetch,
@@ -79,7 +81,9 @@ class Unauthorized(str):
 
 def _session_context(ctx: RequestContext, request: Any) -> FetchContext:
     """The fetch session context of the request (v7+; older ones are sessionless)."""
-    if ctx.version < 7:
+    if ctx.version < 7 or (
+        request.session_epoch == FINAL_EPOCH and request.session_id == INVALID_SESSION_ID
+    ):  # (a consumer's sessionless Fetch: as the cache would answer it, without a look)
         return Sessionless(request.topics)
     by_id = ctx.version >= 13
     forgotten = [
@@ -262,8 +266,14 @@ def _dirty_partitions(s: _Pass, topics: list[tuple[str | None, Any]]) -> list[An
             continue
         told.append(p)
         answers[entry.topic_index].append(_read_partition(s, p, fp))
+    if s.version >= 13:
+        return [
+            TopicResp(topic_id=t.topic_id, partitions=parts)
+            for (_, t), parts in zip(topics, answers, strict=True)
+        ]
     return [
-        _topic_response(s, name, t, parts) for (name, t), parts in zip(topics, answers, strict=True)
+        TopicResp(topic=name, partitions=parts)
+        for (name, _), parts in zip(topics, answers, strict=True)
     ]
 
 
@@ -292,7 +302,7 @@ def _read_partition(s: _Pass, p: Partition, fp: Any) -> Any:
             read = _read_for_follower(s, p, fp, limit)
             hw, start, lso = read.high_watermark, read.log_start_offset, read.last_stable_offset
             found = read.records if limit > 0 or s.total == 0 else None
-            if found is not None and _leader_throttles(s, p):
+            if found is not None and s.replica_id not in p.isr and _leader_throttles(s, p):
                 found = None
             if read.diverging_epoch is not None:
                 epoch, end_offset = read.diverging_epoch
@@ -427,8 +437,9 @@ def _read_for_follower(s: _Pass, p: Partition, fp: Any, limit: int) -> FollowerR
 
 
 def _leader_throttles(s: _Pass, p: Partition) -> bool:
+    """Of a follower outside the ISR (one in it is never throttled)."""
     quota = s.replicas.leader_quota
-    return quota.should_throttle(s.replica_id in p.isr, p.topic, p.index, s.now)
+    return quota.should_throttle(False, p.topic, p.index, s.now)
 
 
 def _answered(
@@ -496,11 +507,12 @@ def _watch_of(
     if type(session) is not IncrementalFetch or not session.session.privileged:
         return None
     fs = session.session
-    if any(type(name) is not str for name, _ in topics):
-        if fs.watch is not None:
-            fs.watch.close()
-            fs.watch = None
-        return None
+    for name, _ in topics:
+        if type(name) is not str:
+            if fs.watch is not None:
+                fs.watch.close()
+                fs.watch = None
+            return None
     replica_id, broker_epoch = _replica_of(ctx, request)
     stamp = _stamp(ctx)
     watch = fs.watch if isinstance(fs.watch, FetchWatch) else None
@@ -579,7 +591,7 @@ class DelayedFetch(DelayedOperation):
         topics: list[tuple[str | None, Any]],
         read: _Pass,
     ) -> None:
-        super().__init__(ctx.services.now_ms() + request.max_wait_ms)
+        super().__init__(read.now + request.max_wait_ms)  # (the pass read the clock)
         self.ctx, self.request, self.session, self.topics = ctx, request, session, topics
         self.partitions = read.partitions
         self.responses: list[Any] = []
@@ -731,13 +743,14 @@ def _count(
     stats = ctx.services.topic_stats
     consumer = _replica_of(ctx, request)[0] < 0
     for (name, t), answered in zip(topics, responses, strict=True):
-        if name is None or isinstance(name, Unauthorized):
+        if type(name) is not str:  # unknown (None), or Unauthorized
             continue
         counts = stats.topic(name)
         counts.total_fetch += len(t.partitions)
         for p in answered.partitions:
-            if p.error_code:
-                if p.error_code not in _EXPECTED_ERRORS:
+            code = p.error_code
+            if code:
+                if code not in _EXPECTED_ERRORS:
                     counts.failed_fetch += 1
             elif consumer:
                 records = p.records

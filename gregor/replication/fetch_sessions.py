@@ -64,7 +64,8 @@ def next_epoch(epoch: int) -> int:
 def records_size(records: Any) -> int:
     if records is None:
         return 0
-    if isinstance(records, (bytes, bytearray, memoryview)):
+    kind = type(records)
+    if kind is bytes or kind is bytearray or isinstance(records, (bytes, bytearray, memoryview)):
         return len(records)
     return int(records.length)
 
@@ -314,14 +315,19 @@ class IncrementalFetch(FetchContext):
             None if session.privileged else []
         )
         parts = session.partitions
+        by_id = session.uses_topic_ids
         for t, answered in zip(self.topics, answers, strict=True):
+            if not answered:  # (most topics of a follower's session at most Fetches)
+                kept.append([])
+                continue
             out = []
-            key = t.topic_id if session.uses_topic_ids else t.topic
+            key = t.topic_id if by_id else t.topic
             for answer in answered:  # those read: a quiet one may be left out by the reader
                 cached = parts.get((key, answer.partition_index))
                 if cached is None:  # forgotten by a request of the session meanwhile
                     continue
-                if cached.must_answer(answer):
+                size = records_size(answer.records)
+                if size or cached.must_answer(answer):
                     if before is not None:
                         before.append(
                             (cached, cached.high_watermark, cached.last_stable_offset,
@@ -329,7 +335,7 @@ class IncrementalFetch(FetchContext):
                         )  # fmt: skip
                     cached.told(answer)
                     out.append(answer)
-                    if records_size(answer.records):
+                    if size:
                         moved.append((cached.topic, cached.partition))
             kept.append(out)
         if before is not None:

@@ -597,8 +597,7 @@ class Partition:
         leader_end_offset: int,
         broker_epoch: int,
     ) -> None:
-        known = self.liveness(state.broker_id).epoch
-        if broker_epoch != -1 and known > broker_epoch:
+        if broker_epoch != -1 and (known := self.liveness(state.broker_id).epoch) > broker_epoch:
             raise KafkaError(
                 errors.NOT_LEADER_OR_FOLLOWER,
                 f"{self.name}: a fetch of broker {state.broker_id} with stale broker epoch {broker_epoch} ({known})",

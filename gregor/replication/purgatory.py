@@ -110,20 +110,22 @@ class _WatchList:
             self.again = True
             return
         self.checking = True
+        purgatory, key = self.purgatory, self.key
         try:
             self.again = True
             passes = 0
             while self.again and passes < MAX_PASSES:
                 self.again = False
-                self.purgatory._check(list(self.ops), self.key)
+                for op in list(self.ops):
+                    if not op.completed:
+                        purgatory._try(op, key)
                 passes += 1
             if self.again:  # checks that cause events on their own key: wait for the next
-                log.error(
-                    "%s: %d passes over %r in one event", self.purgatory.name, passes, self.key
-                )
+                log.error("%s: %d passes over %r in one event", purgatory.name, passes, key)
         finally:
             self.checking = False
-        self.purgatory._maybe_drop(self)
+        if not self.ops:
+            purgatory._maybe_drop(self)
 
     def remove(self, op: DelayedOperation) -> None:
         ops = self.ops
@@ -169,8 +171,10 @@ class DelayedOperationPurgatory:
                     wl.subscribe()
         self._delayed += 1
         if op.deadline_ms is not None:
-            heapq.heappush(self._timeouts, (op.deadline_ms, next(self._order), op))
-            self._maybe_compact()
+            heap = self._timeouts
+            heapq.heappush(heap, (op.deadline_ms, next(self._order), op))
+            if len(heap) > 1024:
+                self._maybe_compact()
             if self._planned_ms is None or op.deadline_ms < self._planned_ms:
                 self._planned_ms = op.deadline_ms
                 if self.wakeup is not None:
@@ -237,11 +241,6 @@ class DelayedOperationPurgatory:
         return len(self._lists)
 
     # -- inside ---------------------------------------------------------------------------------
-
-    def _check(self, ops: list[DelayedOperation], key: Watchable) -> None:
-        for op in ops:
-            if not op.completed:
-                self._try(op, key)
 
     def _try(self, op: DelayedOperation, key: Watchable | None = None) -> bool:
         try:
