@@ -79,7 +79,7 @@ class Unauthorized(str):
     __slots__ = ()
 
 
-def _session_context(ctx: RequestContext, request: Any) -> FetchContext:
+def _session_context(ctx: RequestContext, request: Any, now: int) -> FetchContext:
     """The fetch session context of the request (v7+; older ones are sessionless)."""
     if ctx.version < 7 or (
         request.session_epoch == FINAL_EPOCH and request.session_id == INVALID_SESSION_ID
@@ -98,7 +98,7 @@ def _session_context(ctx: RequestContext, request: Any) -> FetchContext:
         _replica_of(ctx, request)[0] >= 0,
         request.topics,
         forgotten,
-        ctx.services.now_ms(),
+        now,
     )
 
 
@@ -144,7 +144,9 @@ class _Pass:
         "watch", "build", "clean",
     )  # fmt: skip
 
-    def __init__(self, ctx: RequestContext, request: Any, first: bool) -> None:
+    def __init__(
+        self, ctx: RequestContext, request: Any, first: bool, now: int | None = None
+    ) -> None:
         self.ctx = ctx
         version = self.version = ctx.version
         services = ctx.services
@@ -155,7 +157,7 @@ class _Pass:
             self.replica_id, self.broker_epoch = _replica_of(ctx, request)
         else:
             self.replica_id, self.broker_epoch = request.replica_id, -1
-        self.now = services.now_ms()
+        self.now = services.now_ms() if now is None else now
         self.budget = request.max_bytes if version >= 3 else 0x7FFFFFFF
         self.total = 0  # record bytes read so far
         self.partitions: list[Partition] = []  # the partitions found, in request order
@@ -187,11 +189,12 @@ def _collect(
     first: bool = True,
     only: set[Partition] | None = None,
     watch: tuple[FetchWatch, bool] | None = None,
+    now: int | None = None,
 ) -> tuple[list[Any], _Pass]:
     """(the response's topics, the pass: record bytes read, partitions found) for one pass;
     of an incremental session, `only` (if given) the partitions that may not be quiet; of a
     watched follower's session, `watch`: the watch, and whether to make it in this pass."""
-    s = _Pass(ctx, request, first)
+    s = _Pass(ctx, request, first, now)
     s.only = only
     if watch is not None:
         s.watch, s.build = watch
@@ -475,11 +478,13 @@ def _close(responses: list[Any]) -> None:
 
 @handles(api_keys.FETCH)
 def handle(ctx: RequestContext, request: Any) -> Any:
-    session = _session_context(ctx, request)
+    now = ctx.services.now_ms()  # (one reading for the request's first pass)
+    session = _session_context(ctx, request, now)
     if session.error:
         return FetchResponse(error_code=session.error, session_id=0, responses=[])
     topics = _resolve_topics(ctx, request, session.topics)
-    responses, s = _collect(ctx, request, topics, watch=_watch_of(ctx, request, session, topics))
+    watch = _watch_of(ctx, request, session, topics, now)
+    responses, s = _collect(ctx, request, topics, watch=watch, now=now)
     partitions = s.partitions
     if (
         s.total >= request.min_bytes
@@ -499,6 +504,7 @@ def _watch_of(
     request: Any,
     session: FetchContext,
     topics: list[tuple[str | None, Any]],
+    now: int,
 ) -> tuple[FetchWatch, bool] | None:
     """Of a follower's incremental session: its watch, and whether to make it anew in this
     pass (the first Fetch of the session, or what the watch was made under changed: see
@@ -516,7 +522,6 @@ def _watch_of(
     replica_id, broker_epoch = _replica_of(ctx, request)
     stamp = _stamp(ctx)
     watch = fs.watch if isinstance(fs.watch, FetchWatch) else None
-    now = ctx.services.now_ms()
     if watch is not None and watch.holds(stamp, replica_id, broker_epoch, fs.members, fs.view):
         watch.begin(now)
         return watch, False
