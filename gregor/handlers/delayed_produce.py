@@ -84,16 +84,28 @@ class DelayedProduce(DelayedOperation):
 
 
 def delay(
-    ctx: RequestContext, response: Any, awaiting: list[AwaitingWrite], timeout_ms: int
+    ctx: RequestContext,
+    response: Any,
+    awaiting: list[AwaitingWrite],
+    timeout_ms: int,
+    *,
+    just_checked: bool = False,
 ) -> Any:
     """`response` once every acks=all write of the request is settled, or at its timeout: now
-    if it can be (the response), else a Pending of it, parked in the purgatory."""
+    if it can be (the response), else a Pending of it, parked in the purgatory.
+    `just_checked`: the caller found each write unsettled right after its append, and nothing
+    run since can settle one (the request's later appends move only their own partitions'
+    high watermarks; a follower's Fetch, an ISR change or a leadership change come as events),
+    so it is parked without being tried again."""
     op = DelayedProduce(response, awaiting, timeout_ms, ctx.services.now_ms())
     purgatory = ctx.services.purgatory
     if timeout_ms <= 0:  # no time to wait: what is not settled now has timed out
         if not op.try_complete():
             op.on_expiration()
         return response
-    if purgatory.try_complete_else_watch(op, dict.fromkeys(w.partition.commits for w in awaiting)):
+    keys = dict.fromkeys(w.partition.commits for w in awaiting)
+    if just_checked:
+        purgatory.watch(op, keys)
+    elif purgatory.try_complete_else_watch(op, keys):
         return response
     return op.answer

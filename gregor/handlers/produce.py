@@ -260,8 +260,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         if failed:
             raise AcksZeroError("; ".join(failed))
         return NO_RESPONSE
-    if awaiting:
-        return delay(ctx, ProduceResponse(responses=responses), awaiting, request.timeout_ms)
+    if awaiting:  # (each found unsettled right after its append)
+        response = ProduceResponse(responses=responses)
+        return delay(ctx, response, awaiting, request.timeout_ms, just_checked=True)
     return ProduceResponse(responses=responses)
 
 
