@@ -401,7 +401,7 @@ class Partition:
                     UNKNOWN_LEADER_EPOCH,
                     f"{self.name}: leader epoch {current_leader_epoch} is newer than ours ({self.leader_epoch})",
                 )
-        if require_leader and not self.is_leader:
+        if require_leader and self.leader_id != self.node_id:  # (`is_leader`)
             raise self._not_leader()
 
     def _not_leader(self) -> KafkaError:
@@ -474,7 +474,7 @@ class Partition:
         """For an acks=all write ending before `required_offset`, appended in `leader_epoch`:
         None while the HW is below it; else the error code to answer with (Kafka's
         checkEnoughReplicasReachOffset)."""
-        if not self.is_leader or self.leader_epoch != leader_epoch:
+        if self.leader_id != self.node_id or self.leader_epoch != leader_epoch:
             return errors.NOT_LEADER_OR_FOLLOWER
         if self.log.high_watermark < required_offset:
             return None
@@ -503,8 +503,8 @@ class Partition:
         """Move the HW up to the smallest LEO that must hold it (module docstring); wake the
         watchers if it moved. Without `now_ms` only the maximal ISR counts (no replica is
         judged to be about to join)."""
-        if not self.is_leader or self.under_min_isr:
-            return False
+        if self.leader_id != self.node_id or len(self.isr) < self.effective_min_isr:
+            return False  # (not leading, or under min.insync.replicas: `under_min_isr`)
         leader_end = self.log.log_end_offset
         new_hw = leader_end
         followers = self.followers
