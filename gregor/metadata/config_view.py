@@ -65,14 +65,7 @@ class BrokerConfigView:
         dynamic = self.store.dynamic(self.node_id)
         kept = isinstance(dynamic, config_defs.DynamicConfigs)
         if kept:
-            seen = self._resolved_for
-            if (
-                seen is None
-                or seen[0] is not dynamic.default
-                or seen[1] is not dynamic.node
-                or seen[2] is not self.static
-            ):
-                self._forget_unless_for(dynamic)
+            self._forget_unless_for(dynamic)
             found = self._values.get(key, _MISSING)
             if found is not _MISSING:
                 return found
