@@ -232,3 +232,18 @@ def test_a_follower_fetching_with_a_stale_broker_epoch_is_refused_on_every_parti
     response = f.fetch(wait_ms=0)
     codes = [q.error_code for t in response.responses for q in t.partitions]
     assert codes == [errors.NOT_LEADER_OR_FOLLOWER] * PARTITIONS
+
+
+def test_a_fetch_of_epoch_minus_one_closes_the_session_it_names_and_makes_none(broker) -> None:
+    """Epoch -1 (a consumer's sessionless Fetch, or a client leaving its session): with id 0
+    no session is made and the others stay; with a session's id that session is closed first
+    (KIP-227). Both are read and answered in full, with session id 0."""
+    f = in_session(broker)
+    sessions = broker.services.fetch_sessions
+    assert f.session[0] in sessions.sessions
+    for session_id in (0, f.session[0]):
+        f.session, f.moved = (session_id, -1), {0: f.offsets[0]}
+        answer = f.fetch(wait_ms=0)
+        assert answer.error_code == errors.NONE and answer.session_id == 0
+        assert [p.partition_index for t in answer.responses for p in t.partitions] == [0]
+        assert len(sessions) == (1 if session_id == 0 else 0), "closed only when named"
