@@ -56,7 +56,7 @@ class _Entry:
         watch = self.watch
         if watch.closed:
             return
-        self.partition.fetches.watch(self.on_event)
+        self.partition.fetches.watchers.append(self.on_event)  # (`Watchers.watch`, inline)
         if self.clean:
             watch.unclean(self)
         watch.notify()
