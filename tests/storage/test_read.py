@@ -260,9 +260,11 @@ def test_the_last_batch_known_is_the_one_on_disk(tmp_path):
         for offset in (tail.base_offset, tail.last_offset):
             assert segment.translate_offset(offset) == tail
         got = log.read(tail.base_offset, 1 << 20)
-        assert got is not None and split_batches(got.read())[-1] == split_batches(
-            os.pread(segment.fd, tail.size, tail.position)
-        )[0]
+        assert (
+            got is not None
+            and split_batches(got.read())[-1]
+            == split_batches(os.pread(segment.fd, tail.size, tail.position))[0]
+        )
 
     check()
     rng = random.Random(6)
