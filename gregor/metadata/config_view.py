@@ -64,7 +64,7 @@ class BrokerConfigView:
         """A broker config, typed, after dynamic and static overrides."""
         dynamic = self.store.dynamic(self.node_id)
         kept = isinstance(dynamic, config_defs.DynamicConfigs)
-        if isinstance(dynamic, config_defs.DynamicConfigs):  # (`kept`, as mypy narrows it)
+        if isinstance(dynamic, config_defs.DynamicConfigs):  # `kept`, spelt so mypy narrows
             self._forget_unless_for(dynamic)
             found = self._values.get(key, _MISSING)
             if found is not _MISSING:
