@@ -328,6 +328,10 @@ class Partition:
             return False
         new_leader = not self.is_leader
         new_epoch = reg.leader_epoch > self.leader_epoch
+        if not new_leader and not new_epoch and self.on_isr_committed is not None:
+            # An ISR change committed while we lead, brought by the metadata before (or
+            # instead of) the AlterPartition answer: that answer will find nothing pending.
+            self.on_isr_committed(len(self.isr), len(reg.isr))
         self.replicas = list(reg.replicas)
         self.isr = list(reg.isr)
         self.pending = None

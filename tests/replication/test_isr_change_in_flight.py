@@ -48,3 +48,30 @@ def test_the_metadata_of_the_last_answered_change_keeps_the_next_one_in_flight(
     # and the answer to the expansion still applies
     p.on_alter_partition_result(expand, errors.NONE, 4, 8, (1, 2, 3), NOW)
     assert (p.isr, p.partition_epoch, p.pending) == ([1, 2, 3], 8, None)
+
+
+def test_an_isr_change_is_counted_once_whether_the_metadata_or_the_answer_comes_first(
+    tmp_path: Path,
+) -> None:
+    rm = manager(tmp_path, 1, Cluster())
+    sent: list[IsrUpdate] = []
+    rm.on_isr_update = lambda p, u: sent.append(u)
+    p = host(rm, registration(1, 4, (1,), partition_epoch=6))
+    # broker 3 joins; the answer comes first, then the metadata of the same epoch
+    fetch(p, 3, 0)
+    p.on_alter_partition_result(sent[-1], errors.NONE, 4, 7, (1, 3), NOW)
+    host(rm, registration(1, 4, (1, 3), partition_epoch=7))
+    assert (rm.isr_expands, rm.isr_shrinks) == (1, 0)
+    # broker 2 joins; the metadata comes first, then the answer, now out of date
+    fetch(p, 2, 0)
+    expand = sent[-1]
+    host(rm, registration(1, 4, (1, 2, 3), partition_epoch=8))
+    p.on_alter_partition_result(expand, errors.NONE, 4, 8, (1, 2, 3), NOW)
+    assert (p.isr, p.pending) == ([1, 2, 3], None)
+    assert (rm.isr_expands, rm.isr_shrinks) == (2, 0)
+    # the controller takes broker 2 out (fenced) in the same leader epoch: a shrink
+    host(rm, registration(1, 4, (1, 3), partition_epoch=9))
+    assert (rm.isr_expands, rm.isr_shrinks) == (2, 1)
+    # a new leader epoch is an election, not an ISR change of ours
+    host(rm, registration(1, 5, (1,), partition_epoch=10))
+    assert (rm.isr_expands, rm.isr_shrinks) == (2, 1)
