@@ -124,8 +124,11 @@ class FrameError(Exception):
     pass
 
 
+_BUFFER_TYPES = frozenset({bytes, bytearray, memoryview})
+
+
 def is_buffer(item: object) -> bool:
-    return isinstance(item, (bytes, bytearray, memoryview))
+    return type(item) in _BUFFER_TYPES or isinstance(item, (bytes, bytearray, memoryview))
 
 
 def close_slices(items: Output) -> None:
@@ -526,7 +529,8 @@ class Connection:
             # with its frames' last views.
             self._chunk, self._start, self._end = _NO_CHUNK, 0, 0
             self._chunk_size = _MIN_CHUNK
-        self._maybe_pending()
+        if self.tls is not None:
+            self._maybe_pending()
 
     @property
     def receive_buffer_bytes(self) -> int:
@@ -579,7 +583,8 @@ class Connection:
                 break
             self._start = pos = pos + 4 + size
             self._on_frame(chunk[pos - size : pos])
-            self._release()
+            if self._reserved:
+                self._release()
             if self.closed:
                 return
         self._start = pos
@@ -757,8 +762,10 @@ class Connection:
                 self._deferred = True
                 waiting.append(self)
         if len(self._slots) < self.max_queued_requests:
-            self._resume_reading()
-        self._maybe_close_after()
+            if not self._reading:
+                self._resume_reading()
+        if self._close_after is not None:
+            self._maybe_close_after()
 
     def close_after_responses(self, reason: str) -> None:
         """Read no more; close once every response asked for (this request's too, when called
@@ -814,21 +821,20 @@ class Connection:
             while out:
                 head = out[0]
                 if is_buffer(head):
-                    batch: list[Any] = []
-                    for item in out:
-                        if not is_buffer(item) or len(batch) >= _IOV_MAX:
-                            break
-                        batch.append(item)
+                    batch, total = self._buffer_run(out)
                     if self._out_offset:
+                        total -= self._out_offset
                         batch[0] = memoryview(batch[0])[self._out_offset :]
                     sent = self.sock.sendmsg(batch)
                     self.bytes_out += sent
-                    total = sum(len(b) for b in batch)
                     if sent < total:
                         self._advance_buffers(sent)
                         break
-                    for _ in batch:
-                        out.popleft()
+                    if len(batch) == len(out):
+                        out.clear()
+                    else:
+                        for _ in batch:
+                            out.popleft()
                     self._out_offset = 0
                 else:
                     remaining = head.length - self._out_offset
@@ -857,6 +863,20 @@ class Connection:
                 return
         self._wait_writable(bool(out))
 
+    @staticmethod
+    def _buffer_run(out: deque[Any]) -> tuple[list[Any], int]:
+        """The buffers at the head of `out` (up to _IOV_MAX, up to the first file slice) and
+        their bytes: what one `sendmsg` takes."""
+        batch: list[Any] = []
+        total = 0
+        kinds = _BUFFER_TYPES
+        for item in out:
+            if len(batch) >= _IOV_MAX or not (type(item) in kinds or is_buffer(item)):
+                break
+            batch.append(item)
+            total += len(item)
+        return batch, total
+
     def _wait_writable(self, more: bool) -> None:
         """Be called back when the socket can take more, while output is left."""
         timer = self.timer
@@ -870,7 +890,8 @@ class Connection:
             self._writing = False
         if not more:
             self.last_active_ms = self.now_ms()
-            self._maybe_close_after()
+            if self._close_after is not None:
+                self._maybe_close_after()
 
     def _bytes_ahead(self, last: Any) -> int | None:
         """Bytes the socket has still to take up to and including the output item `last`
