@@ -66,3 +66,16 @@ def test_v5_answers_every_config_resolved_and_v4_none(broker: Broker) -> None:
     }
     [e] = old.topics
     assert e.error_code == errors.NONE and not e.configs
+
+
+def test_a_name_given_twice_is_refused_for_each_entry_and_the_rest_made(broker: Broker) -> None:
+    with RawClient(broker.bootstrap) as raw:
+        answer = raw.call(
+            api_keys.CREATE_TOPICS, 4, request(("twice", {}), ("once", {}), ("twice", {}))
+        )
+    assert [(t.name, t.error_code) for t in answer.topics] == [
+        ("twice", errors.INVALID_REQUEST),
+        ("once", errors.NONE),
+        ("twice", errors.INVALID_REQUEST),
+    ]
+    assert all("multiple entries" in (t.error_message or "") for t in answer.topics[::2])
