@@ -90,8 +90,7 @@ def new_segments(directory: str, config: LogConfig, now_ms: int) -> Loaded:
     """What `load_segments` makes of an empty directory, for one made just now (nothing in
     it to list): the first segment, its file created."""
     seg = _new_segment(directory, 0, config, active=True, now_ms=now_ms, new=True)
-    seg.ensure_created()
-    seg.close_handles()
+    seg.create_file()
     return Loaded([seg], 0, 0, 0, None, [])
 
 

@@ -148,7 +148,8 @@ class Log:
         # are cut from the file later (the broker: once the loop runs, usually by the write of
         # the new epoch the partition gets as it is led), not by a rename per log at start-up.
         self.leader_epochs.write_later = write_later
-        self.leader_epochs.truncate_from_end(log_end_offset)
+        if not new:  # a new log's cache is empty: nothing to cut
+            self.leader_epochs.truncate_from_end(log_end_offset)
         # Idempotent producers' epochs and sequences; loaded by `open` (producer_state.py).
         self.producer_state = ProducerStateManager(directory, f"{self.topic}-{self.partition}")
         self.file_deleter = file_deleter
@@ -272,7 +273,8 @@ class Log:
             write_later=write_later,
             new=True,
         )
-        log_._finish_open(loaded, True, now_ms)
+        # No `_finish_open`: on an empty log (no epochs, no producers, no snapshots, no
+        # transactions, the high watermark at 0) it changes nothing.
         return log_
 
     def _finish_open(self, loaded: Loaded, clean_shutdown: bool, now_ms: int) -> None:

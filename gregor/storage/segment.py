@@ -187,6 +187,11 @@ class LogSegment:
     def ensure_created(self) -> None:
         self.fd  # noqa: B018  (opening creates the file)
 
+    def create_file(self) -> None:
+        """Create the empty `.log` of a segment made just now, and hold no handle on it (its
+        indexes are not opened): what `ensure_created` then `close_handles` leave."""
+        os.close(os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644))
+
     # -- append -------------------------------------------------------------------------------
 
     def append(self, data: memoryview | bytes, batches: list[BatchInfo]) -> None:
