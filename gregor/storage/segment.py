@@ -123,21 +123,23 @@ class LogSegment:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self.log_path = os.path.join(directory, file_name(base_offset, LOG_SUFFIX) + file_suffix)
+        # <directory>/<base>: the four files' path less its suffixes (one join, not four)
+        stem = os.path.join(directory, file_name(base_offset, ""))
+        self.log_path = stem + LOG_SUFFIX + file_suffix
         self.offset_index = OffsetIndex(
-            os.path.join(directory, file_name(base_offset, INDEX_SUFFIX) + file_suffix),
+            stem + INDEX_SUFFIX + file_suffix,
             base_offset,
             max_index_size,
             writable=active,
         )
         self.time_index = TimeIndex(
-            os.path.join(directory, file_name(base_offset, TIME_INDEX_SUFFIX) + file_suffix),
+            stem + TIME_INDEX_SUFFIX + file_suffix,
             base_offset,
             max_index_size,
             writable=active,
         )
         self.txn_index = TransactionIndex(
-            os.path.join(directory, file_name(base_offset, TXN_INDEX_SUFFIX) + file_suffix),
+            stem + TXN_INDEX_SUFFIX + file_suffix,
             base_offset,
         )
         self._fd: int | None = None
