@@ -290,9 +290,11 @@ class RaftMetadataStore:
                 self._commit_took(now - self._appended_at.popleft()[1])
         replay: list[tuple[Any, int, int]] = []
         size = 0
+        # Nothing appended here (a follower, always): every record is decoded.
+        record_of = self._record_of if self._appended else _decode_entry
         for e in entries:
             if not e.control:
-                replay.append((self._record_of(e), e.offset, e.epoch))
+                replay.append((record_of(e), e.offset, e.epoch))
                 size += len(e.data)
         if self._appended:
             self._forget_appended(top)
@@ -940,6 +942,10 @@ class RaftMetadataStore:
                 self.topics[topic.name] = info
             else:
                 info.replicas, info.configs = replicas, configs
+
+
+def _decode_entry(entry: Entry) -> Any:
+    return r.decode(entry.data)
 
 
 def _call(callback: CommitCallback, error: KafkaError | None) -> None:

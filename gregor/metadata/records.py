@@ -206,4 +206,15 @@ def _decode_body(mv: memoryview, api_key: int, version: int, pos: int) -> tuple[
 
 def decode(data: bytes | bytearray | memoryview) -> Data:
     """The record in `data` (one whole framed record). MetadataRecordError if it is not one."""
+    if type(data) is bytes and len(data) >= 3 and data[0] == FRAME_VERSION:
+        api_key, version = data[1], data[2]
+        found = _DECODERS.get((api_key, version)) if api_key < 0x80 and version < 0x80 else None
+        if found is not None:  # the usual header of a type met before: no layer between
+            try:
+                record, end = found[0](memoryview(data), 3, len(data))
+            except Exception:
+                pass  # said as decode_with_version says it
+            else:
+                if end == len(data):
+                    return record
     return decode_with_version(data)[0]

@@ -363,3 +363,18 @@ def test_compile_all_makes_every_record_codec_a_server_uses_before_it_serves() -
         versions = t.schema.message.versions
         made = set(range(versions.low, versions.high + 1))  # type: ignore[operator]
         assert set(t.codec._encoders) == made and set(t.codec._decoders) == made
+
+
+@pytest.mark.parametrize(
+    ("tail", "message"),
+    [(TID.bytes[:5], "TopicRecord v0"), (TID.bytes + b"\x00\x00", "1 byte\\(s\\) of garbage")],
+)
+def test_a_record_of_a_type_met_before_is_refused_as_the_first_one_is(
+    tail: bytes, message: str
+) -> None:
+    """`decode` reads a type already met straight with its decoder: what it cannot read is
+    refused with the same words as the first time."""
+    good = r.encode(r.TopicRecord(name="orders", topic_id=TID))
+    assert r.decode(good) == r.TopicRecord(name="orders", topic_id=TID)  # the decoder is known
+    with pytest.raises(r.MetadataRecordError, match=message):
+        r.decode(b"\x01\x02\x00" + cstr("orders") + tail)
