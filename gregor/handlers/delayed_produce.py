@@ -90,14 +90,17 @@ def delay(
     timeout_ms: int,
     *,
     just_checked: bool = False,
+    now_ms: int | None = None,
 ) -> Any:
     """`response` once every acks=all write of the request is settled, or at its timeout: now
     if it can be (the response), else a Pending of it, parked in the purgatory.
     `just_checked`: the caller found each write unsettled right after its append, and nothing
     run since can settle one (the request's later appends move only their own partitions'
     high watermarks; a follower's Fetch, an ISR change or a leadership change come as events),
-    so it is parked without being tried again."""
-    op = DelayedProduce(response, awaiting, timeout_ms, ctx.services.now_ms())
+    so it is parked without being tried again. `now_ms`: the request's time, if read already."""
+    if now_ms is None:
+        now_ms = ctx.services.now_ms()
+    op = DelayedProduce(response, awaiting, timeout_ms, now_ms)
     purgatory = ctx.services.purgatory
     if timeout_ms <= 0:  # no time to wait: what is not settled now has timed out
         if not op.try_complete():

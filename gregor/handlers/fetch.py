@@ -52,6 +52,7 @@ from gregor.replication.fetch_sessions import (
     INVALID_SESSION_ID,
     CachedPartition,
     FetchContext,
+    FullFetch,
     IncrementalFetch,
     Sessionless,
 )
@@ -65,6 +66,12 @@ TopicResp = FetchResponse.FetchableTopicResponse
 PartResp = FetchResponse.PartitionData
 Aborted = FetchResponse.AbortedTransaction
 Diverging = FetchResponse.EpochEndOffset
+# A partition's answer without a diverging epoch, a current leader or a snapshot id: one of
+# each, shared by every answer (the generated constructor would make three per partition
+# answered). Nothing changes them in place: a diverging answer gets its own `Diverging`.
+_NO_DIVERGING = Diverging()
+_NO_LEADER = FetchResponse.LeaderIdAndEpoch()
+_NO_SNAPSHOT = FetchResponse.SnapshotId()
 READ_COMMITTED = 1
 # Record data up to this size is read into the response (one pread) rather than sent from the
 # file (a dup, a sendfile and a close, and the response split around it into three sends, so
@@ -79,7 +86,7 @@ class Unauthorized(str):
     __slots__ = ()
 
 
-def _session_context(ctx: RequestContext, request: Any, now: int) -> FetchContext:
+def _session_context(ctx: RequestContext, request: Any, now: int, follower: bool) -> FetchContext:
     """The fetch session context of the request (v7+; older ones are sessionless)."""
     if ctx.version < 7 or (
         request.session_epoch == FINAL_EPOCH and request.session_id == INVALID_SESSION_ID
@@ -95,7 +102,7 @@ def _session_context(ctx: RequestContext, request: Any, now: int) -> FetchContex
         request.session_id,
         request.session_epoch,
         by_id,
-        _replica_of(ctx, request)[0] >= 0,
+        follower,
         request.topics,
         forgotten,
         now,
@@ -103,7 +110,7 @@ def _session_context(ctx: RequestContext, request: Any, now: int) -> FetchContex
 
 
 def _resolve_topics(
-    ctx: RequestContext, request: Any, requested: Any
+    ctx: RequestContext, follower: bool, requested: Any
 ) -> list[tuple[str | None, Any]]:
     """(topic name or None if unknown, the topic) for every topic to read (the request's, or
     its session's); with an authorizer, a topic the caller may not read (a follower: without
@@ -117,7 +124,7 @@ def _resolve_topics(
         else:
             out.append((t.topic, t))
     if ctx.services.authorizer is not None:
-        if _replica_of(ctx, request)[0] >= 0:
+        if follower:
             allowed = ctx.authorize_cluster(CLUSTER_ACTION)
             return [(n if allowed or n is None else Unauthorized(n), t) for n, t in out]
         return [
@@ -145,7 +152,12 @@ class _Pass:
     )  # fmt: skip
 
     def __init__(
-        self, ctx: RequestContext, request: Any, first: bool, now: int | None = None
+        self,
+        ctx: RequestContext,
+        request: Any,
+        first: bool,
+        now: int | None = None,
+        replica: tuple[int, int] | None = None,
     ) -> None:
         self.ctx = ctx
         version = self.version = ctx.version
@@ -153,11 +165,15 @@ class _Pass:
         self.replicas = services.replicas
         self.first = first  # the request's first pass (later ones leave a follower's state)
         self.read_committed = version >= 4 and request.isolation_level == READ_COMMITTED
-        if version >= 15:
+        if replica is not None:  # (the handler's, read once)
+            self.replica_id, self.broker_epoch = replica
+        elif version >= 15:
             self.replica_id, self.broker_epoch = _replica_of(ctx, request)
         else:
             self.replica_id, self.broker_epoch = request.replica_id, -1
-        self.now = services.now_ms() if now is None else now
+        # The clock is read for a request's first pass (its follower states' times, a parked
+        # fetch's deadline); a later pass reads it only to judge a throttle (`_leader_throttles`).
+        self.now = now if now is not None else services.now_ms() if first else -1
         self.budget = request.max_bytes if version >= 3 else 0x7FFFFFFF
         self.total = 0  # record bytes read so far
         self.partitions: list[Partition] = []  # the partitions found, in request order
@@ -190,11 +206,12 @@ def _collect(
     only: set[Partition] | None = None,
     watch: tuple[FetchWatch, bool] | None = None,
     now: int | None = None,
+    replica: tuple[int, int] | None = None,
 ) -> tuple[list[Any], _Pass]:
     """(the response's topics, the pass: record bytes read, partitions found) for one pass;
     of an incremental session, `only` (if given) the partitions that may not be quiet; of a
     watched follower's session, `watch`: the watch, and whether to make it in this pass."""
-    s = _Pass(ctx, request, first, now)
+    s = _Pass(ctx, request, first, now, replica)
     s.only = only
     if watch is not None:
         s.watch, s.build = watch
@@ -296,15 +313,15 @@ def _fetch_partition(s: _Pass, name: str | None, fp: Any) -> Any:
 def _read_partition(s: _Pass, p: Partition, fp: Any) -> Any:
     """Read one partition found hosted here."""
     log = p.log
-    hw, start, lso = log.high_watermark, log.log_start_offset, log.last_stable_offset
     code, aborted, diverging = errors.NONE, None, None
     records: Any = b""
+    total = s.total
     try:
-        limit = min(fp.partition_max_bytes, s.budget - s.total)
+        limit = min(fp.partition_max_bytes, s.budget - total)
         if s.replica_id >= 0:
             read = _read_for_follower(s, p, fp, limit)
             hw, start, lso = read.high_watermark, read.log_start_offset, read.last_stable_offset
-            found = read.records if limit > 0 or s.total == 0 else None
+            found = read.records if limit > 0 or total == 0 else None
             if found is not None and s.replica_id not in p.isr and _leader_throttles(s, p):
                 found = None
             if read.diverging_epoch is not None:
@@ -312,19 +329,20 @@ def _read_partition(s: _Pass, p: Partition, fp: Any) -> Any:
                 diverging = Diverging(epoch=epoch, end_offset=end_offset)
         else:  # a consumer's: to the high watermark, or the LSO for read_committed
             p.check_leader_epoch(fp.current_leader_epoch if s.version >= 9 else -1)
-            found = (
-                p.read(
+            hw, start, lso = log.high_watermark, log.log_start_offset, log.last_stable_offset
+            found = (  # (`Partition.read`)
+                log.read(
                     fp.fetch_offset,
-                    max(limit, 1),
-                    min_one_batch=s.total == 0,
-                    read_committed=s.read_committed,
+                    limit if limit > 1 else 1,
+                    lso if s.read_committed else hw,
+                    total == 0,
                 )
-                if limit > 0 or s.total == 0
+                if limit > 0 or total == 0
                 else None
             )
         if found is not None:
             records = found.read() if found.length <= COPY_MAX else found.dup()
-            s.total += found.length
+            s.total = total + found.length
         if s.read_committed:
             aborted = (
                 []
@@ -336,7 +354,9 @@ def _read_partition(s: _Pass, p: Partition, fp: Any) -> Any:
             )
     except KafkaError as exc:
         code = exc.code
-    part = PartResp(
+        # (a failed read changes nothing: the log's values, as they were before it)
+        hw, start, lso = log.high_watermark, log.log_start_offset, log.last_stable_offset
+    return PartResp(
         partition_index=fp.partition,
         error_code=code,
         high_watermark=hw,
@@ -344,10 +364,10 @@ def _read_partition(s: _Pass, p: Partition, fp: Any) -> Any:
         log_start_offset=start,
         aborted_transactions=aborted,
         records=records,
+        diverging_epoch=_NO_DIVERGING if diverging is None else diverging,
+        current_leader=_NO_LEADER,
+        snapshot_id=_NO_SNAPSHOT,
     )
-    if diverging is not None:
-        part.diverging_epoch = diverging
-    return part
 
 
 def _quiet(s: _Pass, p: Partition, cached: CachedPartition) -> bool:
@@ -419,6 +439,9 @@ def _failed(fp: Any, code: int) -> Any:
         log_start_offset=-1,
         aborted_transactions=None,
         records=b"",
+        diverging_epoch=_NO_DIVERGING,
+        current_leader=_NO_LEADER,
+        snapshot_id=_NO_SNAPSHOT,
     )
 
 
@@ -442,6 +465,8 @@ def _read_for_follower(s: _Pass, p: Partition, fp: Any, limit: int) -> FollowerR
 def _leader_throttles(s: _Pass, p: Partition) -> bool:
     """Of a follower outside the ISR (one in it is never throttled)."""
     quota = s.replicas.leader_quota
+    if s.now < 0:
+        s.now = s.ctx.services.now_ms()
     return quota.should_throttle(False, p.topic, p.index, s.now)
 
 
@@ -451,11 +476,12 @@ def _answered(
     session: FetchContext,
     topics: list[Any],
     responses: list[Any],
+    follower: bool,
 ) -> Any:
-    """The Fetch response; for a follower's, the record bytes of throttled partitions are
+    """The Fetch response; for a `follower`'s, the record bytes of throttled partitions are
     recorded in the leader's replication quota first."""
     quota = ctx.services.replicas.leader_quota
-    if _replica_of(ctx, request)[0] >= 0 and quota.active():
+    if follower and quota.active():
         size = 0
         for (name, _), t in zip(topics, responses, strict=True):
             if name is None or isinstance(name, Unauthorized):
@@ -466,7 +492,7 @@ def _answered(
                     size += n
         if size:
             quota.record(size, ctx.services.now_ms())
-    return _response(ctx, request, session, topics, responses)
+    return _response(ctx, session, topics, responses, follower)
 
 
 def _close(responses: list[Any]) -> None:
@@ -479,12 +505,14 @@ def _close(responses: list[Any]) -> None:
 @handles(api_keys.FETCH)
 def handle(ctx: RequestContext, request: Any) -> Any:
     now = ctx.services.now_ms()  # (one reading for the request's first pass)
-    session = _session_context(ctx, request, now)
+    replica = _replica_of(ctx, request)
+    follower = replica[0] >= 0
+    session = _session_context(ctx, request, now, follower)
     if session.error:
         return FetchResponse(error_code=session.error, session_id=0, responses=[])
-    topics = _resolve_topics(ctx, request, session.topics)
-    watch = _watch_of(ctx, request, session, topics, now)
-    responses, s = _collect(ctx, request, topics, watch=watch, now=now)
+    topics = _resolve_topics(ctx, follower, session.topics)
+    watch = _watch_of(ctx, session, topics, now, replica)
+    responses, s = _collect(ctx, request, topics, watch=watch, now=now, replica=replica)
     partitions = s.partitions
     if (
         s.total >= request.min_bytes
@@ -492,7 +520,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         or (not partitions and s.watch is None)
         or _has_error(responses)
     ):
-        return _answered(ctx, request, session, topics, responses)
+        return _answered(ctx, request, session, topics, responses, follower)
     _close(responses)
     op = DelayedFetch(ctx, request, session, topics, s)
     ctx.services.purgatory.watch(op, partitions if s.watch is None else (s.watch,))
@@ -501,10 +529,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 def _watch_of(
     ctx: RequestContext,
-    request: Any,
     session: FetchContext,
     topics: list[tuple[str | None, Any]],
     now: int,
+    replica: tuple[int, int],
 ) -> tuple[FetchWatch, bool] | None:
     """Of a follower's incremental session: its watch, and whether to make it anew in this
     pass (the first Fetch of the session, or what the watch was made under changed: see
@@ -519,7 +547,7 @@ def _watch_of(
                 fs.watch.close()
                 fs.watch = None
             return None
-    replica_id, broker_epoch = _replica_of(ctx, request)
+    replica_id, broker_epoch = replica
     stamp = _stamp(ctx)
     watch = fs.watch if isinstance(fs.watch, FetchWatch) else None
     if watch is not None and watch.holds(stamp, replica_id, broker_epoch, fs.members, fs.view):
@@ -569,9 +597,11 @@ def _partition_state(p: Partition, follower: bool, committed: bool) -> tuple[Any
 
 def _has_error(responses: list[Any]) -> bool:
     """An error or a diverging epoch: an answer the client must act on, sent without waiting."""
-    return any(
-        p.error_code or p.diverging_epoch.epoch >= 0 for t in responses for p in t.partitions
-    )
+    for t in responses:
+        for p in t.partitions:
+            if p.error_code or p.diverging_epoch.epoch >= 0:
+                return True
+    return False
 
 
 class DelayedFetch(DelayedOperation):
@@ -700,23 +730,25 @@ class DelayedFetch(DelayedOperation):
 
     def on_complete(self) -> None:
         self.answer.complete(
-            _answered(self.ctx, self.request, self.session, self.topics, self.responses)
+            _answered(
+                self.ctx, self.request, self.session, self.topics, self.responses, self.follower
+            )
         )
 
 
 def _response(
     ctx: RequestContext,
-    request: Any,
     session: FetchContext,
     topics: list[tuple[str | None, Any]],
     responses: list[Any],
+    follower: bool,
 ) -> Any:
     """The response of the partitions read; of an incremental fetch, only those the session
     says have something new."""
-    _count(ctx, request, topics, responses)
-    error, session_id, kept = session.respond(
-        [t.partitions for t in responses], ctx.services.now_ms()
-    )
+    _count(ctx, topics, responses, not follower)
+    # (of the contexts, only a full fetch's answer reads the time: a new session's creation)
+    now = ctx.services.now_ms() if isinstance(session, FullFetch) else -1
+    error, session_id, kept = session.respond([t.partitions for t in responses], now)
     if error:
         _close(responses)
         return FetchResponse(error_code=error, session_id=session_id, responses=[])
@@ -740,13 +772,15 @@ _EXPECTED_ERRORS = frozenset(
 
 
 def _count(
-    ctx: RequestContext, request: Any, topics: list[tuple[str | None, Any]], responses: list[Any]
+    ctx: RequestContext,
+    topics: list[tuple[str | None, Any]],
+    responses: list[Any],
+    consumer: bool,
 ) -> None:
     """Kafka's BrokerTopicMetrics of the answer: each partition read a fetch request of its
     topic (of an incremental fetch, every partition of the session, answered or not), failed
     if its read failed unexpectedly, and the record bytes sent to a consumer."""
     stats = ctx.services.topic_stats
-    consumer = _replica_of(ctx, request)[0] < 0
     for (name, t), answered in zip(topics, responses, strict=True):
         if type(name) is not str:  # unknown (None), or Unauthorized
             continue

@@ -53,6 +53,9 @@ log = logging.getLogger("gregor.produce")
 TopicResp = ProduceResponse.TopicProduceResponse
 PartResp = ProduceResponse.PartitionProduceResponse
 RecordError = ProduceResponse.BatchIndexAndErrorMessage
+# An answer's current_leader when it names none: one shared by the answers (nothing changes it
+# in place), not one made per partition by the generated constructor.
+_NO_LEADER = ProduceResponse.LeaderIdAndEpoch()
 _ATTRIBUTES_LOW = rb.ATTRIBUTES_OFFSET + 1  # the low byte of a batch's int16 attributes
 
 
@@ -187,6 +190,7 @@ def _produce_partition(
         log_start_offset=start,
         record_errors=record_errors,
         error_message=message,
+        current_leader=_NO_LEADER,
     )
     if acks == -1 and info is not None and partition is not None:
         write = AwaitingWrite(part, partition, info.last_offset + 1, partition.leader_epoch)
@@ -262,7 +266,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return NO_RESPONSE
     if awaiting:  # (each found unsettled right after its append)
         response = ProduceResponse(responses=responses)
-        return delay(ctx, response, awaiting, request.timeout_ms, just_checked=True)
+        return delay(ctx, response, awaiting, request.timeout_ms, just_checked=True, now_ms=now)
     return ProduceResponse(responses=responses)
 
 

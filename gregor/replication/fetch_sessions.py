@@ -401,15 +401,16 @@ class FetchSessionCache:
             return SessionError(INVALID_FETCH_SESSION_EPOCH)
         if session.uses_topic_ids != uses_topic_ids:
             return SessionError(FETCH_SESSION_TOPIC_ID_ERROR)
-        requested = [(_key_of(t, uses_topic_ids), fp) for t in topics for fp in t.partitions]
+        requested = [
+            (t.topic_id if uses_topic_ids else t.topic, fp) for t in topics for fp in t.partitions
+        ]  # (`_key_of`, inline)
         session.update(requested, forgotten)
         if not session.partitions:  # nothing left: closed, answered as a sessionless fetch
             self.remove(session_id)
             return Sessionless(topics)
         session.last_used_ms = now_ms
         session.epoch = next_epoch(session.epoch)
-        context = IncrementalFetch(self, session)
-        return context
+        return IncrementalFetch(self, session)
 
     def throttled(
         self, session_id: int, epoch: int, answered_id: int, error: int
