@@ -303,7 +303,7 @@ def _fetch_partition(s: _Pass, name: str | None, fp: Any) -> Any:
         return _failed(fp, errors.UNKNOWN_TOPIC_ID)
     if isinstance(name, Unauthorized):
         return _failed(fp, errors.TOPIC_AUTHORIZATION_FAILED)
-    p = s.replicas.get(name, fp.partition)
+    p = s.replicas.partitions.get((name, fp.partition))  # (`ReplicaManager.get`)
     if p is None:
         return _failed(fp, errors.UNKNOWN_TOPIC_OR_PARTITION)
     s.partitions.append(p)
@@ -567,6 +567,14 @@ def _stamp(ctx: RequestContext) -> tuple[Any, int, int]:
     return ctx.services.store.image, changes, logs
 
 
+def _same_stamp(ctx: RequestContext, stamp: tuple[Any, int, int]) -> bool:
+    """Whether `_stamp(ctx)` would still be `stamp` (read without making it: a parked
+    follower's Fetch asks at every event on its session)."""
+    services = ctx.services
+    replicas = services.replicas
+    return stamp[0] is services.store.image and (stamp[1], stamp[2]) == replicas.stamp()
+
+
 def _read_state(ctx: RequestContext, request: Any, topics: list[tuple[str | None, Any]]) -> Any:
     """What a pass over the request's partitions depends on, per partition: the partition
     hosted, its leader and epoch, the offset its read stops at (the log end for a follower,
@@ -684,7 +692,7 @@ class DelayedFetch(DelayedOperation):
         partition is read and the fetch answered."""
         watch = self.watch
         assert watch is not None
-        if watch.closed or watch.stamp != _stamp(self.ctx):
+        if watch.closed or not _same_stamp(self.ctx, watch.stamp):
             self.responses, _ = _collect(self.ctx, self.request, self.topics, first=False)
             return True
         slots = self.slots

@@ -66,7 +66,7 @@ import itertools
 import logging
 import struct
 import uuid
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Collection, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -172,14 +172,15 @@ class ReplicaState:
         if self.clock is not None:
             self.unbind()
         if fetch_offset >= leader_end_offset:
-            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, now_ms)
+            if now_ms > self.last_caught_up_time_ms:
+                self.last_caught_up_time_ms = now_ms
         elif fetch_offset >= self.last_fetch_leader_log_end_offset:
-            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, self.last_fetch_time_ms)
+            if self.last_fetch_time_ms > self.last_caught_up_time_ms:
+                self.last_caught_up_time_ms = self.last_fetch_time_ms
         self.log_start_offset = log_start_offset
         self.log_end_offset = fetch_offset
-        self.last_fetch_leader_log_end_offset = max(
-            leader_end_offset, self.last_fetch_leader_log_end_offset
-        )
+        if leader_end_offset > self.last_fetch_leader_log_end_offset:
+            self.last_fetch_leader_log_end_offset = leader_end_offset
         self.last_fetch_time_ms = now_ms
         self.broker_epoch = broker_epoch
 
@@ -507,12 +508,16 @@ class Partition:
         """Move the HW up to the smallest LEO that must hold it (module docstring); wake the
         watchers if it moved. Without `now_ms` only the maximal ISR counts (no replica is
         judged to be about to join)."""
-        if self.leader_id != self.node_id or len(self.isr) < self.effective_min_isr:
+        isr = self.isr
+        if self.leader_id != self.node_id or (
+            len(isr) < self.min_insync_replicas and len(isr) < max(1, len(self.replicas))
+        ):  # (`effective_min_isr`, inline)
             return False  # (not leading, or under min.insync.replicas: `under_min_isr`)
         leader_end = self.log.log_end_offset
         new_hw = leader_end
         followers = self.followers
-        maximal = self.maximal_isr if followers else _NOBODY
+        # (`maximal_isr`, without making a set: the committed ISR, unless a change is pending)
+        maximal: Collection[int] = isr if self.pending is None else self.pending.maximal_isr
         for state in followers.values():
             if state.log_end_offset >= new_hw:
                 continue
@@ -779,7 +784,6 @@ class Partition:
 # What `check_timestamps` reads of a batch header: batchLength (at 8), attributes (21), the
 # base and max timestamps (27, 35).
 _TIMESTAMP_FIELDS = struct.Struct(">8xi9xh4xqq")
-_NOBODY: frozenset[int] = frozenset()
 
 
 def check_timestamps(

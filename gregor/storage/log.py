@@ -321,7 +321,9 @@ class Log:
         self.config = config
 
     def update_high_watermark(self, offset: int) -> int:
-        self.high_watermark = max(self.log_start_offset, min(offset, self.log_end_offset))
+        if offset > self.log_end_offset:
+            offset = self.log_end_offset
+        self.high_watermark = offset if offset > self.log_start_offset else self.log_start_offset
         if self.producer_state.unreplicated:
             self.producer_state.on_high_watermark(self.high_watermark)
         return self.high_watermark
@@ -769,14 +771,17 @@ class Log:
                 f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}] "
                 f"of {self.topic}-{self.partition}",
             )
-        upper = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        end = self.log_end_offset
+        upper = end if max_offset is None or max_offset > end else max_offset
         if offset >= upper:
             return None
-        i = self._segment_index_for(offset)
+        bases = self._bases
         last = len(self.segments) - 1
+        # (a read from the active segment, the common case, needs no search)
+        i = last if bases and offset >= bases[-1] else self._segment_index_for(offset)
         while i <= last:
             seg = self.segments[i]
-            next_base = self._bases[i + 1] if i < last else self.log_end_offset
+            next_base = bases[i + 1] if i < last else end
             max_position = None
             if upper < next_base:
                 bound = seg.translate_offset(upper)
