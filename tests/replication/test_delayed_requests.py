@@ -6,6 +6,8 @@ in a quorum, answered once committed."""
 
 from __future__ import annotations
 
+import gc
+import weakref
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -174,6 +176,39 @@ def test_a_waiting_fetch_is_woken_by_an_append(broker: BrokerServer) -> None:
     send_produce(broker, 1)
     assert answer.done and fetched(answer.value)[1] > 0
     assert broker.purgatory.delayed() == 0 and partition(broker).fetches.watchers == []
+
+
+def test_an_answered_fetch_lets_go_of_its_request_before_its_deadline(
+    broker: BrokerServer,
+) -> None:
+    """The operation waits in the purgatory's timer heap until its deadline, long after it is
+    answered: by then it holds no more than its answer (no request, context or pass)."""
+    context = ctx(broker, api_keys.FETCH, 11)
+    request = FetchRequest(
+        replica_id=-1,
+        max_wait_ms=60_000,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        topics=[
+            FetchRequest.FetchTopic(
+                topic="t",
+                partitions=[FetchRequest.FetchPartition(partition=0, partition_max_bytes=1 << 20)],
+            )
+        ],
+    )
+    answer = fetch.handle(context, request)
+    assert isinstance(answer, Pending) and not answer.done
+    alive = weakref.ref(context)
+    del context, request
+    gc.disable()  # (freed by reference counts alone, not by a collection)
+    try:
+        send_produce(broker, 1)
+        assert answer.done and fetched(answer.value)[1] > 0
+        assert broker.purgatory._timeouts, "the answered operation is still in the heap"
+        assert alive() is None, "the answered operation still holds its request's context"
+    finally:
+        gc.enable()
 
 
 def test_a_fetch_short_of_min_bytes_is_answered_at_max_wait(broker: BrokerServer) -> None:
