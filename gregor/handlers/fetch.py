@@ -741,11 +741,13 @@ class DelayedFetch(DelayedOperation):
             self.ctx, self.request, self.session, self.topics, self.responses, self.follower
         )
         # A completed operation stays in the purgatory's timer heap until its deadline comes
-        # up or the heap is compacted: let go of what it read, so the request, its context and
-        # its passes are freed now rather than walked by the garbage collector while it waits.
+        # up or the heap is compacted: let go of what it read and of its answer, so the request,
+        # its context, its passes and (once sent) the response are freed now rather than walked
+        # by the garbage collector while it waits.
+        pending = self.answer  # (the caller has it: the operation need not)
         del self.ctx, self.request, self.session, self.topics, self.partitions, self.responses
-        del self.state, self.slots, self.told, self.watch
-        self.answer.complete(answer)
+        del self.state, self.slots, self.told, self.watch, self.answer
+        pending.complete(answer)
 
 
 def _response(
