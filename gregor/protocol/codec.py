@@ -177,7 +177,7 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
         raise CorruptFrameError(f"request header: needs 10 bytes, frame has {end}")
     # The header, inline (this is the hot path): key, version, correlation id, client id.
     key, version, correlation_id, n = _HEADER.unpack_from(mv, 0)
-    entry = _REQUEST_DECODERS.get(_slot(key, version))
+    entry = _REQUEST_DECODERS.get((key << 16) | (version & 0xFFFF))  # (`_slot`, inline)
     if entry is None:
         entry = _request_decoder(mv, end, key, version)
     decode, name, flexible = entry
@@ -235,7 +235,7 @@ def _request_decoder(mv: memoryview, end: int, key: int, version: int) -> tuple[
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> list[Buffer]:
     """Size prefix, response header and body, as a list of buffers to write in order."""
-    entry = _RESPONSE_ENCODERS.get(_slot(api_key, api_version))
+    entry = _RESPONSE_ENCODERS.get((api_key << 16) | (api_version & 0xFFFF))  # (`_slot`)
     if entry is None:
         entry = _response_encoder(api_key, api_version)
     encode, tagged_header, name = entry
@@ -317,7 +317,7 @@ def encode_request(
     api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any
 ) -> list[Buffer]:
     """Size prefix, request header and body, as a list of buffers to write in order."""
-    slot = _slot(api_key, api_version)
+    slot = (api_key << 16) | (api_version & 0xFFFF)  # (`_slot`, inline)
     entry = _REQUEST_ENCODERS.get(slot)
     if entry is None:
         entry = _request_encoder(api_key, api_version)
@@ -363,7 +363,7 @@ def decode_response(
     api_key: int, api_version: int, frame: bytes | bytearray | memoryview
 ) -> tuple[int, Any]:
     """Decode a response frame (after its size prefix) into (correlation_id, body)."""
-    entry = _RESPONSE_DECODERS.get(_slot(api_key, api_version))
+    entry = _RESPONSE_DECODERS.get((api_key << 16) | (api_version & 0xFFFF))  # (`_slot`)
     if entry is None:
         entry = _response_decoder(api_key, api_version)
     decode, tagged_header, name = entry

@@ -19,10 +19,12 @@ globals().update(CLASSES)
 
 
 def __getattr__(name: str) -> Any:
-    try:
-        return CLASSES[name]
-    except KeyError:
-        raise AttributeError(f"no message class {name!r}") from None
+    # (asked for `__path__` by every `from gregor.protocol.messages import X` in a function:
+    # one exception raised, not a KeyError turned into one)
+    found = CLASSES.get(name)
+    if found is None:
+        raise AttributeError(f"no message class {name!r}")
+    return found
 
 
 def __dir__() -> list[str]:
