@@ -702,7 +702,17 @@ class DelayedFetch(DelayedOperation):
         for entry in watch.dirty:
             p = entry.partition
             i = slots.get(p)
-            if i is None or _partition_state(p, True, False) != state[i]:
+            if i is None:
+                return self._read_again(None)
+            lg = p.log  # (`_partition_state` of a follower's, inline)
+            if (
+                p,
+                p.leader_id,
+                p.leader_epoch,
+                lg.log_end_offset,
+                lg.log_start_offset,
+                lg.offline,
+            ) != state[i]:
                 return self._read_again(None)
         return False
 
@@ -795,10 +805,11 @@ def _count(
     topic (of an incremental fetch, every partition of the session, answered or not), failed
     if its read failed unexpectedly, and the record bytes sent to a consumer."""
     stats = ctx.services.topic_stats
+    known = stats.topics
     for (name, t), answered in zip(topics, responses, strict=True):
         if type(name) is not str:  # unknown (None), or Unauthorized
             continue
-        counts = stats.topic(name)
+        counts = known.get(name) or stats.topic(name)
         counts.total_fetch += len(t.partitions)
         for p in answered.partitions:
             code = p.error_code
