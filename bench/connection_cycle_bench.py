@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import struct
 import subprocess
@@ -28,7 +27,7 @@ import sys
 import tempfile
 from typing import Any
 
-_TOTALS = re.compile(r"^totals: (\d+)", re.M)
+from tree_child import inner_instructions
 
 
 def _inner(cycles: int, warm: int) -> None:
@@ -102,20 +101,10 @@ def _inner(cycles: int, warm: int) -> None:
 
 def one_run(tree: Any, args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gregor-conn-", dir=args.dir) as tmp:
-        out = os.path.join(tmp, "callgrind.out")
-        cmd = [
-            "valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
-            sys.executable, os.path.abspath(__file__), "--inner", str(args.cycles), str(args.warm),
-        ]  # fmt: skip
-        env = {**os.environ, "PYTHONPATH": tree.path}
-        done = subprocess.run(cmd, cwd=tree.path, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            return {"error": done.stderr[-2000:]}
-        with open(out) as f:
-            found = _TOTALS.search(f.read())
-        if found is None:
-            return {"error": "no totals in the callgrind output"}
-        return {"cycle_k": round(int(found.group(1)) / args.cycles / 1e3, 2)}
+        total = inner_instructions(tree.path, __file__, [str(args.cycles), str(args.warm)], tmp)
+    if isinstance(total, str):
+        return {"error": total}
+    return {"cycle_k": round(total / args.cycles / 1e3, 2)}
 
 
 def main() -> None:

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from typing import Any
 
-_TOTALS = re.compile(r"^totals: (\d+)", re.M)
+from tree_child import inner_instructions
 
 
 def _inner(topics: int, warm: int, partitions: int) -> None:
@@ -116,21 +115,12 @@ def _inner(topics: int, warm: int, partitions: int) -> None:
 
 def one_run(tree: Any, args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gregor-create-", dir=args.dir) as tmp:
-        out = os.path.join(tmp, "callgrind.out")
-        cmd = [
-            "valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
-            sys.executable, os.path.abspath(__file__), "--inner",
-            str(args.topics), str(args.warm), str(args.partitions),
-        ]  # fmt: skip
-        env = {**os.environ, "PYTHONPATH": tree.path}
-        done = subprocess.run(cmd, cwd=tree.path, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            return {"error": done.stderr[-2000:]}
-        with open(out) as f:
-            found = _TOTALS.search(f.read())
-        if found is None:
-            return {"error": "no totals in the callgrind output"}
-        return {"controller_k": round(int(found.group(1)) / args.topics / 1e3, 1)}
+        total = inner_instructions(
+            tree.path, __file__, [str(args.topics), str(args.warm), str(args.partitions)], tmp
+        )
+    if isinstance(total, str):
+        return {"error": total}
+    return {"controller_k": round(total / args.topics / 1e3, 1)}
 
 
 def main() -> None:

@@ -30,14 +30,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from typing import Any
 
-_TOTALS = re.compile(r"^totals: (\d+)", re.M)
+from tree_child import inner_instructions
+
 CASES = {"elsewhere": 1, "here": 2}
 
 
@@ -189,21 +189,12 @@ def _inner(case: str, topics: int, warm: int, internal: int) -> None:
 
 def one_run(tree: Any, case: str, args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gregor-replay-", dir=args.dir) as tmp:
-        out = os.path.join(tmp, "callgrind.out")
-        cmd = [
-            "valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
-            sys.executable, os.path.abspath(__file__), "--inner", case,
-            str(args.topics), str(args.warm), str(args.internal),
-        ]  # fmt: skip
-        env = {**os.environ, "PYTHONPATH": tree.path}
-        done = subprocess.run(cmd, cwd=tree.path, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            return {"error": done.stderr[-2000:]}
-        with open(out) as f:
-            found = _TOTALS.search(f.read())
-        if found is None:
-            return {"error": "no totals in the callgrind output"}
-        return {"replay_k": round(int(found.group(1)) / args.topics / 1e3, 1)}
+        total = inner_instructions(
+            tree.path, __file__, [case, str(args.topics), str(args.warm), str(args.internal)], tmp
+        )
+    if isinstance(total, str):
+        return {"error": total}
+    return {"replay_k": round(total / args.topics / 1e3, 1)}
 
 
 def main() -> None:

@@ -45,3 +45,24 @@ def figure_in_tree(
     if found is None:
         raise SystemExit(f"{tree}: no instruction count from callgrind\n{out.stderr[-500:]}")
     return float(found.group(1))
+
+
+_TOTALS = re.compile(r"^totals: (\d+)", re.M)
+
+
+def inner_instructions(tree: str, script: str, inner_args: list[str], tmp: str) -> int | str:
+    """Instructions of `script --inner *inner_args` run under callgrind with PYTHONPATH and the
+    working directory `tree` (the script switches counting on for what it measures:
+    `--instr-atstart=no`); or the error, as text."""
+    out = os.path.join(tmp, "callgrind.out")
+    cmd = [
+        "valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+        sys.executable, os.path.abspath(script), "--inner", *inner_args,
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": tree}
+    done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        return done.stderr[-2000:]
+    with open(out) as f:
+        found = _TOTALS.search(f.read())
+    return int(found.group(1)) if found is not None else "no totals in the callgrind output"
