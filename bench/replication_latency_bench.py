@@ -19,9 +19,11 @@ bench/replication_bench.py makes them, and the bench waits until rf3's ISR holds
   acks=all, for `--seconds` after 1 s of warm-up, and a latency-consumer (poll(), fetch.wait.max.ms
   100) on the same partition: send to receipt, p50 / p99 / p99.9 / max, on rf1 and rf3 (a
   consumer sees a record once the high watermark passed it: with RF 3 after a follower fetched
-  it). Also the producer's acknowledgement p99, the leader's CPU per record sent in that phase
-  (/proc/PID/stat) and how long its threads waited for a CPU per second (schedstat: what the
-  machine's load cost it; each wait delays whatever record is on its way through it).
+  it). Also the producer's acknowledgement p99, the leader's and the other two nodes' CPU per
+  record sent in that phase (/proc/PID/stat), the machine's busy CPU per record (/proc/stat:
+  the clients and the nodes, on 2 cores at most 2 ms per record at 1,000/s), and how long the
+  leader's threads waited for a CPU per second (schedstat: what the machine's load cost it;
+  each wait delays whatever record is on its way through it).
 
 Topic creations per second on three nodes are measured by bench/cluster_metadata_bench.py.
 Printed and written to bench/results/replication-latency-<date>[-quick].md and .json.
@@ -87,11 +89,24 @@ def runqueue_wait_s(pid: int) -> float:
     return total / 1e9
 
 
-def e2e(bootstrap: str, topic: str, cfg: argparse.Namespace, leader: int) -> dict[str, Any]:
-    """The latency pair on `topic`; with the CPU the leader (pid `leader`) spent per record
-    sent, and the time it waited for a CPU, per second (how loaded the machine was)."""
+def machine_busy_s() -> float:
+    """CPU seconds the machine's CPUs have spent on anything but idling, since boot."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle and iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def e2e(
+    bootstrap: str, topic: str, cfg: argparse.Namespace, leader: int, followers: list[int]
+) -> dict[str, Any]:
+    """The latency pair on `topic`; with the CPU the leader (pid `leader`) and the other two
+    nodes spent per record sent, the machine's busy CPU time per record (the clients and the
+    nodes, all of it), and the time the leader waited for a CPU, per second (how loaded the
+    machine was)."""
     expect = int(cfg.seconds * 1000)
     cpu0, wait0, t0 = proc_cpu_seconds(leader), runqueue_wait_s(leader), time.monotonic()
+    others0, busy0 = sum(proc_cpu_seconds(p) for p in followers), machine_busy_s()
     cons = subprocess.Popen(
         kclient(
             "latency-consumer", bootstrap, topic, "--expect", expect, "--timeout", cfg.seconds + 30
@@ -130,9 +145,13 @@ def e2e(bootstrap: str, topic: str, cfg: argparse.Namespace, leader: int) -> dic
     out = json.loads(lines[-1]) if lines else {"error": f"no result: {err[-800:]}"}
     out["producer"] = prod
     cpu, wait = proc_cpu_seconds(leader) - cpu0, runqueue_wait_s(leader) - wait0
+    others = sum(proc_cpu_seconds(p) for p in followers) - others0
+    busy = machine_busy_s() - busy0
     sent = prod.get("sent") or 0
     if sent:
         out["leader_cpu_ms_per_record"] = cpu * 1000 / sent
+        out["other_nodes_cpu_ms_per_record"] = others * 1000 / sent
+        out["machine_cpu_ms_per_record"] = busy * 1000 / sent
     out["leader_runqueue_wait_ms_per_s"] = wait * 1000 / (time.monotonic() - t0)
     return out
 
@@ -170,7 +189,10 @@ def run_tree(tree: Tree, cfg: argparse.Namespace, base_dir: str) -> dict[str, An
                 cfg.max_seconds + 120,
             )
         for topic in TOPICS:
-            out[f"e2e_{topic}"] = e2e(b, topic, cfg, broker_pid(cluster.nodes[1]))
+            pids = [broker_pid(n) for n in cluster.nodes.values()]
+            leader = broker_pid(cluster.nodes[1])
+            others = [p for p in pids if p != leader]
+            out[f"e2e_{topic}"] = e2e(b, topic, cfg, leader, others)
     except Exception as exc:  # one failed run must not lose the others
         out["error"] = f"{type(exc).__name__}: {exc}"
     finally:
@@ -238,6 +260,20 @@ def main() -> int:
                 "rf",
                 f"e2e_{t}.leader_cpu_ms_per_record",
                 f"{t} leader CPU per record at 1,000/s, ms",
+            )
+        )
+        figs.append(
+            Figure(
+                "rf",
+                f"e2e_{t}.other_nodes_cpu_ms_per_record",
+                f"{t} the other two nodes' CPU per record, ms",
+            )
+        )
+        figs.append(
+            Figure(
+                "rf",
+                f"e2e_{t}.machine_cpu_ms_per_record",
+                f"{t} the machine's busy CPU per record (clients too), ms",
             )
         )
         figs.append(
