@@ -11,7 +11,8 @@ same): create_topic (TopicRecord, ConfigRecords, PartitionRecords), delete_topic
 (RemoveTopicRecord), add_partitions (PartitionRecords), set_topic_configs and
 set_broker_configs (a ConfigRecord per changed key, null value for a removed one),
 allocate_producer_ids (ProducerIdsRecord). Admin has already validated with the messages
-clients see; QuorumController checks again, and a refusal is raised as its KafkaError.
+clients see; QuorumController checks again (a creation: only what the speculative image may
+have changed since Admin looked), and a refusal is raised as its KafkaError.
 
 `start` commits, at every start, one batch (atomic on disk; when the records pass
 raft_store.MAX_BATCH_BYTES, as a large migration may, several framed as a metadata transaction,
@@ -381,9 +382,10 @@ class LocalController:
     def create_topic(
         self, name: str, replicas: list[list[int]], configs: Mapping[str, str]
     ) -> TopicInfo:
-        request = TopicRequest(name, assignments=dict(enumerate(replicas)), configs=dict(configs))
-        result = self._planner().create_topics([request])
-        outcome = result.response[0]
+        """Topic `name` as Admin checked and placed it (QuorumController.create_placed_topic
+        checks only what may have changed since)."""
+        result = self._planner().create_placed_topic(name, replicas, configs)
+        outcome = result.response
         if outcome.error_code != errors.NONE:
             raise KafkaError(outcome.error_code, outcome.error_message or "")
         self._commit(result.records, f"create topic {name}")

@@ -50,6 +50,7 @@ from gregor.controller.rules import (
     check_counts,
     check_manual_counts,
     check_partition_increase,
+    check_registered,
     place_added,
     place_new,
     requested_partitions,
@@ -492,14 +493,7 @@ class QuorumController:
                 errors.INVALID_REQUEST,
                 f"{METADATA_TOPIC} is the metadata log; no topic may take its name.",
             )
-        if t.name in self.image.topics_by_name:
-            raise KafkaError(errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
-        other = colliding_topic(t.name, self.image.topics_by_name)
-        if other is not None:
-            raise KafkaError(
-                errors.INVALID_TOPIC_EXCEPTION,
-                f"Topic '{t.name}' collides with existing topic: {other}",
-            )
+        self._check_name_free(t.name)
         configs = {k: v for k, v in (t.configs or {}).items() if v is not None}
         try:
             config_defs.validate_topic_configs(configs)
@@ -511,16 +505,56 @@ class QuorumController:
         else:
             partitions, factor = check_counts(t.num_partitions, t.replication_factor, defaults)
             replicas = place_new(self.image.unfenced_brokers(), partitions, factor, self.rng)
-        topic_id = self.new_uuid() if t.topic_id is None else t.topic_id
+        return self._topic_records(t.name, t.topic_id, replicas, configs)
+
+    def create_placed_topic(
+        self, name: str, replicas: list[list[int]], configs: Mapping[str, str]
+    ) -> ControllerResult[TopicResult]:
+        """One topic that the admin front (admin.py) has checked and placed, by the rules of
+        `create_topics`, on the committed image: only what may have changed on this image since
+        is checked again (the name now taken, or colliding, by a topic created meanwhile; the
+        replicas' brokers unregistered or fenced), so the request is validated and placed
+        once on the active controller's path. Kafka's errors and messages as `create_topics`."""
+        try:
+            self._check_name_free(name)
+            records, result = self._topic_records(name, None, replicas, configs)
+        except KafkaError as exc:
+            return ControllerResult([], TopicResult(name, exc.code, exc.message))
+        return ControllerResult(records, result)
+
+    def _check_name_free(self, name: str) -> None:
+        """TOPIC_ALREADY_EXISTS, or INVALID_TOPIC_EXCEPTION for a name colliding with a topic's
+        (only '.' and '_' differ)."""
+        if name in self.image.topics_by_name:
+            raise KafkaError(errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        other = colliding_topic(name, self.image.topics_by_name)
+        if other is not None:
+            raise KafkaError(
+                errors.INVALID_TOPIC_EXCEPTION,
+                f"Topic '{name}' collides with existing topic: {other}",
+            )
+
+    def _topic_records(
+        self,
+        name: str,
+        topic_id: uuid.UUID | None,
+        replicas: list[list[int]],
+        configs: Mapping[str, str],
+    ) -> tuple[list[Any], TopicResult]:
+        """The records creating topic `name` as placed (a new random id when `topic_id` is
+        None): TopicRecord, ConfigRecords by key, PartitionRecords."""
+        if topic_id is None:
+            topic_id = self.new_uuid()
         if topic_id in self.image.topics_by_id or topic_id.int == 0:
             raise KafkaError(errors.INVALID_REQUEST, f"Topic id {topic_id} is taken.")
-        records: list[Any] = [r.TopicRecord(name=t.name, topic_id=topic_id)]
-        records += [
-            r.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=t.name, name=k, value=v)
-            for k, v in sorted(configs.items())
-        ]
+        records: list[Any] = [r.TopicRecord(name=name, topic_id=topic_id)]
+        if configs:
+            records += [
+                r.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=name, name=k, value=v)
+                for k, v in sorted(configs.items())
+            ]
         records += self._partition_records(topic_id, 0, replicas)
-        return records, TopicResult(t.name, NONE, None, topic_id, len(replicas), len(replicas[0]))
+        return records, TopicResult(name, NONE, None, topic_id, len(replicas), len(replicas[0]))
 
     def _partition_records(
         self, topic_id: uuid.UUID, first: int, replicas: list[list[int]]
@@ -528,6 +562,8 @@ class QuorumController:
         out = []
         for i, reps in enumerate(replicas, first):
             isr = [b for b in reps if self._active(b)]
+            if len(isr) < len(reps):  # placed on another image (create_placed_topic)
+                check_registered(reps, self.image.brokers)
             if not isr:
                 raise KafkaError(
                     errors.INVALID_REPLICA_ASSIGNMENT,

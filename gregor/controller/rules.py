@@ -227,15 +227,19 @@ def check_assignments(
                 errors.INVALID_REPLICA_ASSIGNMENT,
                 f"Duplicate brokers not allowed in replica assignment: {reps} for partition id {i}.",
             )
-        for b in reps:
-            if b not in broker_ids:
-                raise KafkaError(
-                    errors.INVALID_REPLICA_ASSIGNMENT,
-                    f"The manual partition assignment includes broker {b}, but no such "
-                    "broker is registered.",
-                )
+        check_registered(reps, broker_ids)
         out.append(reps)
     return out
+
+
+def check_registered(replicas: Sequence[int], broker_ids: Collection[int]) -> None:
+    for b in replicas:
+        if b not in broker_ids:
+            raise KafkaError(
+                errors.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes broker {b}, but no such "
+                "broker is registered.",
+            )
 
 
 def apply_incremental(

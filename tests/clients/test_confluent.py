@@ -463,6 +463,26 @@ def test_admin_create_existing_topic(admin: AdminClient, topic: str) -> None:
     assert len(_topics(admin)[topic].partitions) == 2  # untouched
 
 
+def test_admin_create_colliding_name(admin: AdminClient, topic: str) -> None:
+    """A name differing from a topic's only in '.' against '_' is refused (their metric names
+    collide), whether that topic exists already or comes earlier in the same request."""
+    dotted, underscored = f"{topic}.v1", f"{topic}_v1"
+    admin.create_topics([NewTopic(dotted, 1, 1)], request_timeout=15)[dotted].result()
+    with pytest.raises(KafkaException) as ei:
+        admin.create_topics([NewTopic(underscored, 1, 1)], request_timeout=15)[underscored].result()
+    assert _error_code(ei) == KafkaError.TOPIC_EXCEPTION, str(ei.value)
+    assert f"collides with existing topic: {dotted}" in str(ei.value)
+    first, second = f"{topic}.v2", f"{topic}_v2"
+    fs = admin.create_topics([NewTopic(first, 1, 1), NewTopic(second, 1, 1)], request_timeout=15)
+    fs[first].result()
+    with pytest.raises(KafkaException) as ei:
+        fs[second].result()
+    assert _error_code(ei) == KafkaError.TOPIC_EXCEPTION, str(ei.value)
+    names = _topics(admin)
+    assert dotted in names and first in names
+    assert underscored not in names and second not in names
+
+
 def test_admin_create_invalid_name(admin: AdminClient) -> None:
     for name in ("bad/name", "..", "x" * 250):
         with pytest.raises(KafkaException) as ei:

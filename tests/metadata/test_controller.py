@@ -521,3 +521,44 @@ def test_a_name_collides_with_any_spelling_that_differs_only_in_dots_and_undersc
     many = "x" + "_." * 6  # 12 of them: compared with every topic instead
     assert qc.colliding_topic(many, existing) == "x" + "._" * 6
     assert qc.colliding_topic("y" + "_." * 6, existing) is None
+
+
+def test_a_placed_topic_gets_the_records_create_topics_writes() -> None:
+    """create_placed_topic (Admin has validated and placed) writes what create_topics writes
+    for the same replicas and configs, record for record."""
+    a, b = Ctx(), Ctx()
+    configs = {"retention.ms": "1000", "cleanup.policy": "compact"}
+    request = TopicRequest("t", assignments={0: [2, 1], 1: [3, 2]}, configs=dict(configs))
+    full = a.c.create_topics([request])
+    placed = b.c.create_placed_topic("t", [[2, 1], [3, 2]], configs)
+    assert [r.encode(x) for x in placed.records] == [r.encode(x) for x in full.records]
+    assert placed.response == full.response[0]
+
+
+def test_a_placed_topic_is_checked_again_on_what_may_have_changed() -> None:
+    """What Admin saw on the committed image may be stale on the controller's: the name taken
+    or colliding meanwhile, a replica's broker fenced or gone."""
+    ctx = Ctx()
+    ctx.run(ctx.c.create_topics([TopicRequest("a.b", 1, 1)]))
+
+    def refused(name: str, replicas: list[list[int]]) -> tuple[int, str | None]:
+        result = ctx.c.create_placed_topic(name, replicas, {})
+        assert result.records == []
+        return result.response.error_code, result.response.error_message
+
+    assert refused("a.b", [[1]]) == (errors.TOPIC_ALREADY_EXISTS, "Topic 'a.b' already exists.")
+    assert refused("a_b", [[1]]) == (
+        errors.INVALID_TOPIC_EXCEPTION,
+        "Topic 'a_b' collides with existing topic: a.b",
+    )
+    assert refused("c", [[1, 7]])[0] == errors.INVALID_REPLICA_ASSIGNMENT
+    assert "broker 7, but no such broker is registered" in str(refused("c", [[1, 7]])[1])
+    ctx.run(ctx.heartbeat(3, want_fence=True))
+    assert refused("c", [[3]]) == (
+        errors.INVALID_REPLICA_ASSIGNMENT,
+        "All brokers specified in the manual partition assignment for partition 0 are fenced "
+        "or in controlled shutdown.",
+    )
+    ok = ctx.c.create_placed_topic("c", [[3, 1]], {})  # the ISR is the active replicas
+    assert ok.response.error_code == errors.NONE
+    assert [rec.isr for rec in ok.records if isinstance(rec, r.PartitionRecord)] == [[1]]
