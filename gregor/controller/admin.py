@@ -122,7 +122,7 @@ class Admin:
         for plan in planned:
             if isinstance(plan, TopicInfo):
                 try:
-                    plan = self.controller.create_topic(plan.name, plan.replicas, plan.configs)
+                    plan = self.controller.create_placed(plan)
                 except KafkaError as exc:
                     plan = exc
             out.append(plan)

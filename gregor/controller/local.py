@@ -85,6 +85,7 @@ from gregor.security.acls import AclBinding, AclFilter
 from gregor.storage.checkpoints import fsync_dir
 
 log = logging.getLogger("gregor.controller")
+_NO_ID = uuid.UUID(int=0)  # a planned topic's id: the controller gives it one
 
 
 class MigrationError(RuntimeError):
@@ -382,15 +383,22 @@ class LocalController:
     def create_topic(
         self, name: str, replicas: list[list[int]], configs: Mapping[str, str]
     ) -> TopicInfo:
-        """Topic `name` as Admin checked and placed it (QuorumController.create_placed_topic
-        checks only what may have changed since)."""
-        result = self._planner().create_placed_topic(name, replicas, configs)
-        outcome = result.response
-        if outcome.error_code != errors.NONE:
-            raise KafkaError(outcome.error_code, outcome.error_message or "")
+        """Topic `name` as checked and placed by Admin's rules (`create_placed`)."""
+        return self.create_placed(
+            TopicInfo(name, _NO_ID, [list(x) for x in replicas], dict(configs))
+        )
+
+    def create_placed(self, plan: TopicInfo) -> TopicInfo:
+        """The topic Admin checked and placed (its id still zero), created: networked, `plan`
+        itself with its new id (it is the caller's no more); else the store's, once committed.
+        QuorumController.create_placed_topic checks only what may have changed since Admin
+        looked, and a refusal is raised as its KafkaError."""
+        name = plan.name
+        result = self._planner().create_placed_topic(name, plan.replicas, plan.configs)
         self._commit(result.records, f"create topic {name}")
         if self.store.networked:
-            return TopicInfo(name, outcome.topic_id, [list(x) for x in replicas], dict(configs))
+            plan.topic_id = result.response
+            return plan
         return self.store.topics[name]
 
     def delete_topic(self, name: str) -> TopicInfo:

@@ -505,22 +505,20 @@ class QuorumController:
         else:
             partitions, factor = check_counts(t.num_partitions, t.replication_factor, defaults)
             replicas = place_new(self.image.unfenced_brokers(), partitions, factor, self.rng)
-        return self._topic_records(t.name, t.topic_id, replicas, configs)
+        records, topic_id = self._topic_records(t.name, t.topic_id, replicas, configs)
+        return records, TopicResult(t.name, NONE, None, topic_id, len(replicas), len(replicas[0]))
 
     def create_placed_topic(
         self, name: str, replicas: list[list[int]], configs: Mapping[str, str]
-    ) -> ControllerResult[TopicResult]:
+    ) -> ControllerResult[uuid.UUID]:
         """One topic that the admin front (admin.py) has checked and placed, by the rules of
         `create_topics`, on the committed image: only what may have changed on this image since
         is checked again (the name now taken, or colliding, by a topic created meanwhile; the
         replicas' brokers unregistered or fenced), so the request is validated and placed
-        once on the active controller's path. Kafka's errors and messages as `create_topics`."""
-        try:
-            self._check_name_free(name)
-            records, result = self._topic_records(name, None, replicas, configs)
-        except KafkaError as exc:
-            return ControllerResult([], TopicResult(name, exc.code, exc.message))
-        return ControllerResult(records, result)
+        once on the active controller's path. The response is the new topic's id; a refusal
+        raises its KafkaError, with the code and message `create_topics` gives."""
+        self._check_name_free(name)
+        return ControllerResult(*self._topic_records(name, None, replicas, configs))
 
     def _check_name_free(self, name: str) -> None:
         """TOPIC_ALREADY_EXISTS, or INVALID_TOPIC_EXCEPTION for a name colliding with a topic's
@@ -540,7 +538,7 @@ class QuorumController:
         topic_id: uuid.UUID | None,
         replicas: list[list[int]],
         configs: Mapping[str, str],
-    ) -> tuple[list[Any], TopicResult]:
+    ) -> tuple[list[Any], uuid.UUID]:
         """The records creating topic `name` as placed (a new random id when `topic_id` is
         None): TopicRecord, ConfigRecords by key, PartitionRecords."""
         if topic_id is None:
@@ -554,7 +552,7 @@ class QuorumController:
                 for k, v in sorted(configs.items())
             ]
         records += self._partition_records(topic_id, 0, replicas)
-        return records, TopicResult(name, NONE, None, topic_id, len(replicas), len(replicas[0]))
+        return records, topic_id
 
     def _partition_records(
         self, topic_id: uuid.UUID, first: int, replicas: list[list[int]]
