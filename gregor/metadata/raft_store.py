@@ -902,20 +902,22 @@ class RaftMetadataStore:
 
     def _replay_ready(self, ready: list[tuple[Any, int, int]]) -> None:
         self.image = self.image.replay(ready)
-        self._update_topics(rec for rec, _, _ in ready)
+        self._update_topics([rec for rec, _, _ in ready])
 
     def _update_topics(self, replayed: Iterable[Any]) -> None:
-        touched: dict[uuid.UUID, None] = {}  # in replay order
+        touched: dict[uuid.UUID, uuid.UUID] = {}  # in replay order
         everything = False
+        last = None  # a topic's records come together, with one id object when made here
         for rec in replayed:
             if isinstance(rec, _TOPIC_RECORDS):
-                touched[rec.topic_id] = None
+                if rec.topic_id is not last:  # a UUID's hash is a Python call: one per topic
+                    last = touched[rec.topic_id] = rec.topic_id
             elif isinstance(rec, r.ConfigRecord):
                 if rec.resource_type == BROKER_RESOURCE:
                     everything = True
                 topic_id = self.image.topics_by_name.get(rec.resource_name)
                 if rec.resource_type == TOPIC_RESOURCE and topic_id is not None:
-                    touched[topic_id] = None
+                    touched[topic_id] = topic_id
         image = self.image
         changed = self._changed
         if everything:
@@ -934,8 +936,10 @@ class RaftMetadataStore:
                     self.topics.pop(info.name, None)
                     self.removed_topics.append(info.name)
                 continue
-            replicas = [list(topic.partitions[i].replicas) for i in sorted(topic.partitions)]
-            configs = dict(image.config(TOPIC_RESOURCE, topic.name))
+            parts = topic.partitions
+            replicas = [list(parts[i].replicas) for i in sorted(parts)]
+            found = image.configs.get((TOPIC_RESOURCE, topic.name))  # none: most topics
+            configs = {} if found is None else dict(found)
             if info is None:
                 info = TopicInfo(topic.name, topic_id, replicas, configs)
                 self._by_id[topic_id] = info
