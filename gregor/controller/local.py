@@ -140,13 +140,14 @@ class LocalController:
             store.abort_open_transaction()  # only one left by a crash can be open here
             self.quorum.image = store.image
             return self.quorum
-        if not store.is_active():
+        epoch = store.active_epoch()
+        if epoch is None:
             raise KafkaError(
                 errors.BY_NAME["NOT_CONTROLLER"].code,
                 f"node {self.node_id} is not the active controller (leader {store.leader_id})",
             )
-        if store.epoch != self._spec_epoch:
-            self._spec_epoch = store.epoch
+        if epoch != self._spec_epoch:
+            self._spec_epoch = epoch
             self.quorum.last_contact_ms = {}  # sessions start again at a new controller
             self.quorum.next_balance_check_ms = None  # so does the leader balance interval
             self._reset_spec(store.image, store.applied)

@@ -384,14 +384,15 @@ class RaftMetadataStore:
     def is_active(self) -> bool:
         """This node is the active controller: it leads, and everything committed before its
         epoch is replayed here (its start-of-epoch record is committed)."""
-        node = self._node if self.driver is None else self.driver.node
-        if node is None or not node.is_leader:
-            return False
         if self.driver is None:
-            return True
-        leader = node.leader_state
-        hw = node.high_watermark
-        return leader is not None and hw is not None and hw > leader.epoch_start_offset
+            return self._node is not None and self._node.is_leader
+        return self.active_epoch() is not None
+
+    def active_epoch(self) -> int | None:
+        """Networked: the leader epoch of this node as the active controller (`is_active`), or
+        None when it is not."""
+        node = self.driver.node if self.driver is not None else None
+        return None if node is None else node.active_epoch
 
     def wait_committed(self, offset: int, done: CommitCallback) -> None:
         """Call `done(None)` once `offset` is committed (now, if it is; on a commit, before
@@ -560,9 +561,9 @@ class RaftMetadataStore:
         # the record each appended entry encodes (a transaction's Begin and End: none)
         framed = len(batches) > 1
         objects = iter([None, *records, None] if framed else records)
+        first = self.records_offset - framed  # of the first batch; each next one follows
         for batch in batches:
             # noted before the append: the driver may replay what commits before it returns
-            first = self.next_offset
             for i, data in enumerate(batch):
                 record = next(objects)
                 if record is not None:
@@ -575,6 +576,7 @@ class RaftMetadataStore:
                     f"{appended.leader_id}, epoch {appended.epoch})",
                 )
             last = appended
+            first = last + 1
         self.last_appended = last
         if self.on_commit_latency is not None and len(self._appended_at) < 10_000:
             self._appended_at.append((last, self.clock()))

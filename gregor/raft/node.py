@@ -254,6 +254,15 @@ class RaftNode:
         return self._applied
 
     @property
+    def active_epoch(self) -> int | None:
+        """This leader's epoch once the high watermark has passed the epoch's start (so that
+        everything written before it is committed: KRaft's active controller); else None."""
+        data, hw = self.quorum.data, self._high_watermark
+        if isinstance(data, LeaderState) and hw is not None and hw > data.epoch_start_offset:
+            return data.epoch
+        return None
+
+    @property
     def leader_state(self) -> LeaderState | None:
         data = self.quorum.data
         return data if isinstance(data, LeaderState) else None

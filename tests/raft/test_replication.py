@@ -69,6 +69,22 @@ def test_the_high_watermark_waits_for_an_entry_of_the_leaders_epoch():
     assert [e.offset for e in ctx.committed] == [0, 1, 2, 3]
 
 
+def test_a_leader_is_active_once_the_start_of_its_epoch_is_committed():
+    # KRaft's active controller: everything before its epoch must be committed. A high
+    # watermark known from following (2, below this epoch's start at 3) is not enough.
+    ctx = Context(log=log_with(1, 1, 1))
+    fetch = ctx.become_follower(leader=2, epoch=1)
+    ctx.deliver(2, ctx.fetch_response(fetch, 2, hw=2))
+    assert ctx.node.high_watermark == 2 and ctx.node.active_epoch is None
+    ctx.become_leader()
+    assert ctx.node.epoch == 2 and ctx.node.leader_state.epoch_start_offset == 3
+    assert ctx.node.high_watermark == 2 and ctx.node.active_epoch is None
+    ctx.deliver(3, ctx.fetch_request(3, 2, offset=4, last_epoch=2))
+    assert ctx.node.high_watermark == 4 and ctx.node.active_epoch == 2
+    ctx.become_follower(leader=3, epoch=3)
+    assert ctx.node.active_epoch is None
+
+
 def test_five_voters_commit_what_three_hold():
     ctx = leader_ctx(voters=(1, 2, 3, 4, 5))
     for i in range(4):
