@@ -290,7 +290,9 @@ class MetadataDelta:
         self.offset, self.epoch = offset, epoch
 
     def apply(self) -> MetadataImage:
-        if self.partitions:
+        # a created topic's TopicImage views its partitions already: when every topic with
+        # changed partitions was created here (a creation), there is nothing more to build
+        if len(self.partitions) > len(self._created):
             created = self._created
             topics = self._own("topics_by_id")
             for topic_id, parts in self.partitions.items():
@@ -414,6 +416,7 @@ class MetadataDelta:
         t = self._own("topics_by_id").pop(rec.topic_id)
         self._own("topics_by_name").pop(t.name, None)
         self.partitions.pop(rec.topic_id, None)
+        self._created.discard(rec.topic_id)  # so `_created` stays within `partitions`
         if (TOPIC_RESOURCE, t.name) in self.configs:
             self._own("configs").pop((TOPIC_RESOURCE, t.name))
 

@@ -277,3 +277,18 @@ def test_records_for_unknown_things_are_refused() -> None:
         replay(EMPTY_IMAGE, r.PartitionRecord(partition_id=0, topic_id=T1, replicas=[1], isr=[1]))
     with pytest.raises(MetadataReplayError, match="exists"):
         replay(cluster(), r.TopicRecord(name="t", topic_id=T2))
+
+
+def test_a_topic_created_and_removed_in_one_replay_leaves_the_others_changes() -> None:
+    """One replay: a topic created and removed again, and a partition change of another
+    topic; the change is in the new image (a creation's own partitions need no second view;
+    another topic's do)."""
+    image = replay(
+        cluster(),
+        *topic_with_partition("gone", T2),
+        r.RemoveTopicRecord(topic_id=T2),
+        r.PartitionChangeRecord(partition_id=0, topic_id=T1, isr=[1, 2]),
+    )
+    assert image.topic("gone") is None
+    assert image.partition("t", 0).isr == (1, 2)
+    assert image.topics_by_id[T1].partitions[0].isr == (1, 2)
