@@ -36,7 +36,7 @@ class MetadataRecordError(ValueError):
 
 
 class _Type:
-    __slots__ = ("schema", "codec", "header", "written")
+    __slots__ = ("schema", "codec", "header", "written", "write_encoder")
 
     def __init__(self, schema: RecordSchema) -> None:
         self.schema = schema
@@ -45,6 +45,7 @@ class _Type:
         # the header of the version we write, whole (it is a version of the type: checked once)
         assert schema.write_version in schema.message.versions, schema.name
         self.written = self.header + uvarint_bytes(schema.write_version)
+        self.write_encoder: Any = None  # of the version we write, once first used
 
 
 _BY_KEY: dict[int, _Type] = {}
@@ -123,15 +124,18 @@ def encode(record: Data, version: int | None = None) -> bytes:
     if t is None:
         raise MetadataRecordError(f"{type(record).__name__} is not a metadata record")
     if version is None:
-        v, buf = t.schema.write_version, bytearray(t.written)
+        v, buf, encoder = t.schema.write_version, bytearray(t.written), t.write_encoder
+        if encoder is None:
+            encoder = t.write_encoder = t.codec.encoder(v)
     else:
         v = version
         if v not in t.schema.message.versions:
             raise MetadataRecordError(f"{t.schema.name} has no version {v}")
         buf = bytearray(t.header)
         buf += uvarint_bytes(v)
+        encoder = t.codec.encoder(v)
     try:
-        buf = t.codec.encoder(v)(record, [], buf)
+        buf = encoder(record, [], buf)
     except Exception as exc:
         raise MetadataRecordError(f"cannot encode {t.schema.name} v{v}: {exc}") from exc
     return bytes(buf)

@@ -41,6 +41,7 @@ log = logging.getLogger("gregor.metadata")
 
 Entry = tuple[Any, int, int]  # (record, offset, epoch)
 MARKERS = (r.BeginTransactionRecord, r.EndTransactionRecord, r.AbortTransactionRecord)
+_ENDS = (r.EndTransactionRecord, r.AbortTransactionRecord)  # a tuple: `A | B` is built per call
 FAILOVER_REASON = "Controller failover"  # Kafka's reason when a new controller aborts
 
 
@@ -78,7 +79,7 @@ class TransactionBuffer:
                     )
                 self._held = [entry]
                 self.start_offset = offset
-            elif isinstance(rec, r.EndTransactionRecord | r.AbortTransactionRecord):
+            elif isinstance(rec, _ENDS):
                 if held is None:
                     raise MetadataReplayError(
                         f"{type(rec).__name__} at offset {offset} without an open transaction"
