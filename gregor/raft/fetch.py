@@ -77,8 +77,11 @@ class FetchPurgatory:
     def park(self, parked: ParkedFetch) -> None:
         self._parked.append(parked)
 
-    def due(self, now_ms: int, log_end_offset: int) -> list[ParkedFetch]:
-        """Take out the fetches with data to read or no time left."""
+    def due(self, now_ms: int, log: RaftLog) -> list[ParkedFetch]:
+        """Take out the fetches with data to read (below `log`'s end) or no time left."""
+        if not self._parked:  # a leader with no follower waiting (one voter: always)
+            return []
+        log_end_offset = log.end_offset
         for p in self._parked:  # most polls find none: nothing is built for them
             if now_ms >= p.deadline_ms or p.request.fetch_offset < log_end_offset:
                 break
@@ -104,7 +107,9 @@ class FetchPurgatory:
         return parked
 
     def next_deadline(self) -> int:
-        return min((p.deadline_ms for p in self._parked), default=NEVER)
+        if not self._parked:
+            return NEVER
+        return min(p.deadline_ms for p in self._parked)
 
 
 def snapshot_chunk(data: bytes | None, position: int, max_bytes: int) -> tuple[int, bytes]:

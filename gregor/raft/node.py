@@ -950,7 +950,7 @@ class RaftNode:
 
     def _maybe_complete_parked(self, now_ms: int) -> None:
         """Answer the parked fetches that are due (records to read, or out of time)."""
-        for p in self._parked.due(now_ms, self.log.end_offset):
+        for p in self._parked.due(now_ms, self.log):
             self._answer_fetch(p.source, self._complete_fetch(p.source, p.request, now_ms))
 
     def _handle_fetch_snapshot(
