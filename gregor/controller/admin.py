@@ -114,7 +114,7 @@ class Admin:
         if requested_partitions(specs, defaults) > MAX_PARTITIONS_PER_BATCH:
             return [too_many_partitions() for _ in specs]
         planned = [self._plan_topic(spec, validate_only, defaults) for spec in specs]
-        if topic_records(p for p in planned if isinstance(p, TopicInfo)) > MAX_RECORDS_PER_USER_OP:
+        if topic_records(planned) > MAX_RECORDS_PER_USER_OP:
             return [too_many_records() for _ in specs]
         if validate_only:
             return planned
@@ -149,8 +149,11 @@ class Admin:
                     errors.LEADER_NOT_AVAILABLE,
                     f"topic {spec.name} is being created by the active controller",
                 )
-            configs = {k: v for k, v in (spec.configs or {}).items() if v is not None}
-            self._validate_topic(configs)
+            configs = (
+                {k: v for k, v in spec.configs.items() if v is not None} if spec.configs else {}
+            )
+            if configs:
+                self._validate_topic(configs)
             if spec.assignments:
                 check_manual_counts(spec.num_partitions, spec.replication_factor)
                 replicas = self._check_assignments(spec.assignments, 0)

@@ -78,11 +78,13 @@ def requested_partitions(specs: Iterable[Any], defaults: TopicDefaults) -> int:
     return total
 
 
-def topic_records(topics: Iterable[TopicInfo]) -> int:
-    """The records creating `topics` writes: TopicRecord, ConfigRecords, PartitionRecords."""
+def topic_records(planned: Iterable[TopicInfo | KafkaError]) -> int:
+    """The records creating the `planned` topics writes (TopicRecord, ConfigRecords,
+    PartitionRecords); a refused one (its error) writes none."""
     total = 0
-    for t in topics:
-        total += 1 + len(t.configs) + len(t.replicas)
+    for t in planned:
+        if isinstance(t, TopicInfo):
+            total += 1 + len(t.configs) + len(t.replicas)
     return total
 
 
