@@ -85,7 +85,6 @@ from gregor.security.acls import AclBinding, AclFilter
 from gregor.storage.checkpoints import fsync_dir
 
 log = logging.getLogger("gregor.controller")
-_NO_ID = uuid.UUID(int=0)  # a planned topic's id: the controller gives it one
 
 
 class MigrationError(RuntimeError):
@@ -384,10 +383,18 @@ class LocalController:
     def create_topic(
         self, name: str, replicas: list[list[int]], configs: Mapping[str, str]
     ) -> TopicInfo:
-        """Topic `name` as checked and placed by Admin's rules (`create_placed`)."""
-        return self.create_placed(
-            TopicInfo(name, _NO_ID, [list(x) for x in replicas], dict(configs))
-        )
+        """Topic `name` with these replicas and configs, every rule of
+        QuorumController.create_topics checked (the callers other than Admin; Admin, which has
+        checked and placed the topic already, calls `create_placed`)."""
+        request = TopicRequest(name, assignments=dict(enumerate(replicas)), configs=dict(configs))
+        result = self._planner().create_topics([request])
+        outcome = result.response[0]
+        if outcome.error_code != errors.NONE:
+            raise KafkaError(outcome.error_code, outcome.error_message or "")
+        self._commit(result.records, f"create topic {name}")
+        if self.store.networked:
+            return TopicInfo(name, outcome.topic_id, [list(x) for x in replicas], dict(configs))
+        return self.store.topics[name]
 
     def create_placed(self, plan: TopicInfo) -> TopicInfo:
         """The topic Admin checked and placed (its id still zero), created: networked, `plan`
