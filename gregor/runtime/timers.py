@@ -42,22 +42,72 @@ async def every(seconds: float, fn: Callable[[], Any]) -> None:
 
 async def drive(core: Pollable, clock: Clock, what: str) -> None:
     """Poll `core` at its next deadline, or sooner when it calls `wakeup`; at least every
-    MAX_IDLE_MS."""
-    wake = asyncio.Event()
-    core.wakeup = wake.set
-    while True:
+    MAX_IDLE_MS. Runs until cancelled.
+
+    The polls are loop callbacks (`call_later`, `call_soon`), not steps of this task: this task
+    only waits to be cancelled. A poll of an idle core then costs one timer callback, where a
+    task waiting on an event with a timeout (`wait_for`) took five callbacks and a task of its
+    own for each wait; four cores polled this way on each node made most of an idle node's
+    loop turns."""
+    timer = CoreTimer(core, clock, what)
+    timer.start()
+    try:
+        await asyncio.get_running_loop().create_future()  # until cancelled
+    finally:
+        timer.stop()
+
+
+class CoreTimer:
+    """The polls of `drive`. A `wakeup` during a poll is dropped (the poll under way sees the
+    change); any other polls the core on the next turn of the loop, once however often."""
+
+    def __init__(self, core: Pollable, clock: Clock, what: str) -> None:
+        self.core = core
+        self.clock = clock
+        self.what = what
+        self._loop = asyncio.get_running_loop()
+        self._timer: asyncio.TimerHandle | None = None
+        self._scheduled = False
+        self._polling = False
+        self._stopped = False
+
+    def start(self) -> None:
+        self.core.wakeup = self.wakeup
+        self._poll()
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def wakeup(self) -> None:
+        if self._scheduled or self._polling or self._stopped:
+            return
+        self._scheduled = True
+        self._loop.call_soon(self._poll)
+
+    def _poll(self) -> None:
+        self._scheduled = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._stopped:
+            return
+        self._polling = True
         try:
-            deadline = core.poll(clock.now_ms())
+            deadline = self.core.poll(self.clock.now_ms())
         except Exception:
-            log.exception("%s poll failed", what)
+            log.exception("%s poll failed", self.what)
             deadline = None
-        now = clock.now_ms()
+        finally:
+            self._polling = False
+        if self._stopped:
+            return
+        now = self.clock.now_ms()
         delay_ms = MAX_IDLE_MS if deadline is None else min(MAX_IDLE_MS, max(0, deadline - now))
-        wake.clear()
         if delay_ms == 0:
-            await asyncio.sleep(0)
-            continue
-        try:
-            await asyncio.wait_for(wake.wait(), delay_ms / 1000.0)
-        except TimeoutError:
-            pass
+            self._scheduled = True
+            self._loop.call_soon(self._poll)
+        else:
+            self._timer = self._loop.call_later(delay_ms / 1000.0, self._poll)
