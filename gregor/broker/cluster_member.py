@@ -215,6 +215,7 @@ class ClusterMember:
 
     def _on_leader_change(self, change: LeaderAndEpoch) -> None:
         self.store.on_leader_change(change)
+        self.controller_driver.core.on_leader_change(change.leader_id)
         if self.lifecycle is not None:
             self.lifecycle.on_leader_change()
 

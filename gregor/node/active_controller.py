@@ -24,7 +24,9 @@ COMMIT_TIMEOUT_MS. A heartbeat or an AlterPartition that wrote nothing is answer
 Tick (every TICK_MS, on the active controller only): on the first tick of a new leadership
 epoch `activate` (it writes the bootstrap records of a new log), then fence the brokers whose
 session expired (`tick`) and move leaders back to preferred replicas when due
-(`balance_leaders`). Its writes answer nobody: they are committed in their own time.
+(`balance_leaders`). Its writes answer nobody: they are committed in their own time. A voter
+told that another node leads (`on_leader_change`) does not tick until it is told it leads:
+it would find nothing to do four times a second.
 """
 
 from __future__ import annotations
@@ -122,6 +124,7 @@ class ActiveControllerCore:
         self.commit_timeout_ms = commit_timeout_ms
         self.duties = duties
         self.next_tick_ms: int | None = None  # None: at the first poll
+        self.may_lead = True  # False once told another node leads (on_leader_change)
         self.activated_epoch = -1
         self.waiting = DelayedOperationPurgatory("controller")
         self.waiting.wakeup = self._wake
@@ -132,6 +135,14 @@ class ActiveControllerCore:
             api_keys.ALLOCATE_PRODUCER_IDS: self.allocate_producer_ids,
             api_keys.ALTER_PARTITION: self.alter_partition,
         }
+
+    def on_leader_change(self, leader_id: int | None) -> None:
+        """The metadata log's leader changed: tick only while this node leads (or none is
+        known yet); polled at once, so a new leader ticks (activates) on the next turn."""
+        self.may_lead = leader_id is None or leader_id == self.node_id
+        if not self.may_lead:
+            self.next_tick_ms = None  # the first tick of a later leadership comes at once
+        self._wake()
 
     def _wake(self) -> None:
         if self.wakeup is not None:
@@ -146,14 +157,15 @@ class ActiveControllerCore:
     def poll(self, now_ms: int) -> int | None:
         """Answer what waited past its deadline; tick when due. The next deadline."""
         self.waiting.expire(now_ms)
-        if self.duties:
+        if self.duties and self.may_lead:
             if self.next_tick_ms is None or now_ms >= self.next_tick_ms:
                 self.next_tick_ms = now_ms + self.tick_ms
                 try:
                     self.tick(now_ms)
                 except KafkaError as exc:  # lost the leadership meanwhile, mostly
                     log.debug("controller tick: %s", exc)
-        return earliest(self.next_tick_ms, self.waiting.next_deadline_ms())
+        tick_ms = self.next_tick_ms if self.may_lead else None
+        return earliest(tick_ms, self.waiting.next_deadline_ms())
 
     def tick(self, now_ms: int) -> None:
         store = self.store

@@ -233,6 +233,21 @@ def test_the_tick_activates_once_per_epoch_and_fences_silent_brokers() -> None:
     assert s.store.image.brokers[4].fenced
 
 
+def test_a_voter_another_node_leads_does_not_tick_until_it_leads() -> None:
+    s = Setup()
+    woken: list[int] = []
+    s.core.wakeup = lambda: woken.append(1)
+    s.core.on_leader_change(2)
+    assert woken  # polled again at once
+    s.quorum.run()  # it leads after all (the change below is what the driver would report)
+    now = s.quorum.now
+    assert s.core.poll(now) is None and s.core.activated_epoch == -1
+    assert s.core.poll(now + 10 * TICK_MS) is None and s.core.activated_epoch == -1
+    s.core.on_leader_change(1)
+    assert s.core.poll(now + 10 * TICK_MS) == now + 11 * TICK_MS
+    assert s.core.activated_epoch == s.store.epoch  # the tick is back, and activates
+
+
 def test_an_observer_answers_but_never_ticks() -> None:
     s = Setup()
     s.core.duties = False
