@@ -224,6 +224,9 @@ class NodeConnection:
         assert frames.transport is not None
         self._frames = frames
         self._transport = frames.transport
+        # The loop the connection lives on: `asyncio.get_running_loop()` is a getpid system
+        # call (CPython's check for a fork), one per request sent otherwise.
+        self._loop = frames.lost.get_loop()
         self._max_in_flight = max_in_flight
         self._client_id = client_id
         self.label = label  # host:port, in errors
@@ -338,7 +341,7 @@ class NodeConnection:
                 buffers = codec.encode_request(
                     api_key, api_version, correlation_id, self._client_id, body
                 )
-                loop = asyncio.get_running_loop()
+                loop = self._loop
                 future: asyncio.Future[Any] = loop.create_future()
                 entry = _InFlight(correlation_id, api_key, api_version, future)
                 self._watch(loop, entry, timeout_ms)
@@ -373,7 +376,7 @@ class NodeConnection:
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
         buffers = codec.encode_request(api_key, api_version, correlation_id, self._client_id, body)
         entry = _InFlight(correlation_id, api_key, api_version, None, done=done)
-        self._watch(asyncio.get_running_loop(), entry, timeout_ms)
+        self._watch(self._loop, entry, timeout_ms)
         self._in_flight.append(entry)
         try:
             self._transport.writelines(buffers)
@@ -407,7 +410,7 @@ class NodeConnection:
         self._watchdog, self._watchdog_at = None, math.inf
         if self._closed is not None:
             return
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         now = loop.time() + TIMER_SLACK_S
         earliest = math.inf
         for entry in self._in_flight:
