@@ -10,10 +10,12 @@ what completing does (`on_complete`, run exactly once), and what its deadline ch
 (`on_expiration`). Its watch keys are partitions, or anything with `watch`/`unwatch` whose
 callbacks fire on a change: a partition calls them on an append, a high watermark move and a
 leadership change. Each key has one watcher here, whatever the number of operations on it,
-subscribed while some operation watches it. When the last one leaves, the watcher stays until the
-key's next event (or a sweep of such idle keys, run once they outnumber the watched ones): a
-session's Fetch parks on the same partitions again and again, and keeping their watchers saves
-making and removing one per partition per Fetch.
+subscribed while some operation watches it. When the last one leaves (an event completed it, or
+anything else), the watcher stays until the key's next event (or a sweep of such idle keys, run
+once they outnumber the watched ones): a session's Fetch parks on the same partitions again and
+again, and an acks=all Produce on the same partition, so keeping their watchers saves making and
+removing one per key per request. A key that goes away (a partition removed, or no longer led
+here) has an event as it does, which lets its idle watcher go.
 
 Invariants:
 - `on_complete` runs once per operation: on an event (`try_complete` said yes), at its
@@ -97,10 +99,13 @@ class _WatchList:
             self.key.watch(self.on_event)
 
     def on_event(self) -> None:
-        """The key changed (its one-shot call of our watcher): watch again, and check."""
+        """The key changed (its one-shot call of our watcher): watch again, and check; or, if
+        no operation has watched the key since its last event, let it go."""
         self.subscribed = False
-        if self.ops:
-            self.subscribe()  # before the pass: an event caused by the pass is seen
+        if not self.ops:
+            self.purgatory._maybe_drop(self)
+            return
+        self.subscribe()  # before the pass: an event caused by the pass is seen
         self.check()
 
     def check(self) -> None:
@@ -124,8 +129,8 @@ class _WatchList:
                 log.error("%s: %d passes over %r in one event", purgatory.name, passes, key)
         finally:
             self.checking = False
-        if not self.ops:
-            purgatory._maybe_drop(self)
+        if not self.ops:  # (its watcher stays until the key's next event: see the docstring)
+            purgatory._went_idle()
 
     def remove(self, op: DelayedOperation) -> None:
         ops = self.ops

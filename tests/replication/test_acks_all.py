@@ -55,7 +55,8 @@ def test_the_answer_waits_for_the_follower(tmp_path: Path) -> None:
     follower_fetch(p, 3)
     part = answer_of(op)
     assert (part.error_code, part.base_offset) == (errors.NONE, 0)
-    assert purgatory.delayed() == 0 and p.fetches.watchers == []
+    assert purgatory.delayed() == 0 and purgatory.keys() == 0
+    assert len(p.fetches.watchers) == 1, "the purgatory's watcher stays until the next event"
 
 
 def test_no_follower_in_time_is_request_timed_out(tmp_path: Path) -> None:

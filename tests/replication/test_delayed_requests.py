@@ -121,7 +121,8 @@ def test_acks_all_waits_in_the_purgatory_for_the_follower(broker: BrokerServer) 
     p.update_follower_fetch_state(p.followers[FOLLOWER], 3, 0, 0, p.log.log_end_offset, -1)
     assert answer.done
     assert answer.value.responses[0].partition_responses[0].error_code == errors.NONE
-    assert broker.purgatory.delayed() == 0 and p.commits.watchers == []
+    assert broker.purgatory.delayed() == 0 and broker.purgatory.keys() == 0
+    assert len(p.commits.watchers) == 1, "the purgatory's watcher stays until the next event"
     late = send_produce(broker, -1, timeout_ms=100)
     assert isinstance(late, Pending)
     broker.purgatory.expire(broker.now_ms() + 100)
@@ -144,7 +145,8 @@ def test_waiting_writes_wake_on_high_watermark_moves_not_on_every_append(
     p.update_follower_fetch_state(p.followers[FOLLOWER], 3, 0, 0, p.log.log_end_offset, -1)
     assert woken == ["fetches", "commits"] and first.done and not second.done
     p.update_follower_fetch_state(p.followers[FOLLOWER], 6, 0, 0, p.log.log_end_offset, -1)
-    assert second.done and p.commits.watchers == []
+    assert second.done and broker.purgatory.keys() == 0
+    assert len(p.commits.watchers) == 1, "one watcher, the purgatory's, left for the next write"
 
 
 def test_a_fetch_with_data_ready_is_answered_at_once(broker: BrokerServer) -> None:
@@ -175,7 +177,8 @@ def test_a_waiting_fetch_is_woken_by_an_append(broker: BrokerServer) -> None:
     assert broker.purgatory.delayed() == 1 and len(partition(broker).fetches.watchers) == 1
     send_produce(broker, 1)
     assert answer.done and fetched(answer.value)[1] > 0
-    assert broker.purgatory.delayed() == 0 and partition(broker).fetches.watchers == []
+    assert broker.purgatory.delayed() == 0 and broker.purgatory.keys() == 0
+    assert len(partition(broker).fetches.watchers) == 1, "the purgatory's, for the next Fetch"
 
 
 def test_an_answered_fetch_lets_go_of_its_request_before_its_deadline(

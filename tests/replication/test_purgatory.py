@@ -69,7 +69,10 @@ def test_an_event_completes_an_operation_once_it_can() -> None:
     assert log == [] and len(key.watchers) == 1, "not yet: watched again"
     key.change(5)
     assert log == ["a done"] and op.completed
-    assert key.watchers == [] and purgatory.keys() == 0 and purgatory.delayed() == 0
+    assert purgatory.keys() == 0 and purgatory.delayed() == 0
+    assert len(key.watchers) == 1, "the watcher stays until the key's next event"
+    key.change(6)
+    assert key.watchers == [] and purgatory.subscriptions() == 0, "which lets it go"
     assert purgatory.next_deadline_ms() is None
     assert purgatory.expire(NOW + 100) == 0 and log == ["a done"], "completed once"
     assert not purgatory.force_complete(op) and log == ["a done"]
@@ -102,7 +105,7 @@ def test_the_deadline_expires_an_operation_earliest_first() -> None:
     assert purgatory.next_deadline_ms() == NOW + 300
     assert purgatory.watched(key) == 2 and len(key.watchers) == 1
     key.change(5)
-    assert log[-2:] == ["forever done", "later done"] and key.watchers == []
+    assert log[-2:] == ["forever done", "later done"] and purgatory.keys() == 0
     assert purgatory.next_deadline_ms() is None
 
 
@@ -113,7 +116,7 @@ def test_operations_on_one_key_complete_in_the_order_they_were_watched() -> None
     key.change(10)
     assert log == ["op0 done", "op1 done", "op2 done", "op3 done"]
     key.change(100)
-    assert log[-1] == "op4 done" and key.watchers == []
+    assert log[-1] == "op4 done" and purgatory.keys() == 0 and purgatory.delayed() == 0
 
 
 def test_an_operation_on_two_keys_leaves_both_when_one_completes_it() -> None:
@@ -122,12 +125,14 @@ def test_an_operation_on_two_keys_leaves_both_when_one_completes_it() -> None:
     purgatory.watch(op, [a, b, a])
     assert purgatory.watched(a) == 1 and len(a.watchers) == 1 and len(b.watchers) == 1
     a.change(1)
-    assert log == ["ab done"]
-    assert a.watchers == [] and purgatory.keys() == 0
-    assert len(b.watchers) == 1 and purgatory.subscriptions() == 1, "b's watcher stays a while"
+    assert log == ["ab done"] and purgatory.keys() == 0
+    assert len(a.watchers) == 1 and len(b.watchers) == 1, "both watchers stay a while"
+    assert purgatory.subscriptions() == 2
     b.change(1)
     assert log == ["ab done"] and op.tries == 1, "an event on b finds nothing to try"
-    assert b.watchers == [] and purgatory.subscriptions() == 0, "and lets b go"
+    assert b.watchers == [] and purgatory.subscriptions() == 1, "and lets b go"
+    a.change(2)
+    assert a.watchers == [] and purgatory.subscriptions() == 0, "a too, at its next event"
 
 
 def test_a_key_parked_on_again_keeps_its_watcher_and_idle_keys_are_swept() -> None:
@@ -164,7 +169,7 @@ def test_an_event_caused_by_a_completion_is_seen() -> None:
 
     purgatory.watch(Bump("first", key, 1, None, log), [key])
     key.change(1)
-    assert log == ["first done", "second done"] and key.watchers == []
+    assert log == ["first done", "second done"] and purgatory.keys() == 0
 
 
 def test_a_failing_check_leaves_the_operation_waiting(caplog: pytest.LogCaptureFixture) -> None:
@@ -188,7 +193,7 @@ def test_completed_operations_do_not_pile_up_in_the_timer_heap() -> None:
         key.change(i + 1)
     assert len(log) == 10_000 and purgatory.delayed() == 0
     assert len(purgatory._timeouts) <= 1025
-    assert purgatory.next_deadline_ms() is None and key.watchers == []
+    assert purgatory.next_deadline_ms() is None and len(key.watchers) == 1
 
 
 # -- over a real partition -------------------------------------------------------------------
@@ -241,7 +246,33 @@ def test_many_operations_on_one_partition_hold_one_watcher_and_leave_none(
     assert len(p.fetches.watchers) == 1
     follower_fetch(p, p.log.log_end_offset)
     assert sorted(done) == list(range(1, 501)) and len(done) == 500, "each once"
-    assert p.fetches.watchers == [] and purgatory.keys() == 0 and purgatory.delayed() == 0
+    assert purgatory.keys() == 0 and purgatory.delayed() == 0
+    assert len(p.fetches.watchers) == 1, "the watcher stays until the partition's next event"
+    produce(p, 1)
+    assert p.fetches.watchers == [] and purgatory.subscriptions() == 0
+
+
+def test_a_partition_removed_lets_go_of_the_watcher_its_last_operation_left(
+    tmp_path: Path,
+) -> None:
+    """An event that completes a key's last operation leaves the key's watcher for the next
+    Fetch or Produce to park on; a partition removed (its last event) takes it away."""
+    rm = manager(tmp_path, 1, Cluster())
+    p = host(rm, registration(1, 0, (1, 2)))
+    p.followers = {2: ReplicaState(2)}
+    purgatory = DelayedOperationPurgatory("t")
+    done: list[int] = []
+    end = produce(p, 1) + 1
+    assert not purgatory.try_complete_else_watch(HighWatermark(p, end, done, NOW + 1_000), [p])
+    follower_fetch(p, end)
+    assert done == [end] and purgatory.keys() == 0 and purgatory.subscriptions() == 1
+    again = HighWatermark(p, end + 1, done, NOW + 1_000)
+    watcher = p.fetches.watchers[0]
+    purgatory.watch(again, [p])
+    assert p.fetches.watchers == [watcher], "parked on again: the same watcher"
+    purgatory.force_complete(again)
+    rm.remove(p.topic, p.index)
+    assert p.fetches.watchers == [] and purgatory.subscriptions() == 0
 
 
 def test_held_answers_are_released_in_order_and_fail_on_leadership_loss(tmp_path: Path) -> None:
@@ -274,7 +305,10 @@ def test_held_answers_are_released_in_order_and_fail_on_leadership_loss(tmp_path
     assert reg is not None
     p.make_follower(replace(reg, leader=2, leader_epoch=reg.leader_epoch + 1, partition_epoch=1))
     assert answered[-1] == f"c failed {NOT_COORDINATOR}"
-    assert held.waiting(0) == 0 and p.fetches.watchers == [] and held.purgatory.keys() == 0
+    assert held.waiting(0) == 0 and held.purgatory.keys() == 0
+    assert len(p.fetches.watchers) == 1, "the watcher stays until the partition's next event"
+    p.make_follower(replace(reg, leader=2, leader_epoch=reg.leader_epoch + 2, partition_epoch=2))
+    assert p.fetches.watchers == [] and held.purgatory.subscriptions() == 0
 
 
 def test_an_answer_after_an_unseen_high_watermark_move_goes_after_the_earlier_ones(
