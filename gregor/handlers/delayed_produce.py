@@ -80,7 +80,12 @@ class DelayedProduce(DelayedOperation):
             )
 
     def on_complete(self) -> None:
-        self.answer.complete(self.response)
+        # A completed operation stays in the purgatory's timer heap until its deadline comes up
+        # or the heap is compacted: let go of the response and its writes now (the caller has
+        # `answer`), so they are freed once sent rather than walked by the garbage collector.
+        response, answer = self.response, self.answer
+        del self.response, self.awaiting, self.answer
+        answer.complete(response)
 
 
 def delay(
