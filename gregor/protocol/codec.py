@@ -250,9 +250,12 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
             buf = encode(body, out, buf)
     except Exception as e:
         raise _encode_error(name, api_version, body, e) from e
-    out.append(buf)
-    _SIZE.pack_into(out[0], 0, total_length(out) - 4)
-    return out
+    if out:
+        out.append(buf)
+        _SIZE.pack_into(out[0], 0, total_length(out) - 4)
+        return out
+    _SIZE.pack_into(buf, 0, len(buf) - 4)  # (one buffer, the common case)
+    return [buf]
 
 
 def _response_encoder(api_key: int, api_version: int) -> tuple[Encoder, bool, str]:
@@ -332,9 +335,12 @@ def encode_request(
             buf = encode(body, out, buf)
     except Exception as e:
         raise _encode_error(name, api_version, body, e) from e
-    out.append(buf)
-    _SIZE.pack_into(out[0], 0, total_length(out) - 4)
-    return out
+    if out:
+        out.append(buf)
+        _SIZE.pack_into(out[0], 0, total_length(out) - 4)
+        return out
+    _SIZE.pack_into(buf, 0, len(buf) - 4)  # (one buffer, the common case)
+    return [buf]
 
 
 def _request_encoder(api_key: int, api_version: int) -> tuple[Encoder, str]:
