@@ -623,7 +623,7 @@ class DelayedFetch(DelayedOperation):
 
     __slots__ = (
         "ctx", "request", "session", "topics", "partitions", "responses", "answer", "state",
-        "slots", "follower", "committed", "told", "watch",
+        "slots", "follower", "committed", "told", "watch", "dirty",
     )  # fmt: skip
 
     def __init__(
@@ -641,24 +641,35 @@ class DelayedFetch(DelayedOperation):
         self.answer = Pending("fetch")
         self.follower = read.replica_id >= 0
         self.committed = read.read_committed
-        self.state = self._state_of(read.partitions)
         self.slots: dict[Partition, int] | None = None  # each partition's place in `state`
         self.told = set(read.told)  # of an incremental session: those the last pass answered
-        # A watched follower's session: parked on its watch, `state` is of the partitions
-        # the last pass read (the dirty ones), and an event reads the dirty ones again.
+        # A watched follower's session: parked on its watch, `dirty` is the state of the
+        # partitions the last pass read (the dirty ones), by partition, and an event reads the
+        # dirty ones again; `state` is then left empty.
         self.watch = read.watch
+        self.state: list[tuple[Any, ...]] = []
+        self.dirty: dict[Partition, tuple[Any, ...]] = {}
+        self._remember(read.partitions)
 
-    def _state_of(self, partitions: list[Partition]) -> list[tuple[Any, ...]]:
-        """`_partition_state` of each partition (written out for a follower's: its session's
-        partitions, most of them idle, are all parked on at every Fetch)."""
+    def _remember(self, partitions: list[Partition]) -> None:
+        """What a pass over `partitions` depended on: `_partition_state` of each (written out
+        for a follower's: its session's partitions are parked on at every Fetch)."""
         follower, committed = self.follower, self.committed
-        if follower:
-            return [
+        if self.watch is not None:
+            self.dirty = {
+                p: (p, p.leader_id, p.leader_epoch, (lg := p.log).log_end_offset,
+                    lg.log_start_offset, lg.offline)
+                for p in partitions
+            }  # fmt: skip
+        elif follower:
+            self.state = [
                 (p, p.leader_id, p.leader_epoch, (lg := p.log).log_end_offset,
                  lg.log_start_offset, lg.offline)
                 for p in partitions
             ]  # fmt: skip
-        return [_partition_state(p, follower, committed) for p in partitions]
+        else:
+            self.state = [_partition_state(p, follower, committed) for p in partitions]
+        self.slots = None
 
     def try_complete_after(self, key: Any) -> bool:
         """After an event on one partition: if what this fetch reads of it is unchanged (a
@@ -668,13 +679,20 @@ class DelayedFetch(DelayedOperation):
         others were quiet, and an event on any of them is checked on its own)."""
         if self.watch is not None:
             return self._after_session_event()
-        slots = self.slots
-        if slots is None:
-            slots = self.slots = {s[0]: i for i, s in enumerate(self.state)}
-        i = slots.get(key)
-        if i is None:
-            return self.try_complete()
-        if _partition_state(key, self.follower, self.committed) == self.state[i]:
+        state = self.state
+        if len(state) == 1:  # (a consumer's Fetch of one partition, the common one)
+            if state[0][0] is not key:
+                return self.try_complete()
+            i = 0
+        else:
+            slots = self.slots
+            if slots is None:
+                slots = self.slots = {s[0]: i for i, s in enumerate(state)}
+            found = slots.get(key)
+            if found is None:
+                return self.try_complete()
+            i = found
+        if _partition_state(key, self.follower, self.committed) == state[i]:
             return False
         return self._read_again({key, *self.told})
 
@@ -695,16 +713,10 @@ class DelayedFetch(DelayedOperation):
         if watch.closed or not _same_stamp(self.ctx, watch.stamp):
             self.responses, _ = _collect(self.ctx, self.request, self.topics, first=False)
             return True
-        slots = self.slots
-        if slots is None:
-            slots = self.slots = {st[0]: i for i, st in enumerate(self.state)}
-        state = self.state
+        state = self.dirty
         for entry in watch.dirty:
             p = entry.partition
-            i = slots.get(p)
-            if i is None:
-                return self._read_again(None)
-            lg = p.log  # (`_partition_state` of a follower's, inline)
+            lg = p.log  # (`_partition_state` of a follower's, inline; None: new to this fetch)
             if (
                 p,
                 p.leader_id,
@@ -712,7 +724,7 @@ class DelayedFetch(DelayedOperation):
                 lg.log_end_offset,
                 lg.log_start_offset,
                 lg.offline,
-            ) != state[i]:
+            ) != state.get(p):
                 return self._read_again(None)
         return False
 
@@ -736,7 +748,8 @@ class DelayedFetch(DelayedOperation):
             self.responses = responses
             return True
         _close(responses)
-        self.state, self.slots, self.told = self._state_of(partitions), None, set(s.told)
+        self._remember(partitions)
+        self.told = set(s.told)
         return False
 
     def on_expiration(self) -> None:
@@ -756,7 +769,7 @@ class DelayedFetch(DelayedOperation):
         # by the garbage collector while it waits.
         pending = self.answer  # (the caller has it: the operation need not)
         del self.ctx, self.request, self.session, self.topics, self.partitions, self.responses
-        del self.state, self.slots, self.told, self.watch, self.answer
+        del self.state, self.slots, self.told, self.watch, self.answer, self.dirty
         pending.complete(answer)
 
 
