@@ -274,8 +274,8 @@ class DelayedOperationPurgatory:
     def _went_idle(self) -> None:
         """A key's last operation left it; once such keys outnumber the lists kept, let every
         idle one go (the sweep's cost is shared by as many departures as it visits keys)."""
-        self._emptied += 1
-        if self._emptied > max(IDLE_SWEEP, len(self._lists)):
+        emptied = self._emptied = self._emptied + 1
+        if emptied > IDLE_SWEEP and emptied > len(self._lists):
             self._emptied = 0
             for wl in [wl for wl in self._lists.values() if not wl.ops and not wl.checking]:
                 self._maybe_drop(wl)
