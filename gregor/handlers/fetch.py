@@ -233,8 +233,8 @@ def _collect(
 
 def _topic_response(s: _Pass, name: str | None, t: Any, parts: list[Any]) -> Any:
     if s.version >= 13:
-        return TopicResp(topic_id=t.topic_id, partitions=parts)
-    return TopicResp(topic=name, partitions=parts)
+        return TopicResp._make(topic_id=t.topic_id, partitions=parts)
+    return TopicResp._make(topic=name, partitions=parts)
 
 
 def _session_partitions(
@@ -288,11 +288,11 @@ def _dirty_partitions(s: _Pass, topics: list[tuple[str | None, Any]]) -> list[An
         answers[entry.topic_index].append(_read_partition(s, p, fp))
     if s.version >= 13:
         return [
-            TopicResp(topic_id=t.topic_id, partitions=parts)
+            TopicResp._make(topic_id=t.topic_id, partitions=parts)
             for (_, t), parts in zip(topics, answers, strict=True)
         ]
     return [
-        TopicResp(topic=name, partitions=parts)
+        TopicResp._make(topic=name, partitions=parts)
         for (name, _), parts in zip(topics, answers, strict=True)
     ]
 
@@ -356,7 +356,7 @@ def _read_partition(s: _Pass, p: Partition, fp: Any) -> Any:
         code = exc.code
         # (a failed read changes nothing: the log's values, as they were before it)
         hw, start, lso = log.high_watermark, log.log_start_offset, log.last_stable_offset
-    return PartResp(
+    return PartResp._make(
         partition_index=fp.partition,
         error_code=code,
         high_watermark=hw,
@@ -431,7 +431,7 @@ def _quiet(s: _Pass, p: Partition, cached: CachedPartition) -> bool:
 
 
 def _failed(fp: Any, code: int) -> Any:
-    return PartResp(
+    return PartResp._make(
         partition_index=fp.partition,
         error_code=code,
         high_watermark=-1,
@@ -788,12 +788,12 @@ def _response(
     error, session_id, kept = session.respond([t.partitions for t in responses], now)
     if error:
         _close(responses)
-        return FetchResponse(error_code=error, session_id=session_id, responses=[])
+        return FetchResponse._make(error_code=error, session_id=session_id, responses=[])
     if kept is not None:
         for t, parts in zip(responses, kept, strict=True):
             t.partitions = parts
         responses = [t for t in responses if t.partitions]
-    return FetchResponse(error_code=errors.NONE, session_id=session_id, responses=responses)
+    return FetchResponse._make(error_code=errors.NONE, session_id=session_id, responses=responses)
 
 
 # Errors of a partition read that Kafka's FailedFetchRequestsPerSec does not count: they tell

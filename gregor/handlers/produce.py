@@ -182,7 +182,7 @@ def _produce_partition(
         ):
             log.warning("produce to %s-%d from %s refused: %s", topic, pd.index, ctx.peer, exc)
         failed.append(f"{topic}-{pd.index}: {exc}")
-    part = PartResp(
+    part = PartResp._make(
         index=pd.index,
         error_code=code,
         base_offset=base,
@@ -257,7 +257,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     ctx, request, topic.name, pd, now, failed, waiting, parts, awaiting
                 )
             )
-        responses.append(TopicResp(name=topic.name, partition_responses=parts))
+        responses.append(TopicResp._make(name=topic.name, partition_responses=parts))
     if waiting:
         return _Verification(ctx, request, responses, waiting, awaiting).resume()
     if acks == 0:
@@ -265,9 +265,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             raise AcksZeroError("; ".join(failed))
         return NO_RESPONSE
     if awaiting:  # (each found unsettled right after its append)
-        response = ProduceResponse(responses=responses)
+        response = ProduceResponse._make(responses=responses)
         return delay(ctx, response, awaiting, request.timeout_ms, just_checked=True, now_ms=now)
-    return ProduceResponse(responses=responses)
+    return ProduceResponse._make(responses=responses)
 
 
 class _Verification:

@@ -20,6 +20,10 @@ value may be any bytes-like object, or any object with `__len__` (a file slice f
 which is placed in `out` untouched. Tagged fields are written only when they differ from their
 default, in tag order.
 
+Each class also gets `_make(**fields)`, a plain function building the same object as the
+class called with those keywords: calling a class with keywords gathers them into a dict for
+`__init__`, a plain function takes them as they are, so hot paths (a Fetch's answers) use it.
+
 Generated source is cached by text per message: versions with the same wire layout (Produce
 v3-v8, say) share one compiled function. `source_of()` shows what was generated.
 """
@@ -83,6 +87,9 @@ class Data:
         def __init__(self, **fields: Any) -> None: ...
 
         def __getattr__(self, name: str) -> Any: ...
+
+        @classmethod
+        def _make(cls, **fields: Any) -> Any: ...
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
@@ -291,17 +298,22 @@ def _install_init(cls: type[Data], s: Struct, namespace: dict[str, object]) -> N
             body.append(f"    self.{f.name} = {f.name}")
     sig = ", ".join(["self", "*", *params]) if params else "self"
     src = f"def __init__({sig}):\n" + ("\n".join(body) if body else "    pass") + "\n"
+    # `_make`: the same, as a plain function that returns the object (module docstring).
+    make_sig = ", ".join(["*", *params]) if params else ""
+    src += f"def _make({make_sig}):\n    self = _new(C_{s.name})\n"
+    src += "".join(line + "\n" for line in body) + "    return self\n"
     compare = " and ".join(f"self.{f.name} == other.{f.name}" for f in s.fields) or "True"
     src += "def __eq__(self, other):\n"
     src += "    if type(other) is not type(self):\n        return NotImplemented\n"
     src += f"    return {compare}\n"
     ns = dict(namespace)
     ns.update(consts)
+    ns["_new"] = object.__new__
     exec(compile(src, f"<gregor init {cls.__qualname__}>", "exec"), ns)
-    for method in ("__init__", "__eq__"):
+    for method in ("__init__", "__eq__", "_make"):
         fn = ns[method]
         fn.__qualname__ = f"{cls.__qualname__}.{method}"  # type: ignore[attr-defined]
-        setattr(cls, method, fn)
+        setattr(cls, method, staticmethod(fn) if method == "_make" else fn)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------------------------

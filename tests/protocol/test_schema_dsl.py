@@ -65,6 +65,15 @@ struct Shared
     assert c.cls.Item().y is True
     assert c.cls().c is not c.cls().c  # fresh lists
     assert c.message.root.fields[3].about == "a tagged struct"
+    made = c.cls._make(a=5, f=b"r")  # (the plain-function constructor of hot paths)
+    assert type(made) is c.cls and made == c.cls(a=5, f=b"r")
+    assert made.c is not c.cls._make().c and made.d == c.cls.Inner(z=7)
+
+
+def test_make_builds_what_the_class_builds_for_every_struct() -> None:
+    for key, kind in ((k, kind) for k in api_keys.BY_KEY for kind in ("request", "response")):
+        for cls in codec.message_class(key, kind)._structs.values():
+            assert cls._make() == cls(), cls.__qualname__
 
 
 def test_absent_fields_are_defaults_after_decoding() -> None:
