@@ -60,7 +60,7 @@ class DelayedProduce(DelayedOperation):
     def __init__(
         self, response: Any, awaiting: list[AwaitingWrite], timeout_ms: int, now_ms: int
     ) -> None:
-        super().__init__(now_ms + max(0, timeout_ms))
+        super().__init__(now_ms + timeout_ms if timeout_ms > 0 else now_ms)
         self.response = response
         self.awaiting = awaiting
         self.timeout_ms = timeout_ms

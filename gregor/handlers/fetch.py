@@ -289,11 +289,11 @@ def _dirty_partitions(s: _Pass, topics: list[tuple[str | None, Any]]) -> list[An
     if s.version >= 13:
         return [
             TopicResp._make(topic_id=t.topic_id, partitions=parts)
-            for (_, t), parts in zip(topics, answers, strict=True)
+            for (_, t), parts in zip(topics, answers)  # noqa: B905 - one length, made so above
         ]
     return [
         TopicResp._make(topic=name, partitions=parts)
-        for (name, _), parts in zip(topics, answers, strict=True)
+        for (name, _), parts in zip(topics, answers)  # noqa: B905 - as above
     ]
 
 
@@ -317,7 +317,9 @@ def _read_partition(s: _Pass, p: Partition, fp: Any) -> Any:
     records: Any = b""
     total = s.total
     try:
-        limit = min(fp.partition_max_bytes, s.budget - total)
+        limit = s.budget - total  # (`min`, written out: this runs per partition read)
+        if fp.partition_max_bytes < limit:
+            limit = fp.partition_max_bytes
         if s.replica_id >= 0:
             read = _read_for_follower(s, p, fp, limit)
             hw, start, lso = read.high_watermark, read.log_start_offset, read.last_stable_offset
@@ -455,7 +457,7 @@ def _read_for_follower(s: _Pass, p: Partition, fp: Any, limit: int) -> FollowerR
         fp.last_fetched_epoch if version >= 12 else -1,
         fp.current_leader_epoch if version >= 9 else -1,
         fp.log_start_offset,
-        max(limit, 1),
+        limit if limit > 1 else 1,
         s.total == 0,
         s.now,
         update_fetch_state=s.first,
@@ -741,7 +743,7 @@ class DelayedFetch(DelayedOperation):
                 self.watch is None
                 and (
                     len(partitions) != len(self.partitions)
-                    or any(a is not b for a, b in zip(partitions, self.partitions, strict=True))
+                    or any(a is not b for a, b in zip(partitions, self.partitions))  # noqa: B905
                 )
             )
         ):
@@ -790,7 +792,8 @@ def _response(
         _close(responses)
         return FetchResponse._make(error_code=error, session_id=session_id, responses=[])
     if kept is not None:
-        for t, parts in zip(responses, kept, strict=True):
+        assert len(kept) == len(responses)  # (zip's `strict`, without its keyword's cost)
+        for t, parts in zip(responses, kept):  # noqa: B905 - asserted
             t.partitions = parts
         responses = [t for t in responses if t.partitions]
     return FetchResponse._make(error_code=errors.NONE, session_id=session_id, responses=responses)
@@ -819,7 +822,8 @@ def _count(
     if its read failed unexpectedly, and the record bytes sent to a consumer."""
     stats = ctx.services.topic_stats
     known = stats.topics
-    for (name, t), answered in zip(topics, responses, strict=True):
+    assert len(topics) == len(responses)  # (zip's `strict`, without its keyword's cost)
+    for (name, t), answered in zip(topics, responses):  # noqa: B905 - asserted
         if type(name) is not str:  # unknown (None), or Unauthorized
             continue
         counts = known.get(name) or stats.topic(name)

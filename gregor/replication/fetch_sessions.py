@@ -316,7 +316,8 @@ class IncrementalFetch(FetchContext):
         )
         parts = session.partitions
         by_id = session.uses_topic_ids
-        for t, answered in zip(self.topics, answers, strict=True):
+        assert len(answers) == len(self.topics)  # (zip's `strict`, without its keyword's cost)
+        for t, answered in zip(self.topics, answers):  # noqa: B905 - asserted
             if not answered:  # (most topics of a follower's session at most Fetches)
                 kept.append([])
                 continue

@@ -498,7 +498,8 @@ class Partition:
 
     @property
     def effective_min_isr(self) -> int:
-        return min(self.min_insync_replicas, max(1, len(self.replicas)))
+        n = len(self.replicas) or 1  # (min and max written out)
+        return self.min_insync_replicas if self.min_insync_replicas < n else n
 
     @property
     def under_min_isr(self) -> bool:
@@ -510,7 +511,7 @@ class Partition:
         judged to be about to join)."""
         isr = self.isr
         if self.leader_id != self.node_id or (
-            len(isr) < self.min_insync_replicas and len(isr) < max(1, len(self.replicas))
+            len(isr) < self.min_insync_replicas and len(isr) < (len(self.replicas) or 1)
         ):  # (`effective_min_isr`, inline)
             return False  # (not leading, or under min.insync.replicas: `under_min_isr`)
         leader_end = self.log.log_end_offset

@@ -148,7 +148,8 @@ class _Index:
         """Make sure the next `more` entries have disk blocks (an OSError such as ENOSPC
         otherwise, with nothing changed); see the module docstring."""
         n = self._entries if self._entries is not None else self.entries
-        need = min(n + more, self._max_entries) * self.ENTRY_SIZE
+        need = n + more if n + more < self._max_entries else self._max_entries
+        need *= self.ENTRY_SIZE
         if need <= self._allocated:
             return
         start = max(self._allocated, (n * self.ENTRY_SIZE) // mmap.PAGESIZE * mmap.PAGESIZE)

@@ -429,7 +429,8 @@ class LogSegment:
     ) -> tuple[FileSlice, BatchInfo] | None:
         """Whole batches from the one holding `start_offset`, up to `max_size` bytes and
         `max_position` (at least one whole batch if `min_one_batch`); None if nothing is there."""
-        end_limit = self.size if max_position is None else min(max_position, self.size)
+        size = self.size  # (`min`s written out: a read of every Fetch)
+        end_limit = size if max_position is None or max_position > size else max_position
         first = self.translate_offset(start_offset)
         if first is None or first.position >= end_limit:
             return None
@@ -438,7 +439,9 @@ class LogSegment:
             if not min_one_batch or start + first.size > end_limit:
                 return None
             return FileSlice(self.fd, start, first.size), first
-        limit = min(end_limit, start + max_size)
+        limit = start + max_size
+        if end_limit < limit:
+            limit = end_limit
         # end_limit is a batch boundary (the file's end or the start of the batch at the upper
         # bound offset); a byte budget that ends inside a batch is rounded down to one.
         end = limit if limit == end_limit else self.batch_boundary_at_or_before(limit, start)

@@ -324,7 +324,7 @@ def walk_records(
     # (`_uniform_run`). A stretch is 1 record after a run, doubling to 128 while none is found.
     index, step = 0, 1
     while index < count:
-        stop = min(count, index + step)
+        stop = index + step if index + step < count else count
         template, pos = _walk(data, pos, end, index, stop, count, keyless)
         index = stop
         run = 0
@@ -336,7 +336,7 @@ def walk_records(
             index += run
             step = 1
         else:
-            step = min(2 * step, 128)
+            step = 2 * step if step < 64 else 128
     if pos != end:
         raise Malformed(f"bytes remain after the {count} records declared", count, pos)
 
