@@ -525,7 +525,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return _answered(ctx, request, session, topics, responses, follower)
     _close(responses)
     op = DelayedFetch(ctx, request, session, topics, s)
-    ctx.services.purgatory.watch(op, partitions if s.watch is None else (s.watch,))
+    if s.watch is not None:
+        keys: Any = (s.watch,)
+    elif follower:
+        keys = partitions
+    else:  # (a consumer's: see DelayedFetch)
+        keys = [p.commits for p in partitions]
+    ctx.services.purgatory.watch(op, keys)
     return op.answer
 
 
@@ -621,7 +627,12 @@ class DelayedFetch(DelayedOperation):
     `_read_state`: a follower's fetch is not read again when only the high watermark moved, as
     Kafka's DelayedFetch counts only new bytes); complete once min_bytes are ready, an error is
     to be told, or a partition is no longer the one watched; at max_wait_ms, answered with what
-    is there."""
+    is there.
+
+    A consumer's fetch waits on its partitions' `commits` (moves of the high watermark and
+    leadership changes), not on every append: it reads to the high watermark (or the last
+    stable offset, which moves only with it), so an append that leaves the high watermark where
+    it was cannot change its answer (Kafka tries it at each append, and finds that)."""
 
     __slots__ = (
         "ctx", "request", "session", "topics", "partitions", "responses", "answer", "state",
@@ -643,7 +654,7 @@ class DelayedFetch(DelayedOperation):
         self.answer = Pending("fetch")
         self.follower = read.replica_id >= 0
         self.committed = read.read_committed
-        self.slots: dict[Partition, int] | None = None  # each partition's place in `state`
+        self.slots: dict[Any, int] | None = None  # each partition's place in `state`
         self.told = set(read.told)  # of an incremental session: those the last pass answered
         # A watched follower's session: parked on its watch, `dirty` is the state of the
         # partitions the last pass read (the dirty ones), by partition, and an event reads the
@@ -683,20 +694,24 @@ class DelayedFetch(DelayedOperation):
             return self._after_session_event()
         state = self.state
         if len(state) == 1:  # (a consumer's Fetch of one partition, the common one)
-            if state[0][0] is not key:
+            p = state[0][0]
+            if key is not p and key is not p.commits:
                 return self.try_complete()
             i = 0
         else:
             slots = self.slots
-            if slots is None:
-                slots = self.slots = {s[0]: i for i, s in enumerate(state)}
+            if slots is None:  # (by partition, and by its `commits`: a consumer's key)
+                slots = self.slots = {}
+                for i, st in enumerate(state):
+                    slots[st[0]] = slots[st[0].commits] = i
             found = slots.get(key)
             if found is None:
                 return self.try_complete()
             i = found
-        if _partition_state(key, self.follower, self.committed) == state[i]:
+            p = state[i][0]
+        if _partition_state(p, self.follower, self.committed) == state[i]:
             return False
-        return self._read_again({key, *self.told})
+        return self._read_again({p, *self.told})
 
     def try_complete(self) -> bool:
         if self.watch is not None:

@@ -1,7 +1,7 @@
 """Produce and Fetch through their handlers over a `BrokerServer` built but not listening:
 what can be answered at once is (acks=1, acks=all on one broker, a fetch with data ready) and
 never enters the purgatory; what cannot is a Pending in the purgatory, completed by the
-partition's events or expired at its deadline, leaving no watcher behind. And a metadata write
+partition's events or expired at its deadline, leaving no operation behind. And a metadata write
 in a quorum, answered once committed."""
 
 from __future__ import annotations
@@ -174,11 +174,36 @@ def test_a_small_answer_is_read_into_the_response_a_large_one_sent_from_the_file
 def test_a_waiting_fetch_is_woken_by_an_append(broker: BrokerServer) -> None:
     answer = send_fetch(broker, 0, max_wait_ms=5_000)
     assert isinstance(answer, Pending) and not answer.done
-    assert broker.purgatory.delayed() == 1 and len(partition(broker).fetches.watchers) == 1
-    send_produce(broker, 1)
+    assert broker.purgatory.delayed() == 1 and len(partition(broker).commits.watchers) == 1
+    send_produce(broker, 1)  # (one replica: the append moves the high watermark)
     assert answer.done and fetched(answer.value)[1] > 0
     assert broker.purgatory.delayed() == 0 and broker.purgatory.keys() == 0
-    assert len(partition(broker).fetches.watchers) == 1, "the purgatory's, for the next Fetch"
+    assert len(partition(broker).commits.watchers) == 1, "the purgatory's, for the next Fetch"
+
+
+def test_a_consumers_waiting_fetch_is_not_tried_at_an_append_below_the_high_watermark(
+    broker: BrokerServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It reads to the high watermark: an append that leaves it where it was cannot change
+    the answer, so the fetch waits on the high watermark's moves only, and is answered then."""
+    p = partition(broker)
+    p.replicas, p.isr = [broker.node_id, FOLLOWER], [broker.node_id, FOLLOWER]
+    p.followers = {FOLLOWER: ReplicaState(FOLLOWER)}
+    answer = send_fetch(broker, 0, max_wait_ms=5_000)
+    assert isinstance(answer, Pending)
+    assert broker.purgatory.watched(p.commits) == 1 and broker.purgatory.watched(p) == 0
+    tried: list[Any] = []
+    original = fetch.DelayedFetch.try_complete_after
+
+    def counted(op: fetch.DelayedFetch, key: Any) -> bool:
+        tried.append(key)
+        return original(op, key)
+
+    monkeypatch.setattr(fetch.DelayedFetch, "try_complete_after", counted)
+    send_produce(broker, 1)  # the follower has not fetched it: the high watermark stays at 0
+    assert tried == [] and not answer.done
+    p.update_follower_fetch_state(p.followers[FOLLOWER], 3, 0, 0, p.log.log_end_offset, -1)
+    assert tried == [p.commits] and answer.done and fetched(answer.value)[1] > 0
 
 
 def test_an_answered_fetch_lets_go_of_its_request_before_its_deadline(
