@@ -4,6 +4,7 @@ side by side: the handler work of bench/replication_latency_bench.py's leader wi
 
     python bench/leader_cycle_bench.py --tree /tmp/old --tree .                  # CPU, 3 runs
     python bench/leader_cycle_bench.py --tree /tmp/old --tree . --instructions   # callgrind
+    python bench/leader_cycle_bench.py --tree /tmp/old --tree . --counted        # callgrind, inner
 
 One cycle is what the leader does for each record: a consumer's Fetch of the partition (parked:
 nothing above the high watermark), an acks=all Produce of one 100 B record (parked until the
@@ -17,7 +18,10 @@ encoded as on the wire.
 Prints microseconds of process CPU per record (`--records` cycles after 300 of warm-up; the
 tree's runs alternate with the other's) or, with `--instructions`, the instructions per record
 counted by valgrind's callgrind (the difference of two runs, so start-up is left out), which no
-load on the machine bends. Figures only.
+load on the machine bends; or, with `--counted`, the instructions per cycle callgrind counts
+in one run while it is switched on (`callgrind_control -i`) around 200 cycles after 100 of
+warm-up: steadier (the two runs' garbage collections and hash seeds do not enter) and quicker.
+Figures only.
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ import argparse
 import os
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from typing import Any
 
-from tree_child import figure_in_tree
+from tree_child import figure_in_tree, inner_instructions
 
 WARM_UP = 300
 FOLLOWERS = (2, 3)
@@ -39,18 +45,8 @@ IDLE = 17  # idle partitions in each follower's session
 
 def cycle_cost(records: int, warm_up: int) -> float:
     """Run in the tree on sys.path: process CPU seconds of `records` cycles."""
-    from gregor.broker.broker import BrokerServer
-    from gregor.broker.config import BrokerConfig
-    from gregor.controller.admin import TopicSpec
-
     with tempfile.TemporaryDirectory() as d:
-        b = BrokerServer(BrokerConfig.load(None, {"log.dirs": d}))
-        b.logs.startup()
-        b.services.apply_metadata()
-        b.admin.create_topic(TopicSpec("rf3", 1, 1))
-        b.admin.create_topic(TopicSpec("idle", IDLE, 1))
-        b.services.apply_metadata()
-        run = _Cycle(b)
+        b, run = _set_up(d)
         for _ in range(warm_up):
             run.once()
         t0 = time.process_time()
@@ -59,6 +55,36 @@ def cycle_cost(records: int, warm_up: int) -> float:
         cpu = time.process_time() - t0
         b.logs.shutdown()
     return cpu
+
+
+def _counted(records: int, warm_up: int) -> None:
+    """Run under callgrind (`--instr-atstart=no`) in the tree: count `records` cycles only."""
+    import gregor
+
+    assert gregor.__file__.startswith(os.getcwd()), f"{gregor.__file__}: not the tree measured"
+    with tempfile.TemporaryDirectory() as d:
+        b, run = _set_up(d)
+        for _ in range(warm_up):
+            run.once()
+        subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], check=False)
+        for _ in range(records):
+            run.once()
+        subprocess.run(["callgrind_control", "-i", "off", str(os.getpid())], check=False)
+        b.logs.shutdown()
+
+
+def _set_up(d: str) -> tuple[Any, _Cycle]:
+    from gregor.broker.broker import BrokerServer
+    from gregor.broker.config import BrokerConfig
+    from gregor.controller.admin import TopicSpec
+
+    b = BrokerServer(BrokerConfig.load(None, {"log.dirs": d}))
+    b.logs.startup()
+    b.services.apply_metadata()
+    b.admin.create_topic(TopicSpec("rf3", 1, 1))
+    b.admin.create_topic(TopicSpec("idle", IDLE, 1))
+    b.services.apply_metadata()
+    return b, _Cycle(b)
 
 
 class _Follower:
@@ -197,6 +223,9 @@ def _child(tree: str, records: int, warm_up: int, instructions: bool) -> float:
 
 
 def main() -> int:
+    if len(sys.argv) == 4 and sys.argv[1] == "--inner":
+        _counted(int(sys.argv[2]), int(sys.argv[3]))
+        return 0
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -204,11 +233,21 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--records", type=int, default=3000)
     ap.add_argument("--instructions", action="store_true", help="count with callgrind")
+    ap.add_argument("--counted", action="store_true", help="callgrind around 200 cycles only")
     args = ap.parse_args()
-    if args.instructions and not shutil.which("valgrind"):
-        print("--instructions needs valgrind (apt-get install valgrind)")
+    if (args.instructions or args.counted) and not shutil.which("callgrind_control"):
+        print("--instructions and --counted need valgrind (apt-get install valgrind)")
         return 2
     results: dict[str, list[float]] = {t: [] for t in args.tree}
+    if args.counted:
+        for tree in args.tree:
+            with tempfile.TemporaryDirectory() as tmp:
+                total = inner_instructions(os.path.abspath(tree), __file__, ["200", "100"], tmp)
+            if isinstance(total, str):
+                print(f"{tree}: failed\n{total}")
+                return 1
+            print(f"{tree}: {total / 200:,.0f} instructions per cycle", flush=True)
+        return 0
     if args.instructions:  # deterministic: one run each, 200 cycles less the start-up
         for tree in args.tree:
             base = _child(tree, 0, 30, True)
