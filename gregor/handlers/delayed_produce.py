@@ -60,7 +60,7 @@ class DelayedProduce(DelayedOperation):
     def __init__(
         self, response: Any, awaiting: list[AwaitingWrite], timeout_ms: int, now_ms: int
     ) -> None:
-        super().__init__(now_ms + timeout_ms if timeout_ms > 0 else now_ms)
+        DelayedOperation.__init__(self, now_ms + timeout_ms if timeout_ms > 0 else now_ms)
         self.response = response
         self.awaiting = awaiting
         self.timeout_ms = timeout_ms
@@ -111,7 +111,9 @@ def delay(
         if not op.try_complete():
             op.on_expiration()
         return response
-    keys = dict.fromkeys(w.partition.commits for w in awaiting)
+    keys: dict[Any, None] = {}  # (in order, once each)
+    for w in awaiting:
+        keys[w.partition.commits] = None
     if just_checked:
         purgatory.watch(op, keys)
     elif purgatory.try_complete_else_watch(op, keys):

@@ -93,11 +93,15 @@ def _session_context(ctx: RequestContext, request: Any, now: int, follower: bool
     ):  # (a consumer's sessionless Fetch: as the cache would answer it, without a look)
         return Sessionless(request.topics)
     by_id = ctx.version >= 13
-    forgotten = [
-        (f.topic_id if by_id else f.topic, index)
-        for f in request.forgotten_topics_data
-        for index in f.partitions
-    ]
+    forgotten = (
+        [
+            (f.topic_id if by_id else f.topic, index)
+            for f in request.forgotten_topics_data
+            for index in f.partitions
+        ]
+        if request.forgotten_topics_data
+        else []  # (most Fetches forget nothing: no comprehension run for it)
+    )
     return ctx.services.fetch_sessions.new_context(
         request.session_id,
         request.session_epoch,
@@ -652,7 +656,8 @@ class DelayedFetch(DelayedOperation):
         topics: list[tuple[str | None, Any]],
         read: _Pass,
     ) -> None:
-        super().__init__(read.now + request.max_wait_ms)  # (the pass read the clock)
+        # (the pass read the clock; the base named, not super(): one Fetch in three parks)
+        DelayedOperation.__init__(self, read.now + request.max_wait_ms)
         self.ctx, self.request, self.session, self.topics = ctx, request, session, topics
         self.partitions = read.partitions
         self.responses: list[Any] = []
@@ -807,7 +812,10 @@ def _response(
     _count(ctx, topics, responses, not follower)
     # (of the contexts, only a full fetch's answer reads the time: a new session's creation)
     now = ctx.services.now_ms() if isinstance(session, FullFetch) else -1
-    error, session_id, kept = session.respond([t.partitions for t in responses], now)
+    answers = []
+    for t in responses:  # (a loop: cheaper than a comprehension's function for a few topics)
+        answers.append(t.partitions)
+    error, session_id, kept = session.respond(answers, now)
     if error:
         _close(responses)
         return FetchResponse._make(error_code=error, session_id=session_id, responses=[])
