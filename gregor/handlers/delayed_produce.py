@@ -67,8 +67,12 @@ class DelayedProduce(DelayedOperation):
         self.answer = Pending("produce")
 
     def try_complete(self) -> bool:
-        self.awaiting = [w for w in self.awaiting if not settle(w)]
-        return not self.awaiting
+        left = []  # (a loop: cheaper than a comprehension at each high watermark move)
+        for w in self.awaiting:
+            if not settle(w):
+                left.append(w)
+        self.awaiting = left
+        return not left
 
     def on_expiration(self) -> None:
         for waiting in self.awaiting:

@@ -230,7 +230,9 @@ def _collect(
             else:
                 parts = [_fetch_partition(s, name, fp) for fp in t.partitions]
         else:
-            parts = [_fetch_partition(s, name, fp) for fp in t.partitions]
+            parts = []
+            for fp in t.partitions:  # (a loop: a comprehension makes a function at each run)
+                parts.append(_fetch_partition(s, name, fp))
         responses.append(_topic_response(s, name, t, parts))
     return responses, s
 
@@ -536,7 +538,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     elif follower:
         keys = partitions
     else:  # (a consumer's: see DelayedFetch)
-        keys = [p.commits for p in partitions]
+        keys = []
+        for p in partitions:
+            keys.append(p.commits)
     ctx.services.purgatory.watch(op, keys)
     return op.answer
 
@@ -678,20 +682,22 @@ class DelayedFetch(DelayedOperation):
         """What a pass over `partitions` depended on: `_partition_state` of each (written out
         for a follower's: its session's partitions are parked on at every Fetch)."""
         follower, committed = self.follower, self.committed
+        # (loops: a comprehension makes a function at each run, here at every pass)
         if self.watch is not None:
-            self.dirty = {
-                p: (p, p.leader_id, p.leader_epoch, (lg := p.log).log_end_offset,
-                    lg.log_start_offset, lg.offline)
-                for p in partitions
-            }  # fmt: skip
-        elif follower:
-            self.state = [
-                (p, p.leader_id, p.leader_epoch, (lg := p.log).log_end_offset,
-                 lg.log_start_offset, lg.offline)
-                for p in partitions
-            ]  # fmt: skip
+            dirty = self.dirty = {}
+            for p in partitions:
+                lg = p.log
+                dirty[p] = (p, p.leader_id, p.leader_epoch, lg.log_end_offset,
+                            lg.log_start_offset, lg.offline)  # fmt: skip
         else:
-            self.state = [_partition_state(p, follower, committed) for p in partitions]
+            state = self.state = []
+            for p in partitions:
+                if follower:
+                    lg = p.log
+                    state.append((p, p.leader_id, p.leader_epoch, lg.log_end_offset,
+                                  lg.log_start_offset, lg.offline))  # fmt: skip
+                else:
+                    state.append(_partition_state(p, follower, committed))
         self.slots = None
 
     def try_complete_after(self, key: Any) -> bool:

@@ -402,9 +402,11 @@ class FetchSessionCache:
             return SessionError(INVALID_FETCH_SESSION_EPOCH)
         if session.uses_topic_ids != uses_topic_ids:
             return SessionError(FETCH_SESSION_TOPIC_ID_ERROR)
-        requested = [
-            (t.topic_id if uses_topic_ids else t.topic, fp) for t in topics for fp in t.partitions
-        ]  # (`_key_of`, inline)
+        requested = []  # (`_key_of`, inline; a loop: cheaper than a comprehension per Fetch)
+        for t in topics:
+            key = t.topic_id if uses_topic_ids else t.topic
+            for fp in t.partitions:
+                requested.append((key, fp))
         session.update(requested, forgotten)
         if not session.partitions:  # nothing left: closed, answered as a sessionless fetch
             self.remove(session_id)
