@@ -60,6 +60,7 @@ def main() -> int:
                     "rf3",
                     argparse.Namespace(seconds=args.seconds),
                     broker_pid(c.nodes[1]),
+                    [broker_pid(c.nodes[n]) for n in (2, 3)],
                 )
                 sent = (r.get("producer") or {}).get("sent") or 1
                 per_record = (fetches(url) - before) / sent
