@@ -1,6 +1,7 @@
 """CPU an idle node spends: ms of CPU (utime + stime, all threads) per second of wall clock.
 
     python bench/idle_cpu_bench.py --tree /tmp/rt_base --tree /tmp/rt_new [--window 25] [--runs 2]
+    python bench/idle_cpu_bench.py --tree . --skip-cluster --partitions 2000   # one node, 2,000
 
 Per tree: a 3-node KRaft cluster (scale_common.start_cluster, every node broker and
 controller), left alone for --settle seconds after it is up, then /proc/PID/stat read at the
@@ -76,14 +77,39 @@ def cluster_run(tree: Tree, args: argparse.Namespace) -> tuple[list[float], int]
             cluster.stop()
 
 
+def _create_topic(bootstrap: str, partitions: int) -> None:
+    """One topic of `partitions` partitions, made by an AdminClient that is gone before the
+    window (its connection would be one more thing the node serves)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic("idle", partitions, 1)]).values():
+        future.result(120)
+    del admin
+
+
 def single_run(tree: Tree, args: argparse.Namespace) -> float:
     with tempfile.TemporaryDirectory(dir=args.dir) as base:
         broker = start_broker(tree, base)
         try:
+            if args.partitions:
+                _create_topic(broker.bootstrap, args.partitions)
             time.sleep(args.settle)
             return cpu_ms_per_s([broker_pid(broker)], args.window)[0]
         finally:
             broker.stop()
+
+
+def _cluster_figures(
+    tree: Tree, args: argparse.Namespace, run: int, figures: dict[str, list[float]]
+) -> None:
+    nodes, active = cluster_run(tree, args)
+    marks = " ".join(f"{ms:.2f}{'*' if i == active else ''}" for i, ms in enumerate(nodes))
+    print(f"run {run} {tree.label}: cluster nodes ms/s {marks} (* active controller)")
+    figures.setdefault("cluster, active controller", []).append(nodes[active])
+    others = [ms for i, ms in enumerate(nodes) if i != active]
+    figures.setdefault("cluster, other node (mean)", []).append(statistics.mean(others))
+    figures.setdefault("cluster, sum of 3 nodes", []).append(sum(nodes))
 
 
 def main() -> None:
@@ -94,19 +120,18 @@ def main() -> None:
     ap.add_argument("--settle", type=float, default=5.0, help="seconds left alone first")
     ap.add_argument("--dir", default=tempfile.gettempdir())
     ap.add_argument("--skip-single", action="store_true", help="the 3-node cluster only")
+    ap.add_argument("--skip-cluster", action="store_true", help="the single node only")
+    ap.add_argument(
+        "--partitions", type=int, default=0, help="the single node holds a topic of this many"
+    )
     args = ap.parse_args()
     trees = trees_of(args)
     per_tree: dict[str, dict[str, list[float]]] = {t.label: {} for t in trees}
     for run in range(args.runs):
         for tree in trees:
             figures = per_tree[tree.label]
-            nodes, active = cluster_run(tree, args)
-            marks = " ".join(f"{ms:.2f}{'*' if i == active else ''}" for i, ms in enumerate(nodes))
-            print(f"run {run} {tree.label}: cluster nodes ms/s {marks} (* active controller)")
-            figures.setdefault("cluster, active controller", []).append(nodes[active])
-            others = [ms for i, ms in enumerate(nodes) if i != active]
-            figures.setdefault("cluster, other node (mean)", []).append(statistics.mean(others))
-            figures.setdefault("cluster, sum of 3 nodes", []).append(sum(nodes))
+            if not args.skip_cluster:
+                _cluster_figures(tree, args, run, figures)
             if not args.skip_single:
                 one = single_run(tree, args)
                 print(f"run {run} {tree.label}: single node ms/s {one:.2f}")

@@ -53,6 +53,7 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
+SWEEP_STEP = 256  # logs a periodic sweep looks at between turns of the loop, when it does nothing
 SYNC_EACH_UP_TO = 32  # logs a shutdown fsyncs one by one; more: one syncfs per log dir
 METADATA_LOG_DIR = "__cluster_metadata-0"  # never loaded, retained, cleaned or recovered here
 
@@ -409,15 +410,18 @@ class LogManager:
     def flush_due_steps(
         self, now_ms: int, flusher: Callable[[Log, int], None] | None = None
     ) -> Generator[None, None, int]:
-        """`flush_due` as a sweep."""
+        """`flush_due` as a sweep. A step is a flush, or `SWEEP_STEP` logs looked at: with
+        `flush.ms` unset (Kafka's default) nothing is due, and a step per log would cost an idle
+        node of thousands of partitions a millisecond a second."""
         count = 0
-        for tp, log_ in list(self.logs.items()):
-            yield
+        for looked, (tp, log_) in enumerate(list(self.logs.items()), 1):
+            if looked % SWEEP_STEP == 0:
+                yield
             if (
-                self.logs.get(tp) is log_
-                and not log_.offline
+                now_ms - log_.last_flush_ms >= log_.config.flush_ms
                 and log_.recovery_point < log_.log_end_offset
-                and now_ms - log_.last_flush_ms >= log_.config.flush_ms
+                and not log_.offline
+                and self.logs.get(tp) is log_
             ):
                 try:
                     if flusher is not None:
@@ -428,6 +432,7 @@ class LogManager:
                 except KafkaError:
                     continue  # offline now, with its dir
                 count += 1
+                yield
         return count
 
     def enforce_retention(self, now_ms: int, checkpoint: Callable[[], None] | None = None) -> int:
