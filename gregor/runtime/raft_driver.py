@@ -163,6 +163,10 @@ class RaftDriver:
         self._started = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at_ms = 0  # when `_timer` fires, on `clock`
+        # The node's next deadline as of the last Effects applied: nothing in it is due before
+        # (the node changes only in the calls whose Effects `_apply` takes), so a timer that
+        # fires earlier, set for a deadline that has since moved on, need not poll it.
+        self._deadline_ms = 0
         # (source, local id) -> an inbound request the node has not answered, in arrival order
         self._inbound: dict[tuple[int, int], _Inbound] = {}
         self._next_inbound_id = 0
@@ -333,6 +337,7 @@ class RaftDriver:
             self._commit(list(effects.committed))
         if effects.leader_change is not None and self.on_leader_change is not None:
             self.on_leader_change(effects.leader_change)
+        self._deadline_ms = effects.next_deadline_ms
         if self._timer is None or effects.next_deadline_ms < self._timer_at_ms:
             self._arm_timer(effects.next_deadline_ms)
 
@@ -450,9 +455,19 @@ class RaftDriver:
         self._timer = asyncio.get_running_loop().call_later(delay_ms / 1000, self._on_timer)
 
     def _on_timer(self) -> None:
+        """Poll the node when its deadline has come. A timer set for an earlier deadline that
+        has moved on since (a parked Fetch answered by an append before its high-watermark
+        linger ran out, the usual case while writes follow each other) is set again for the
+        deadline instead: an early poll would find nothing due. A far deadline still gets its
+        poll every MAX_TIMER_S."""
         self._timer = None
-        if self.node is not None and not self._stopped:
-            self._apply(self.node.poll(self.clock()))
+        if self.node is None or self._stopped:
+            return
+        now = self.clock()
+        if now < self._deadline_ms <= now + MAX_TIMER_S * 1000:
+            self._arm_timer(self._deadline_ms)
+            return
+        self._apply(self.node.poll(now))
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)

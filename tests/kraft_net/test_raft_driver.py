@@ -241,6 +241,39 @@ def test_the_timer_is_set_again_only_for_an_earlier_deadline(tmp_path: Path) -> 
     asyncio.run(main())
 
 
+def test_a_timer_that_fires_before_the_nodes_deadline_does_not_poll_it(tmp_path: Path) -> None:
+    """The timer stays set for an earlier deadline when the node's moves later (a parked
+    Fetch answered by an append): when it fires, the node is polled only if its deadline has
+    come; else the timer is set again for it."""
+
+    async def main() -> None:
+        cluster = Cluster(tmp_path)
+        async with cluster.running() as leader:
+            driver = cluster.drivers[leader]
+            node = driver.node
+            assert node is not None
+            polls = []
+            real_poll = node.poll
+
+            def counting_poll(now_ms: int) -> Any:
+                polls.append(now_ms)
+                return real_poll(now_ms)
+
+            node.poll = counting_poll  # type: ignore[method-assign]
+            now = driver.clock()
+            driver._apply(real_poll(now))
+            deadline = driver._deadline_ms
+            assert now < deadline <= now + 60_000, (now, deadline)
+            driver._on_timer()  # early: nothing is due
+            assert polls == []
+            assert driver._timer is not None and driver._timer_at_ms >= deadline - 1
+            driver._deadline_ms = now  # its deadline has come
+            driver._on_timer()
+            assert len(polls) == 1
+
+    asyncio.run(main())
+
+
 def test_a_follower_writes_its_leaders_batches_byte_for_byte(tmp_path: Path) -> None:
     """A follower copies the record batches of the metadata log as its leader wrote them (the
     leader's timestamps and CRCs), as Kafka's followers do: the three logs are the same bytes."""
