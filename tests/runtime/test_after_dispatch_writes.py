@@ -60,7 +60,8 @@ def test_answers_written_now_leave_before_the_rest_of_the_dispatch() -> None:
 
 def test_a_leaders_fetch_answers_leave_before_the_rest_of_the_request_that_appended() -> None:
     """RaftDriver.append writes the Fetch answers its append completed at once, inside the
-    dispatch of the request that appended; the fsync still waits for the dispatch's end."""
+    dispatch of the request that appended; work held for the dispatch's writes still waits
+    for its end."""
     import asyncio
 
     from gregor.protocol import api_keys
@@ -103,3 +104,61 @@ def test_a_leaders_fetch_answers_leave_before_the_rest_of_the_request_that_appen
     deferred = connection._DEFERRED
     asyncio.run(main())
     assert log == ["append", "write node-2", "rest of the request", "fsync"]
+
+
+def test_a_leaders_fsync_starts_once_its_fetch_answers_are_written() -> None:
+    """The flush an append asks for starts as soon as the Fetch answers that append completed
+    are written, before the rest of the request that appended (not at the dispatch's end)."""
+    import asyncio
+
+    from gregor.protocol import api_keys
+    from gregor.raft import messages as m
+    from gregor.raft.node import Effects, Send
+    from gregor.runtime.raft_driver import RaftDriver, _Inbound
+
+    log: list[str] = []
+
+    class LeaderStub:
+        def append(self, records: Any, now_ms: int) -> int:
+            log.append("append")
+            return 7
+
+        def poll(self, now_ms: int) -> Effects:  # node 2's parked Fetch answered, a flush asked
+            answer = m.FetchResponse(0, 1, 3, 5, 0, (), None, None, 41)
+            return Effects(outbound=[Send(2, answer)], next_deadline_ms=now_ms + 1000, flush=8)
+
+    class LogStub:
+        def begin_flush(self, offset: int) -> Any:
+            raise AssertionError("the AIO path is taken")
+
+        def begin_flush_fds(self, offset: int) -> Any:
+            return [], lambda: None
+
+    class AioStub:
+        def submit(self, fds: Any, done: Any) -> bool:
+            log.append("fsync")
+            return True
+
+    async def main() -> None:
+        driver = RaftDriver(1, log=LogStub(), store=None)  # type: ignore[arg-type]
+        driver.node = LeaderStub()  # type: ignore[assignment]
+        driver._aio, driver._aio_tried = AioStub(), True  # type: ignore[assignment]
+        parked = _Inbound(api_keys.FETCH, 17, 9)
+        parked.later = connection.Later()
+        parked.later.add_done_callback(lambda _: deferred.waiting.append(_Conn("node-2", log)))
+        driver._inbound[(2, 41)] = parked
+        driver._started.set()
+        deferred.waiting = []  # the dispatch of the request that appends
+        try:
+            assert driver.append([b"record"]) == 7
+            log.append("rest of the request")
+            connection._write_deferred(deferred)  # the dispatch ends
+        finally:
+            deferred.waiting, deferred.after = None, None
+            driver._stopped = True
+            if driver._timer is not None:
+                driver._timer.cancel()
+
+    deferred = connection._DEFERRED
+    asyncio.run(main())
+    assert log == ["append", "write node-2", "fsync", "rest of the request"]
