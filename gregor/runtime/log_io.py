@@ -48,6 +48,8 @@ def flush_after_roll(log_: Log, up_to: int) -> None:
 
     def fsync_all() -> None:
         try:
+            if created:  # its leader-epoch checkpoint may be still to be made (leader_epoch.py)
+                log_.leader_epochs.make_file()
             for path in created:
                 checkpoints.fsync_if_exists(path)
             for fd in fds:

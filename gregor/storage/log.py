@@ -1068,7 +1068,10 @@ class Log:
         return [s for s in self.segments[start:] if s.base_offset < target]
 
     def sync_creation(self) -> None:
-        """fsync what making this log left unsynced (`creation_syncs`), once."""
+        """fsync what making this log left unsynced (`creation_syncs`), once; a leader-epoch
+        checkpoint still to be made is made first."""
+        if self.creation_syncs:
+            self.leader_epochs.make_file()
         for path in self.creation_syncs:
             fsync_if_exists(path)
         self.creation_syncs = []

@@ -71,8 +71,40 @@ def test_prepared_logs_hold_their_first_epoch_and_placing_them_fsyncs_nothing(tm
         expected = [(4, 0)] if i % 2 == 0 else []
         assert log_.leader_epochs.entries == expected
         path = os.path.join(d, f"t-{i}", FILE_NAME)
-        assert checkpoints.read_epochs(path) == expected
+        assert not os.path.exists(path), "made by the first flush or the close, not before"
     lm.shutdown()
+    for i in range(count):  # a clean close made each, holding its epochs
+        expected = [(4, 0)] if i % 2 == 0 else []
+        assert checkpoints.read_epochs(os.path.join(d, f"t-{i}", FILE_NAME)) == expected
+
+
+def test_a_new_directorys_checkpoint_is_made_by_its_first_write_or_make_file(tmp_path):
+    """In a directory made just now the first epoch is recorded without a file; the first
+    write makes it (in place, as usual), or `make_file` does, once; a checkpoint there already
+    in a directory not new is left as it is."""
+    first = LeaderEpochCache(str(tmp_path / "a"), new=True)
+    os.makedirs(os.path.dirname(first.path))
+    synced: list[str] = []
+    first.sync_later = synced.append
+    first.create_file((7, 0))
+    assert first.entries == [(7, 0)] and not os.path.exists(first.path)
+    first.assign(7, 0)  # becoming leader in that epoch: nothing written
+    assert synced == [] and not os.path.exists(first.path)
+    first.make_file()
+    assert checkpoints.read_epochs(first.path) == [(7, 0)]
+    first.assign(8, 5)  # overwritten in place
+    first.make_file()  # made already: nothing
+    assert checkpoints.read_epochs(first.path) == [(7, 0), (8, 5)]
+    second = LeaderEpochCache(str(tmp_path / "b"), new=True)
+    os.makedirs(os.path.dirname(second.path))
+    second.sync_later = synced.append
+    second.create_file((3, 0))
+    second.assign(4, 2)  # the first write makes the file
+    assert checkpoints.read_epochs(second.path) == [(3, 0), (4, 2)]
+    gone = LeaderEpochCache(str(tmp_path / "gone"), new=True)
+    gone.create_file((1, 0))
+    gone.make_file()  # the directory was deleted meanwhile: nothing, no error
+    assert not os.path.exists(gone.path)
 
 
 def test_a_new_logs_first_flush_fsyncs_its_files_and_directories_before_its_data(
@@ -87,14 +119,24 @@ def test_a_new_logs_first_flush_fsyncs_its_files_and_directories_before_its_data
     log_ = open_log()
     lm.adopt("t", 0, log_dir, log_)
     synced: list[str] = []
-    monkeypatch.setattr(log_module, "fsync_if_exists", lambda p: bool(synced.append(p)))
+    made_when_synced: list[bool] = []
+
+    def fsync_if_exists(path: str) -> bool:
+        synced.append(path)
+        made_when_synced.append(os.path.exists(path))
+        return True
+
+    monkeypatch.setattr(log_module, "fsync_if_exists", fsync_if_exists)
     real_flush = LogSegment.flush
     monkeypatch.setattr(LogSegment, "flush", lambda seg: (synced.append("data"), real_flush(seg)))
     log_.flush()  # empty: nothing to make durable, the recovery point stays
     assert synced == [] and log_.creation_syncs
+    assert not os.path.exists(log_.leader_epochs.path)
     log_.append(build_batch([(b"k", b"v")]), leader_epoch=2)
     log_.flush()
     assert synced == [log_.leader_epochs.path, log_.directory, d, "data"]
+    assert made_when_synced == [True] * 3, "the checkpoint made before its fsync"
+    assert checkpoints.read_epochs(log_.leader_epochs.path) == [(2, 0)]
     assert log_.recovery_point == 1 and log_.creation_syncs == []
     log_.append(build_batch([(b"k", b"v")]), leader_epoch=2)
     log_.flush()
@@ -185,3 +227,33 @@ def test_a_directory_there_already_is_opened_with_what_it_holds(tmp_path):
     missing_parent = log_module.Log.create(str(tmp_path / "gone" / "t-0"), CONFIG)
     assert missing_parent.log_end_offset == 0  # made as open makes it
     missing_parent.close()
+
+
+def test_a_background_flush_makes_a_prepared_logs_checkpoint_before_its_fsync(
+    tmp_path, monkeypatch
+) -> None:
+    d = str(tmp_path / "logs")
+    os.makedirs(d)
+    lm = LogManager([d], CONFIG)
+    log_dir, open_log = lm.prepare("t", 0, None, first_epoch=5)
+    lm.adopt("t", 0, log_dir, open_log())
+    log_ = lm.get("t", 0)
+    assert log_ is not None and not os.path.exists(log_.leader_epochs.path)
+    log_.append(build_batch([(b"k", b"v")]), leader_epoch=5)
+    found: list[tuple[str, list[tuple[int, int]] | None]] = []
+
+    def fsync_if_exists(path: str) -> bool:
+        made = os.path.isfile(path) and path == log_.leader_epochs.path
+        found.append((path, checkpoints.read_epochs(path) if made else None))
+        return True
+
+    monkeypatch.setattr(checkpoints, "fsync_if_exists", fsync_if_exists)
+
+    async def flush() -> None:
+        log_io.flush_after_roll(log_, 1)
+        while log_.recovery_point < 1:
+            await asyncio.sleep(0.01)
+
+    asyncio.run(asyncio.wait_for(flush(), 30))
+    assert found == [(log_.leader_epochs.path, [(5, 0)]), (log_.directory, None), (d, None)]
+    lm.shutdown()
