@@ -80,14 +80,14 @@ class LeaderEpochCache:
         exists or the cache has entries.
 
         In a directory made just now (`new`) the file is not made here: `first` is recorded,
-        and the file holding the entries is made by the first write or by `make_file` (the
-        log's first flush, before it fsyncs the file, or its close), whichever comes first.
-        A partition created and never written to costs one inode fewer (ext4 allocates one in
-        tens to hundreds of microseconds of system time, and a topic creation makes three per
-        new partition: its directory, its segment, this file). Until that first flush a crash
-        finds no checkpoint and the log is recovered from offset 0, its epochs taken from its
-        batches; a log `LogManager.get_or_create` makes has no checkpoint until its first write
-        either."""
+        and the file is made holding the entries as they are then by `make_file`, which the
+        log's first flush calls before it fsyncs the file and moves the recovery point (off the
+        loop: log_io.py), and its close; the epochs assigned or cut meanwhile are written by
+        it, not each on its own. A topic creation then makes two inodes per new partition, its
+        directory and its segment, where it made three: ext4 allocates one in tens to hundreds
+        of microseconds of system time. Until that first flush the recovery point stays at the
+        log start, so a crash (which finds no checkpoint) recovers the log from there and takes
+        its epochs from its batches, as for a log `LogManager.get_or_create` made."""
         with self._lock:
             if self.entries:
                 return
@@ -119,6 +119,8 @@ class LeaderEpochCache:
     def _persist(self) -> None:
         later = self.sync_later
         with self._lock:
+            if self._unmade:  # `make_file` writes the entries as they are then
+                return
             self._pending = False
             self._write(sync=later is None)
         if later is not None:
@@ -127,6 +129,8 @@ class LeaderEpochCache:
     def _persist_truncation(self) -> None:
         if self.write_later is None:
             with self._lock:
+                if self._unmade:
+                    return
                 self._pending = False
                 self._write(sync=False)  # not fsynced: a crash brings back what opening cuts
             if self.sync_later is not None:
@@ -142,7 +146,7 @@ class LeaderEpochCache:
             if not self._pending:
                 return
             self._pending = False
-            if not os.path.isdir(os.path.dirname(self.path)):
+            if self._unmade or not os.path.isdir(os.path.dirname(self.path)):
                 return
             try:
                 self._write(sync=False)

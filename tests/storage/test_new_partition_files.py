@@ -78,29 +78,40 @@ def test_prepared_logs_hold_their_first_epoch_and_placing_them_fsyncs_nothing(tm
         assert checkpoints.read_epochs(os.path.join(d, f"t-{i}", FILE_NAME)) == expected
 
 
-def test_a_new_directorys_checkpoint_is_made_by_its_first_write_or_make_file(tmp_path):
-    """In a directory made just now the first epoch is recorded without a file; the first
-    write makes it (in place, as usual), or `make_file` does, once; a checkpoint there already
-    in a directory not new is left as it is."""
+def test_a_new_directorys_checkpoint_is_made_by_make_file_with_the_epochs_of_then(tmp_path):
+    """In a directory made just now the first epoch is recorded without a file; epochs
+    assigned and cut meanwhile write nothing (on the loop: no file created there), and
+    `make_file` makes it, once, holding them; later writes go to the file as before."""
     first = LeaderEpochCache(str(tmp_path / "a"), new=True)
     os.makedirs(os.path.dirname(first.path))
     synced: list[str] = []
     first.sync_later = synced.append
     first.create_file((7, 0))
     assert first.entries == [(7, 0)] and not os.path.exists(first.path)
-    first.assign(7, 0)  # becoming leader in that epoch: nothing written
+    first.assign(7, 0)  # becoming leader in that epoch
+    first.assign(8, 3)
+    first.truncate_from_end(5)  # nothing to cut: 8 began at 3
     assert synced == [] and not os.path.exists(first.path)
     first.make_file()
-    assert checkpoints.read_epochs(first.path) == [(7, 0)]
-    first.assign(8, 5)  # overwritten in place
+    assert checkpoints.read_epochs(first.path) == [(7, 0), (8, 3)]
+    first.assign(9, 5)  # written in place, as before
     first.make_file()  # made already: nothing
-    assert checkpoints.read_epochs(first.path) == [(7, 0), (8, 5)]
-    second = LeaderEpochCache(str(tmp_path / "b"), new=True)
-    os.makedirs(os.path.dirname(second.path))
-    second.sync_later = synced.append
-    second.create_file((3, 0))
-    second.assign(4, 2)  # the first write makes the file
-    assert checkpoints.read_epochs(second.path) == [(3, 0), (4, 2)]
+    assert checkpoints.read_epochs(first.path) == [(7, 0), (8, 3), (9, 5)]
+    assert synced == [first.path]
+    follower = LeaderEpochCache(str(tmp_path / "b"), new=True)
+    os.makedirs(os.path.dirname(follower.path))
+    follower.sync_later = synced.append
+    deferred: list = []
+    follower.write_later = deferred.append
+    follower.create_file()  # not led here: no epoch yet
+    follower.assign(3, 0)  # its first fetched batch
+    follower.assign(4, 2)
+    follower.truncate_from_end(2)  # handed to a worker: which writes nothing yet
+    for write in deferred:
+        write()
+    assert not os.path.exists(follower.path)
+    follower.make_file()
+    assert checkpoints.read_epochs(follower.path) == [(3, 0)]
     gone = LeaderEpochCache(str(tmp_path / "gone"), new=True)
     gone.create_file((1, 0))
     gone.make_file()  # the directory was deleted meanwhile: nothing, no error
