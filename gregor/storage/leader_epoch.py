@@ -82,12 +82,12 @@ class LeaderEpochCache:
         In a directory made just now (`new`) the file is not made here: `first` is recorded,
         and the file is made holding the entries as they are then by `make_file`, which the
         log's first flush calls before it fsyncs the file and moves the recovery point (off the
-        loop: log_io.py), and its close; the epochs assigned or cut meanwhile are written by
-        it, not each on its own. A topic creation then makes two inodes per new partition, its
-        directory and its segment, where it made three: ext4 allocates one in tens to hundreds
-        of microseconds of system time. Until that first flush the recovery point stays at the
-        log start, so a crash (which finds no checkpoint) recovers the log from there and takes
-        its epochs from its batches, as for a log `LogManager.get_or_create` made."""
+        loop: log_io.py), and its close; an epoch assigned or cut before then makes it on a
+        worker thread (`write_later`), as a truncation's write, never on the loop. A partition
+        created and not written to then costs one inode fewer: ext4 allocates one in tens to
+        hundreds of microseconds of system time. Until that first flush the recovery point stays
+        at the log start, so a crash (which may find no checkpoint) recovers the log from there
+        and takes its epochs from its batches, as for a log `LogManager.get_or_create` made."""
         with self._lock:
             if self.entries:
                 return
@@ -117,10 +117,13 @@ class LeaderEpochCache:
                 return
 
     def _persist(self) -> None:
+        if self._unmade and self.write_later is not None:
+            # The file is still to be made: made, holding the new epoch, on a worker thread
+            # as a truncation's write is (or by `make_file`, whichever runs first).
+            self._write_off_loop()
+            return
         later = self.sync_later
         with self._lock:
-            if self._unmade:  # `make_file` writes the entries as they are then
-                return
             self._pending = False
             self._write(sync=later is None)
         if later is not None:
@@ -129,13 +132,16 @@ class LeaderEpochCache:
     def _persist_truncation(self) -> None:
         if self.write_later is None:
             with self._lock:
-                if self._unmade:
-                    return
                 self._pending = False
                 self._write(sync=False)  # not fsynced: a crash brings back what opening cuts
             if self.sync_later is not None:
                 self.sync_later(self.path)
-        elif not self._pending:
+        else:
+            self._write_off_loop()
+
+    def _write_off_loop(self) -> None:
+        assert self.write_later is not None
+        if not self._pending:
             self._pending = True
             self.write_later(self._write_deferred)
 
@@ -146,7 +152,7 @@ class LeaderEpochCache:
             if not self._pending:
                 return
             self._pending = False
-            if self._unmade or not os.path.isdir(os.path.dirname(self.path)):
+            if not os.path.isdir(os.path.dirname(self.path)):
                 return
             try:
                 self._write(sync=False)

@@ -78,26 +78,24 @@ def test_prepared_logs_hold_their_first_epoch_and_placing_them_fsyncs_nothing(tm
         assert checkpoints.read_epochs(os.path.join(d, f"t-{i}", FILE_NAME)) == expected
 
 
-def test_a_new_directorys_checkpoint_is_made_by_make_file_with_the_epochs_of_then(tmp_path):
-    """In a directory made just now the first epoch is recorded without a file; epochs
-    assigned and cut meanwhile write nothing (on the loop: no file created there), and
-    `make_file` makes it, once, holding them; later writes go to the file as before."""
+def test_a_new_directorys_checkpoint_is_made_by_make_file_or_off_the_loop(tmp_path):
+    """In a directory made just now the first epoch is recorded without a file; `make_file`
+    makes it, once, holding the entries; an epoch assigned or cut before then makes it on the
+    worker (`write_later`), never on the caller's thread; later writes are as before."""
     first = LeaderEpochCache(str(tmp_path / "a"), new=True)
     os.makedirs(os.path.dirname(first.path))
     synced: list[str] = []
     first.sync_later = synced.append
+    first.write_later = _refused("write_later")
     first.create_file((7, 0))
     assert first.entries == [(7, 0)] and not os.path.exists(first.path)
-    first.assign(7, 0)  # becoming leader in that epoch
-    first.assign(8, 3)
-    first.truncate_from_end(5)  # nothing to cut: 8 began at 3
+    first.assign(7, 0)  # becoming leader in that epoch: nothing to write
     assert synced == [] and not os.path.exists(first.path)
     first.make_file()
-    assert checkpoints.read_epochs(first.path) == [(7, 0), (8, 3)]
-    first.assign(9, 5)  # written in place, as before
+    assert checkpoints.read_epochs(first.path) == [(7, 0)]
+    first.assign(8, 3)  # written in place, on this thread, as before
     first.make_file()  # made already: nothing
-    assert checkpoints.read_epochs(first.path) == [(7, 0), (8, 3), (9, 5)]
-    assert synced == [first.path]
+    assert checkpoints.read_epochs(first.path) == [(7, 0), (8, 3)] and synced == [first.path]
     follower = LeaderEpochCache(str(tmp_path / "b"), new=True)
     os.makedirs(os.path.dirname(follower.path))
     follower.sync_later = synced.append
@@ -106,12 +104,21 @@ def test_a_new_directorys_checkpoint_is_made_by_make_file_with_the_epochs_of_the
     follower.create_file()  # not led here: no epoch yet
     follower.assign(3, 0)  # its first fetched batch
     follower.assign(4, 2)
-    follower.truncate_from_end(2)  # handed to a worker: which writes nothing yet
-    for write in deferred:
-        write()
-    assert not os.path.exists(follower.path)
-    follower.make_file()
+    follower.truncate_from_end(2)
+    assert len(deferred) == 1 and not os.path.exists(follower.path), "one write, on the worker"
+    deferred.pop()()
     assert checkpoints.read_epochs(follower.path) == [(3, 0)]
+    follower.make_file()  # made already: nothing
+    assert checkpoints.read_epochs(follower.path) == [(3, 0)]
+    later = LeaderEpochCache(str(tmp_path / "c"), new=True)
+    os.makedirs(os.path.dirname(later.path))
+    later.write_later = deferred.append
+    later.create_file((1, 0))
+    later.assign(2, 4)
+    later.make_file()  # the first flush ran before the worker: holds the new epoch too
+    assert checkpoints.read_epochs(later.path) == [(1, 0), (2, 4)]
+    deferred.pop()()  # then the worker's write: the same entries
+    assert checkpoints.read_epochs(later.path) == [(1, 0), (2, 4)]
     gone = LeaderEpochCache(str(tmp_path / "gone"), new=True)
     gone.create_file((1, 0))
     gone.make_file()  # the directory was deleted meanwhile: nothing, no error
