@@ -20,6 +20,13 @@ gregor's figure is bench/cluster_metadata_bench.py's one-per-request case on a f
 runs alternate: null quorum, then each tree. Prints creations/s, p50 and p99 ms, and the CPU
 each process spent per creation (/proc); figures only, written to
 bench/results/null-quorum-<date>.md and .json (or `--results DIR`).
+
+Every run's directory is removed only once all runs are done. On ext4 without a journal (this
+machine's disk) a new inode is allocated past every inode freed in the last seconds to minutes,
+and a creation makes one to three: a run that followed the removal of the previous run's
+thousand partition directories paid 30-50% more CPU per creation on its nodes than the same tree
+run first, so the tree run second lost in every pair whichever it was. For the same reason,
+start it a minute after anything removed many files (a test run, another bench).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -207,13 +215,18 @@ def main() -> None:
     trees = trees_of(args)
     null = Tree("null quorum", "bench/null_quorum.py")
     report = Report("null-quorum", args, trees, extra=[null])
-    for run in range(runs_of(args)):
-        for tree in [null, *trees]:
-            say(f"run {run + 1}: {tree.label}")
-            with tempfile.TemporaryDirectory(prefix="gregor-nullq-", dir=args.dir) as tmp:
-                out = null_run(tmp, n) if tree is null else gregor_run(tree, tmp, n)
-            say(f"  {out}")
-            report.add("one per request", tree, out)
+    made: list[str] = []  # every run's directory, removed once all have run (see the docstring)
+    try:
+        for run in range(runs_of(args)):
+            for tree in [null, *trees]:
+                say(f"run {run + 1}: {tree.label}")
+                made.append(tempfile.mkdtemp(prefix="gregor-nullq-", dir=args.dir))
+                out = null_run(made[-1], n) if tree is null else gregor_run(tree, made[-1], n)
+                say(f"  {out}")
+                report.add("one per request", tree, out)
+    finally:
+        for tmp in made:
+            shutil.rmtree(tmp, ignore_errors=True)
     case = "one per request"
     report.write(
         "Topic creations on 3 nodes against the machine's floor (bench/null_quorum.py)",
