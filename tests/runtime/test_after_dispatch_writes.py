@@ -3,6 +3,7 @@ metadata log's fsync starts only once the Fetch answers the append completed hav
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from gregor.runtime import connection
@@ -58,16 +59,48 @@ def test_answers_written_now_leave_before_the_rest_of_the_dispatch() -> None:
     assert log == ["write client", "write later"]
 
 
+def _append_in_a_dispatch(
+    make_driver: Callable[[], Any], log: list[str], before: Callable[[], object] = lambda: None
+) -> None:
+    """`make_driver()`'s append run inside a request's dispatch, node 2's Fetch parked on the
+    leader; "rest of the request" logged after it, then the dispatch ends."""
+    import asyncio
+
+    from gregor.protocol import api_keys
+    from gregor.runtime.raft_driver import _Inbound
+
+    deferred = connection._DEFERRED
+
+    async def main() -> None:
+        driver = make_driver()
+        parked = _Inbound(api_keys.FETCH, 17, 9)
+        parked.later = connection.Later()
+        # as a connection does with an answer completed during another's dispatch
+        parked.later.add_done_callback(lambda _: deferred.waiting.append(_Conn("node-2", log)))
+        driver._inbound[(2, 41)] = parked
+        driver._started.set()
+        deferred.waiting = []  # the dispatch of the request that appends
+        try:
+            before()
+            assert driver.append([b"record"]) == 7
+            log.append("rest of the request")
+            connection._write_deferred(deferred)  # the dispatch ends
+        finally:
+            deferred.waiting, deferred.after = None, None
+            driver._stopped = True
+            if driver._timer is not None:
+                driver._timer.cancel()
+
+    asyncio.run(main())
+
+
 def test_a_leaders_fetch_answers_leave_before_the_rest_of_the_request_that_appended() -> None:
     """RaftDriver.append writes the Fetch answers its append completed at once, inside the
     dispatch of the request that appended; work held for the dispatch's writes still waits
     for its end."""
-    import asyncio
-
-    from gregor.protocol import api_keys
     from gregor.raft import messages as m
     from gregor.raft.node import Effects, Send
-    from gregor.runtime.raft_driver import RaftDriver, _Inbound
+    from gregor.runtime.raft_driver import RaftDriver
 
     log: list[str] = []
 
@@ -80,41 +113,23 @@ def test_a_leaders_fetch_answers_leave_before_the_rest_of_the_request_that_appen
             answer = m.FetchResponse(0, 1, 3, 5, 0, (), None, None, 41)
             return Effects(outbound=[Send(2, answer)], next_deadline_ms=now_ms + 1000)
 
-    async def main() -> None:
+    def make_driver() -> Any:
         driver = RaftDriver(1, log=None, store=None)  # type: ignore[arg-type]
         driver.node = LeaderStub()  # type: ignore[assignment]
-        parked = _Inbound(api_keys.FETCH, 17, 9)
-        parked.later = connection.Later()
-        # as a connection does with an answer completed during another's dispatch
-        parked.later.add_done_callback(lambda _: deferred.waiting.append(_Conn("node-2", log)))
-        driver._inbound[(2, 41)] = parked
-        driver._started.set()
-        deferred.waiting = []  # the dispatch of the request that appends
-        try:
-            after_dispatch_writes(lambda: log.append("fsync"))
-            assert driver.append([b"record"]) == 7
-            log.append("rest of the request")
-            connection._write_deferred(deferred)  # the dispatch ends
-        finally:
-            deferred.waiting, deferred.after = None, None
-            driver._stopped = True
-            if driver._timer is not None:
-                driver._timer.cancel()
+        return driver
 
-    deferred = connection._DEFERRED
-    asyncio.run(main())
+    _append_in_a_dispatch(
+        make_driver, log, lambda: after_dispatch_writes(lambda: log.append("fsync"))
+    )
     assert log == ["append", "write node-2", "rest of the request", "fsync"]
 
 
 def test_a_leaders_fsync_starts_once_its_fetch_answers_are_written() -> None:
     """The flush an append asks for starts as soon as the Fetch answers that append completed
     are written, before the rest of the request that appended (not at the dispatch's end)."""
-    import asyncio
-
-    from gregor.protocol import api_keys
     from gregor.raft import messages as m
     from gregor.raft.node import Effects, Send
-    from gregor.runtime.raft_driver import RaftDriver, _Inbound
+    from gregor.runtime.raft_driver import RaftDriver
 
     log: list[str] = []
 
@@ -139,26 +154,11 @@ def test_a_leaders_fsync_starts_once_its_fetch_answers_are_written() -> None:
             log.append("fsync")
             return True
 
-    async def main() -> None:
+    def make_driver() -> Any:
         driver = RaftDriver(1, log=LogStub(), store=None)  # type: ignore[arg-type]
         driver.node = LeaderStub()  # type: ignore[assignment]
         driver._aio, driver._aio_tried = AioStub(), True  # type: ignore[assignment]
-        parked = _Inbound(api_keys.FETCH, 17, 9)
-        parked.later = connection.Later()
-        parked.later.add_done_callback(lambda _: deferred.waiting.append(_Conn("node-2", log)))
-        driver._inbound[(2, 41)] = parked
-        driver._started.set()
-        deferred.waiting = []  # the dispatch of the request that appends
-        try:
-            assert driver.append([b"record"]) == 7
-            log.append("rest of the request")
-            connection._write_deferred(deferred)  # the dispatch ends
-        finally:
-            deferred.waiting, deferred.after = None, None
-            driver._stopped = True
-            if driver._timer is not None:
-                driver._timer.cancel()
+        return driver
 
-    deferred = connection._DEFERRED
-    asyncio.run(main())
+    _append_in_a_dispatch(make_driver, log)
     assert log == ["append", "write node-2", "fsync", "rest of the request"]
