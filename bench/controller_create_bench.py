@@ -33,70 +33,14 @@ from tree_child import inner_instructions
 
 def _inner(topics: int, warm: int, partitions: int) -> None:
     """Run under callgrind, with the tree's gregor first on sys.path."""
-    import random
-    import uuid
-
     import gregor
 
     assert gregor.__file__.startswith(os.getcwd()), f"{gregor.__file__}: not the tree measured"
-    from gregor.controller.admin import Admin, TopicSpec
-    from gregor.controller.local import LocalController
-    from gregor.metadata.raft_store import RaftMetadataStore
-    from gregor.node.active_controller import ActiveControllerCore
-    from gregor.protocol import api_keys
-    from gregor.protocol.messages import BrokerHeartbeatRequest, BrokerRegistrationRequest
-    from gregor.raft.config import RaftConfig
-    from gregor.raft.log import MemoryLog
-    from gregor.raft.node import RaftNode
-    from gregor.raft.store import MemoryQuorumStateStore
+    from controller_rig import admin_over_one_voter
 
-    cluster, now = "J8qXRwI-Qyi2G0guFTiuYw", 1_000
-    node = raft = RaftNode(
-        1, [1], MemoryLog(), MemoryQuorumStateStore(), random.Random(0), now,
-        RaftConfig(append_linger_ms=0), cluster,
-    )  # fmt: skip
-    store = RaftMetadataStore(None, cluster, clock=lambda: now)
-    store.local_id = 1
+    from gregor.controller.admin import TopicSpec
 
-    class Quorum:
-        node = raft
-
-        def append(self, records: Any) -> Any:
-            return node.append(records, now)
-
-    store.attach(Quorum())  # type: ignore[arg-type]
-
-    def run() -> None:
-        for _ in range(8):
-            effects = node.poll(now)
-            if effects.leader_change is not None:
-                store.on_leader_change(effects.leader_change)
-            store.on_committed(effects.committed)
-            if not effects.committed and effects.leader_change is None:
-                return
-
-    controller = LocalController(store, 1, {}, rng=random.Random(0))
-    core = ActiveControllerCore(1, store, controller)
-    run()
-    core.poll(now)
-    run()
-    R = BrokerRegistrationRequest
-    for b in (1, 2, 3):
-        registration = R(
-            broker_id=b, cluster_id=cluster, incarnation_id=uuid.UUID(int=b),
-            listeners=[R.Listener(name="PLAINTEXT", host="h", port=9092, security_protocol=0)],
-            features=[], rack=None, log_dirs=[uuid.UUID(int=9)],
-        )  # fmt: skip
-        answer = core.handle(api_keys.BROKER_REGISTRATION, 3, registration, now)
-        run()
-        beat = BrokerHeartbeatRequest(
-            broker_id=b, broker_epoch=answer.value.broker_epoch,
-            current_metadata_offset=store.applied, want_fence=False, want_shut_down=False,
-            offline_log_dirs=[],
-        )  # fmt: skip
-        core.handle(api_keys.BROKER_HEARTBEAT, 1, beat, now)
-        run()
-    admin = Admin(store, controller, [1, 2, 3], {}, 1)
+    admin, store, _log, run = admin_over_one_voter()
 
     def create(name: str) -> None:
         (outcome,) = admin.create_topics([TopicSpec(name, partitions, 1)])

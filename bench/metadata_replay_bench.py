@@ -44,12 +44,13 @@ CASES = {"elsewhere": 1, "here": 2}
 def _inner(case: str, topics: int, warm: int, internal: int) -> None:
     """Run under callgrind, with the tree's gregor first on sys.path."""
     import random
-    import uuid
     from collections.abc import Callable
 
     import gregor
 
     assert gregor.__file__.startswith(os.getcwd()), f"{gregor.__file__}: not the tree measured"
+    from controller_rig import CLUSTER, one_voter_store, register_brokers
+
     from gregor.broker.config import BrokerConfig
     from gregor.clock import ManualClock
     from gregor.controller.admin import Admin, TopicSpec
@@ -59,31 +60,13 @@ def _inner(case: str, topics: int, warm: int, internal: int) -> None:
     from gregor.metadata.config_view import BrokerConfigView
     from gregor.metadata.raft_store import RaftMetadataStore
     from gregor.node.active_controller import ActiveControllerCore
-    from gregor.protocol import api_keys
-    from gregor.protocol.messages import BrokerHeartbeatRequest, BrokerRegistrationRequest
-    from gregor.raft.config import RaftConfig
-    from gregor.raft.log import MemoryLog
-    from gregor.raft.node import RaftNode
-    from gregor.raft.store import MemoryQuorumStateStore
     from gregor.replication.hosting import PartitionHosting
     from gregor.replication.partition import ReplicaManager
     from gregor.storage.log_manager import LogManager
 
-    cluster, now = "J8qXRwI-Qyi2G0guFTiuYw", 1_000
-    node = raft = RaftNode(
-        1, [1], MemoryLog(), MemoryQuorumStateStore(), random.Random(0), now,
-        RaftConfig(append_linger_ms=0), cluster,
-    )  # fmt: skip
-    store = RaftMetadataStore(None, cluster, clock=lambda: now)
-    store.local_id = 1
-
-    class Quorum:
-        node = raft
-
-        def append(self, records: Any) -> Any:
-            return node.append(records, now)
-
-    store.attach(Quorum())  # type: ignore[arg-type]
+    cluster, now = CLUSTER, 1_000
+    node, _log, store = one_voter_store(now)
+    raft = node
 
     # node 2: its store (fed what node 1 commits), hosting and coordinators
     clock = ManualClock(now)
@@ -135,22 +118,7 @@ def _inner(case: str, topics: int, warm: int, internal: int) -> None:
     run()
     core.poll(now)
     run()
-    R = BrokerRegistrationRequest
-    for b in (1, 2, 3):
-        registration = R(
-            broker_id=b, cluster_id=cluster, incarnation_id=uuid.UUID(int=b),
-            listeners=[R.Listener(name="PLAINTEXT", host="h", port=9092, security_protocol=0)],
-            features=[], rack=None, log_dirs=[uuid.UUID(int=9)],
-        )  # fmt: skip
-        answer = core.handle(api_keys.BROKER_REGISTRATION, 3, registration, now)
-        run()
-        beat = BrokerHeartbeatRequest(
-            broker_id=b, broker_epoch=answer.value.broker_epoch,
-            current_metadata_offset=store.applied, want_fence=False, want_shut_down=False,
-            offline_log_dirs=[],
-        )  # fmt: skip
-        core.handle(api_keys.BROKER_HEARTBEAT, 1, beat, now)
-        run()
+    register_brokers(core, store, run, now)
     admin = Admin(store, controller, [1, 2, 3], {}, 1)
     groups = GroupCoordinator(2, follower, replicas, admin, view.value, hosting.apply)
     txns = TransactionCoordinator(
