@@ -242,6 +242,14 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
     buf = bytearray(_SIZE_CORRELATION.pack(0, correlation_id))
     if tagged_header:
         buf.append(0)
+    return _framed(encode, name, api_version, body, buf)
+
+
+def _framed(
+    encode: Encoder, name: str, api_version: int, body: Any, buf: bytearray
+) -> list[Buffer]:
+    """`body` encoded after the header in `buf` (4 bytes left for the size first), the size
+    written: the buffers to write in order."""
     out: list[Buffer] = []
     try:
         if isinstance(body, SelfEncoding):
@@ -327,20 +335,7 @@ def encode_request(
     encode, name = entry
     buf = bytearray(4)
     buf += _request_header(api_key, api_version, correlation_id, client_id)
-    out: list[Buffer] = []
-    try:
-        if isinstance(body, SelfEncoding):
-            buf = body.encode_into(api_version, out, buf)
-        else:
-            buf = encode(body, out, buf)
-    except Exception as e:
-        raise _encode_error(name, api_version, body, e) from e
-    if out:
-        out.append(buf)
-        _SIZE.pack_into(out[0], 0, total_length(out) - 4)
-        return out
-    _SIZE.pack_into(buf, 0, len(buf) - 4)  # (one buffer, the common case)
-    return [buf]
+    return _framed(encode, name, api_version, body, buf)
 
 
 def _request_encoder(api_key: int, api_version: int) -> tuple[Encoder, str]:
