@@ -63,6 +63,10 @@ _MAX_CHUNK = 256 * 1024
 # anonymous private mmap, whose pages the kernel backs only as bytes are written into them.
 # So a size prefix of 100 MB followed by nothing costs a page, not 100 MB, and the memory of
 # a frame being received is at most max(2 MiB, the bytes that arrived).
+# After such a frame the next read takes only the next size prefix: a client sending large
+# frames usually sends another, which then goes straight into a buffer of its own rather than
+# a chunk's worth of it being received into the chunk and copied over (a quarter of a 1 MiB
+# produce), for one more recv when the next frame is small.
 _WHOLE_FRAME_MAX = 2 * 1024 * 1024
 _NO_CHUNK = memoryview(bytearray(0))
 _TLS_WRITE = 256 * 1024  # bytes given to one SSL write (several TLS records)
@@ -297,6 +301,7 @@ def _write_waiting(waiting: list[Connection]) -> None:
 class Connection:
     # Slots: an idle connection is mostly this object (no dict of ~40 entries each).
     __slots__ = (
+        "_after_big",
         "_big",
         "_big_filled",
         "_chunk",
@@ -377,6 +382,7 @@ class Connection:
         self._chunk_size = _MIN_CHUNK  # of the next chunk
         self._start = 0  # first byte not yet consumed
         self._end = 0  # first byte not yet received
+        self._after_big = False  # the last frame was received into a buffer of its own
         self._big: bytearray | mmap.mmap | None = None  # a large frame, received directly
         self._big_filled = 0
         self._reserved = 0  # bytes of `pool` taken by the frame being received
@@ -521,7 +527,9 @@ class Connection:
         if self._end == len(self._chunk):
             self._new_chunk()
         room = len(self._chunk) - self._end
-        n = self._recv_into(self._chunk[self._end :])
+        if self._after_big and self._start == self._end:
+            room, self._after_big = 4, False  # the size prefix alone (_WHOLE_FRAME_MAX)
+        n = self._recv_into(self._chunk[self._end : self._end + room])
         if not n:
             return
         self._end += n
@@ -622,7 +630,7 @@ class Connection:
         n = self._recv_into(memoryview(buf)[self._big_filled :])
         self._big_filled += n
         if n and self._big_filled == len(buf):
-            self._big = None
+            self._big, self._after_big = None, True
             self._chunk, self._start, self._end = _NO_CHUNK, 0, 0  # all of it framed
             self._on_frame(memoryview(buf))
             self._release()
