@@ -39,6 +39,7 @@ from gregor.handlers.context import RequestContext
 from gregor.handlers.delayed_produce import AwaitingWrite, delay, settle
 from gregor.handlers.registry import NO_RESPONSE, handles
 from gregor.metadata.store import INTERNAL_TOPICS
+from gregor.metrics.stats import TopicCounters
 from gregor.protocol import api_keys, errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.messages import ProduceResponse
@@ -120,6 +121,7 @@ def _produce_partition(
     ctx: RequestContext,
     request: Any,
     topic: str,
+    counts: TopicCounters,
     pd: Any,
     now: int,
     failed: list[str],
@@ -129,8 +131,9 @@ def _produce_partition(
     *,
     verified: bool = False,
 ) -> Any:
-    """Append one partition's batch; its response, or None when it waits for a coordinator
-    (added to `waiting`). An acks=all write not yet replicated is added to `awaiting`."""
+    """Append one partition's batch (counted in `counts`, its topic's); its response, or None
+    when it waits for a coordinator (added to `waiting`). An acks=all write not yet replicated
+    is added to `awaiting`."""
     acks = request.acks
     code, message, base, append_time, start = errors.NONE, None, -1, -1, -1
     partition = info = None
@@ -161,13 +164,11 @@ def _produce_partition(
                 return None
         info = partition.append_as_leader(records, acks, now)
         base, append_time, start = info.first_offset, info.log_append_time, info.log_start_offset
-        counts = ctx.services.topic_stats.topic(topic)
         counts.total_produce += 1
         counts.messages_in += info.last_offset - base + 1
         counts.bytes_in += len(records)
     except KafkaError as exc:
         code, message = exc.code, exc.message
-        counts = ctx.services.topic_stats.topic(topic)
         counts.total_produce += 1
         counts.failed_produce += 1
         if isinstance(exc, RecordValidationError):
@@ -251,10 +252,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             responses.append(TopicResp(name=topic.name, partition_responses=refused))
             continue
         parts: list[Any] = []
+        name, counts = topic.name, ctx.services.topic_stats.topic(topic.name)
         for pd in topic.partition_data:
             parts.append(
                 _produce_partition(
-                    ctx, request, topic.name, pd, now, failed, waiting, parts, awaiting
+                    ctx, request, name, counts, pd, now, failed, waiting, parts, awaiting
                 )
             )
         responses.append(TopicResp._make(name=topic.name, partition_responses=parts))
@@ -325,6 +327,7 @@ class _Verification:
             ctx,
             request,
             w.topic,
+            ctx.services.topic_stats.topic(w.topic),
             w.data,
             ctx.services.now_ms(),
             [],

@@ -420,7 +420,7 @@ class Partition:
     def append_as_leader(
         self, records: memoryview | bytearray, acks: int, now_ms: int
     ) -> AppendInfo:
-        if not self.is_leader:
+        if self.leader_id != self.node_id:  # (`is_leader`, inline)
             raise self._not_leader()
         if acks == -1 and len(self.isr) < self.min_insync_replicas:
             raise KafkaError(
@@ -778,8 +778,10 @@ class Partition:
         self.fetches.unwatch(watcher)
 
     def notify(self) -> None:
-        self.fetches.notify()
-        self.commits.notify()
+        if self.fetches.watchers:  # (usually none: a call less each)
+            self.fetches.notify()
+        if self.commits.watchers:
+            self.commits.notify()
 
 
 # What `check_timestamps` reads of a batch header: batchLength (at 8), attributes (21), the
@@ -804,18 +806,17 @@ def check_timestamps(
     lower = before < now_ms  # a lower bound above 0: a record before the first may be out
     if not lower and after >= LONG_MAX - now_ms:
         return  # the defaults (before: unbounded) with after at its max: nothing to check
-    view = memoryview(records)
     refusal = None
     pos = 0
-    while refusal is None and pos + rb.HEADER_SIZE <= len(view):
-        length, attributes, first, last = _TIMESTAMP_FIELDS.unpack_from(view, pos)
+    while refusal is None and pos + rb.HEADER_SIZE <= len(records):
+        length, attributes, first, last = _TIMESTAMP_FIELDS.unpack_from(records, pos)
         if attributes & (rb.DELETE_HORIZON_FLAG | rb.CONTROL_FLAG):
             first = last
         for ts in (first, last):
             if ts != rb.NO_TIMESTAMP and not low <= ts <= high:
                 refusal = KafkaError(
                     errors.INVALID_TIMESTAMP,
-                    f"Timestamp {ts} of message with offset {rb.read_header(view, pos).base_offset} "
+                    f"Timestamp {ts} of message with offset {rb.read_header(records, pos).base_offset} "
                     f"is out of range. The timestamp should be within [{low}, {high}] "
                     f"(topic partition {where}).",
                 )
@@ -823,7 +824,7 @@ def check_timestamps(
     if refusal is None and not lower:
         return
     check_client_records(
-        view,
+        records,
         where,
         max_size=config.max_message_bytes,
         compacted=config.compact,
@@ -903,7 +904,7 @@ class ReplicaManager:
                 errors.UNKNOWN_TOPIC_OR_PARTITION,
                 f"This server does not host this topic-partition: {topic}-{index}",
             )
-        if not p.is_leader:
+        if p.leader_id != p.node_id:  # (`is_leader`, inline: once a produced partition)
             raise p._not_leader()
         return p
 

@@ -9,7 +9,7 @@ storage reads on every append, kept as plain attributes so the hot path pays one
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 LONG_MAX = (1 << 63) - 1
@@ -67,6 +67,11 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = LONG_MAX
     delete_retention_ms: int = 24 * 3600 * 1000
+    # Derived from the above when made (`__post_init__`), read once a produced batch (as
+    # attributes: a property would cost a call each): the topic stamps LogAppendTime;
+    # cleanup.policy holds `compact` (alone or with `delete`).
+    log_append_time: bool = field(init=False, repr=False, compare=False)
+    compact: bool = field(init=False, repr=False, compare=False)
 
     @classmethod
     def from_topic_configs(
@@ -88,12 +93,7 @@ class LogConfig:
                 changes[attr] = int(value)
         return replace(base, **changes)
 
-    @property
-    def log_append_time(self) -> bool:
-        return self.message_timestamp_type == "LogAppendTime"
-
-    @property
-    def compact(self) -> bool:
-        """cleanup.policy holds `compact` (alone or with `delete`). Read once a produced
-        batch: the answer is kept per policy string."""
-        return _holds_compact(self.cleanup_policy)
+    def __post_init__(self) -> None:
+        set_derived = object.__setattr__  # (frozen)
+        set_derived(self, "log_append_time", self.message_timestamp_type == "LogAppendTime")
+        set_derived(self, "compact", _holds_compact(self.cleanup_policy))

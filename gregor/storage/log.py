@@ -33,8 +33,7 @@ import bisect
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.protocol import errors
@@ -61,6 +60,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+_new_tuple = tuple.__new__  # a NamedTuple from its fields without its Python-level __new__
 
 # Special timestamps of ListOffsets.
 LATEST_TIMESTAMP = -1
@@ -70,8 +70,7 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 
-@dataclass(slots=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -443,17 +442,11 @@ class Log:
                 return self._duplicate_info(checked, stamped)
             producer_updates = checked
         self._write(view, infos, first, next_offset, max_ts, now_ms, producer_updates, epochs)
-        return AppendInfo(
-            first,
-            next_offset - 1,
-            max_ts,
-            max_ts_offset,
-            now_ms if stamped else -1,
-            len(infos),
-            count,
-            end,
-            self.log_start_offset,
-        )
+        return _new_tuple(
+            AppendInfo,
+            (first, next_offset - 1, max_ts, max_ts_offset, now_ms if stamped else -1,
+             len(infos), count, end, self.log_start_offset),
+        )  # fmt: skip
 
     def _walk_as_leader(
         self, view: memoryview, leader_epoch: int, now_ms: int, client: bool
@@ -492,7 +485,7 @@ class Log:
                 batch_ts = now_ms
             if batch_ts > max_ts:
                 max_ts, offset_of_max_ts = batch_ts, last
-            infos.append(BatchInfo(pos, next_offset, last, batch_ts, size))
+            infos.append(_new_tuple(BatchInfo, (pos, next_offset, last, batch_ts, size)))
             if header.producer_id >= 0:
                 producer_batches.append(ProducerBatch(header, next_offset, batch_ts, pos))
             records_count += header.records_count
@@ -583,15 +576,10 @@ class Log:
         is raised, so no later append can land after damage."""
         if self.offline:
             raise self._offline_error()
-        segment = self.guarded(
-            "rolling a segment",
-            self._maybe_roll,
-            len(view),
-            first_offset,
-            next_offset - 1,
-            max_ts,
-            now_ms,
-        )
+        try:  # (`guarded`, written out: a call less on every append)
+            segment = self._maybe_roll(len(view), first_offset, next_offset - 1, max_ts, now_ms)
+        except OSError as exc:
+            raise self.fail(exc, "rolling a segment") from None
         mark, log_end_offset = segment.mark(), self.log_end_offset
         try:
             segment.append(view, infos)
@@ -680,30 +668,12 @@ class Log:
         self, size: int, first_offset: int, last_offset: int, max_ts: int, now_ms: int
     ) -> LogSegment:
         seg = self.segments[-1]
-        config = self.config
         if seg.size == 0 and seg.base_offset == first_offset:
             return seg
-        reason = ""
-        if seg.size > config.segment_bytes - size:
-            reason = "segment.bytes"
-        elif seg.size > 0 and self._waited_for_roll(seg, max_ts, now_ms) > (
-            config.segment_ms - config.segment_jitter_ms
-        ):
-            reason = "segment.ms"
-        elif seg.offset_index.is_full() or seg.time_index.is_full():
-            reason = "a full index"
-        elif not seg.can_convert_to_relative_offset(last_offset):
-            reason = "relative offset overflow"
+        reason = seg.roll_reason(self.config, size, last_offset, max_ts, now_ms)
         if not reason:
             return seg
         return self.roll(first_offset, reason, now_ms)
-
-    @staticmethod
-    def _waited_for_roll(seg: LogSegment, max_ts: int, now_ms: int) -> int:
-        first = seg.first_batch_timestamp()
-        if first >= 0 and max_ts >= 0:
-            return max_ts - first
-        return now_ms - seg.created_ms
 
     def roll(
         self, base_offset: int | None = None, reason: str = "requested", now_ms: int | None = None

@@ -34,13 +34,16 @@ import logging
 import os
 import struct
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.records import batch as rb
 from gregor.storage.index import OffsetIndex, TimeIndex, TimestampOffset
 from gregor.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
+
+if TYPE_CHECKING:
+    from gregor.storage.config import LogConfig
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +60,7 @@ _SCAN_CHUNK = 16384
 _SCAN_FIELDS = struct.Struct(">qi11xi8xq").unpack_from
 _HEADER = rb.HEADER_SIZE
 _MIN_LENGTH = rb.HEADER_SIZE - rb.LOG_OVERHEAD
-_new_info = tuple.__new__  # BatchInfo without the Python-level __new__ (same tuple)
+_new_info = tuple.__new__  # a BatchInfo (AppendMark) without the Python-level __new__
 
 
 def file_name(base_offset: int, suffix: str) -> str:
@@ -236,14 +239,11 @@ class LogSegment:
 
     def mark(self) -> AppendMark:
         """Where the segment stands, for `rollback` after a later step of an append failed."""
-        return AppendMark(
-            self.size,
-            self.offset_index.entries,
-            self.time_index.entries,
-            self._bytes_since_index,
-            self._max_ts,
-            self._first_batch_ts,
-        )
+        return _new_info(
+            AppendMark,
+            (self.size, self.offset_index.entries, self.time_index.entries,
+             self._bytes_since_index, self._max_ts, self._first_batch_ts),
+        )  # fmt: skip
 
     def rollback(self, mark: AppendMark, first_offset: int) -> None:
         """Undo every append since `mark` (the batches from `first_offset` on): the file, both
@@ -290,6 +290,28 @@ class LogSegment:
     def largest_timestamp(self) -> int:
         """The largest timestamp in the segment (-1 when empty or unknown)."""
         return self.max_timestamp_so_far().timestamp
+
+    def roll_reason(
+        self, config: LogConfig, size: int, last_offset: int, max_ts: int, now_ms: int
+    ) -> str:
+        """Why an append of `size` bytes ending at `last_offset`, its largest timestamp
+        `max_ts`, must start a new segment (Kafka's LogSegment.shouldRoll); "" when it may go
+        in this one. segment.ms counts from the first batch's timestamp (from when this broker
+        made or opened the segment when that is unknown)."""
+        if self.size > config.segment_bytes - size:
+            return "segment.bytes"
+        if self.size > 0:
+            first = self._first_batch_ts
+            if first is None:
+                first = self.first_batch_timestamp()
+            waited = max_ts - first if first >= 0 and max_ts >= 0 else now_ms - self.created_ms
+            if waited > config.segment_ms - config.segment_jitter_ms:
+                return "segment.ms"
+        if self.offset_index.is_full() or self.time_index.is_full():
+            return "a full index"
+        if not 0 <= last_offset - self.base_offset <= INT32_MAX:
+            return "relative offset overflow"
+        return ""
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= INT32_MAX
