@@ -476,9 +476,7 @@ class Log:
                 )
             size = header.batch_length + rb.LOG_OVERHEAD
             last = next_offset + header.last_offset_delta
-            rb.patch_base_offset(view, pos, next_offset)
-            if leader_epoch != header.partition_leader_epoch:
-                rb.patch_partition_leader_epoch(view, pos, leader_epoch)
+            rb.patch_base_offset_and_epoch(view, header, pos, next_offset, leader_epoch)
             batch_ts = header.max_timestamp
             if stamp:
                 rb.patch_log_append_time(view, pos, size, now_ms)
@@ -576,8 +574,13 @@ class Log:
         is raised, so no later append can land after damage."""
         if self.offline:
             raise self._offline_error()
-        try:  # (`guarded`, written out: a call less on every append)
-            segment = self._maybe_roll(len(view), first_offset, next_offset - 1, max_ts, now_ms)
+        segment = self.segments[-1]
+        try:  # (`guarded`, written out: on every append; the check may read a file)
+            if segment.size or segment.base_offset != first_offset:  # (else: a new segment)
+                size, last_offset = len(view), next_offset - 1
+                reason = segment.roll_reason(self.config, size, last_offset, max_ts, now_ms)
+                if reason:
+                    segment = self.roll(first_offset, reason, now_ms)
         except OSError as exc:
             raise self.fail(exc, "rolling a segment") from None
         mark, log_end_offset = segment.mark(), self.log_end_offset
@@ -663,17 +666,6 @@ class Log:
             0,
             self.log_start_offset,
         )
-
-    def _maybe_roll(
-        self, size: int, first_offset: int, last_offset: int, max_ts: int, now_ms: int
-    ) -> LogSegment:
-        seg = self.segments[-1]
-        if seg.size == 0 and seg.base_offset == first_offset:
-            return seg
-        reason = seg.roll_reason(self.config, size, last_offset, max_ts, now_ms)
-        if not reason:
-            return seg
-        return self.roll(first_offset, reason, now_ms)
 
     def roll(
         self, base_offset: int | None = None, reason: str = "requested", now_ms: int | None = None

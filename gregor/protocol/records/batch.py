@@ -76,6 +76,7 @@ _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
+_PREFIX16 = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 
 
 class BatchHeader(NamedTuple):
@@ -232,6 +233,14 @@ def patch_base_offset(buf: memoryview | bytearray, pos: int, base_offset: int) -
 
 def patch_partition_leader_epoch(buf: memoryview | bytearray, pos: int, epoch: int) -> None:
     _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+
+def patch_base_offset_and_epoch(
+    buf: memoryview | bytearray, header: BatchHeader, pos: int, base_offset: int, epoch: int
+) -> None:
+    """`patch_base_offset` and `patch_partition_leader_epoch` in one write of the first 16
+    bytes (the batchLength between them written back as `header` has it)."""
+    _PREFIX16.pack_into(buf, pos, base_offset, header.batch_length, epoch)
 
 
 def patch_log_append_time(buf: memoryview | bytearray, pos: int, size: int, now_ms: int) -> None:

@@ -44,6 +44,7 @@ sizes, as many producers' are) are compared in strides, C loops, about 50 ns eac
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import cramjam
@@ -62,6 +63,7 @@ _XERIAL_HEADER = 16  # magic (8) + version (4) + compatible version (4)
 _FULL_BUFFER = "failed to write whole buffer"  # cramjam's words when an `_into` buffer is full
 _CODECS = {1: cramjam.gzip, 3: cramjam.lz4, 4: cramjam.zstd}
 _COPY_LIMIT = 64 * 1024  # a batch's records up to this size are walked in a copy (see below)
+_BATCH_LENGTH = struct.Struct(">i").unpack_from
 
 
 def uncompressed_limit(max_message_bytes: int) -> int:
@@ -93,7 +95,7 @@ def check_single_batch(records: memoryview | bytes | bytearray, where: str) -> N
     ProduceRequest.validateRecords for magic 2). A batch claiming more bytes than there are is
     left to `check_batch` (CORRUPT_MESSAGE)."""
     if len(records) >= rb.LOG_OVERHEAD:
-        size = rb.peek_offset_and_size(records)[1]
+        size = _BATCH_LENGTH(records, rb.LENGTH_OFFSET)[0] + rb.LOG_OVERHEAD  # (one call less)
         if rb.HEADER_SIZE <= size < len(records):
             raise KafkaError(
                 errors.INVALID_RECORD,
