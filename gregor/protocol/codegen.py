@@ -502,7 +502,13 @@ class _DecoderGen(_Gen):
             w.emit(depth, f"{target} = mv[pos]")
             w.emit(depth, "pos += 1")
             w.emit(depth, f"if {target} > 127:")
-            w.emit(depth + 1, f"{target}, pos = _uv(mv, pos - 1, {end}, {p})")
+            # The 2-byte form inline (lengths 127 to 16,382: a produced partition's records
+            # mostly); longer ones, and a varint cut by the end, in `_uv`.
+            w.emit(depth + 1, f"if pos < {end} and mv[pos] < 128:")
+            w.emit(depth + 2, f"{target} = ({target} & 127) | mv[pos] << 7")
+            w.emit(depth + 2, "pos += 1")
+            w.emit(depth + 1, "else:")
+            w.emit(depth + 2, f"{target}, pos = _uv(mv, pos - 1, {end}, {p})")
             w.emit(depth, f"{target} -= 1")
             if not nullable:
                 w.emit(depth, f"if {target} < 0:")

@@ -787,6 +787,8 @@ class Partition:
 # What `check_timestamps` reads of a batch header: batchLength (at 8), attributes (21), the
 # base and max timestamps (27, 35).
 _TIMESTAMP_FIELDS = struct.Struct(">8xi9xh4xqq")
+# Attributes with which the base timestamp is not a record's (it is the delete horizon).
+_FIRST_NOT_A_TIMESTAMP = rb.DELETE_HORIZON_FLAG | rb.CONTROL_FLAG
 
 
 def check_timestamps(
@@ -810,7 +812,10 @@ def check_timestamps(
     pos = 0
     while refusal is None and pos + rb.HEADER_SIZE <= len(records):
         length, attributes, first, last = _TIMESTAMP_FIELDS.unpack_from(records, pos)
-        if attributes & (rb.DELETE_HORIZON_FLAG | rb.CONTROL_FLAG):
+        if low <= last <= high and (low <= first <= high or attributes & _FIRST_NOT_A_TIMESTAMP):
+            pos += max(length + rb.LOG_OVERHEAD, rb.HEADER_SIZE)  # (the usual batch)
+            continue
+        if attributes & _FIRST_NOT_A_TIMESTAMP:
             first = last
         for ts in (first, last):
             if ts != rb.NO_TIMESTAMP and not low <= ts <= high:

@@ -590,7 +590,8 @@ class Log:
             if producer_updates:
                 self.producer_state.apply(producer_updates, segment.txn_index)
             for epoch, base in epochs:  # a follower learns its leaders' epochs from the batches
-                if epoch > self.leader_epochs.latest_epoch:
+                known = self.leader_epochs.entries  # (`latest_epoch`, inline: on every append)
+                if not known or epoch > known[-1][0]:
                     self.leader_epochs.assign(epoch, base)
             if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
                 self.flush()
