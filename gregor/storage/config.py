@@ -12,6 +12,8 @@ import functools
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from gregor.protocol.records.validate import uncompressed_limit
+
 LONG_MAX = (1 << 63) - 1
 
 # topic config name -> attribute (its parser follows the attribute's type)
@@ -69,9 +71,11 @@ class LogConfig:
     delete_retention_ms: int = 24 * 3600 * 1000
     # Derived from the above when made (`__post_init__`), read once a produced batch (as
     # attributes: a property would cost a call each): the topic stamps LogAppendTime;
-    # cleanup.policy holds `compact` (alone or with `delete`).
+    # cleanup.policy holds `compact` (alone or with `delete`); the most a batch's records may
+    # decompress to (`validate.uncompressed_limit` of max.message.bytes).
     log_append_time: bool = field(init=False, repr=False, compare=False)
     compact: bool = field(init=False, repr=False, compare=False)
+    max_uncompressed_bytes: int = field(init=False, repr=False, compare=False)
 
     @classmethod
     def from_topic_configs(
@@ -97,3 +101,4 @@ class LogConfig:
         set_derived = object.__setattr__  # (frozen)
         set_derived(self, "log_append_time", self.message_timestamp_type == "LogAppendTime")
         set_derived(self, "compact", _holds_compact(self.cleanup_policy))
+        set_derived(self, "max_uncompressed_bytes", uncompressed_limit(self.max_message_bytes))

@@ -39,7 +39,7 @@ from gregor.clock import SYSTEM_CLOCK, Clock
 from gregor.protocol import errors
 from gregor.protocol.errors import KafkaError
 from gregor.protocol.records import batch as rb
-from gregor.protocol.records.validate import check_client_batch, uncompressed_limit
+from gregor.protocol.records.validate import check_client_batch
 from gregor.storage.checkpoints import fsync_dir, fsync_if_exists
 from gregor.storage.config import LogConfig
 from gregor.storage.index import TimestampOffset
@@ -459,7 +459,7 @@ class Log:
         end = len(view)
         max_size = config.max_message_bytes
         where = self._where if client else ""
-        max_uncompressed = uncompressed_limit(max_size)
+        max_uncompressed = config.max_uncompressed_bytes
         compacted = config.compact
         stamp = config.log_append_time
         first_offset = next_offset = self.log_end_offset
