@@ -57,6 +57,9 @@ RecordError = ProduceResponse.BatchIndexAndErrorMessage
 # An answer's current_leader when it names none: one shared by the answers (nothing changes it
 # in place), not one made per partition by the generated constructor.
 _NO_LEADER = ProduceResponse.LeaderIdAndEpoch()
+# Likewise the record_errors of an answer that names none (nearly all): one list a request
+# less per partition, an object the garbage collector would otherwise count and walk.
+_NO_RECORD_ERRORS: list[Any] = []
 _ATTRIBUTES_LOW = rb.ATTRIBUTES_OFFSET + 1  # the low byte of a batch's int16 attributes
 
 
@@ -137,7 +140,7 @@ def _produce_partition(
     acks = request.acks
     code, message, base, append_time, start = errors.NONE, None, -1, -1, -1
     partition = info = None
-    record_errors: list[Any] = []
+    record_errors: list[Any] = _NO_RECORD_ERRORS
     try:
         if acks not in (-1, 0, 1):
             raise KafkaError(errors.INVALID_REQUIRED_ACKS, f"acks={acks} is not one of -1, 0, 1")
