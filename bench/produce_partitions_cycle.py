@@ -11,11 +11,15 @@ uncompressed v2 batch of `--records` records of 100 B, null keys, producer id -1
 ms apart (what librdkafka builds with linger.ms=5 when a producer spreads small records over
 many partitions). It goes through `Dispatcher.__call__` of a `BrokerServer` built in this
 process (no sockets, no event loop; data in a temporary dir): header peek, decode, handler,
-each partition's append (validation, producer state, segment write), response encoding. Each
-request is a fresh copy of the frame (the log patches its batches in place).
+each partition's append (checks, CRC and record walk, segment write and index entries, high
+watermark), response encoding. Each request is a fresh copy of the frame (the log patches its
+batches in place). A partition's first append reserves its index blocks and its first index
+entry (after 4 KiB) opens its index files, once each: the warm-up (10 requests by default)
+leaves both behind for batches of 5 records or more (1-record batches reach their first entry
+after some 24 requests).
 
-Prints the process CPU ns per partition (`--requests` requests after `--warm-up`; the runs of
-the trees alternate), or, with `--counted`, the instructions per partition callgrind counts
+Prints the process CPU ns per partition and the wall ms per request (`--requests` requests
+after `--warm-up`; the runs of the trees alternate), or, with `--counted`, the instructions per partition callgrind counts
 while switched on (`callgrind_control -i`) around `--requests` requests after the warm-up, which
 no load on the machine bends; or, with `--profile`, a cProfile of the requests (cumulative and
 own time, top 40). Figures only.
@@ -184,7 +188,7 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=1000)
     ap.add_argument("--records", type=int, default=5, help="records per partition's batch")
     ap.add_argument("--requests", type=int, default=None, help="requests measured")
-    ap.add_argument("--warm-up", type=int, default=3, help="requests before measuring")
+    ap.add_argument("--warm-up", type=int, default=10, help="requests before measuring")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--counted", action="store_true", help="instructions, by callgrind")
     ap.add_argument("--profile", action="store_true", help="cProfile, in this process")
