@@ -20,7 +20,9 @@ and the worst), split into the handler and the encoding. The trees' child proces
 switched on (`callgrind_control -i`) around `--answers` answers of each version after the
 warm-up, per answer: figures no load on the machine bends. `--profile`: cProfile of this tree's
 answers. `--gc`: each answer's time with the garbage collector's collections counted (how many
-answers saw one of each generation). Figures only: nothing is asserted.
+answers saw one of each generation). `--cold`: before each answer, drop what a tree keeps of
+the answers before (handlers/metadata_partitions.py), as after every topic changed: the cost
+of writing every partition. Figures only: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -94,7 +96,15 @@ class Answers:
     def handler(self) -> Any:
         return self.handle(self.ctx, self.request)
 
-    def once(self) -> tuple[float, float, int]:
+    def forget(self) -> None:
+        """Drop what a tree keeps of earlier answers, if anything (`--cold`)."""
+        kept = getattr(self.ctx.services, "partition_arrays", None)
+        if kept is not None:
+            kept._kept.clear()
+
+    def once(self, cold: bool = False) -> tuple[float, float, int]:
+        if cold:
+            self.forget()
         t0 = time.perf_counter()
         response = self.handle(self.ctx, self.request)
         t1 = time.perf_counter()
@@ -103,7 +113,9 @@ class Answers:
         return t1 - t0, t2 - t1, sum(len(x) for x in buffers)
 
 
-def timed(layout: str, versions: str, answers: int, warm_up: int, count_gc: bool) -> str:
+def timed(
+    layout: str, versions: str, answers: int, warm_up: int, count_gc: bool, cold: bool = False
+) -> str:
     """Run in the tree on sys.path: JSON {version: {handler_ms, encode_ms, total_ms, ...}}."""
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="gregor-mdanswer-") as d:
@@ -118,7 +130,7 @@ def timed(layout: str, versions: str, answers: int, warm_up: int, count_gc: bool
             size = 0
             for _ in range(answers):
                 before = [s["collections"] for s in gc.get_stats()]
-                h, e, size = run.once()
+                h, e, size = run.once(cold)
                 after = [s["collections"] for s in gc.get_stats()]
                 for gen in range(3):
                     seen[gen] += after[gen] != before[gen]
@@ -137,7 +149,7 @@ def timed(layout: str, versions: str, answers: int, warm_up: int, count_gc: bool
     return json.dumps(out)
 
 
-def _counted(layout: str, versions: str, answers: int, warm_up: int) -> None:
+def _counted(layout: str, versions: str, answers: int, warm_up: int, cold: bool) -> None:
     """Under callgrind (`--instr-atstart=no`): prints per version the answers counted."""
     with tempfile.TemporaryDirectory(prefix="gregor-mdanswer-") as d:
         b = build_node(d, layout)
@@ -148,7 +160,7 @@ def _counted(layout: str, versions: str, answers: int, warm_up: int) -> None:
                 run.once()
             subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], check=False)
             for _ in range(answers):
-                run.once()
+                run.once(cold)
             subprocess.run(["callgrind_control", "-i", "off", str(os.getpid())], check=False)
             # one version per child: the totals are of all that was counted
             break
@@ -160,7 +172,7 @@ def _child_timed(tree: str, args: argparse.Namespace) -> dict[str, Any]:
         f"import sys; sys.path.insert(0, {HERE!r}); import gregor, metadata_answer_bench as m; "
         f"assert gregor.__file__.startswith({os.path.abspath(tree)!r}), gregor.__file__; "
         f"print(m.timed({args.layout!r}, {args.versions!r}, {args.answers}, {args.warm_up}, "
-        f"{args.gc}))"
+        f"{args.gc}, {args.cold}))"
     )
     env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
     done = subprocess.run(
@@ -185,7 +197,7 @@ def profile(args: argparse.Namespace) -> None:
             prof = cProfile.Profile()
             prof.enable()
             for _ in range(args.answers):
-                run.once()
+                run.once(args.cold)
             prof.disable()
             print(f"--- v{v}, {args.answers} answers ({args.layout})")
             pstats.Stats(prof).sort_stats("tottime").print_stats(25)
@@ -193,8 +205,8 @@ def profile(args: argparse.Namespace) -> None:
 
 
 def main() -> int:
-    if len(sys.argv) == 6 and sys.argv[1] == "--inner":
-        _counted(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    if len(sys.argv) == 7 and sys.argv[1] == "--inner":
+        _counted(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6] == "1")
         return 0
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -208,6 +220,7 @@ def main() -> int:
     ap.add_argument("--counted", action="store_true", help="callgrind instructions per answer")
     ap.add_argument("--profile", action="store_true", help="cProfile this tree's answers")
     ap.add_argument("--gc", action="store_true", help="count the collections answers saw")
+    ap.add_argument("--cold", action="store_true", help="drop what was kept before each answer")
     args = ap.parse_args()
     trees = args.tree or ["."]
     if args.profile:
@@ -220,7 +233,7 @@ def main() -> int:
             return 2
         for v in args.versions.split(","):
             for tree in trees:
-                inner = [args.layout, v, str(args.answers), str(args.warm_up)]
+                inner = [args.layout, v, str(args.answers), str(args.warm_up), str(int(args.cold))]
                 with tempfile.TemporaryDirectory() as tmp:
                     total = inner_instructions(os.path.abspath(tree), __file__, inner, tmp)
                 if isinstance(total, str):

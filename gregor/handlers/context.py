@@ -15,6 +15,7 @@ from gregor.controller.admin import Admin
 from gregor.controller.producer_ids import ProducerIdManager
 from gregor.coordinator.runtime import GroupCoordinator
 from gregor.coordinator.txn.runtime import TransactionCoordinator
+from gregor.handlers.metadata_partitions import PartitionArrays
 from gregor.metadata.cluster import BrokerNode, ClusterView
 from gregor.metadata.config_view import BrokerConfigView
 from gregor.metadata.raft_store import RaftMetadataStore
@@ -81,6 +82,8 @@ class Services:
     topic_stats: BrokerTopicStats = field(default_factory=BrokerTopicStats)
     # incremental fetch sessions (KIP-227), shared by every listener's Fetch
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
+    # Metadata's partition arrays, encoded and kept per topic (handlers/metadata_partitions.py)
+    partition_arrays: PartitionArrays = field(default_factory=PartitionArrays)
 
     @property
     def cluster_id(self) -> str:

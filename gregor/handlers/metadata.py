@@ -20,6 +20,7 @@ from typing import Any
 
 from gregor.handlers.context import RequestContext
 from gregor.handlers.controller_writes import answer_once_hosted
+from gregor.handlers.metadata_partitions import leader_error
 from gregor.handlers.registry import handles
 from gregor.metadata.store import TopicInfo, validate_topic_name
 from gregor.protocol import api_keys, errors
@@ -33,6 +34,8 @@ Part = MetadataResponse.MetadataResponsePartition
 
 
 def topic_response(ctx: RequestContext, info: TopicInfo) -> Any:
+    """A topic's answer as message objects, one per partition (DescribeTopicPartitions reads
+    them; Metadata's answers are these, encoded: `_topic_answer`)."""
     parts = []
     image_topic = ctx.services.store.image.topic(info.name)
     for index, replicas in enumerate(info.replicas):
@@ -74,17 +77,24 @@ def topic_response(ctx: RequestContext, info: TopicInfo) -> Any:
 
 
 def _leader_error(ctx: RequestContext, leader: int) -> int:
-    """NONE if the leader is a broker with the listener the request came in on; as Kafka
-    otherwise: LEADER_NOT_AVAILABLE without a leader, LISTENER_NOT_FOUND (v6+; before,
-    LEADER_NOT_AVAILABLE) when the leader lacks that listener."""
-    if leader < 0:
-        return errors.LEADER_NOT_AVAILABLE
-    listener = ctx.listener_name
-    image = ctx.services.store.image
-    reg = image.brokers.get(leader)
-    if listener is None or reg is None or any(e.name == listener for e in reg.listeners):
-        return errors.NONE
-    return errors.LISTENER_NOT_FOUND if ctx.version >= 6 else errors.LEADER_NOT_AVAILABLE
+    """`leader_error` (metadata_partitions.py) for the request's listener and version."""
+    return leader_error(ctx.services.store.image, leader, ctx.listener_name, ctx.version)
+
+
+def _topic_answer(ctx: RequestContext, info: TopicInfo) -> Any:
+    """What `topic_response` answers, its partitions as their bytes kept per topic
+    (metadata_partitions.py)."""
+    services = ctx.services
+    partitions = services.partition_arrays.partitions(
+        services.replicas, services.store, info, ctx.version, ctx.listener_name
+    )
+    return Topic(
+        error_code=errors.NONE,
+        name=info.name,
+        topic_id=info.topic_id,
+        is_internal=info.internal,
+        partitions=partitions,
+    )
 
 
 def _error(code: int, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> Any:
@@ -116,7 +126,7 @@ def _named_topic(ctx: RequestContext, name: str, auto: bool, created: list[str])
                 created.append(name)
     if info is None:
         return _error(errors.UNKNOWN_TOPIC_OR_PARTITION, name)
-    return topic_response(ctx, info)
+    return _topic_answer(ctx, info)
 
 
 @handles(api_keys.METADATA)
@@ -137,7 +147,7 @@ def _answer(ctx: RequestContext, request: Any, created: list[str]) -> Any:
         # every topic the caller may describe; the others are left out, as Kafka leaves them
         everything = services.authorizer is None
         topics = [
-            topic_response(ctx, t)
+            _topic_answer(ctx, t)
             for t in store.topics.values()
             if everything or ctx.authorize(DESCRIBE, TOPIC, t.name)
         ]
@@ -151,7 +161,7 @@ def _answer(ctx: RequestContext, request: Any, created: list[str]) -> Any:
             if info is None or not ctx.authorize(DESCRIBE, TOPIC, info.name):
                 topics.append(_error(errors.UNKNOWN_TOPIC_ID, None, t.topic_id))
             else:
-                topics.append(topic_response(ctx, info))
+                topics.append(_topic_answer(ctx, info))
     response = MetadataResponse(
         brokers=[
             MetadataResponse.MetadataResponseBroker(node_id=n, host=h, port=p, rack=rack)

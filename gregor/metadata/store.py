@@ -165,7 +165,7 @@ class MetadataStore:
 
     def add_partitions(self, name: str, new_replicas: list[list[int]]) -> TopicInfo:
         info = self.topics[name]
-        info.replicas.extend(new_replicas)
+        info.replicas = info.replicas + new_replicas  # a new list: readers may keep the old
         self._save()
         return info
 

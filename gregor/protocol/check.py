@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from gregor.protocol.codegen import Data, default_of
+from gregor.protocol.codegen import Data, EncodedArray, default_of
 from gregor.protocol.schema.dsl import Field, Message, Struct
 
 _RANGES = {
@@ -54,7 +54,7 @@ def _check_field(f: Field, version: int, v: Any, path: str, out: list[str]) -> N
             out.append(f"{path}: None, but the field is not nullable in v{version}")
         return
     if f.array:
-        if not isinstance(v, list | tuple):
+        if not isinstance(v, list | tuple | EncodedArray):
             out.append(f"{path}: expected a list, got {type(v).__name__}")
             return
         for i, item in enumerate(v):

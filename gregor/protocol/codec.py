@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gregor.protocol import api_keys
-from gregor.protocol.codegen import Data, Decoder, Encoder, MessageCodec
+from gregor.protocol.codegen import Data, Decoder, EncodedArray, Encoder, MessageCodec
 from gregor.protocol.exceptions import CorruptFrameError, EncodeError, UnsupportedVersionError
 from gregor.protocol.headers import (
     RequestHeader,
@@ -460,6 +460,7 @@ __all__ = [
     "CODEC_KEYS",
     "CorruptFrameError",
     "EncodeError",
+    "EncodedArray",
     "RequestHeader",
     "SelfEncoding",
     "UnsupportedVersionError",

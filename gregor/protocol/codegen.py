@@ -34,7 +34,7 @@ import linecache
 import math
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from gregor.protocol.exceptions import CorruptFrameError
@@ -110,12 +110,57 @@ class Data:
 def _plain(value: object) -> object:
     if isinstance(value, Data):
         return value.to_dict()
-    if isinstance(value, list):
+    if isinstance(value, list | EncodedArray):
         return [_plain(v) for v in value]
     return value
 
 
 _UNSET: Any = type("_Unset", (), {"__repr__": lambda self: "<unset>"})()
+
+
+class EncodedArray(Sequence[Any]):
+    """The value of an `encoded` array field (schema/dsl.py) as its bytes for one version:
+    `data` is what that version's encoder would write for the array, its length first, and is
+    written as it is; `read()` gives its elements (decoded from `data`, say) to anything else
+    that looks at it: readers, and an encoder of another version. `length`: its elements."""
+
+    __slots__ = ("version", "length", "data", "_read", "_items")
+
+    def __init__(
+        self, version: int, length: int, data: bytes, read: Callable[[EncodedArray], list[Any]]
+    ) -> None:
+        self.version, self.length, self.data = version, length, data
+        self._read = read
+        self._items: list[Any] | None = None
+
+    def items(self) -> list[Any]:
+        if self._items is None:
+            self._items = self._read(self)
+            assert len(self._items) == self.length, "an encoded array read as another length"
+        return self._items
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.items()[index]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.items())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, EncodedArray):
+            if self.version == other.version and self.data == other.data:
+                return True
+            return self.items() == other.items()
+        if isinstance(other, list):
+            return self.items() == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self.items())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -223,6 +268,7 @@ _BASE_NAMESPACE: dict[str, object] = {
     "_str": str,
     "_len": len,
     "_bytearray": bytearray,
+    "_EncodedArray": EncodedArray,
 }
 
 
@@ -747,6 +793,11 @@ class _EncoderGen(_Gen):
 
     def array(self, f: Field, lst: str, buf: str, depth: int) -> None:
         w = self.w
+        if f.encoded:  # its bytes, when made for this version (EncodedArray)
+            w.emit(depth, f"if type({lst}) is _EncodedArray and {lst}.version == {self.v}:")
+            w.emit(depth + 1, f"{buf} += {lst}.data")
+            w.emit(depth, "else:")
+            depth += 1
         n = w.var("n")
         w.emit(depth, f"{n} = _len({lst})")
         self.length(n, buf, depth, "array")

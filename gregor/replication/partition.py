@@ -299,6 +299,8 @@ class Partition:
     submit: Callable[[Partition, IsrUpdate], None] | None = None
     # Told (old ISR size, new ISR size) when the controller commits an ISR change of ours.
     on_isr_committed: Callable[[int, int], None] | None = None
+    # Told the topic whenever leader_id, leader_epoch or isr is set (`_Announced`).
+    on_state_change: Callable[[str], None] | None = None
 
     @functools.cached_property
     def name(self) -> str:
@@ -784,6 +786,32 @@ class Partition:
             self.commits.notify()
 
 
+class _Announced:
+    """A Partition field whose every assignment calls the partition's `on_state_change` (once
+    it has one) with its topic: what Metadata answers of it (leader, leader epoch, ISR) is kept
+    encoded per topic until then (handlers/metadata_partitions.py). Setting is the only way to
+    change them: the ISR list is replaced, never changed in place.
+
+    It defines `__set__` only: a read finds the value in the instance's dict as for a plain
+    attribute (a descriptor without `__get__` steps aside), so reads cost nothing more."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __set__(self, p: Partition, value: object) -> None:
+        fields = p.__dict__
+        fields[self.name] = value
+        announce = fields.get("on_state_change")
+        if announce is not None:
+            announce(p.topic)
+
+
+for _name in ("leader_id", "leader_epoch", "isr"):
+    setattr(Partition, _name, _Announced(_name))
+
+
 # What `check_timestamps` reads of a batch header: batchLength (at 8), attributes (21), the
 # base and max timestamps (27, 35).
 _TIMESTAMP_FIELDS = struct.Struct(">8xi9xh4xqq")
@@ -883,6 +911,9 @@ class ReplicaManager:
         # Moves whenever a partition is applied or removed (`stamp`, with the logs' changes).
         self.changes = 0
         self._change_seq = itertools.count(1)
+        # Per topic, a value that moves whenever a hosted partition of it is added or removed,
+        # or its leader, leader epoch or ISR set (`state_stamp`).
+        self._topic_stamps: dict[str, int] = {}
         self.isr_shrinks = 0  # ISR changes of led partitions committed (Kafka's IsrShrinksPerSec)
         self.isr_expands = 0
 
@@ -896,6 +927,14 @@ class ReplicaManager:
             self.isr_shrinks += 1
         elif after > before:
             self.isr_expands += 1
+
+    def state_stamp(self, topic: str) -> int:
+        """A value that moves whenever this broker's partitions of `topic` are added or
+        removed, or one's leader, leader epoch or ISR is set; 0 before any was."""
+        return self._topic_stamps.get(topic, 0)
+
+    def _state_changed(self, topic: str) -> None:
+        self._topic_stamps[topic] = next(self._change_seq)
 
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
@@ -946,8 +985,10 @@ class ReplicaManager:
                 local_broker_epoch=self.local_broker_epoch,
                 submit=self._submit,
                 on_isr_committed=self._count_isr_change,
+                on_state_change=self._state_changed,
             )
             self.partitions[(topic, index)] = p
+            self._state_changed(topic)
         else:
             p.log.update_config(config)
             p.min_insync_replicas = min_insync_replicas  # a lower one may free the HW
@@ -1004,6 +1045,7 @@ class ReplicaManager:
     def remove(self, topic: str, index: int) -> None:
         self.changes = next(self._change_seq)
         p = self.partitions.pop((topic, index), None)
+        self._state_changed(topic)
         if p is not None:
             p.leader_id = NO_LEADER
             p.notify()

@@ -102,6 +102,9 @@ def test_absent_fields_are_defaults_after_decoding() -> None:
         ("a: int32 versions 7+", "in no declared version"),
         ("a: []S\n  x: int8\nb: []S\n  y: int8", "struct S declared twice"),
         ("a: int32 default abc", "bad default"),
+        ("a: []int32 encoded", "only an untagged array of structs can be encoded"),
+        ("a: S encoded\n  x: int8", "only an untagged array of structs can be encoded"),
+        ("a: []S encoded tag 0 versions 3+\n  x: int8", "only an untagged array of structs"),
     ],
 )
 def test_refused_declarations(text: str, error: str) -> None:
@@ -172,3 +175,26 @@ def test_dropped_fields_like_kafkas_unsupported_version_check() -> None:
     assert dropped_fields(schema, 11, value) == [
         "MetadataResponse.cluster_authorized_operations: 5 cannot be sent in v11"
     ]
+
+
+def test_an_encoded_array_is_written_as_its_bytes_in_its_version_only() -> None:
+    """`encoded`: the value may be an EncodedArray, its bytes written as they are by the
+    encoder of its version; others (and readers) see its elements."""
+    c = _message("a: int8\nitems: []Item encoded\n  x: int32\n  y: int8 versions 2+")
+    item = c.cls._structs["Item"]
+    elements = [item(x=1, y=2), item(x=3, y=4)]
+    made = {v: c.encoder(v)(c.cls(a=7, items=elements), [], bytearray()) for v in range(6)}
+    for v in range(6):
+        tags = b"\x00" if v >= 3 else b""  # the message's own tagged fields (none), flexible
+        data = bytes(made[v][1 : len(made[v]) - len(tags)])  # the array's bytes in version v
+        read_as = list(elements if v >= 2 else [item(x=1), item(x=3)])
+        array = codec.EncodedArray(v, 2, data, lambda _, r=read_as: r)
+        assert c.encoder(v)(c.cls(a=7, items=array), [], bytearray()) == made[v]
+        # a stand-in for other bytes: written by its own version only
+        marked = codec.EncodedArray(v, 2, b"!" + data, lambda _, r=read_as: r)
+        assert c.encoder(v)(c.cls(a=7, items=marked), [], bytearray()) == b"\x07!" + data + tags
+        other = 4 if v < 4 else 1
+        got = c.encoder(other)(c.cls(a=7, items=marked), [], bytearray())
+        assert got == c.encoder(other)(c.cls(a=7, items=read_as), [], bytearray())
+        assert marked == read_as and list(marked) == read_as and marked[1] == read_as[1]
+        assert c.cls(a=7, items=marked).to_dict()["items"] == [e.to_dict() for e in read_as]

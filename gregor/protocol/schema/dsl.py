@@ -4,7 +4,7 @@ One API is declared by one `api(...)` call: its key, name, the versions we decla
 first flexible version, and two text blocks, the request's fields and the response's. A block
 has one line per field, children indented by two spaces under a struct or struct-array field:
 
-    name: type [versions R] [nullable [R]] [tag N] [default V] [ignorable]   # about
+    name: type [versions R] [nullable [R]] [tag N] [default V] [ignorable] [encoded]   # about
 
 - `type` is a primitive (`int8 int16 int32 int64 uint16 uint32 float64 bool uuid string bytes
   records`), a struct name (CamelCase, with indented children, or declared once with a
@@ -22,6 +22,9 @@ has one line per field, children indented by two spaces under a struct or struct
 - `ignorable` is kept for documentation: an encoder of an older version silently drops a
   field it cannot carry, ignorable or not (Kafka's Java raises for non-ignorable ones; we leave
   that rule to the handlers' tests).
+- `encoded` (an array of structs, not tagged): its value may also be a `codegen.EncodedArray`,
+  the array's bytes already made for one version, which that version's encoder writes as
+  they are (any other version reads its elements); for a large array a handler can keep.
 - `#` starts a comment; a comment at the end of a field line is kept as the field's `about`.
 
 Versions are Kafka's numbers, so `versions 10+` reads the same as `"versions": "10+"` in
@@ -133,6 +136,7 @@ class Field:
     default: object  # TYPE_DEFAULT, or the declared value (None for null)
     ignorable: bool
     about: str
+    encoded: bool = False  # the value may be an EncodedArray (module docstring)
     struct: Struct | None = None  # set for struct and struct-array fields
     line: int = 0
 
@@ -223,8 +227,8 @@ def _parse_attrs(rest: str, where: str) -> dict[str, object]:
             else:
                 attrs["nullable"] = ""
                 i += 1
-        elif word == "ignorable":
-            attrs["ignorable"] = True
+        elif word in ("ignorable", "encoded"):
+            attrs[word] = True
             i += 1
         else:
             raise SchemaError(f"{where}: unknown attribute {word!r}")
@@ -366,6 +370,7 @@ class _Parser:
             default=default,
             ignorable=bool(attrs.get("ignorable", False)),
             about=line.about,
+            encoded=bool(attrs.get("encoded", False)),
             line=line.number,
         )
 
@@ -383,6 +388,8 @@ class _Parser:
                 raise SchemaError(f"{where}: records cannot be tagged")
             if f.type == "records" and f.array:
                 raise SchemaError(f"{where}: no arrays of records")
+            if f.encoded and (f.struct is None or not f.array or tagged or f.tag is not None):
+                raise SchemaError(f"{where}: only an untagged array of structs can be encoded")
             if f.default is None and not f.versions.within(f.nullable):
                 raise SchemaError(f"{where}: default null needs the field nullable in all versions")
             if f.struct is not None:

@@ -37,7 +37,7 @@ topics: []MetadataResponseTopic
   name: string nullable 12+
   topic_id: uuid versions 10+ ignorable
   is_internal: bool versions 1+ default false ignorable
-  partitions: []MetadataResponsePartition
+  partitions: []MetadataResponsePartition encoded  # a handler may keep their bytes
     error_code: int16
     partition_index: int32
     leader_id: int32
