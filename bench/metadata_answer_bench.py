@@ -22,7 +22,9 @@ warm-up, per answer: figures no load on the machine bends. `--profile`: cProfile
 answers. `--gc`: each answer's time with the garbage collector's collections counted (how many
 answers saw one of each generation). `--cold`: before each answer, drop what a tree keeps of
 the answers before (handlers/metadata_partitions.py), as after every topic changed: the cost
-of writing every partition. Figures only: nothing is asserted.
+of writing every partition. `--changed N`: before each answer, N partitions spread over the
+topics get their ISR set again (as an AlterPartition answer sets it): what an answer costs
+after a few changes. Figures only: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def build_node(data_dir: str, layout: str) -> Any:
 class Answers:
     """Metadata requests for all topics at `version`, answered and encoded as on the wire."""
 
-    def __init__(self, b: Any, version: int) -> None:
+    def __init__(self, b: Any, version: int, changed: int = 0) -> None:
         from gregor.handlers import metadata
         from gregor.handlers.context import RequestContext
         from gregor.protocol import api_keys, codec
@@ -91,6 +93,8 @@ class Answers:
         header = RequestHeader(api_keys.METADATA, version, 1, "bench")
         self.ctx = RequestContext(b.services, header, "127.0.0.1:1")
         topics = [] if version == 0 else None
+        every = list(b.replicas.partitions.values())
+        self.touched = every[:: max(1, len(every) // changed)][:changed] if changed else []
         self.request = MetadataRequest(topics=topics, allow_auto_topic_creation=False)
 
     def handler(self) -> Any:
@@ -105,6 +109,8 @@ class Answers:
     def once(self, cold: bool = False) -> tuple[float, float, int]:
         if cold:
             self.forget()
+        for p in self.touched:  # their ISR set again (as an AlterPartition answer sets it)
+            p.isr = list(p.isr)
         t0 = time.perf_counter()
         response = self.handle(self.ctx, self.request)
         t1 = time.perf_counter()
@@ -114,7 +120,13 @@ class Answers:
 
 
 def timed(
-    layout: str, versions: str, answers: int, warm_up: int, count_gc: bool, cold: bool = False
+    layout: str,
+    versions: str,
+    answers: int,
+    warm_up: int,
+    count_gc: bool,
+    cold: bool = False,
+    changed: int = 0,
 ) -> str:
     """Run in the tree on sys.path: JSON {version: {handler_ms, encode_ms, total_ms, ...}}."""
     out: dict[str, Any] = {}
@@ -122,7 +134,7 @@ def timed(
         b = build_node(d, layout)
         gc.collect()
         for v in (int(x) for x in versions.split(",")):
-            run = Answers(b, v)
+            run = Answers(b, v, changed)
             for _ in range(warm_up):
                 run.once()
             seen = {0: 0, 1: 0, 2: 0}
@@ -149,13 +161,15 @@ def timed(
     return json.dumps(out)
 
 
-def _counted(layout: str, versions: str, answers: int, warm_up: int, cold: bool) -> None:
+def _counted(
+    layout: str, versions: str, answers: int, warm_up: int, cold: bool, changed: int
+) -> None:
     """Under callgrind (`--instr-atstart=no`): prints per version the answers counted."""
     with tempfile.TemporaryDirectory(prefix="gregor-mdanswer-") as d:
         b = build_node(d, layout)
         gc.collect()
         for v in (int(x) for x in versions.split(",")):
-            run = Answers(b, v)
+            run = Answers(b, v, changed)
             for _ in range(warm_up):
                 run.once()
             subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], check=False)
@@ -172,7 +186,7 @@ def _child_timed(tree: str, args: argparse.Namespace) -> dict[str, Any]:
         f"import sys; sys.path.insert(0, {HERE!r}); import gregor, metadata_answer_bench as m; "
         f"assert gregor.__file__.startswith({os.path.abspath(tree)!r}), gregor.__file__; "
         f"print(m.timed({args.layout!r}, {args.versions!r}, {args.answers}, {args.warm_up}, "
-        f"{args.gc}, {args.cold}))"
+        f"{args.gc}, {args.cold}, {args.changed}))"
     )
     env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
     done = subprocess.run(
@@ -191,7 +205,7 @@ def profile(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="gregor-mdanswer-") as d:
         b = build_node(d, args.layout)
         for v in (int(x) for x in args.versions.split(",")):
-            run = Answers(b, v)
+            run = Answers(b, v, args.changed)
             for _ in range(args.warm_up):
                 run.once()
             prof = cProfile.Profile()
@@ -205,8 +219,9 @@ def profile(args: argparse.Namespace) -> None:
 
 
 def main() -> int:
-    if len(sys.argv) == 7 and sys.argv[1] == "--inner":
-        _counted(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6] == "1")
+    if len(sys.argv) == 8 and sys.argv[1] == "--inner":
+        a = sys.argv
+        _counted(a[2], a[3], int(a[4]), int(a[5]), a[6] == "1", int(a[7]))
         return 0
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -221,6 +236,7 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true", help="cProfile this tree's answers")
     ap.add_argument("--gc", action="store_true", help="count the collections answers saw")
     ap.add_argument("--cold", action="store_true", help="drop what was kept before each answer")
+    ap.add_argument("--changed", type=int, default=0, help="partitions changed before each")
     args = ap.parse_args()
     trees = args.tree or ["."]
     if args.profile:
@@ -233,7 +249,8 @@ def main() -> int:
             return 2
         for v in args.versions.split(","):
             for tree in trees:
-                inner = [args.layout, v, str(args.answers), str(args.warm_up), str(int(args.cold))]
+                inner = [args.layout, v, str(args.answers), str(args.warm_up)]
+                inner += [str(int(args.cold)), str(args.changed)]
                 with tempfile.TemporaryDirectory() as tmp:
                     total = inner_instructions(os.path.abspath(tree), __file__, inner, tmp)
                 if isinstance(total, str):

@@ -20,13 +20,16 @@ the TopicInfo and its replicas list (replaced, never changed in place, on a chan
 length, the image's TopicImage of the topic and its brokers (immutable: a change makes new
 ones, so `is` tells), whether the store is networked, and the ReplicaManager's `state_stamp` of
 the topic, which moves when a hosted partition is added or removed or its leader, leader epoch
-or ISR is set (replication/partition.py `_Announced`).
+or ISR is set (replication/partition.py `_Announced`). When only that stamp moved, the entries
+of the partitions it lists as changed since (`changed_since`) are written again and the others
+kept, unless it no longer knows or they are half the topic or more: then all are written.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from gregor.metadata.image import MetadataImage
@@ -102,6 +105,23 @@ def encode_partitions(
 ) -> bytes:
     """The bytes of `info`'s partitions array for `version` (module docstring), its length
     first. `replicas` is the ReplicaManager, `store` the metadata store."""
+    entries = encode_entries(replicas, store, info, version, listener, range(len(info.replicas)))
+    return _array_head(version, len(entries)) + b"".join(entries)
+
+
+def _array_head(version: int, count: int) -> bytes:
+    return uvarint_bytes(count + 1) if version >= FIRST_FLEXIBLE else _I32.pack(count)
+
+
+def encode_entries(
+    replicas: Any,
+    store: Any,
+    info: TopicInfo,
+    version: int,
+    listener: str | None,
+    indexes: Iterable[int],
+) -> list[bytes]:
+    """The entries of `info`'s partitions of `indexes` in the array of `version`, in order."""
     layout = layout_of(version)
     epoch, offline, flexible = layout
     name = info.name
@@ -109,14 +129,15 @@ def encode_partitions(
     image_topic = image.topic(name)
     registered = image_topic.partitions if image_topic is not None and store.networked else {}
     hosted = replicas.partitions.get
-    count = len(info.replicas)
-    chunks = [uvarint_bytes(count + 1) if flexible else _I32.pack(count)]
+    topic_replicas = info.replicas
+    chunks: list[bytes] = []
     add = chunks.append
     packers = _PACKERS.setdefault(layout, {})
     tail: tuple[int, ...] = ((1, 0) if flexible else (0,)) if offline else ()
     bias = 1 if flexible else 0  # what a length is written as: length + 1 when flexible
     ok, not_available = errors.NONE, errors.LEADER_NOT_AVAILABLE
-    for index, nodes in enumerate(info.replicas):
+    for index in indexes:
+        nodes = topic_replicas[index]
         p = hosted((name, index))
         if p is not None:
             error, leader, leader_epoch, isr = ok, p.leader_id, p.leader_epoch, p.isr
@@ -136,7 +157,7 @@ def encode_partitions(
             add(pack(error, index, leader, leader_epoch, n + bias, *nodes, k + bias, *isr, *tail))
         else:
             add(pack(error, index, leader, n + bias, *nodes, k + bias, *isr, *tail))
-    return b"".join(chunks)
+    return chunks
 
 
 def read_partitions(array: EncodedArray) -> list[Any]:
@@ -149,31 +170,48 @@ def read_partitions(array: EncodedArray) -> list[Any]:
     return list(decoded.topics[0].partitions)
 
 
+@dataclass(slots=True)
+class _Kept:
+    inputs: tuple[Any, ...]  # all but the state stamp
+    stamp: int  # the ReplicaManager's state_stamp of the topic
+    entries: list[bytes]
+    array: EncodedArray
+
+
 class PartitionArrays:
     """A node's kept partition arrays (module docstring): one per Services."""
 
     def __init__(self) -> None:
-        # (topic, version, listener) -> (the inputs it was made from, the array)
-        self._kept: dict[tuple[str, int, str | None], tuple[tuple[Any, ...], EncodedArray]] = {}
+        self._kept: dict[tuple[str, int, str | None], _Kept] = {}  # (topic, version, listener)
 
     def partitions(
         self, replicas: Any, store: Any, info: TopicInfo, version: int, listener: str | None
     ) -> EncodedArray:
         image = store.image
         name = info.name
-        inputs = (
-            info, info.replicas, len(info.replicas), image.topic(name), image.brokers,
-            store.networked, replicas.state_stamp(name),
-        )  # fmt: skip
+        count = len(info.replicas)
+        inputs = (info, info.replicas, count, image.topic(name), image.brokers, store.networked)
+        stamp = replicas.state_stamp(name)
         key = (name, version, listener)
         kept = self._kept.get(key)
-        if kept is not None and _same(kept[0], inputs):
-            return kept[1]
-        data = encode_partitions(replicas, store, info, version, listener)
-        array = EncodedArray(version, len(info.replicas), data, read_partitions)
+        entries = None
+        if kept is not None and _same(kept.inputs, inputs):
+            if kept.stamp == stamp:
+                return kept.array
+            changed = replicas.changed_since(name, kept.stamp)
+            again = sorted({i for i in changed if i < count}) if changed is not None else None
+            if again is not None and len(again) < count // 2:  # else all, in order
+                entries = list(kept.entries)
+                made = encode_entries(replicas, store, info, version, listener, again)
+                for index, entry in zip(again, made, strict=True):
+                    entries[index] = entry
+        if entries is None:
+            entries = encode_entries(replicas, store, info, version, listener, range(count))
+        data = _array_head(version, count) + b"".join(entries)
+        array = EncodedArray(version, count, data, read_partitions)
         if len(self._kept) >= KEPT_PER_TOPIC * (len(store.topics) + 4):
             self._kept.clear()
-        self._kept[key] = (inputs, array)
+        self._kept[key] = _Kept(inputs, stamp, entries, array)
         return array
 
 

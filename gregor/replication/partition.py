@@ -61,6 +61,7 @@ wait.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 import logging
@@ -98,6 +99,9 @@ log = logging.getLogger("gregor.replication")
 Watcher = Callable[[], None]
 UNKNOWN_OFFSET = -1
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
+# The latest partition state changes a ReplicaManager lists per topic (`changed_since`).
+CHANGES_KEPT = 1024
+_LAST = 1 << 62  # an index after every other, to search (stamp, index) pairs by stamp
 _code = errors.BY_NAME
 FENCED_LEADER_EPOCH = _code["FENCED_LEADER_EPOCH"].code
 UNKNOWN_LEADER_EPOCH = _code["UNKNOWN_LEADER_EPOCH"].code
@@ -299,8 +303,8 @@ class Partition:
     submit: Callable[[Partition, IsrUpdate], None] | None = None
     # Told (old ISR size, new ISR size) when the controller commits an ISR change of ours.
     on_isr_committed: Callable[[int, int], None] | None = None
-    # Told the topic whenever leader_id, leader_epoch or isr is set (`_Announced`).
-    on_state_change: Callable[[str], None] | None = None
+    # Told (topic, index) whenever leader_id, leader_epoch or isr is set (`_Announced`).
+    on_state_change: Callable[[str, int], None] | None = None
 
     @functools.cached_property
     def name(self) -> str:
@@ -788,7 +792,7 @@ class Partition:
 
 class _Announced:
     """A Partition field whose every assignment calls the partition's `on_state_change` (once
-    it has one) with its topic: what Metadata answers of it (leader, leader epoch, ISR) is kept
+    it has one) with its topic and index: what Metadata answers of it (leader, leader epoch, ISR) is kept
     encoded per topic until then (handlers/metadata_partitions.py). Setting is the only way to
     change them: the ISR list is replaced, never changed in place.
 
@@ -805,7 +809,7 @@ class _Announced:
         fields[self.name] = value
         announce = fields.get("on_state_change")
         if announce is not None:
-            announce(p.topic)
+            announce(p.topic, p.index)
 
 
 for _name in ("leader_id", "leader_epoch", "isr"):
@@ -912,8 +916,11 @@ class ReplicaManager:
         self.changes = 0
         self._change_seq = itertools.count(1)
         # Per topic, a value that moves whenever a hosted partition of it is added or removed,
-        # or its leader, leader epoch or ISR set (`state_stamp`).
+        # or its leader, leader epoch or ISR set (`state_stamp`); the latest such changes,
+        # (stamp, index) in stamp order, and the stamp up to which they are forgotten.
         self._topic_stamps: dict[str, int] = {}
+        self._topic_changes: dict[str, list[tuple[int, int]]] = {}
+        self._changes_floor: dict[str, int] = {}
         self.isr_shrinks = 0  # ISR changes of led partitions committed (Kafka's IsrShrinksPerSec)
         self.isr_expands = 0
 
@@ -933,8 +940,23 @@ class ReplicaManager:
         removed, or one's leader, leader epoch or ISR is set; 0 before any was."""
         return self._topic_stamps.get(topic, 0)
 
-    def _state_changed(self, topic: str) -> None:
-        self._topic_stamps[topic] = next(self._change_seq)
+    def changed_since(self, topic: str, stamp: int) -> list[int] | None:
+        """The indexes of `topic`'s partitions whose state may have changed after `stamp` (a
+        `state_stamp` of it), in no order, maybe repeated; None when that is no longer known
+        (the oldest changes are forgotten, and all of a topic's when a partition is removed)."""
+        if stamp < self._changes_floor.get(topic, 0):
+            return None
+        changes = self._topic_changes.get(topic, [])
+        return [i for _, i in changes[bisect.bisect_right(changes, (stamp, _LAST)) :]]
+
+    def _state_changed(self, topic: str, index: int) -> None:
+        stamp = self._topic_stamps[topic] = next(self._change_seq)
+        changes = self._topic_changes.setdefault(topic, [])
+        changes.append((stamp, index))
+        if len(changes) > CHANGES_KEPT:  # forget the older half
+            half = len(changes) // 2
+            self._changes_floor[topic] = changes[half - 1][0]
+            del changes[:half]
 
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
@@ -988,7 +1010,7 @@ class ReplicaManager:
                 on_state_change=self._state_changed,
             )
             self.partitions[(topic, index)] = p
-            self._state_changed(topic)
+            self._state_changed(topic, index)
         else:
             p.log.update_config(config)
             p.min_insync_replicas = min_insync_replicas  # a lower one may free the HW
@@ -1045,7 +1067,10 @@ class ReplicaManager:
     def remove(self, topic: str, index: int) -> None:
         self.changes = next(self._change_seq)
         p = self.partitions.pop((topic, index), None)
-        self._state_changed(topic)
+        self._state_changed(topic, index)
+        # forget the topic's changes: a removal is mostly a deletion, of every partition
+        self._changes_floor[topic] = self._topic_stamps[topic]
+        self._topic_changes.pop(topic, None)
         if p is not None:
             p.leader_id = NO_LEADER
             p.notify()

@@ -30,6 +30,7 @@ from gregor.metadata.store import TopicInfo
 from gregor.protocol import api_keys, codec, errors
 from gregor.protocol.headers import RequestHeader
 from gregor.protocol.messages import MetadataRequest, MetadataResponse
+from gregor.replication.partition import CHANGES_KEPT
 
 pytestmark = pytest.mark.unit
 
@@ -140,6 +141,15 @@ def test_an_isr_shrunk_and_a_partition_no_longer_hosted(node: Any) -> None:
     node.replicas.get("b", 0).leader_epoch += 1
     moved = check_answers(node.services)
     assert all(x != y for x, y in zip(moved[7:], shrunk[7:], strict=True))  # v7+ carry it
+    for index in (3, 64, 65):  # a few of the topic's 130: only they are written again
+        node.replicas.get("b", index).isr = []
+    few = check_answers(node.services)
+    assert all(x != y for x, y in zip(moved, few, strict=True))
+    node.replicas.get("b", 8).isr = []  # then more changes than are listed: all written again
+    for _ in range(CHANGES_KEPT + 1):
+        node.replicas.get("b", 7).leader_epoch += 1
+    moved = check_answers(node.services)
+    assert all(x != y for x, y in zip(moved, few, strict=True))
     node.replicas.remove("a", 2)
     gone = check_answers(node.services)
     assert all(x != y for x, y in zip(moved, gone, strict=True))
@@ -205,6 +215,9 @@ class Hosting:
 
     def state_stamp(self, topic: str) -> int:
         return 0
+
+    def changed_since(self, topic: str, stamp: int) -> list[int] | None:
+        return None
 
 
 def networked(img: MetadataImage, replicas: tuple[int, ...] = (2, 1)) -> Any:
