@@ -792,9 +792,9 @@ class Partition:
 
 class _Announced:
     """A Partition field whose every assignment calls the partition's `on_state_change` (once
-    it has one) with its topic and index: what Metadata answers of it (leader, leader epoch, ISR) is kept
-    encoded per topic until then (handlers/metadata_partitions.py). Setting is the only way to
-    change them: the ISR list is replaced, never changed in place.
+    it has one) with its topic and index: what Metadata answers of it (leader, leader epoch,
+    ISR) is kept encoded per topic until then (handlers/metadata_partitions.py). Setting is
+    the only way to change them: the ISR list is replaced, never changed in place.
 
     It defines `__set__` only: a read finds the value in the instance's dict as for a plain
     attribute (a descriptor without `__get__` steps aside), so reads cost nothing more."""
