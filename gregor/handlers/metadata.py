@@ -67,12 +67,17 @@ def topic_response(ctx: RequestContext, info: TopicInfo) -> Any:
                 offline_replicas=[],
             )
         )
+    return _topic(info, parts)
+
+
+def _topic(info: TopicInfo, partitions: Any) -> Any:
+    """A topic's answer without an error: its name, id, whether internal, and `partitions`."""
     return Topic(
         error_code=errors.NONE,
         name=info.name,
         topic_id=info.topic_id,
         is_internal=info.internal,
-        partitions=parts,
+        partitions=partitions,
     )
 
 
@@ -88,13 +93,7 @@ def _topic_answer(ctx: RequestContext, info: TopicInfo) -> Any:
     partitions = services.partition_arrays.partitions(
         services.replicas, services.store, info, ctx.version, ctx.listener_name
     )
-    return Topic(
-        error_code=errors.NONE,
-        name=info.name,
-        topic_id=info.topic_id,
-        is_internal=info.internal,
-        partitions=partitions,
-    )
+    return _topic(info, partitions)
 
 
 def _error(code: int, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> Any:
