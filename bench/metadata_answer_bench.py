@@ -30,6 +30,7 @@ after a few changes. Figures only: nothing is asserted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -39,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -130,13 +132,9 @@ def timed(
 ) -> str:
     """Run in the tree on sys.path: JSON {version: {handler_ms, encode_ms, total_ms, ...}}."""
     out: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="gregor-mdanswer-") as d:
-        b = build_node(d, layout)
-        gc.collect()
+    with _node(layout) as b:
         for v in (int(x) for x in versions.split(",")):
-            run = Answers(b, v, changed)
-            for _ in range(warm_up):
-                run.once()
+            run = _warmed(b, v, changed, warm_up)
             seen = {0: 0, 1: 0, 2: 0}
             handler, encode, total = [], [], []
             size = 0
@@ -157,28 +155,39 @@ def timed(
                 "bytes": size,
                 **({"gc_answers": seen} if count_gc else {}),
             }
-        b.logs.shutdown()
     return json.dumps(out)
+
+
+@contextlib.contextmanager
+def _node(layout: str) -> Iterator[Any]:
+    """`build_node` in a temporary directory, collected once before the answers."""
+    with tempfile.TemporaryDirectory(prefix="gregor-mdanswer-") as d:
+        b = build_node(d, layout)
+        gc.collect()
+        try:
+            yield b
+        finally:
+            b.logs.shutdown()
+
+
+def _warmed(b: Any, version: int, changed: int, warm_up: int) -> Answers:
+    run = Answers(b, version, changed)
+    for _ in range(warm_up):
+        run.once()
+    return run
 
 
 def _counted(
     layout: str, versions: str, answers: int, warm_up: int, cold: bool, changed: int
 ) -> None:
     """Under callgrind (`--instr-atstart=no`): prints per version the answers counted."""
-    with tempfile.TemporaryDirectory(prefix="gregor-mdanswer-") as d:
-        b = build_node(d, layout)
-        gc.collect()
-        for v in (int(x) for x in versions.split(",")):
-            run = Answers(b, v, changed)
-            for _ in range(warm_up):
-                run.once()
-            subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], check=False)
-            for _ in range(answers):
-                run.once(cold)
-            subprocess.run(["callgrind_control", "-i", "off", str(os.getpid())], check=False)
-            # one version per child: the totals are of all that was counted
-            break
-        b.logs.shutdown()
+    with _node(layout) as b:
+        # one version per child (the first): the totals are of all that was counted
+        run = _warmed(b, int(versions.split(",")[0]), changed, warm_up)
+        subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], check=False)
+        for _ in range(answers):
+            run.once(cold)
+        subprocess.run(["callgrind_control", "-i", "off", str(os.getpid())], check=False)
 
 
 def _child_timed(tree: str, args: argparse.Namespace) -> dict[str, Any]:
